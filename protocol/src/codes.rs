@@ -1,0 +1,128 @@
+//! Stable response codes. RocketMQ's numbers where RocketMQ has the code (so a RocketMQ
+//! front end can pass them through); ours from 1000. Never renumber, never reuse.
+
+use std::fmt;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u16)]
+pub enum ResponseCode {
+    Success = 0,
+    SystemError = 1,
+    SystemBusy = 2,
+    RequestCodeNotSupported = 3,
+    FlushDiskTimeout = 10,
+    MessageIllegal = 13,
+    ServiceNotAvailable = 14,
+    TopicNotExist = 17,
+    PullNotFound = 19,
+    PullRetryImmediately = 20,
+    PullOffsetMoved = 21,
+    QueryNotFound = 22,
+    MessageTooLarge = 1001,
+    DiskFull = 1002,
+    NotLeader = 1003,
+    BadFrame = 1004,
+    StoragePoisoned = 1005,
+    Timeout = 1006,
+    BadRequest = 1007,
+}
+
+impl ResponseCode {
+    pub const ALL: [ResponseCode; 19] = [
+        ResponseCode::Success,
+        ResponseCode::SystemError,
+        ResponseCode::SystemBusy,
+        ResponseCode::RequestCodeNotSupported,
+        ResponseCode::FlushDiskTimeout,
+        ResponseCode::MessageIllegal,
+        ResponseCode::ServiceNotAvailable,
+        ResponseCode::TopicNotExist,
+        ResponseCode::PullNotFound,
+        ResponseCode::PullRetryImmediately,
+        ResponseCode::PullOffsetMoved,
+        ResponseCode::QueryNotFound,
+        ResponseCode::MessageTooLarge,
+        ResponseCode::DiskFull,
+        ResponseCode::NotLeader,
+        ResponseCode::BadFrame,
+        ResponseCode::StoragePoisoned,
+        ResponseCode::Timeout,
+        ResponseCode::BadRequest,
+    ];
+
+    pub fn as_u16(self) -> u16 {
+        self as u16
+    }
+
+    /// Unknown numbers (from a newer peer) map to `SystemError` rather than failing.
+    pub fn from_u16(code: u16) -> ResponseCode {
+        Self::ALL
+            .iter()
+            .copied()
+            .find(|c| c.as_u16() == code)
+            .unwrap_or(ResponseCode::SystemError)
+    }
+
+    /// A stable snake_case name, for logs, metrics labels and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            ResponseCode::Success => "success",
+            ResponseCode::SystemError => "system_error",
+            ResponseCode::SystemBusy => "system_busy",
+            ResponseCode::RequestCodeNotSupported => "request_code_not_supported",
+            ResponseCode::FlushDiskTimeout => "flush_disk_timeout",
+            ResponseCode::MessageIllegal => "message_illegal",
+            ResponseCode::ServiceNotAvailable => "service_not_available",
+            ResponseCode::TopicNotExist => "topic_not_exist",
+            ResponseCode::PullNotFound => "pull_not_found",
+            ResponseCode::PullRetryImmediately => "pull_retry_immediately",
+            ResponseCode::PullOffsetMoved => "pull_offset_moved",
+            ResponseCode::QueryNotFound => "query_not_found",
+            ResponseCode::MessageTooLarge => "message_too_large",
+            ResponseCode::DiskFull => "disk_full",
+            ResponseCode::NotLeader => "not_leader",
+            ResponseCode::BadFrame => "bad_frame",
+            ResponseCode::StoragePoisoned => "storage_poisoned",
+            ResponseCode::Timeout => "timeout",
+            ResponseCode::BadRequest => "bad_request",
+        }
+    }
+
+    /// Whether a producer may retry the same send on another queue or broker.
+    pub fn is_retriable(self) -> bool {
+        matches!(
+            self,
+            ResponseCode::SystemBusy
+                | ResponseCode::ServiceNotAvailable
+                | ResponseCode::NotLeader
+                | ResponseCode::Timeout
+                | ResponseCode::DiskFull
+                | ResponseCode::StoragePoisoned
+                | ResponseCode::SystemError
+        )
+    }
+}
+
+impl fmt::Display for ResponseCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.name(), self.as_u16())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_round_trip_and_are_unique() {
+        let mut seen = std::collections::HashSet::new();
+        for c in ResponseCode::ALL {
+            assert!(seen.insert(c.as_u16()), "duplicate number {}", c.as_u16());
+            assert_eq!(ResponseCode::from_u16(c.as_u16()), c);
+        }
+        assert_eq!(ResponseCode::from_u16(9999), ResponseCode::SystemError);
+        // RocketMQ's numbers, fixed forever.
+        assert_eq!(ResponseCode::TopicNotExist.as_u16(), 17);
+        assert_eq!(ResponseCode::PullOffsetMoved.as_u16(), 21);
+    }
+}

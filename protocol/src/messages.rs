@@ -1,0 +1,318 @@
+//! Frame headers: one [`Header`] per frame, carrying one [`Command`].
+//!
+//! Requests and responses share the `Command` enum so a peer decodes one type. New variants
+//! are only ever appended (rkyv encodes the variant by position).
+
+use rkyv::{Archive, Deserialize, Serialize};
+
+use crate::{ResponseCode, FLAG_ONEWAY, FLAG_RESPONSE};
+
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Header {
+    pub request_id: u64,
+    /// [`FLAG_RESPONSE`], [`FLAG_ONEWAY`].
+    pub flags: u32,
+    /// A [`ResponseCode`] number in responses; 0 in requests.
+    pub code: u16,
+    /// Human-readable detail of an error.
+    pub remark: String,
+    pub command: Command,
+}
+
+impl Header {
+    pub fn request(request_id: u64, command: Command) -> Header {
+        Header {
+            request_id,
+            flags: 0,
+            code: 0,
+            remark: String::new(),
+            command,
+        }
+    }
+
+    pub fn oneway(request_id: u64, command: Command) -> Header {
+        Header {
+            request_id,
+            flags: FLAG_ONEWAY,
+            code: 0,
+            remark: String::new(),
+            command,
+        }
+    }
+
+    pub fn response(request_id: u64, code: ResponseCode, command: Command) -> Header {
+        Header {
+            request_id,
+            flags: FLAG_RESPONSE,
+            code: code.as_u16(),
+            remark: String::new(),
+            command,
+        }
+    }
+
+    pub fn error(request_id: u64, code: ResponseCode, remark: impl Into<String>) -> Header {
+        Header {
+            request_id,
+            flags: FLAG_RESPONSE,
+            code: code.as_u16(),
+            remark: remark.into(),
+            command: Command::Empty,
+        }
+    }
+
+    pub fn is_response(&self) -> bool {
+        self.flags & FLAG_RESPONSE != 0
+    }
+
+    pub fn is_oneway(&self) -> bool {
+        self.flags & FLAG_ONEWAY != 0
+    }
+
+    pub fn response_code(&self) -> ResponseCode {
+        ResponseCode::from_u16(self.code)
+    }
+}
+
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub enum Command {
+    /// A response with nothing to say beyond its code (also every error response).
+    Empty,
+
+    // ---- NameServer requests ----
+    RegisterBroker(RegisterBroker),
+    UnregisterBroker(BrokerKey),
+    GetRoute {
+        topic: String,
+    },
+    GetClusterInfo,
+    GetTopicList,
+
+    // ---- Broker requests ----
+    /// Body: records encoded with `message::encode_record`, back to back, all for `queue_id`.
+    Send(SendRequest),
+    Pull(PullRequest),
+    CreateTopic(TopicConfig),
+    GetQueueOffsets {
+        topic: String,
+        queue_id: u32,
+    },
+    SearchOffsetByTime {
+        topic: String,
+        queue_id: u32,
+        timestamp_ms: i64,
+    },
+    BrokerStatus,
+    QueryByKey(QueryByKey),
+    /// A record by its place in a shard's CommitLog (decoded from an offset message id).
+    ViewByOffset {
+        shard: u16,
+        commit_log_offset: u64,
+    },
+    GetTopicConfigs,
+
+    // ---- Responses ----
+    SendResult(SendResult),
+    /// Body: the matching records, back to back.
+    PullResult(PullResult),
+    Route(RouteData),
+    ClusterInfo(ClusterInfo),
+    TopicList(Vec<String>),
+    QueueOffsets {
+        min_offset: u64,
+        max_offset: u64,
+    },
+    Offset(u64),
+    BrokerStatusResult(BrokerStatus),
+    /// Body: records. Used by QueryByKey and ViewByOffset.
+    Records {
+        count: u32,
+    },
+    TopicConfigs(Vec<TopicConfig>),
+}
+
+impl Command {
+    /// A short name for logs and metrics.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::Empty => "empty",
+            Command::RegisterBroker(_) => "register_broker",
+            Command::UnregisterBroker(_) => "unregister_broker",
+            Command::GetRoute { .. } => "get_route",
+            Command::GetClusterInfo => "get_cluster_info",
+            Command::GetTopicList => "get_topic_list",
+            Command::Send(_) => "send",
+            Command::Pull(_) => "pull",
+            Command::CreateTopic(_) => "create_topic",
+            Command::GetQueueOffsets { .. } => "get_queue_offsets",
+            Command::SearchOffsetByTime { .. } => "search_offset_by_time",
+            Command::BrokerStatus => "broker_status",
+            Command::QueryByKey(_) => "query_by_key",
+            Command::ViewByOffset { .. } => "view_by_offset",
+            Command::GetTopicConfigs => "get_topic_configs",
+            Command::SendResult(_) => "send_result",
+            Command::PullResult(_) => "pull_result",
+            Command::Route(_) => "route",
+            Command::ClusterInfo(_) => "cluster_info",
+            Command::TopicList(_) => "topic_list",
+            Command::QueueOffsets { .. } => "queue_offsets",
+            Command::Offset(_) => "offset",
+            Command::BrokerStatusResult(_) => "broker_status_result",
+            Command::Records { .. } => "records",
+            Command::TopicConfigs(_) => "topic_configs",
+        }
+    }
+}
+
+/// RocketMQ's permission bits.
+pub mod perm {
+    pub const READ: u32 = 4;
+    pub const WRITE: u32 = 2;
+    pub const INHERIT: u32 = 1;
+    pub const READ_WRITE: u32 = READ | WRITE;
+}
+
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct TopicConfig {
+    pub name: String,
+    pub read_queues: u32,
+    pub write_queues: u32,
+    pub perm: u32,
+}
+
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Hash)]
+pub struct BrokerKey {
+    pub cluster: String,
+    pub broker_name: String,
+    pub broker_id: u64,
+}
+
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct RegisterBroker {
+    pub key: BrokerKey,
+    /// The address any core answers on (SO_REUSEPORT spreads connections over the cores).
+    pub addr: String,
+    /// Each core's direct address: a client connected there reaches the owning core with no
+    /// cross-core hop. Index = core.
+    pub core_addrs: Vec<String>,
+    /// Shards in the broker's data directory; queue owner = `queue_owner_shard(.., shard_count)`,
+    /// its core = `shard_core(shard, core_addrs.len())`.
+    pub shard_count: u16,
+    pub topics: Vec<TopicConfig>,
+}
+
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct BrokerData {
+    pub cluster: String,
+    pub broker_name: String,
+    /// (broker id, address); id 0 is the master.
+    pub addrs: Vec<(u64, String)>,
+    pub core_addrs: Vec<String>,
+    pub shard_count: u16,
+}
+
+impl BrokerData {
+    pub fn master_addr(&self) -> Option<&str> {
+        self.addrs
+            .iter()
+            .find(|(id, _)| *id == 0)
+            .map(|(_, a)| a.as_str())
+    }
+}
+
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct QueueData {
+    pub broker_name: String,
+    pub read_queues: u32,
+    pub write_queues: u32,
+    pub perm: u32,
+}
+
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct RouteData {
+    pub brokers: Vec<BrokerData>,
+    pub queues: Vec<QueueData>,
+}
+
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct ClusterInfo {
+    /// Every live broker; group by `cluster` for display.
+    pub brokers: Vec<BrokerData>,
+}
+
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct SendRequest {
+    pub producer_group: String,
+    pub topic: String,
+    pub queue_id: u32,
+    /// Number of records in the body (checked by the broker).
+    pub count: u32,
+}
+
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct SendResult {
+    pub queue_id: u32,
+    pub first_queue_offset: u64,
+    /// Commit-log offset of the first record; the following records follow it back to back.
+    pub first_commit_log_offset: u64,
+    pub shard: u16,
+    /// The store host stamped into the records (`ip:port`), for offset message ids.
+    pub store_host: String,
+}
+
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct PullRequest {
+    pub consumer_group: String,
+    pub topic: String,
+    pub queue_id: u32,
+    pub queue_offset: u64,
+    pub max_messages: u32,
+    pub max_bytes: u32,
+    /// `*`, `TagA`, `TagA || TagB`.
+    pub tag_expression: String,
+    /// Long polling: how long the broker may hold a pull that finds nothing. 0 = answer at once.
+    pub suspend_timeout_ms: u64,
+}
+
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct PullResult {
+    pub next_offset: u64,
+    pub min_offset: u64,
+    pub max_offset: u64,
+    pub count: u32,
+}
+
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct QueryByKey {
+    pub topic: String,
+    pub key: String,
+    pub begin_ms: i64,
+    pub end_ms: i64,
+    pub max: u32,
+}
+
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct BrokerStatus {
+    pub broker_name: String,
+    pub cluster: String,
+    pub uptime_ms: u64,
+    pub shard_count: u16,
+    pub cores: Vec<CoreStatus>,
+}
+
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+pub struct CoreStatus {
+    pub core: u16,
+    pub shards: Vec<u16>,
+    pub requests: u64,
+    /// Requests this core received for a queue another core owns, and so forwarded.
+    pub cross_core_hops: u64,
+    pub inbox_depth: u64,
+    pub produced_messages: u64,
+    pub produced_bytes: u64,
+    pub consumed_messages: u64,
+    pub consumed_bytes: u64,
+    pub commit_log_bytes: u64,
+    /// Bytes appended but not yet durable (RocketMQ's "disk falling behind").
+    pub durable_lag_bytes: u64,
+    pub disk_use_ratio: f64,
+}
