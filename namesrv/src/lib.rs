@@ -1,1 +1,37 @@
+//! The NameServer: a light, stateless registry of live brokers and topic routes.
+//!
+//! Brokers register with every NameServer and re-register every 30 s as a heartbeat; a broker
+//! silent for longer than [`NameServerConfig::broker_expiry_ms`] is dropped from the routes.
+//! Producers and consumers ask for the route of a topic. Several NameServers run side by side
+//! without talking to each other; all state is in memory.
+//!
+//! The service is deliberately small and tokio-free: one accept thread, one thread per
+//! connection, one scan thread, and the [`RouteTable`] behind a mutex. Its load is a few
+//! requests per broker per 30 s plus route look-ups, so a lock is not a bottleneck here.
+//!
+//! Embed it with [`start`]; the `namesrv` binary is a thin wrapper around it.
 
+mod config;
+mod handler;
+pub mod route_table;
+mod server;
+
+pub use config::NameServerConfig;
+pub use route_table::{Registered, RouteTable};
+pub use server::{start, NameServerHandle};
+
+/// The errors of this crate. Wire response codes are chosen from these only at the edge
+/// (the request handler).
+#[derive(Debug, thiserror::Error)]
+pub enum NameSrvError {
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    #[error("invalid broker registration: {0}")]
+    BadRegistration(String),
+}
+
+impl From<NameSrvError> for std::io::Error {
+    fn from(e: NameSrvError) -> std::io::Error {
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, e)
+    }
+}

@@ -1,0 +1,147 @@
+//! The NameServer's one config struct, validated at start-up.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+use crate::NameSrvError;
+
+/// Configuration of one NameServer. Every field is fixed for the life of the server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NameServerConfig {
+    /// Address to listen on. Default `127.0.0.1:9876` (RocketMQ's port). Port 0 lets the OS
+    /// pick; [`crate::NameServerHandle::local_addr`] tells which.
+    pub listen_addr: SocketAddr,
+    /// A broker not heard from for longer than this is dropped from the routes.
+    /// Default 120 000 (four missed 30 s heartbeats); bounds 1..=[`Self::BROKER_EXPIRY_MS_MAX`].
+    pub broker_expiry_ms: u64,
+    /// How often the scan thread looks for expired brokers. Default 10 000; bounds 1.. ; the
+    /// effective interval is capped at a quarter of the expiry (see
+    /// [`Self::scan_interval`]), so a short test expiry needs no second flag.
+    pub scan_interval_ms: u64,
+    /// Largest frame accepted; a larger one is answered with an error and skipped.
+    /// Default 4 MiB; bounds 64 KiB..=[`protocol::FRAME_BYTES_MAX_DEFAULT`].
+    pub frame_bytes_max: u32,
+    /// Connections served at once; further ones are closed on accept. Default 4096;
+    /// bounds 1..=65536.
+    pub connections_max: usize,
+}
+
+impl NameServerConfig {
+    pub const LISTEN_ADDR_DEFAULT: SocketAddr =
+        SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::LOCALHOST), 9876);
+    pub const BROKER_EXPIRY_MS_DEFAULT: u64 = 120_000;
+    /// One day: longer than that is a typo, not a policy.
+    pub const BROKER_EXPIRY_MS_MAX: u64 = 24 * 3600 * 1000;
+    pub const SCAN_INTERVAL_MS_DEFAULT: u64 = 10_000;
+    pub const FRAME_BYTES_MAX_DEFAULT: u32 = 4 * 1024 * 1024;
+    pub const FRAME_BYTES_MAX_MIN: u32 = 64 * 1024;
+    pub const CONNECTIONS_MAX_DEFAULT: usize = 4096;
+    pub const CONNECTIONS_MAX_MAX: usize = 65536;
+
+    /// Checks every field against its bounds.
+    pub fn validate(&self) -> Result<(), NameSrvError> {
+        if self.broker_expiry_ms == 0 || self.broker_expiry_ms > Self::BROKER_EXPIRY_MS_MAX {
+            return Err(NameSrvError::Config(format!(
+                "broker_expiry_ms must be in 1..={}, got {}",
+                Self::BROKER_EXPIRY_MS_MAX,
+                self.broker_expiry_ms
+            )));
+        }
+        if self.scan_interval_ms == 0 {
+            return Err(NameSrvError::Config(
+                "scan_interval_ms must be at least 1".into(),
+            ));
+        }
+        if self.frame_bytes_max < Self::FRAME_BYTES_MAX_MIN
+            || self.frame_bytes_max > protocol::FRAME_BYTES_MAX_DEFAULT
+        {
+            return Err(NameSrvError::Config(format!(
+                "frame_bytes_max must be in {}..={}, got {}",
+                Self::FRAME_BYTES_MAX_MIN,
+                protocol::FRAME_BYTES_MAX_DEFAULT,
+                self.frame_bytes_max
+            )));
+        }
+        if self.connections_max == 0 || self.connections_max > Self::CONNECTIONS_MAX_MAX {
+            return Err(NameSrvError::Config(format!(
+                "connections_max must be in 1..={}, got {}",
+                Self::CONNECTIONS_MAX_MAX,
+                self.connections_max
+            )));
+        }
+        Ok(())
+    }
+
+    pub fn broker_expiry(&self) -> Duration {
+        Duration::from_millis(self.broker_expiry_ms)
+    }
+
+    /// The scan interval actually used: the configured one, capped at a quarter of the
+    /// expiry so a silent broker is dropped at most 25% late; never below 1 ms.
+    pub fn scan_interval(&self) -> Duration {
+        let ms = self.scan_interval_ms.min(self.broker_expiry_ms / 4).max(1);
+        Duration::from_millis(ms)
+    }
+}
+
+impl Default for NameServerConfig {
+    fn default() -> Self {
+        NameServerConfig {
+            listen_addr: Self::LISTEN_ADDR_DEFAULT,
+            broker_expiry_ms: Self::BROKER_EXPIRY_MS_DEFAULT,
+            scan_interval_ms: Self::SCAN_INTERVAL_MS_DEFAULT,
+            frame_bytes_max: Self::FRAME_BYTES_MAX_DEFAULT,
+            connections_max: Self::CONNECTIONS_MAX_DEFAULT,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_scan_is_capped() {
+        let c = NameServerConfig::default();
+        assert!(c.validate().is_ok());
+        assert_eq!(c.listen_addr.to_string(), "127.0.0.1:9876");
+        assert_eq!(c.scan_interval(), Duration::from_secs(10));
+
+        let short = NameServerConfig {
+            broker_expiry_ms: 300,
+            ..NameServerConfig::default()
+        };
+        assert_eq!(short.scan_interval(), Duration::from_millis(75));
+        let tiny = NameServerConfig {
+            broker_expiry_ms: 1,
+            ..NameServerConfig::default()
+        };
+        assert_eq!(tiny.scan_interval(), Duration::from_millis(1));
+    }
+
+    #[test]
+    fn out_of_bounds_fields_are_refused() {
+        let base = NameServerConfig::default();
+        for bad in [
+            NameServerConfig {
+                broker_expiry_ms: 0,
+                ..base.clone()
+            },
+            NameServerConfig {
+                scan_interval_ms: 0,
+                ..base.clone()
+            },
+            NameServerConfig {
+                frame_bytes_max: 10,
+                ..base.clone()
+            },
+            NameServerConfig {
+                connections_max: 0,
+                ..base.clone()
+            },
+        ] {
+            let err = bad.validate().err();
+            assert!(err.is_some(), "{bad:?} should be refused");
+        }
+    }
+}

@@ -1,0 +1,150 @@
+//! Request handling: one request header in, one response header out. This is the edge where
+//! crate errors become wire response codes.
+
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
+
+use protocol::{Command, Header, ResponseCode};
+
+use crate::{Registered, RouteTable};
+
+/// Locks the table. A panic while the lock was held cannot leave the table half-updated in a
+/// way that matters (each operation replaces whole entries), so a poisoned lock is used as is
+/// rather than taking the whole server down.
+pub(crate) fn lock(table: &Mutex<RouteTable>) -> MutexGuard<'_, RouteTable> {
+    table.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Answers one request. The caller decides whether to send the answer (not for oneway).
+pub(crate) fn handle_request(table: &Mutex<RouteTable>, request: Header, now: Instant) -> Header {
+    let id = request.request_id;
+    match request.command {
+        Command::RegisterBroker(reg) => {
+            let key = reg.key.clone();
+            let addr = reg.addr.clone();
+            let topics = reg.topics.len();
+            let outcome = lock(table).register(reg, now);
+            match outcome {
+                Ok(Registered::New) => tracing::info!(
+                    cluster = %key.cluster, broker_name = %key.broker_name,
+                    broker_id = key.broker_id, %addr, topics, "broker registered"
+                ),
+                Ok(Registered::Updated) => tracing::info!(
+                    cluster = %key.cluster, broker_name = %key.broker_name,
+                    broker_id = key.broker_id, %addr, topics, "broker registration updated"
+                ),
+                Ok(Registered::Heartbeat) => tracing::debug!(
+                    broker_name = %key.broker_name, broker_id = key.broker_id, "broker heartbeat"
+                ),
+                Err(ref e) => tracing::warn!(%addr, "refused registration: {e}"),
+            }
+            match outcome {
+                Ok(_) => Header::response(id, ResponseCode::Success, Command::Empty),
+                Err(e) => Header::error(id, ResponseCode::BadRequest, e.to_string()),
+            }
+        }
+        Command::UnregisterBroker(key) => {
+            let removed = lock(table).unregister(&key);
+            if removed {
+                tracing::info!(
+                    cluster = %key.cluster, broker_name = %key.broker_name,
+                    broker_id = key.broker_id, "broker unregistered"
+                );
+            }
+            // Unregistering an unknown broker is not an error: the goal state is reached.
+            Header::response(id, ResponseCode::Success, Command::Empty)
+        }
+        Command::GetRoute { topic } => match lock(table).route(&topic, now) {
+            Some(route) => Header::response(id, ResponseCode::Success, Command::Route(route)),
+            None => Header::error(
+                id,
+                ResponseCode::TopicNotExist,
+                format!("topic {topic} is not served by any live broker"),
+            ),
+        },
+        Command::GetClusterInfo => {
+            let info = lock(table).cluster_info(now);
+            Header::response(id, ResponseCode::Success, Command::ClusterInfo(info))
+        }
+        Command::GetTopicList => {
+            let topics = lock(table).topic_list(now);
+            Header::response(id, ResponseCode::Success, Command::TopicList(topics))
+        }
+        other => Header::error(
+            id,
+            ResponseCode::RequestCodeNotSupported,
+            format!("the name server does not serve {} requests", other.name()),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use protocol::{BrokerKey, RegisterBroker, TopicConfig};
+
+    fn table() -> Mutex<RouteTable> {
+        Mutex::new(RouteTable::new(Duration::from_secs(120)))
+    }
+
+    #[test]
+    fn unknown_topic_names_the_topic() {
+        let t = table();
+        let resp = handle_request(
+            &t,
+            Header::request(
+                5,
+                Command::GetRoute {
+                    topic: "Nope".into(),
+                },
+            ),
+            Instant::now(),
+        );
+        assert_eq!(resp.request_id, 5);
+        assert!(resp.is_response());
+        assert_eq!(resp.response_code(), ResponseCode::TopicNotExist);
+        assert!(resp.remark.contains("Nope"), "{}", resp.remark);
+    }
+
+    #[test]
+    fn broker_commands_are_not_supported() {
+        let t = table();
+        let resp = handle_request(
+            &t,
+            Header::request(9, Command::BrokerStatus),
+            Instant::now(),
+        );
+        assert_eq!(resp.request_id, 9);
+        assert_eq!(resp.response_code(), ResponseCode::RequestCodeNotSupported);
+        assert!(resp.remark.contains("broker_status"), "{}", resp.remark);
+    }
+
+    #[test]
+    fn bad_registration_is_a_bad_request() {
+        let t = table();
+        let reg = RegisterBroker {
+            key: BrokerKey {
+                cluster: "c".into(),
+                broker_name: String::new(),
+                broker_id: 0,
+            },
+            addr: "a:1".into(),
+            core_addrs: vec![],
+            shard_count: 1,
+            topics: vec![TopicConfig {
+                name: "T".into(),
+                read_queues: 1,
+                write_queues: 1,
+                perm: 6,
+            }],
+        };
+        let resp = handle_request(
+            &t,
+            Header::request(1, Command::RegisterBroker(reg)),
+            Instant::now(),
+        );
+        assert_eq!(resp.response_code(), ResponseCode::BadRequest);
+    }
+}

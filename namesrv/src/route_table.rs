@@ -1,0 +1,477 @@
+//! The in-memory registry of live brokers and the topics they serve.
+//!
+//! Brokers are grouped by broker name (a master/slave group), then by broker id (0 is the
+//! master). Every registration carries the broker's whole topic list, so a re-registration
+//! (the 30 s heartbeat) replaces it: a topic the broker dropped vanishes from the routes.
+//!
+//! Time is passed in (`now`) rather than read from the clock, so expiry is tested without
+//! sleeping. A broker is live while `now - last_seen <= broker_expiry`; the server's scan
+//! thread removes expired brokers, and every query also skips them, so a route never names a
+//! broker that has been silent for longer than the expiry even between two scans.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use protocol::{
+    BrokerData, BrokerKey, ClusterInfo, QueueData, RegisterBroker, RouteData, TopicConfig,
+};
+
+use crate::NameSrvError;
+
+/// Longest broker name, address or topic name accepted in a registration.
+pub const NAME_BYTES_MAX: usize = 255;
+
+/// What a registration changed, so the caller can log first sightings loudly and
+/// heartbeats quietly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Registered {
+    /// The broker was not known (or had expired).
+    New,
+    /// Known broker whose address, cores, cluster or topic list changed.
+    Updated,
+    /// Known broker, nothing changed: a heartbeat.
+    Heartbeat,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct LiveBroker {
+    cluster: String,
+    addr: String,
+    core_addrs: Vec<String>,
+    shard_count: u16,
+    topics: BTreeMap<String, TopicConfig>,
+    last_seen: Instant,
+}
+
+impl LiveBroker {
+    fn same_registration(&self, other: &LiveBroker) -> bool {
+        self.cluster == other.cluster
+            && self.addr == other.addr
+            && self.core_addrs == other.core_addrs
+            && self.shard_count == other.shard_count
+            && self.topics == other.topics
+    }
+}
+
+/// The route table. Not thread-safe by itself; the server keeps it behind a mutex.
+#[derive(Debug)]
+pub struct RouteTable {
+    broker_expiry: Duration,
+    /// broker name → broker id → registration.
+    groups: BTreeMap<String, BTreeMap<u64, LiveBroker>>,
+}
+
+impl RouteTable {
+    pub fn new(broker_expiry: Duration) -> RouteTable {
+        assert!(!broker_expiry.is_zero(), "broker expiry must be positive");
+        RouteTable {
+            broker_expiry,
+            groups: BTreeMap::new(),
+        }
+    }
+
+    pub fn broker_expiry(&self) -> Duration {
+        self.broker_expiry
+    }
+
+    /// Registers a broker or refreshes its heartbeat, replacing its topic list.
+    pub fn register(
+        &mut self,
+        reg: RegisterBroker,
+        now: Instant,
+    ) -> Result<Registered, NameSrvError> {
+        validate_registration(&reg)?;
+        let RegisterBroker {
+            key,
+            addr,
+            core_addrs,
+            shard_count,
+            topics,
+        } = reg;
+        // Later duplicates of a topic win, as a map insert would have it.
+        let topics: BTreeMap<String, TopicConfig> =
+            topics.into_iter().map(|t| (t.name.clone(), t)).collect();
+        let broker = LiveBroker {
+            cluster: key.cluster,
+            addr,
+            core_addrs,
+            shard_count,
+            topics,
+            last_seen: now,
+        };
+        let group = self.groups.entry(key.broker_name).or_default();
+        let outcome = match group.get(&key.broker_id) {
+            Some(old) if self.broker_expiry >= now.saturating_duration_since(old.last_seen) => {
+                if old.same_registration(&broker) {
+                    Registered::Heartbeat
+                } else {
+                    Registered::Updated
+                }
+            }
+            _ => Registered::New,
+        };
+        group.insert(key.broker_id, broker);
+        Ok(outcome)
+    }
+
+    /// Removes a broker at once. Returns whether it was known. The cluster must match the
+    /// registered one, so a misconfigured broker of another cluster cannot evict it.
+    pub fn unregister(&mut self, key: &BrokerKey) -> bool {
+        let Some(group) = self.groups.get_mut(&key.broker_name) else {
+            return false;
+        };
+        let removed = match group.get(&key.broker_id) {
+            Some(b) if b.cluster == key.cluster => group.remove(&key.broker_id).is_some(),
+            _ => false,
+        };
+        if group.is_empty() {
+            self.groups.remove(&key.broker_name);
+        }
+        removed
+    }
+
+    /// Drops every broker silent for longer than the expiry; returns their keys.
+    pub fn expire(&mut self, now: Instant) -> Vec<BrokerKey> {
+        let expiry = self.broker_expiry;
+        let mut expired = Vec::new();
+        for (name, group) in self.groups.iter_mut() {
+            group.retain(|&id, b| {
+                let live = is_live(b, now, expiry);
+                if !live {
+                    expired.push(BrokerKey {
+                        cluster: b.cluster.clone(),
+                        broker_name: name.clone(),
+                        broker_id: id,
+                    });
+                }
+                live
+            });
+        }
+        self.groups.retain(|_, group| !group.is_empty());
+        expired
+    }
+
+    /// The route of a topic: every live broker group serving it, and one queue entry per
+    /// group. `None` when no live broker has the topic.
+    pub fn route(&self, topic: &str, now: Instant) -> Option<RouteData> {
+        let mut brokers = Vec::new();
+        let mut queues = Vec::new();
+        for (name, group) in &self.groups {
+            let live: Vec<(u64, &LiveBroker)> = self.live_members(group, now).collect();
+            // The master's topic config speaks for the group; without a live master, the
+            // lowest live id that has the topic does.
+            let Some(config) = live.iter().find_map(|(_, b)| b.topics.get(topic)) else {
+                continue;
+            };
+            if let Some(data) = broker_data(name, &live) {
+                brokers.push(data);
+                queues.push(QueueData {
+                    broker_name: name.clone(),
+                    read_queues: config.read_queues,
+                    write_queues: config.write_queues,
+                    perm: config.perm,
+                });
+            }
+        }
+        debug_assert_eq!(brokers.len(), queues.len());
+        if brokers.is_empty() {
+            None
+        } else {
+            Some(RouteData { brokers, queues })
+        }
+    }
+
+    /// Every live broker group.
+    pub fn cluster_info(&self, now: Instant) -> ClusterInfo {
+        let brokers = self
+            .groups
+            .iter()
+            .filter_map(|(name, group)| {
+                let live: Vec<(u64, &LiveBroker)> = self.live_members(group, now).collect();
+                broker_data(name, &live)
+            })
+            .collect();
+        ClusterInfo { brokers }
+    }
+
+    /// Every topic some live broker serves, sorted, without duplicates.
+    pub fn topic_list(&self, now: Instant) -> Vec<String> {
+        let mut topics = BTreeSet::new();
+        for group in self.groups.values() {
+            for (_, b) in self.live_members(group, now) {
+                topics.extend(b.topics.keys().cloned());
+            }
+        }
+        topics.into_iter().collect()
+    }
+
+    /// Registrations held, live or not yet scanned away.
+    pub fn broker_count(&self) -> usize {
+        self.groups.values().map(BTreeMap::len).sum()
+    }
+
+    fn live_members<'a>(
+        &self,
+        group: &'a BTreeMap<u64, LiveBroker>,
+        now: Instant,
+    ) -> impl Iterator<Item = (u64, &'a LiveBroker)> {
+        let expiry = self.broker_expiry;
+        group
+            .iter()
+            .filter(move |(_, b)| is_live(b, now, expiry))
+            .map(|(&id, b)| (id, b))
+    }
+}
+
+fn is_live(b: &LiveBroker, now: Instant, expiry: Duration) -> bool {
+    now.saturating_duration_since(b.last_seen) <= expiry
+}
+
+/// Merges the live members of one group (sorted by id, master first) into one `BrokerData`.
+/// Cluster, core addresses and shard count come from the master, or from the lowest live id
+/// while the master is away.
+fn broker_data(name: &str, live: &[(u64, &LiveBroker)]) -> Option<BrokerData> {
+    let (_, primary) = live.first()?;
+    Some(BrokerData {
+        cluster: primary.cluster.clone(),
+        broker_name: name.to_string(),
+        addrs: live.iter().map(|(id, b)| (*id, b.addr.clone())).collect(),
+        core_addrs: primary.core_addrs.clone(),
+        shard_count: primary.shard_count,
+    })
+}
+
+fn validate_registration(reg: &RegisterBroker) -> Result<(), NameSrvError> {
+    let bad = |what: String| Err(NameSrvError::BadRegistration(what));
+    if reg.key.broker_name.is_empty() || reg.key.broker_name.len() > NAME_BYTES_MAX {
+        return bad(format!(
+            "broker name must be 1..={NAME_BYTES_MAX} bytes, got {}",
+            reg.key.broker_name.len()
+        ));
+    }
+    if reg.key.cluster.len() > NAME_BYTES_MAX {
+        return bad(format!("cluster name longer than {NAME_BYTES_MAX} bytes"));
+    }
+    if reg.addr.is_empty() || reg.addr.len() > NAME_BYTES_MAX {
+        return bad(format!(
+            "broker {} has an empty or over-long address",
+            reg.key.broker_name
+        ));
+    }
+    if let Some(t) = reg
+        .topics
+        .iter()
+        .find(|t| t.name.is_empty() || t.name.len() > NAME_BYTES_MAX)
+    {
+        return bad(format!(
+            "broker {} registers a topic with an empty or over-long name ({} bytes)",
+            reg.key.broker_name,
+            t.name.len()
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use protocol::perm;
+
+    const EXPIRY: Duration = Duration::from_secs(120);
+
+    fn topic(name: &str, queues: u32) -> TopicConfig {
+        TopicConfig {
+            name: name.into(),
+            read_queues: queues,
+            write_queues: queues,
+            perm: perm::READ_WRITE,
+        }
+    }
+
+    fn reg(name: &str, id: u64, addr: &str, topics: &[TopicConfig]) -> RegisterBroker {
+        RegisterBroker {
+            key: BrokerKey {
+                cluster: "DefaultCluster".into(),
+                broker_name: name.into(),
+                broker_id: id,
+            },
+            addr: addr.into(),
+            core_addrs: vec![format!("{addr}-core0"), format!("{addr}-core1")],
+            shard_count: 4,
+            topics: topics.to_vec(),
+        }
+    }
+
+    #[test]
+    fn register_then_route_topic_list_and_cluster_info() {
+        let t0 = Instant::now();
+        let mut table = RouteTable::new(EXPIRY);
+        let outcome = table
+            .register(reg("broker-a", 0, "10.0.0.1:10911", &[topic("T1", 8)]), t0)
+            .unwrap();
+        assert_eq!(outcome, Registered::New);
+        table
+            .register(
+                reg(
+                    "broker-b",
+                    0,
+                    "10.0.0.2:10911",
+                    &[topic("T1", 4), topic("T2", 2)],
+                ),
+                t0,
+            )
+            .unwrap();
+
+        let route = table.route("T1", t0).unwrap();
+        let names: Vec<&str> = route
+            .brokers
+            .iter()
+            .map(|b| b.broker_name.as_str())
+            .collect();
+        assert_eq!(names, ["broker-a", "broker-b"]);
+        assert_eq!(route.queues.len(), 2);
+        assert_eq!(route.queues[0].write_queues, 8);
+        assert_eq!(route.queues[1].write_queues, 4);
+        assert_eq!(route.brokers[0].master_addr(), Some("10.0.0.1:10911"));
+        assert_eq!(route.brokers[0].shard_count, 4);
+
+        let route = table.route("T2", t0).unwrap();
+        assert_eq!(route.brokers.len(), 1);
+        assert_eq!(route.brokers[0].broker_name, "broker-b");
+        assert!(table.route("T3", t0).is_none());
+
+        assert_eq!(table.topic_list(t0), ["T1", "T2"]);
+        assert_eq!(table.cluster_info(t0).brokers.len(), 2);
+    }
+
+    #[test]
+    fn master_and_slave_merge_by_broker_name() {
+        let t0 = Instant::now();
+        let mut table = RouteTable::new(EXPIRY);
+        // The slave registers first; the master's data must still win once it is there.
+        table
+            .register(reg("broker-a", 1, "10.0.0.9:10911", &[topic("T", 2)]), t0)
+            .unwrap();
+        let route = table.route("T", t0).unwrap();
+        assert_eq!(route.brokers[0].master_addr(), None);
+        assert_eq!(route.brokers[0].core_addrs[0], "10.0.0.9:10911-core0");
+
+        table
+            .register(reg("broker-a", 0, "10.0.0.1:10911", &[topic("T", 8)]), t0)
+            .unwrap();
+        let route = table.route("T", t0).unwrap();
+        assert_eq!(route.brokers.len(), 1, "one entry per broker name");
+        assert_eq!(route.queues.len(), 1);
+        let b = &route.brokers[0];
+        assert_eq!(
+            b.addrs,
+            [
+                (0, "10.0.0.1:10911".to_string()),
+                (1, "10.0.0.9:10911".to_string())
+            ]
+        );
+        assert_eq!(b.core_addrs[0], "10.0.0.1:10911-core0");
+        assert_eq!(route.queues[0].write_queues, 8, "master's topic config");
+        assert_eq!(table.cluster_info(t0).brokers.len(), 1);
+        assert_eq!(table.broker_count(), 2);
+    }
+
+    #[test]
+    fn expiry_drops_a_silent_broker() {
+        let t0 = Instant::now();
+        let mut table = RouteTable::new(EXPIRY);
+        table
+            .register(reg("broker-a", 0, "a:1", &[topic("T", 1)]), t0)
+            .unwrap();
+        table
+            .register(reg("broker-b", 0, "b:1", &[topic("T", 1)]), t0)
+            .unwrap();
+        // broker-b keeps heartbeating, broker-a goes silent.
+        let t1 = t0 + Duration::from_secs(100);
+        assert_eq!(
+            table
+                .register(reg("broker-b", 0, "b:1", &[topic("T", 1)]), t1)
+                .unwrap(),
+            Registered::Heartbeat
+        );
+        let t2 = t0 + EXPIRY + Duration::from_millis(1);
+        // Queries skip it even before the scan.
+        assert_eq!(table.route("T", t2).unwrap().brokers.len(), 1);
+        assert_eq!(table.broker_count(), 2);
+
+        let expired = table.expire(t2);
+        assert_eq!(expired.len(), 1);
+        assert_eq!(expired[0].broker_name, "broker-a");
+        assert_eq!(table.broker_count(), 1);
+        let route = table.route("T", t2).unwrap();
+        assert_eq!(route.brokers[0].broker_name, "broker-b");
+        assert!(table.expire(t2).is_empty());
+
+        // Exactly at the expiry a broker is still live.
+        assert!(table.expire(t1 + EXPIRY).is_empty());
+        // A broker that comes back after expiring is new again.
+        assert_eq!(
+            table
+                .register(reg("broker-a", 0, "a:1", &[topic("T", 1)]), t2)
+                .unwrap(),
+            Registered::New
+        );
+    }
+
+    #[test]
+    fn re_registration_replaces_the_topic_list() {
+        let t0 = Instant::now();
+        let mut table = RouteTable::new(EXPIRY);
+        table
+            .register(
+                reg("broker-a", 0, "a:1", &[topic("Old", 1), topic("Kept", 1)]),
+                t0,
+            )
+            .unwrap();
+        let outcome = table
+            .register(
+                reg("broker-a", 0, "a:1", &[topic("Kept", 4), topic("New", 1)]),
+                t0,
+            )
+            .unwrap();
+        assert_eq!(outcome, Registered::Updated);
+        assert!(table.route("Old", t0).is_none());
+        assert_eq!(table.route("Kept", t0).unwrap().queues[0].read_queues, 4);
+        assert_eq!(table.topic_list(t0), ["Kept", "New"]);
+    }
+
+    #[test]
+    fn unregister_removes_at_once_and_checks_the_cluster() {
+        let t0 = Instant::now();
+        let mut table = RouteTable::new(EXPIRY);
+        let r = reg("broker-a", 0, "a:1", &[topic("T", 1)]);
+        let key = r.key.clone();
+        table.register(r, t0).unwrap();
+
+        let mut wrong_cluster = key.clone();
+        wrong_cluster.cluster = "Other".into();
+        assert!(!table.unregister(&wrong_cluster));
+        assert!(table.route("T", t0).is_some());
+
+        assert!(table.unregister(&key));
+        assert!(table.route("T", t0).is_none());
+        assert!(table.cluster_info(t0).brokers.is_empty());
+        assert!(!table.unregister(&key), "second unregister finds nothing");
+    }
+
+    #[test]
+    fn bad_registrations_are_refused() {
+        let t0 = Instant::now();
+        let mut table = RouteTable::new(EXPIRY);
+        assert!(table.register(reg("", 0, "a:1", &[]), t0).is_err());
+        assert!(table.register(reg("b", 0, "", &[]), t0).is_err());
+        assert!(table
+            .register(reg("b", 0, "a:1", &[topic("", 1)]), t0)
+            .is_err());
+        let long = "x".repeat(NAME_BYTES_MAX + 1);
+        assert!(table.register(reg(&long, 0, "a:1", &[]), t0).is_err());
+        assert_eq!(table.broker_count(), 0);
+    }
+}

@@ -1,0 +1,309 @@
+//! The network side: an accept thread, a thread per connection and a scan thread, all std.
+//!
+//! Shutdown: a flag is set and the accept thread is woken by a connection to itself; it then
+//! shuts down every open connection (which unblocks their reads) and joins their threads.
+//! The scan thread waits on a channel whose sender the handle drops.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use protocol::blocking::{write_frame, FrameReader};
+use protocol::{Decoded, Header, ProtocolError, ResponseCode};
+
+use crate::handler::{handle_request, lock};
+use crate::{NameServerConfig, RouteTable};
+
+/// A peer that stops reading its responses cannot hold a connection thread longer than this.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Pause after a failed accept (e.g. out of file descriptors) so the loop does not spin.
+const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(50);
+/// How long shutdown waits to connect to its own listener.
+const WAKE_TIMEOUT: Duration = Duration::from_secs(1);
+
+struct Shared {
+    table: Mutex<RouteTable>,
+    stopping: AtomicBool,
+    /// A clone of every open connection, so shutdown can close them.
+    connections: Mutex<HashMap<u64, TcpStream>>,
+    frame_bytes_max: u32,
+    connections_max: usize,
+}
+
+impl Shared {
+    fn connections(&self) -> std::sync::MutexGuard<'_, HashMap<u64, TcpStream>> {
+        self.connections
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A running NameServer. Dropping it shuts it down too; [`NameServerHandle::shutdown`] says
+/// so explicitly.
+pub struct NameServerHandle {
+    local_addr: SocketAddr,
+    shared: Arc<Shared>,
+    accept_thread: Option<JoinHandle<()>>,
+    scan_thread: Option<JoinHandle<()>>,
+    scan_stop: Option<mpsc::Sender<()>>,
+}
+
+/// Binds the listener and starts the server's threads. Fails on an invalid config
+/// (`InvalidInput`) or when the address cannot be bound.
+pub fn start(config: NameServerConfig) -> io::Result<NameServerHandle> {
+    config.validate()?;
+    let listener = TcpListener::bind(config.listen_addr)?;
+    let local_addr = listener.local_addr()?;
+    let shared = Arc::new(Shared {
+        table: Mutex::new(RouteTable::new(config.broker_expiry())),
+        stopping: AtomicBool::new(false),
+        connections: Mutex::new(HashMap::new()),
+        frame_bytes_max: config.frame_bytes_max,
+        connections_max: config.connections_max,
+    });
+
+    let (scan_stop, scan_rx) = mpsc::channel::<()>();
+    let scan_shared = Arc::clone(&shared);
+    let scan_interval = config.scan_interval();
+    let scan_thread = thread::Builder::new()
+        .name("namesrv-scan".into())
+        .spawn(move || scan_loop(&scan_shared, &scan_rx, scan_interval))?;
+
+    let accept_shared = Arc::clone(&shared);
+    let accept_thread = match thread::Builder::new()
+        .name("namesrv-accept".into())
+        .spawn(move || accept_loop(&accept_shared, &listener))
+    {
+        Ok(t) => t,
+        Err(e) => {
+            drop(scan_stop);
+            let _ = scan_thread.join();
+            return Err(e);
+        }
+    };
+
+    tracing::info!(
+        broker_expiry_ms = config.broker_expiry_ms,
+        scan_interval_ms = scan_interval.as_millis() as u64,
+        "namesrv listening on {local_addr}"
+    );
+    Ok(NameServerHandle {
+        local_addr,
+        shared,
+        accept_thread: Some(accept_thread),
+        scan_thread: Some(scan_thread),
+        scan_stop: Some(scan_stop),
+    })
+}
+
+impl NameServerHandle {
+    /// The address actually bound (the OS's pick when the port was 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Brokers currently registered (including any silent ones the scan has not reached).
+    pub fn broker_count(&self) -> usize {
+        lock(&self.shared.table).broker_count()
+    }
+
+    /// Stops accepting, closes every connection and joins all threads.
+    pub fn shutdown(mut self) {
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        let Some(accept_thread) = self.accept_thread.take() else {
+            return;
+        };
+        self.shared.stopping.store(true, Ordering::SeqCst);
+        // The accept thread is blocked in accept(); a connection wakes it to see the flag.
+        match TcpStream::connect_timeout(&wake_addr(self.local_addr), WAKE_TIMEOUT) {
+            Ok(_) => {
+                if accept_thread.join().is_err() {
+                    tracing::error!("accept thread panicked");
+                }
+            }
+            Err(e) => {
+                // Not joining beats hanging: close what we can and leave the accept thread
+                // to exit on its next connection.
+                tracing::warn!("cannot wake the accept thread ({e}); not waiting for it");
+                close_all(&self.shared);
+            }
+        }
+        drop(self.scan_stop.take());
+        if let Some(t) = self.scan_thread.take() {
+            if t.join().is_err() {
+                tracing::error!("scan thread panicked");
+            }
+        }
+    }
+}
+
+impl Drop for NameServerHandle {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Where to connect to reach our own listener: a wildcard address is not a destination.
+fn wake_addr(local: SocketAddr) -> SocketAddr {
+    let ip = match local.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
+        ip => ip,
+    };
+    SocketAddr::new(ip, local.port())
+}
+
+fn close_all(shared: &Shared) {
+    for stream in shared.connections().values() {
+        let _ = stream.shutdown(Shutdown::Both);
+    }
+}
+
+fn scan_loop(shared: &Shared, stop: &mpsc::Receiver<()>, interval: Duration) {
+    loop {
+        match stop.recv_timeout(interval) {
+            Err(RecvTimeoutError::Timeout) => {}
+            Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
+        }
+        let expired = lock(&shared.table).expire(Instant::now());
+        for key in expired {
+            tracing::warn!(
+                cluster = %key.cluster, broker_name = %key.broker_name,
+                broker_id = key.broker_id, "broker expired: no heartbeat"
+            );
+        }
+    }
+}
+
+fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
+    let mut next_id: u64 = 0;
+    let mut threads: Vec<JoinHandle<()>> = Vec::new();
+    loop {
+        let accepted = listener.accept();
+        if shared.stopping.load(Ordering::SeqCst) {
+            break;
+        }
+        let (stream, peer) = match accepted {
+            Ok(a) => a,
+            Err(e) => {
+                tracing::warn!("accept failed: {e}");
+                thread::sleep(ACCEPT_ERROR_BACKOFF);
+                continue;
+            }
+        };
+        threads.retain(|t| !t.is_finished());
+        if threads.len() >= shared.connections_max {
+            tracing::warn!(
+                %peer, connections_max = shared.connections_max,
+                "too many connections; closing the new one"
+            );
+            continue;
+        }
+        let _ = stream.set_nodelay(true);
+        if let Err(e) = stream.set_write_timeout(Some(WRITE_TIMEOUT)) {
+            tracing::warn!(%peer, "cannot set a write timeout ({e}); closing");
+            continue;
+        }
+        let registered = match stream.try_clone() {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(%peer, "cannot clone the connection ({e}); closing");
+                continue;
+            }
+        };
+        let id = next_id;
+        next_id += 1;
+        shared.connections().insert(id, registered);
+        let conn_shared = Arc::clone(shared);
+        let spawned = thread::Builder::new()
+            .name(format!("namesrv-conn-{id}"))
+            .spawn(move || {
+                serve_connection(&conn_shared, stream, peer);
+                conn_shared.connections().remove(&id);
+            });
+        match spawned {
+            Ok(t) => threads.push(t),
+            Err(e) => {
+                tracing::warn!(%peer, "cannot spawn a connection thread ({e}); closing");
+                shared.connections().remove(&id);
+            }
+        }
+    }
+    // Close every connection so their blocked reads return, then wait for them.
+    close_all(shared);
+    for t in threads {
+        if t.join().is_err() {
+            tracing::error!("a connection thread panicked");
+        }
+    }
+}
+
+/// Serves one connection until the peer closes it, it breaks the framing, or shutdown.
+fn serve_connection(shared: &Shared, stream: TcpStream, peer: SocketAddr) {
+    tracing::debug!(%peer, "connection opened");
+    let mut reader = FrameReader::new(stream, shared.frame_bytes_max);
+    loop {
+        let decoded = match reader.read_decoded() {
+            Ok(Some(d)) => d,
+            Ok(None) => break,
+            Err(ProtocolError::Io(e)) => {
+                tracing::debug!(%peer, "connection ended: {e}");
+                break;
+            }
+            Err(e) => {
+                // The frame boundaries are lost: answer once if the peer still listens,
+                // then close. Request id 0: the failing frame's id could not be read.
+                tracing::warn!(%peer, "bad frame, closing the connection: {e}");
+                let answer = Header::error(0, ResponseCode::BadFrame, e.to_string());
+                let _ = write_frame(&mut reader.get_ref(), &answer, &[]);
+                let _ = reader.get_ref().shutdown(Shutdown::Both);
+                break;
+            }
+        };
+        let (response, oneway) = match decoded {
+            Decoded::Frame(frame) => {
+                if frame.header.is_response() {
+                    // Nobody here sent a request; answering a response could loop forever.
+                    tracing::debug!(%peer, "ignoring an unsolicited response frame");
+                    continue;
+                }
+                let oneway = frame.header.is_oneway();
+                (
+                    handle_request(&shared.table, frame.header, Instant::now()),
+                    oneway,
+                )
+            }
+            Decoded::Oversized { header, frame_len } => {
+                tracing::warn!(
+                    %peer, frame_len, frame_bytes_max = shared.frame_bytes_max,
+                    command = header.command.name(), "oversized frame skipped"
+                );
+                let answer = Header::error(
+                    header.request_id,
+                    ResponseCode::MessageTooLarge,
+                    format!(
+                        "frame of {frame_len} bytes exceeds the name server's limit of {} bytes",
+                        shared.frame_bytes_max
+                    ),
+                );
+                (answer, header.is_oneway())
+            }
+        };
+        if oneway {
+            continue;
+        }
+        if let Err(e) = write_frame(&mut reader.get_ref(), &response, &[]) {
+            tracing::debug!(%peer, "cannot answer, closing: {e}");
+            break;
+        }
+    }
+    tracing::debug!(%peer, "connection closed");
+}
