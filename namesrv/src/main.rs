@@ -1,6 +1,6 @@
 //! `namesrv`: runs a NameServer until SIGTERM or SIGINT.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::net::SocketAddr;
 
 use anyhow::Context;
@@ -45,6 +45,7 @@ fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_max_level(args.log_level)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
 
     let config = NameServerConfig {

@@ -87,11 +87,15 @@ pub fn start(config: NameServerConfig) -> io::Result<NameServerHandle> {
         }
     };
 
-    tracing::info!(
+    tracing::debug!(
         broker_expiry_ms = config.broker_expiry_ms,
         scan_interval_ms = scan_interval.as_millis() as u64,
-        "namesrv listening on {local_addr}"
+        frame_bytes_max = config.frame_bytes_max,
+        connections_max = config.connections_max,
+        "namesrv configuration"
     );
+    // Scripts read this exact line (the binary repeats it on stdout).
+    tracing::info!("namesrv listening on {local_addr}");
     Ok(NameServerHandle {
         local_addr,
         shared,
