@@ -1,1 +1,36 @@
+//! The client: a producer, a pull consumer, a push consumer and admin requests over the
+//! broker's native protocol, with std threads only.
+//!
+//! * Connections are pipelined and shared ([`remoting`]): one per address, many requests in
+//!   flight, responses matched by request id, a bounded in-flight window per connection.
+//! * Routes come from the NameServers and are cached per topic, refreshed in the background
+//!   and after failures. Every queue request goes straight to the core that owns the queue.
+//! * Bodies over the compression threshold are zstd-compressed by the producer and
+//!   decompressed by consumers transparently.
 
+mod admin;
+mod consumer;
+mod error;
+mod instance;
+mod model;
+mod namesrv;
+mod producer;
+pub mod remoting;
+mod route;
+
+pub use admin::Admin;
+pub use consumer::{
+    ConsumeFrom, Listener, PullConsumer, PullOptions, PushConsumer, PushConsumerBuilder,
+};
+pub use error::{ClientError, Result};
+pub use instance::ClientConfig;
+pub use model::{
+    CommitLogOffset, ConsumeStatus, Message, MessageExt, MessageQueue, PullResult, PullStatus,
+    QueueOffset, SendResult,
+};
+pub use namesrv::parse_namesrv_list;
+pub use producer::{
+    BatchCallback, Producer, ProducerBuilder, SendCallback, MESSAGE_BYTES_MAX_DEFAULT,
+    SEND_RETRIES_MAX,
+};
+pub use route::{queue_target_addr, QueueTarget, TopicRoute};

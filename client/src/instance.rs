@@ -1,0 +1,186 @@
+//! What producers, consumers and the admin share: the connection pool, the NameServer client,
+//! the route cache and its refresher, and the requests every role makes of brokers.
+
+use std::net::{Ipv4Addr, SocketAddr, ToSocketAddrs, UdpSocket};
+use std::sync::Arc;
+use std::time::Duration;
+
+use protocol::{BrokerStatus, Command, TopicConfig};
+
+use crate::error::{ClientError, Result};
+use crate::model::{MessageQueue, QueueOffset};
+use crate::namesrv::{parse_namesrv_list, NameServerClient};
+use crate::remoting::{expect_success, unexpected, ConnectionPool, PoolConfig};
+use crate::route::{QueueTarget, RouteCache, RouteRefresher, TopicRoute};
+
+/// Settings common to every client role.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// NameServer addresses, tried in turn.
+    pub namesrv_addrs: Vec<String>,
+    /// Timeout of NameServer and admin requests. Default 3000 ms.
+    pub request_timeout_ms: u64,
+    /// Period of the background route refresh. Default 30000 ms.
+    pub route_refresh_interval_ms: u64,
+    pub pool: PoolConfig,
+}
+
+impl ClientConfig {
+    /// `namesrv` is a `;`-separated list such as `"127.0.0.1:9876;127.0.0.1:9877"`.
+    pub fn new(namesrv: &str) -> Result<ClientConfig> {
+        Ok(ClientConfig {
+            namesrv_addrs: parse_namesrv_list(namesrv)?,
+            request_timeout_ms: 3000,
+            route_refresh_interval_ms: 30_000,
+            pool: PoolConfig::default(),
+        })
+    }
+
+    fn validate(&self) -> Result<()> {
+        if self.namesrv_addrs.is_empty() {
+            return Err(ClientError::Config("no NameServer address".into()));
+        }
+        if self.request_timeout_ms == 0 {
+            return Err(ClientError::Config("request timeout must be > 0 ms".into()));
+        }
+        if self.route_refresh_interval_ms < 100 {
+            return Err(ClientError::Config(
+                "route refresh interval must be >= 100 ms".into(),
+            ));
+        }
+        if self.pool.inflight_max == 0 {
+            return Err(ClientError::Config("in-flight window must be >= 1".into()));
+        }
+        Ok(())
+    }
+}
+
+pub(crate) struct Instance {
+    pub config: ClientConfig,
+    pub pool: Arc<ConnectionPool>,
+    pub routes: Arc<RouteCache>,
+    refresher: RouteRefresher,
+    /// This host's address as the brokers see it (best effort), for born hosts and ids.
+    pub local_ip: Ipv4Addr,
+}
+
+impl Instance {
+    pub fn start(config: ClientConfig) -> Result<Arc<Instance>> {
+        config.validate()?;
+        let pool = Arc::new(ConnectionPool::new(config.pool.clone()));
+        let namesrv = Arc::new(NameServerClient::new(
+            config.namesrv_addrs.clone(),
+            Arc::clone(&pool),
+            Duration::from_millis(config.request_timeout_ms),
+        ));
+        let routes = Arc::new(RouteCache::new(namesrv));
+        let refresher = RouteRefresher::start(
+            Arc::clone(&routes),
+            Duration::from_millis(config.route_refresh_interval_ms),
+        )?;
+        let local_ip = local_ipv4(&config.namesrv_addrs);
+        Ok(Arc::new(Instance {
+            config,
+            pool,
+            routes,
+            refresher,
+            local_ip,
+        }))
+    }
+
+    pub fn shutdown(&self) {
+        self.refresher.stop();
+        self.pool.shutdown();
+    }
+
+    pub fn request_timeout(&self) -> Duration {
+        Duration::from_millis(self.config.request_timeout_ms)
+    }
+
+    /// Sends one request to a broker address and checks for `Success`.
+    pub fn broker_request(&self, addr: &str, command: Command) -> Result<Command> {
+        let frame = self
+            .pool
+            .get(addr)?
+            .request(command, &[], self.request_timeout())?;
+        Ok(expect_success(addr, frame)?.header.command)
+    }
+
+    /// The route's target for `queue`, refreshing the route once if the queue is unknown.
+    pub fn queue_target(&self, queue: &MessageQueue) -> Result<QueueTarget> {
+        let route = self.routes.get(&queue.topic)?;
+        if let Some(t) = route.target(queue) {
+            return Ok(t);
+        }
+        self.routes
+            .refresh(&queue.topic)?
+            .target(queue)
+            .ok_or_else(|| ClientError::NoRoute {
+                topic: queue.topic.clone(),
+            })
+    }
+
+    pub fn fresh_route(&self, topic: &str) -> Result<Arc<TopicRoute>> {
+        self.routes.refresh(topic)
+    }
+
+    /// (min, max) offsets of a queue: max is the offset the next message will get.
+    pub fn queue_offsets(&self, queue: &MessageQueue) -> Result<(QueueOffset, QueueOffset)> {
+        let target = self.queue_target(queue)?;
+        let cmd = Command::GetQueueOffsets {
+            topic: queue.topic.clone(),
+            queue_id: queue.queue_id,
+        };
+        match self.broker_request(&target.addr, cmd)? {
+            Command::QueueOffsets {
+                min_offset,
+                max_offset,
+            } => Ok((QueueOffset(min_offset), QueueOffset(max_offset))),
+            other => Err(unexpected(&target.addr, "queue offsets", &other)),
+        }
+    }
+
+    /// The offset of the first message stored at or after `timestamp_ms`.
+    pub fn search_offset(&self, queue: &MessageQueue, timestamp_ms: i64) -> Result<QueueOffset> {
+        let target = self.queue_target(queue)?;
+        let cmd = Command::SearchOffsetByTime {
+            topic: queue.topic.clone(),
+            queue_id: queue.queue_id,
+            timestamp_ms,
+        };
+        match self.broker_request(&target.addr, cmd)? {
+            Command::Offset(o) => Ok(QueueOffset(o)),
+            other => Err(unexpected(&target.addr, "offset", &other)),
+        }
+    }
+
+    pub fn create_topic(&self, addr: &str, config: &TopicConfig) -> Result<()> {
+        self.broker_request(addr, Command::CreateTopic(config.clone()))?;
+        Ok(())
+    }
+
+    pub fn broker_status(&self, addr: &str) -> Result<BrokerStatus> {
+        match self.broker_request(addr, Command::BrokerStatus)? {
+            Command::BrokerStatusResult(s) => Ok(s),
+            other => Err(unexpected(addr, "broker status", &other)),
+        }
+    }
+}
+
+/// The local IPv4 address used to reach the first NameServer (no packet is sent: connecting
+/// a UDP socket only picks a route), or loopback if that fails.
+fn local_ipv4(namesrv_addrs: &[String]) -> Ipv4Addr {
+    let target = namesrv_addrs
+        .first()
+        .and_then(|a| a.to_socket_addrs().ok())
+        .and_then(|mut it| it.find(SocketAddr::is_ipv4));
+    let found = target.and_then(|t| {
+        let sock = UdpSocket::bind("0.0.0.0:0").ok()?;
+        sock.connect(t).ok()?;
+        match sock.local_addr().ok()? {
+            SocketAddr::V4(a) if !a.ip().is_unspecified() => Some(*a.ip()),
+            _ => None,
+        }
+    });
+    found.unwrap_or(Ipv4Addr::LOCALHOST)
+}

@@ -1,0 +1,420 @@
+//! What users hand the client and get back: messages, queues, offsets and results, plus the
+//! conversion between a [`Message`] and the stored-record layout (with zstd compression).
+
+use std::fmt;
+use std::io::Read;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use message::{prop, sys_flag, MessageFields, MsgOffsetId, RecordView, TagFilter};
+
+use crate::error::{ClientError, Result};
+
+/// A position in a queue's ConsumeQueue (message count, not bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct QueueOffset(pub u64);
+
+/// A byte position in one shard's CommitLog.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct CommitLogOffset(pub u64);
+
+impl fmt::Display for QueueOffset {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl fmt::Display for CommitLogOffset {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// One queue of a topic on one broker.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct MessageQueue {
+    pub topic: String,
+    pub broker_name: String,
+    pub queue_id: u32,
+}
+
+impl fmt::Display for MessageQueue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}@{}#{}", self.topic, self.broker_name, self.queue_id)
+    }
+}
+
+/// A message to send.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Message {
+    pub topic: String,
+    pub tags: Option<String>,
+    /// Business keys; written space-joined as the `KEYS` property, so a key may not contain a
+    /// space.
+    pub keys: Vec<String>,
+    pub body: Bytes,
+    /// User properties, written after TAGS, KEYS and UNIQ_KEY.
+    pub properties: Vec<(String, String)>,
+    /// Messages with the same sharding key go to the same queue (FIFO per key).
+    pub sharding_key: Option<String>,
+    /// RocketMQ's application-defined FLAG field.
+    pub flag: i32,
+}
+
+impl Message {
+    pub fn new(topic: impl Into<String>, body: impl Into<Bytes>) -> Message {
+        Message {
+            topic: topic.into(),
+            body: body.into(),
+            ..Default::default()
+        }
+    }
+
+    pub fn with_tags(mut self, tags: impl Into<String>) -> Message {
+        self.tags = Some(tags.into());
+        self
+    }
+
+    pub fn with_key(mut self, key: impl Into<String>) -> Message {
+        self.keys.push(key.into());
+        self
+    }
+
+    pub fn with_keys<I, S>(mut self, keys: I) -> Message
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.keys.extend(keys.into_iter().map(Into::into));
+        self
+    }
+
+    pub fn with_property(mut self, key: impl Into<String>, value: impl Into<String>) -> Message {
+        self.properties.push((key.into(), value.into()));
+        self
+    }
+
+    pub fn with_sharding_key(mut self, key: impl Into<String>) -> Message {
+        self.sharding_key = Some(key.into());
+        self
+    }
+}
+
+/// The result of one stored message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SendResult {
+    /// The producer-made unique key (`UNIQ_KEY`), RocketMQ's client message id.
+    pub msg_id: String,
+    /// Where the broker stored it ([`MsgOffsetId`] as 32 hex digits).
+    pub offset_msg_id: String,
+    pub topic: String,
+    pub broker_name: String,
+    pub queue_id: u32,
+    pub queue_offset: QueueOffset,
+    pub commit_log_offset: CommitLogOffset,
+}
+
+/// A received message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MessageExt {
+    pub topic: String,
+    pub queue_id: u32,
+    pub queue_offset: QueueOffset,
+    pub commit_log_offset: CommitLogOffset,
+    /// `UNIQ_KEY` when the producer set one, else the offset id.
+    pub msg_id: String,
+    pub offset_msg_id: String,
+    pub tags: Option<String>,
+    pub keys: Vec<String>,
+    /// Decompressed body.
+    pub body: Bytes,
+    /// Every property but the CRC trailer, in stored order (TAGS, KEYS, UNIQ_KEY included).
+    pub properties: Vec<(String, String)>,
+    pub flag: i32,
+    pub sys_flag: i32,
+    pub born_timestamp_ms: i64,
+    pub born_host: SocketAddrV4,
+    pub store_timestamp_ms: i64,
+    pub store_host: SocketAddrV4,
+    pub reconsume_times: i32,
+    /// Size of the stored record in bytes.
+    pub store_size: usize,
+}
+
+impl MessageExt {
+    pub fn property(&self, key: &str) -> Option<&str> {
+        self.properties
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PullStatus {
+    /// Messages were read (the list may still be empty if the tag re-check dropped them all).
+    Found,
+    /// Nothing new at this offset (after any long-poll wait).
+    NoNewMessage,
+    /// The requested offset was out of range; continue from `next_offset`.
+    OffsetMoved,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PullResult {
+    pub status: PullStatus,
+    pub next_offset: QueueOffset,
+    pub min_offset: QueueOffset,
+    pub max_offset: QueueOffset,
+    pub messages: Vec<MessageExt>,
+}
+
+/// What a push consumer's listener answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConsumeStatus {
+    Success,
+    /// Hand the same batch to the listener again after a delay.
+    ReconsumeLater,
+}
+
+/// Settings that shape how a message becomes a record.
+#[derive(Debug, Clone)]
+pub(crate) struct EncodeOptions {
+    pub compress_threshold_bytes: usize,
+    pub compress_level: i32,
+    pub message_bytes_max: usize,
+    pub born_host: SocketAddrV4,
+}
+
+/// Property names the client writes itself; a user property may not reuse them.
+const RESERVED_PROPERTIES: [&str; 4] = [prop::TAGS, prop::KEYS, prop::UNIQ_KEY, prop::CRC];
+
+pub(crate) fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// Checks what can be checked without encoding.
+pub(crate) fn validate(msg: &Message, message_bytes_max: usize) -> Result<()> {
+    if msg.topic.is_empty() || msg.topic.len() > message::TOPIC_LEN_MAX {
+        return Err(ClientError::InvalidMessage(format!(
+            "topic name must be 1..={} bytes, got {}",
+            message::TOPIC_LEN_MAX,
+            msg.topic.len()
+        )));
+    }
+    if msg.body.is_empty() {
+        return Err(ClientError::InvalidMessage("body is empty".into()));
+    }
+    if msg.body.len() > message_bytes_max {
+        return Err(ClientError::TooLarge {
+            size: msg.body.len(),
+            max: message_bytes_max,
+        });
+    }
+    if let Some(key) = msg.keys.iter().find(|k| k.contains(' ')) {
+        return Err(ClientError::InvalidMessage(format!(
+            "key {key:?} contains a space (KEYS is space separated)"
+        )));
+    }
+    if let Some((k, _)) = msg
+        .properties
+        .iter()
+        .find(|(k, _)| RESERVED_PROPERTIES.contains(&k.as_str()) || k.is_empty())
+    {
+        return Err(ClientError::InvalidMessage(format!(
+            "property name {k:?} is empty or reserved"
+        )));
+    }
+    Ok(())
+}
+
+/// Appends `msg` as one record to `out` and returns the record's length. Bodies larger than
+/// the threshold are zstd-compressed when that makes them smaller.
+pub(crate) fn encode_message(
+    msg: &Message,
+    uniq_key: &str,
+    opts: &EncodeOptions,
+    out: &mut Vec<u8>,
+) -> Result<usize> {
+    validate(msg, opts.message_bytes_max)?;
+    let mut sys = 0;
+    let compressed;
+    let mut body: &[u8] = &msg.body;
+    if msg.body.len() > opts.compress_threshold_bytes {
+        compressed = zstd::bulk::compress(&msg.body, opts.compress_level)
+            .map_err(|e| ClientError::InvalidMessage(format!("zstd compression failed: {e}")))?;
+        if compressed.len() < msg.body.len() {
+            body = &compressed;
+            sys |= sys_flag::COMPRESSED | sys_flag::COMPRESSION_ZSTD;
+        }
+    }
+    let keys = msg.keys.join(" ");
+    let mut props: Vec<(&str, &str)> = Vec::with_capacity(4 + msg.properties.len());
+    if let Some(tags) = &msg.tags {
+        props.push((prop::TAGS, tags));
+    }
+    if !keys.is_empty() {
+        props.push((prop::KEYS, &keys));
+    }
+    props.push((prop::UNIQ_KEY, uniq_key));
+    if let Some(sk) = &msg.sharding_key {
+        props.push((prop::SHARDING_KEY, sk));
+    }
+    props.extend(msg.properties.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    let fields = MessageFields {
+        topic: &msg.topic,
+        body,
+        flag: msg.flag,
+        sys_flag: sys,
+        born_timestamp_ms: now_ms(),
+        born_host: Some(opts.born_host),
+        reconsume_times: 0,
+        properties: &props,
+    };
+    let start = out.len();
+    message::encode_record(&fields, out).map_err(|e| ClientError::InvalidMessage(e.to_string()))?;
+    Ok(out.len() - start)
+}
+
+/// Builds the per-message results of a send from the broker's answer: record `i` was stored
+/// at the first commit-log offset plus the sizes of the records before it.
+pub(crate) fn send_results(
+    resp: &protocol::SendResult,
+    topic: &str,
+    broker_name: &str,
+    uniq_keys: &[String],
+    record_lens: &[usize],
+) -> Vec<SendResult> {
+    debug_assert_eq!(uniq_keys.len(), record_lens.len());
+    let store_host: SocketAddrV4 = resp
+        .store_host
+        .parse()
+        .unwrap_or(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0));
+    let mut commit_log_offset = resp.first_commit_log_offset;
+    let mut out = Vec::with_capacity(uniq_keys.len());
+    for (i, (key, len)) in uniq_keys.iter().zip(record_lens).enumerate() {
+        let offset_id = MsgOffsetId {
+            store_host,
+            shard: resp.shard,
+            commit_log_offset,
+        };
+        out.push(SendResult {
+            msg_id: key.clone(),
+            offset_msg_id: offset_id.to_string(),
+            topic: topic.to_owned(),
+            broker_name: broker_name.to_owned(),
+            queue_id: resp.queue_id,
+            queue_offset: QueueOffset(resp.first_queue_offset + i as u64),
+            commit_log_offset: CommitLogOffset(commit_log_offset),
+        });
+        commit_log_offset += *len as u64;
+    }
+    out
+}
+
+/// Decompresses a zstd body, refusing to grow it beyond `bytes_max` (a hostile or corrupt
+/// body must not exhaust memory).
+pub(crate) fn decompress(body: &[u8], bytes_max: usize) -> std::io::Result<Vec<u8>> {
+    let decoder = zstd::stream::read::Decoder::new(body)?;
+    let mut out = Vec::with_capacity(body.len().saturating_mul(4).min(bytes_max));
+    decoder.take(bytes_max as u64 + 1).read_to_end(&mut out)?;
+    if out.len() > bytes_max {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("decompressed body exceeds {bytes_max} bytes"),
+        ));
+    }
+    Ok(out)
+}
+
+/// Where pulled records came from, for their offset ids.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RecordSource<'a> {
+    pub addr: &'a str,
+    pub shard: u16,
+}
+
+/// Decodes a pull body: validates every record, re-checks the tag filter against the real tag
+/// string (the broker filters by hash, which can collide) and decompresses bodies.
+pub(crate) fn decode_records(
+    body: &[u8],
+    filter: &TagFilter,
+    source: RecordSource<'_>,
+    body_bytes_max: usize,
+) -> Result<Vec<MessageExt>> {
+    let mut out = Vec::new();
+    for rec in message::records(body) {
+        let view = rec.map_err(|e| ClientError::Protocol {
+            addr: source.addr.to_owned(),
+            detail: format!("bad record in pull body: {e}"),
+        })?;
+        if !filter.matches(view.tags()) {
+            continue;
+        }
+        out.push(message_ext(&view, source, body_bytes_max)?);
+    }
+    Ok(out)
+}
+
+pub(crate) fn message_ext(
+    view: &RecordView<'_>,
+    source: RecordSource<'_>,
+    body_bytes_max: usize,
+) -> Result<MessageExt> {
+    let sys = view.sys_flag();
+    let body = if sys & sys_flag::COMPRESSED != 0 {
+        if sys & sys_flag::COMPRESSION_MASK != sys_flag::COMPRESSION_ZSTD {
+            return Err(ClientError::Protocol {
+                addr: source.addr.to_owned(),
+                detail: format!("unsupported compression in sys flag {sys:#x}"),
+            });
+        }
+        Bytes::from(
+            decompress(view.body(), body_bytes_max).map_err(|e| ClientError::Protocol {
+                addr: source.addr.to_owned(),
+                detail: format!("cannot decompress body: {e}"),
+            })?,
+        )
+    } else {
+        Bytes::copy_from_slice(view.body())
+    };
+    let offset_msg_id = MsgOffsetId {
+        store_host: view.store_host(),
+        shard: source.shard,
+        commit_log_offset: view.physical_offset(),
+    }
+    .to_string();
+    let properties: Vec<(String, String)> = view
+        .properties()
+        .iter()
+        .filter(|(k, _)| *k != prop::CRC)
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+    Ok(MessageExt {
+        topic: view.topic().to_owned(),
+        queue_id: view.queue_id(),
+        queue_offset: QueueOffset(view.queue_offset()),
+        commit_log_offset: CommitLogOffset(view.physical_offset()),
+        msg_id: view
+            .uniq_key()
+            .map(str::to_owned)
+            .unwrap_or_else(|| offset_msg_id.clone()),
+        offset_msg_id,
+        tags: view.tags().map(str::to_owned),
+        keys: view.keys().map(str::to_owned).collect(),
+        body,
+        properties,
+        flag: view.flag(),
+        sys_flag: sys,
+        born_timestamp_ms: view.born_timestamp_ms(),
+        born_host: view.born_host(),
+        store_timestamp_ms: view.store_timestamp_ms(),
+        store_host: view.store_host(),
+        reconsume_times: view.reconsume_times(),
+        store_size: view.len(),
+    })
+}

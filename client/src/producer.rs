@@ -1,0 +1,550 @@
+//! The producer: picks a queue, encodes records, sends them to the core that owns the queue,
+//! and retries retriable failures on another queue.
+
+use std::collections::HashMap;
+use std::net::SocketAddrV4;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::{Duration, Instant};
+
+use message::UniqKeyGenerator;
+use protocol::{Command, Frame, SendRequest};
+
+use crate::error::{ClientError, Result};
+use crate::instance::{ClientConfig, Instance};
+use crate::model::{
+    encode_message, send_results, EncodeOptions, Message, MessageQueue, SendResult,
+};
+use crate::remoting::{expect_success, unexpected};
+use crate::route::{QueueTarget, TopicRoute};
+
+/// Largest retry count a producer accepts.
+pub const SEND_RETRIES_MAX: u32 = 16;
+/// RocketMQ's default maximum message size.
+pub const MESSAGE_BYTES_MAX_DEFAULT: usize = 4 * 1024 * 1024;
+/// Room left in a frame for its header when checking a batch against the frame limit.
+const FRAME_HEADER_ROOM_BYTES: usize = 64 * 1024;
+
+/// Configures a [`Producer`]. Every setting has a default; see each method.
+#[derive(Debug, Clone)]
+pub struct ProducerBuilder {
+    namesrv: String,
+    group: String,
+    send_timeout_ms: u64,
+    retries: u32,
+    compress_threshold_bytes: usize,
+    compress_level: i32,
+    message_bytes_max: usize,
+    inflight_max_per_connection: usize,
+    route_refresh_interval_ms: u64,
+}
+
+impl Default for ProducerBuilder {
+    fn default() -> Self {
+        ProducerBuilder {
+            namesrv: "127.0.0.1:9876".into(),
+            group: "DEFAULT_PRODUCER".into(),
+            send_timeout_ms: 3000,
+            retries: 2,
+            compress_threshold_bytes: 4096,
+            compress_level: 3,
+            message_bytes_max: MESSAGE_BYTES_MAX_DEFAULT,
+            inflight_max_per_connection: 4096,
+            route_refresh_interval_ms: 30_000,
+        }
+    }
+}
+
+impl ProducerBuilder {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// `;`-separated NameServer addresses. Default `127.0.0.1:9876`.
+    pub fn namesrv(mut self, addrs: impl Into<String>) -> Self {
+        self.namesrv = addrs.into();
+        self
+    }
+
+    /// Default `DEFAULT_PRODUCER`.
+    pub fn group(mut self, group: impl Into<String>) -> Self {
+        self.group = group.into();
+        self
+    }
+
+    /// Total time a send may take, retries included. Default 3000 ms.
+    pub fn send_timeout_ms(mut self, ms: u64) -> Self {
+        self.send_timeout_ms = ms;
+        self
+    }
+
+    /// Extra attempts after a retriable failure, 0..=[`SEND_RETRIES_MAX`]. Default 2.
+    pub fn retries(mut self, retries: u32) -> Self {
+        self.retries = retries;
+        self
+    }
+
+    /// Bodies larger than this are zstd-compressed. Default 4096 bytes.
+    pub fn compress_threshold_bytes(mut self, bytes: usize) -> Self {
+        self.compress_threshold_bytes = bytes;
+        self
+    }
+
+    /// zstd level, 1..=22. Default 3.
+    pub fn compress_level(mut self, level: i32) -> Self {
+        self.compress_level = level;
+        self
+    }
+
+    /// Largest body accepted, before compression. Default 4 MiB.
+    pub fn message_bytes_max(mut self, bytes: usize) -> Self {
+        self.message_bytes_max = bytes;
+        self
+    }
+
+    /// Requests in flight per connection before `send_async` waits. Default 4096.
+    pub fn inflight_max_per_connection(mut self, n: usize) -> Self {
+        self.inflight_max_per_connection = n;
+        self
+    }
+
+    /// Period of the background route refresh. Default 30000 ms.
+    pub fn route_refresh_interval_ms(mut self, ms: u64) -> Self {
+        self.route_refresh_interval_ms = ms;
+        self
+    }
+
+    pub fn build(self) -> Result<Producer> {
+        if self.retries > SEND_RETRIES_MAX {
+            return Err(ClientError::Config(format!(
+                "retries {} exceeds the maximum of {SEND_RETRIES_MAX}",
+                self.retries
+            )));
+        }
+        if self.send_timeout_ms == 0 {
+            return Err(ClientError::Config("send timeout must be > 0 ms".into()));
+        }
+        if self.group.is_empty() {
+            return Err(ClientError::Config("producer group is empty".into()));
+        }
+        if !(1..=22).contains(&self.compress_level) {
+            return Err(ClientError::Config(format!(
+                "zstd level {} is outside 1..=22",
+                self.compress_level
+            )));
+        }
+        let frame_room = protocol::FRAME_BYTES_MAX_DEFAULT as usize - FRAME_HEADER_ROOM_BYTES;
+        if self.message_bytes_max == 0 || self.message_bytes_max > frame_room {
+            return Err(ClientError::Config(format!(
+                "message size limit must be 1..={frame_room} bytes"
+            )));
+        }
+        let mut config = ClientConfig::new(&self.namesrv)?;
+        config.route_refresh_interval_ms = self.route_refresh_interval_ms;
+        config.pool.inflight_max = self.inflight_max_per_connection;
+        config.pool.write_timeout_ms = config.pool.write_timeout_ms.max(self.send_timeout_ms);
+        let inst = Instance::start(config)?;
+        let encode = EncodeOptions {
+            compress_threshold_bytes: self.compress_threshold_bytes,
+            compress_level: self.compress_level,
+            message_bytes_max: self.message_bytes_max,
+            born_host: SocketAddrV4::new(inst.local_ip, 0),
+        };
+        let uniq = UniqKeyGenerator::new(inst.local_ip);
+        Ok(Producer {
+            inner: Arc::new(ProducerInner {
+                inst,
+                group: self.group,
+                send_timeout: Duration::from_millis(self.send_timeout_ms),
+                retries: self.retries,
+                encode,
+                uniq,
+                round_robin: RwLock::new(HashMap::new()),
+            }),
+        })
+    }
+}
+
+/// Sends messages. Share it between threads behind an `Arc`; dropping it (or
+/// [`Producer::shutdown`]) closes its connections.
+pub struct Producer {
+    inner: Arc<ProducerInner>,
+}
+
+/// The callback of an asynchronous single send.
+pub type SendCallback = Box<dyn FnOnce(Result<SendResult>) + Send + 'static>;
+/// The callback of an asynchronous batch send.
+pub type BatchCallback = Box<dyn FnOnce(Result<Vec<SendResult>>) + Send + 'static>;
+
+impl Producer {
+    pub fn builder() -> ProducerBuilder {
+        ProducerBuilder::new()
+    }
+
+    /// Sends and waits for the broker's result, retrying retriable failures.
+    pub fn send(&self, msg: Message) -> Result<SendResult> {
+        let prepared = self.inner.prepare(std::slice::from_ref(&msg), None)?;
+        first(self.inner.send_prepared(&prepared)?)
+    }
+
+    /// Sends to the given queue (retries stay on that queue).
+    pub fn send_to_queue(&self, msg: Message, queue: &MessageQueue) -> Result<SendResult> {
+        let prepared = self
+            .inner
+            .prepare(std::slice::from_ref(&msg), Some(queue.clone()))?;
+        first(self.inner.send_prepared(&prepared)?)
+    }
+
+    /// Sends several messages of one topic in one frame to one queue. The results are in the
+    /// order of `msgs`.
+    pub fn send_batch(&self, msgs: Vec<Message>) -> Result<Vec<SendResult>> {
+        let prepared = self.inner.prepare(&msgs, None)?;
+        self.inner.send_prepared(&prepared)
+    }
+
+    /// Sends without waiting: `callback` gets the outcome, exactly once, on a client thread
+    /// (or on this thread if the send fails before reaching the network). `Err` here means
+    /// the message was refused before sending (invalid, too large) and `callback` will not
+    /// be called. Waits while the connection's in-flight window is full.
+    pub fn send_async<F>(&self, msg: Message, callback: F) -> Result<()>
+    where
+        F: FnOnce(Result<SendResult>) + Send + 'static,
+    {
+        let prepared = self.inner.prepare(std::slice::from_ref(&msg), None)?;
+        let cb: BatchCallback = Box::new(move |r| callback(r.and_then(first)));
+        AsyncSend::start(&self.inner, prepared, cb);
+        Ok(())
+    }
+
+    /// [`Producer::send_batch`] without waiting; see [`Producer::send_async`].
+    pub fn send_batch_async<F>(&self, msgs: Vec<Message>, callback: F) -> Result<()>
+    where
+        F: FnOnce(Result<Vec<SendResult>>) + Send + 'static,
+    {
+        let prepared = self.inner.prepare(&msgs, None)?;
+        AsyncSend::start(&self.inner, prepared, Box::new(callback));
+        Ok(())
+    }
+
+    /// Sends without any answer from the broker: no result, no retry.
+    pub fn send_oneway(&self, msg: Message) -> Result<()> {
+        let inner = &self.inner;
+        let prepared = inner.prepare(std::slice::from_ref(&msg), None)?;
+        let route = inner.inst.routes.get(&prepared.topic)?;
+        let target = inner.choose(&route, &prepared.selector, None)?;
+        inner
+            .inst
+            .pool
+            .get(&target.addr)?
+            .oneway(inner.send_command(&prepared, &target), &prepared.body)
+    }
+
+    /// The queues this producer round-robins over for `topic`.
+    pub fn write_queues(&self, topic: &str) -> Result<Vec<MessageQueue>> {
+        Ok(self
+            .inner
+            .inst
+            .routes
+            .get(topic)?
+            .write_queues()
+            .iter()
+            .map(|t| t.queue.clone())
+            .collect())
+    }
+
+    /// Closes the connections; later sends fail with [`ClientError::Shutdown`] and pending
+    /// asynchronous sends complete with an error.
+    pub fn shutdown(&self) {
+        self.inner.inst.shutdown();
+    }
+}
+
+impl Drop for Producer {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn first(results: Vec<SendResult>) -> Result<SendResult> {
+    results
+        .into_iter()
+        .next()
+        .ok_or_else(|| ClientError::Protocol {
+            addr: String::new(),
+            detail: "send result without messages".into(),
+        })
+}
+
+/// How the queue of a send is chosen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Selector {
+    /// Message i of a topic goes to write queue i mod n.
+    RoundRobin,
+    /// Sharding key hash mod n: the same key always lands on the same queue.
+    Hash(u64),
+    Queue(MessageQueue),
+}
+
+/// Encoded records ready to send, reused unchanged by every attempt (the unique keys stay
+/// the same, so a retried message keeps its id).
+pub(crate) struct Prepared {
+    topic: String,
+    body: Vec<u8>,
+    uniq_keys: Vec<String>,
+    record_lens: Vec<usize>,
+    selector: Selector,
+}
+
+struct ProducerInner {
+    inst: Arc<Instance>,
+    group: String,
+    send_timeout: Duration,
+    retries: u32,
+    encode: EncodeOptions,
+    uniq: UniqKeyGenerator,
+    round_robin: RwLock<HashMap<String, Arc<AtomicU64>>>,
+}
+
+impl ProducerInner {
+    fn prepare(&self, msgs: &[Message], queue: Option<MessageQueue>) -> Result<Prepared> {
+        let Some(head) = msgs.first() else {
+            return Err(ClientError::InvalidMessage("no message to send".into()));
+        };
+        if let Some(m) = msgs.iter().find(|m| m.topic != head.topic) {
+            return Err(ClientError::InvalidMessage(format!(
+                "a batch must have one topic: {} and {}",
+                head.topic, m.topic
+            )));
+        }
+        if let Some(q) = &queue {
+            if q.topic != head.topic {
+                return Err(ClientError::InvalidMessage(format!(
+                    "queue {q} is not of topic {}",
+                    head.topic
+                )));
+            }
+        }
+        let mut body = Vec::with_capacity(msgs.iter().map(|m| m.body.len() + 256).sum());
+        let mut uniq_keys = Vec::with_capacity(msgs.len());
+        let mut record_lens = Vec::with_capacity(msgs.len());
+        for m in msgs {
+            let key = self.uniq.next_key();
+            record_lens.push(encode_message(m, &key, &self.encode, &mut body)?);
+            uniq_keys.push(key);
+        }
+        let frame_room = protocol::FRAME_BYTES_MAX_DEFAULT as usize - FRAME_HEADER_ROOM_BYTES;
+        if body.len() > frame_room {
+            return Err(ClientError::TooLarge {
+                size: body.len(),
+                max: frame_room,
+            });
+        }
+        let selector = match (queue, &head.sharding_key) {
+            (Some(q), _) => Selector::Queue(q),
+            (None, Some(key)) if msgs.iter().all(|m| m.sharding_key.as_ref() == Some(key)) => {
+                Selector::Hash(message::tag_hash(key).unsigned_abs())
+            }
+            _ => Selector::RoundRobin,
+        };
+        Ok(Prepared {
+            topic: head.topic.clone(),
+            body,
+            uniq_keys,
+            record_lens,
+            selector,
+        })
+    }
+
+    fn counter(&self, topic: &str) -> Arc<AtomicU64> {
+        if let Some(c) = self
+            .round_robin
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(topic)
+        {
+            return Arc::clone(c);
+        }
+        let mut map = self
+            .round_robin
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        Arc::clone(map.entry(topic.to_owned()).or_default())
+    }
+
+    /// Picks the queue for an attempt; a retry of a round-robin send avoids the broker that
+    /// just failed when the topic has another.
+    fn choose(
+        &self,
+        route: &TopicRoute,
+        selector: &Selector,
+        avoid_broker: Option<&str>,
+    ) -> Result<QueueTarget> {
+        let queues = route.write_queues();
+        let no_route = || ClientError::NoRoute {
+            topic: route.topic.clone(),
+        };
+        match selector {
+            Selector::Queue(q) => route.target(q).ok_or_else(no_route),
+            _ if queues.is_empty() => Err(no_route()),
+            // Java's `Math.abs(key.hashCode()) % n`, as RocketMQ's SelectMessageQueueByHash.
+            Selector::Hash(h) => Ok(queues[(*h % queues.len() as u64) as usize].clone()),
+            Selector::RoundRobin => {
+                let counter = self.counter(&route.topic);
+                let n = queues.len() as u64;
+                let start = counter.fetch_add(1, Ordering::Relaxed);
+                let pick = (0..n)
+                    .map(|i| &queues[((start + i) % n) as usize])
+                    .find(|t| Some(t.queue.broker_name.as_str()) != avoid_broker)
+                    .unwrap_or(&queues[(start % n) as usize]);
+                Ok(pick.clone())
+            }
+        }
+    }
+
+    fn send_command(&self, p: &Prepared, target: &QueueTarget) -> Command {
+        Command::Send(SendRequest {
+            producer_group: self.group.clone(),
+            topic: p.topic.clone(),
+            queue_id: target.queue.queue_id,
+            count: p.uniq_keys.len() as u32,
+        })
+    }
+
+    fn parse_response(
+        &self,
+        p: &Prepared,
+        target: &QueueTarget,
+        frame: Frame,
+    ) -> Result<Vec<SendResult>> {
+        match expect_success(&target.addr, frame)?.header.command {
+            Command::SendResult(r) => Ok(send_results(
+                &r,
+                &p.topic,
+                &target.queue.broker_name,
+                &p.uniq_keys,
+                &p.record_lens,
+            )),
+            other => Err(unexpected(&target.addr, "send result", &other)),
+        }
+    }
+
+    /// Whether to try again after `e` on attempt number `attempt` (0-based); refreshes the
+    /// route first when the failure suggests it is stale.
+    fn should_retry(&self, p: &Prepared, e: &ClientError, attempt: u32, deadline: Instant) -> bool {
+        if !e.is_retriable() || attempt >= self.retries || Instant::now() >= deadline {
+            return false;
+        }
+        if e.is_connection_failure() {
+            if let Err(re) = self.inst.routes.refresh(&p.topic) {
+                tracing::debug!(topic = %p.topic, error = %re, "route refresh after send failure");
+            }
+        }
+        tracing::debug!(topic = %p.topic, error = %e, attempt, "retrying send");
+        true
+    }
+
+    fn send_prepared(&self, p: &Prepared) -> Result<Vec<SendResult>> {
+        let deadline = Instant::now() + self.send_timeout;
+        let mut avoid: Option<String> = None;
+        let mut attempt = 0;
+        loop {
+            let route = self.inst.routes.get(&p.topic)?;
+            let target = self.choose(&route, &p.selector, avoid.as_deref())?;
+            let result = remaining(deadline, self.send_timeout, &target.addr)
+                .and_then(|timeout| {
+                    let conn = self.inst.pool.get(&target.addr)?;
+                    conn.request(self.send_command(p, &target), &p.body, timeout)
+                })
+                .and_then(|frame| self.parse_response(p, &target, frame));
+            match result {
+                Ok(r) => return Ok(r),
+                Err(e) if self.should_retry(p, &e, attempt, deadline) => {
+                    avoid = Some(target.queue.broker_name);
+                    attempt += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+fn remaining(deadline: Instant, total: Duration, addr: &str) -> Result<Duration> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(ClientError::Timeout {
+            addr: addr.to_owned(),
+            timeout_ms: total.as_millis() as u64,
+        });
+    }
+    Ok(left)
+}
+
+/// An asynchronous send in progress; each attempt's callback carries it on to the next.
+struct AsyncSend {
+    inner: Arc<ProducerInner>,
+    prepared: Arc<Prepared>,
+    deadline: Instant,
+    attempt: u32,
+    avoid: Option<String>,
+    callback: BatchCallback,
+}
+
+impl AsyncSend {
+    fn start(inner: &Arc<ProducerInner>, prepared: Prepared, callback: BatchCallback) {
+        AsyncSend {
+            inner: Arc::clone(inner),
+            prepared: Arc::new(prepared),
+            deadline: Instant::now() + inner.send_timeout,
+            attempt: 0,
+            avoid: None,
+            callback,
+        }
+        .attempt();
+    }
+
+    fn attempt(self) {
+        let inner = Arc::clone(&self.inner);
+        let p = Arc::clone(&self.prepared);
+        let target = inner
+            .inst
+            .routes
+            .get(&p.topic)
+            .and_then(|route| inner.choose(&route, &p.selector, self.avoid.as_deref()));
+        let target = match target {
+            Ok(t) => t,
+            // No route or no queue: not retriable, nothing was sent.
+            Err(e) => return (self.callback)(Err(e)),
+        };
+        let conn = remaining(self.deadline, inner.send_timeout, &target.addr)
+            .and_then(|timeout| Ok((inner.inst.pool.get(&target.addr)?, timeout)));
+        let (conn, timeout) = match conn {
+            Ok(c) => c,
+            Err(e) => return self.failed(e, target.queue.broker_name),
+        };
+        let command = inner.send_command(&p, &target);
+        conn.request_async(
+            command,
+            &p.body,
+            timeout,
+            Box::new(move |frame| {
+                match frame.and_then(|f| self.inner.parse_response(&self.prepared, &target, f)) {
+                    Ok(r) => (self.callback)(Ok(r)),
+                    Err(e) => self.failed(e, target.queue.broker_name),
+                }
+            }),
+        );
+    }
+
+    fn failed(mut self, e: ClientError, broker: String) {
+        if self
+            .inner
+            .should_retry(&self.prepared, &e, self.attempt, self.deadline)
+        {
+            self.attempt += 1;
+            self.avoid = Some(broker);
+            self.attempt();
+        } else {
+            (self.callback)(Err(e));
+        }
+    }
+}

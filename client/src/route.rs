@@ -1,0 +1,235 @@
+//! Topic routes: which queues a topic has, and which address serves each one.
+//!
+//! A queue is served by the core that owns its shard (`protocol::queue_owner_shard`, then
+//! `protocol::shard_core`); the client sends to that core's own address so the broker never
+//! forwards across cores. Brokers that publish no core addresses are reached at their master
+//! address.
+
+use std::collections::HashMap;
+use std::sync::mpsc::{self, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::thread;
+use std::time::Duration;
+
+use protocol::{perm, BrokerData, RouteData};
+
+use crate::error::{ClientError, Result};
+use crate::model::MessageQueue;
+use crate::namesrv::NameServerClient;
+
+/// A queue and the address its requests go to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueTarget {
+    pub queue: MessageQueue,
+    pub addr: String,
+    /// The shard that owns the queue on its broker.
+    pub shard: u16,
+}
+
+/// The address and owning shard of `queue_id` of `topic` on `broker`, or `None` if the broker
+/// has no master.
+pub fn queue_target_addr(broker: &BrokerData, topic: &str, queue_id: u32) -> Option<(String, u16)> {
+    let master = broker.master_addr()?;
+    let shard = protocol::queue_owner_shard(topic, queue_id, broker.shard_count);
+    if broker.core_addrs.is_empty() {
+        return Some((master.to_owned(), shard));
+    }
+    let cores = u16::try_from(broker.core_addrs.len()).unwrap_or(u16::MAX);
+    let core = protocol::shard_core(shard, cores) as usize;
+    let addr = broker
+        .core_addrs
+        .get(core)
+        .map(String::as_str)
+        .unwrap_or(master);
+    Some((addr.to_owned(), shard))
+}
+
+/// A topic's route with its queues resolved to addresses, sorted by broker name then queue.
+#[derive(Debug, Clone)]
+pub struct TopicRoute {
+    pub topic: String,
+    pub data: RouteData,
+    write: Vec<QueueTarget>,
+    read: Vec<QueueTarget>,
+}
+
+impl TopicRoute {
+    pub fn new(topic: &str, data: RouteData) -> TopicRoute {
+        let mut write = Vec::new();
+        let mut read = Vec::new();
+        for qd in &data.queues {
+            let Some(broker) = data
+                .brokers
+                .iter()
+                .find(|b| b.broker_name == qd.broker_name)
+            else {
+                continue;
+            };
+            let add = |out: &mut Vec<QueueTarget>, count: u32| {
+                for queue_id in 0..count {
+                    if let Some((addr, shard)) = queue_target_addr(broker, topic, queue_id) {
+                        out.push(QueueTarget {
+                            queue: MessageQueue {
+                                topic: topic.to_owned(),
+                                broker_name: qd.broker_name.clone(),
+                                queue_id,
+                            },
+                            addr,
+                            shard,
+                        });
+                    }
+                }
+            };
+            if qd.perm & perm::WRITE != 0 {
+                add(&mut write, qd.write_queues);
+            }
+            if qd.perm & perm::READ != 0 {
+                add(&mut read, qd.read_queues);
+            }
+        }
+        write.sort_by(|a, b| a.queue.cmp(&b.queue));
+        read.sort_by(|a, b| a.queue.cmp(&b.queue));
+        write.dedup_by(|a, b| a.queue == b.queue);
+        read.dedup_by(|a, b| a.queue == b.queue);
+        TopicRoute {
+            topic: topic.to_owned(),
+            data,
+            write,
+            read,
+        }
+    }
+
+    /// Queues a producer may send to.
+    pub fn write_queues(&self) -> &[QueueTarget] {
+        &self.write
+    }
+
+    /// Queues a consumer may pull from.
+    pub fn read_queues(&self) -> &[QueueTarget] {
+        &self.read
+    }
+
+    /// Where requests for `queue` go, whether or not the route lists it as readable or
+    /// writable (an explicit queue is trusted to exist on its broker).
+    pub fn target(&self, queue: &MessageQueue) -> Option<QueueTarget> {
+        if let Some(t) = self
+            .write
+            .iter()
+            .chain(&self.read)
+            .find(|t| &t.queue == queue)
+        {
+            return Some(t.clone());
+        }
+        let broker = self
+            .data
+            .brokers
+            .iter()
+            .find(|b| b.broker_name == queue.broker_name)?;
+        let (addr, shard) = queue_target_addr(broker, &self.topic, queue.queue_id)?;
+        Some(QueueTarget {
+            queue: queue.clone(),
+            addr,
+            shard,
+        })
+    }
+}
+
+/// Routes by topic, fetched on first use, refreshed on errors and periodically.
+pub(crate) struct RouteCache {
+    namesrv: Arc<NameServerClient>,
+    routes: RwLock<HashMap<String, Arc<TopicRoute>>>,
+}
+
+impl RouteCache {
+    pub fn new(namesrv: Arc<NameServerClient>) -> RouteCache {
+        RouteCache {
+            namesrv,
+            routes: RwLock::new(HashMap::new()),
+        }
+    }
+
+    pub fn namesrv(&self) -> &NameServerClient {
+        &self.namesrv
+    }
+
+    /// The cached route, fetching it if the topic is new.
+    pub fn get(&self, topic: &str) -> Result<Arc<TopicRoute>> {
+        if let Some(r) = self
+            .routes
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(topic)
+        {
+            return Ok(Arc::clone(r));
+        }
+        self.refresh(topic)
+    }
+
+    /// Fetches the route from a NameServer and caches it. A topic that no longer exists is
+    /// dropped from the cache.
+    pub fn refresh(&self, topic: &str) -> Result<Arc<TopicRoute>> {
+        match self.namesrv.route(topic) {
+            Ok(data) => {
+                let route = Arc::new(TopicRoute::new(topic, data));
+                self.routes
+                    .write()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(topic.to_owned(), Arc::clone(&route));
+                Ok(route)
+            }
+            Err(e @ ClientError::NoRoute { .. }) => {
+                self.routes
+                    .write()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(topic);
+                Err(e)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn refresh_all(&self) {
+        let topics: Vec<String> = self
+            .routes
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .keys()
+            .cloned()
+            .collect();
+        for topic in topics {
+            if let Err(e) = self.refresh(&topic) {
+                tracing::debug!(%topic, error = %e, "route refresh failed");
+            }
+        }
+    }
+}
+
+/// The background refresh thread; it stops when this handle is stopped or dropped.
+pub(crate) struct RouteRefresher {
+    stop: Mutex<Option<Sender<()>>>,
+}
+
+impl RouteRefresher {
+    pub fn start(cache: Arc<RouteCache>, interval: Duration) -> Result<RouteRefresher> {
+        let (tx, rx) = mpsc::channel::<()>();
+        thread::Builder::new()
+            .name("mq-route-refresh".into())
+            .spawn(move || {
+                // Ends when stopped or when the handle is dropped (disconnected).
+                while let Err(RecvTimeoutError::Timeout) = rx.recv_timeout(interval) {
+                    cache.refresh_all();
+                }
+            })
+            .map_err(|e| ClientError::io("route refresher", &e))?;
+        Ok(RouteRefresher {
+            stop: Mutex::new(Some(tx)),
+        })
+    }
+
+    pub fn stop(&self) {
+        self.stop
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+    }
+}
