@@ -1,1 +1,50 @@
+//! The storage engine of one CPU core: a CommitLog of fixed-size segment files written with
+//! O_DIRECT through io_uring (glommio), ConsumeQueues and IndexFiles derived from it, flush
+//! policies with group commit, crash recovery, and retention. It knows nothing of other
+//! cores, sockets or the wire protocol; see ARCHITECTURE-shard.md.
 
+// Tests may unwrap: a panic there is a failed test, not a crashed broker.
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+mod commit_log;
+mod config;
+mod consume_queue;
+mod error;
+pub mod fuzzing;
+mod index_file;
+mod layout;
+mod offsets;
+mod shard;
+mod signal;
+mod slice;
+mod storage;
+
+pub use config::{statvfs_used_ratio, DiskUsageSource, FlushPolicy, ShardConfig};
+pub use error::ShardError;
+pub use layout::{open_data_dir, shard_dir, DataDirLayout};
+pub use offsets::{CommitLogOffset, QueueOffset};
+pub use shard::{
+    AppendResult, DiskLevel, QueueOffsets, ReadRequest, ReadResult, ReadStatus, RetentionReport,
+    Shard, ShardStats,
+};
+pub use slice::StoredSlice;
+pub use storage::{FaultInjector, BLOCK_BYTES};
+
+/// Runs `f` on a fresh single-threaded glommio executor and returns its output: for tests,
+/// tools and the fuzz target. io_memory is kept small so several executors fit the default
+/// 8 MiB locked-memory limit.
+pub fn run_local<F, Fut, T>(f: F) -> T
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = T> + 'static,
+    T: Send + 'static,
+{
+    let handle = glommio::LocalExecutorBuilder::default()
+        .io_memory(1 << 20)
+        .spawn(f);
+    match handle.map(|h| h.join()) {
+        Ok(Ok(v)) => v,
+        Ok(Err(e)) => panic!("executor thread failed: {e:?}"),
+        Err(e) => panic!("cannot start a glommio executor: {e}"),
+    }
+}

@@ -1,0 +1,509 @@
+//! CommitLog: the append-only log of one shard, made of fixed-size segment files named by
+//! their 20-digit start offset, plus its in-memory tail.
+//!
+//! Offsets, always: `durable_offset <= written_offset <= write_offset`.
+//! * `write_offset`: next byte to append (in memory).
+//! * `written_offset`: every byte below is in the segment files (writes completed).
+//! * `durable_offset`: every byte below has been fdatasynced.
+//!
+//! The tail is a sequence of chunks, each an aligned DMA buffer covering an aligned range of
+//! one segment. Appends copy into the current chunk; sealing trims it to whole blocks and
+//! queues it (as an `Rc`) for one O_DIRECT write; once written it stays in the hot ring for
+//! zero-copy reads until `hot_bytes_max` pushes it out. A chunk starts at
+//! `align_down(write_offset)` and begins with a copy of the partial last block, so each
+//! block is always rewritten whole.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::path::PathBuf;
+use std::rc::Rc;
+
+use bytes::Bytes;
+use glommio::io::DmaBuffer;
+use message::{Peek, RecordView, BLANK_MAGIC_CODE, BLANK_RECORD_MIN_BYTES, FIXED_BYTES};
+
+use crate::layout::{offset_name, parse_offset_name};
+use crate::slice::StoredSlice;
+use crate::storage::{align_down, align_up, FaultInjector, ReadBytes, SegmentFile, BLOCK_BYTES};
+use crate::ShardError;
+
+/// Bytes read at a time by the recovery scan.
+const SCAN_WINDOW_BYTES: usize = 1 << 20;
+
+struct Chunk {
+    base: u64,
+    /// First offset appended into this chunk (bytes before it are the copied partial block).
+    own_start: u64,
+    buf: DmaBuffer,
+    /// Bytes filled, counted from `base`.
+    len: usize,
+    /// `base + len`, or the segment end once an end-of-segment blank is in the chunk.
+    logical_end: u64,
+}
+
+#[derive(Clone)]
+pub(crate) struct Sealed {
+    pub(crate) base: u64,
+    own_start: u64,
+    data_end: u64,
+    pub(crate) logical_end: u64,
+    pub(crate) buf: Rc<DmaBuffer>,
+}
+
+pub(crate) enum Located {
+    Memory(StoredSlice),
+    Disk(Rc<SegmentFile>),
+    Gone,
+}
+
+pub(crate) struct CommitLog {
+    pub(crate) dir: PathBuf,
+    pub(crate) segment_size: u64,
+    chunk_bytes: usize,
+    hot_bytes_max: u64,
+    pub(crate) faults: Option<std::sync::Arc<FaultInjector>>,
+    pub(crate) segments: BTreeMap<u64, Rc<SegmentFile>>,
+    current: Option<Chunk>,
+    pub(crate) unwritten: VecDeque<Sealed>,
+    hot: VecDeque<Sealed>,
+    hot_bytes: u64,
+    pub(crate) min_offset: u64,
+    pub(crate) write_offset: u64,
+    pub(crate) written_offset: u64,
+    pub(crate) durable_offset: u64,
+    pub(crate) dirty_segments: BTreeSet<u64>,
+}
+
+impl CommitLog {
+    pub(crate) fn segment_start(&self, offset: u64) -> u64 {
+        offset - offset % self.segment_size
+    }
+
+    fn check_offsets(&self) {
+        assert!(
+            self.durable_offset <= self.written_offset && self.written_offset <= self.write_offset,
+            "offset invariant broken: durable {} written {} write {}",
+            self.durable_offset,
+            self.written_offset,
+            self.write_offset
+        );
+    }
+
+    /// Bytes appended but not yet written to files.
+    pub(crate) fn unwritten_bytes(&self) -> u64 {
+        self.write_offset - self.written_offset
+    }
+
+    /// Bytes appended but not yet durable.
+    pub(crate) fn dirty_bytes(&self) -> u64 {
+        self.write_offset - self.durable_offset
+    }
+
+    fn new_chunk(&mut self, at: u64, needed: usize, partial: &[u8]) {
+        let base = align_down(at);
+        debug_assert_eq!(partial.len() as u64, at - base);
+        let seg_end = self.segment_start(at) + self.segment_size;
+        let want = align_up((at - base) + needed as u64).max(self.chunk_bytes as u64);
+        let cap = want.min(seg_end - base) as usize;
+        let mut buf = glommio::allocate_dma_buffer(cap);
+        buf.as_bytes_mut()[..partial.len()].copy_from_slice(partial);
+        self.current = Some(Chunk {
+            base,
+            own_start: at,
+            buf,
+            len: partial.len(),
+            logical_end: at,
+        });
+    }
+
+    /// The partial block before `at` as the newest sealed chunk holds it.
+    fn partial_block_before(&self, at: u64) -> Vec<u8> {
+        let base = align_down(at);
+        if base == at {
+            return Vec::new();
+        }
+        let last = self.unwritten.back().or(self.hot.back());
+        match last {
+            Some(s) if s.base <= base && s.data_end >= at => {
+                let from = (base - s.base) as usize;
+                s.buf.as_bytes()[from..from + (at - base) as usize].to_vec()
+            }
+            // Unreachable by construction: the newest chunk is never evicted.
+            _ => panic!("no chunk holds the partial block before {at}"),
+        }
+    }
+
+    /// Seals the current chunk if it holds appended bytes and queues it for writing.
+    /// Returns whether something was sealed.
+    pub(crate) fn seal(&mut self) -> bool {
+        let Some(c) = self.current.take() else {
+            return false;
+        };
+        if c.logical_end == c.own_start {
+            self.current = Some(c);
+            return false;
+        }
+        let Chunk {
+            base,
+            own_start,
+            mut buf,
+            len,
+            logical_end,
+        } = c;
+        let padded = align_up(len as u64) as usize;
+        // Bytes past the data go to disk too: make them zeros, never stale memory.
+        buf.as_bytes_mut()[len..padded].fill(0);
+        buf.trim_to_size(padded);
+        self.unwritten.push_back(Sealed {
+            base,
+            own_start,
+            data_end: base + len as u64,
+            logical_end,
+            buf: Rc::new(buf),
+        });
+        true
+    }
+
+    /// Reserves `len` bytes (one batch) and lets `fill` write them at their offset.
+    /// A batch never spans chunks or segments. Returns the batch's offset and whether a
+    /// chunk was sealed on the way (so the flusher should be woken).
+    pub(crate) fn append_with(
+        &mut self,
+        len: usize,
+        fill: impl FnOnce(u64, &mut [u8]) -> Result<(), ShardError>,
+    ) -> Result<(u64, bool), ShardError> {
+        assert!(len as u64 + BLANK_RECORD_MIN_BYTES as u64 <= self.segment_size);
+        let mut sealed = false;
+        let mut at = self.write_offset;
+        let seg_end = self.segment_start(at) + self.segment_size;
+        let remaining = seg_end - at;
+        if !(len as u64 == remaining || len as u64 + BLANK_RECORD_MIN_BYTES as u64 <= remaining) {
+            // End of segment: an 8-byte blank header says "the rest is filler"; the rest of
+            // the preallocated file is zeros already, so it need not be written.
+            debug_assert!(remaining >= BLANK_RECORD_MIN_BYTES as u64);
+            self.ensure_room(at, BLANK_RECORD_MIN_BYTES, &mut sealed);
+            let Some(c) = self.current.as_mut() else {
+                unreachable!("ensure_room made a chunk");
+            };
+            let from = (at - c.base) as usize;
+            let hdr = &mut c.buf.as_bytes_mut()[from..from + BLANK_RECORD_MIN_BYTES];
+            message::write_blank(hdr);
+            hdr[0..4].copy_from_slice(&(remaining as i32).to_be_bytes());
+            c.len = from + BLANK_RECORD_MIN_BYTES;
+            c.logical_end = seg_end;
+            self.write_offset = seg_end;
+            sealed |= self.seal();
+            at = seg_end;
+        }
+        self.ensure_room(at, len, &mut sealed);
+        let Some(c) = self.current.as_mut() else {
+            unreachable!("ensure_room made a chunk");
+        };
+        let from = (at - c.base) as usize;
+        fill(at, &mut c.buf.as_bytes_mut()[from..from + len])?;
+        c.len = from + len;
+        c.logical_end = at + len as u64;
+        self.write_offset = at + len as u64;
+        self.check_offsets();
+        Ok((at, sealed))
+    }
+
+    fn ensure_room(&mut self, at: u64, len: usize, sealed: &mut bool) {
+        let fits = self
+            .current
+            .as_ref()
+            .is_some_and(|c| c.logical_end == at && (at - c.base) as usize + len <= c.buf.len());
+        if fits {
+            return;
+        }
+        let partial = match self.current.as_ref() {
+            Some(c) if c.logical_end == at => {
+                let from = (align_down(at) - c.base) as usize;
+                c.buf.as_bytes()[from..(at - c.base) as usize].to_vec()
+            }
+            _ => Vec::new(),
+        };
+        *sealed |= self.seal();
+        self.current = None;
+        let partial = if partial.is_empty() && align_down(at) != at {
+            self.partial_block_before(at)
+        } else {
+            partial
+        };
+        self.new_chunk(at, len, &partial);
+    }
+
+    /// Where the bytes `[offset, offset + len)` can be read from.
+    pub(crate) fn locate(&self, offset: u64, len: usize) -> Located {
+        let end = offset + len as u64;
+        if offset < self.min_offset || end > self.write_offset {
+            return Located::Gone;
+        }
+        if let Some(c) = &self.current {
+            if offset >= c.own_start && end <= c.base + c.len as u64 {
+                // The unsealed chunk is still being appended to: copy (documented).
+                let from = (offset - c.base) as usize;
+                let b = Bytes::copy_from_slice(&c.buf.as_bytes()[from..from + len]);
+                return Located::Memory(StoredSlice::owned(b));
+            }
+        }
+        for ring in [&self.unwritten, &self.hot] {
+            let i = ring.partition_point(|s| s.own_start <= offset);
+            if i > 0 {
+                let s = &ring[i - 1];
+                if end <= s.data_end {
+                    let from = (offset - s.base) as usize;
+                    return Located::Memory(StoredSlice::from_chunk(s.buf.clone(), from, len));
+                }
+            }
+        }
+        if end <= self.written_offset {
+            if let Some(f) = self.segments.get(&self.segment_start(offset)) {
+                return Located::Disk(f.clone());
+            }
+        }
+        Located::Gone
+    }
+
+    /// The oldest unwritten chunk, to be written by the flusher.
+    pub(crate) fn next_unwritten(&self) -> Option<Sealed> {
+        self.unwritten.front().cloned()
+    }
+
+    /// Marks the oldest unwritten chunk as written and moves it to the hot ring.
+    pub(crate) fn mark_written(&mut self) {
+        let Some(s) = self.unwritten.pop_front() else {
+            return;
+        };
+        self.dirty_segments.insert(self.segment_start(s.base));
+        self.written_offset = self.written_offset.max(s.logical_end);
+        self.hot_bytes += s.buf.len() as u64;
+        self.hot.push_back(s);
+        // Keep the newest chunk: the next one copies its partial last block.
+        while self.hot_bytes > self.hot_bytes_max && self.hot.len() > 1 {
+            if let Some(old) = self.hot.pop_front() {
+                self.hot_bytes -= old.buf.len() as u64;
+            }
+        }
+        self.check_offsets();
+    }
+
+    pub(crate) fn mark_durable(&mut self, offset: u64) {
+        self.durable_offset = self.durable_offset.max(offset);
+        self.check_offsets();
+    }
+
+    pub(crate) fn segment_path(&self, start: u64) -> PathBuf {
+        self.dir.join(offset_name(start))
+    }
+
+    /// Drops hot chunks wholly below the new minimum offset.
+    pub(crate) fn forget_below(&mut self, min: u64) {
+        self.min_offset = self.min_offset.max(min);
+        while self.hot.len() > 1 && self.hot.front().is_some_and(|s| s.data_end <= min) {
+            if let Some(old) = self.hot.pop_front() {
+                self.hot_bytes -= old.buf.len() as u64;
+            }
+        }
+    }
+}
+
+/// What the recovery scan found.
+pub(crate) struct Recovered {
+    pub(crate) log: CommitLog,
+    /// Bytes cut off the end (torn or corrupt tail, and whole segments after it).
+    pub(crate) truncated_segments: usize,
+}
+
+pub(crate) struct LogParams {
+    pub(crate) dir: PathBuf,
+    pub(crate) segment_size: u64,
+    pub(crate) chunk_bytes: usize,
+    pub(crate) hot_bytes_max: u64,
+    pub(crate) faults: Option<std::sync::Arc<FaultInjector>>,
+}
+
+/// Opens the CommitLog, scanning every segment and checking every record's structure, CRC
+/// and stored physical offset; the log ends at the first record that fails. `on_record` sees
+/// each valid record with its offset (to rebuild ConsumeQueues and IndexFiles).
+pub(crate) async fn recover(
+    p: LogParams,
+    mut on_record: impl FnMut(&RecordView<'_>, u64) -> Result<(), ShardError>,
+) -> Result<Recovered, ShardError> {
+    std::fs::create_dir_all(&p.dir)?;
+    let mut starts: Vec<u64> = Vec::new();
+    for e in std::fs::read_dir(&p.dir)? {
+        let e = e?;
+        if let Some(s) = e.file_name().to_str().and_then(parse_offset_name) {
+            starts.push(s);
+        }
+    }
+    starts.sort_unstable();
+    for (i, &s) in starts.iter().enumerate() {
+        let path = p.dir.join(offset_name(s));
+        let bad = |reason: String| ShardError::Corrupt {
+            path: path.display().to_string(),
+            reason,
+        };
+        if s % p.segment_size != 0 {
+            return Err(bad(format!(
+                "segment start is not a multiple of segment_size_bytes {} (was it changed?)",
+                p.segment_size
+            )));
+        }
+        if i > 0 && starts[i - 1] + p.segment_size != s {
+            return Err(bad("a segment before this one is missing".into()));
+        }
+        let len = std::fs::metadata(&path)?.len();
+        if len > p.segment_size {
+            return Err(bad(format!(
+                "segment is {len} bytes, more than segment_size_bytes {}",
+                p.segment_size
+            )));
+        }
+    }
+
+    let mut log = CommitLog {
+        dir: p.dir.clone(),
+        segment_size: p.segment_size,
+        chunk_bytes: p.chunk_bytes,
+        hot_bytes_max: p.hot_bytes_max,
+        faults: p.faults.clone(),
+        segments: BTreeMap::new(),
+        current: None,
+        unwritten: VecDeque::new(),
+        hot: VecDeque::new(),
+        hot_bytes: 0,
+        min_offset: starts.first().copied().unwrap_or(0),
+        write_offset: 0,
+        written_offset: 0,
+        durable_offset: 0,
+        dirty_segments: BTreeSet::new(),
+    };
+    let mut end: Option<u64> = None;
+    let mut truncated_segments = 0;
+    let mut last_pos = log.min_offset;
+    for &start in &starts {
+        let path = log.segment_path(start);
+        if end.is_some() {
+            // Past the end of the valid log: nothing here may ever be served.
+            std::fs::remove_file(&path)?;
+            truncated_segments += 1;
+            continue;
+        }
+        let file = Rc::new(
+            SegmentFile::open(&path, start, p.segment_size, false, p.faults.clone()).await?,
+        );
+        log.segments.insert(start, file.clone());
+        let seg_end = start + p.segment_size;
+        let mut pos = start;
+        let mut window: Option<(u64, ReadBytes)> = None;
+        loop {
+            if pos == seg_end {
+                break;
+            }
+            let Some(hdr) = ensure_window(&file, &mut window, pos, 8, seg_end).await? else {
+                end = Some(pos);
+                break;
+            };
+            let total = i32::from_be_bytes([hdr[0], hdr[1], hdr[2], hdr[3]]);
+            let magic = i32::from_be_bytes([hdr[4], hdr[5], hdr[6], hdr[7]]);
+            if magic == BLANK_MAGIC_CODE && total as i64 == (seg_end - pos) as i64 {
+                pos = seg_end;
+                break;
+            }
+            if total < FIXED_BYTES as i32 || pos + total as u64 > seg_end {
+                end = Some(pos);
+                break;
+            }
+            let total = total as usize;
+            let Some(bytes) = ensure_window(&file, &mut window, pos, total, seg_end).await? else {
+                end = Some(pos);
+                break;
+            };
+            let ok = match message::peek_record(bytes) {
+                Peek::Record(n) if n == total => match RecordView::parse(bytes) {
+                    Ok(v) if v.physical_offset() == pos => {
+                        on_record(&v, pos)?;
+                        true
+                    }
+                    _ => false,
+                },
+                _ => false,
+            };
+            if !ok {
+                end = Some(pos);
+                break;
+            }
+            pos += total as u64;
+        }
+        last_pos = pos;
+    }
+    let end = end.unwrap_or(last_pos);
+    log.write_offset = end;
+    log.written_offset = end;
+    log.durable_offset = end;
+
+    // Make the segment holding `end` clean past it, so stale bytes can never pass for
+    // records after new appends reach them; write the partial block back with zeros after
+    // the valid prefix, and remember that prefix for the first chunk.
+    let seg = log.segment_start(end);
+    let mut partial = Vec::new();
+    if let Some(file) = log.segments.get(&seg).cloned() {
+        let seg_end = seg + p.segment_size;
+        if end < seg_end {
+            let block = align_down(end);
+            if block != end {
+                let r = file.read_aligned(block, BLOCK_BYTES as usize).await?;
+                let have = r.as_bytes();
+                let keep = (end - block) as usize;
+                if have.len() < keep {
+                    return Err(ShardError::Corrupt {
+                        path: file.path.display().to_string(),
+                        reason: format!("short read of the block at {block}"),
+                    });
+                }
+                partial = have[..keep].to_vec();
+                let mut buf = glommio::allocate_dma_buffer(BLOCK_BYTES as usize);
+                buf.as_bytes_mut().fill(0);
+                buf.as_bytes_mut()[..keep].copy_from_slice(&partial);
+                file.write(Rc::new(buf), block).await?;
+            }
+            file.zero_range(align_up(end), seg_end).await?;
+            file.fdatasync().await?;
+        }
+    }
+    if !partial.is_empty() {
+        log.new_chunk(end, 0, &partial);
+    }
+    log.check_offsets();
+    Ok(Recovered {
+        log,
+        truncated_segments,
+    })
+}
+
+/// Makes sure `window` holds `[pos, pos + len)` (reading from the segment if not) and
+/// returns those bytes; `None` if the file ends first.
+async fn ensure_window<'w>(
+    file: &SegmentFile,
+    window: &'w mut Option<(u64, ReadBytes)>,
+    pos: u64,
+    len: usize,
+    seg_end: u64,
+) -> Result<Option<&'w [u8]>, ShardError> {
+    let covered = window
+        .as_ref()
+        .is_some_and(|(s, r)| *s <= pos && pos + len as u64 <= *s + r.as_bytes().len() as u64);
+    if !covered {
+        let from = align_down(pos);
+        let want = align_up(pos + len as u64 - from).max(SCAN_WINDOW_BYTES as u64);
+        let want = want.min(seg_end - from);
+        let r = file.read_aligned(from, want as usize).await?;
+        *window = Some((from, r));
+    }
+    let Some((s, r)) = window.as_ref() else {
+        return Ok(None);
+    };
+    let from = (pos - s) as usize;
+    Ok(r.as_bytes().get(from..from + len))
+}

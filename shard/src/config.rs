@@ -1,0 +1,231 @@
+//! The one config struct of a shard. Every field says its default and bounds; `validate`
+//! checks them at start-up. All fields need a restart to change.
+
+use std::fmt;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::storage::FaultInjector;
+use crate::ShardError;
+
+/// When appended bytes become durable.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum FlushPolicy {
+    /// An append returns once its bytes are in memory; a background flusher writes sealed
+    /// chunks at once and fdatasyncs every `interval_ms` or when `dirty_bytes_max` bytes
+    /// are not yet durable.
+    Async {
+        interval_ms: u64,
+        dirty_bytes_max: u64,
+    },
+    /// Group commit: an append returns only once its bytes are durable; every append
+    /// waiting at the same time shares one fdatasync.
+    Sync,
+}
+
+impl Default for FlushPolicy {
+    fn default() -> Self {
+        // RocketMQ's flushIntervalCommitLog is 500 ms.
+        FlushPolicy::Async {
+            interval_ms: 500,
+            dirty_bytes_max: 64 << 20,
+        }
+    }
+}
+
+/// Where the disk-use ratio comes from. `statvfs` of the data dir in production; tests
+/// inject a function to simulate a filling disk.
+type UsedRatioFn = dyn Fn(&Path) -> std::io::Result<f64> + Send + Sync;
+
+#[derive(Clone)]
+pub struct DiskUsageSource(Arc<UsedRatioFn>);
+
+impl DiskUsageSource {
+    pub fn statvfs() -> Self {
+        DiskUsageSource(Arc::new(statvfs_used_ratio))
+    }
+    pub fn from_fn(f: impl Fn(&Path) -> std::io::Result<f64> + Send + Sync + 'static) -> Self {
+        DiskUsageSource(Arc::new(f))
+    }
+    pub fn used_ratio(&self, dir: &Path) -> std::io::Result<f64> {
+        (self.0)(dir)
+    }
+}
+
+impl fmt::Debug for DiskUsageSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("DiskUsageSource")
+    }
+}
+
+/// Used fraction of the filesystem holding `dir`, as `df` shows it (blocks reserved for
+/// root count as used, since we cannot write them either).
+pub fn statvfs_used_ratio(dir: &Path) -> std::io::Result<f64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c_path = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::other("data dir path contains a NUL byte"))?;
+    // SAFETY: statvfs is plain old data, so an all-zero value is valid; the pointers passed
+    // to libc::statvfs are a NUL-terminated string and that struct, both live for the call.
+    let (rc, st) = unsafe {
+        let mut st: libc::statvfs = std::mem::zeroed();
+        let rc = libc::statvfs(c_path.as_ptr(), &mut st);
+        (rc, st)
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let total = st.f_blocks as f64;
+    if total <= 0.0 {
+        return Ok(0.0);
+    }
+    Ok(1.0 - st.f_bavail as f64 / total)
+}
+
+/// Config of one shard (one CommitLog with its ConsumeQueues and IndexFiles).
+#[derive(Debug, Clone)]
+pub struct ShardConfig {
+    /// This shard's own directory (created if missing).
+    pub dir: PathBuf,
+    pub shard_id: u16,
+    /// Stamped into every record (RocketMQ's STOREHOST). Default 127.0.0.1:10911.
+    pub store_host: SocketAddrV4,
+    /// Size of one CommitLog segment file. Default 1 GiB; a multiple of 4096, >= 64 KiB.
+    pub segment_size_bytes: u64,
+    /// Size of one in-memory tail chunk (one O_DIRECT write when full). Default 4 MiB;
+    /// a multiple of 4096, >= 4096.
+    pub write_chunk_bytes: usize,
+    /// How much recently written log stays in memory for hot reads. Default 256 MiB.
+    pub hot_bytes_max: u64,
+    pub flush: FlushPolicy,
+    /// Largest single record. Default 4 MiB; >= 1 KiB; must fit a segment.
+    pub message_size_max_bytes: usize,
+    /// Segments whose last write is older than this are deleted. Default 72.
+    pub file_reserved_hours: u64,
+    /// Disk-use ratio from which retention deletes the oldest segment each pass even if
+    /// not expired. Default 0.75.
+    pub disk_clean_ratio: f64,
+    /// Ratio from which retention deletes oldest segments until below `disk_clean_ratio`.
+    /// Default 0.85.
+    pub disk_force_clean_ratio: f64,
+    /// Ratio from which appends are refused with `ShardError::DiskFull`. Default 0.90.
+    pub disk_refuse_ratio: f64,
+    /// Entries per ConsumeQueue file (20 bytes each). Default 300_000.
+    pub consume_queue_file_entries: u64,
+    /// Hash slots per IndexFile. Default 5_000_000.
+    pub index_file_slots: u32,
+    /// Entries per IndexFile. Default 20_000_000.
+    pub index_file_entries: u32,
+    /// How often retention and the disk-use level are checked. Default 10_000.
+    pub retention_check_interval_ms: u64,
+    /// Where the disk-use ratio comes from. Default statvfs.
+    pub disk_usage: DiskUsageSource,
+    /// The storage seam's fault plan; `None` in production.
+    pub faults: Option<Arc<FaultInjector>>,
+}
+
+impl ShardConfig {
+    pub fn new(dir: PathBuf, shard_id: u16) -> Self {
+        ShardConfig {
+            dir,
+            shard_id,
+            store_host: SocketAddrV4::new(Ipv4Addr::LOCALHOST, 10911),
+            segment_size_bytes: 1 << 30,
+            write_chunk_bytes: 4 << 20,
+            hot_bytes_max: 256 << 20,
+            flush: FlushPolicy::default(),
+            message_size_max_bytes: 4 << 20,
+            file_reserved_hours: 72,
+            disk_clean_ratio: 0.75,
+            disk_force_clean_ratio: 0.85,
+            disk_refuse_ratio: 0.90,
+            consume_queue_file_entries: 300_000,
+            index_file_slots: 5_000_000,
+            index_file_entries: 20_000_000,
+            retention_check_interval_ms: 10_000,
+            disk_usage: DiskUsageSource::statvfs(),
+            faults: None,
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), ShardError> {
+        let bad = |s: String| Err(ShardError::Config(s));
+        if !self.segment_size_bytes.is_multiple_of(4096) || self.segment_size_bytes < 64 << 10 {
+            return bad(format!(
+                "segment_size_bytes {} must be a multiple of 4096 and >= 65536",
+                self.segment_size_bytes
+            ));
+        }
+        if !self.write_chunk_bytes.is_multiple_of(4096) || self.write_chunk_bytes < 4096 {
+            return bad(format!(
+                "write_chunk_bytes {} must be a multiple of 4096 and >= 4096",
+                self.write_chunk_bytes
+            ));
+        }
+        if self.message_size_max_bytes < 1024
+            || self.message_size_max_bytes as u64 + 8 > self.segment_size_bytes
+            || self.message_size_max_bytes > i32::MAX as usize
+        {
+            return bad(format!(
+                "message_size_max_bytes {} must be >= 1024 and leave 8 bytes of a segment",
+                self.message_size_max_bytes
+            ));
+        }
+        if let FlushPolicy::Async { interval_ms, .. } = self.flush {
+            if interval_ms == 0 {
+                return bad("flush interval_ms must be > 0".into());
+            }
+        }
+        let ratios = [
+            self.disk_clean_ratio,
+            self.disk_force_clean_ratio,
+            self.disk_refuse_ratio,
+        ];
+        if ratios.iter().any(|r| !(0.0..=1.0).contains(r))
+            || self.disk_clean_ratio > self.disk_force_clean_ratio
+            || self.disk_force_clean_ratio > self.disk_refuse_ratio
+        {
+            return bad("disk ratios must satisfy 0 <= clean <= force_clean <= refuse <= 1".into());
+        }
+        if self.consume_queue_file_entries == 0 || self.consume_queue_file_entries > 1 << 26 {
+            return bad("consume_queue_file_entries must be in 1..=2^26".into());
+        }
+        if self.index_file_slots == 0
+            || self.index_file_entries < 2
+            || self.index_file_entries > i32::MAX as u32
+            || self.index_file_slots > i32::MAX as u32
+        {
+            return bad("index_file_slots must be >= 1 and index_file_entries >= 2".into());
+        }
+        if self.retention_check_interval_ms == 0 {
+            return bad("retention_check_interval_ms must be > 0".into());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_bounds_are_checked() {
+        let c = ShardConfig::new("/tmp/x".into(), 0);
+        c.validate().unwrap();
+        let mut bad = c.clone();
+        bad.segment_size_bytes = 1000;
+        assert!(matches!(bad.validate(), Err(ShardError::Config(_))));
+        let mut bad = c.clone();
+        bad.disk_clean_ratio = 0.95;
+        assert!(bad.validate().is_err());
+        let mut bad = c;
+        bad.message_size_max_bytes = 2 << 30;
+        assert!(bad.validate().is_err());
+    }
+
+    #[test]
+    fn statvfs_reports_a_ratio() {
+        let r = statvfs_used_ratio(Path::new("/tmp")).unwrap();
+        assert!((0.0..=1.0).contains(&r));
+    }
+}

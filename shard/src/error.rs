@@ -1,0 +1,37 @@
+//! The shard's one error enum. Wire codes live in the protocol crate, never here.
+
+/// Everything the storage engine of one core can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum ShardError {
+    #[error("I/O error: {0}")]
+    Io(#[from] std::io::Error),
+    /// A write or an fdatasync failed. The kernel may have dropped the dirty pages, so
+    /// retrying could report success for data that is gone (fsyncgate): the shard refuses
+    /// every further write until it is reopened and recovered from what is on disk.
+    #[error("shard poisoned by a failed {operation}: {reason}; it refuses writes until reopened")]
+    Poisoned { operation: String, reason: String },
+    #[error(
+        "disk full: use ratio {ratio:.3} is at or above the refuse-writes threshold {threshold:.3}"
+    )]
+    DiskFull { ratio: f64, threshold: f64 },
+    #[error("message of {size} bytes exceeds the limit of {max} bytes")]
+    MessageTooLarge { size: usize, max: usize },
+    #[error("bad record: {0}")]
+    BadRecord(#[from] message::RecordError),
+    #[error("record topic {found:?} does not match the append topic {expected:?}")]
+    TopicMismatch { expected: String, found: String },
+    #[error("an append needs at least one record")]
+    EmptyBatch,
+    #[error("invalid shard config: {0}")]
+    Config(String),
+    #[error("shard is closed")]
+    Closed,
+    #[error("commit-log offset {offset} would pass the per-shard limit {max}")]
+    OffsetSpaceExhausted { offset: u64, max: u64 },
+    #[error("corrupt data in {path}: {reason}")]
+    Corrupt { path: String, reason: String },
+}
+
+pub(crate) fn glommio_io<T>(e: glommio::GlommioError<T>) -> std::io::Error {
+    e.into()
+}

@@ -1,0 +1,1005 @@
+//! [`Shard`]: one core's storage engine, tying the CommitLog, ConsumeQueues and IndexFiles
+//! together, with its flusher and retention tasks on the current glommio executor.
+
+use std::cell::{Cell, RefCell};
+use std::rc::{Rc, Weak};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use message::{RecordView, StoreStamp, TagFilter};
+
+use crate::commit_log::{self, CommitLog, Located, LogParams};
+use crate::consume_queue::{ConsumeQueues, CqEntry};
+use crate::index_file::IndexService;
+use crate::layout::{COMMIT_LOG_DIR, CONSUME_QUEUE_DIR, INDEX_DIR};
+use crate::offsets::{CommitLogOffset, QueueOffset};
+use crate::signal::Signal;
+use crate::slice::StoredSlice;
+use crate::storage::{align_down, align_up, SegmentFile};
+use crate::{FlushPolicy, ShardConfig, ShardError};
+
+/// Longest span one cold read covers when it gathers several records.
+const COLD_READ_SPAN_MAX_BYTES: u64 = 1 << 20;
+/// ConsumeQueue entries a filtered read looks at, at most (RocketMQ's maxFilterMessageCount).
+const FILTER_SCAN_ENTRIES_MAX: u64 = 16_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendResult {
+    pub first_queue_offset: u64,
+    pub first_commit_log_offset: u64,
+    pub count: u32,
+}
+
+pub struct ReadRequest<'a> {
+    pub topic: &'a str,
+    pub queue_id: u32,
+    pub queue_offset: u64,
+    pub max_messages: u32,
+    pub max_bytes: u32,
+    pub filter: &'a TagFilter,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadStatus {
+    Found,
+    NoNewMessage,
+    NoMatchedMessage,
+    /// The requested offset is below the queue's minimum (retention deleted it);
+    /// `next_queue_offset` is where the queue now starts.
+    OffsetMoved,
+    OffsetOverflow,
+}
+
+#[derive(Debug)]
+pub struct ReadResult {
+    pub status: ReadStatus,
+    pub next_queue_offset: u64,
+    pub min_offset: u64,
+    pub max_offset: u64,
+    /// One slice per record.
+    pub records: Vec<StoredSlice>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct QueueOffsets {
+    pub min: u64,
+    pub max: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub enum DiskLevel {
+    #[default]
+    Normal,
+    /// At or above `disk_clean_ratio`: the oldest segment goes each retention pass.
+    Clean,
+    /// At or above `disk_force_clean_ratio`: oldest segments go until below the clean ratio.
+    ForceClean,
+    /// At or above `disk_refuse_ratio`: appends are refused.
+    Full,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct ShardStats {
+    pub write_offset: u64,
+    pub written_offset: u64,
+    pub durable_offset: u64,
+    pub min_offset: u64,
+    pub commit_log_bytes: u64,
+    pub disk_use_ratio: f64,
+    pub disk_level: DiskLevel,
+    pub appends: u64,
+    pub appended_bytes: u64,
+    pub poisoned: bool,
+    /// Segments deleted past the valid log end by the last recovery.
+    pub recovery_truncated_segments: u64,
+    /// False when the filesystem refused O_DIRECT and segments use buffered I/O.
+    pub direct_io: bool,
+}
+
+/// What a retention pass did.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct RetentionReport {
+    pub deleted_segments: usize,
+    pub min_offset: u64,
+    pub disk_use_ratio: f64,
+    pub disk_level: DiskLevel,
+}
+
+#[derive(Default)]
+struct Signals {
+    flush_wake: Signal,
+    progress: Signal,
+    new_message: Signal,
+    stop: Signal,
+}
+
+struct Inner {
+    config: ShardConfig,
+    log: RefCell<CommitLog>,
+    cqs: RefCell<ConsumeQueues>,
+    index: RefCell<IndexService>,
+    flush_lock: glommio::sync::Semaphore,
+    signals: Rc<Signals>,
+    poisoned: RefCell<Option<(String, String)>>,
+    closed: Cell<bool>,
+    last_sync: Cell<Instant>,
+    appends: Cell<u64>,
+    appended_bytes: Cell<u64>,
+    disk: Cell<(f64, DiskLevel)>,
+    truncated_segments: u64,
+}
+
+/// One core's storage engine. `!Send`: lives on one glommio executor. Cheap to clone.
+#[derive(Clone)]
+pub struct Shard {
+    inner: Rc<Inner>,
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+impl Shard {
+    /// Opens the shard in `config.dir`, recovering from whatever a crash left, and spawns
+    /// its flusher and retention tasks on the current executor.
+    pub async fn open(config: ShardConfig) -> Result<Shard, ShardError> {
+        config.validate()?;
+        std::fs::create_dir_all(&config.dir)?;
+        let mut cqs = ConsumeQueues::open(
+            config.dir.join(CONSUME_QUEUE_DIR),
+            config.consume_queue_file_entries,
+        )?;
+        let mut index = IndexService::open(
+            config.dir.join(INDEX_DIR),
+            config.index_file_slots,
+            config.index_file_entries,
+        )?;
+        let index_from = index.indexed_end();
+        let recovered = commit_log::recover(
+            LogParams {
+                dir: config.dir.join(COMMIT_LOG_DIR),
+                segment_size: config.segment_size_bytes,
+                chunk_bytes: config.write_chunk_bytes,
+                hot_bytes_max: config.hot_bytes_max,
+                faults: config.faults.clone(),
+            },
+            |view, phys| {
+                // ConsumeQueue: rewrite any entry that lags or disagrees with the log.
+                let q = QueueOffset(view.queue_offset());
+                let want = CqEntry {
+                    offset: CommitLogOffset(phys),
+                    size: view.len() as u32,
+                    tag_hash: view.tag_hash(),
+                };
+                let cq = cqs.get_or_create(view.topic(), view.queue_id());
+                if cq.get(q) != Some(want) {
+                    cq.put(q, want)?;
+                }
+                if phys >= index_from {
+                    index.add_record(view, phys)?;
+                }
+                Ok(())
+            },
+        )
+        .await?;
+        let log = recovered.log;
+        // Entries past the valid log end (a torn tail lost them) must go, and the queue
+        // minimum follows the log minimum.
+        for cq in cqs.queues.values_mut() {
+            while cq.max > cq.min {
+                let last = QueueOffset(cq.max.0 - 1);
+                match cq.get(last) {
+                    Some(e) if e.end() <= log.write_offset => break,
+                    _ => cq.truncate(last),
+                }
+            }
+            cq.trim_below(CommitLogOffset(log.min_offset))?;
+        }
+        index.clamp_indexed_end(log.write_offset);
+        if recovered.truncated_segments > 0 {
+            tracing::warn!(
+                segments = recovered.truncated_segments,
+                "recovery deleted segments past the end of the valid log"
+            );
+        }
+        let inner = Rc::new(Inner {
+            config,
+            log: RefCell::new(log),
+            cqs: RefCell::new(cqs),
+            index: RefCell::new(index),
+            flush_lock: glommio::sync::Semaphore::new(1),
+            signals: Rc::new(Signals::default()),
+            poisoned: RefCell::new(None),
+            closed: Cell::new(false),
+            last_sync: Cell::new(Instant::now()),
+            appends: Cell::new(0),
+            appended_bytes: Cell::new(0),
+            disk: Cell::new((0.0, DiskLevel::Normal)),
+            truncated_segments: recovered.truncated_segments as u64,
+        });
+        let shard = Shard { inner };
+        shard.measure_disk();
+        glommio::spawn_local(flusher(
+            Rc::downgrade(&shard.inner),
+            shard.inner.signals.clone(),
+        ))
+        .detach();
+        glommio::spawn_local(retention_task(
+            Rc::downgrade(&shard.inner),
+            shard.inner.signals.clone(),
+            Duration::from_millis(shard.inner.config.retention_check_interval_ms),
+        ))
+        .detach();
+        Ok(shard)
+    }
+
+    fn check_writable(&self) -> Result<(), ShardError> {
+        let inner = &self.inner;
+        if inner.closed.get() {
+            return Err(ShardError::Closed);
+        }
+        if let Some((operation, reason)) = inner.poisoned.borrow().clone() {
+            return Err(ShardError::Poisoned { operation, reason });
+        }
+        let (ratio, level) = inner.disk.get();
+        if level == DiskLevel::Full {
+            return Err(ShardError::DiskFull {
+                ratio,
+                threshold: inner.config.disk_refuse_ratio,
+            });
+        }
+        Ok(())
+    }
+
+    /// Appends a batch of records (encoded with `message::encode_record`, back to back) to
+    /// one queue. Async flush: returns once in memory. Sync flush: returns once durable.
+    pub async fn append(
+        &self,
+        topic: &str,
+        queue_id: u32,
+        records: &[u8],
+    ) -> Result<AppendResult, ShardError> {
+        let inner = &self.inner;
+        self.check_writable()?;
+        // Validate the whole batch before touching anything.
+        let max = inner.config.message_size_max_bytes;
+        let mut count = 0u32;
+        let mut seen = 0usize;
+        for r in message::records(records) {
+            let v = r?;
+            if v.len() > max {
+                return Err(ShardError::MessageTooLarge { size: v.len(), max });
+            }
+            if v.topic() != topic {
+                return Err(ShardError::TopicMismatch {
+                    expected: topic.to_owned(),
+                    found: v.topic().to_owned(),
+                });
+            }
+            seen += v.len();
+            count += 1;
+        }
+        if count == 0 {
+            return Err(ShardError::EmptyBatch);
+        }
+        debug_assert_eq!(seen, records.len());
+        let batch_max = (inner.config.segment_size_bytes - 8) as usize;
+        if records.len() > batch_max {
+            return Err(ShardError::MessageTooLarge {
+                size: records.len(),
+                max: batch_max,
+            });
+        }
+        // Back-pressure: do not let unwritten memory grow past a few chunks.
+        let unwritten_max = (inner.config.write_chunk_bytes as u64 * 4).max(16 << 20);
+        loop {
+            self.check_writable()?;
+            if inner.log.borrow().unwritten_bytes() <= unwritten_max {
+                break;
+            }
+            let wait = inner.signals.progress.wait();
+            inner.signals.flush_wake.notify_all();
+            wait.await;
+        }
+
+        let store_ts = now_ms();
+        let host = inner.config.store_host;
+        let (first_q, at, sealed) = {
+            let mut log = inner.log.borrow_mut();
+            let mut cqs = inner.cqs.borrow_mut();
+            let mut index = inner.index.borrow_mut();
+            let cq = cqs.get_or_create(topic, queue_id);
+            let first_q = cq.max;
+            let (at, sealed) = log.append_with(records.len(), |at, buf| {
+                let limit = message::ids::LOCAL_OFFSET_MAX;
+                if at + records.len() as u64 > limit {
+                    return Err(ShardError::OffsetSpaceExhausted {
+                        offset: at,
+                        max: limit,
+                    });
+                }
+                buf.copy_from_slice(records);
+                let mut pos = 0usize;
+                let mut q = first_q.0;
+                while pos < buf.len() {
+                    let len = RecordView::parse(&buf[pos..])?.len();
+                    message::stamp_record(
+                        &mut buf[pos..pos + len],
+                        &StoreStamp {
+                            queue_id,
+                            queue_offset: q,
+                            physical_offset: at + pos as u64,
+                            store_timestamp_ms: store_ts,
+                            store_host: host,
+                        },
+                    )?;
+                    pos += len;
+                    q += 1;
+                }
+                // ConsumeQueue entries in the same step: a failure undoes them and the log
+                // does not advance, so the two never disagree.
+                let mut pos = 0usize;
+                let mut q = first_q.0;
+                let result = (|| {
+                    while pos < buf.len() {
+                        let v = RecordView::parse(&buf[pos..])?;
+                        let e = CqEntry {
+                            offset: CommitLogOffset(at + pos as u64),
+                            size: v.len() as u32,
+                            tag_hash: v.tag_hash(),
+                        };
+                        cq.put(QueueOffset(q), e)?;
+                        index.add_record(&v, at + pos as u64)?;
+                        pos += v.len();
+                        q += 1;
+                    }
+                    Ok(())
+                })();
+                if result.is_err() {
+                    cq.truncate(first_q);
+                }
+                result
+            })?;
+            (first_q, at, sealed)
+        };
+        inner.appends.set(inner.appends.get() + 1);
+        inner
+            .appended_bytes
+            .set(inner.appended_bytes.get() + records.len() as u64);
+        inner.signals.new_message.notify_all();
+        let end = at + records.len() as u64;
+        match inner.config.flush {
+            FlushPolicy::Sync => loop {
+                if inner.log.borrow().durable_offset >= end {
+                    break;
+                }
+                if let Some((operation, reason)) = inner.poisoned.borrow().clone() {
+                    return Err(ShardError::Poisoned { operation, reason });
+                }
+                if inner.closed.get() {
+                    return Err(ShardError::Closed);
+                }
+                let wait = inner.signals.progress.wait();
+                inner.signals.flush_wake.notify_all();
+                wait.await;
+            },
+            FlushPolicy::Async {
+                dirty_bytes_max, ..
+            } => {
+                if sealed || inner.log.borrow().dirty_bytes() >= dirty_bytes_max {
+                    inner.signals.flush_wake.notify_all();
+                }
+            }
+        }
+        Ok(AppendResult {
+            first_queue_offset: first_q.0,
+            first_commit_log_offset: at,
+            count,
+        })
+    }
+
+    fn poison(&self, operation: &str, e: &std::io::Error) -> ShardError {
+        tracing::error!(operation, error = %e, "shard poisoned: refusing writes until reopened");
+        let mut p = self.inner.poisoned.borrow_mut();
+        if p.is_none() {
+            *p = Some((operation.to_owned(), e.to_string()));
+        }
+        self.inner.signals.progress.notify_all();
+        ShardError::Poisoned {
+            operation: operation.to_owned(),
+            reason: e.to_string(),
+        }
+    }
+
+    async fn segment_file(&self, start: u64) -> Result<Rc<SegmentFile>, ShardError> {
+        if let Some(f) = self.inner.log.borrow().segments.get(&start) {
+            return Ok(f.clone());
+        }
+        let (path, size, faults) = {
+            let log = self.inner.log.borrow();
+            (
+                log.segment_path(start),
+                log.segment_size,
+                log.faults.clone(),
+            )
+        };
+        let f = Rc::new(SegmentFile::open(&path, start, size, true, faults).await?);
+        self.inner
+            .log
+            .borrow_mut()
+            .segments
+            .insert(start, f.clone());
+        // The new file's directory entry must survive a crash before its data counts.
+        std::fs::File::open(&self.inner.log.borrow().dir)?.sync_all()?;
+        Ok(f)
+    }
+
+    /// Writes every sealed chunk; with `sync`, also seals the current chunk and fdatasyncs.
+    async fn flush(&self, sync: bool) -> Result<(), ShardError> {
+        let inner = &self.inner;
+        let _permit = inner
+            .flush_lock
+            .acquire_permit(1)
+            .await
+            .map_err(crate::error::glommio_io)?;
+        if let Some((operation, reason)) = inner.poisoned.borrow().clone() {
+            return Err(ShardError::Poisoned { operation, reason });
+        }
+        if sync {
+            inner.log.borrow_mut().seal();
+        }
+        loop {
+            let Some(chunk) = inner.log.borrow().next_unwritten() else {
+                break;
+            };
+            let seg = inner.log.borrow().segment_start(chunk.base);
+            let file = match self.segment_file(seg).await {
+                Ok(f) => f,
+                Err(ShardError::Io(e)) => return Err(self.poison("segment create", &e)),
+                Err(e) => return Err(e),
+            };
+            if let Err(e) = file.write(chunk.buf.clone(), chunk.base).await {
+                return Err(self.poison("write", &e));
+            }
+            inner.log.borrow_mut().mark_written();
+            inner.signals.progress.notify_all();
+        }
+        if sync {
+            let (target, segs) = {
+                let mut log = inner.log.borrow_mut();
+                let segs = std::mem::take(&mut log.dirty_segments);
+                (log.written_offset, segs)
+            };
+            for seg in segs {
+                let file = inner.log.borrow().segments.get(&seg).cloned();
+                if let Some(file) = file {
+                    if let Err(e) = file.fdatasync().await {
+                        return Err(self.poison("fdatasync", &e));
+                    }
+                }
+            }
+            inner.log.borrow_mut().mark_durable(target);
+            inner.last_sync.set(Instant::now());
+            inner.signals.progress.notify_all();
+        }
+        Ok(())
+    }
+
+    /// Forces everything appended so far to disk.
+    pub async fn sync(&self) -> Result<(), ShardError> {
+        self.flush(true).await
+    }
+
+    fn fetch_plan(&self, spans: &[(u64, usize)]) -> Vec<Located> {
+        let log = self.inner.log.borrow();
+        spans.iter().map(|&(o, l)| log.locate(o, l)).collect()
+    }
+
+    /// Reads whole records at the given (offset, size) spans, each checked on the way out;
+    /// `None` where a span is gone. Consecutive cold records share one aligned read.
+    async fn fetch(&self, spans: &[(u64, usize)]) -> Result<Vec<Option<StoredSlice>>, ShardError> {
+        let plan = self.fetch_plan(spans);
+        let mut out: Vec<Option<StoredSlice>> = Vec::with_capacity(spans.len());
+        let mut i = 0;
+        while i < spans.len() {
+            match &plan[i] {
+                Located::Gone => {
+                    out.push(None);
+                    i += 1;
+                }
+                Located::Memory(s) => {
+                    check_record(s.as_bytes(), spans[i].0, false)?;
+                    out.push(Some(s.clone()));
+                    i += 1;
+                }
+                Located::Disk(file) => {
+                    let from = align_down(spans[i].0);
+                    let mut j = i;
+                    while j + 1 < spans.len() {
+                        let (o, l) = spans[j + 1];
+                        let same = matches!(&plan[j + 1], Located::Disk(f) if Rc::ptr_eq(f, file));
+                        if !same
+                            || o < spans[j].0
+                            || align_up(o + l as u64) - from > COLD_READ_SPAN_MAX_BYTES
+                        {
+                            break;
+                        }
+                        j += 1;
+                    }
+                    let to = align_up(spans[j].0 + spans[j].1 as u64);
+                    let r = file.read_aligned(from, (to - from) as usize).await?;
+                    for &(o, l) in &spans[i..=j] {
+                        let s = StoredSlice::from_read(&r, (o - from) as usize, l).ok_or_else(
+                            || ShardError::Corrupt {
+                                path: file.path.display().to_string(),
+                                reason: format!("short read at {o}"),
+                            },
+                        )?;
+                        check_record(s.as_bytes(), o, true)?;
+                        out.push(Some(s));
+                    }
+                    i = j + 1;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    pub async fn read(&self, req: &ReadRequest<'_>) -> Result<ReadResult, ShardError> {
+        let QueueOffsets { min, max } = self.queue_offsets(req.topic, req.queue_id);
+        let result = |status, next| ReadResult {
+            status,
+            next_queue_offset: next,
+            min_offset: min,
+            max_offset: max,
+            records: Vec::new(),
+        };
+        if req.queue_offset < min {
+            return Ok(result(ReadStatus::OffsetMoved, min));
+        }
+        if req.queue_offset == max {
+            return Ok(result(ReadStatus::NoNewMessage, max));
+        }
+        if req.queue_offset > max {
+            return Ok(result(ReadStatus::OffsetOverflow, max));
+        }
+        let mut picked: Vec<(u64, usize)> = Vec::new();
+        let mut next = req.queue_offset;
+        {
+            let cqs = self.inner.cqs.borrow();
+            let log_min = self.inner.log.borrow().min_offset;
+            let Some(cq) = cqs.get(req.topic, req.queue_id) else {
+                return Ok(result(ReadStatus::NoNewMessage, 0));
+            };
+            let mut bytes = 0u64;
+            let scan_end = max.min(next + FILTER_SCAN_ENTRIES_MAX.max(req.max_messages as u64));
+            while next < scan_end && picked.len() < req.max_messages as usize {
+                let Some(e) = cq.get(QueueOffset(next)) else {
+                    break;
+                };
+                if e.offset.0 < log_min {
+                    next += 1;
+                    continue;
+                }
+                if !req.filter.matches_code(e.tag_hash) {
+                    next += 1;
+                    continue;
+                }
+                if !picked.is_empty() && bytes + e.size as u64 > req.max_bytes as u64 {
+                    break;
+                }
+                bytes += e.size as u64;
+                picked.push((e.offset.0, e.size as usize));
+                next += 1;
+            }
+        }
+        let fetched = self.fetch(&picked).await?;
+        let mut records = Vec::with_capacity(fetched.len());
+        for s in fetched.into_iter().flatten() {
+            // Tag codes can collide: check the real tag string.
+            let tag_ok = RecordView::parse(s.as_bytes())
+                .map(|v| req.filter.matches(v.tags()))
+                .unwrap_or(false);
+            if tag_ok {
+                records.push(s);
+            }
+        }
+        let status = if records.is_empty() {
+            ReadStatus::NoMatchedMessage
+        } else {
+            ReadStatus::Found
+        };
+        Ok(ReadResult {
+            status,
+            next_queue_offset: next,
+            min_offset: min,
+            max_offset: max,
+            records,
+        })
+    }
+
+    pub fn queue_offsets(&self, topic: &str, queue_id: u32) -> QueueOffsets {
+        let cqs = self.inner.cqs.borrow();
+        cqs.get(topic, queue_id)
+            .map(|cq| QueueOffsets {
+                min: cq.min.0,
+                max: cq.max.0,
+            })
+            .unwrap_or_default()
+    }
+
+    /// The record starting at `commit_log_offset`; `None` if no record starts there or its
+    /// segment was deleted.
+    pub async fn read_at(&self, commit_log_offset: u64) -> Result<Option<StoredSlice>, ShardError> {
+        let off = commit_log_offset;
+        let (write, seg_end) = {
+            let log = self.inner.log.borrow();
+            (log.write_offset, log.segment_start(off) + log.segment_size)
+        };
+        let head_len = (message::FIXED_BYTES as u64).min(write.saturating_sub(off)) as usize;
+        if head_len < message::FIXED_BYTES {
+            return Ok(None);
+        }
+        let Some(Some(head)) = self.fetch_raw(off, head_len).await?.map(Some) else {
+            return Ok(None);
+        };
+        let b = head.as_bytes();
+        let total = i32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+        let magic = i32::from_be_bytes([b[4], b[5], b[6], b[7]]);
+        if magic != message::MAGIC_CODE
+            || total < message::FIXED_BYTES as i32
+            || total as usize > self.inner.config.message_size_max_bytes.max(head_len)
+            || off + total as u64 > seg_end.min(write)
+        {
+            return Ok(None);
+        }
+        let got = self.fetch(&[(off, total as usize)]).await;
+        match got {
+            Ok(mut v) => Ok(v.pop().flatten()),
+            // A user-supplied offset that is not a record boundary is "not there".
+            Err(ShardError::Corrupt { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Raw bytes (not necessarily a whole record) for peeking at a header.
+    async fn fetch_raw(&self, off: u64, len: usize) -> Result<Option<StoredSlice>, ShardError> {
+        let located = self.inner.log.borrow().locate(off, len);
+        match located {
+            Located::Gone => Ok(None),
+            Located::Memory(s) => Ok(Some(s)),
+            Located::Disk(file) => {
+                let from = align_down(off);
+                let to = align_up(off + len as u64);
+                let r = file.read_aligned(from, (to - from) as usize).await?;
+                Ok(StoredSlice::from_read(&r, (off - from) as usize, len))
+            }
+        }
+    }
+
+    /// Records of `topic` with `key` (one of KEYS, or UNIQ_KEY) stored within
+    /// `[begin_ms, end_ms]`, oldest first, at most `max`.
+    pub async fn query_by_key(
+        &self,
+        topic: &str,
+        key: &str,
+        begin_ms: i64,
+        end_ms: i64,
+        max: usize,
+    ) -> Result<Vec<StoredSlice>, ShardError> {
+        let mut candidates = self
+            .inner
+            .index
+            .borrow()
+            .lookup(topic, key, begin_ms, end_ms, max);
+        candidates.sort_unstable();
+        let mut out = Vec::new();
+        for off in candidates {
+            if out.len() >= max {
+                break;
+            }
+            let Some(s) = self.read_at(off).await? else {
+                continue;
+            };
+            // The index only holds hashes: check topic, key and time on the record itself.
+            let ok = RecordView::parse(s.as_bytes()).is_ok_and(|v| {
+                v.topic() == topic
+                    && (v.keys().any(|k| k == key) || v.uniq_key() == Some(key))
+                    && (begin_ms..=end_ms).contains(&v.store_timestamp_ms())
+            });
+            if ok {
+                out.push(s);
+            }
+        }
+        Ok(out)
+    }
+
+    /// First queue offset whose store time is >= `timestamp_ms` (the max offset if none).
+    pub async fn search_offset_by_time(
+        &self,
+        topic: &str,
+        queue_id: u32,
+        timestamp_ms: i64,
+    ) -> Result<u64, ShardError> {
+        let QueueOffsets { min, max } = self.queue_offsets(topic, queue_id);
+        let (mut lo, mut hi) = (min, max);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let entry = self
+                .inner
+                .cqs
+                .borrow()
+                .get(topic, queue_id)
+                .and_then(|cq| cq.get(QueueOffset(mid)));
+            let ts = match entry {
+                Some(e) => match self
+                    .fetch(&[(e.offset.0, e.size as usize)])
+                    .await?
+                    .pop()
+                    .flatten()
+                {
+                    Some(s) => RecordView::parse(s.as_bytes())?.store_timestamp_ms(),
+                    None => i64::MIN,
+                },
+                None => i64::MIN,
+            };
+            if ts >= timestamp_ms {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        Ok(lo)
+    }
+
+    /// Resolves when the queue's max offset exceeds `after_queue_offset` (true) or the
+    /// timeout passes (false): long polling.
+    pub async fn wait_for_message(
+        &self,
+        topic: &str,
+        queue_id: u32,
+        after_queue_offset: u64,
+        timeout: Duration,
+    ) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.queue_offsets(topic, queue_id).max > after_queue_offset {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline || self.inner.closed.get() {
+                return false;
+            }
+            self.inner
+                .signals
+                .new_message
+                .wait_timeout(deadline - now)
+                .await;
+        }
+    }
+
+    fn measure_disk(&self) -> (f64, DiskLevel) {
+        let c = &self.inner.config;
+        let ratio = match c.disk_usage.used_ratio(&c.dir) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot measure disk use; assuming it is fine");
+                0.0
+            }
+        };
+        let level = if ratio >= c.disk_refuse_ratio {
+            DiskLevel::Full
+        } else if ratio >= c.disk_force_clean_ratio {
+            DiskLevel::ForceClean
+        } else if ratio >= c.disk_clean_ratio {
+            DiskLevel::Clean
+        } else {
+            DiskLevel::Normal
+        };
+        self.inner.disk.set((ratio, level));
+        (ratio, level)
+    }
+
+    /// One retention pass: measure the disk, delete expired segments (and, when the disk is
+    /// filling, the oldest ones), and move ConsumeQueue and IndexFile minimums after them.
+    pub async fn run_retention(&self) -> Result<RetentionReport, ShardError> {
+        let inner = &self.inner;
+        let (mut ratio, mut level) = self.measure_disk();
+        let reserved = Duration::from_secs(inner.config.file_reserved_hours * 3600);
+        let mut deleted = 0usize;
+        loop {
+            // Never the segment being written, nor one holding bytes not yet durable.
+            let candidate = {
+                let log = inner.log.borrow();
+                let active = log.segment_start(log.write_offset);
+                log.segments
+                    .iter()
+                    .next()
+                    .map(|(&s, f)| (s, f.clone()))
+                    .filter(|(s, _)| *s < active && s + log.segment_size <= log.durable_offset)
+            };
+            let Some((start, file)) = candidate else {
+                break;
+            };
+            let expired = std::fs::metadata(&file.path)
+                .and_then(|m| m.modified())
+                .map(|t| t.elapsed().unwrap_or_default() >= reserved)
+                .unwrap_or(false);
+            let pressure = match level {
+                DiskLevel::Normal => false,
+                DiskLevel::Clean => deleted == 0,
+                DiskLevel::ForceClean | DiskLevel::Full => true,
+            };
+            if !expired && !pressure {
+                break;
+            }
+            tracing::info!(
+                segment = start,
+                expired,
+                ?level,
+                "retention deletes a segment"
+            );
+            {
+                let mut log = inner.log.borrow_mut();
+                log.segments.remove(&start);
+                let next = start + log.segment_size;
+                log.forget_below(next);
+            }
+            std::fs::remove_file(&file.path)?;
+            deleted += 1;
+            if level >= DiskLevel::ForceClean {
+                (ratio, level) = self.measure_disk();
+                if level < DiskLevel::Clean {
+                    break;
+                }
+            }
+        }
+        let min = inner.log.borrow().min_offset;
+        if deleted > 0 {
+            for cq in inner.cqs.borrow_mut().queues.values_mut() {
+                cq.trim_below(CommitLogOffset(min))?;
+            }
+            inner.index.borrow_mut().trim_below(min)?;
+            (ratio, level) = self.measure_disk();
+        }
+        Ok(RetentionReport {
+            deleted_segments: deleted,
+            min_offset: min,
+            disk_use_ratio: ratio,
+            disk_level: level,
+        })
+    }
+
+    pub fn stats(&self) -> ShardStats {
+        let inner = &self.inner;
+        let log = inner.log.borrow();
+        let (ratio, level) = inner.disk.get();
+        ShardStats {
+            write_offset: log.write_offset,
+            written_offset: log.written_offset,
+            durable_offset: log.durable_offset,
+            min_offset: log.min_offset,
+            commit_log_bytes: log.segments.len() as u64 * log.segment_size,
+            disk_use_ratio: ratio,
+            disk_level: level,
+            appends: inner.appends.get(),
+            appended_bytes: inner.appended_bytes.get(),
+            poisoned: inner.poisoned.borrow().is_some(),
+            recovery_truncated_segments: inner.truncated_segments,
+            direct_io: log.segments.values().all(|f| f.is_direct()),
+        }
+    }
+
+    /// (topic, queue) pairs that have data.
+    pub fn topics(&self) -> Vec<(String, u32)> {
+        let mut v: Vec<(String, u32)> = self
+            .inner
+            .cqs
+            .borrow()
+            .queues
+            .iter()
+            .filter(|(_, cq)| cq.max > cq.min)
+            .map(|(k, _)| k.clone())
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Flushes and fdatasyncs everything, syncs ConsumeQueues and IndexFiles, stops the
+    /// tasks. A poisoned shard reports `Poisoned` here too.
+    pub async fn close(&self) -> Result<(), ShardError> {
+        let inner = &self.inner;
+        if inner.closed.get() {
+            return Ok(());
+        }
+        let flushed = self.flush(true).await;
+        inner.closed.set(true);
+        inner.signals.stop.notify_all();
+        inner.signals.flush_wake.notify_all();
+        inner.signals.progress.notify_all();
+        inner.signals.new_message.notify_all();
+        inner.cqs.borrow().flush()?;
+        inner.index.borrow().flush()?;
+        flushed
+    }
+}
+
+/// Checks a record on its way to a reader: structure, position and (for bytes that came
+/// from disk) CRC. The write path checked the same when it stamped the record.
+fn check_record(bytes: &[u8], offset: u64, from_disk: bool) -> Result<(), ShardError> {
+    let corrupt = |reason: String| ShardError::Corrupt {
+        path: format!("commit log at offset {offset}"),
+        reason,
+    };
+    let v = RecordView::parse(bytes).map_err(|e| corrupt(e.to_string()))?;
+    if v.len() != bytes.len() || v.physical_offset() != offset {
+        return Err(corrupt("record does not start where its index says".into()));
+    }
+    if from_disk {
+        v.verify_crc().map_err(|e| corrupt(e.to_string()))?;
+    } else {
+        debug_assert!(v.verify_crc().is_ok());
+    }
+    Ok(())
+}
+
+async fn flusher(weak: Weak<Inner>, signals: Rc<Signals>) {
+    loop {
+        let wait = {
+            let Some(inner) = weak.upgrade() else {
+                return;
+            };
+            if inner.closed.get() {
+                return;
+            }
+            let shard = Shard { inner };
+            let inner = &shard.inner;
+            let poisoned = inner.poisoned.borrow().is_some();
+            let (unwritten, dirty) = {
+                let log = inner.log.borrow();
+                (!log.unwritten.is_empty(), log.dirty_bytes())
+            };
+            let (work, sync, idle) = match inner.config.flush {
+                FlushPolicy::Sync => (dirty > 0, true, Duration::from_millis(100)),
+                FlushPolicy::Async {
+                    interval_ms,
+                    dirty_bytes_max,
+                } => {
+                    let interval = Duration::from_millis(interval_ms);
+                    let due = dirty > 0
+                        && (dirty >= dirty_bytes_max
+                            || inner.last_sync.get().elapsed() >= interval);
+                    (unwritten || due, due, interval)
+                }
+            };
+            if work && !poisoned {
+                // Errors poison the shard and are reported to the appends that wait.
+                let _ = shard.flush(sync).await;
+                None
+            } else {
+                Some(idle)
+            }
+        };
+        if let Some(idle) = wait {
+            signals.flush_wake.wait_timeout(idle).await;
+        }
+    }
+}
+
+async fn retention_task(weak: Weak<Inner>, signals: Rc<Signals>, every: Duration) {
+    loop {
+        futures_lite::future::or(signals.stop.wait(), glommio::timer::sleep(every)).await;
+        let Some(inner) = weak.upgrade() else {
+            return;
+        };
+        if inner.closed.get() {
+            return;
+        }
+        let shard = Shard { inner };
+        if let Err(e) = shard.run_retention().await {
+            tracing::warn!(error = %e, "retention pass failed");
+        }
+    }
+}

@@ -1,0 +1,143 @@
+#![allow(clippy::unwrap_used)]
+//! Appends come back from reads byte for byte, hot (from memory) and cold (from disk).
+
+mod common;
+
+use common::*;
+use message::{RecordView, TagFilter};
+use shard::{ReadRequest, ReadStatus, Shard};
+
+#[test]
+fn appended_batches_read_back_hot_and_cold() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().to_owned();
+    shard::run_local(move || async move {
+        let shard = Shard::open(small_config(&p)).await.unwrap();
+        let mut expected = Vec::new();
+        for b in 0..20 {
+            let mut batch = Vec::new();
+            for i in 0..5 {
+                let n = b * 5 + i;
+                expected.push(body(n, 300 + n * 7));
+                batch.extend(record(TOPIC, &expected[n], Some("TagA"), None));
+            }
+            let r = shard.append(TOPIC, 1, &batch).await.unwrap();
+            assert_eq!(r.first_queue_offset, b as u64 * 5);
+            assert_eq!(r.count, 5);
+        }
+        assert_eq!(shard.queue_offsets(TOPIC, 1).max, 100);
+        assert_eq!(shard.queue_offsets(TOPIC, 9).max, 0);
+        let got = read_all(&shard, TOPIC, 1, &TagFilter::All).await;
+        assert_eq!(bodies_of(&got), expected);
+        // Every record carries its own queue offset and queue id.
+        for (i, r) in got.iter().enumerate() {
+            let v = RecordView::parse(r).unwrap();
+            assert_eq!(v.queue_offset(), i as u64);
+            assert_eq!(v.queue_id(), 1);
+            v.verify_crc().unwrap();
+        }
+        let s = shard.stats();
+        assert!(s.durable_offset <= s.written_offset && s.written_offset <= s.write_offset);
+        assert_eq!(s.durable_offset, s.write_offset, "sync flush: all durable");
+        shard.close().await.unwrap();
+
+        // Reopen: everything is cold now and still identical.
+        let shard = Shard::open(small_config(&p)).await.unwrap();
+        let got = read_all(&shard, TOPIC, 1, &TagFilter::All).await;
+        assert_eq!(bodies_of(&got), expected);
+        assert_eq!(shard.topics(), vec![(TOPIC.to_string(), 1)]);
+        // Appends continue after the recovered end.
+        let r = shard
+            .append(TOPIC, 1, &record(TOPIC, b"more", None, None))
+            .await
+            .unwrap();
+        assert_eq!(r.first_queue_offset, 100);
+        shard.close().await.unwrap();
+    });
+}
+
+#[test]
+fn read_statuses_follow_rocketmq() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().to_owned();
+    shard::run_local(move || async move {
+        let shard = Shard::open(small_config(&p)).await.unwrap();
+        let all = TagFilter::All;
+        let req = |q| ReadRequest {
+            topic: TOPIC,
+            queue_id: 0,
+            queue_offset: q,
+            max_messages: 10,
+            max_bytes: 1 << 20,
+            filter: &all,
+        };
+        assert_eq!(
+            shard.read(&req(0)).await.unwrap().status,
+            ReadStatus::NoNewMessage
+        );
+        for i in 0..3 {
+            shard
+                .append(TOPIC, 0, &record(TOPIC, &body(i, 10), None, None))
+                .await
+                .unwrap();
+        }
+        let r = shard.read(&req(0)).await.unwrap();
+        assert_eq!(
+            (r.status, r.records.len(), r.next_queue_offset),
+            (ReadStatus::Found, 3, 3)
+        );
+        assert_eq!(
+            shard.read(&req(3)).await.unwrap().status,
+            ReadStatus::NoNewMessage
+        );
+        let r = shard.read(&req(7)).await.unwrap();
+        assert_eq!(
+            (r.status, r.next_queue_offset),
+            (ReadStatus::OffsetOverflow, 3)
+        );
+        // max_bytes limits the batch but never below one record.
+        let mut small = req(0);
+        small.max_bytes = 1;
+        assert_eq!(shard.read(&small).await.unwrap().records.len(), 1);
+        shard.close().await.unwrap();
+        assert!(matches!(
+            shard
+                .append(TOPIC, 0, &record(TOPIC, b"x", None, None))
+                .await,
+            Err(shard::ShardError::Closed)
+        ));
+    });
+}
+
+#[test]
+fn bad_batches_are_refused_before_anything_is_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().to_owned();
+    shard::run_local(move || async move {
+        let shard = Shard::open(small_config(&p)).await.unwrap();
+        let mut batch = record(TOPIC, b"ok", None, None);
+        batch.extend(record("Other", b"wrong topic", None, None));
+        assert!(matches!(
+            shard.append(TOPIC, 0, &batch).await,
+            Err(shard::ShardError::TopicMismatch { .. })
+        ));
+        let big = record(TOPIC, &vec![0u8; 20 << 10], None, None);
+        assert!(matches!(
+            shard.append(TOPIC, 0, &big).await,
+            Err(shard::ShardError::MessageTooLarge { .. })
+        ));
+        let mut torn = record(TOPIC, b"ok", None, None);
+        torn.pop();
+        assert!(matches!(
+            shard.append(TOPIC, 0, &torn).await,
+            Err(shard::ShardError::BadRecord(_))
+        ));
+        assert!(matches!(
+            shard.append(TOPIC, 0, &[]).await,
+            Err(shard::ShardError::EmptyBatch)
+        ));
+        assert_eq!(shard.queue_offsets(TOPIC, 0).max, 0);
+        assert_eq!(shard.stats().write_offset, 0);
+        shard.close().await.unwrap();
+    });
+}
