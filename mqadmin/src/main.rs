@@ -1,0 +1,641 @@
+//! `mqadmin`: topics, routes, clusters, sending and consuming, broker status.
+//!
+//! Subcommands answer to RocketMQ's camelCase names too (`updateTopic`, `topicList`, ...).
+//! Errors print `error: <message>` on stderr and exit with status 1.
+
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context};
+use base64::Engine;
+use clap::{Parser, Subcommand};
+use client::{
+    Admin, ClientConfig, Message, MessageExt, MessageQueue, Producer, PullConsumer, PullOptions,
+    PullStatus, QueueOffset,
+};
+use protocol::{perm, BrokerData, TopicConfig};
+use serde_json::{json, Value};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "mqadmin",
+    version,
+    about = "Administer the broker and NameServer"
+)]
+struct Cli {
+    /// NameServer addresses, `;` separated.
+    #[arg(
+        short = 'n',
+        long = "namesrv",
+        global = true,
+        default_value = "127.0.0.1:9876"
+    )]
+    namesrv: String,
+    /// Print JSON instead of text.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// Create or update a topic on every master of a cluster, or on one broker.
+    #[command(alias = "updateTopic")]
+    UpdateTopic {
+        #[arg(short = 't', long)]
+        topic: String,
+        /// Read and write queues per broker.
+        #[arg(short = 'q', long = "queues", default_value_t = 8)]
+        queues: u32,
+        /// Cluster whose masters get the topic.
+        #[arg(short = 'c', long)]
+        cluster: Option<String>,
+        /// One broker address instead of a cluster.
+        #[arg(short = 'b', long = "broker")]
+        broker_addr: Option<String>,
+    },
+    /// List the topics known to the NameServer.
+    #[command(alias = "topicList")]
+    TopicList,
+    /// Show a topic's route: brokers, queues and the core serving each queue.
+    #[command(alias = "topicRoute")]
+    TopicRoute {
+        #[arg(short = 't', long)]
+        topic: String,
+    },
+    /// List clusters and their brokers.
+    #[command(alias = "clusterList")]
+    ClusterList,
+    /// Send one message.
+    #[command(alias = "sendMessage")]
+    Send {
+        #[arg(short = 't', long)]
+        topic: String,
+        /// Message body.
+        #[arg(short = 'p', long = "body")]
+        body: String,
+        /// Keys, space or comma separated.
+        #[arg(short = 'k', long)]
+        keys: Option<String>,
+        /// Tag.
+        #[arg(short = 'c', long = "tags")]
+        tag: Option<String>,
+        /// Queue id (on the first broker that has it, or on `-b`).
+        #[arg(short = 'q', long = "queue")]
+        queue: Option<u32>,
+        /// Broker name for `-q`.
+        #[arg(short = 'b', long = "broker-name")]
+        broker_name: Option<String>,
+    },
+    /// Read every queue of a topic from a start position.
+    #[command(alias = "consumeMessage")]
+    Consume {
+        #[arg(short = 't', long)]
+        topic: String,
+        #[arg(short = 'g', long, default_value = "mqadmin")]
+        group: String,
+        /// `first`, `last` or a timestamp in ms since the epoch.
+        #[arg(long, default_value = "first")]
+        from: String,
+        /// Tag expression: `*`, `TagA`, `TagA || TagB`.
+        #[arg(short = 'c', long = "tags", default_value = "*")]
+        tag_expr: String,
+        /// Stop after this many messages.
+        #[arg(long)]
+        max: Option<u64>,
+        /// Stop after this long with nothing new.
+        #[arg(long = "timeout-ms", default_value_t = 5000)]
+        timeout_ms: u64,
+    },
+    /// Per-core status of a broker.
+    #[command(alias = "brokerStatus")]
+    BrokerStatus {
+        #[arg(short = 'b', long = "broker")]
+        broker_addr: String,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    let json = cli.json;
+    let ns = cli.namesrv.as_str();
+    match cli.command {
+        Cmd::UpdateTopic {
+            topic,
+            queues,
+            cluster,
+            broker_addr,
+        } => update_topic(ns, json, &topic, queues, cluster, broker_addr),
+        Cmd::TopicList => {
+            let mut topics = Admin::new(ns)?.topic_list()?;
+            topics.sort();
+            if json {
+                println!("{}", json!({ "topics": topics }));
+            } else {
+                for t in topics {
+                    println!("{t}");
+                }
+            }
+            Ok(())
+        }
+        Cmd::TopicRoute { topic } => topic_route(ns, json, &topic),
+        Cmd::ClusterList => cluster_list(ns, json),
+        Cmd::Send {
+            topic,
+            body,
+            keys,
+            tag,
+            queue,
+            broker_name,
+        } => send(ns, json, &topic, body, keys, tag, queue, broker_name),
+        Cmd::Consume {
+            topic,
+            group,
+            from,
+            tag_expr,
+            max,
+            timeout_ms,
+        } => {
+            let opts = ConsumeArgs {
+                from: parse_from(&from)?,
+                tag_expr,
+                max,
+                idle_timeout: Duration::from_millis(timeout_ms),
+            };
+            consume(ns, json, &topic, &group, &opts)
+        }
+        Cmd::BrokerStatus { broker_addr } => broker_status(ns, json, &broker_addr),
+    }
+}
+
+fn update_topic(
+    ns: &str,
+    json: bool,
+    topic: &str,
+    queues: u32,
+    cluster: Option<String>,
+    broker_addr: Option<String>,
+) -> anyhow::Result<()> {
+    if queues == 0 || queues > 1024 {
+        bail!("queue count must be 1..=1024, got {queues}");
+    }
+    if topic.is_empty() || topic.len() > message::TOPIC_LEN_MAX {
+        bail!("topic name must be 1..={} bytes", message::TOPIC_LEN_MAX);
+    }
+    let admin = Admin::new(ns)?;
+    let config = TopicConfig {
+        name: topic.to_owned(),
+        read_queues: queues,
+        write_queues: queues,
+        perm: perm::READ_WRITE,
+    };
+    // (broker name, address) pairs to create the topic on.
+    let targets: Vec<(String, String)> = match (broker_addr, cluster) {
+        (Some(addr), _) => vec![(String::new(), addr)],
+        (None, cluster) => {
+            let info = admin.cluster_info()?;
+            let cluster = match cluster {
+                Some(c) => c,
+                None => {
+                    let mut names: Vec<&str> =
+                        info.brokers.iter().map(|b| b.cluster.as_str()).collect();
+                    names.sort();
+                    names.dedup();
+                    match names.as_slice() {
+                        [one] => (*one).to_owned(),
+                        [] => bail!("no broker is registered with the NameServer"),
+                        many => bail!(
+                            "several clusters ({}): choose one with -c or a broker with -b",
+                            many.join(", ")
+                        ),
+                    }
+                }
+            };
+            let targets: Vec<(String, String)> = info
+                .brokers
+                .iter()
+                .filter(|b| b.cluster == cluster)
+                .filter_map(|b| Some((b.broker_name.clone(), b.master_addr()?.to_owned())))
+                .collect();
+            if targets.is_empty() {
+                bail!("cluster {cluster} has no master broker");
+            }
+            targets
+        }
+    };
+    let mut done = Vec::new();
+    for (name, addr) in &targets {
+        admin
+            .create_topic(addr, &config)
+            .with_context(|| format!("creating topic {topic} on {addr}"))?;
+        if json {
+            done.push(json!({ "broker_name": name, "addr": addr }));
+        } else {
+            let who = if name.is_empty() {
+                addr.clone()
+            } else {
+                format!("{name} ({addr})")
+            };
+            println!(
+                "topic {topic} with {queues} read / {queues} write queues, perm {}, on {who}",
+                perm::READ_WRITE
+            );
+        }
+    }
+    if json {
+        println!(
+            "{}",
+            json!({
+                "topic": topic,
+                "read_queues": queues,
+                "write_queues": queues,
+                "perm": perm::READ_WRITE,
+                "brokers": done,
+            })
+        );
+    }
+    Ok(())
+}
+
+fn broker_json(b: &BrokerData) -> Value {
+    json!({
+        "cluster": b.cluster,
+        "broker_name": b.broker_name,
+        "addrs": b.addrs.iter().map(|(id, a)| json!({ "id": id, "addr": a })).collect::<Vec<_>>(),
+        "core_addrs": b.core_addrs,
+        "shard_count": b.shard_count,
+    })
+}
+
+fn topic_route(ns: &str, json: bool, topic: &str) -> anyhow::Result<()> {
+    let route = Admin::new(ns)?.topic_route(topic)?;
+    let queue_rows: Vec<Value> = route
+        .read_queues()
+        .iter()
+        .map(|t| {
+            json!({
+                "broker_name": t.queue.broker_name,
+                "queue_id": t.queue.queue_id,
+                "shard": t.shard,
+                "addr": t.addr,
+                "writable": route.write_queues().iter().any(|w| w.queue == t.queue),
+            })
+        })
+        .collect();
+    if json {
+        let out = json!({
+            "topic": topic,
+            "brokers": route.data.brokers.iter().map(broker_json).collect::<Vec<_>>(),
+            "queue_data": route.data.queues.iter().map(|q| json!({
+                "broker_name": q.broker_name,
+                "read_queues": q.read_queues,
+                "write_queues": q.write_queues,
+                "perm": q.perm,
+            })).collect::<Vec<_>>(),
+            "queues": queue_rows,
+        });
+        println!("{out}");
+        return Ok(());
+    }
+    println!("topic {topic}");
+    for b in &route.data.brokers {
+        let addrs: Vec<String> = b.addrs.iter().map(|(id, a)| format!("{id}={a}")).collect();
+        println!(
+            "broker {} cluster={} addrs=[{}] shards={} cores={}",
+            b.broker_name,
+            b.cluster,
+            addrs.join(", "),
+            b.shard_count,
+            b.core_addrs.len()
+        );
+    }
+    for q in &route.data.queues {
+        println!(
+            "queues {} read={} write={} perm={}",
+            q.broker_name, q.read_queues, q.write_queues, q.perm
+        );
+    }
+    for t in route.read_queues() {
+        println!(
+            "queue {}#{} shard={} addr={}",
+            t.queue.broker_name, t.queue.queue_id, t.shard, t.addr
+        );
+    }
+    Ok(())
+}
+
+fn cluster_list(ns: &str, json: bool) -> anyhow::Result<()> {
+    let info = Admin::new(ns)?.cluster_info()?;
+    let mut clusters: BTreeMap<&str, Vec<&BrokerData>> = BTreeMap::new();
+    for b in &info.brokers {
+        clusters.entry(b.cluster.as_str()).or_default().push(b);
+    }
+    for brokers in clusters.values_mut() {
+        brokers.sort_by(|a, b| a.broker_name.cmp(&b.broker_name));
+    }
+    if json {
+        let out: Vec<Value> = clusters
+            .iter()
+            .map(|(c, bs)| {
+                json!({
+                    "cluster": c,
+                    "brokers": bs.iter().map(|b| broker_json(b)).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        println!("{}", json!({ "clusters": out }));
+        return Ok(());
+    }
+    println!(
+        "{:<20} {:<20} {:>4} {:<24} {:>6} {:>6}",
+        "CLUSTER", "BROKER", "ID", "ADDR", "CORES", "SHARDS"
+    );
+    for (cluster, brokers) in &clusters {
+        for b in brokers {
+            for (id, addr) in &b.addrs {
+                println!(
+                    "{:<20} {:<20} {:>4} {:<24} {:>6} {:>6}",
+                    cluster,
+                    b.broker_name,
+                    id,
+                    addr,
+                    b.core_addrs.len(),
+                    b.shard_count
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn send(
+    ns: &str,
+    json: bool,
+    topic: &str,
+    body: String,
+    keys: Option<String>,
+    tag: Option<String>,
+    queue: Option<u32>,
+    broker_name: Option<String>,
+) -> anyhow::Result<()> {
+    let producer = Producer::builder().namesrv(ns).group("mqadmin").build()?;
+    let mut msg = Message::new(topic, body.into_bytes());
+    if let Some(keys) = keys {
+        msg = msg.with_keys(
+            keys.split([' ', ','])
+                .filter(|k| !k.is_empty())
+                .map(str::to_owned),
+        );
+    }
+    if let Some(tag) = tag {
+        msg = msg.with_tags(tag);
+    }
+    let result = match queue {
+        None => producer.send(msg)?,
+        Some(queue_id) => {
+            let queues = producer.write_queues(topic)?;
+            let mq = queues
+                .into_iter()
+                .find(|q| {
+                    q.queue_id == queue_id
+                        && match &broker_name {
+                            None => true,
+                            Some(b) => *b == q.broker_name,
+                        }
+                })
+                .ok_or_else(|| anyhow!("topic {topic} has no writable queue {queue_id}"))?;
+            producer.send_to_queue(msg, &mq)?
+        }
+    };
+    if json {
+        println!(
+            "{}",
+            json!({
+                "msg_id": result.msg_id,
+                "offset_msg_id": result.offset_msg_id,
+                "topic": result.topic,
+                "broker_name": result.broker_name,
+                "queue_id": result.queue_id,
+                "queue_offset": result.queue_offset.0,
+            })
+        );
+    } else {
+        println!(
+            "msg_id={} offset_msg_id={} topic={} broker={} queue={} offset={}",
+            result.msg_id,
+            result.offset_msg_id,
+            result.topic,
+            result.broker_name,
+            result.queue_id,
+            result.queue_offset
+        );
+    }
+    Ok(())
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StartFrom {
+    First,
+    Last,
+    Timestamp(i64),
+}
+
+fn parse_from(s: &str) -> anyhow::Result<StartFrom> {
+    match s.trim() {
+        "first" => Ok(StartFrom::First),
+        "last" => Ok(StartFrom::Last),
+        other => other
+            .parse::<i64>()
+            .map(StartFrom::Timestamp)
+            .map_err(|_| anyhow!("--from must be first, last or a timestamp in ms, got {s:?}")),
+    }
+}
+
+struct ConsumeArgs {
+    from: StartFrom,
+    tag_expr: String,
+    max: Option<u64>,
+    idle_timeout: Duration,
+}
+
+/// Pause between rounds that found nothing new.
+const IDLE_POLL_MS: u64 = 200;
+
+fn consume(
+    ns: &str,
+    json: bool,
+    topic: &str,
+    group: &str,
+    args: &ConsumeArgs,
+) -> anyhow::Result<()> {
+    let consumer = PullConsumer::with_config(ClientConfig::new(ns)?, group)?;
+    let queues = consumer.queues(topic)?;
+    if queues.is_empty() {
+        bail!("topic {topic} has no readable queue");
+    }
+    let mut cursors: Vec<(MessageQueue, QueueOffset)> = Vec::with_capacity(queues.len());
+    for q in queues {
+        let start = match args.from {
+            StartFrom::First => consumer.min_offset(&q),
+            StartFrom::Last => consumer.max_offset(&q),
+            StartFrom::Timestamp(ms) => consumer.search_offset(&q, ms),
+        }
+        .with_context(|| format!("finding the start offset of {q}"))?;
+        cursors.push((q, start));
+    }
+    let opts = PullOptions {
+        tag_expression: args.tag_expr.clone(),
+        ..PullOptions::default()
+    };
+    let mut printed: u64 = 0;
+    let mut last_progress = Instant::now();
+    loop {
+        let mut progressed = false;
+        for (queue, offset) in cursors.iter_mut() {
+            // Drain this queue before moving on, so its messages print in order together.
+            loop {
+                let result = consumer
+                    .pull(queue, *offset, &opts)
+                    .with_context(|| format!("pulling {queue} at offset {offset}"))?;
+                let moved = result.next_offset != *offset;
+                for m in &result.messages {
+                    if args.max.is_some_and(|max| printed >= max) {
+                        return Ok(());
+                    }
+                    println!("{}", format_message(m, json));
+                    printed += 1;
+                }
+                *offset = result.next_offset;
+                if moved {
+                    progressed = true;
+                }
+                if result.status != PullStatus::Found || !moved {
+                    break;
+                }
+            }
+        }
+        if args.max.is_some_and(|max| printed >= max) {
+            return Ok(());
+        }
+        if progressed {
+            last_progress = Instant::now();
+        } else if last_progress.elapsed() >= args.idle_timeout {
+            return Ok(());
+        } else {
+            std::thread::sleep(Duration::from_millis(IDLE_POLL_MS));
+        }
+    }
+}
+
+fn format_message(m: &MessageExt, json: bool) -> String {
+    if json {
+        let mut out = json!({
+            "topic": m.topic,
+            "queue_id": m.queue_id,
+            "queue_offset": m.queue_offset.0,
+            "msg_id": m.msg_id,
+            "keys": m.keys,
+            "tags": m.tags,
+        });
+        match std::str::from_utf8(&m.body) {
+            Ok(s) => out["body"] = json!(s),
+            Err(_) => {
+                out["body"] = json!(base64::engine::general_purpose::STANDARD.encode(&m.body));
+                out["body_encoding"] = json!("base64");
+            }
+        }
+        out.to_string()
+    } else {
+        format!(
+            "topic={} queue={} offset={} msg_id={} keys={} tags={} body={}",
+            m.topic,
+            m.queue_id,
+            m.queue_offset,
+            m.msg_id,
+            m.keys.join(","),
+            m.tags.as_deref().unwrap_or(""),
+            String::from_utf8_lossy(&m.body)
+        )
+    }
+}
+
+fn broker_status(ns: &str, json: bool, addr: &str) -> anyhow::Result<()> {
+    let s = Admin::new(ns)?.broker_status(addr)?;
+    if json {
+        let cores: Vec<Value> = s
+            .cores
+            .iter()
+            .map(|c| {
+                json!({
+                    "core": c.core,
+                    "shards": c.shards,
+                    "requests": c.requests,
+                    "cross_core_hops": c.cross_core_hops,
+                    "inbox_depth": c.inbox_depth,
+                    "produced_messages": c.produced_messages,
+                    "produced_bytes": c.produced_bytes,
+                    "consumed_messages": c.consumed_messages,
+                    "consumed_bytes": c.consumed_bytes,
+                    "commit_log_bytes": c.commit_log_bytes,
+                    "durable_lag_bytes": c.durable_lag_bytes,
+                    "disk_use_ratio": c.disk_use_ratio,
+                })
+            })
+            .collect();
+        let out = json!({
+            "broker_name": s.broker_name,
+            "cluster": s.cluster,
+            "uptime_ms": s.uptime_ms,
+            "shard_count": s.shard_count,
+            "cores": cores,
+        });
+        println!("{out}");
+        return Ok(());
+    }
+    println!(
+        "broker {} cluster={} uptime_ms={} shards={}",
+        s.broker_name, s.cluster, s.uptime_ms, s.shard_count
+    );
+    for c in &s.cores {
+        let shards: Vec<String> = c.shards.iter().map(u16::to_string).collect();
+        println!(
+            "core={} shards=[{}] requests={} cross_core_hops={} inbox_depth={} produced_messages={} produced_bytes={} consumed_messages={} consumed_bytes={} commit_log_bytes={} durable_lag_bytes={} disk_use_ratio={:.4}",
+            c.core,
+            shards.join(","),
+            c.requests,
+            c.cross_core_hops,
+            c.inbox_depth,
+            c.produced_messages,
+            c.produced_bytes,
+            c.consumed_messages,
+            c.consumed_bytes,
+            c.commit_log_bytes,
+            c.durable_lag_bytes,
+            c.disk_use_ratio
+        );
+    }
+    Ok(())
+}
