@@ -54,8 +54,9 @@ impl FaultInjector {
     pub fn tear_write_at(&self, offset: u64) {
         self.tear_at.store(offset, Ordering::SeqCst);
     }
-    /// The next write covering `offset` flips the low bit of that byte on disk and reports
-    /// success, like silent media corruption.
+    /// Every write covering `offset` flips the low bit of that byte on disk and reports
+    /// success, like a bad spot on the media (sticky, since a rewrite of the same block
+    /// lands on the same bad spot).
     pub fn flip_bit_on_write_at(&self, offset: u64) {
         self.flip_at.store(offset, Ordering::SeqCst);
     }
@@ -188,7 +189,6 @@ impl SegmentFile {
                 buf = Rc::new(copy);
                 result_err = Some(std::io::Error::other("injected torn write"));
             } else if (at..end).contains(&flip) {
-                f.flip_at.store(OFF, Ordering::SeqCst);
                 let mut copy = glommio::allocate_dma_buffer(buf.len());
                 copy.as_bytes_mut().copy_from_slice(buf.as_bytes());
                 copy.as_bytes_mut()[(flip - at) as usize] ^= 1;
