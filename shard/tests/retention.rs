@@ -1,0 +1,117 @@
+#![allow(clippy::unwrap_used)]
+//! Retention deletes whole old segments; readers behind are told where the log starts;
+//! a full disk refuses writes with a clear error.
+
+mod common;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use common::*;
+use message::TagFilter;
+use shard::{DiskLevel, DiskUsageSource, ReadRequest, ReadStatus, Shard, ShardError};
+
+#[test]
+fn expired_segments_go_and_readers_behind_are_moved() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().to_owned();
+    shard::run_local(move || async move {
+        let mut c = small_config(&p);
+        c.file_reserved_hours = 0; // everything not active is expired
+        let shard = Shard::open(c).await.unwrap();
+        for i in 0..200 {
+            shard
+                .append(TOPIC, 0, &record(TOPIC, &body(i, 900), None, None))
+                .await
+                .unwrap();
+        }
+        let before = std::fs::read_dir(p.join("commitlog")).unwrap().count();
+        assert!(before >= 3);
+        let report = shard.run_retention().await.unwrap();
+        assert_eq!(
+            report.deleted_segments,
+            before - 1,
+            "all but the active segment"
+        );
+        assert_eq!(std::fs::read_dir(p.join("commitlog")).unwrap().count(), 1);
+        let s = shard.stats();
+        assert_eq!(s.min_offset, report.min_offset);
+        assert_eq!(s.min_offset % (64 << 10), 0);
+        let q = shard.queue_offsets(TOPIC, 0);
+        assert!(q.min > 0 && q.max == 200);
+        let all = TagFilter::All;
+        let r = shard
+            .read(&ReadRequest {
+                topic: TOPIC,
+                queue_id: 0,
+                queue_offset: 0,
+                max_messages: 4,
+                max_bytes: 1 << 20,
+                filter: &all,
+            })
+            .await
+            .unwrap();
+        assert_eq!(
+            (r.status, r.next_queue_offset),
+            (ReadStatus::OffsetMoved, q.min)
+        );
+        let got = read_all(&shard, TOPIC, 0, &all).await;
+        assert_eq!(got.len() as u64, 200 - q.min);
+        assert!(shard.read_at(0).await.unwrap().is_none());
+        shard.close().await.unwrap();
+        // After a restart the minimums are where retention left them.
+        let mut c = small_config(&p);
+        c.file_reserved_hours = 0;
+        let shard = Shard::open(c).await.unwrap();
+        assert_eq!(shard.queue_offsets(TOPIC, 0), q);
+        shard.close().await.unwrap();
+    });
+}
+
+#[test]
+fn disk_pressure_cleans_and_a_full_disk_refuses_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().to_owned();
+    let ratio = Arc::new(AtomicU64::new(0.5f64.to_bits()));
+    let r2 = ratio.clone();
+    shard::run_local(move || async move {
+        let mut c = small_config(&p);
+        c.disk_usage =
+            DiskUsageSource::from_fn(move |_| Ok(f64::from_bits(r2.load(Ordering::SeqCst))));
+        let shard = Shard::open(c).await.unwrap();
+        for i in 0..200 {
+            shard
+                .append(TOPIC, 0, &record(TOPIC, &body(i, 900), None, None))
+                .await
+                .unwrap();
+        }
+        // Not expired (72 h) and the disk is fine: nothing goes.
+        assert_eq!(shard.run_retention().await.unwrap().deleted_segments, 0);
+        // Above the clean ratio: the oldest segment goes, one per pass.
+        ratio.store(0.80f64.to_bits(), Ordering::SeqCst);
+        let r = shard.run_retention().await.unwrap();
+        assert_eq!((r.deleted_segments, r.disk_level), (1, DiskLevel::Clean));
+        // Full: writes are refused with the ratio and threshold in the error.
+        ratio.store(0.95f64.to_bits(), Ordering::SeqCst);
+        let r = shard.run_retention().await.unwrap();
+        assert!(r.deleted_segments >= 1);
+        let err = shard
+            .append(TOPIC, 0, &record(TOPIC, b"x", None, None))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ShardError::DiskFull { threshold, .. } if threshold == 0.90));
+        let msg = err.to_string();
+        assert!(
+            msg.contains("disk full") && msg.contains("0.950") && msg.contains("0.900"),
+            "{msg}"
+        );
+        // Space freed: writes resume.
+        ratio.store(0.5f64.to_bits(), Ordering::SeqCst);
+        shard.run_retention().await.unwrap();
+        shard
+            .append(TOPIC, 0, &record(TOPIC, b"x", None, None))
+            .await
+            .unwrap();
+        shard.close().await.unwrap();
+    });
+}
