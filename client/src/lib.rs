@@ -33,4 +33,7 @@ pub use producer::{
     BatchCallback, Producer, ProducerBuilder, SendCallback, MESSAGE_BYTES_MAX_DEFAULT,
     SEND_RETRIES_MAX,
 };
+#[cfg(test)]
+mod testing;
+
 pub use route::{queue_target_addr, QueueTarget, TopicRoute};

@@ -418,3 +418,166 @@ pub(crate) fn message_ext(
         store_size: view.len(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts() -> EncodeOptions {
+        EncodeOptions {
+            compress_threshold_bytes: 4096,
+            compress_level: 3,
+            message_bytes_max: 4 * 1024 * 1024,
+            born_host: "10.1.2.3:0".parse().unwrap(),
+        }
+    }
+
+    const SOURCE: RecordSource<'static> = RecordSource {
+        addr: "test",
+        shard: 2,
+    };
+
+    fn round_trip(msg: &Message) -> (Vec<u8>, MessageExt) {
+        let mut body = Vec::new();
+        let len = encode_message(msg, "UNIQ0001", &opts(), &mut body).unwrap();
+        assert_eq!(len, body.len());
+        let stored = crate::testing::stored(&body, 5, 40);
+        let mut got = decode_records(&stored, &TagFilter::All, SOURCE, 1 << 24).unwrap();
+        assert_eq!(got.len(), 1);
+        (body, got.remove(0))
+    }
+
+    #[test]
+    fn large_bodies_are_compressed_and_come_back_whole() {
+        let text: Vec<u8> = b"the quick brown fox jumps over the lazy dog "
+            .iter()
+            .copied()
+            .cycle()
+            .take(64 * 1024)
+            .collect();
+        let msg = Message::new("TopicTest", text.clone())
+            .with_tags("TagA")
+            .with_keys(["k1", "k2"])
+            .with_property("color", "blue");
+        let (record, ext) = round_trip(&msg);
+        assert!(
+            record.len() < text.len() / 4,
+            "record of {} bytes",
+            record.len()
+        );
+        assert_eq!(
+            ext.sys_flag & (sys_flag::COMPRESSED | sys_flag::COMPRESSION_MASK),
+            sys_flag::COMPRESSED | sys_flag::COMPRESSION_ZSTD
+        );
+        assert_eq!(&ext.body[..], &text[..]);
+        assert_eq!(ext.tags.as_deref(), Some("TagA"));
+        assert_eq!(ext.keys, vec!["k1", "k2"]);
+        assert_eq!(ext.msg_id, "UNIQ0001");
+        assert_eq!(ext.property("color"), Some("blue"));
+        // Properties are written TAGS, KEYS, UNIQ_KEY, then the user's.
+        let names: Vec<&str> = ext.properties.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(names, vec!["TAGS", "KEYS", "UNIQ_KEY", "color"]);
+        assert_eq!(ext.queue_id, 5);
+        assert_eq!(ext.queue_offset, QueueOffset(40));
+        assert_eq!(ext.born_host.ip().to_string(), "10.1.2.3");
+    }
+
+    #[test]
+    fn small_and_incompressible_bodies_are_sent_as_is() {
+        let (_, ext) = round_trip(&Message::new("T", &b"hello"[..]));
+        assert_eq!(ext.sys_flag & sys_flag::COMPRESSED, 0);
+        assert_eq!(&ext.body[..], b"hello");
+        // Random bytes do not shrink: they go uncompressed although over the threshold.
+        let noise: Vec<u8> = (0..10_000).map(|_| rand::random::<u8>()).collect();
+        let (_, ext) = round_trip(&Message::new("T", noise.clone()));
+        assert_eq!(ext.sys_flag & sys_flag::COMPRESSED, 0);
+        assert_eq!(&ext.body[..], &noise[..]);
+    }
+
+    #[test]
+    fn oversized_and_invalid_messages_are_refused_client_side() {
+        let mut o = opts();
+        o.message_bytes_max = 1000;
+        let big = Message::new("T", vec![b'x'; 1001]);
+        match encode_message(&big, "U", &o, &mut Vec::new()) {
+            Err(ClientError::TooLarge { size, max }) => assert_eq!((size, max), (1001, 1000)),
+            other => panic!("expected TooLarge, got {other:?}"),
+        }
+        let cases = [
+            Message::new("", &b"x"[..]),
+            Message::new("T", &b""[..]),
+            Message::new("T", &b"x"[..]).with_key("has space"),
+            Message::new("T", &b"x"[..]).with_property("UNIQ_KEY", "mine"),
+            Message::new("T", &b"x"[..]).with_property("k", "bad\u{2}value"),
+        ];
+        for m in cases {
+            assert!(
+                matches!(
+                    encode_message(&m, "U", &opts(), &mut Vec::new()),
+                    Err(ClientError::InvalidMessage(_))
+                ),
+                "{m:?} was accepted"
+            );
+        }
+    }
+
+    #[test]
+    fn offset_msg_ids_follow_the_record_sizes() {
+        let resp = protocol::SendResult {
+            queue_id: 3,
+            first_queue_offset: 10,
+            first_commit_log_offset: 1000,
+            shard: 5,
+            store_host: "192.168.0.7:10911".into(),
+        };
+        let keys = vec!["A".to_owned(), "B".to_owned(), "C".to_owned()];
+        let results = send_results(&resp, "T", "broker-a", &keys, &[100, 200, 50]);
+        let offsets: Vec<u64> = results.iter().map(|r| r.commit_log_offset.0).collect();
+        assert_eq!(offsets, vec![1000, 1100, 1300]);
+        let queue_offsets: Vec<u64> = results.iter().map(|r| r.queue_offset.0).collect();
+        assert_eq!(queue_offsets, vec![10, 11, 12]);
+        for r in &results {
+            let id = MsgOffsetId::parse(&r.offset_msg_id).unwrap();
+            assert_eq!(id.store_host.to_string(), "192.168.0.7:10911");
+            assert_eq!(id.shard, 5);
+            assert_eq!(id.commit_log_offset, r.commit_log_offset.0);
+            assert_eq!((r.queue_id, r.broker_name.as_str()), (3, "broker-a"));
+        }
+        assert_eq!(results[1].msg_id, "B");
+    }
+
+    #[test]
+    fn pulled_messages_are_filtered_by_the_real_tag() {
+        let mut body = Vec::new();
+        for tag in ["TagA", "TagB", "TagA"] {
+            let m = Message::new("T", &b"x"[..]).with_tags(tag);
+            encode_message(&m, "U", &opts(), &mut body).unwrap();
+        }
+        let stored = crate::testing::stored(&body, 0, 0);
+        let got = decode_records(&stored, &TagFilter::parse("TagA"), SOURCE, 1 << 20).unwrap();
+        let offsets: Vec<u64> = got.iter().map(|m| m.queue_offset.0).collect();
+        assert_eq!(offsets, vec![0, 2]);
+        // The offset id names the shard the queue lives on and the record's position.
+        let id = MsgOffsetId::parse(&got[1].offset_msg_id).unwrap();
+        assert_eq!(id.shard, 2);
+        assert_eq!(id.commit_log_offset, got[1].commit_log_offset.0);
+    }
+
+    #[test]
+    fn corrupt_pull_bodies_are_errors_not_panics() {
+        let mut body = Vec::new();
+        encode_message(&Message::new("T", &b"x"[..]), "U", &opts(), &mut body).unwrap();
+        let stored = crate::testing::stored(&body, 0, 0);
+        for cut in 1..stored.len() {
+            assert!(decode_records(&stored[..cut], &TagFilter::All, SOURCE, 1 << 20).is_err());
+        }
+    }
+
+    #[test]
+    fn decompression_is_bounded() {
+        let zeros = zstd::bulk::compress(&vec![0u8; 1 << 20], 3).unwrap();
+        assert!(decompress(&zeros, 1 << 20).is_ok());
+        assert!(decompress(&zeros, 1000).is_err());
+        assert!(decompress(b"not zstd", 1000).is_err());
+    }
+}

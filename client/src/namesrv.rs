@@ -106,3 +106,59 @@ impl NameServerClient {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::remoting::PoolConfig;
+    use crate::testing::{broker, namesrv, route};
+
+    #[test]
+    fn lists_are_split_on_semicolons_and_commas() {
+        assert_eq!(
+            parse_namesrv_list(" a:1; b:2 ,c:3;").unwrap(),
+            vec!["a:1", "b:2", "c:3"]
+        );
+        assert!(matches!(
+            parse_namesrv_list(" ; "),
+            Err(ClientError::Config(_))
+        ));
+    }
+
+    #[test]
+    fn a_dead_name_server_is_skipped() {
+        // A port that was just free: connecting to it is refused.
+        let dead = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .to_string();
+        let live = namesrv("T", route(vec![broker("b", "127.0.0.1:1", &[], 1)], 2));
+        let pool = Arc::new(ConnectionPool::new(PoolConfig {
+            connect_timeout_ms: 1000,
+            ..PoolConfig::default()
+        }));
+        let client = NameServerClient::new(
+            vec![dead.clone(), live.addr.clone()],
+            pool,
+            Duration::from_secs(2),
+        );
+        for _ in 0..4 {
+            let r = client.route("T").unwrap();
+            assert_eq!(r.brokers[0].broker_name, "b");
+        }
+        assert!(matches!(
+            client.route("Unknown"),
+            Err(ClientError::NoRoute { .. })
+        ));
+        let only_dead = NameServerClient::new(
+            vec![dead],
+            Arc::new(ConnectionPool::new(PoolConfig::default())),
+            Duration::from_secs(2),
+        );
+        assert!(matches!(
+            only_dead.route("T"),
+            Err(ClientError::NoNameServer { tried: 1, .. })
+        ));
+    }
+}

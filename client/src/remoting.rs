@@ -611,3 +611,199 @@ pub(crate) fn unexpected(addr: &str, what: &str, command: &Command) -> ClientErr
         detail: format!("expected {what}, got {}", command.name()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{ok, FakeServer, Reply};
+    use std::sync::atomic::AtomicUsize;
+
+    /// Answers `SearchOffsetByTime{timestamp_ms: n}` with `Offset(n)` after n ms, so
+    /// responses come back in an order other than the requests'.
+    fn echo_server() -> FakeServer {
+        FakeServer::start(|f| match &f.header.command {
+            Command::SearchOffsetByTime { timestamp_ms, .. } => {
+                let h = Header::response(
+                    f.header.request_id,
+                    protocol::ResponseCode::Success,
+                    Command::Offset(*timestamp_ms as u64),
+                );
+                Reply::Later(Duration::from_millis(*timestamp_ms as u64), h, Vec::new())
+            }
+            Command::BrokerStatus => Reply::Ignore,
+            Command::GetTopicList => Reply::Close,
+            _ => ok(f, Command::Empty),
+        })
+    }
+
+    fn echo(ms: i64) -> Command {
+        Command::SearchOffsetByTime {
+            topic: "T".into(),
+            queue_id: 0,
+            timestamp_ms: ms,
+        }
+    }
+
+    fn offset_of(frame: Result<Frame>) -> u64 {
+        match frame.unwrap().header.command {
+            Command::Offset(n) => n,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    const WAIT: Duration = Duration::from_secs(5);
+
+    #[test]
+    fn responses_reach_their_own_waiters_out_of_order() {
+        let server = echo_server();
+        let pool = ConnectionPool::new(PoolConfig::default());
+        let conn = pool.get(&server.addr).unwrap();
+        let slow = conn.send_request(echo(400), &[], WAIT).unwrap();
+        let (tx, rx) = mpsc::channel();
+        conn.request_async(
+            echo(200),
+            &[],
+            WAIT,
+            Box::new(move |r| {
+                let on = thread::current().name().map(str::to_owned);
+                tx.send((offset_of(r), on)).unwrap();
+            }),
+        );
+        let started = Instant::now();
+        assert_eq!(offset_of(conn.request(echo(1), &[], WAIT)), 1);
+        assert!(started.elapsed() < Duration::from_millis(200));
+        let (n, thread_name) = rx.recv_timeout(WAIT).unwrap();
+        assert_eq!(n, 200);
+        assert!(thread_name.unwrap_or_default().starts_with("mq-done-"));
+        assert_eq!(offset_of(slow.wait()), 400);
+        assert_eq!(conn.in_flight(), 0);
+        // All three went over the one pooled connection.
+        assert!(Arc::ptr_eq(&conn, &pool.get(&server.addr).unwrap()));
+    }
+
+    #[test]
+    fn unanswered_requests_time_out_and_free_their_slot() {
+        let server = echo_server();
+        let pool = ConnectionPool::new(PoolConfig::default());
+        let conn = pool.get(&server.addr).unwrap();
+        let started = Instant::now();
+        let r = conn.request(Command::BrokerStatus, &[], Duration::from_millis(150));
+        assert!(
+            matches!(
+                r,
+                Err(ClientError::Timeout {
+                    timeout_ms: 150,
+                    ..
+                })
+            ),
+            "{r:?}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(2));
+        // The asynchronous kind is expired by the reader thread.
+        let (tx, rx) = mpsc::channel();
+        conn.request_async(
+            Command::BrokerStatus,
+            &[],
+            Duration::from_millis(100),
+            Box::new(move |r| {
+                tx.send(r.is_err_and(|e| matches!(e, ClientError::Timeout { .. })))
+                    .unwrap()
+            }),
+        );
+        assert!(rx.recv_timeout(WAIT).unwrap());
+        assert_eq!(conn.in_flight(), 0);
+        // The connection is still good.
+        assert_eq!(offset_of(conn.request(echo(0), &[], WAIT)), 0);
+    }
+
+    #[test]
+    fn a_dead_connection_fails_its_pending_requests_and_is_redialed() {
+        let server = echo_server();
+        let pool = ConnectionPool::new(PoolConfig::default());
+        let conn = pool.get(&server.addr).unwrap();
+        let pending = conn.send_request(echo(2000), &[], WAIT).unwrap();
+        let failed = Arc::new(AtomicUsize::new(0));
+        let (tx, rx) = mpsc::channel();
+        let f2 = Arc::clone(&failed);
+        conn.request_async(
+            echo(2000),
+            &[],
+            WAIT,
+            Box::new(move |r| {
+                if matches!(r, Err(ClientError::ConnectionClosed { .. })) {
+                    f2.fetch_add(1, Ordering::SeqCst);
+                }
+                tx.send(()).unwrap();
+            }),
+        );
+        // The server closes the connection on this one.
+        let r = conn.request(Command::GetTopicList, &[], WAIT);
+        assert!(
+            matches!(r, Err(ClientError::ConnectionClosed { .. })),
+            "{r:?}"
+        );
+        let started = Instant::now();
+        assert!(matches!(
+            pending.wait(),
+            Err(ClientError::ConnectionClosed { .. })
+        ));
+        rx.recv_timeout(WAIT).unwrap();
+        assert!(started.elapsed() < Duration::from_secs(1));
+        assert_eq!(failed.load(Ordering::SeqCst), 1);
+        assert!(conn.is_closed());
+        assert_eq!(conn.in_flight(), 0);
+        // Sending on the dead connection fails at once, and the pool dials a new one.
+        assert!(conn.request(echo(0), &[], WAIT).is_err());
+        let fresh = pool.get(&server.addr).unwrap();
+        assert!(!Arc::ptr_eq(&conn, &fresh));
+        assert_eq!(offset_of(fresh.request(echo(3), &[], WAIT)), 3);
+    }
+
+    #[test]
+    fn the_in_flight_window_is_bounded() {
+        let server = echo_server();
+        let pool = ConnectionPool::new(PoolConfig {
+            inflight_max: 2,
+            ..PoolConfig::default()
+        });
+        let conn = pool.get(&server.addr).unwrap();
+        let a = conn.send_request(echo(300), &[], WAIT).unwrap();
+        let b = conn.send_request(echo(300), &[], WAIT).unwrap();
+        assert_eq!(conn.in_flight(), 2);
+        // A third waits for a slot, and times out if none frees up in time.
+        let r = conn.send_request(echo(0), &[], Duration::from_millis(50));
+        assert!(matches!(r, Err(ClientError::Timeout { .. })));
+        // With time to wait, it gets the slot of the first answered request.
+        let started = Instant::now();
+        assert_eq!(offset_of(conn.request(echo(0), &[], WAIT)), 0);
+        assert!(started.elapsed() >= Duration::from_millis(150));
+        assert_eq!(offset_of(a.wait()), 300);
+        assert_eq!(offset_of(b.wait()), 300);
+    }
+
+    #[test]
+    fn shutdown_closes_everything_and_refuses_new_work() {
+        let server = echo_server();
+        let pool = ConnectionPool::new(PoolConfig::default());
+        let conn = pool.get(&server.addr).unwrap();
+        let pending = conn.send_request(echo(3000), &[], WAIT).unwrap();
+        pool.shutdown();
+        assert!(pending.wait().is_err());
+        assert!(matches!(pool.get(&server.addr), Err(ClientError::Shutdown)));
+    }
+
+    #[test]
+    fn unreachable_addresses_fail_fast() {
+        let pool = ConnectionPool::new(PoolConfig {
+            connect_timeout_ms: 500,
+            ..PoolConfig::default()
+        });
+        let dead = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .to_string();
+        assert!(matches!(pool.get(&dead), Err(ClientError::Io { .. })));
+        assert!(matches!(pool.get("no-port"), Err(ClientError::Io { .. })));
+    }
+}

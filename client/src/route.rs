@@ -233,3 +233,104 @@ impl RouteRefresher {
             .take();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{broker, route};
+    use protocol::QueueData;
+
+    #[test]
+    fn each_queue_goes_to_the_core_that_owns_its_shard() {
+        let cores = ["10.0.0.1:20000", "10.0.0.1:20001", "10.0.0.1:20002"];
+        let data = route(vec![broker("broker-a", "10.0.0.1:10911", &cores, 6)], 8);
+        let r = TopicRoute::new("TopicTest", data);
+        assert_eq!(r.write_queues().len(), 8);
+        assert_eq!(r.read_queues().len(), 8);
+        for (q, t) in r.write_queues().iter().enumerate() {
+            assert_eq!(t.queue.queue_id, q as u32);
+            let shard = protocol::queue_owner_shard("TopicTest", q as u32, 6);
+            let core = protocol::shard_core(shard, 3) as usize;
+            assert_eq!(t.shard, shard);
+            assert_eq!(t.addr, cores[core]);
+        }
+        // Queues spread over more than one core.
+        let mut addrs: Vec<&str> = r.write_queues().iter().map(|t| t.addr.as_str()).collect();
+        addrs.sort();
+        addrs.dedup();
+        assert!(addrs.len() > 1, "{addrs:?}");
+    }
+
+    #[test]
+    fn brokers_without_core_addresses_are_reached_at_the_master() {
+        let data = route(vec![broker("b", "10.0.0.2:10911", &[], 4)], 2);
+        let r = TopicRoute::new("T", data);
+        assert!(r.write_queues().iter().all(|t| t.addr == "10.0.0.2:10911"));
+    }
+
+    #[test]
+    fn permissions_and_missing_masters_shape_the_queue_lists() {
+        let mut slave_only = broker("c", "10.0.0.3:10911", &[], 1);
+        slave_only.addrs = vec![(1, "10.0.0.3:10911".into())];
+        let data = RouteData {
+            brokers: vec![
+                broker("b", "10.0.0.2:10911", &[], 1),
+                broker("a", "10.0.0.1:10911", &[], 1),
+                slave_only,
+            ],
+            queues: vec![
+                QueueData {
+                    broker_name: "b".into(),
+                    read_queues: 2,
+                    write_queues: 2,
+                    perm: perm::READ,
+                },
+                QueueData {
+                    broker_name: "a".into(),
+                    read_queues: 4,
+                    write_queues: 2,
+                    perm: perm::READ_WRITE,
+                },
+                QueueData {
+                    broker_name: "c".into(),
+                    read_queues: 2,
+                    write_queues: 2,
+                    perm: perm::READ_WRITE,
+                },
+                QueueData {
+                    broker_name: "ghost".into(),
+                    read_queues: 2,
+                    write_queues: 2,
+                    perm: perm::READ_WRITE,
+                },
+            ],
+        };
+        let r = TopicRoute::new("T", data);
+        let w: Vec<String> = r
+            .write_queues()
+            .iter()
+            .map(|t| t.queue.to_string())
+            .collect();
+        assert_eq!(w, vec!["T@a#0", "T@a#1"]);
+        let rd: Vec<String> = r
+            .read_queues()
+            .iter()
+            .map(|t| t.queue.to_string())
+            .collect();
+        assert_eq!(
+            rd,
+            vec!["T@a#0", "T@a#1", "T@a#2", "T@a#3", "T@b#0", "T@b#1"]
+        );
+        let explicit = MessageQueue {
+            topic: "T".into(),
+            broker_name: "a".into(),
+            queue_id: 6,
+        };
+        assert_eq!(r.target(&explicit).unwrap().addr, "10.0.0.1:10911");
+        let unknown = MessageQueue {
+            broker_name: "zzz".into(),
+            ..explicit
+        };
+        assert!(r.target(&unknown).is_none());
+    }
+}
