@@ -547,3 +547,153 @@ impl QueueWorker {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Message;
+    use crate::producer::Producer;
+    use crate::testing::{broker, fake_broker, namesrv, route, FakeServer};
+    use std::sync::mpsc;
+
+    const WAIT: Duration = Duration::from_secs(10);
+
+    fn setup(queues: u32) -> (FakeServer, FakeServer, Producer) {
+        let (b, _state) = fake_broker(4);
+        let ns = namesrv("T", route(vec![broker("b", &b.addr, &[], 1)], queues));
+        let p = Producer::builder().namesrv(&ns.addr).build().unwrap();
+        (b, ns, p)
+    }
+
+    fn queue(id: u32) -> MessageQueue {
+        MessageQueue {
+            topic: "T".into(),
+            broker_name: "b".into(),
+            queue_id: id,
+        }
+    }
+
+    #[test]
+    fn pull_reads_filters_and_reports_offsets() {
+        let (_b, ns, p) = setup(1);
+        let big = "z".repeat(20_000);
+        for i in 0..5 {
+            let tag = if i % 2 == 0 { "TagA" } else { "TagB" };
+            let body = if i == 4 { big.clone() } else { format!("m{i}") };
+            p.send(
+                Message::new("T", body)
+                    .with_tags(tag)
+                    .with_key(format!("k{i}")),
+            )
+            .unwrap();
+        }
+        let c = PullConsumer::new(&ns.addr, "g").unwrap();
+        assert_eq!(c.queues("T").unwrap(), vec![queue(0)]);
+        assert_eq!(
+            c.queue_offsets(&queue(0)).unwrap(),
+            (QueueOffset(0), QueueOffset(5))
+        );
+        let all = c
+            .pull(&queue(0), QueueOffset(0), &PullOptions::default())
+            .unwrap();
+        assert_eq!(all.status, PullStatus::Found);
+        assert_eq!(all.next_offset, QueueOffset(5));
+        assert_eq!(all.messages.len(), 5);
+        // The compressed body comes back whole.
+        assert_eq!(&all.messages[4].body[..], big.as_bytes());
+        assert_eq!(all.messages[1].keys, vec!["k1"]);
+        assert!(all.messages.iter().all(|m| m.msg_id.len() == 32));
+        let opts = PullOptions {
+            tag_expression: "TagB".into(),
+            max_messages: 2,
+            ..PullOptions::default()
+        };
+        let b = c.pull(&queue(0), QueueOffset(0), &opts).unwrap();
+        let offsets: Vec<u64> = b.messages.iter().map(|m| m.queue_offset.0).collect();
+        assert_eq!(offsets, vec![1, 3]);
+        assert_eq!(b.next_offset, QueueOffset(4));
+        let none = c
+            .pull(&queue(0), QueueOffset(5), &PullOptions::default())
+            .unwrap();
+        assert_eq!(none.status, PullStatus::NoNewMessage);
+        assert_eq!(none.next_offset, QueueOffset(5));
+        let moved = c
+            .pull(&queue(0), QueueOffset(99), &PullOptions::default())
+            .unwrap();
+        assert_eq!(moved.status, PullStatus::OffsetMoved);
+        assert_eq!(moved.next_offset, QueueOffset(5));
+        assert_eq!(c.search_offset(&queue(0), 0).unwrap(), QueueOffset(0));
+    }
+
+    #[test]
+    fn push_consumer_delivers_every_queue_and_retries_reconsume_later() {
+        let (_b, ns, p) = setup(3);
+        for i in 0..9 {
+            p.send(Message::new("T", format!("m{i}"))).unwrap();
+        }
+        let consumer = PushConsumer::builder()
+            .namesrv(&ns.addr)
+            .group("g")
+            .subscribe("T", "*")
+            .consume_from(ConsumeFrom::First)
+            .suspend_timeout_ms(200)
+            .reconsume_delay_ms(50)
+            .build()
+            .unwrap();
+        let (tx, rx) = mpsc::channel::<(u32, u64, String)>();
+        let refused = Arc::new(AtomicBool::new(false));
+        let r2 = Arc::clone(&refused);
+        let tx = Mutex::new(tx);
+        consumer
+            .start(move |msgs| {
+                // Refuse the very first batch once.
+                if !r2.swap(true, Ordering::SeqCst) {
+                    return ConsumeStatus::ReconsumeLater;
+                }
+                let tx = tx.lock().unwrap();
+                for m in msgs {
+                    let body = String::from_utf8_lossy(&m.body).into_owned();
+                    tx.send((m.queue_id, m.queue_offset.0, body)).unwrap();
+                }
+                ConsumeStatus::Success
+            })
+            .unwrap();
+        let mut got = Vec::new();
+        for _ in 0..9 {
+            got.push(rx.recv_timeout(WAIT).unwrap());
+        }
+        // A message sent after the start arrives too (long polling picks it up).
+        let late = p.send(Message::new("T", "late")).unwrap();
+        let (q, off, body) = rx.recv_timeout(WAIT).unwrap();
+        assert_eq!(
+            (q, off, body.as_str()),
+            (late.queue_id, late.queue_offset.0, "late")
+        );
+        got.sort();
+        let bodies: std::collections::BTreeSet<String> = got.iter().map(|g| g.2.clone()).collect();
+        assert_eq!(bodies.len(), 9);
+        for q in 0..3 {
+            let offsets: Vec<u64> = got.iter().filter(|g| g.0 == q).map(|g| g.1).collect();
+            assert_eq!(offsets, vec![0, 1, 2], "queue {q}");
+        }
+        let started = Instant::now();
+        consumer.shutdown();
+        assert!(started.elapsed() < Duration::from_secs(2));
+        assert!(rx.recv_timeout(Duration::from_millis(200)).is_err());
+    }
+
+    #[test]
+    fn push_consumer_needs_a_subscription_and_an_existing_topic() {
+        let (_b, ns, _p) = setup(1);
+        assert!(PushConsumer::builder().namesrv(&ns.addr).build().is_err());
+        let c = PushConsumer::builder()
+            .namesrv(&ns.addr)
+            .subscribe("Missing", "*")
+            .build()
+            .unwrap();
+        assert!(matches!(
+            c.start(|_| ConsumeStatus::Success),
+            Err(ClientError::NoRoute { .. })
+        ));
+    }
+}

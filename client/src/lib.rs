@@ -8,6 +8,9 @@
 //! * Bodies over the compression threshold are zstd-compressed by the producer and
 //!   decompressed by consumers transparently.
 
+// Tests may unwrap: a panic there is a test failure, not a crash on network input.
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
 mod admin;
 mod consumer;
 mod error;

@@ -548,3 +548,279 @@ impl AsyncSend {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{broker, fake_broker, namesrv, route, FakeServer};
+    use message::{MsgOffsetId, RecordView};
+    use std::sync::mpsc;
+    use std::sync::Mutex;
+
+    const WAIT: Duration = Duration::from_secs(10);
+
+    fn producer(ns: &FakeServer) -> Producer {
+        Producer::builder()
+            .namesrv(format!("{};", ns.addr))
+            .group("test-producer")
+            .send_timeout_ms(3000)
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn sync_sends_round_robin_and_report_where_they_were_stored() {
+        let (b, state) = fake_broker(7);
+        let ns = namesrv("T", route(vec![broker("broker-a", &b.addr, &[], 1)], 4));
+        let p = producer(&ns);
+        let mut results = Vec::new();
+        for i in 0..8 {
+            let msg = Message::new("T", format!("body-{i}"))
+                .with_tags("TagA")
+                .with_key(format!("k{i}"));
+            results.push(p.send(msg).unwrap());
+        }
+        // Message i goes to queue i mod 4.
+        let queues: Vec<u32> = results.iter().map(|r| r.queue_id).collect();
+        assert_eq!(queues, vec![0, 1, 2, 3, 0, 1, 2, 3]);
+        let stored = state.queues.lock().unwrap();
+        for (i, r) in results.iter().enumerate() {
+            let rec = &stored[&r.queue_id][r.queue_offset.0 as usize];
+            let view = RecordView::parse(rec).unwrap();
+            assert_eq!(view.body(), format!("body-{i}").as_bytes());
+            assert_eq!(view.uniq_key(), Some(r.msg_id.as_str()));
+            assert_eq!(view.keys().collect::<Vec<_>>(), vec![format!("k{i}")]);
+            let id = MsgOffsetId::parse(&r.offset_msg_id).unwrap();
+            assert_eq!(id.commit_log_offset, view.physical_offset());
+            assert_eq!(id.shard, 7);
+            assert_eq!(r.queue_offset.0, (i / 4) as u64);
+            assert_eq!(r.broker_name, "broker-a");
+        }
+        // The route was fetched once and then served from the cache.
+        assert_eq!(ns.request_count("get_route"), 1);
+    }
+
+    #[test]
+    fn a_sharding_key_pins_a_queue() {
+        let (b, state) = fake_broker(0);
+        let ns = namesrv("T", route(vec![broker("b", &b.addr, &[], 1)], 8));
+        let p = producer(&ns);
+        let mut seen = std::collections::HashMap::new();
+        for i in 0..40 {
+            let key = format!("order-{}", i % 5);
+            let r = p
+                .send(Message::new("T", format!("{i}")).with_sharding_key(key.clone()))
+                .unwrap();
+            assert_eq!(*seen.entry(key.clone()).or_insert(r.queue_id), r.queue_id);
+            let expected = message::tag_hash(&key).unsigned_abs() % 8;
+            assert_eq!(r.queue_id as u64, expected);
+        }
+        assert_eq!(state.total(), 40);
+    }
+
+    #[test]
+    fn requests_go_to_the_core_owning_the_queue() {
+        let (core0, s0) = fake_broker(0);
+        let (core1, s1) = fake_broker(1);
+        // The master address answers nothing useful: everything must go to the cores.
+        let (master, sm) = fake_broker(9);
+        sm.busy_sends.store(u64::MAX, Ordering::SeqCst);
+        let b = broker("b", &master.addr, &[&core0.addr, &core1.addr], 2);
+        let ns = namesrv("T", route(vec![b], 6));
+        let p = Producer::builder()
+            .namesrv(&ns.addr)
+            .retries(0)
+            .build()
+            .unwrap();
+        for i in 0..12 {
+            p.send(Message::new("T", format!("{i}"))).unwrap();
+        }
+        for q in 0..6 {
+            let core = protocol::shard_core(protocol::queue_owner_shard("T", q, 2), 2);
+            let (here, there) = if core == 0 { (&s0, &s1) } else { (&s1, &s0) };
+            assert_eq!(here.count(q), 2, "queue {q}");
+            assert_eq!(there.count(q), 0, "queue {q}");
+        }
+        assert_eq!(master.request_count("send"), 0);
+    }
+
+    #[test]
+    fn retriable_failures_move_to_another_broker() {
+        let (busy, busy_state) = fake_broker(0);
+        busy_state.busy_sends.store(u64::MAX, Ordering::SeqCst);
+        let (good, good_state) = fake_broker(0);
+        let data = route(
+            vec![
+                broker("a", &busy.addr, &[], 1),
+                broker("b", &good.addr, &[], 1),
+            ],
+            2,
+        );
+        let ns = namesrv("T", data);
+        let p = producer(&ns);
+        for i in 0..6 {
+            let r = p.send(Message::new("T", format!("{i}"))).unwrap();
+            assert_eq!(r.broker_name, "b");
+        }
+        assert_eq!(good_state.total(), 6);
+        assert!(busy.request_count("send") >= 2);
+        // Without retries the busy broker's answer reaches the caller.
+        let no_retry = Producer::builder()
+            .namesrv(&ns.addr)
+            .retries(0)
+            .build()
+            .unwrap();
+        let errors: Vec<ClientError> = (0..4)
+            .filter_map(|i| no_retry.send(Message::new("T", format!("{i}"))).err())
+            .collect();
+        assert_eq!(errors.len(), 2);
+        assert!(errors
+            .iter()
+            .all(|e| e.code() == Some(protocol::ResponseCode::SystemBusy)));
+        // Asynchronous sends retry too.
+        let (tx, rx) = mpsc::channel();
+        p.send_async(Message::new("T", "async"), move |r| tx.send(r).unwrap())
+            .unwrap();
+        p.send_async(Message::new("T", "async"), |_| {}).unwrap();
+        assert_eq!(rx.recv_timeout(WAIT).unwrap().unwrap().broker_name, "b");
+    }
+
+    #[test]
+    fn many_async_sends_in_flight_through_a_small_window() {
+        let (b, state) = fake_broker(0);
+        let ns = namesrv("T", route(vec![broker("b", &b.addr, &[], 1)], 4));
+        let p = Producer::builder()
+            .namesrv(&ns.addr)
+            .inflight_max_per_connection(16)
+            .build()
+            .unwrap();
+        let n = 2000;
+        let (tx, rx) = mpsc::channel();
+        for i in 0..n {
+            let tx = tx.clone();
+            p.send_async(Message::new("T", format!("m{i}")), move |r| {
+                tx.send(r.map(|r| r.msg_id)).unwrap();
+            })
+            .unwrap();
+        }
+        let mut ids = std::collections::HashSet::new();
+        for _ in 0..n {
+            ids.insert(rx.recv_timeout(WAIT).unwrap().unwrap());
+        }
+        assert_eq!(ids.len(), n);
+        assert_eq!(state.total(), n);
+    }
+
+    #[test]
+    fn a_batch_is_one_frame_on_one_queue() {
+        let (b, state) = fake_broker(3);
+        let ns = namesrv("T", route(vec![broker("b", &b.addr, &[], 1)], 4));
+        let p = producer(&ns);
+        let msgs: Vec<Message> = (0..10)
+            .map(|i| Message::new("T", format!("b{i}")))
+            .collect();
+        let results = p.send_batch(msgs).unwrap();
+        assert_eq!(results.len(), 10);
+        assert_eq!(b.request_count("send"), 1);
+        let q = results[0].queue_id;
+        assert!(results.iter().all(|r| r.queue_id == q));
+        assert_eq!(state.count(q), 10);
+        let stored = state.queues.lock().unwrap();
+        for (i, r) in results.iter().enumerate() {
+            assert_eq!(r.queue_offset.0, i as u64);
+            let view = RecordView::parse(&stored[&q][i]).unwrap();
+            assert_eq!(r.commit_log_offset.0, view.physical_offset());
+            assert_eq!(view.body(), format!("b{i}").as_bytes());
+        }
+        drop(stored);
+        let mixed = vec![Message::new("T", "x"), Message::new("U", "y")];
+        assert!(matches!(
+            p.send_batch(mixed),
+            Err(ClientError::InvalidMessage(_))
+        ));
+        let (tx, rx) = mpsc::channel();
+        let msgs: Vec<Message> = (0..3).map(|i| Message::new("T", format!("a{i}"))).collect();
+        p.send_batch_async(msgs, move |r| tx.send(r).unwrap())
+            .unwrap();
+        assert_eq!(rx.recv_timeout(WAIT).unwrap().unwrap().len(), 3);
+    }
+
+    #[test]
+    fn limits_oneway_and_explicit_queues() {
+        let (b, state) = fake_broker(0);
+        let ns = namesrv("T", route(vec![broker("b", &b.addr, &[], 1)], 4));
+        let p = Producer::builder()
+            .namesrv(&ns.addr)
+            .message_bytes_max(1024)
+            .build()
+            .unwrap();
+        let too_big = p.send(Message::new("T", vec![1u8; 1025]));
+        assert!(matches!(
+            too_big,
+            Err(ClientError::TooLarge {
+                size: 1025,
+                max: 1024
+            })
+        ));
+        assert!(p
+            .send_async(Message::new("T", vec![1u8; 2000]), |_| {})
+            .is_err());
+        assert_eq!(b.request_count("send"), 0);
+        assert!(matches!(
+            p.send(Message::new("Missing", "x")),
+            Err(ClientError::NoRoute { .. })
+        ));
+        let queue = MessageQueue {
+            topic: "T".into(),
+            broker_name: "b".into(),
+            queue_id: 2,
+        };
+        for _ in 0..3 {
+            assert_eq!(
+                p.send_to_queue(Message::new("T", "q"), &queue)
+                    .unwrap()
+                    .queue_id,
+                2
+            );
+        }
+        p.send_oneway(Message::new("T", "fire")).unwrap();
+        let deadline = Instant::now() + WAIT;
+        while state.total() < 4 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(state.total(), 4);
+        assert!(Producer::builder()
+            .retries(SEND_RETRIES_MAX + 1)
+            .build()
+            .is_err());
+        p.shutdown();
+        assert!(matches!(
+            p.send(Message::new("T", "late")),
+            Err(ClientError::Shutdown)
+        ));
+    }
+
+    #[test]
+    fn async_callbacks_see_connection_failures() {
+        // A broker that never answers: the send times out, on both broker queues, and the
+        // callback hears about it once.
+        let silent = FakeServer::start(|_| crate::testing::Reply::Ignore);
+        let ns = namesrv("T", route(vec![broker("b", &silent.addr, &[], 1)], 2));
+        let p = Producer::builder()
+            .namesrv(&ns.addr)
+            .send_timeout_ms(300)
+            .build()
+            .unwrap();
+        let calls = Arc::new(Mutex::new(Vec::new()));
+        let c2 = Arc::clone(&calls);
+        let (tx, rx) = mpsc::channel();
+        p.send_async(Message::new("T", "x"), move |r| {
+            c2.lock().unwrap().push(r.is_err());
+            tx.send(()).unwrap();
+        })
+        .unwrap();
+        rx.recv_timeout(WAIT).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(*calls.lock().unwrap(), vec![true]);
+    }
+}

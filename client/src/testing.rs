@@ -206,3 +206,155 @@ pub(crate) fn stored(body: &[u8], queue_id: u32, first_queue_offset: u64) -> Vec
     }
     out
 }
+
+/// What a fake broker stored, and how it should misbehave.
+#[derive(Default)]
+pub(crate) struct BrokerState {
+    /// Stamped records by queue id.
+    pub queues: Mutex<std::collections::HashMap<u32, Vec<Vec<u8>>>>,
+    commit_log_bytes: Mutex<u64>,
+    /// Sends still to be refused with `SystemBusy`; `u64::MAX` refuses all.
+    pub busy_sends: std::sync::atomic::AtomicU64,
+    pub shard: u16,
+}
+
+impl BrokerState {
+    fn store(&self, queue_id: u32, body: &[u8]) -> Result<protocol::SendResult, String> {
+        let mut queues = self.queues.lock().unwrap();
+        let q = queues.entry(queue_id).or_default();
+        let first_queue_offset = q.len() as u64;
+        let mut log = self.commit_log_bytes.lock().unwrap();
+        let first_commit_log_offset = *log;
+        for rec in message::records(body) {
+            let rec = rec.map_err(|e| e.to_string())?;
+            let mut bytes = rec.as_bytes().to_vec();
+            message::stamp_record(
+                &mut bytes,
+                &message::StoreStamp {
+                    queue_id,
+                    queue_offset: q.len() as u64,
+                    physical_offset: *log,
+                    store_timestamp_ms: crate::model::now_ms(),
+                    store_host: "127.0.0.1:10911".parse().unwrap(),
+                },
+            )
+            .map_err(|e| e.to_string())?;
+            *log += bytes.len() as u64;
+            q.push(bytes);
+        }
+        Ok(protocol::SendResult {
+            queue_id,
+            first_queue_offset,
+            first_commit_log_offset,
+            shard: self.shard,
+            store_host: "127.0.0.1:10911".into(),
+        })
+    }
+
+    pub fn count(&self, queue_id: u32) -> usize {
+        self.queues
+            .lock()
+            .unwrap()
+            .get(&queue_id)
+            .map_or(0, Vec::len)
+    }
+
+    pub fn total(&self) -> usize {
+        self.queues.lock().unwrap().values().map(Vec::len).sum()
+    }
+}
+
+/// A broker that stores sends in memory and serves pulls, offsets and searches from them.
+pub(crate) fn fake_broker(shard: u16) -> (FakeServer, Arc<BrokerState>) {
+    let state = Arc::new(BrokerState {
+        shard,
+        ..BrokerState::default()
+    });
+    let st = Arc::clone(&state);
+    let server = FakeServer::start(move |f| handle_broker(&st, f));
+    (server, state)
+}
+
+fn handle_broker(st: &BrokerState, f: &Frame) -> Reply {
+    use std::sync::atomic::Ordering::SeqCst;
+    let id = f.header.request_id;
+    match &f.header.command {
+        Command::Send(req) => {
+            let busy = st.busy_sends.load(SeqCst);
+            if busy > 0 {
+                if busy != u64::MAX {
+                    st.busy_sends.fetch_sub(1, SeqCst);
+                }
+                return error(f, ResponseCode::SystemBusy);
+            }
+            if message::records(&f.body).count() != req.count as usize {
+                return error(f, ResponseCode::BadRequest);
+            }
+            match st.store(req.queue_id, &f.body) {
+                Ok(r) => ok(f, Command::SendResult(r)),
+                Err(e) => Reply::Send(Header::error(id, ResponseCode::MessageIllegal, e), vec![]),
+            }
+        }
+        Command::Pull(req) => {
+            let queues = st.queues.lock().unwrap();
+            let q = queues.get(&req.queue_id).map(Vec::as_slice).unwrap_or(&[]);
+            let max = q.len() as u64;
+            let result = |next_offset| protocol::PullResult {
+                next_offset,
+                min_offset: 0,
+                max_offset: max,
+                count: 0,
+            };
+            if req.queue_offset > max {
+                return Reply::Send(
+                    Header::response(
+                        id,
+                        ResponseCode::PullOffsetMoved,
+                        Command::PullResult(result(max)),
+                    ),
+                    vec![],
+                );
+            }
+            if req.queue_offset == max {
+                let h = Header::response(
+                    id,
+                    ResponseCode::PullNotFound,
+                    Command::PullResult(result(max)),
+                );
+                let hold = Duration::from_millis(req.suspend_timeout_ms.min(100));
+                return Reply::Later(hold, h, vec![]);
+            }
+            let filter = message::TagFilter::parse(&req.tag_expression);
+            let mut body = Vec::new();
+            let mut next = req.queue_offset;
+            let mut count = 0;
+            for rec in &q[req.queue_offset as usize..] {
+                if count == req.max_messages {
+                    break;
+                }
+                next += 1;
+                let view = message::RecordView::parse(rec).unwrap();
+                if filter.matches_code(view.tag_hash()) {
+                    body.extend_from_slice(rec);
+                    count += 1;
+                }
+            }
+            let mut r = result(next);
+            r.count = count;
+            Reply::Send(
+                Header::response(id, ResponseCode::Success, Command::PullResult(r)),
+                body,
+            )
+        }
+        Command::GetQueueOffsets { queue_id, .. } => ok(
+            f,
+            Command::QueueOffsets {
+                min_offset: 0,
+                max_offset: st.count(*queue_id) as u64,
+            },
+        ),
+        Command::SearchOffsetByTime { .. } => ok(f, Command::Offset(0)),
+        Command::CreateTopic(_) => ok(f, Command::Empty),
+        _ => error(f, ResponseCode::RequestCodeNotSupported),
+    }
+}

@@ -3,6 +3,8 @@
 //! Subcommands answer to RocketMQ's camelCase names too (`updateTopic`, `topicList`, ...).
 //! Errors print `error: <message>` on stderr and exit with status 1.
 
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
