@@ -641,3 +641,115 @@ fn broker_status(ns: &str, json: bool, addr: &str) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use client::{CommitLogOffset, QueueOffset};
+
+    fn sample(body: &[u8]) -> MessageExt {
+        MessageExt {
+            topic: "T".into(),
+            queue_id: 2,
+            queue_offset: QueueOffset(7),
+            commit_log_offset: CommitLogOffset(100),
+            msg_id: "ID".into(),
+            offset_msg_id: "OFF".into(),
+            tags: Some("TagA".into()),
+            keys: vec!["k1".into(), "k2".into()],
+            body: body.to_vec().into(),
+            properties: Vec::new(),
+            flag: 0,
+            sys_flag: 0,
+            born_timestamp_ms: 0,
+            born_host: "127.0.0.1:1".parse().unwrap(),
+            store_timestamp_ms: 0,
+            store_host: "127.0.0.1:2".parse().unwrap(),
+            reconsume_times: 0,
+            store_size: 0,
+        }
+    }
+
+    #[test]
+    fn rocketmq_names_and_defaults_parse() {
+        let cli = Cli::try_parse_from(["mqadmin", "updateTopic", "-t", "T", "-c", "C"]).unwrap();
+        assert_eq!(cli.namesrv, "127.0.0.1:9876");
+        match cli.command {
+            Cmd::UpdateTopic {
+                topic,
+                queues,
+                cluster,
+                broker_addr,
+            } => {
+                assert_eq!((topic.as_str(), queues), ("T", 8));
+                assert_eq!(cluster.as_deref(), Some("C"));
+                assert!(broker_addr.is_none());
+            }
+            other => panic!("{other:?}"),
+        }
+        let cli = Cli::try_parse_from([
+            "mqadmin",
+            "consumeMessage",
+            "-t",
+            "T",
+            "--json",
+            "-n",
+            "a:1;b:2",
+            "--max",
+            "3",
+        ])
+        .unwrap();
+        assert!(cli.json);
+        assert_eq!(cli.namesrv, "a:1;b:2");
+        assert!(matches!(
+            cli.command,
+            Cmd::Consume {
+                max: Some(3),
+                timeout_ms: 5000,
+                ..
+            }
+        ));
+        for name in [
+            "topicList",
+            "topicRoute",
+            "clusterList",
+            "sendMessage",
+            "brokerStatus",
+        ] {
+            // They parse as subcommands (missing required flags is a different error).
+            let err = Cli::try_parse_from(["mqadmin", name, "--help"]).unwrap_err();
+            assert_eq!(err.kind(), clap::error::ErrorKind::DisplayHelp, "{name}");
+        }
+        assert!(Cli::try_parse_from(["mqadmin", "send", "-t", "T"]).is_err());
+        assert!(Cli::try_parse_from(["mqadmin", "update-topic", "-t", "T", "-q", "x"]).is_err());
+    }
+
+    #[test]
+    fn start_positions() {
+        assert_eq!(parse_from("first").unwrap(), StartFrom::First);
+        assert_eq!(parse_from("last").unwrap(), StartFrom::Last);
+        assert_eq!(
+            parse_from("1700000000000").unwrap(),
+            StartFrom::Timestamp(1_700_000_000_000)
+        );
+        assert!(parse_from("yesterday").is_err());
+    }
+
+    #[test]
+    fn message_lines() {
+        let m = sample(b"hello");
+        assert_eq!(
+            format_message(&m, false),
+            "topic=T queue=2 offset=7 msg_id=ID keys=k1,k2 tags=TagA body=hello"
+        );
+        let v: Value = serde_json::from_str(&format_message(&m, true)).unwrap();
+        assert_eq!(v["body"], "hello");
+        assert_eq!(v["queue_offset"], 7);
+        assert_eq!(v["keys"], json!(["k1", "k2"]));
+        assert!(v.get("body_encoding").is_none());
+        let bin = sample(&[0xff, 0x00, 0xfe]);
+        let v: Value = serde_json::from_str(&format_message(&bin, true)).unwrap();
+        assert_eq!(v["body_encoding"], "base64");
+        assert_eq!(v["body"], "/wD+");
+    }
+}
