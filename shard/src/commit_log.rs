@@ -28,6 +28,8 @@ use crate::ShardError;
 
 /// Bytes read at a time by the recovery scan.
 const SCAN_WINDOW_BYTES: usize = 1 << 20;
+/// Spare chunk buffers kept for reuse.
+const FREE_BUFFERS_MAX: usize = 4;
 
 struct Chunk {
     base: u64,
@@ -71,6 +73,7 @@ pub(crate) struct CommitLog {
     pub(crate) written_offset: u64,
     pub(crate) durable_offset: u64,
     pub(crate) dirty_segments: BTreeSet<u64>,
+    free_buffers: Vec<DmaBuffer>,
 }
 
 impl CommitLog {
@@ -104,7 +107,11 @@ impl CommitLog {
         let seg_end = self.segment_start(at) + self.segment_size;
         let want = align_up((at - base) + needed as u64).max(self.chunk_bytes as u64);
         let cap = want.min(seg_end - base) as usize;
-        let mut buf = glommio::allocate_dma_buffer(cap);
+        // Recycled buffers spare the page faults of fresh 4 MiB allocations.
+        let mut buf = match self.free_buffers.pop() {
+            Some(b) if b.len() == cap => b,
+            _ => glommio::allocate_dma_buffer(cap),
+        };
         buf.as_bytes_mut()[..partial.len()].copy_from_slice(partial);
         self.current = Some(Chunk {
             base,
@@ -150,9 +157,15 @@ impl CommitLog {
             logical_end,
         } = c;
         let padded = align_up(len as u64) as usize;
+        // A chunk sealed because it is (nearly) full is written whole, so its buffer can be
+        // recycled (a trimmed buffer cannot grow back); the zeros past the data land in the
+        // preallocated region past the log end, which the next chunk rewrites anyway.
+        // Chunks sealed early (a flush) are trimmed to whole blocks.
+        let nearly_full = buf.len() - padded <= buf.len() / 16;
+        let keep = if nearly_full { buf.len() } else { padded };
         // Bytes past the data go to disk too: make them zeros, never stale memory.
-        buf.as_bytes_mut()[len..padded].fill(0);
-        buf.trim_to_size(padded);
+        buf.as_bytes_mut()[len..keep].fill(0);
+        buf.trim_to_size(keep);
         self.unwritten.push_back(Sealed {
             base,
             own_start,
@@ -282,9 +295,21 @@ impl CommitLog {
         while self.hot_bytes > self.hot_bytes_max && self.hot.len() > 1 {
             if let Some(old) = self.hot.pop_front() {
                 self.hot_bytes -= old.buf.len() as u64;
+                self.recycle(old.buf);
             }
         }
         self.check_offsets();
+    }
+
+    /// Keeps a few full-size chunk buffers no reader holds any more.
+    fn recycle(&mut self, buf: Rc<DmaBuffer>) {
+        if self.free_buffers.len() < FREE_BUFFERS_MAX {
+            if let Ok(b) = Rc::try_unwrap(buf) {
+                if b.len() == self.chunk_bytes {
+                    self.free_buffers.push(b);
+                }
+            }
+        }
     }
 
     pub(crate) fn mark_durable(&mut self, offset: u64) {
@@ -378,6 +403,7 @@ pub(crate) async fn recover(
         written_offset: 0,
         durable_offset: 0,
         dirty_segments: BTreeSet::new(),
+        free_buffers: Vec::new(),
     };
     let mut end: Option<u64> = None;
     let mut truncated_segments = 0;

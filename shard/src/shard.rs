@@ -390,6 +390,9 @@ impl Shard {
             } => {
                 if sealed || inner.log.borrow().dirty_bytes() >= dirty_bytes_max {
                     inner.signals.flush_wake.notify_all();
+                    // Let the flusher submit the sealed chunk now, so the disk writes it
+                    // while we keep appending, instead of CPU and disk taking turns.
+                    futures_lite::future::yield_now().await;
                 }
             }
         }
