@@ -202,6 +202,16 @@ impl Producer {
         self.inner.send_prepared(&prepared)
     }
 
+    /// [`Producer::send_batch`] to the given queue (retries stay on that queue).
+    pub fn send_batch_to_queue(
+        &self,
+        msgs: Vec<Message>,
+        queue: &MessageQueue,
+    ) -> Result<Vec<SendResult>> {
+        let prepared = self.inner.prepare(&msgs, Some(queue.clone()))?;
+        self.inner.send_prepared(&prepared)
+    }
+
     /// Sends without waiting: `callback` gets the outcome, exactly once, on a client thread
     /// (or on this thread if the send fails before reaching the network). `Err` here means
     /// the message was refused before sending (invalid, too large) and `callback` will not
@@ -211,6 +221,24 @@ impl Producer {
         F: FnOnce(Result<SendResult>) + Send + 'static,
     {
         let prepared = self.inner.prepare(std::slice::from_ref(&msg), None)?;
+        let cb: BatchCallback = Box::new(move |r| callback(r.and_then(first)));
+        AsyncSend::start(&self.inner, prepared, cb);
+        Ok(())
+    }
+
+    /// [`Producer::send_async`] to the given queue.
+    pub fn send_async_to_queue<F>(
+        &self,
+        msg: Message,
+        queue: &MessageQueue,
+        callback: F,
+    ) -> Result<()>
+    where
+        F: FnOnce(Result<SendResult>) + Send + 'static,
+    {
+        let prepared = self
+            .inner
+            .prepare(std::slice::from_ref(&msg), Some(queue.clone()))?;
         let cb: BatchCallback = Box::new(move |r| callback(r.and_then(first)));
         AsyncSend::start(&self.inner, prepared, cb);
         Ok(())
@@ -559,6 +587,15 @@ mod tests {
 
     const WAIT: Duration = Duration::from_secs(10);
 
+    #[test]
+    fn handles_are_shareable_between_threads() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<Producer>();
+        assert_send_sync::<crate::PullConsumer>();
+        assert_send_sync::<crate::PushConsumer>();
+        assert_send_sync::<crate::Admin>();
+    }
+
     fn producer(ns: &FakeServer) -> Producer {
         Producer::builder()
             .namesrv(format!("{};", ns.addr))
@@ -775,20 +812,24 @@ mod tests {
             broker_name: "b".into(),
             queue_id: 2,
         };
-        for _ in 0..3 {
-            assert_eq!(
-                p.send_to_queue(Message::new("T", "q"), &queue)
-                    .unwrap()
-                    .queue_id,
-                2
-            );
+        for _ in 0..2 {
+            let r = p.send_to_queue(Message::new("T", "q"), &queue).unwrap();
+            assert_eq!(r.queue_id, 2);
         }
+        let (tx, rx) = mpsc::channel();
+        p.send_async_to_queue(Message::new("T", "q"), &queue, move |r| tx.send(r).unwrap())
+            .unwrap();
+        assert_eq!(rx.recv_timeout(WAIT).unwrap().unwrap().queue_id, 2);
+        let batch = vec![Message::new("T", "x"), Message::new("T", "y")];
+        let results = p.send_batch_to_queue(batch, &queue).unwrap();
+        assert!(results.iter().all(|r| r.queue_id == 2));
+        assert_eq!(state.count(2), 5);
         p.send_oneway(Message::new("T", "fire")).unwrap();
         let deadline = Instant::now() + WAIT;
-        while state.total() < 4 && Instant::now() < deadline {
+        while state.total() < 6 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(10));
         }
-        assert_eq!(state.total(), 4);
+        assert_eq!(state.total(), 6);
         assert!(Producer::builder()
             .retries(SEND_RETRIES_MAX + 1)
             .build()
