@@ -7,6 +7,41 @@
 //!   and after failures. Every queue request goes straight to the core that owns the queue.
 //! * Bodies over the compression threshold are zstd-compressed by the producer and
 //!   decompressed by consumers transparently.
+//!
+//! ```no_run
+//! use client::{ConsumeFrom, ConsumeStatus, Message, Producer, PushConsumer};
+//!
+//! # fn main() -> client::Result<()> {
+//! let producer = Producer::builder()
+//!     .namesrv("127.0.0.1:9876;127.0.0.1:9877")
+//!     .group("orders-producer")
+//!     .build()?;
+//! let sent = producer.send(Message::new("Orders", "hello").with_tags("TagA").with_key("order-1"))?;
+//! println!("{} stored at {}#{}", sent.msg_id, sent.queue_id, sent.queue_offset);
+//!
+//! // Pipelined: the callback runs on a client thread; the call waits only when the
+//! // connection's in-flight window is full.
+//! producer.send_async(Message::new("Orders", "async"), |result| {
+//!     if let Err(e) = result {
+//!         eprintln!("send failed: {e}");
+//!     }
+//! })?;
+//!
+//! let consumer = PushConsumer::builder()
+//!     .namesrv("127.0.0.1:9876")
+//!     .subscribe("Orders", "TagA || TagB")
+//!     .consume_from(ConsumeFrom::First)
+//!     .build()?;
+//! consumer.start(|msgs| {
+//!     for m in msgs {
+//!         println!("{} {:?}", m.msg_id, m.body);
+//!     }
+//!     ConsumeStatus::Success
+//! })?;
+//! # consumer.shutdown();
+//! # Ok(())
+//! # }
+//! ```
 
 // Tests may unwrap: a panic there is a test failure, not a crash on network input.
 #![cfg_attr(test, allow(clippy::unwrap_used))]
