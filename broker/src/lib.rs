@@ -1,1 +1,20 @@
+//! The thread-per-core broker.
+//!
+//! * [`bootstrap`]: start-up, one glommio executor pinned per core, listeners, shutdown.
+//! * [`mesh`]: all cross-core traffic (one enum, bounded inboxes).
+//! * [`core`]: one core's state and the request handlers (codec-independent).
+//! * [`conn`]: the native protocol front end.
+//! * [`topics`], [`registry`], [`config`]: the topic table, NameServer registration, config.
 
+pub mod bootstrap;
+pub mod config;
+pub mod conn;
+pub mod core;
+pub mod error;
+pub mod mesh;
+pub mod registry;
+pub mod topics;
+
+pub use bootstrap::{start, Running};
+pub use config::BrokerConfig;
+pub use error::BrokerError;

@@ -1,0 +1,399 @@
+//! Start-up and shutdown: pre-flight checks, the data directory, listeners (socket2), one
+//! glommio executor pinned per core, the mesh, the registration thread and signals.
+
+use std::collections::HashMap;
+use std::net::{SocketAddr, SocketAddrV4};
+use std::os::fd::{FromRawFd, IntoRawFd, RawFd};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context};
+use glommio::channels::channel_mesh::MeshBuilder;
+use glommio::net::TcpListener;
+use glommio::{LocalExecutorBuilder, Placement};
+use socket2::{Domain, Protocol, Socket, Type};
+
+use crate::config::{BrokerConfig, FlushDiskType};
+use crate::core::{Core, CoreStats, Shared};
+use crate::mesh::{self, CoreMessage, Mesh};
+use crate::topics::TopicTable;
+
+/// A running broker: `wait` blocks until shutdown is requested and everything has stopped.
+pub struct Running {
+    pub shared: Arc<Shared>,
+    pub listen_addr: SocketAddr,
+    executors: Vec<glommio::ExecutorJoinHandle<()>>,
+    registry: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Running {
+    pub fn request_shutdown(&self) {
+        self.shared.shutdown.store(true, Ordering::SeqCst);
+    }
+
+    pub fn wait(mut self) -> anyhow::Result<()> {
+        let mut failed = None;
+        for h in self.executors.drain(..) {
+            if let Err(e) = h.join() {
+                failed = Some(anyhow!("a core's executor failed: {e}"));
+            }
+        }
+        self.shared.shutdown.store(true, Ordering::SeqCst);
+        if let Some(r) = self.registry.take() {
+            let _ = r.join();
+        }
+        failed.map_or(Ok(()), Err)
+    }
+}
+
+/// Checks that io_uring can be used here, with a message that says what to change.
+pub fn preflight(config: &BrokerConfig) -> anyhow::Result<()> {
+    if let Ok(v) = std::fs::read_to_string("/proc/sys/kernel/io_uring_disabled") {
+        if v.trim() != "0" {
+            bail!(
+                "io_uring is disabled on this host (sysctl kernel.io_uring_disabled = {}); \
+                 the broker needs it: run `sysctl -w kernel.io_uring_disabled=0`",
+                v.trim()
+            );
+        }
+    }
+    let probe = LocalExecutorBuilder::new(Placement::Unbound)
+        .io_memory(config.io_memory_bytes as usize)
+        .make();
+    if let Err(e) = probe {
+        bail!(
+            "cannot create an io_uring executor: {e}. The broker needs io_uring (Linux 5.8 or \
+             newer, not blocked by a container's seccomp profile) and enough locked memory for \
+             its rings: raise the memlock limit (`ulimit -l unlimited`, or LimitMEMLOCK=infinity \
+             in the systemd unit) or lower io_memory_bytes (now {})",
+            config.io_memory_bytes
+        );
+    }
+    Ok(())
+}
+
+/// The CPUs this process may run on (its affinity mask), in order.
+fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: cpu_set_t is plain data; sched_getaffinity writes at most `size_of` bytes into
+    // it and CPU_ISSET only reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0 {
+            return (0..libc::CPU_SETSIZE as usize)
+                .filter(|&c| libc::CPU_ISSET(c, &set))
+                .collect();
+        }
+    }
+    let n = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    (0..n).collect()
+}
+
+fn bind_listener(addr: SocketAddr, reuse_port: bool) -> std::io::Result<Socket> {
+    let domain = if addr.is_ipv6() {
+        Domain::IPV6
+    } else {
+        Domain::IPV4
+    };
+    let s = Socket::new(domain, Type::STREAM, Some(Protocol::TCP))?;
+    s.set_reuse_address(true)?;
+    if reuse_port {
+        s.set_reuse_port(true)?;
+    }
+    s.set_nodelay(true)?;
+    s.bind(&addr.into())?;
+    s.listen(1024)?;
+    Ok(s)
+}
+
+fn local_addr(s: &Socket) -> std::io::Result<SocketAddr> {
+    s.local_addr()?
+        .as_socket()
+        .ok_or_else(|| std::io::Error::other("listener has no IP address"))
+}
+
+fn shard_config(
+    config: &BrokerConfig,
+    dir: std::path::PathBuf,
+    shard: u16,
+    store_host: SocketAddrV4,
+) -> shard::ShardConfig {
+    let mut c = shard::ShardConfig::new(dir, shard);
+    c.store_host = store_host;
+    c.segment_size_bytes = config.commit_log_segment_bytes;
+    c.write_chunk_bytes = config.write_chunk_bytes as usize;
+    c.hot_bytes_max = config.hot_bytes_max;
+    c.flush = match config.flush_disk_type {
+        FlushDiskType::Async => shard::FlushPolicy::Async {
+            interval_ms: config.flush_interval_ms,
+            dirty_bytes_max: config.flush_dirty_bytes_max,
+        },
+        FlushDiskType::Sync => shard::FlushPolicy::Sync,
+    };
+    c.message_size_max_bytes = config.max_message_size_bytes as usize;
+    c.file_reserved_hours = config.file_reserved_hours;
+    c.disk_clean_ratio = config.disk_clean_ratio;
+    c.disk_force_clean_ratio = config.disk_force_clean_ratio;
+    c.disk_refuse_ratio = config.disk_refuse_ratio;
+    c
+}
+
+/// Starts every core and returns once all of them serve (or one failed to start).
+pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
+    config.validate()?;
+    preflight(&config)?;
+    let cpus = allowed_cpus();
+    let cores = if config.cores == 0 {
+        cpus.len() as u16
+    } else {
+        config.cores
+    };
+    if cores as usize > cpus.len() {
+        bail!(
+            "--cores {cores} exceeds the {} CPUs this process may run on",
+            cpus.len()
+        );
+    }
+    let layout = shard::open_data_dir(&config.data_dir, cores)
+        .with_context(|| format!("cannot open data directory {}", config.data_dir.display()))?;
+    let topics = TopicTable::load(&config.data_dir)?;
+
+    let listen = config.listen_addr()?;
+    // Every core accepts on the shared port (SO_REUSEPORT spreads connections); each also
+    // has a direct port that the route advertises, so clients reach a queue's owner at once.
+    let mut main_listeners = Vec::with_capacity(cores as usize);
+    let first =
+        bind_listener(listen, true).with_context(|| format!("cannot listen on {listen}"))?;
+    let listen_addr = local_addr(&first)?;
+    main_listeners.push(first);
+    for _ in 1..cores {
+        main_listeners.push(
+            bind_listener(listen_addr, true)
+                .with_context(|| format!("cannot listen on {listen_addr}"))?,
+        );
+    }
+    let advertise: SocketAddr = match &config.advertise_addr {
+        Some(a) => a.parse().with_context(|| format!("advertise_addr `{a}`"))?,
+        None if listen_addr.ip().is_unspecified() => {
+            SocketAddr::from(([127, 0, 0, 1], listen_addr.port()))
+        }
+        None => listen_addr,
+    };
+    let SocketAddr::V4(store_host) = advertise else {
+        bail!("advertise_addr must be an IPv4 address (IPv6 hosts are not supported in stored records yet)");
+    };
+    let mut direct_listeners = Vec::with_capacity(cores as usize);
+    let mut core_addrs = Vec::with_capacity(cores as usize);
+    for core in 0..cores {
+        let port = if config.direct_port_base == 0 {
+            0
+        } else {
+            config.direct_port_base.saturating_add(core)
+        };
+        let addr = SocketAddr::new(listen_addr.ip(), port);
+        let l = bind_listener(addr, false)
+            .with_context(|| format!("cannot listen on {addr} (core {core}'s direct port)"))?;
+        let bound = local_addr(&l)?;
+        core_addrs.push(SocketAddr::new(advertise.ip(), bound.port()).to_string());
+        direct_listeners.push(l);
+    }
+
+    let shared = Arc::new(Shared {
+        started: Instant::now(),
+        shard_count: layout.shard_count,
+        cores,
+        advertise_addr: advertise.to_string(),
+        core_addrs: Mutex::new(core_addrs.clone()),
+        topics: Mutex::new(topics.all()),
+        topics_version: AtomicU64::new(1),
+        registered_version: AtomicU64::new(0),
+        shutdown: AtomicBool::new(false),
+        config,
+    });
+
+    let mesh_builder =
+        MeshBuilder::<CoreMessage, _>::full(cores as usize, shared.config.inbox_capacity as usize);
+    let (ready_tx, ready_rx) = mpsc::channel::<Result<u16, String>>();
+    let mut executors = Vec::with_capacity(cores as usize);
+    let mut main_iter = main_listeners.into_iter();
+    let mut direct_iter = direct_listeners.into_iter();
+    for core in 0..cores {
+        let (Some(main_l), Some(direct_l)) = (main_iter.next(), direct_iter.next()) else {
+            bail!("internal: listener count mismatch");
+        };
+        let main_fd = main_l.into_raw_fd();
+        let direct_fd = direct_l.into_raw_fd();
+        let shards: Vec<shard::ShardConfig> = (0..layout.shard_count)
+            .filter(|&s| protocol::shard_core(s, cores) == core)
+            .map(|s| {
+                shard_config(
+                    &shared.config,
+                    layout.shard_dirs[s as usize].clone(),
+                    s,
+                    store_host,
+                )
+            })
+            .collect();
+        let shared = shared.clone();
+        let mesh_builder = mesh_builder.clone();
+        let topics = topics.clone();
+        let ready = ready_tx.clone();
+        let h = LocalExecutorBuilder::new(Placement::Fixed(cpus[core as usize]))
+            .name(&format!("core-{core}"))
+            .io_memory(shared.config.io_memory_bytes as usize)
+            .spawn(move || async move {
+                let result = core_main(
+                    core,
+                    shared,
+                    shards,
+                    mesh_builder,
+                    main_fd,
+                    direct_fd,
+                    topics,
+                    ready.clone(),
+                )
+                .await;
+                if let Err(e) = result {
+                    let _ = ready.send(Err(format!("core {core}: {e:#}")));
+                }
+            })
+            .map_err(|e| anyhow!("cannot start the executor of core {core}: {e}"))?;
+        executors.push(h);
+    }
+    drop(ready_tx);
+
+    let registry = crate::registry::spawn(shared.clone())?;
+    let mut running = Running {
+        shared: shared.clone(),
+        listen_addr,
+        executors,
+        registry: Some(registry),
+    };
+    let mut ready = 0;
+    while ready < cores {
+        match ready_rx.recv_timeout(Duration::from_secs(600)) {
+            Ok(Ok(_)) => ready += 1,
+            Ok(Err(e)) => {
+                running.request_shutdown();
+                for h in std::mem::take(&mut running.executors) {
+                    let _ = h.join();
+                }
+                bail!("{e}");
+            }
+            Err(_) => {
+                running.request_shutdown();
+                bail!("the cores did not start");
+            }
+        }
+    }
+    Ok(running)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn core_main(
+    id: u16,
+    shared: Arc<Shared>,
+    shard_configs: Vec<shard::ShardConfig>,
+    mesh_builder: MeshBuilder<CoreMessage, glommio::channels::channel_mesh::Full>,
+    main_fd: RawFd,
+    direct_fd: RawFd,
+    topics: TopicTable,
+    ready: mpsc::Sender<Result<u16, String>>,
+) -> anyhow::Result<()> {
+    // SAFETY: both descriptors are listening TCP sockets created by `start` and handed to this
+    // core alone (into_raw_fd gave up their ownership there).
+    let (main_l, direct_l) = unsafe {
+        (
+            TcpListener::from_raw_fd(main_fd),
+            TcpListener::from_raw_fd(direct_fd),
+        )
+    };
+    // Join the mesh before anything can fail, so no peer waits for this core forever.
+    let (senders, receivers) = mesh_builder
+        .join()
+        .await
+        .map_err(|_| anyhow!("cannot join the core mesh"))?;
+    let mesh = Rc::new(Mesh::new(id, senders));
+
+    let mut shards = HashMap::new();
+    let mut open_error = None;
+    for cfg in shard_configs {
+        let sid = cfg.shard_id;
+        match shard::Shard::open(cfg).await {
+            Ok(s) => {
+                shards.insert(sid, s);
+            }
+            Err(e) => {
+                open_error = Some(anyhow!("cannot open shard {sid}: {e}"));
+                break;
+            }
+        }
+    }
+    let core = Rc::new(Core {
+        id,
+        shared: shared.clone(),
+        shards,
+        mesh: mesh.clone(),
+        topics: std::cell::RefCell::new(topics),
+        stats: CoreStats::default(),
+        store_host: match shared.advertise_addr.parse() {
+            Ok(a) => a,
+            Err(_) => SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, 0),
+        },
+    });
+    let serving = core.clone();
+    mesh::spawn_receivers(
+        mesh.clone(),
+        receivers,
+        shared.config.inbox_capacity,
+        move |from, token, req| {
+            let core = serving.clone();
+            async move {
+                let reply = core.serve_remote(req).await;
+                core.mesh.reply(from, token, reply).await;
+            }
+        },
+    );
+    if let Some(e) = open_error {
+        return Err(e);
+    }
+
+    let mut accept_tasks = Vec::new();
+    for listener in [main_l, direct_l] {
+        let core = core.clone();
+        accept_tasks.push(glommio::spawn_local(async move {
+            loop {
+                match listener.accept().await {
+                    Ok(stream) => {
+                        let core = core.clone();
+                        glommio::spawn_local(crate::conn::serve_connection(core, stream)).detach();
+                    }
+                    Err(e) => {
+                        tracing::warn!("accept failed: {e}");
+                        glommio::timer::sleep(Duration::from_millis(10)).await;
+                    }
+                }
+            }
+        }));
+    }
+    let _ = ready.send(Ok(id));
+
+    while !shared.shutdown.load(Ordering::SeqCst) {
+        glommio::timer::sleep(Duration::from_millis(50)).await;
+    }
+    for t in accept_tasks {
+        t.cancel().await;
+    }
+    // Give in-flight requests a moment, then flush every shard.
+    glommio::timer::sleep(Duration::from_millis(20)).await;
+    for (sid, shard) in core.shards.iter() {
+        if let Err(e) = shard.close().await {
+            tracing::error!(shard = sid, "flush at shutdown failed: {e}");
+        }
+    }
+    core.mesh.fail_pending();
+    Ok(())
+}

@@ -1,0 +1,366 @@
+//! The broker's one config struct: defaults, bounds, TOML loading, tuning profiles.
+//!
+//! Precedence: built-in defaults < the tuning profile (`--profile`, default `throughput`) <
+//! the config file (`--config`) < command-line flags. Every key is documented in
+//! `tuning/README.md` with its default, bounds and whether it needs a restart (today every
+//! key is read at start, so every change needs a restart).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// Tuning profiles embedded in the binary, so `--profile NAME` works from any directory.
+pub const PROFILES: &[(&str, &str)] = &[
+    ("throughput", include_str!("../../tuning/throughput.toml")),
+    ("latency", include_str!("../../tuning/latency.toml")),
+    ("durable", include_str!("../../tuning/durable.toml")),
+    ("small", include_str!("../../tuning/small.toml")),
+];
+
+pub const DEFAULT_PROFILE: &str = "throughput";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("unknown tuning profile `{0}` (known: throughput, latency, durable, small)")]
+    UnknownProfile(String),
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("config {origin}: {message}")]
+    Parse { origin: String, message: String },
+    #[error("config key `{key}` = {value} is out of bounds: {bounds}")]
+    OutOfBounds {
+        key: &'static str,
+        value: String,
+        bounds: &'static str,
+    },
+    #[error("config key `{key}`: {message}")]
+    Invalid { key: &'static str, message: String },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FlushDiskType {
+    #[serde(rename = "ASYNC_FLUSH")]
+    Async,
+    #[serde(rename = "SYNC_FLUSH")]
+    Sync,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BrokerConfig {
+    // ---- identity and network ----
+    pub broker_name: String,
+    pub cluster_name: String,
+    /// 0 = master.
+    pub broker_id: u64,
+    pub listen: String,
+    /// The address clients are told to use; defaults to `listen` (an unspecified listen IP
+    /// is replaced by 127.0.0.1).
+    pub advertise_addr: Option<String>,
+    /// Core i's direct port is `direct_port_base + i`; 0 = an ephemeral port per core.
+    pub direct_port_base: u16,
+    /// NameServers, `;`-separated. Empty = run without registering.
+    pub namesrv_addr: String,
+    pub data_dir: PathBuf,
+    /// Executors to run, one pinned per core; 0 = every core of the host.
+    pub cores: u16,
+    pub register_interval_ms: u64,
+    pub auto_create_topic_enable: bool,
+    pub default_topic_queue_nums: u32,
+
+    // ---- storage ----
+    pub flush_disk_type: FlushDiskType,
+    pub flush_interval_ms: u64,
+    pub flush_dirty_bytes_max: u64,
+    pub commit_log_segment_bytes: u64,
+    pub write_chunk_bytes: u64,
+    pub hot_bytes_max: u64,
+    pub max_message_size_bytes: u64,
+    pub file_reserved_hours: u64,
+    pub disk_clean_ratio: f64,
+    pub disk_force_clean_ratio: f64,
+    pub disk_refuse_ratio: f64,
+
+    // ---- request path ----
+    pub inbox_capacity: u64,
+    pub max_frame_bytes: u64,
+    pub connection_inflight_max: u64,
+    pub long_polling_max_ms: u64,
+    /// glommio io_uring buffer memory per executor (locked memory).
+    pub io_memory_bytes: u64,
+}
+
+impl Default for BrokerConfig {
+    fn default() -> Self {
+        BrokerConfig {
+            broker_name: "broker-a".into(),
+            cluster_name: "DefaultCluster".into(),
+            broker_id: 0,
+            listen: "127.0.0.1:10911".into(),
+            advertise_addr: None,
+            direct_port_base: 0,
+            namesrv_addr: String::new(),
+            data_dir: PathBuf::from("./data"),
+            cores: 0,
+            register_interval_ms: 30_000,
+            auto_create_topic_enable: true,
+            default_topic_queue_nums: 4,
+            flush_disk_type: FlushDiskType::Async,
+            flush_interval_ms: 10,
+            flush_dirty_bytes_max: 4 << 20,
+            commit_log_segment_bytes: 1 << 30,
+            write_chunk_bytes: 4 << 20,
+            hot_bytes_max: 256 << 20,
+            max_message_size_bytes: 4 << 20,
+            file_reserved_hours: 72,
+            disk_clean_ratio: 0.75,
+            disk_force_clean_ratio: 0.85,
+            disk_refuse_ratio: 0.90,
+            inbox_capacity: 1024,
+            max_frame_bytes: 16 << 20,
+            connection_inflight_max: 1024,
+            long_polling_max_ms: 30_000,
+            io_memory_bytes: 4 << 20,
+        }
+    }
+}
+
+macro_rules! bound {
+    ($cfg:expr, $field:ident, $lo:expr, $hi:expr, $text:expr) => {
+        if !($lo..=$hi).contains(&$cfg.$field) {
+            return Err(ConfigError::OutOfBounds {
+                key: stringify!($field),
+                value: format!("{:?}", $cfg.$field),
+                bounds: $text,
+            });
+        }
+    };
+}
+
+impl BrokerConfig {
+    /// Defaults overlaid with a named profile.
+    pub fn from_profile(name: &str) -> Result<BrokerConfig, ConfigError> {
+        let text = PROFILES
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, t)| *t)
+            .ok_or_else(|| ConfigError::UnknownProfile(name.to_owned()))?;
+        Self::parse_str(text, &format!("profile `{name}`"))
+    }
+
+    /// Parses a TOML document over the defaults: keys not given keep their default.
+    pub fn parse_str(text: &str, origin: &str) -> Result<BrokerConfig, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError::Parse {
+            origin: origin.to_owned(),
+            message: e.to_string(),
+        })
+    }
+
+    /// Overlays the keys set in a TOML document onto `self`.
+    pub fn overlay_str(&mut self, text: &str, origin: &str) -> Result<(), ConfigError> {
+        let overlay: toml::Table = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            origin: origin.to_owned(),
+            message: e.to_string(),
+        })?;
+        let mut base = toml::Table::try_from(&*self).map_err(|e| ConfigError::Parse {
+            origin: origin.to_owned(),
+            message: e.to_string(),
+        })?;
+        for (k, v) in overlay {
+            base.insert(k, v);
+        }
+        *self = base
+            .try_into()
+            .map_err(|e: toml::de::Error| ConfigError::Parse {
+                origin: origin.to_owned(),
+                message: e.to_string(),
+            })?;
+        Ok(())
+    }
+
+    pub fn overlay_file(&mut self, path: &std::path::Path) -> Result<(), ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        self.overlay_str(&text, &path.display().to_string())
+    }
+
+    /// Checks every bound; the error names the key.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.broker_name.is_empty() || self.broker_name.len() > 127 {
+            return Err(ConfigError::Invalid {
+                key: "broker_name",
+                message: "must be 1..=127 bytes".into(),
+            });
+        }
+        if self.cluster_name.is_empty() {
+            return Err(ConfigError::Invalid {
+                key: "cluster_name",
+                message: "must not be empty".into(),
+            });
+        }
+        self.listen_addr()?;
+        if let Some(a) = &self.advertise_addr {
+            a.parse::<SocketAddr>().map_err(|e| ConfigError::Invalid {
+                key: "advertise_addr",
+                message: format!("`{a}` is not ip:port ({e})"),
+            })?;
+        }
+        for ns in self.namesrv_list() {
+            ns.parse::<SocketAddr>().map_err(|e| ConfigError::Invalid {
+                key: "namesrv_addr",
+                message: format!("`{ns}` is not ip:port ({e})"),
+            })?;
+        }
+        bound!(self, cores, 0, 1024, "0 (all cores) to 1024");
+        bound!(
+            self,
+            register_interval_ms,
+            1_000,
+            60_000,
+            "1000 to 60000 ms"
+        );
+        bound!(self, default_topic_queue_nums, 1, 1024, "1 to 1024");
+        bound!(self, flush_interval_ms, 1, 10_000, "1 to 10000 ms");
+        bound!(self, flush_dirty_bytes_max, 4096, 1 << 30, "4 KiB to 1 GiB");
+        bound!(
+            self,
+            commit_log_segment_bytes,
+            64 << 10,
+            16 << 30,
+            "64 KiB to 16 GiB"
+        );
+        if !self.commit_log_segment_bytes.is_multiple_of(4096) {
+            return Err(ConfigError::Invalid {
+                key: "commit_log_segment_bytes",
+                message: "must be a multiple of 4096".into(),
+            });
+        }
+        bound!(
+            self,
+            write_chunk_bytes,
+            64 << 10,
+            256 << 20,
+            "64 KiB to 256 MiB"
+        );
+        bound!(self, hot_bytes_max, 0, 64 << 30, "0 to 64 GiB");
+        bound!(
+            self,
+            max_message_size_bytes,
+            1024,
+            64 << 20,
+            "1 KiB to 64 MiB"
+        );
+        if self.max_message_size_bytes + 4096 > self.commit_log_segment_bytes {
+            return Err(ConfigError::Invalid {
+                key: "max_message_size_bytes",
+                message: "must fit in one CommitLog segment (commit_log_segment_bytes)".into(),
+            });
+        }
+        bound!(self, file_reserved_hours, 1, 24 * 365, "1 to 8760 hours");
+        bound!(self, disk_clean_ratio, 0.01, 0.99, "0.01 to 0.99");
+        bound!(self, disk_force_clean_ratio, 0.01, 0.99, "0.01 to 0.99");
+        bound!(self, disk_refuse_ratio, 0.01, 0.995, "0.01 to 0.995");
+        if !(self.disk_clean_ratio <= self.disk_force_clean_ratio
+            && self.disk_force_clean_ratio <= self.disk_refuse_ratio)
+        {
+            return Err(ConfigError::Invalid {
+                key: "disk_clean_ratio",
+                message: "need disk_clean_ratio <= disk_force_clean_ratio <= disk_refuse_ratio"
+                    .into(),
+            });
+        }
+        bound!(self, inbox_capacity, 1, 1 << 20, "1 to 1048576");
+        bound!(
+            self,
+            max_frame_bytes,
+            64 << 10,
+            256 << 20,
+            "64 KiB to 256 MiB"
+        );
+        if self.max_frame_bytes < self.max_message_size_bytes + 4096 {
+            return Err(ConfigError::Invalid {
+                key: "max_frame_bytes",
+                message: "must exceed max_message_size_bytes by at least 4096".into(),
+            });
+        }
+        bound!(self, connection_inflight_max, 1, 1 << 16, "1 to 65536");
+        bound!(self, long_polling_max_ms, 0, 300_000, "0 to 300000 ms");
+        bound!(self, io_memory_bytes, 64 << 10, 1 << 30, "64 KiB to 1 GiB");
+        Ok(())
+    }
+
+    pub fn listen_addr(&self) -> Result<SocketAddr, ConfigError> {
+        self.listen.parse().map_err(|e| ConfigError::Invalid {
+            key: "listen",
+            message: format!("`{}` is not ip:port ({e})", self.listen),
+        })
+    }
+
+    pub fn namesrv_list(&self) -> Vec<String> {
+        self.namesrv_addr
+            .split(';')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_profile_parses_and_validates() {
+        for (name, _) in PROFILES {
+            let cfg = BrokerConfig::from_profile(name).unwrap();
+            cfg.validate()
+                .unwrap_or_else(|e| panic!("profile {name}: {e}"));
+        }
+        assert!(matches!(
+            BrokerConfig::from_profile("nope"),
+            Err(ConfigError::UnknownProfile(_))
+        ));
+    }
+
+    #[test]
+    fn durable_profile_flushes_synchronously() {
+        let cfg = BrokerConfig::from_profile("durable").unwrap();
+        assert_eq!(cfg.flush_disk_type, FlushDiskType::Sync);
+        let cfg = BrokerConfig::from_profile("throughput").unwrap();
+        assert_eq!(cfg.flush_disk_type, FlushDiskType::Async);
+    }
+
+    #[test]
+    fn out_of_bounds_value_is_named() {
+        let mut cfg = BrokerConfig::default();
+        cfg.overlay_str("flush_interval_ms = 0", "test").unwrap();
+        let err = cfg.validate().unwrap_err().to_string();
+        assert!(err.contains("flush_interval_ms"), "{err}");
+    }
+
+    #[test]
+    fn unknown_key_is_refused_with_its_name() {
+        let mut cfg = BrokerConfig::default();
+        let err = cfg
+            .overlay_str("flush_intervall_ms = 5", "test")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("flush_intervall_ms"), "{err}");
+    }
+
+    #[test]
+    fn overlay_keeps_other_keys() {
+        let mut cfg = BrokerConfig::from_profile("small").unwrap();
+        let seg = cfg.commit_log_segment_bytes;
+        cfg.overlay_str("broker_name = \"b2\"", "test").unwrap();
+        assert_eq!(cfg.broker_name, "b2");
+        assert_eq!(cfg.commit_log_segment_bytes, seg);
+    }
+}

@@ -1,0 +1,308 @@
+//! The native protocol front end: one task reads frames from a connection and starts a task
+//! per request (pipelining; at most `connection_inflight_max` at once); one task writes the
+//! responses as they complete, batching small ones into one write. Wire codes appear here and
+//! nowhere else.
+
+use std::rc::Rc;
+
+use bytes::{Bytes, BytesMut};
+use futures_lite::io::{AsyncReadExt, AsyncWriteExt};
+use glommio::channels::local_channel::{self, LocalSender};
+use glommio::net::TcpStream;
+use protocol::{
+    encode_frame_prefix, BrokerStatus, Command, Decoded, FrameDecoder, Header, PullResult,
+    ResponseCode, SendResult,
+};
+
+use crate::core::{Core, PullBody};
+use crate::error::BrokerError;
+use crate::mesh::{PullArgs, PullStatus};
+
+/// A response on its way to the socket.
+pub struct Outgoing {
+    header: Header,
+    body: Body,
+}
+
+enum Body {
+    None,
+    Owned(Vec<Bytes>),
+    Local(Vec<shard::StoredSlice>),
+}
+
+impl Body {
+    fn len(&self) -> usize {
+        match self {
+            Body::None => 0,
+            Body::Owned(v) => v.iter().map(|b| b.len()).sum(),
+            Body::Local(v) => v.iter().map(|s| s.len()).sum(),
+        }
+    }
+}
+
+fn error_response(request_id: u64, e: &BrokerError) -> Outgoing {
+    Outgoing {
+        header: Header::error(request_id, e.code(), e.to_string()),
+        body: Body::None,
+    }
+}
+
+fn ok(request_id: u64, command: Command) -> Outgoing {
+    Outgoing {
+        header: Header::response(request_id, ResponseCode::Success, command),
+        body: Body::None,
+    }
+}
+
+pub async fn serve_connection(core: Rc<Core>, stream: TcpStream) {
+    let peer = stream
+        .peer_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    let _ = stream.set_nodelay(true);
+    let (mut reader, writer) = futures_lite::io::split(stream);
+    let inflight_max = core.shared.config.connection_inflight_max as usize;
+    let (tx, rx) = local_channel::new_bounded::<Outgoing>(inflight_max);
+    let tx = Rc::new(tx);
+    // Responses queued for the writer: it flushes when none is waiting, so a burst of
+    // pipelined responses leaves in one write.
+    let queued = Rc::new(std::cell::Cell::new(0usize));
+    let writer_queued = queued.clone();
+    let permits = Rc::new(glommio::sync::Semaphore::new(inflight_max as u64));
+
+    let writer_task = glommio::spawn_local(async move {
+        let mut w = futures_lite::io::BufWriter::with_capacity(256 * 1024, writer);
+        let mut prefix = BytesMut::with_capacity(512);
+        while let Some(out) = rx.recv().await {
+            writer_queued.set(writer_queued.get().saturating_sub(1));
+            prefix.clear();
+            if let Err(e) = encode_frame_prefix(&out.header, out.body.len(), &mut prefix) {
+                tracing::warn!("cannot encode a response: {e}");
+                break;
+            }
+            let mut res = w.write_all(&prefix).await;
+            if res.is_ok() {
+                res = match &out.body {
+                    Body::None => Ok(()),
+                    Body::Owned(v) => write_all_slices(&mut w, v.iter().map(|b| &b[..])).await,
+                    Body::Local(v) => {
+                        write_all_slices(&mut w, v.iter().map(|s| s.as_bytes())).await
+                    }
+                };
+            }
+            if res.is_ok() && writer_queued.get() == 0 {
+                res = w.flush().await;
+            }
+            if res.is_err() {
+                break;
+            }
+        }
+        let _ = w.close().await;
+    });
+
+    let mut decoder = FrameDecoder::new(core.shared.config.max_frame_bytes as u32);
+    let mut buf = BytesMut::with_capacity(256 * 1024);
+    'conn: loop {
+        loop {
+            match decoder.decode(&mut buf) {
+                Ok(None) => break,
+                Ok(Some(Decoded::Frame(frame))) => {
+                    let Ok(permit) = permits.clone().acquire_static_permit(1).await else {
+                        break 'conn;
+                    };
+                    let core = core.clone();
+                    let tx = tx.clone();
+                    let queued = queued.clone();
+                    glommio::spawn_local(async move {
+                        let oneway = frame.header.is_oneway();
+                        let id = frame.header.request_id;
+                        core.count_request();
+                        let out = handle(&core, frame.header.command, frame.body).await;
+                        let out = out.unwrap_or_else(|e| error_response(id, &e));
+                        let out = Outgoing {
+                            header: Header {
+                                request_id: id,
+                                ..out.header
+                            },
+                            body: out.body,
+                        };
+                        if !oneway {
+                            queued.set(queued.get() + 1);
+                            let _ = send_out(&tx, out).await;
+                        }
+                        drop(permit);
+                    })
+                    .detach();
+                }
+                Ok(Some(Decoded::Oversized { header, frame_len })) => {
+                    let e = BrokerError::MessageTooLarge {
+                        size: frame_len,
+                        max: core.shared.config.max_frame_bytes,
+                    };
+                    if !header.is_oneway() {
+                        queued.set(queued.get() + 1);
+                        let _ = send_out(&tx, error_response(header.request_id, &e)).await;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(peer, "closing connection after a malformed frame: {e}");
+                    let out = Outgoing {
+                        header: Header::error(
+                            0,
+                            ResponseCode::BadFrame,
+                            format!("malformed frame: {e}"),
+                        ),
+                        body: Body::None,
+                    };
+                    queued.set(queued.get() + 1);
+                    let _ = send_out(&tx, out).await;
+                    break 'conn;
+                }
+            }
+        }
+        if buf.capacity() - buf.len() < 64 * 1024 {
+            buf.reserve(256 * 1024);
+        }
+        let start = buf.len();
+        let room = buf.capacity() - start;
+        buf.resize(start + room, 0);
+        match reader.read(&mut buf[start..]).await {
+            Ok(0) | Err(_) => {
+                buf.truncate(start);
+                break;
+            }
+            Ok(n) => buf.truncate(start + n),
+        }
+    }
+    drop(tx);
+    // Let in-flight requests finish and their responses drain before the socket closes.
+    writer_task.await;
+}
+
+async fn send_out(tx: &LocalSender<Outgoing>, out: Outgoing) -> Result<(), ()> {
+    tx.send(out).await.map_err(|_| ())
+}
+
+async fn write_all_slices<'a, W: futures_lite::AsyncWrite + Unpin>(
+    w: &mut W,
+    slices: impl Iterator<Item = &'a [u8]>,
+) -> std::io::Result<()> {
+    for s in slices {
+        w.write_all(s).await?;
+    }
+    Ok(())
+}
+
+/// Maps one request to its handler and the handler's answer to a response.
+async fn handle(core: &Rc<Core>, command: Command, body: Bytes) -> Result<Outgoing, BrokerError> {
+    match command {
+        Command::Send(req) => {
+            let out = core.send(&req.topic, req.queue_id, body, req.count).await?;
+            Ok(ok(
+                0,
+                Command::SendResult(SendResult {
+                    queue_id: out.queue_id,
+                    first_queue_offset: out.appended.first_queue_offset,
+                    first_commit_log_offset: out.appended.first_commit_log_offset,
+                    shard: out.appended.shard,
+                    store_host: out.store_host.to_string(),
+                }),
+            ))
+        }
+        Command::Pull(req) => {
+            let args = PullArgs {
+                topic: req.topic,
+                queue_id: req.queue_id,
+                queue_offset: req.queue_offset,
+                max_messages: req.max_messages,
+                max_bytes: req.max_bytes,
+                tag_expression: req.tag_expression,
+                suspend_timeout_ms: req.suspend_timeout_ms,
+            };
+            let out = core.pull(args).await?;
+            let code = match out.status {
+                PullStatus::Found => ResponseCode::Success,
+                PullStatus::NoNewMessage => ResponseCode::PullNotFound,
+                PullStatus::OffsetMoved => ResponseCode::PullOffsetMoved,
+            };
+            let result = PullResult {
+                next_offset: out.next_offset,
+                min_offset: out.min_offset,
+                max_offset: out.max_offset,
+                count: out.count,
+            };
+            let body = match out.body {
+                PullBody::Local(v) => Body::Local(v),
+                PullBody::Owned(v) => Body::Owned(v),
+            };
+            Ok(Outgoing {
+                header: Header::response(0, code, Command::PullResult(result)),
+                body,
+            })
+        }
+        Command::CreateTopic(cfg) => {
+            core.create_topic(cfg).await?;
+            Ok(ok(0, Command::Empty))
+        }
+        Command::GetQueueOffsets { topic, queue_id } => {
+            let (min_offset, max_offset) = core.queue_offsets(&topic, queue_id).await?;
+            Ok(ok(
+                0,
+                Command::QueueOffsets {
+                    min_offset,
+                    max_offset,
+                },
+            ))
+        }
+        Command::SearchOffsetByTime {
+            topic,
+            queue_id,
+            timestamp_ms,
+        } => {
+            let off = core.search_offset(&topic, queue_id, timestamp_ms).await?;
+            Ok(ok(0, Command::Offset(off)))
+        }
+        Command::BrokerStatus => {
+            let cores = core.status().await?;
+            Ok(ok(
+                0,
+                Command::BrokerStatusResult(BrokerStatus {
+                    broker_name: core.shared.config.broker_name.clone(),
+                    cluster: core.shared.config.cluster_name.clone(),
+                    uptime_ms: core.shared.started.elapsed().as_millis() as u64,
+                    shard_count: core.shared.shard_count,
+                    cores,
+                }),
+            ))
+        }
+        Command::QueryByKey(q) => {
+            let recs = core
+                .query_by_key(&q.topic, &q.key, q.begin_ms, q.end_ms, q.max)
+                .await?;
+            records_response(recs)
+        }
+        Command::ViewByOffset {
+            shard,
+            commit_log_offset,
+        } => {
+            let recs = core.view_by_offset(shard, commit_log_offset).await?;
+            records_response(recs)
+        }
+        Command::GetTopicConfigs => Ok(ok(0, Command::TopicConfigs(core.topics.borrow().all()))),
+        other => Err(BrokerError::Unsupported(format!(
+            "the broker does not serve `{}` requests",
+            other.name()
+        ))),
+    }
+}
+
+fn records_response(recs: Vec<Bytes>) -> Result<Outgoing, BrokerError> {
+    if recs.is_empty() {
+        return Err(BrokerError::NotFound("no matching message".into()));
+    }
+    let count = recs.len() as u32;
+    Ok(Outgoing {
+        header: Header::response(0, ResponseCode::Success, Command::Records { count }),
+        body: Body::Owned(recs),
+    })
+}

@@ -1,0 +1,637 @@
+//! One core's state and the request handlers.
+//!
+//! The handlers here know nothing of frames or wire codecs: they take plain arguments and
+//! return plain results or a [`BrokerError`], so a second front end (the RocketMQ remoting
+//! protocol) can call the same functions. Each handler finds the owning shard of its queue
+//! (a pure function), serves it on this core when the shard is local, and otherwise sends it
+//! across the mesh, counting the hop.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::net::SocketAddrV4;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use message::TagFilter;
+use protocol::{queue_owner_shard, shard_core, CoreStatus, TopicConfig};
+use shard::{ReadRequest, ReadStatus, Shard, StoredSlice};
+
+use crate::config::BrokerConfig;
+use crate::error::BrokerError;
+use crate::mesh::{Appended, Mesh, PullArgs, PullOutcome, PullStatus, ShardReply, ShardRequest};
+use crate::topics::{self, TopicTable, AUTO_CREATE_TOPIC_KEY};
+
+/// State shared by every core and the registration thread. Off the data path: only topic
+/// changes and status touch it.
+pub struct Shared {
+    pub config: BrokerConfig,
+    pub started: Instant,
+    pub shard_count: u16,
+    pub cores: u16,
+    /// The address any core answers on.
+    pub advertise_addr: String,
+    /// Each core's direct address, filled in as the cores bind.
+    pub core_addrs: Mutex<Vec<String>>,
+    /// Latest topic table, for the NameServer registration thread.
+    pub topics: Mutex<Vec<TopicConfig>>,
+    /// Bumped by core 0 on every topic change; the registration thread registers again.
+    pub topics_version: AtomicU64,
+    /// The topics_version last registered with every reachable NameServer.
+    pub registered_version: AtomicU64,
+    pub shutdown: AtomicBool,
+}
+
+/// Per-core counters (single-threaded: Cells).
+#[derive(Default)]
+pub struct CoreStats {
+    pub requests: Cell<u64>,
+    pub cross_core_hops: Cell<u64>,
+    pub produced_messages: Cell<u64>,
+    pub produced_bytes: Cell<u64>,
+    pub consumed_messages: Cell<u64>,
+    pub consumed_bytes: Cell<u64>,
+}
+
+fn bump(c: &Cell<u64>, by: u64) {
+    c.set(c.get().wrapping_add(by));
+}
+
+/// What a local pull returns: zero-copy slices of the shard's memory or of one disk read.
+pub type LocalPull = PullOutcome<Vec<StoredSlice>>;
+
+/// A pull answer on the core that will write it to a socket.
+pub enum PullBody {
+    Local(Vec<StoredSlice>),
+    Owned(Vec<Bytes>),
+}
+
+pub struct SendOutcome {
+    pub appended: Appended,
+    pub queue_id: u32,
+    pub store_host: SocketAddrV4,
+}
+
+pub struct Core {
+    pub id: u16,
+    pub shared: Arc<Shared>,
+    pub shards: HashMap<u16, Shard>,
+    pub mesh: Rc<Mesh>,
+    pub topics: RefCell<TopicTable>,
+    pub stats: CoreStats,
+    pub store_host: SocketAddrV4,
+}
+
+impl Core {
+    fn owner(&self, topic: &str, queue_id: u32) -> (u16, u16) {
+        let shard = queue_owner_shard(topic, queue_id, self.shared.shard_count);
+        (shard, shard_core(shard, self.shared.cores))
+    }
+
+    fn local_shard(&self, shard: u16) -> Result<&Shard, BrokerError> {
+        self.shards.get(&shard).ok_or_else(|| {
+            BrokerError::Storage(format!("shard {shard} is not hosted on core {}", self.id))
+        })
+    }
+
+    fn hop(&self) {
+        bump(&self.stats.cross_core_hops, 1);
+    }
+
+    pub fn count_request(&self) {
+        bump(&self.stats.requests, 1);
+    }
+
+    /// The topic's config, creating it when auto-creation allows.
+    async fn topic_for_send(&self, topic: &str) -> Result<TopicConfig, BrokerError> {
+        if let Some(cfg) = self.topics.borrow().get(topic) {
+            return Ok(cfg.clone());
+        }
+        if !self.shared.config.auto_create_topic_enable || topic == AUTO_CREATE_TOPIC_KEY {
+            return Err(BrokerError::TopicNotExist(topic.to_owned()));
+        }
+        topics::validate_topic_name(topic)
+            .map_err(|_| BrokerError::TopicNotExist(topic.to_owned()))?;
+        let cfg = topics::topic_config(topic, self.shared.config.default_topic_queue_nums);
+        tracing::info!(
+            topic,
+            queues = cfg.write_queues,
+            "auto-creating topic on first send"
+        );
+        self.create_topic(cfg.clone()).await?;
+        Ok(cfg)
+    }
+
+    fn topic_for_read(&self, topic: &str) -> Result<TopicConfig, BrokerError> {
+        self.topics
+            .borrow()
+            .get(topic)
+            .cloned()
+            .ok_or_else(|| BrokerError::TopicNotExist(topic.to_owned()))
+    }
+
+    // ------------------------------------------------------------------ handlers
+
+    /// Stores a batch of encoded records in one queue.
+    pub async fn send(
+        &self,
+        topic: &str,
+        queue_id: u32,
+        records: Bytes,
+        count: u32,
+    ) -> Result<SendOutcome, BrokerError> {
+        let cfg = self.topic_for_send(topic).await?;
+        if queue_id >= cfg.write_queues {
+            return Err(BrokerError::QueueNotExist {
+                topic: topic.to_owned(),
+                queue_id,
+                queues: cfg.write_queues,
+            });
+        }
+        let max = self.shared.config.max_message_size_bytes;
+        let mut seen = 0u32;
+        for r in message::records(&records) {
+            let r = r.map_err(|e| BrokerError::MessageIllegal(e.to_string()))?;
+            if r.len() as u64 > max {
+                return Err(BrokerError::MessageTooLarge {
+                    size: r.len() as u64,
+                    max,
+                });
+            }
+            if r.topic() != topic {
+                return Err(BrokerError::MessageIllegal(format!(
+                    "record topic `{}` differs from the request's `{topic}`",
+                    r.topic()
+                )));
+            }
+            seen += 1;
+        }
+        if seen == 0 || seen != count {
+            return Err(BrokerError::MessageIllegal(format!(
+                "header says {count} records, body holds {seen}"
+            )));
+        }
+        let bytes = records.len() as u64;
+        let (shard, core) = self.owner(topic, queue_id);
+        let appended = if core == self.id {
+            self.append_local(shard, topic, queue_id, &records).await?
+        } else {
+            self.hop();
+            let req = ShardRequest::Append {
+                shard,
+                topic: topic.to_owned(),
+                queue_id,
+                records,
+            };
+            match self.mesh.call(core, req).await? {
+                ShardReply::Appended(r) => r?,
+                other => return Err(unexpected(other)),
+            }
+        };
+        bump(&self.stats.produced_messages, seen as u64);
+        bump(&self.stats.produced_bytes, bytes);
+        Ok(SendOutcome {
+            appended,
+            queue_id,
+            store_host: self.store_host,
+        })
+    }
+
+    async fn append_local(
+        &self,
+        shard: u16,
+        topic: &str,
+        queue_id: u32,
+        records: &[u8],
+    ) -> Result<Appended, BrokerError> {
+        let r = self
+            .local_shard(shard)?
+            .append(topic, queue_id, records)
+            .await?;
+        Ok(Appended {
+            shard,
+            first_queue_offset: r.first_queue_offset,
+            first_commit_log_offset: r.first_commit_log_offset,
+        })
+    }
+
+    /// Reads a queue, waiting up to `suspend_timeout_ms` (long polling) when nothing is new.
+    pub async fn pull(&self, args: PullArgs) -> Result<PullOutcome<PullBody>, BrokerError> {
+        let cfg = self.topic_for_read(&args.topic)?;
+        if args.queue_id >= cfg.read_queues.max(cfg.write_queues) {
+            return Err(BrokerError::QueueNotExist {
+                topic: args.topic.clone(),
+                queue_id: args.queue_id,
+                queues: cfg.read_queues,
+            });
+        }
+        let (shard, core) = self.owner(&args.topic, args.queue_id);
+        let out = if core == self.id {
+            let o = self.pull_local(shard, &args).await?;
+            PullOutcome {
+                status: o.status,
+                next_offset: o.next_offset,
+                min_offset: o.min_offset,
+                max_offset: o.max_offset,
+                count: o.count,
+                body: PullBody::Local(o.body),
+            }
+        } else {
+            self.hop();
+            match self
+                .mesh
+                .call(core, ShardRequest::Pull { shard, args })
+                .await?
+            {
+                ShardReply::Pulled(r) => {
+                    let o = r?;
+                    PullOutcome {
+                        status: o.status,
+                        next_offset: o.next_offset,
+                        min_offset: o.min_offset,
+                        max_offset: o.max_offset,
+                        count: o.count,
+                        body: PullBody::Owned(o.body),
+                    }
+                }
+                other => return Err(unexpected(other)),
+            }
+        };
+        Ok(out)
+    }
+
+    async fn pull_local(&self, shard_id: u16, args: &PullArgs) -> Result<LocalPull, BrokerError> {
+        let shard = self.local_shard(shard_id)?;
+        let filter = TagFilter::parse(&args.tag_expression);
+        let wait_ms = args
+            .suspend_timeout_ms
+            .min(self.shared.config.long_polling_max_ms);
+        let deadline = Instant::now() + Duration::from_millis(wait_ms);
+        loop {
+            let req = ReadRequest {
+                topic: &args.topic,
+                queue_id: args.queue_id,
+                queue_offset: args.queue_offset,
+                max_messages: args.max_messages.clamp(1, 1024),
+                max_bytes: args.max_bytes.max(1),
+                filter: &filter,
+            };
+            let r = shard.read(&req).await?;
+            let status = match r.status {
+                ReadStatus::Found => PullStatus::Found,
+                ReadStatus::OffsetMoved | ReadStatus::OffsetOverflow => PullStatus::OffsetMoved,
+                ReadStatus::NoNewMessage | ReadStatus::NoMatchedMessage => PullStatus::NoNewMessage,
+            };
+            // Long polling: nothing at or after the offset yet (filtered-out entries advance
+            // next_offset and are answered at once so the consumer moves on).
+            let now = Instant::now();
+            if status == PullStatus::NoNewMessage
+                && r.next_queue_offset <= args.queue_offset
+                && now < deadline
+                && !self.shared.shutdown.load(Ordering::Relaxed)
+            {
+                let max = shard.queue_offsets(&args.topic, args.queue_id).max;
+                if shard
+                    .wait_for_message(&args.topic, args.queue_id, max, deadline - now)
+                    .await
+                {
+                    continue;
+                }
+            }
+            let count = r
+                .records
+                .iter()
+                .map(|s| message::records(s.as_bytes()).count() as u32)
+                .sum();
+            let bytes: u64 = r.records.iter().map(|s| s.len() as u64).sum();
+            bump(&self.stats.consumed_messages, count as u64);
+            bump(&self.stats.consumed_bytes, bytes);
+            return Ok(PullOutcome {
+                status,
+                next_offset: r.next_queue_offset,
+                min_offset: r.min_offset,
+                max_offset: r.max_offset,
+                count,
+                body: r.records,
+            });
+        }
+    }
+
+    pub async fn queue_offsets(
+        &self,
+        topic: &str,
+        queue_id: u32,
+    ) -> Result<(u64, u64), BrokerError> {
+        self.topic_for_read(topic)?;
+        let (shard, core) = self.owner(topic, queue_id);
+        if core == self.id {
+            let o = self.local_shard(shard)?.queue_offsets(topic, queue_id);
+            return Ok((o.min, o.max));
+        }
+        self.hop();
+        match self
+            .mesh
+            .call(
+                core,
+                ShardRequest::QueueOffsets {
+                    shard,
+                    topic: topic.to_owned(),
+                    queue_id,
+                },
+            )
+            .await?
+        {
+            ShardReply::Offsets(r) => r,
+            other => Err(unexpected(other)),
+        }
+    }
+
+    pub async fn search_offset(
+        &self,
+        topic: &str,
+        queue_id: u32,
+        timestamp_ms: i64,
+    ) -> Result<u64, BrokerError> {
+        self.topic_for_read(topic)?;
+        let (shard, core) = self.owner(topic, queue_id);
+        if core == self.id {
+            return Ok(self
+                .local_shard(shard)?
+                .search_offset_by_time(topic, queue_id, timestamp_ms)
+                .await?);
+        }
+        self.hop();
+        match self
+            .mesh
+            .call(
+                core,
+                ShardRequest::SearchOffset {
+                    shard,
+                    topic: topic.to_owned(),
+                    queue_id,
+                    timestamp_ms,
+                },
+            )
+            .await?
+        {
+            ShardReply::Offset(r) => r,
+            other => Err(unexpected(other)),
+        }
+    }
+
+    pub async fn view_by_offset(
+        &self,
+        shard: u16,
+        commit_log_offset: u64,
+    ) -> Result<Vec<Bytes>, BrokerError> {
+        if shard >= self.shared.shard_count {
+            return Err(BrokerError::NotFound(format!(
+                "shard {shard} does not exist"
+            )));
+        }
+        let core = shard_core(shard, self.shared.cores);
+        if core == self.id {
+            return self.view_local(shard, commit_log_offset).await;
+        }
+        self.hop();
+        match self
+            .mesh
+            .call(
+                core,
+                ShardRequest::ViewByOffset {
+                    shard,
+                    commit_log_offset,
+                },
+            )
+            .await?
+        {
+            ShardReply::Records(r) => r,
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn view_local(
+        &self,
+        shard: u16,
+        commit_log_offset: u64,
+    ) -> Result<Vec<Bytes>, BrokerError> {
+        match self.local_shard(shard)?.read_at(commit_log_offset).await? {
+            Some(s) => Ok(vec![s.to_bytes()]),
+            None => Err(BrokerError::NotFound(format!(
+                "no message at offset {commit_log_offset} of shard {shard}"
+            ))),
+        }
+    }
+
+    /// Asks every core (every shard) for messages by key.
+    pub async fn query_by_key(
+        &self,
+        topic: &str,
+        key: &str,
+        begin_ms: i64,
+        end_ms: i64,
+        max: u32,
+    ) -> Result<Vec<Bytes>, BrokerError> {
+        let mut out = self.query_local(topic, key, begin_ms, end_ms, max).await?;
+        for core in 0..self.shared.cores {
+            if core == self.id {
+                continue;
+            }
+            let req = ShardRequest::QueryByKey {
+                topic: topic.to_owned(),
+                key: key.to_owned(),
+                begin_ms,
+                end_ms,
+                max,
+            };
+            match self.mesh.call(core, req).await? {
+                ShardReply::Records(r) => out.extend(r?),
+                other => return Err(unexpected(other)),
+            }
+        }
+        out.truncate(max as usize);
+        Ok(out)
+    }
+
+    async fn query_local(
+        &self,
+        topic: &str,
+        key: &str,
+        begin_ms: i64,
+        end_ms: i64,
+        max: u32,
+    ) -> Result<Vec<Bytes>, BrokerError> {
+        let mut out = Vec::new();
+        for shard in self.shards.values() {
+            for s in shard
+                .query_by_key(topic, key, begin_ms, end_ms, max as usize)
+                .await?
+            {
+                out.push(s.to_bytes());
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every core's counters.
+    pub async fn status(&self) -> Result<Vec<CoreStatus>, BrokerError> {
+        let mut out = Vec::with_capacity(self.shared.cores as usize);
+        for core in 0..self.shared.cores {
+            if core == self.id {
+                out.push(self.local_status());
+            } else {
+                match self.mesh.call(core, ShardRequest::Status).await? {
+                    ShardReply::Status(s) => out.push(s),
+                    other => return Err(unexpected(other)),
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    pub fn local_status(&self) -> CoreStatus {
+        let mut s = CoreStatus {
+            core: self.id,
+            shards: {
+                let mut v: Vec<u16> = self.shards.keys().copied().collect();
+                v.sort_unstable();
+                v
+            },
+            requests: self.stats.requests.get(),
+            cross_core_hops: self.stats.cross_core_hops.get(),
+            inbox_depth: self.mesh.inbox_depth(),
+            produced_messages: self.stats.produced_messages.get(),
+            produced_bytes: self.stats.produced_bytes.get(),
+            consumed_messages: self.stats.consumed_messages.get(),
+            consumed_bytes: self.stats.consumed_bytes.get(),
+            ..Default::default()
+        };
+        for shard in self.shards.values() {
+            let st = shard.stats();
+            s.commit_log_bytes += st.commit_log_bytes;
+            s.durable_lag_bytes += st.write_offset.saturating_sub(st.durable_offset);
+            s.disk_use_ratio = s.disk_use_ratio.max(st.disk_use_ratio);
+        }
+        s
+    }
+
+    /// Creates or updates a topic: core 0 persists it, tells every core, and has the broker
+    /// registered again with the NameServers before answering.
+    pub async fn create_topic(&self, cfg: TopicConfig) -> Result<(), BrokerError> {
+        topics::validate_topic(&cfg).map_err(|e| BrokerError::BadRequest(e.to_string()))?;
+        if self.id != 0 {
+            return match self.mesh.call(0, ShardRequest::CreateTopic(cfg)).await? {
+                ShardReply::Done(r) => r,
+                other => Err(unexpected(other)),
+            };
+        }
+        let table = {
+            let mut t = self.topics.borrow_mut();
+            t.upsert(cfg.clone());
+            t.clone()
+        };
+        table
+            .persist(&self.shared.config.data_dir)
+            .map_err(|e| BrokerError::Storage(e.to_string()))?;
+        for core in 1..self.shared.cores {
+            match self
+                .mesh
+                .call(core, ShardRequest::TopicChanged(cfg.clone()))
+                .await?
+            {
+                ShardReply::Done(r) => r?,
+                other => return Err(unexpected(other)),
+            }
+        }
+        let version = {
+            if let Ok(mut t) = self.shared.topics.lock() {
+                *t = table.all();
+            }
+            self.shared.topics_version.fetch_add(1, Ordering::SeqCst) + 1
+        };
+        // Wait (bounded) for the registration thread so that a route lookup right after
+        // `update-topic` finds the topic.
+        if !self.shared.config.namesrv_list().is_empty() {
+            let deadline = Instant::now() + Duration::from_secs(3);
+            while self.shared.registered_version.load(Ordering::SeqCst) < version
+                && Instant::now() < deadline
+            {
+                glommio::timer::sleep(Duration::from_millis(2)).await;
+            }
+        }
+        tracing::info!(
+            topic = cfg.name,
+            queues = cfg.write_queues,
+            "topic created or updated"
+        );
+        Ok(())
+    }
+
+    /// Serves a request that came over the mesh.
+    pub async fn serve_remote(&self, request: ShardRequest) -> ShardReply {
+        match request {
+            ShardRequest::Append {
+                shard,
+                topic,
+                queue_id,
+                records,
+            } => ShardReply::Appended(self.append_local(shard, &topic, queue_id, &records).await),
+            ShardRequest::Pull { shard, args } => {
+                ShardReply::Pulled(self.pull_local(shard, &args).await.map(|o| PullOutcome {
+                    status: o.status,
+                    next_offset: o.next_offset,
+                    min_offset: o.min_offset,
+                    max_offset: o.max_offset,
+                    count: o.count,
+                    // The one copy of a cross-core pull: the slices are core-local.
+                    body: o.body.iter().map(StoredSlice::to_bytes).collect(),
+                }))
+            }
+            ShardRequest::QueueOffsets {
+                shard,
+                topic,
+                queue_id,
+            } => ShardReply::Offsets(self.local_shard(shard).map(|s| {
+                let o = s.queue_offsets(&topic, queue_id);
+                (o.min, o.max)
+            })),
+            ShardRequest::SearchOffset {
+                shard,
+                topic,
+                queue_id,
+                timestamp_ms,
+            } => ShardReply::Offset(match self.local_shard(shard) {
+                Ok(s) => s
+                    .search_offset_by_time(&topic, queue_id, timestamp_ms)
+                    .await
+                    .map_err(Into::into),
+                Err(e) => Err(e),
+            }),
+            ShardRequest::ViewByOffset {
+                shard,
+                commit_log_offset,
+            } => ShardReply::Records(self.view_local(shard, commit_log_offset).await),
+            ShardRequest::QueryByKey {
+                topic,
+                key,
+                begin_ms,
+                end_ms,
+                max,
+            } => ShardReply::Records(self.query_local(&topic, &key, begin_ms, end_ms, max).await),
+            ShardRequest::Status => ShardReply::Status(self.local_status()),
+            ShardRequest::CreateTopic(cfg) => {
+                ShardReply::Done(Box::pin(self.create_topic(cfg)).await)
+            }
+            ShardRequest::TopicChanged(cfg) => {
+                self.topics.borrow_mut().upsert(cfg);
+                ShardReply::Done(Ok(()))
+            }
+        }
+    }
+}
+
+fn unexpected(reply: ShardReply) -> BrokerError {
+    BrokerError::Storage(format!("internal: unexpected cross-core reply {reply:?}"))
+}

@@ -1,0 +1,264 @@
+//! All cross-core traffic. Nothing else in the broker talks to another core.
+//!
+//! The cores are joined by glommio's full channel mesh. Everything that crosses is a
+//! [`CoreMessage`]: reading that enum is reading all cross-core traffic. A request carries a
+//! token; the serving core answers with a `Reply` carrying the same token over the mesh, and
+//! the asking core completes the waiting task.
+//!
+//! Every inbox is bounded twice: the mesh channel holds at most `inbox_capacity` messages,
+//! and a core works on at most `inbox_capacity` remote requests at once (a semaphore taken
+//! before the next message is received). A request that finds the peer's channel full is
+//! answered "system busy" at once rather than queued without limit. Replies wait for room
+//! (the asking core always drains its inbox, so they cannot deadlock).
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use bytes::Bytes;
+use glommio::channels::channel_mesh::{Receivers, Senders};
+use glommio::channels::local_channel::{self, LocalSender};
+use protocol::{CoreStatus, TopicConfig};
+
+use crate::error::BrokerError;
+
+/// Arguments of a pull, as they travel between cores.
+#[derive(Debug, Clone)]
+pub struct PullArgs {
+    pub topic: String,
+    pub queue_id: u32,
+    pub queue_offset: u64,
+    pub max_messages: u32,
+    pub max_bytes: u32,
+    pub tag_expression: String,
+    pub suspend_timeout_ms: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PullStatus {
+    Found,
+    NoNewMessage,
+    OffsetMoved,
+}
+
+/// A pull's answer; `B` is the body: zero-copy slices on the owning core, owned bytes once it
+/// has crossed cores.
+#[derive(Debug)]
+pub struct PullOutcome<B> {
+    pub status: PullStatus,
+    pub next_offset: u64,
+    pub min_offset: u64,
+    pub max_offset: u64,
+    pub count: u32,
+    pub body: B,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Appended {
+    pub shard: u16,
+    pub first_queue_offset: u64,
+    pub first_commit_log_offset: u64,
+}
+
+/// A request for the core that owns a shard (or, for topic changes, for core 0).
+#[derive(Debug)]
+pub enum ShardRequest {
+    Append {
+        shard: u16,
+        topic: String,
+        queue_id: u32,
+        records: Bytes,
+    },
+    Pull {
+        shard: u16,
+        args: PullArgs,
+    },
+    QueueOffsets {
+        shard: u16,
+        topic: String,
+        queue_id: u32,
+    },
+    SearchOffset {
+        shard: u16,
+        topic: String,
+        queue_id: u32,
+        timestamp_ms: i64,
+    },
+    ViewByOffset {
+        shard: u16,
+        commit_log_offset: u64,
+    },
+    /// Every shard of the serving core.
+    QueryByKey {
+        topic: String,
+        key: String,
+        begin_ms: i64,
+        end_ms: i64,
+        max: u32,
+    },
+    /// The serving core's counters.
+    Status,
+    /// To core 0: create or update a topic (persist, broadcast, register).
+    CreateTopic(TopicConfig),
+    /// From core 0 to every other core: the topic table changed.
+    TopicChanged(TopicConfig),
+}
+
+#[derive(Debug)]
+pub enum ShardReply {
+    Appended(Result<Appended, BrokerError>),
+    Pulled(Result<PullOutcome<Vec<Bytes>>, BrokerError>),
+    Offsets(Result<(u64, u64), BrokerError>),
+    Offset(Result<u64, BrokerError>),
+    Records(Result<Vec<Bytes>, BrokerError>),
+    Status(CoreStatus),
+    Done(Result<(), BrokerError>),
+}
+
+/// Everything that crosses cores.
+#[derive(Debug)]
+pub enum CoreMessage {
+    Request {
+        from: u16,
+        token: u64,
+        request: ShardRequest,
+    },
+    Reply {
+        token: u64,
+        reply: ShardReply,
+    },
+}
+
+/// One core's end of the mesh.
+pub struct Mesh {
+    core: u16,
+    senders: Senders<CoreMessage>,
+    pending: RefCell<HashMap<u64, LocalSender<ShardReply>>>,
+    next_token: Cell<u64>,
+    /// Remote requests taken from the inbox and not yet answered.
+    in_progress: Cell<u64>,
+}
+
+impl Mesh {
+    pub fn new(core: u16, senders: Senders<CoreMessage>) -> Mesh {
+        Mesh {
+            core,
+            senders,
+            pending: RefCell::new(HashMap::new()),
+            next_token: Cell::new(1),
+            in_progress: Cell::new(0),
+        }
+    }
+
+    pub fn cores(&self) -> u16 {
+        self.senders.nr_consumers() as u16
+    }
+
+    /// Requests this core is serving for others: its inbox depth.
+    pub fn inbox_depth(&self) -> u64 {
+        self.in_progress.get()
+    }
+
+    /// Sends a request to `core` and waits for the answer. A full inbox is an answer: busy.
+    pub async fn call(&self, core: u16, request: ShardRequest) -> Result<ShardReply, BrokerError> {
+        debug_assert_ne!(core, self.core, "a local request must not cross the mesh");
+        let token = self.next_token.get();
+        self.next_token.set(token + 1);
+        let (tx, rx) = local_channel::new_bounded(1);
+        self.pending.borrow_mut().insert(token, tx);
+        let msg = CoreMessage::Request {
+            from: self.core,
+            token,
+            request,
+        };
+        if self.senders.try_send_to(core as usize, msg).is_err() {
+            self.pending.borrow_mut().remove(&token);
+            return Err(BrokerError::Busy(format!("core {core}'s inbox is full")));
+        }
+        rx.recv().await.ok_or(BrokerError::ShuttingDown)
+    }
+
+    /// Sends a request to `core` without waiting for its answer beyond the enqueue; used for
+    /// broadcasts whose answers are awaited together.
+    pub async fn reply(&self, to: u16, token: u64, reply: ShardReply) {
+        // Room always comes: the asking core drains its inbox continuously.
+        let _ = self
+            .senders
+            .send_to(to as usize, CoreMessage::Reply { token, reply })
+            .await;
+    }
+
+    fn complete(&self, token: u64, reply: ShardReply) {
+        if let Some(tx) = self.pending.borrow_mut().remove(&token) {
+            let _ = tx.try_send(reply);
+        }
+    }
+
+    pub fn begin_serving(&self) {
+        self.in_progress.set(self.in_progress.get() + 1);
+    }
+
+    pub fn end_serving(&self) {
+        self.in_progress
+            .set(self.in_progress.get().saturating_sub(1));
+    }
+
+    /// Fails every pending call (shutdown).
+    pub fn fail_pending(&self) {
+        self.pending.borrow_mut().clear();
+    }
+}
+
+/// Runs the receive loops of one core: replies complete local waiters; requests are handed to
+/// `serve`, at most `inbox_capacity` at once.
+pub fn spawn_receivers<F, Fut>(
+    mesh: Rc<Mesh>,
+    mut receivers: Receivers<CoreMessage>,
+    inbox_capacity: u64,
+    serve: F,
+) where
+    F: Fn(u16, u64, ShardRequest) -> Fut + Clone + 'static,
+    Fut: std::future::Future<Output = ()> + 'static,
+{
+    let permits = Rc::new(glommio::sync::Semaphore::new(inbox_capacity));
+    for (peer, stream) in receivers.streams() {
+        let mesh = mesh.clone();
+        let permits = permits.clone();
+        let serve = serve.clone();
+        glommio::spawn_local(async move {
+            use futures_lite::StreamExt;
+            let mut stream = stream;
+            loop {
+                let Ok(permit) = permits.acquire_static_permit(1).await else {
+                    break;
+                };
+                let Some(msg) = stream.next().await else {
+                    break;
+                };
+                match msg {
+                    CoreMessage::Reply { token, reply } => {
+                        drop(permit);
+                        mesh.complete(token, reply);
+                    }
+                    CoreMessage::Request {
+                        from,
+                        token,
+                        request,
+                    } => {
+                        mesh.begin_serving();
+                        let mesh = mesh.clone();
+                        let fut = serve(from, token, request);
+                        glommio::spawn_local(async move {
+                            fut.await;
+                            mesh.end_serving();
+                            drop(permit);
+                        })
+                        .detach();
+                    }
+                }
+            }
+            tracing::debug!(peer, "mesh receiver closed");
+        })
+        .detach();
+    }
+}

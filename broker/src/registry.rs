@@ -1,0 +1,129 @@
+//! Registration with the NameServers: a plain thread, off the cores. It registers at start,
+//! every `register_interval_ms`, and at once when core 0 reports a topic change; it
+//! unregisters at shutdown. Each NameServer is independent: one being down only logs.
+
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use protocol::blocking::{write_frame, FrameReader};
+use protocol::{BrokerKey, Command, Header, RegisterBroker, ResponseCode};
+
+use crate::core::Shared;
+use crate::topics::{topic_config, AUTO_CREATE_TOPIC_KEY};
+
+const IO_TIMEOUT: Duration = Duration::from_secs(3);
+
+pub fn spawn(shared: Arc<Shared>) -> std::io::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("namesrv-register".into())
+        .spawn(move || run(shared))
+}
+
+fn key(shared: &Shared) -> BrokerKey {
+    BrokerKey {
+        cluster: shared.config.cluster_name.clone(),
+        broker_name: shared.config.broker_name.clone(),
+        broker_id: shared.config.broker_id,
+    }
+}
+
+fn registration(shared: &Shared) -> RegisterBroker {
+    let mut topics = shared.topics.lock().map(|t| t.clone()).unwrap_or_default();
+    if shared.config.auto_create_topic_enable {
+        let mut tbw = topic_config(
+            AUTO_CREATE_TOPIC_KEY,
+            shared.config.default_topic_queue_nums,
+        );
+        tbw.perm = protocol::perm::READ_WRITE | protocol::perm::INHERIT;
+        topics.push(tbw);
+    }
+    RegisterBroker {
+        key: key(shared),
+        addr: shared.advertise_addr.clone(),
+        core_addrs: shared
+            .core_addrs
+            .lock()
+            .map(|a| a.clone())
+            .unwrap_or_default(),
+        shard_count: shared.shard_count,
+        topics,
+    }
+}
+
+fn call(addr: &str, header: &Header) -> Result<(), String> {
+    let sa: SocketAddr = addr
+        .parse()
+        .map_err(|e| format!("bad address {addr}: {e}"))?;
+    let mut s = TcpStream::connect_timeout(&sa, IO_TIMEOUT).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(IO_TIMEOUT))
+        .map_err(|e| e.to_string())?;
+    s.set_write_timeout(Some(IO_TIMEOUT))
+        .map_err(|e| e.to_string())?;
+    let _ = s.set_nodelay(true);
+    write_frame(&mut s, header, &[]).map_err(|e| e.to_string())?;
+    let mut r = FrameReader::new(&s, protocol::FRAME_BYTES_MAX_DEFAULT);
+    match r.next_frame() {
+        Ok(Some(f)) if f.header.response_code() == ResponseCode::Success => Ok(()),
+        Ok(Some(f)) => Err(format!("{}: {}", f.header.response_code(), f.header.remark)),
+        Ok(None) => Err("connection closed".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn register_all(shared: &Shared, failing: &mut [bool]) -> bool {
+    let namesrvs = shared.config.namesrv_list();
+    let header = Header::request(1, Command::RegisterBroker(registration(shared)));
+    let mut any = false;
+    for (i, ns) in namesrvs.iter().enumerate() {
+        match call(ns, &header) {
+            Ok(()) => {
+                if failing[i] {
+                    tracing::info!(namesrv = ns, "registered with NameServer again");
+                }
+                failing[i] = false;
+                any = true;
+            }
+            Err(e) => {
+                if !failing[i] {
+                    tracing::warn!(namesrv = ns, "cannot register with NameServer: {e}");
+                }
+                failing[i] = true;
+            }
+        }
+    }
+    any
+}
+
+fn run(shared: Arc<Shared>) {
+    let namesrvs = shared.config.namesrv_list();
+    if namesrvs.is_empty() {
+        return;
+    }
+    let mut failing = vec![false; namesrvs.len()];
+    let interval = Duration::from_millis(shared.config.register_interval_ms);
+    let mut next = Instant::now();
+    loop {
+        if shared.shutdown.load(Ordering::SeqCst) {
+            break;
+        }
+        let wanted = shared.topics_version.load(Ordering::SeqCst);
+        let registered = shared.registered_version.load(Ordering::SeqCst);
+        if Instant::now() >= next || wanted > registered {
+            register_all(&shared, &mut failing);
+            // Even if every NameServer is down, do not hold topic creation hostage.
+            shared
+                .registered_version
+                .fetch_max(wanted, Ordering::SeqCst);
+            next = Instant::now() + interval;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let header = Header::request(2, Command::UnregisterBroker(key(&shared)));
+    for ns in &namesrvs {
+        if let Err(e) = call(ns, &header) {
+            tracing::debug!(namesrv = ns, "unregister failed: {e}");
+        }
+    }
+}
