@@ -59,8 +59,10 @@ impl fmt::Debug for DiskUsageSource {
     }
 }
 
-/// Used fraction of the filesystem holding `dir`, as `df` shows it (blocks reserved for
-/// root count as used, since we cannot write them either).
+/// Used fraction of the filesystem holding `dir`, as `df` shows it in `Use%`:
+/// used / (used + available to us). Blocks reserved for root are left out of both, so the
+/// figure reaches 1.0 exactly when nothing more can be written, and operators see the same
+/// number in `df` as in the broker's thresholds.
 pub fn statvfs_used_ratio(dir: &Path) -> std::io::Result<f64> {
     use std::os::unix::ffi::OsStrExt;
     let c_path = std::ffi::CString::new(dir.as_os_str().as_bytes())
@@ -75,11 +77,12 @@ pub fn statvfs_used_ratio(dir: &Path) -> std::io::Result<f64> {
     if rc != 0 {
         return Err(std::io::Error::last_os_error());
     }
-    let total = st.f_blocks as f64;
-    if total <= 0.0 {
+    let used = st.f_blocks.saturating_sub(st.f_bfree) as f64;
+    let usable = used + st.f_bavail as f64;
+    if usable <= 0.0 {
         return Ok(0.0);
     }
-    Ok(1.0 - st.f_bavail as f64 / total)
+    Ok(used / usable)
 }
 
 /// Config of one shard (one CommitLog with its ConsumeQueues and IndexFiles).
