@@ -7,6 +7,7 @@
 //! * [`topics`], [`registry`], [`config`]: the topic table, NameServer registration, config.
 
 pub mod bootstrap;
+pub mod cli;
 pub mod config;
 pub mod conn;
 pub mod core;

@@ -11,6 +11,7 @@
 //!
 //! Embed it with [`start`]; the `namesrv` binary is a thin wrapper around it.
 
+pub mod cli;
 mod config;
 mod handler;
 pub mod route_table;

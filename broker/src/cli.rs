@@ -1,0 +1,154 @@
+//! The `broker` command line. Exits non-zero with a message naming the bad flag or config
+//! key; stops cleanly (flushing every shard) on SIGTERM or SIGINT. In the library so other
+//! binaries (the bench) can run a broker as a child process of their own.
+
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+
+use anyhow::Context;
+use clap::Parser;
+
+use crate::config::{BrokerConfig, DEFAULT_PROFILE};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "broker",
+    version,
+    about = "Thread-per-core RocketMQ-class message broker"
+)]
+struct Cli {
+    /// A TOML config file (keys: tuning/README.md); overrides the profile.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Tuning profile: throughput (default), latency, durable, small.
+    #[arg(long)]
+    profile: Option<String>,
+    /// Address every core accepts on [default: 127.0.0.1:10911].
+    #[arg(long)]
+    listen: Option<String>,
+    /// Address given to clients (defaults to --listen).
+    #[arg(long)]
+    advertise_addr: Option<String>,
+    /// NameServers, `;`-separated, e.g. "127.0.0.1:9876;127.0.0.1:9877".
+    #[arg(short = 'n', long)]
+    namesrv: Option<String>,
+    /// Data directory [default: ./data].
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Cores to run on, one executor pinned per core [default: all].
+    #[arg(long)]
+    cores: Option<u16>,
+    /// Broker name [default: broker-a].
+    #[arg(long)]
+    name: Option<String>,
+    /// Cluster name [default: DefaultCluster].
+    #[arg(long)]
+    cluster: Option<String>,
+    /// Refuse sends to unknown topics instead of creating them.
+    #[arg(long)]
+    no_auto_create_topic: bool,
+    /// Log level: error, warn, info, debug, trace.
+    #[arg(long, default_value = "info")]
+    log_level: String,
+}
+
+fn load_config(cli: &Cli) -> anyhow::Result<BrokerConfig> {
+    let mut cfg = BrokerConfig::from_profile(cli.profile.as_deref().unwrap_or(DEFAULT_PROFILE))?;
+    if let Some(path) = &cli.config {
+        cfg.overlay_file(path)?;
+    }
+    if let Some(v) = &cli.listen {
+        cfg.listen = v.clone();
+    }
+    if let Some(v) = &cli.advertise_addr {
+        cfg.advertise_addr = Some(v.clone());
+    }
+    if let Some(v) = &cli.namesrv {
+        cfg.namesrv_addr = v.clone();
+    }
+    if let Some(v) = &cli.data_dir {
+        cfg.data_dir = v.clone();
+    }
+    if let Some(v) = cli.cores {
+        if v == 0 {
+            anyhow::bail!("--cores must be at least 1 (leave it out to use every core)");
+        }
+        cfg.cores = v;
+    }
+    if let Some(v) = &cli.name {
+        cfg.broker_name = v.clone();
+    }
+    if let Some(v) = &cli.cluster {
+        cfg.cluster_name = v.clone();
+    }
+    if cli.no_auto_create_topic {
+        cfg.auto_create_topic_enable = false;
+    }
+    cfg.validate()?;
+    Ok(cfg)
+}
+
+/// Parses `args` (the first is the program name), runs the broker until a signal, and
+/// returns the process exit code. Usage errors print clap's message and exit with code 2.
+pub fn main_with_args<I, T>(args: I) -> i32
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let cli = Cli::try_parse_from(args).unwrap_or_else(|e| e.exit());
+    let filter = tracing_subscriber::EnvFilter::try_new(&cli.log_level);
+    let filter = match filter {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("error: --log-level `{}`: {e}", cli.log_level);
+            return 2;
+        }
+    };
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+    match run(&cli) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            1
+        }
+    }
+}
+
+fn run(cli: &Cli) -> anyhow::Result<()> {
+    let cfg = load_config(cli)?;
+    let running = crate::start(cfg)?;
+    let shared = running.shared.clone();
+    let mut signals = signal_hook::iterator::Signals::new([
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGINT,
+    ])
+    .context("cannot install signal handlers")?;
+    let sig_shared = shared.clone();
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            if let Some(sig) = signals.forever().next() {
+                tracing::info!(signal = sig, "stopping");
+                sig_shared.shutdown.store(true, Ordering::SeqCst);
+            }
+        })?;
+    let core_addrs = shared
+        .core_addrs
+        .lock()
+        .map(|a| a.join(","))
+        .unwrap_or_default();
+    let line = format!(
+        "broker listening on {} (advertised {}, cores {}, shards {}, core addresses {})",
+        running.listen_addr, shared.advertise_addr, shared.cores, shared.shard_count, core_addrs
+    );
+    tracing::info!("{line}");
+    println!("{line}");
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    running.wait()?;
+    tracing::info!("broker stopped");
+    Ok(())
+}

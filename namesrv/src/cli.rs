@@ -1,0 +1,82 @@
+//! The `namesrv` command line: runs a NameServer until SIGTERM or SIGINT. In the library so
+//! that other binaries (the bench) can run a NameServer as a child process of their own.
+
+use std::io::{IsTerminal, Write};
+use std::net::SocketAddr;
+
+use anyhow::Context;
+use clap::Parser;
+use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
+use tracing_subscriber::filter::LevelFilter;
+
+use crate::NameServerConfig;
+
+/// The NameServer: a stateless registry of live brokers and topic routes.
+#[derive(Debug, Parser)]
+#[command(name = "namesrv", version, about)]
+struct Args {
+    /// Address to listen on; port 0 lets the OS pick (the start-up line tells which).
+    #[arg(long, default_value_t = NameServerConfig::LISTEN_ADDR_DEFAULT)]
+    listen: SocketAddr,
+
+    /// Drop a broker silent for longer than this many milliseconds.
+    #[arg(
+        long,
+        default_value_t = NameServerConfig::BROKER_EXPIRY_MS_DEFAULT,
+        value_parser = clap::value_parser!(u64).range(1..=NameServerConfig::BROKER_EXPIRY_MS_MAX),
+    )]
+    broker_expiry_ms: u64,
+
+    /// Look for expired brokers this often (milliseconds; capped at a quarter of the expiry).
+    #[arg(
+        long,
+        default_value_t = NameServerConfig::SCAN_INTERVAL_MS_DEFAULT,
+        value_parser = clap::value_parser!(u64).range(1..),
+    )]
+    scan_interval_ms: u64,
+
+    /// Log level: off, error, warn, info, debug or trace.
+    #[arg(long, default_value_t = LevelFilter::INFO)]
+    log_level: LevelFilter,
+}
+
+/// Parses `args` (the first is the program name) and runs until a signal. Usage errors print
+/// clap's message and exit the process with code 2.
+pub fn run<I, T>(args: I) -> anyhow::Result<()>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let args = Args::try_parse_from(args).unwrap_or_else(|e| e.exit());
+    let _ = tracing_subscriber::fmt()
+        .with_max_level(args.log_level)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .try_init();
+
+    let config = NameServerConfig {
+        listen_addr: args.listen,
+        broker_expiry_ms: args.broker_expiry_ms,
+        scan_interval_ms: args.scan_interval_ms,
+        ..NameServerConfig::default()
+    };
+    // Register for signals before starting, so a signal sent right after the start-up line
+    // is never missed.
+    let mut signals =
+        Signals::new([SIGTERM, SIGINT]).context("cannot install the signal handlers")?;
+    let server =
+        crate::start(config).with_context(|| format!("cannot start on {}", args.listen))?;
+
+    // Scripts and tests read the bound address (port 0 = the OS's pick) from stdout.
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "namesrv listening on {}", server.local_addr())?;
+    stdout.flush()?;
+    drop(stdout);
+
+    let signal = signals.forever().next();
+    tracing::info!(?signal, "signal received, shutting down");
+    server.shutdown();
+    tracing::info!("namesrv stopped");
+    Ok(())
+}
