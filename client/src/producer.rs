@@ -258,7 +258,7 @@ impl Producer {
     pub fn send_oneway(&self, msg: Message) -> Result<()> {
         let inner = &self.inner;
         let prepared = inner.prepare(std::slice::from_ref(&msg), None)?;
-        let route = inner.inst.routes.get(&prepared.topic)?;
+        let route = inner.inst.routes.get_for_send(&prepared.topic)?;
         let target = inner.choose(&route, &prepared.selector, None)?;
         inner
             .inst
@@ -476,7 +476,7 @@ impl ProducerInner {
         let mut avoid: Option<String> = None;
         let mut attempt = 0;
         loop {
-            let route = self.inst.routes.get(&p.topic)?;
+            let route = self.inst.routes.get_for_send(&p.topic)?;
             let target = self.choose(&route, &p.selector, avoid.as_deref())?;
             let result = remaining(deadline, self.send_timeout, &target.addr)
                 .and_then(|timeout| {
@@ -536,7 +536,7 @@ impl AsyncSend {
         let target = inner
             .inst
             .routes
-            .get(&p.topic)
+            .get_for_send(&p.topic)
             .and_then(|route| inner.choose(&route, &p.selector, self.avoid.as_deref()));
         let target = match target {
             Ok(t) => t,

@@ -165,6 +165,22 @@ impl RouteCache {
         self.refresh(topic)
     }
 
+    /// The route a producer sends by. A topic nobody created yet has no route; like RocketMQ's
+    /// producer, fall back to the brokers that registered the default topic `TBW102` (those
+    /// that allow auto-creation): the first send creates the topic there, the broker
+    /// registers it, and the next look-up finds the real route. The fallback is not cached.
+    pub fn get_for_send(&self, topic: &str) -> Result<Arc<TopicRoute>> {
+        match self.get(topic) {
+            Err(e @ ClientError::NoRoute { .. }) if topic != AUTO_CREATE_TOPIC => {
+                match self.namesrv.route(AUTO_CREATE_TOPIC) {
+                    Ok(data) => Ok(Arc::new(TopicRoute::new(topic, data))),
+                    Err(_) => Err(e),
+                }
+            }
+            other => other,
+        }
+    }
+
     /// Fetches the route from a NameServer and caches it. A topic that no longer exists is
     /// dropped from the cache.
     pub fn refresh(&self, topic: &str) -> Result<Arc<TopicRoute>> {
@@ -203,6 +219,9 @@ impl RouteCache {
         }
     }
 }
+
+/// RocketMQ's default topic, registered by brokers that create topics on first send.
+pub const AUTO_CREATE_TOPIC: &str = "TBW102";
 
 /// The background refresh thread; it stops when this handle is stopped or dropped.
 pub(crate) struct RouteRefresher {
