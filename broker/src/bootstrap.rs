@@ -151,10 +151,14 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
     } else {
         config.cores
     };
-    if cores as usize > cpus.len() {
-        bail!(
-            "--cores {cores} exceeds the {} CPUs this process may run on",
-            cpus.len()
+    // More executors than CPUs still works (they share CPUs, unpinned), so a config written
+    // for a larger host starts on a small one; it is slower, and the log says so.
+    let pinned = cores as usize <= cpus.len();
+    if !pinned {
+        tracing::warn!(
+            cores,
+            cpus = cpus.len(),
+            "more cores requested than CPUs available: executors run unpinned and share CPUs"
         );
     }
     let layout = shard::open_data_dir(&config.data_dir, cores)
@@ -241,7 +245,11 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
         let mesh_builder = mesh_builder.clone();
         let topics = topics.clone();
         let ready = ready_tx.clone();
-        let h = LocalExecutorBuilder::new(Placement::Fixed(cpus[core as usize]))
+        let placement = match cpus.get(core as usize) {
+            Some(&cpu) if pinned => Placement::Fixed(cpu),
+            _ => Placement::Unbound,
+        };
+        let h = LocalExecutorBuilder::new(placement)
             .name(&format!("core-{core}"))
             .io_memory(shared.config.io_memory_bytes as usize)
             .spawn(move || async move {

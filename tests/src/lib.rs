@@ -1,1 +1,352 @@
+//! Harness for the integration tests: builds the workspace's binaries once, starts them on
+//! loopback with port 0 (the OS picks a free port; the binaries print the address they got),
+//! in temporary directories, and stops everything it started, also when a test panics.
 
+#![allow(clippy::unwrap_used)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::sync::Once;
+use std::time::{Duration, Instant};
+
+static BUILD: Once = Once::new();
+
+/// The workspace root (this crate lives in `<root>/tests`).
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// Builds the binaries the tests start (cargo releases its lock while tests run, so this
+/// nested build works and is a no-op when they are fresh).
+pub fn ensure_built() {
+    BUILD.call_once(|| {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .args(["build", "-p", "broker", "-p", "namesrv", "-p", "mqadmin"])
+            .current_dir(workspace_root())
+            .status()
+            .expect("run cargo build");
+        assert!(status.success(), "building the binaries failed");
+    });
+}
+
+/// Path of a workspace binary, next to the test executable's profile directory.
+pub fn bin(name: &str) -> PathBuf {
+    ensure_built();
+    let exe = std::env::current_exe().unwrap();
+    // target/<profile>/deps/<test> -> target/<profile>/<name>
+    let dir = exe.parent().unwrap().parent().unwrap();
+    let p = dir.join(name);
+    assert!(p.exists(), "binary {} not found", p.display());
+    p
+}
+
+/// A child process that is killed when dropped.
+pub struct Proc {
+    pub child: Child,
+    pub addr: String,
+    pub line: String,
+    stderr_log: PathBuf,
+}
+
+impl Proc {
+    /// Starts `cmd` and waits (bounded) for a stdout line starting with `ready_prefix`,
+    /// returning the address that follows it.
+    fn spawn(mut cmd: Command, ready_prefix: &str, log: PathBuf) -> Proc {
+        let err = std::fs::File::create(&log).unwrap();
+        cmd.stdout(Stdio::piped())
+            .stderr(Stdio::from(err))
+            .stdin(Stdio::null());
+        let mut child = cmd.spawn().expect("spawn");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        let prefix = ready_prefix.to_owned();
+        std::thread::spawn(move || {
+            let mut r = BufReader::new(stdout);
+            let mut line = String::new();
+            loop {
+                line.clear();
+                match r.read_line(&mut line) {
+                    Ok(0) | Err(_) => {
+                        let _ = tx.send(None);
+                        return;
+                    }
+                    Ok(_) => {
+                        if line.starts_with(&prefix) {
+                            let _ = tx.send(Some(line.trim().to_owned()));
+                            // Keep draining so the child never blocks on a full pipe.
+                            let mut sink = String::new();
+                            while r.read_line(&mut sink).map(|n| n > 0).unwrap_or(false) {
+                                sink.clear();
+                            }
+                            return;
+                        }
+                    }
+                }
+            }
+        });
+        match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(Some(line)) => {
+                let addr = line[ready_prefix.len()..]
+                    .split_whitespace()
+                    .next()
+                    .unwrap_or("")
+                    .to_owned();
+                Proc {
+                    child,
+                    addr,
+                    line,
+                    stderr_log: log,
+                }
+            }
+            other => {
+                let _ = child.kill();
+                let _ = child.wait();
+                let log_text = std::fs::read_to_string(&log).unwrap_or_default();
+                panic!("process did not become ready ({other:?}); stderr:\n{log_text}");
+            }
+        }
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr_log).unwrap_or_default()
+    }
+
+    /// SIGTERM, then wait (bounded) for a clean exit; returns the exit code.
+    pub fn terminate(&mut self) -> Option<i32> {
+        // SAFETY: kill(2) on our own child's pid has no memory-safety preconditions.
+        unsafe {
+            libc::kill(self.pid(), libc::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                return st.code();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        None
+    }
+
+    /// SIGKILL: a crash.
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+pub fn start_namesrv(log_dir: &Path) -> Proc {
+    let mut cmd = Command::new(bin("namesrv"));
+    cmd.args(["--listen", "127.0.0.1:0"]);
+    let n = log_dir.read_dir().map(|d| d.count()).unwrap_or(0);
+    Proc::spawn(
+        cmd,
+        "namesrv listening on ",
+        log_dir.join(format!("namesrv-{n}.log")),
+    )
+}
+
+/// How to start a broker.
+#[derive(Clone, Debug)]
+pub struct BrokerOpts {
+    pub namesrv: String,
+    pub data_dir: PathBuf,
+    pub cores: u16,
+    pub profile: String,
+    pub name: String,
+    pub extra: Vec<String>,
+    pub config_toml: Option<String>,
+}
+
+impl BrokerOpts {
+    pub fn new(namesrv: &str, data_dir: &Path) -> BrokerOpts {
+        BrokerOpts {
+            namesrv: namesrv.to_owned(),
+            data_dir: data_dir.to_owned(),
+            cores: 1,
+            profile: "small".into(),
+            name: "broker-a".into(),
+            extra: Vec::new(),
+            config_toml: None,
+        }
+    }
+}
+
+pub fn start_broker(opts: &BrokerOpts, log_dir: &Path) -> Proc {
+    let mut cmd = Command::new(bin("broker"));
+    cmd.args([
+        "--listen",
+        "127.0.0.1:0",
+        "--profile",
+        &opts.profile,
+        "--name",
+        &opts.name,
+    ]);
+    cmd.args(["--cores", &opts.cores.to_string()]);
+    cmd.arg("--data-dir").arg(&opts.data_dir);
+    if !opts.namesrv.is_empty() {
+        cmd.args(["--namesrv", &opts.namesrv]);
+    }
+    if let Some(toml) = &opts.config_toml {
+        let path = log_dir.join(format!("{}.toml", opts.name));
+        std::fs::write(&path, toml).unwrap();
+        cmd.arg("--config").arg(path);
+    }
+    cmd.args(&opts.extra);
+    let n = log_dir.read_dir().map(|d| d.count()).unwrap_or(0);
+    Proc::spawn(
+        cmd,
+        "broker listening on ",
+        log_dir.join(format!("broker-{n}.log")),
+    )
+}
+
+/// Runs mqadmin to completion (bounded by its own --timeout-ms where it has one).
+pub fn mqadmin(namesrv: &str, args: &[&str]) -> Output {
+    let mut cmd = Command::new(bin("mqadmin"));
+    cmd.args(["-n", namesrv]).args(args);
+    cmd.stdin(Stdio::null());
+    let child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// Polls `f` until it returns Some or the timeout passes.
+pub fn wait_for<T>(timeout: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A NameServer and a broker in a temp dir, for most tests.
+pub struct Cluster {
+    pub dir: tempfile::TempDir,
+    pub namesrv: Proc,
+    pub broker: Proc,
+    pub opts: BrokerOpts,
+}
+
+impl Cluster {
+    pub fn start(cores: u16, profile: &str) -> Cluster {
+        Self::start_with(cores, profile, |_| {})
+    }
+
+    pub fn start_with(cores: u16, profile: &str, tweak: impl FnOnce(&mut BrokerOpts)) -> Cluster {
+        let dir = tempfile::tempdir().unwrap();
+        let logs = dir.path().join("logs");
+        std::fs::create_dir_all(&logs).unwrap();
+        let namesrv = start_namesrv(&logs);
+        let mut opts = BrokerOpts::new(&namesrv.addr, &dir.path().join("data"));
+        opts.cores = cores;
+        opts.profile = profile.to_owned();
+        tweak(&mut opts);
+        let broker = start_broker(&opts, &logs);
+        Cluster {
+            dir,
+            namesrv,
+            broker,
+            opts,
+        }
+    }
+
+    pub fn logs(&self) -> PathBuf {
+        self.dir.path().join("logs")
+    }
+
+    pub fn restart_broker(&mut self) {
+        let logs = self.logs();
+        self.broker = start_broker(&self.opts, &logs);
+    }
+}
+
+/// Reads every queue of `topic` from its minimum offset to its current maximum, in queue
+/// order, and returns the messages (bounded by `timeout`).
+pub fn drain_topic(
+    consumer: &client::PullConsumer,
+    topic: &str,
+    timeout: Duration,
+) -> Vec<client::MessageExt> {
+    drain_topic_with(consumer, topic, "*", timeout)
+}
+
+pub fn drain_topic_with(
+    consumer: &client::PullConsumer,
+    topic: &str,
+    tag_expression: &str,
+    timeout: Duration,
+) -> Vec<client::MessageExt> {
+    let deadline = Instant::now() + timeout;
+    let mut out = Vec::new();
+    let queues = consumer.queues(topic).unwrap();
+    for q in queues {
+        let (min, max) = consumer.queue_offsets(&q).unwrap();
+        let mut offset = min;
+        let opts = client::PullOptions {
+            tag_expression: tag_expression.to_owned(),
+            ..Default::default()
+        };
+        while offset < max {
+            assert!(
+                Instant::now() < deadline,
+                "draining {q} timed out at offset {offset:?} of {max:?}"
+            );
+            let r = consumer.pull(&q, offset, &opts).unwrap();
+            assert!(r.next_offset >= offset, "offset went backwards on {q}");
+            out.extend(r.messages);
+            if r.next_offset == offset {
+                break;
+            }
+            offset = r.next_offset;
+        }
+    }
+    out
+}
+
+/// A producer for tests: short timeouts, no compression unless asked.
+pub fn producer(namesrv: &str) -> client::Producer {
+    client::Producer::builder()
+        .namesrv(namesrv)
+        .group("test-producer")
+        .send_timeout_ms(5000)
+        .build()
+        .unwrap()
+}
+
+/// Sends one raw request to `addr` over a fresh connection and returns the response.
+pub fn raw_call(addr: &str, header: &protocol::Header, body: &[u8]) -> protocol::Frame {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    protocol::blocking::write_frame(&mut s, header, body).unwrap();
+    let mut r = protocol::blocking::FrameReader::new(&s, 64 << 20);
+    r.next_frame().unwrap().expect("a response")
+}
