@@ -1,0 +1,108 @@
+//! A broker with `--cores 2` serves queues owned by both cores; the workspace's client sends
+//! every request to the owning core (no cross-core hop), while a client that uses the shared
+//! port is forwarded over the mesh and the hops are counted. A data directory keeps its shard
+//! count when the broker restarts with fewer cores.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use client::{Admin, Message, PullConsumer};
+use integration::{drain_topic, mqadmin, producer, raw_call, Cluster};
+use protocol::{queue_owner_shard, Command, Header, ResponseCode, SendRequest};
+
+fn status(ns: &str, broker: &str) -> protocol::BrokerStatus {
+    Admin::new(ns).unwrap().broker_status(broker).unwrap()
+}
+
+#[test]
+fn two_cores_serve_every_queue_without_cross_core_hops() {
+    let mut c = Cluster::start(2, "small");
+    let ns = c.namesrv.addr.clone();
+    let broker = c.broker.addr.clone();
+    assert!(mqadmin(&ns, &["update-topic", "-t", "Spread", "-q", "8"])
+        .status
+        .success());
+    let owners: HashSet<u16> = (0..8).map(|q| queue_owner_shard("Spread", q, 2)).collect();
+    assert_eq!(owners.len(), 2, "the topic's queues live on both shards");
+
+    let p = producer(&ns);
+    for i in 0..400 {
+        p.send(Message::new("Spread", format!("m{i}").into_bytes()).with_key(format!("k{i}")))
+            .unwrap();
+    }
+    let consumer = PullConsumer::new(&ns, "g").unwrap();
+    let got = drain_topic(&consumer, "Spread", Duration::from_secs(30));
+    assert_eq!(got.len(), 400);
+    let queues: HashSet<u32> = got.iter().map(|m| m.queue_id).collect();
+    assert_eq!(queues.len(), 8);
+
+    let st = status(&ns, &broker);
+    assert_eq!(st.cores.len(), 2);
+    for core in &st.cores {
+        assert_eq!(
+            core.cross_core_hops, 0,
+            "core {} saw hops: {core:?}",
+            core.core
+        );
+        assert_eq!(
+            core.produced_messages, 200,
+            "each core stored its half: {core:?}"
+        );
+        assert_eq!(core.consumed_messages, 200, "{core:?}");
+    }
+
+    // A client that only knows the shared port: requests for the other core's queues hop.
+    for q in 0..8u32 {
+        let rec = {
+            let props = [("UNIQ_KEY", "0123456789ABCDEF0123456789ABCDEF")];
+            let fields = message::MessageFields {
+                topic: "Spread",
+                body: b"via shared port",
+                properties: &props,
+                ..Default::default()
+            };
+            let mut out = Vec::new();
+            message::encode_record(&fields, &mut out).unwrap();
+            out
+        };
+        let h = Header::request(
+            q as u64,
+            Command::Send(SendRequest {
+                producer_group: "raw".into(),
+                topic: "Spread".into(),
+                queue_id: q,
+                count: 1,
+            }),
+        );
+        let f = raw_call(&broker, &h, &rec);
+        assert_eq!(
+            f.header.response_code(),
+            ResponseCode::Success,
+            "{}",
+            f.header.remark
+        );
+    }
+    let st = status(&ns, &broker);
+    let hops: u64 = st.cores.iter().map(|c| c.cross_core_hops).sum();
+    assert!(
+        hops >= 4,
+        "sends to the other core's queues are forwarded and counted: {st:?}"
+    );
+    let total: u64 = st.cores.iter().map(|c| c.produced_messages).sum();
+    assert_eq!(total, 408);
+
+    // Restart with one core: the directory keeps two shards, and one core serves both.
+    assert_eq!(c.broker.terminate(), Some(0));
+    c.opts.cores = 1;
+    c.restart_broker();
+    let got = drain_topic(&consumer, "Spread", Duration::from_secs(30));
+    assert_eq!(
+        got.len(),
+        408,
+        "every queue of both shards is served by the single core"
+    );
+    let st = status(&ns, &c.broker.addr);
+    assert_eq!(st.shard_count, 2);
+    assert_eq!(st.cores.len(), 1);
+    assert_eq!(st.cores[0].shards, vec![0, 1]);
+}
