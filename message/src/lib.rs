@@ -31,6 +31,9 @@
 //! a good one. Producers encode records with [`encode_record`], leaving the store fields zero
 //! and the CRC digits as a placeholder; the broker fills them in place with [`stamp_record`].
 
+// Tests may unwrap: a panic there is a failed test, not a crashed broker.
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
 use std::fmt;
 use std::net::{Ipv4Addr, SocketAddrV4};
 
@@ -38,7 +41,7 @@ pub mod ids;
 pub mod properties;
 
 pub use ids::{MsgOffsetId, UniqKeyGenerator};
-pub use properties::{Properties, PropertiesIter};
+pub use properties::{IndexedProperties, Properties, PropertiesIter};
 
 /// RocketMQ's MESSAGE_MAGIC_CODE (V1).
 pub const MAGIC_CODE: i32 = -626843481;
@@ -286,7 +289,12 @@ pub fn write_blank(buf: &mut [u8]) {
 /// The record must have passed [`RecordView::parse`].
 pub fn stamp_record(buf: &mut [u8], stamp: &StoreStamp) -> Result<u32, RecordError> {
     let len = RecordView::parse(buf)?.len();
-    let buf = &mut buf[..len];
+    Ok(write_stamp(&mut buf[..len], stamp))
+}
+
+/// Stamps a structurally valid record of exactly `buf.len()` bytes; returns its CRC.
+fn write_stamp(buf: &mut [u8], stamp: &StoreStamp) -> u32 {
+    let len = buf.len();
     buf[OFF_QUEUE_ID..OFF_QUEUE_ID + 4].copy_from_slice(&(stamp.queue_id as i32).to_be_bytes());
     buf[OFF_QUEUE_OFFSET..OFF_QUEUE_OFFSET + 8]
         .copy_from_slice(&(stamp.queue_offset as i64).to_be_bytes());
@@ -300,7 +308,7 @@ pub fn stamp_record(buf: &mut [u8], stamp: &StoreStamp) -> Result<u32, RecordErr
     let crc = compute_crc(buf);
     let digits = crc_digits_range(len);
     write_hex8(&mut buf[digits], crc);
-    Ok(crc)
+    crc
 }
 
 /// Overwrites the reconsume count of a stored record and refreshes its CRC.
@@ -351,8 +359,8 @@ pub struct RecordView<'a> {
     buf: &'a [u8],
     body_start: usize,
     body_len: usize,
-    topic_start: usize,
-    topic_len: usize,
+    /// Validated once in `parse`, so `topic()` costs nothing.
+    topic: &'a str,
     props_start: usize,
     props_len: usize,
 }
@@ -398,7 +406,7 @@ impl<'a> RecordView<'a> {
         if topic_len == 0 || topic_start + topic_len + 2 > total {
             return Err(RecordError::BadSize(total as i64));
         }
-        std::str::from_utf8(&buf[topic_start..topic_start + topic_len])
+        let topic = std::str::from_utf8(&buf[topic_start..topic_start + topic_len])
             .map_err(|_| RecordError::BadTopic)?;
         let props_len_at = topic_start + topic_len;
         let props_len = i16::from_be_bytes([buf[props_len_at], buf[props_len_at + 1]]);
@@ -421,11 +429,43 @@ impl<'a> RecordView<'a> {
             buf: &buf[..total],
             body_start,
             body_len,
-            topic_start,
-            topic_len,
+            topic,
             props_start,
             props_len,
         })
+    }
+
+    /// Copies this record into the start of `dst`, fills in the store fields and the CRC
+    /// there (as [`stamp_record`] does) and returns the view of the copy, without parsing
+    /// it again: the copy is byte for byte the validated record, and stamping only touches
+    /// fixed-offset fields and the CRC digits, so its structure is the same.
+    pub fn copy_stamped<'b>(
+        &self,
+        dst: &'b mut [u8],
+        stamp: &StoreStamp,
+    ) -> Result<RecordView<'b>, RecordError> {
+        let len = self.len();
+        let have = dst.len();
+        let Some(out) = dst.get_mut(..len) else {
+            return Err(RecordError::Truncated { need: len, have });
+        };
+        out.copy_from_slice(self.buf);
+        write_stamp(out, stamp);
+        let out: &'b [u8] = out;
+        let topic_start = self.body_start + self.body_len + 1;
+        let topic = std::str::from_utf8(&out[topic_start..topic_start + self.topic.len()])
+            .map_err(|_| RecordError::BadTopic)?;
+        let view = RecordView {
+            buf: out,
+            body_start: self.body_start,
+            body_len: self.body_len,
+            topic,
+            props_start: self.props_start,
+            props_len: self.props_len,
+        };
+        debug_assert!(RecordView::parse(out).is_ok_and(|v| v.len() == len));
+        debug_assert!(view.verify_crc().is_ok());
+        Ok(view)
     }
 
     /// Checks the record CRC against its bytes.
@@ -486,9 +526,7 @@ impl<'a> RecordView<'a> {
         &self.buf[self.body_start..self.body_start + self.body_len]
     }
     pub fn topic(&self) -> &'a str {
-        // Checked in `parse`; an invalid topic cannot reach here.
-        std::str::from_utf8(&self.buf[self.topic_start..self.topic_start + self.topic_len])
-            .unwrap_or("")
+        self.topic
     }
     /// Raw properties string, the CRC trailer included.
     pub fn properties_raw(&self) -> &'a [u8] {
@@ -502,6 +540,11 @@ impl<'a> RecordView<'a> {
     }
     pub fn tags(&self) -> Option<&'a str> {
         self.property(prop::TAGS)
+    }
+    /// TAGS, KEYS and UNIQ_KEY found in one pass over the properties: the same values as
+    /// [`RecordView::tags`], [`RecordView::keys`] and [`RecordView::uniq_key`].
+    pub fn indexed_properties(&self) -> IndexedProperties<'a> {
+        IndexedProperties::scan(self.properties_raw())
     }
     /// The business keys (KEYS is space separated).
     pub fn keys(&self) -> impl Iterator<Item = &'a str> {
@@ -674,6 +717,30 @@ mod tests {
         assert_eq!(v.born_host().to_string(), "10.0.0.1:4000");
         assert_eq!(v.body_crc(), crc32fast::hash(b"hello world"));
         assert_eq!(peek_record(&rec), Peek::Record(rec.len()));
+    }
+
+    #[test]
+    fn copy_stamped_equals_stamp_record_in_place() {
+        let rec = sample(b"copy me");
+        let view = RecordView::parse(&rec).unwrap();
+        let mut expected = rec.clone();
+        stamp_record(&mut expected, &stamp()).unwrap();
+        let mut dst = vec![0xeeu8; rec.len() + 5];
+        let copy = view.copy_stamped(&mut dst, &stamp()).unwrap();
+        copy.verify_crc().unwrap();
+        assert_eq!(copy.as_bytes(), &expected[..]);
+        assert_eq!(copy.topic(), "TopicTest");
+        assert_eq!(copy.body(), b"copy me");
+        let p = copy.indexed_properties();
+        assert_eq!(p.tags, Some("TagA"));
+        assert_eq!(p.index_keys().collect::<Vec<_>>(), vec!["k1", "k2", "ABC"]);
+        assert_eq!(p.tag_hash(), copy.tag_hash());
+        assert_eq!(&dst[rec.len()..], &[0xee; 5]);
+        let mut short = vec![0u8; rec.len() - 1];
+        assert!(matches!(
+            view.copy_stamped(&mut short, &stamp()),
+            Err(RecordError::Truncated { .. })
+        ));
     }
 
     #[test]

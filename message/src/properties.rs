@@ -21,6 +21,67 @@ impl<'a> Properties<'a> {
     }
 }
 
+/// The properties the store indexes (TAGS, KEYS, UNIQ_KEY), found in one pass.
+///
+/// Each value is exactly what [`Properties::get`] returns for its key: the first entry with
+/// that key whose value is valid UTF-8. Keys are compared as bytes and only the values of
+/// these three keys are checked for UTF-8, so the scan costs one pass over the bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IndexedProperties<'a> {
+    pub tags: Option<&'a str>,
+    /// Business keys, space separated (see [`IndexedProperties::keys`]).
+    pub keys: Option<&'a str>,
+    pub uniq_key: Option<&'a str>,
+}
+
+impl<'a> IndexedProperties<'a> {
+    /// Scans a raw properties string once.
+    pub fn scan(raw: &'a [u8]) -> Self {
+        let mut found = IndexedProperties::default();
+        let mut rest = raw;
+        while !rest.is_empty() {
+            let end = rest.iter().position(|&b| b == 2).unwrap_or(rest.len());
+            let entry = &rest[..end];
+            rest = rest.get(end + 1..).unwrap_or(&[]);
+            let Some(sep) = entry.iter().position(|&b| b == 1) else {
+                continue;
+            };
+            let slot = match &entry[..sep] {
+                b"TAGS" => &mut found.tags,
+                b"KEYS" => &mut found.keys,
+                b"UNIQ_KEY" => &mut found.uniq_key,
+                _ => continue,
+            };
+            if slot.is_some() {
+                continue;
+            }
+            // An invalid value is skipped, as `Properties::get` skips it.
+            if let Ok(v) = std::str::from_utf8(&entry[sep + 1..]) {
+                *slot = Some(v);
+                if found.tags.is_some() && found.keys.is_some() && found.uniq_key.is_some() {
+                    break;
+                }
+            }
+        }
+        found
+    }
+
+    /// The business keys of KEYS (space separated, empty ones dropped).
+    pub fn keys(&self) -> impl Iterator<Item = &'a str> {
+        self.keys.unwrap_or("").split(' ').filter(|k| !k.is_empty())
+    }
+
+    /// Every key the IndexFile holds for this record: each of KEYS, then UNIQ_KEY.
+    pub fn index_keys(&self) -> impl Iterator<Item = &'a str> {
+        self.keys().chain(self.uniq_key)
+    }
+
+    /// The ConsumeQueue tag code (`crate::tag_hash` of TAGS, 0 without one).
+    pub fn tag_hash(&self) -> i64 {
+        self.tags.map(crate::tag_hash).unwrap_or(0)
+    }
+}
+
 pub struct PropertiesIter<'a> {
     rest: &'a [u8],
 }
@@ -64,5 +125,48 @@ mod tests {
         assert_eq!(all, vec![("TAGS", "TagA"), ("KEYS", "a b")]);
         assert_eq!(p.get("KEYS"), Some("a b"));
         assert_eq!(p.get("NOPE"), None);
+    }
+
+    /// The one-pass scan must agree with `Properties::get` on anything, garbage included.
+    #[test]
+    fn indexed_scan_agrees_with_get() {
+        let cases: &[&[u8]] = &[
+            b"",
+            b"TAGS\x01TagA\x02KEYS\x01a b\x02UNIQ_KEY\x01U1\x02__CRC\x0100000000\x02",
+            b"TAGS\x01\xff\x02TAGS\x01second\x02",
+            b"TAGS\x01x\x02TAGS\x01y\x02KEYS",
+            b"KEYS\x01k1  k2\x02UNIQ_KEY\x01u\x01v\x02TAGS\x01t",
+            b"\x02\x02TAGS\x02UNIQ_KEY\x01\x02",
+            b"TAGS\x01Tag__CRC\x0112345678\x02",
+            b"\xffTAGS\x01no\x02",
+        ];
+        for raw in cases {
+            let p = Properties::new(raw);
+            let s = IndexedProperties::scan(raw);
+            assert_eq!(s.tags, p.get("TAGS"), "{raw:?}");
+            assert_eq!(s.keys, p.get("KEYS"), "{raw:?}");
+            assert_eq!(s.uniq_key, p.get("UNIQ_KEY"), "{raw:?}");
+        }
+        // Pseudo-random bytes drawn mostly from the separators and key letters.
+        let alphabet = b"\x01\x02TAGSKEYUNIQ_\xff\xc3\xa9 a";
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for _ in 0..20_000 {
+            let mut raw = Vec::new();
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let n = (x % 40) as usize;
+            for _ in 0..n {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                raw.push(alphabet[(x % alphabet.len() as u64) as usize]);
+            }
+            let p = Properties::new(&raw);
+            let s = IndexedProperties::scan(&raw);
+            assert_eq!(s.tags, p.get("TAGS"), "{raw:?}");
+            assert_eq!(s.keys, p.get("KEYS"), "{raw:?}");
+            assert_eq!(s.uniq_key, p.get("UNIQ_KEY"), "{raw:?}");
+        }
     }
 }

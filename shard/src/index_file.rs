@@ -43,9 +43,23 @@ fn rd_i32(b: &[u8], at: usize) -> i32 {
     i32::from_be_bytes(a)
 }
 
+#[cfg(test)]
 pub(crate) fn key_hash(key: &str) -> i32 {
     // Java's String.hashCode, as RocketMQ's IndexFile uses; non-negative.
     (message::tag_hash(key) as i32).wrapping_abs().max(0)
+}
+
+/// `key_hash(&format!("{topic}#{key}"))` without building the string: Java's hash of a
+/// concatenation continues from the hash of its first part.
+pub(crate) fn topic_key_hash(topic: &str, key: &str) -> i32 {
+    let mut h: i32 = 0;
+    for unit in topic.encode_utf16().chain(std::iter::once(b'#' as u16)) {
+        h = h.wrapping_mul(31).wrapping_add(unit as i32);
+    }
+    for unit in key.encode_utf16() {
+        h = h.wrapping_mul(31).wrapping_add(unit as i32);
+    }
+    h.wrapping_abs().max(0)
 }
 
 impl IndexFile {
@@ -232,16 +246,27 @@ impl IndexService {
     }
 
     /// Indexes one record (every key of KEYS, and UNIQ_KEY) at `phys`.
+    #[cfg(test)]
     pub(crate) fn add_record(
         &mut self,
         view: &message::RecordView<'_>,
         phys: u64,
     ) -> Result<(), ShardError> {
+        self.add_keys(view, &view.indexed_properties(), phys)
+    }
+
+    /// Indexes one record (every key of KEYS, and UNIQ_KEY) at `phys`, its properties
+    /// already scanned.
+    pub(crate) fn add_keys(
+        &mut self,
+        view: &message::RecordView<'_>,
+        props: &message::IndexedProperties<'_>,
+        phys: u64,
+    ) -> Result<(), ShardError> {
         let end = phys + view.len() as u64;
         let topic = view.topic();
         let ts = view.store_timestamp_ms();
-        let keys = view.keys().chain(view.uniq_key());
-        for key in keys {
+        for key in props.index_keys() {
             if self.files.last().is_none_or(|f| f.is_full()) {
                 let path = self.dir.join(offset_name(phys));
                 let mut f = IndexFile::open(&path, self.slots, self.entries_max, true)?;
@@ -251,7 +276,7 @@ impl IndexService {
             let Some(f) = self.files.last_mut() else {
                 unreachable!("pushed above");
             };
-            f.put(key_hash(&format!("{topic}#{key}")), phys, ts);
+            f.put(topic_key_hash(topic, key), phys, ts);
         }
         if let Some(f) = self.files.last_mut() {
             f.set_end_phys(end);
@@ -268,7 +293,7 @@ impl IndexService {
         end_ms: i64,
         max: usize,
     ) -> Vec<u64> {
-        let hash = key_hash(&format!("{topic}#{key}"));
+        let hash = topic_key_hash(topic, key);
         let mut out = Vec::new();
         for f in self.files.iter().rev() {
             if f.count() <= 1 || f.end_ts() < begin_ms - 1000 || f.begin_ts() > end_ms {
@@ -344,6 +369,22 @@ mod tests {
         )
         .unwrap();
         out
+    }
+
+    #[test]
+    fn topic_key_hash_is_the_hash_of_the_joined_string() {
+        for (t, k) in [
+            ("T", "k1"),
+            ("TopicTest", ""),
+            ("é主题", "ключ 🙂"),
+            ("", ""),
+        ] {
+            assert_eq!(
+                topic_key_hash(t, k),
+                key_hash(&format!("{t}#{k}")),
+                "{t} {k}"
+            );
+        }
     }
 
     #[test]

@@ -168,17 +168,18 @@ impl Shard {
             |view, phys| {
                 // ConsumeQueue: rewrite any entry that lags or disagrees with the log.
                 let q = QueueOffset(view.queue_offset());
+                let props = view.indexed_properties();
                 let want = CqEntry {
                     offset: CommitLogOffset(phys),
                     size: view.len() as u32,
-                    tag_hash: view.tag_hash(),
+                    tag_hash: props.tag_hash(),
                 };
                 let cq = cqs.get_or_create(view.topic(), view.queue_id());
                 if cq.get(q) != Some(want) {
                     cq.put(q, want)?;
                 }
                 if phys >= index_from {
-                    index.add_record(view, phys)?;
+                    index.add_keys(view, &props, phys)?;
                 }
                 Ok(())
             },
@@ -263,9 +264,10 @@ impl Shard {
     ) -> Result<AppendResult, ShardError> {
         let inner = &self.inner;
         self.check_writable()?;
-        // Validate the whole batch before touching anything.
+        // Validate the whole batch before touching anything. Each record is parsed only
+        // here; the views carry its layout to the copy, stamp and index steps below.
         let max = inner.config.message_size_max_bytes;
-        let mut count = 0u32;
+        let mut views: Vec<RecordView<'_>> = Vec::with_capacity(64);
         let mut seen = 0usize;
         for r in message::records(records) {
             let v = r?;
@@ -279,11 +281,12 @@ impl Shard {
                 });
             }
             seen += v.len();
-            count += 1;
+            views.push(v);
         }
-        if count == 0 {
+        if views.is_empty() {
             return Err(ShardError::EmptyBatch);
         }
+        let count = views.len() as u32;
         debug_assert_eq!(seen, records.len());
         let batch_max = (inner.config.segment_size_bytes - 8) as usize;
         if records.len() > batch_max {
@@ -320,41 +323,36 @@ impl Shard {
                         max: limit,
                     });
                 }
-                buf.copy_from_slice(records);
-                let mut pos = 0usize;
-                let mut q = first_q.0;
-                while pos < buf.len() {
-                    let len = RecordView::parse(&buf[pos..])?.len();
-                    message::stamp_record(
-                        &mut buf[pos..pos + len],
-                        &StoreStamp {
-                            queue_id,
-                            queue_offset: q,
-                            physical_offset: at + pos as u64,
-                            store_timestamp_ms: store_ts,
-                            store_host: host,
-                        },
-                    )?;
-                    pos += len;
-                    q += 1;
-                }
-                // ConsumeQueue entries in the same step: a failure undoes them and the log
-                // does not advance, so the two never disagree.
+                // One pass per record while it is hot in cache: copy, stamp and CRC, then
+                // its ConsumeQueue and IndexFile entries. A failure undoes the CQ entries
+                // and the log does not advance, so the two never disagree.
                 let mut pos = 0usize;
                 let mut q = first_q.0;
                 let result = (|| {
-                    while pos < buf.len() {
-                        let v = RecordView::parse(&buf[pos..])?;
+                    for v in &views {
+                        let phys = at + pos as u64;
+                        let stored = v.copy_stamped(
+                            &mut buf[pos..],
+                            &StoreStamp {
+                                queue_id,
+                                queue_offset: q,
+                                physical_offset: phys,
+                                store_timestamp_ms: store_ts,
+                                store_host: host,
+                            },
+                        )?;
+                        let props = stored.indexed_properties();
                         let e = CqEntry {
-                            offset: CommitLogOffset(at + pos as u64),
-                            size: v.len() as u32,
-                            tag_hash: v.tag_hash(),
+                            offset: CommitLogOffset(phys),
+                            size: stored.len() as u32,
+                            tag_hash: props.tag_hash(),
                         };
                         cq.put(QueueOffset(q), e)?;
-                        index.add_record(&v, at + pos as u64)?;
-                        pos += v.len();
+                        index.add_keys(&stored, &props, phys)?;
+                        pos += stored.len();
                         q += 1;
                     }
+                    debug_assert_eq!(pos, buf.len());
                     Ok(())
                 })();
                 if result.is_err() {
