@@ -36,6 +36,10 @@ struct Args {
     )]
     scan_interval_ms: u64,
 
+    /// Serve Prometheus metrics at http://ADDR/metrics (off when unset).
+    #[arg(long)]
+    metrics_addr: Option<SocketAddr>,
+
     /// Log level: off, error, warn, info, debug or trace.
     #[arg(long, default_value_t = LevelFilter::INFO)]
     log_level: LevelFilter,
@@ -68,14 +72,34 @@ where
     let server =
         crate::start(config).with_context(|| format!("cannot start on {}", args.listen))?;
 
-    // Scripts and tests read the bound address (port 0 = the OS's pick) from stdout.
+    let metrics = match args.metrics_addr {
+        Some(addr) => Some(
+            telemetry::serve(addr, server.metrics_renderer())
+                .with_context(|| format!("--metrics-addr {addr}: cannot listen"))?,
+        ),
+        None => None,
+    };
+
+    // Scripts and tests read the bound addresses (port 0 = the OS's pick) from stdout; the
+    // metrics line comes first, the listening line last.
     let mut stdout = std::io::stdout().lock();
+    if let Some(m) = &metrics {
+        writeln!(
+            stdout,
+            "namesrv metrics on http://{}/metrics",
+            m.local_addr()
+        )?;
+        tracing::info!("namesrv metrics on http://{}/metrics", m.local_addr());
+    }
     writeln!(stdout, "namesrv listening on {}", server.local_addr())?;
     stdout.flush()?;
     drop(stdout);
 
     let signal = signals.forever().next();
     tracing::info!(?signal, "signal received, shutting down");
+    if let Some(m) = metrics {
+        m.shutdown();
+    }
     server.shutdown();
     tracing::info!("namesrv stopped");
     Ok(())

@@ -14,6 +14,7 @@
 pub mod cli;
 mod config;
 mod handler;
+pub mod metrics;
 pub mod route_table;
 mod server;
 

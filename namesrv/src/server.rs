@@ -28,6 +28,7 @@ const WAKE_TIMEOUT: Duration = Duration::from_secs(1);
 
 struct Shared {
     table: Mutex<RouteTable>,
+    metrics: crate::metrics::Metrics,
     stopping: AtomicBool,
     /// A clone of every open connection, so shutdown can close them.
     connections: Mutex<HashMap<u64, TcpStream>>,
@@ -61,6 +62,7 @@ pub fn start(config: NameServerConfig) -> io::Result<NameServerHandle> {
     let local_addr = listener.local_addr()?;
     let shared = Arc::new(Shared {
         table: Mutex::new(RouteTable::new(config.broker_expiry())),
+        metrics: crate::metrics::Metrics::default(),
         stopping: AtomicBool::new(false),
         connections: Mutex::new(HashMap::new()),
         frame_bytes_max: config.frame_bytes_max,
@@ -109,6 +111,21 @@ impl NameServerHandle {
     /// The address actually bound (the OS's pick when the port was 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// The metrics exposition text of this moment (Prometheus/OpenMetrics format).
+    pub fn metrics_text(&self) -> String {
+        let table = lock(&self.shared.table);
+        self.shared.metrics.render(&table, Instant::now())
+    }
+
+    /// A renderer for `telemetry::serve` that shares this server's state.
+    pub fn metrics_renderer(&self) -> telemetry::Render {
+        let shared = Arc::clone(&self.shared);
+        Arc::new(move || {
+            let table = lock(&shared.table);
+            shared.metrics.render(&table, Instant::now())
+        })
     }
 
     /// Brokers currently registered (including any silent ones the scan has not reached).
@@ -280,10 +297,12 @@ fn serve_connection(shared: &Shared, stream: TcpStream, peer: SocketAddr) {
                     continue;
                 }
                 let oneway = frame.header.is_oneway();
-                (
-                    handle_request(&shared.table, frame.header, Instant::now()),
-                    oneway,
-                )
+                shared.metrics.count_request(frame.header.command.name());
+                let response = handle_request(&shared.table, frame.header, Instant::now());
+                if response.code != 0 {
+                    shared.metrics.count_error(response.response_code());
+                }
+                (response, oneway)
             }
             Decoded::Oversized { header, frame_len } => {
                 tracing::warn!(

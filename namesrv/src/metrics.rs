@@ -1,0 +1,72 @@
+//! The NameServer's metrics, served in Prometheus text format when `--metrics-addr` is set.
+
+use std::time::Instant;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use crate::route_table::RouteTable;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CommandLabel {
+    pub command: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CodeLabel {
+    pub code: String,
+}
+
+/// Counters updated by the connection threads (atomics; no lock).
+#[derive(Default)]
+pub struct Metrics {
+    pub requests: Family<CommandLabel, Counter>,
+    pub errors: Family<CodeLabel, Counter>,
+}
+
+impl Metrics {
+    pub fn count_request(&self, command: &str) {
+        self.requests
+            .get_or_create(&CommandLabel {
+                command: command.to_owned(),
+            })
+            .inc();
+    }
+
+    pub fn count_error(&self, code: protocol::ResponseCode) {
+        self.errors
+            .get_or_create(&CodeLabel {
+                code: code.name().to_owned(),
+            })
+            .inc();
+    }
+
+    /// One scrape: the counters plus gauges read from the route table now.
+    pub fn render(&self, table: &RouteTable, now: Instant) -> String {
+        let mut r = Registry::default();
+        let brokers: Gauge = Gauge::default();
+        brokers.set(table.cluster_info(now).brokers.len() as i64);
+        let topics: Gauge = Gauge::default();
+        topics.set(table.topic_list(now).len() as i64);
+        r.register("corvus_namesrv_brokers", "Live brokers registered", brokers);
+        r.register(
+            "corvus_namesrv_topics",
+            "Topics with at least one live broker",
+            topics,
+        );
+        r.register(
+            "corvus_namesrv_requests",
+            "Requests served, by command",
+            self.requests.clone(),
+        );
+        r.register(
+            "corvus_namesrv_errors",
+            "Error responses, by response code",
+            self.errors.clone(),
+        );
+        telemetry::encode(&r)
+    }
+}
