@@ -1,0 +1,204 @@
+//! The command line.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "bench",
+    version,
+    about = "TPS and latency bench harness for corvus",
+    long_about = "With no subcommand: the quickstart. Starts a NameServer and a broker as child \
+processes in a temporary directory, measures the disk, runs a produce run, a consume run \
+(catching up from disk) and a paced single-message latency run, prints a table, stops \
+everything. Subcommands run against a cluster given with -n, or against their own local \
+cluster when -n is left out.",
+    args_conflicts_with_subcommands = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    #[command(flatten)]
+    pub quick: QuickArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Produce messages and report throughput and send→ack latency.
+    Produce(RunArgs),
+    /// Read everything stored in a topic (each queue from its first to its last offset).
+    Consume(RunArgs),
+    /// Produce and consume at once: both throughputs and send→delivery latency.
+    E2e(RunArgs),
+    /// Raw O_DIRECT sequential-write bandwidth and fdatasync latency of a directory's disk.
+    Disk(DiskArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct QuickArgs {
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// Rate of the quickstart's single-message sync latency run (0 skips it).
+    #[arg(long, default_value_t = 20_000.0)]
+    pub latency_rate: f64,
+    /// Seconds of the latency run.
+    #[arg(long, default_value_t = 3.0)]
+    pub latency_duration: f64,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// NameServer addresses (`;`-separated). Without it, a local NameServer and broker are
+    /// started as child processes.
+    #[arg(short = 'n', long)]
+    pub namesrv: Option<String>,
+    /// Topic [default: a fresh `BenchTopic_<time>`, created with --queues queues].
+    #[arg(short = 't', long)]
+    pub topic: Option<String>,
+    /// Body bytes per message (at least 24: the bench's header).
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(24..=4_194_304))]
+    pub size: u64,
+    /// Messages per send (one frame, one queue).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub batch: u64,
+    /// Producer threads, each with its own client::Producer.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub producers: u64,
+    /// Consumer threads, each with its own client::PullConsumer [default: one per queue].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub consumers: Option<u64>,
+    /// Seconds to produce [default: 8; the consume run reads everything produced].
+    #[arg(long, conflicts_with = "messages")]
+    pub duration: Option<f64>,
+    /// Messages to produce (over all producers), or to consume at most.
+    #[arg(long)]
+    pub messages: Option<u64>,
+    /// Open-loop pacing: messages per second over all producers; latency counts from each
+    /// send's scheduled time.
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// Wait for each send's result before the next.
+    #[arg(long, conflicts_with = "async_")]
+    pub sync: bool,
+    /// Pipelined sends with callbacks (the default).
+    #[arg(long = "async", id = "async_")]
+    pub async_: bool,
+    /// Async batches in flight per producer thread.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub inflight: u64,
+    /// zstd-compress bodies on the producer.
+    #[arg(long)]
+    pub compress: bool,
+    /// Messages per pull.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    pub pull_batch: u32,
+    /// Queues of the topic the bench creates.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub queues: u32,
+    /// Send timeout, ms.
+    #[arg(long, default_value_t = 10_000)]
+    pub send_timeout_ms: u64,
+    /// Tuning profile of the local broker: throughput, latency, durable, small.
+    #[arg(long, default_value = "throughput")]
+    pub profile: String,
+    /// Cores of the local broker (it pins itself to the first ones; the bench takes the rest).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub broker_cores: u16,
+    /// Data directory of the local broker and of the disk measurement [default: a temporary
+    /// directory, removed at the end].
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Skip the disk measurement (no ratio to the disk limit then).
+    #[arg(long)]
+    pub no_disk: bool,
+    /// Measure this directory's disk first (against a remote cluster: the broker's disk, if
+    /// mounted here), for the ratio of MB/s to the disk limit.
+    #[arg(long)]
+    pub disk_dir: Option<PathBuf>,
+    /// One JSON object per run on stdout, one per line, instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Draw the latency percentile curves into this SVG file.
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct DiskArgs {
+    /// Directory on the disk to measure [default: the system temporary directory].
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// MiB written sequentially.
+    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u64).range(16..=1_048_576))]
+    pub mib: u64,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("bench").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn no_arguments_is_the_quickstart() {
+        let cli = parse(&[]).unwrap();
+        assert!(cli.command.is_none());
+        assert_eq!(cli.quick.run.size, 1024);
+        assert_eq!(cli.quick.run.broker_cores, 1);
+        assert_eq!(cli.quick.run.profile, "throughput");
+        assert_eq!(cli.quick.latency_rate, 20_000.0);
+        let cli = parse(&["--profile", "small", "--messages", "100", "--json"]).unwrap();
+        assert_eq!(cli.quick.run.messages, Some(100));
+        assert!(cli.quick.run.json);
+    }
+
+    #[test]
+    fn subcommands_take_the_run_flags() {
+        let cli = parse(&[
+            "produce",
+            "-n",
+            "127.0.0.1:9876",
+            "-t",
+            "T",
+            "--size",
+            "512",
+            "--batch",
+            "10",
+            "--producers",
+            "3",
+            "--rate",
+            "20000",
+            "--sync",
+            "--compress",
+            "--duration",
+            "5",
+        ])
+        .unwrap();
+        let Some(Command::Produce(a)) = cli.command else {
+            panic!("not produce")
+        };
+        assert_eq!(a.namesrv.as_deref(), Some("127.0.0.1:9876"));
+        assert_eq!(a.topic.as_deref(), Some("T"));
+        assert_eq!((a.size, a.batch, a.producers), (512, 10, 3));
+        assert_eq!(a.rate, Some(20000.0));
+        assert!(a.sync && a.compress);
+        assert_eq!(a.duration, Some(5.0));
+        let cli = parse(&["e2e", "--consumers", "2", "--messages", "10"]).unwrap();
+        assert!(matches!(cli.command, Some(Command::E2e(ref a)) if a.consumers == Some(2)));
+        let cli = parse(&["disk", "--dir", "/tmp"]).unwrap();
+        assert!(matches!(cli.command, Some(Command::Disk(ref d)) if d.mib == 512));
+    }
+
+    #[test]
+    fn contradictions_are_refused() {
+        assert!(parse(&["produce", "--sync", "--async"]).is_err());
+        assert!(parse(&["produce", "--duration", "1", "--messages", "5"]).is_err());
+        assert!(parse(&["produce", "--size", "8"]).is_err());
+        assert!(parse(&["produce", "--batch", "0"]).is_err());
+    }
+}

@@ -1,0 +1,386 @@
+//! The NameServer and broker the quickstart starts: child processes of this very binary
+//! (`bench __namesrv`, `bench __broker`), on free loopback ports, in a temporary directory.
+//! They are stopped when the [`Cluster`] drops, on Ctrl-C, and (PR_SET_PDEATHSIG) when the
+//! bench dies without cleaning up.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde::Serialize;
+
+/// How long a child may take to print its listening line.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a child may take to stop after SIGTERM before it is killed.
+const STOP_TIMEOUT: Duration = Duration::from_secs(10);
+
+static STOP: OnceLock<Arc<AtomicBool>> = OnceLock::new();
+
+/// Set on SIGINT or SIGTERM: every run stops early, and everything started is stopped.
+pub fn stop_flag() -> &'static Arc<AtomicBool> {
+    STOP.get_or_init(|| Arc::new(AtomicBool::new(false)))
+}
+
+pub fn stopping() -> bool {
+    stop_flag().load(Ordering::Relaxed)
+}
+
+/// Installs the SIGINT/SIGTERM handlers: the first signal sets the stop flag, a second one
+/// exits at once (children still die with us through PR_SET_PDEATHSIG).
+pub fn install_signal_handlers() -> Result<()> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let flag = stop_flag();
+    for sig in [SIGINT, SIGTERM] {
+        signal_hook::flag::register_conditional_shutdown(sig, 130, Arc::clone(flag))?;
+        signal_hook::flag::register(sig, Arc::clone(flag))?;
+    }
+    Ok(())
+}
+
+/// What the quickstart starts.
+#[derive(Debug, Clone)]
+pub struct ClusterOptions {
+    pub profile: String,
+    pub broker_cores: u16,
+    /// Data directory; a temporary one (removed at the end) when `None`.
+    pub data_dir: Option<PathBuf>,
+}
+
+/// A child process that is stopped (SIGTERM, then SIGKILL) when dropped.
+struct ChildGuard {
+    name: &'static str,
+    child: Option<Child>,
+}
+
+impl ChildGuard {
+    fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    fn stop(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        // SAFETY: `kill` has no memory-safety preconditions; the pid is our own child that
+        // has not been reaped yet (try_wait above), so it cannot have been recycled.
+        unsafe {
+            libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + STOP_TIMEOUT;
+        loop {
+            match child.try_wait() {
+                Ok(Some(_)) => return,
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20))
+                }
+                _ => {
+                    eprintln!(
+                        "bench: {} did not stop after SIGTERM; killing it",
+                        self.name
+                    );
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return;
+                }
+            }
+        }
+    }
+}
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The broker's memory, from /proc/<pid>/status.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
+pub struct Memory {
+    /// Resident set at the last sample.
+    pub vm_rss_kib: u64,
+    /// Highest resident set among the samples.
+    pub vm_rss_kib_max: u64,
+    /// The kernel's high-water mark of the resident set since the broker started.
+    pub vm_hwm_kib: u64,
+}
+
+/// Reads `VmRSS` and `VmHWM` (KiB) from a /proc/<pid>/status text.
+pub fn parse_status(status: &str) -> Option<(u64, u64)> {
+    let field = |name: &str| -> Option<u64> {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+    };
+    Some((field("VmRSS:")?, field("VmHWM:")?))
+}
+
+pub struct Cluster {
+    // Field order is drop order: the broker stops before the NameServer.
+    broker: ChildGuard,
+    namesrv: ChildGuard,
+    pub namesrv_addr: String,
+    pub broker_addr: String,
+    pub data_dir: PathBuf,
+    _temp: Option<tempfile::TempDir>,
+    memory: Memory,
+}
+
+impl Cluster {
+    pub fn start(opts: &ClusterOptions) -> Result<Cluster> {
+        let (temp, data_dir) = match &opts.data_dir {
+            Some(d) => {
+                std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+                (None, d.clone())
+            }
+            None => {
+                let t = tempfile::Builder::new()
+                    .prefix("corvus-bench-")
+                    .tempdir()
+                    .context("creating a temporary data directory")?;
+                let d = t.path().to_path_buf();
+                (Some(t), d)
+            }
+        };
+        let (namesrv, ns_line) = spawn(
+            "namesrv",
+            &[
+                "__namesrv",
+                "--listen",
+                "127.0.0.1:0",
+                "--log-level",
+                "warn",
+            ],
+            "namesrv listening on ",
+        )?;
+        let namesrv_addr = first_word(&ns_line)?;
+        let broker_data = data_dir.join("broker");
+        let cores = opts.broker_cores.to_string();
+        let broker_args: Vec<&str> = vec![
+            "__broker",
+            "--listen",
+            "127.0.0.1:0",
+            "--namesrv",
+            &namesrv_addr,
+            "--data-dir",
+            broker_data
+                .to_str()
+                .ok_or_else(|| anyhow!("data dir is not UTF-8"))?,
+            "--profile",
+            &opts.profile,
+            "--cores",
+            &cores,
+            "--log-level",
+            "warn",
+        ];
+        let (broker, b_line) = spawn("broker", &broker_args, "broker listening on ")?;
+        let broker_addr = first_word(&b_line)?;
+        Ok(Cluster {
+            broker,
+            namesrv,
+            namesrv_addr,
+            broker_addr,
+            data_dir,
+            _temp: temp,
+            memory: Memory::default(),
+        })
+    }
+
+    pub fn broker_pid(&self) -> Option<u32> {
+        self.broker.pid()
+    }
+
+    /// Samples the broker's memory; call it now and then during runs.
+    pub fn sample_memory(&mut self) -> Option<Memory> {
+        let pid = self.broker.pid()?;
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        let (rss, hwm) = parse_status(&status)?;
+        self.memory.vm_rss_kib = rss;
+        self.memory.vm_rss_kib_max = self.memory.vm_rss_kib_max.max(rss);
+        self.memory.vm_hwm_kib = hwm;
+        Some(self.memory)
+    }
+
+    /// Whether both children are still running.
+    pub fn check_alive(&mut self) -> Result<()> {
+        for g in [&mut self.broker, &mut self.namesrv] {
+            if let Some(c) = g.child.as_mut() {
+                if let Ok(Some(status)) = c.try_wait() {
+                    let name = g.name;
+                    g.child = None;
+                    bail!("the {name} exited early ({status})");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    pub fn stop(&mut self) {
+        self.broker.stop();
+        self.namesrv.stop();
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn first_word(rest: &str) -> Result<String> {
+    rest.split_whitespace()
+        .next()
+        .map(str::to_owned)
+        .ok_or_else(|| anyhow!("no address in the start-up line"))
+}
+
+/// Starts `bench <args>` and waits for the stdout line starting with `marker`; returns the
+/// rest of that line. stdout is drained afterwards so the child never blocks on it; stderr
+/// is inherited, so its warnings and errors show.
+fn spawn(name: &'static str, args: &[&str], marker: &str) -> Result<(ChildGuard, String)> {
+    let exe = std::env::current_exe().context("finding the bench executable")?;
+    let mut cmd = Command::new(exe);
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: runs in the forked child before exec; `prctl` is async-signal-safe and
+        // touches no memory of ours. It makes the child receive SIGKILL when the bench dies,
+        // so a crashed or killed bench leaves nothing running.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("starting the {name}"))?;
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| anyhow!("{name}: no stdout"))?;
+    let mut guard = ChildGuard {
+        name,
+        child: Some(child),
+    };
+    let (tx, rx) = mpsc::channel();
+    let marker = marker.to_owned();
+    std::thread::Builder::new()
+        .name(format!("{name}-stdout"))
+        .spawn(move || drain(stdout, &marker, tx))?;
+    let deadline = Instant::now() + START_TIMEOUT;
+    loop {
+        match rx.recv_timeout(Duration::from_millis(50)) {
+            Ok(line) => return Ok((guard, line)),
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                guard.stop();
+                bail!("the {name} exited before it was listening (see its messages above)");
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                if stopping() {
+                    bail!("interrupted while starting the {name}");
+                }
+                if Instant::now() > deadline {
+                    bail!("the {name} did not start within {START_TIMEOUT:?}");
+                }
+            }
+        }
+    }
+}
+
+fn drain(stdout: ChildStdout, marker: &str, tx: mpsc::Sender<String>) {
+    let mut tx = Some(tx);
+    for line in BufReader::new(stdout).lines() {
+        let Ok(line) = line else { break };
+        if let Some(rest) = line.strip_prefix(marker) {
+            if let Some(tx) = tx.take() {
+                let _ = tx.send(rest.to_owned());
+            }
+        }
+    }
+}
+
+/// CPUs this process may run on.
+pub fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: `cpu_set_t` is plain old data; all-zero is the empty set. The kernel writes at
+    // most `size_of::<cpu_set_t>()` bytes into the set we own.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Vec::new();
+        }
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .collect()
+    }
+}
+
+/// Pins the calling thread (and the threads it starts afterwards) to `cpus`.
+pub fn pin_to(cpus: &[usize]) -> Result<()> {
+    if cpus.is_empty() {
+        return Ok(());
+    }
+    // SAFETY: as above, an all-zero `cpu_set_t` is the empty set; CPU_SET only writes bits
+    // inside the set (the indices come from sched_getaffinity, below CPU_SETSIZE), and
+    // sched_setaffinity only reads the set.
+    let rc = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &c in cpus {
+            libc::CPU_SET(c, &mut set);
+        }
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    if rc != 0 {
+        bail!("sched_setaffinity: {}", std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The broker takes the first `broker_cores` allowed CPUs; the bench gets the rest, if any.
+pub fn bench_cpus(allowed: &[usize], broker_cores: u16) -> Vec<usize> {
+    allowed
+        .iter()
+        .skip(broker_cores as usize)
+        .copied()
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_fields_are_read_from_proc_status() {
+        let s = "Name:\tbench\nVmHWM:\t  123456 kB\nVmRSS:\t   65432 kB\n";
+        assert_eq!(parse_status(s), Some((65432, 123456)));
+        assert_eq!(parse_status("Name: x\n"), None);
+        let own = std::fs::read_to_string("/proc/self/status").unwrap();
+        let (rss, hwm) = parse_status(&own).unwrap();
+        assert!(rss > 0 && hwm >= rss);
+    }
+
+    #[test]
+    fn the_bench_takes_the_cpus_the_broker_leaves() {
+        assert_eq!(bench_cpus(&[0, 1], 1), vec![1]);
+        assert_eq!(bench_cpus(&[0, 1, 2, 3], 2), vec![2, 3]);
+        assert!(bench_cpus(&[0, 1], 2).is_empty());
+        assert!(!allowed_cpus().is_empty());
+    }
+}

@@ -1,0 +1,631 @@
+//! What each command does: set up (a local cluster or a remote one), run, report.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::cli::{Cli, Command, DiskArgs, QuickArgs, RunArgs};
+use crate::cluster::{self, Cluster, ClusterOptions};
+use crate::consume::{self, ConsumeOptions, ConsumeOutcome, Mode};
+use crate::disk::{self, DiskOptions, DiskReport};
+use crate::machine::{self, Machine};
+use crate::produce::{self, Limit, ProduceOptions, ProduceOutcome, Progress};
+use crate::report::{self, Report};
+use crate::verify::Verifier;
+
+/// Produce run length when neither --duration nor --messages is given.
+const DEFAULT_DURATION_SECS: f64 = 8.0;
+/// How long to wait for a created topic to show up in the NameServer's route.
+const ROUTE_WAIT: Duration = Duration::from_secs(15);
+/// Verifier room per producer when a followed run is bounded by time only.
+const FOLLOW_CAPACITY_MAX: u64 = 1 << 27;
+
+/// Runs the command; `Ok(false)` when a run counted errors.
+pub fn run(cli: Cli) -> Result<bool> {
+    cluster::install_signal_handlers()?;
+    match cli.command {
+        None => quickstart(cli.quick),
+        Some(Command::Produce(a)) => produce_cmd(a),
+        Some(Command::Consume(a)) => consume_cmd(a),
+        Some(Command::E2e(a)) => e2e_cmd(a),
+        Some(Command::Disk(d)) => disk_cmd(d),
+    }
+}
+
+struct Session {
+    args: RunArgs,
+    namesrv: String,
+    topic: String,
+    disk: Option<DiskReport>,
+    // Drop order: the cluster stops before its temporary directory goes.
+    cluster: Option<Cluster>,
+    _temp: Option<tempfile::TempDir>,
+    reports: Vec<Report>,
+    curves: Vec<(String, Vec<(f64, f64)>)>,
+    machine: Machine,
+    commit: String,
+}
+
+fn note(json: bool, msg: &str) {
+    // Notes go to stderr so that --json output stays clean.
+    if !json || std::env::var_os("BENCH_VERBOSE").is_some() {
+        eprintln!("{msg}");
+    } else {
+        let _ = msg;
+    }
+}
+
+impl Session {
+    fn open(args: RunArgs, measure_disk: bool) -> Result<Session> {
+        let machine = Machine::detect();
+        let commit = machine::commit();
+        let mut disk_report = None;
+        let (cluster, temp, namesrv) = match &args.namesrv {
+            Some(ns) => {
+                if let Some(dir) = &args.disk_dir {
+                    disk_report = Some(measure(dir, args.json)?);
+                }
+                (None, None, ns.clone())
+            }
+            None => {
+                let (temp, dir) = match &args.dir {
+                    Some(d) => (None, d.clone()),
+                    None => {
+                        let t = tempfile::Builder::new()
+                            .prefix("corvus-bench-")
+                            .tempdir()
+                            .context("creating a temporary directory")?;
+                        let d = t.path().to_path_buf();
+                        (Some(t), d)
+                    }
+                };
+                if measure_disk && !args.no_disk {
+                    disk_report = Some(measure(
+                        &args.disk_dir.clone().unwrap_or(dir.clone()),
+                        args.json,
+                    )?);
+                }
+                note(
+                    args.json,
+                    &format!(
+                        "bench: starting a NameServer and a broker (profile {}, {} core(s)) in {}",
+                        args.profile,
+                        args.broker_cores,
+                        dir.display()
+                    ),
+                );
+                let c = Cluster::start(&ClusterOptions {
+                    profile: args.profile.clone(),
+                    broker_cores: args.broker_cores,
+                    data_dir: Some(dir),
+                })?;
+                let cpus = cluster::bench_cpus(&cluster::allowed_cpus(), args.broker_cores);
+                if cpus.is_empty() {
+                    note(
+                        args.json,
+                        "bench: no CPU left for the bench; it shares the broker's",
+                    );
+                } else {
+                    cluster::pin_to(&cpus)?;
+                    note(
+                        args.json,
+                        &format!(
+                            "bench: pinned to CPU(s) {cpus:?}; broker on the first {}",
+                            args.broker_cores
+                        ),
+                    );
+                }
+                let ns = c.namesrv_addr.clone();
+                (Some(c), temp, ns)
+            }
+        };
+        let topic = args.topic.clone().unwrap_or_else(|| {
+            let secs = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0);
+            format!("BenchTopic_{secs}")
+        });
+        let s = Session {
+            args,
+            namesrv,
+            topic,
+            disk: disk_report,
+            cluster,
+            _temp: temp,
+            reports: Vec::new(),
+            curves: Vec::new(),
+            machine,
+            commit,
+        };
+        s.prepare_topic()?;
+        Ok(s)
+    }
+
+    /// Creates the topic with --queues queues on the local broker and waits for its route.
+    fn prepare_topic(&self) -> Result<()> {
+        let Some(c) = &self.cluster else {
+            return Ok(()); // a remote cluster: existing topic or auto-creation on first send
+        };
+        let admin = client::Admin::new(&self.namesrv).map_err(|e| anyhow!("admin: {e}"))?;
+        let cfg = protocol::TopicConfig {
+            name: self.topic.clone(),
+            read_queues: self.args.queues,
+            write_queues: self.args.queues,
+            perm: protocol::perm::READ_WRITE,
+        };
+        admin
+            .create_topic(&c.broker_addr, &cfg)
+            .map_err(|e| anyhow!("creating topic {}: {e}", self.topic))?;
+        let deadline = Instant::now() + ROUTE_WAIT;
+        loop {
+            match admin.topic_route(&self.topic) {
+                Ok(r) if r.write_queues().len() as u32 >= self.args.queues => return Ok(()),
+                _ if Instant::now() > deadline => {
+                    bail!(
+                        "topic {} did not appear in the NameServer's routes",
+                        self.topic
+                    )
+                }
+                _ if cluster::stopping() => bail!("interrupted"),
+                _ => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
+    }
+
+    fn produce_options(&self) -> ProduceOptions {
+        let a = &self.args;
+        let limit = match (a.messages, a.duration) {
+            (Some(m), _) => Limit::Messages(m),
+            (None, Some(d)) => Limit::Duration(Duration::from_secs_f64(d.max(0.0))),
+            (None, None) => Limit::Duration(Duration::from_secs_f64(DEFAULT_DURATION_SECS)),
+        };
+        ProduceOptions {
+            namesrv: self.namesrv.clone(),
+            topic: self.topic.clone(),
+            size: a.size as usize,
+            batch: a.batch as usize,
+            producers: a.producers as usize,
+            limit,
+            rate: a.rate.filter(|r| *r > 0.0),
+            sync: a.sync,
+            inflight: a.inflight as usize,
+            compress: a.compress,
+            send_timeout_ms: a.send_timeout_ms,
+        }
+    }
+
+    fn consume_options(&self, limit: Option<Limit>) -> ConsumeOptions {
+        ConsumeOptions {
+            namesrv: self.namesrv.clone(),
+            topic: self.topic.clone(),
+            consumers: self
+                .args
+                .consumers
+                .map(|c| c as usize)
+                .unwrap_or(self.args.queues as usize),
+            pull_batch: self.args.pull_batch,
+            limit,
+        }
+    }
+
+    /// Runs `f` on another thread while this one shows a progress line on stderr and
+    /// samples the broker's memory.
+    fn watch<T: Send>(
+        &mut self,
+        label: &str,
+        progress: &Progress,
+        f: impl FnOnce() -> T + Send,
+    ) -> Result<T> {
+        let bar = if self.args.json {
+            ProgressBar::hidden()
+        } else {
+            ProgressBar::new_spinner()
+        };
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} {prefix}: {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
+        bar.set_prefix(label.to_owned());
+        let started = Instant::now();
+        let mut broker_died = None;
+        let out = std::thread::scope(|s| {
+            let h = s.spawn(f);
+            let mut last = (Instant::now(), 0u64);
+            while !h.is_finished() {
+                std::thread::sleep(Duration::from_millis(200));
+                let n = progress.messages.load(Ordering::Relaxed);
+                let now = Instant::now();
+                let rate = (n - last.1) as f64 / now.duration_since(last.0).as_secs_f64();
+                last = (now, n);
+                let mut msg = format!(
+                    "{n} messages, {:.0} msgs/s now, {} errors, {:.0} s",
+                    rate,
+                    progress.errors.load(Ordering::Relaxed),
+                    started.elapsed().as_secs_f64()
+                );
+                if let Some(c) = self.cluster.as_mut() {
+                    if let Some(m) = c.sample_memory() {
+                        msg.push_str(&format!(", broker RSS {} MiB", m.vm_rss_kib / 1024));
+                    }
+                    if broker_died.is_none() {
+                        if let Err(e) = c.check_alive() {
+                            broker_died = Some(e);
+                            cluster::stop_flag().store(true, Ordering::Relaxed);
+                        }
+                    }
+                }
+                bar.set_message(msg);
+                bar.tick();
+            }
+            h.join()
+        });
+        bar.finish_and_clear();
+        if let Some(e) = broker_died {
+            return Err(e);
+        }
+        out.map_err(|_| anyhow!("the {label} run panicked"))
+    }
+
+    fn report(
+        &self,
+        mode: &str,
+        messages: u64,
+        seconds: f64,
+        latency_of: &str,
+        latency: &crate::stats::Latency,
+        errors: u64,
+        error_detail: Vec<String>,
+        settings: serde_json::Value,
+    ) -> Report {
+        let bytes = messages * self.args.size;
+        let (msgs_per_sec, mb_per_sec) = Report::rate(messages, bytes, seconds);
+        Report {
+            mode: mode.to_owned(),
+            messages,
+            bytes,
+            seconds,
+            msgs_per_sec,
+            mb_per_sec,
+            latency_of: latency_of.to_owned(),
+            latency_us: latency.percentiles(),
+            errors,
+            error_detail,
+            commit: self.commit.clone(),
+            cores: self.cluster.as_ref().map(|_| self.args.broker_cores),
+            profile: self.cluster.as_ref().map(|_| self.args.profile.clone()),
+            machine: self.machine.clone(),
+            settings,
+            disk_ratio: None,
+            broker_memory: None,
+        }
+    }
+
+    fn settings(&self, o: &ProduceOptions) -> serde_json::Value {
+        serde_json::json!({
+            "topic": o.topic,
+            "size": o.size,
+            "batch": o.batch,
+            "producers": o.producers,
+            "rate": o.rate,
+            "sync": o.sync,
+            "inflight": if o.sync { 1 } else { o.inflight },
+            "compress": o.compress,
+            "limit": match o.limit {
+                Limit::Duration(d) => format!("{} s", d.as_secs_f64()),
+                Limit::Messages(m) => format!("{m} messages"),
+            },
+            "queues": self.args.queues,
+        })
+    }
+
+    fn produce(&mut self, mode: &str, o: ProduceOptions) -> Result<ProduceOutcome> {
+        let progress = Progress::default();
+        let p = Arc::new(progress);
+        let p2 = Arc::clone(&p);
+        let o2 = o.clone();
+        let out = self.watch(mode, &p, move || produce::run(&o2, p2))??;
+        let latency_of = if o.rate.is_some() {
+            "scheduled send→ack"
+        } else {
+            "send→ack"
+        };
+        let mut r = self.report(
+            mode,
+            out.acked,
+            out.seconds,
+            latency_of,
+            &out.latency,
+            out.errors,
+            out.error_detail.clone(),
+            self.settings(&o),
+        );
+        r.disk_ratio = self
+            .disk
+            .as_ref()
+            .map(|d| r.mb_per_sec / d.write_mb_per_sec);
+        r.broker_memory = self.memory();
+        self.curves.push((mode.to_owned(), out.latency.curve_us()));
+        self.reports.push(r);
+        Ok(out)
+    }
+
+    fn memory(&mut self) -> Option<cluster::Memory> {
+        self.cluster.as_mut().and_then(|c| c.sample_memory())
+    }
+
+    fn consume_catch_up(&mut self, verifier: Option<Arc<Verifier>>) -> Result<ConsumeOutcome> {
+        let limit = match (
+            self.args.namesrv.is_some(),
+            self.args.messages,
+            self.args.duration,
+        ) {
+            // Against a remote cluster, --messages / --duration bound the consume run itself.
+            (true, Some(m), _) => Some(Limit::Messages(m)),
+            (true, None, Some(d)) => Some(Limit::Duration(Duration::from_secs_f64(d))),
+            _ => None,
+        };
+        let o = self.consume_options(limit);
+        let p = Arc::new(Progress::default());
+        let p2 = Arc::clone(&p);
+        let v2 = verifier.clone();
+        let out = self.watch("consume", &p, move || {
+            consume::run(&o, Mode::CatchUp, v2, p2, None)
+        })??;
+        let (errors, mut detail) = verdict(&out, verifier.as_deref());
+        detail.extend(out.error_detail.iter().cloned());
+        let settings = serde_json::json!({
+            "topic": self.topic,
+            "consumers": self.consume_options(None).consumers,
+            "pull_batch": self.args.pull_batch,
+            "from": "first offset of each queue, to the last as of the start",
+        });
+        let mut r = self.report(
+            "consume",
+            out.received,
+            out.seconds,
+            "pull round trip",
+            &out.latency,
+            errors,
+            detail,
+            settings,
+        );
+        r.bytes = out.bytes;
+        r.mb_per_sec = Report::rate(out.received, out.bytes, out.seconds).1;
+        r.broker_memory = self.memory();
+        self.curves
+            .push(("consume (pull)".to_owned(), out.latency.curve_us()));
+        self.reports.push(r);
+        Ok(out)
+    }
+
+    fn e2e(&mut self) -> Result<()> {
+        let po = self.produce_options();
+        let capacity: Vec<u64> = (0..po.producers)
+            .map(|i| {
+                po.limit
+                    .share(i, po.producers)
+                    .unwrap_or_else(|| match (po.rate, po.limit) {
+                        (Some(r), Limit::Duration(d)) => {
+                            ((r / po.producers as f64) * d.as_secs_f64() * 1.1) as u64
+                                + po.batch as u64
+                        }
+                        _ => FOLLOW_CAPACITY_MAX,
+                    })
+            })
+            .collect();
+        let verifier = Arc::new(Verifier::with_capacity(&capacity));
+        let done = Arc::new(AtomicBool::new(false));
+        let co = self.consume_options(None);
+        let cp = Arc::new(Progress::default());
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let consumer = {
+            let v = Arc::clone(&verifier);
+            let done = Arc::clone(&done);
+            let cp = Arc::clone(&cp);
+            std::thread::Builder::new()
+                .name("e2e-consume".into())
+                .spawn(move || {
+                    consume::run(&co, Mode::Follow { done }, Some(v), cp, Some(ready_tx))
+                })?
+        };
+        if ready_rx.recv().is_err() {
+            return match consumer.join() {
+                Ok(Err(e)) => Err(e),
+                _ => Err(anyhow!("the e2e consumers failed to start")),
+            };
+        }
+        let produced = self.produce("e2e-produce", po);
+        match &produced {
+            Ok(out) => verifier.finish(&out.sent_per_producer, out.acked),
+            Err(_) => verifier.finish(&[], 0),
+        }
+        done.store(true, Ordering::Release);
+        let consumed = consumer
+            .join()
+            .map_err(|_| anyhow!("the e2e consumer panicked"))?;
+        let _ = produced?;
+        let out = consumed?;
+        let (errors, mut detail) = verdict(&out, Some(&verifier));
+        detail.extend(out.error_detail.iter().cloned());
+        let settings = serde_json::json!({
+            "topic": self.topic,
+            "consumers": self.consume_options(None).consumers,
+            "pull_batch": self.args.pull_batch,
+        });
+        let mut r = self.report(
+            "e2e-consume",
+            out.received,
+            out.seconds,
+            "scheduled send→delivery",
+            &out.latency,
+            errors,
+            detail,
+            settings,
+        );
+        r.bytes = out.bytes;
+        r.mb_per_sec = Report::rate(out.received, out.bytes, out.seconds).1;
+        r.broker_memory = self.memory();
+        self.curves
+            .push(("e2e send→delivery".to_owned(), out.latency.curve_us()));
+        self.reports.push(r);
+        Ok(())
+    }
+
+    /// Prints the table (or JSON lines), draws the plot; true when no run had errors.
+    fn finish(mut self) -> Result<bool> {
+        if let Some(c) = self.cluster.as_mut() {
+            c.stop();
+        }
+        if self.args.json {
+            if let Some(d) = &self.disk {
+                println!(
+                    "{}",
+                    serde_json::to_string(&serde_json::json!({
+                        "mode": "disk",
+                        "disk": d,
+                        "commit": self.commit,
+                        "machine": self.machine,
+                    }))?
+                );
+            }
+            for r in &self.reports {
+                println!("{}", r.json());
+            }
+        } else {
+            print!("{}", self.header());
+            if let Some(d) = &self.disk {
+                print!("{}", disk::table(d));
+            }
+            print!("{}", report::table(&self.reports));
+        }
+        if let Some(path) = &self.args.plot {
+            let title = format!("corvus latency percentiles ({} B messages)", self.args.size);
+            crate::plot::percentile_svg(path, &title, &self.curves)?;
+            note(
+                self.args.json,
+                &format!("bench: latency plot written to {}", path.display()),
+            );
+        }
+        let interrupted = cluster::stopping();
+        if interrupted {
+            eprintln!("bench: interrupted; the figures above cover the runs up to then");
+        }
+        Ok(!interrupted && self.reports.iter().all(|r| r.errors == 0))
+    }
+
+    fn header(&self) -> String {
+        let m = &self.machine;
+        let target = match &self.cluster {
+            Some(_) => format!(
+                "local broker: profile {}, {} core(s)",
+                self.args.profile, self.args.broker_cores
+            ),
+            None => format!("cluster {}", self.namesrv),
+        };
+        format!(
+            "corvus bench @ {} on {} CPU(s), {}, {}; {}; {} B messages\n",
+            self.commit, m.nproc, m.cpu_model, m.kernel, target, self.args.size
+        )
+    }
+}
+
+fn verdict(out: &ConsumeOutcome, verifier: Option<&Verifier>) -> (u64, Vec<String>) {
+    match verifier {
+        Some(v) => {
+            let d = v.verdict();
+            (d.errors() + out.errors, d.details())
+        }
+        None => (out.errors, Vec::new()),
+    }
+}
+
+fn measure(dir: &std::path::Path, json: bool) -> Result<DiskReport> {
+    note(
+        json,
+        &format!("bench: measuring the disk under {}", dir.display()),
+    );
+    let r = disk::run(&dir.join("disk"), DiskOptions::default())?;
+    let _ = std::fs::remove_dir(dir.join("disk"));
+    Ok(r)
+}
+
+fn quickstart(q: QuickArgs) -> Result<bool> {
+    let mut s = Session::open(q.run, true)?;
+    let out = s.produce("produce", s.produce_options())?;
+    if !cluster::stopping() {
+        let verifier = Arc::new(Verifier::new(&out.sent_per_producer, out.acked));
+        s.consume_catch_up(Some(verifier))?;
+    }
+    if q.latency_rate > 0.0 && !cluster::stopping() {
+        let mut o = s.produce_options();
+        o.batch = 1;
+        o.sync = true;
+        o.producers = 1;
+        o.rate = Some(q.latency_rate);
+        o.limit = Limit::Duration(Duration::from_secs_f64(q.latency_duration));
+        s.produce("latency", o)?;
+    }
+    s.finish()
+}
+
+fn produce_cmd(a: RunArgs) -> Result<bool> {
+    let mut s = Session::open(a, true)?;
+    if s.disk.is_none() && !s.args.json {
+        eprintln!("bench: no disk figure (pass --disk-dir DIR to compare with a disk's limit)");
+    }
+    s.produce("produce", s.produce_options())?;
+    s.finish()
+}
+
+fn consume_cmd(a: RunArgs) -> Result<bool> {
+    let mut s = Session::open(a, false)?;
+    let verifier = if s.cluster.is_some() {
+        // A fresh local cluster has nothing to read: produce first.
+        let out = s.produce("produce", s.produce_options())?;
+        Some(Arc::new(Verifier::new(&out.sent_per_producer, out.acked)))
+    } else {
+        None
+    };
+    if !cluster::stopping() {
+        s.consume_catch_up(verifier)?;
+    }
+    s.finish()
+}
+
+fn e2e_cmd(a: RunArgs) -> Result<bool> {
+    let mut s = Session::open(a, false)?;
+    s.e2e()?;
+    s.finish()
+}
+
+fn disk_cmd(d: DiskArgs) -> Result<bool> {
+    let dir: PathBuf = d.dir.unwrap_or_else(std::env::temp_dir);
+    let r = disk::run(
+        &dir.join(format!("corvus-bench-disk-{}", std::process::id())),
+        DiskOptions {
+            total_bytes: d.mib << 20,
+            ..DiskOptions::default()
+        },
+    );
+    let _ = std::fs::remove_dir(dir.join(format!("corvus-bench-disk-{}", std::process::id())));
+    let r = r?;
+    if d.json {
+        println!(
+            "{}",
+            serde_json::to_string(&serde_json::json!({
+                "mode": "disk",
+                "disk": r,
+                "commit": machine::commit(),
+                "machine": Machine::detect(),
+            }))?
+        );
+    } else {
+        print!("{}", disk::table(&r));
+    }
+    Ok(true)
+}
