@@ -26,9 +26,15 @@ pub struct Running {
     pub listen_addr: SocketAddr,
     executors: Vec<glommio::ExecutorJoinHandle<()>>,
     registry: Option<std::thread::JoinHandle<()>>,
+    metrics_server: Option<telemetry::MetricsServer>,
 }
 
 impl Running {
+    /// Where Prometheus metrics are served, if they are.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_server.as_ref().map(|m| m.local_addr())
+    }
+
     pub fn request_shutdown(&self) {
         self.shared.shutdown.store(true, Ordering::SeqCst);
     }
@@ -43,6 +49,9 @@ impl Running {
         self.shared.shutdown.store(true, Ordering::SeqCst);
         if let Some(r) = self.registry.take() {
             let _ = r.join();
+        }
+        if let Some(m) = self.metrics_server.take() {
+            m.shutdown();
         }
         failed.map_or(Ok(()), Err)
     }
@@ -215,6 +224,7 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
         topics_version: AtomicU64::new(1),
         registered_version: AtomicU64::new(0),
         shutdown: AtomicBool::new(false),
+        metrics: Arc::new(crate::metrics::BrokerMetrics::new()),
         config,
     });
 
@@ -279,6 +289,7 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
         listen_addr,
         executors,
         registry: Some(registry),
+        metrics_server: None,
     };
     let mut ready = 0;
     while ready < cores {
@@ -294,6 +305,19 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
             Err(_) => {
                 running.request_shutdown();
                 bail!("the cores did not start");
+            }
+        }
+    }
+    if let Some(addr) = &shared.config.metrics_addr {
+        let addr: SocketAddr = addr
+            .parse()
+            .with_context(|| format!("metrics_addr `{addr}`"))?;
+        let metrics = shared.metrics.clone();
+        match telemetry::serve(addr, Arc::new(move || metrics.render())) {
+            Ok(m) => running.metrics_server = Some(m),
+            Err(e) => {
+                running.request_shutdown();
+                bail!("metrics_addr {addr}: cannot listen: {e}");
             }
         }
     }
@@ -347,6 +371,7 @@ async fn core_main(
         mesh: mesh.clone(),
         topics: std::cell::RefCell::new(topics),
         stats: CoreStats::default(),
+        send_latency: shared.metrics.send_latency(id),
         store_host: match shared.advertise_addr.parse() {
             Ok(a) => a,
             Err(_) => SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, 0),
@@ -389,8 +414,22 @@ async fn core_main(
     }
     let _ = ready.send(Ok(id));
 
+    // Until shutdown: publish this core's counters to the metrics once a second.
+    let mut last = protocol::CoreStatus {
+        core: id,
+        ..Default::default()
+    };
+    let mut ticks = 0u32;
     while !shared.shutdown.load(Ordering::SeqCst) {
         glommio::timer::sleep(Duration::from_millis(50)).await;
+        ticks += 1;
+        if ticks.is_multiple_of(20) {
+            let now = core.local_status();
+            shared
+                .metrics
+                .publish(&now, &last, shared.started.elapsed().as_secs_f64());
+            last = now;
+        }
     }
     for t in accept_tasks {
         t.cancel().await;

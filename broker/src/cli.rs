@@ -32,6 +32,9 @@ struct Cli {
     /// NameServers, `;`-separated, e.g. "127.0.0.1:9876;127.0.0.1:9877".
     #[arg(short = 'n', long)]
     namesrv: Option<String>,
+    /// Serve Prometheus metrics at http://ADDR/metrics (off when unset).
+    #[arg(long)]
+    metrics_addr: Option<String>,
     /// Data directory [default: ./data].
     #[arg(long)]
     data_dir: Option<PathBuf>,
@@ -65,6 +68,9 @@ fn load_config(cli: &Cli) -> anyhow::Result<BrokerConfig> {
     }
     if let Some(v) = &cli.namesrv {
         cfg.namesrv_addr = v.clone();
+    }
+    if let Some(v) = &cli.metrics_addr {
+        cfg.metrics_addr = Some(v.clone());
     }
     if let Some(v) = &cli.data_dir {
         cfg.data_dir = v.clone();
@@ -144,6 +150,11 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
         "broker listening on {} (advertised {}, cores {}, shards {}, core addresses {})",
         running.listen_addr, shared.advertise_addr, shared.cores, shared.shard_count, core_addrs
     );
+    if let Some(addr) = running.metrics_addr() {
+        let m = format!("broker metrics on http://{addr}/metrics");
+        tracing::info!("{m}");
+        println!("{m}");
+    }
     tracing::info!("{line}");
     println!("{line}");
     use std::io::Write;

@@ -65,6 +65,8 @@ pub struct BrokerConfig {
     pub direct_port_base: u16,
     /// NameServers, `;`-separated. Empty = run without registering.
     pub namesrv_addr: String,
+    /// Serve Prometheus metrics at http://ADDR/metrics; off when unset.
+    pub metrics_addr: Option<String>,
     pub data_dir: PathBuf,
     /// Executors to run, one pinned per core; 0 = every core of the host.
     pub cores: u16,
@@ -104,6 +106,7 @@ impl Default for BrokerConfig {
             advertise_addr: None,
             direct_port_base: 0,
             namesrv_addr: String::new(),
+            metrics_addr: None,
             data_dir: PathBuf::from("./data"),
             cores: 0,
             register_interval_ms: 30_000,
@@ -208,6 +211,12 @@ impl BrokerConfig {
         if let Some(a) = &self.advertise_addr {
             a.parse::<SocketAddr>().map_err(|e| ConfigError::Invalid {
                 key: "advertise_addr",
+                message: format!("`{a}` is not ip:port ({e})"),
+            })?;
+        }
+        if let Some(a) = &self.metrics_addr {
+            a.parse::<SocketAddr>().map_err(|e| ConfigError::Invalid {
+                key: "metrics_addr",
                 message: format!("`{a}` is not ip:port ({e})"),
             })?;
         }

@@ -119,6 +119,9 @@ pub async fn serve_connection(core: Rc<Core>, stream: TcpStream) {
                         core.count_request();
                         let out = handle(&core, frame.header.command, frame.body).await;
                         let out = out.unwrap_or_else(|e| error_response(id, &e));
+                        if out.header.code != 0 {
+                            core.shared.metrics.count_error(out.header.response_code());
+                        }
                         let out = Outgoing {
                             header: Header {
                                 request_id: id,

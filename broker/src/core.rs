@@ -42,6 +42,7 @@ pub struct Shared {
     /// The topics_version last registered with every reachable NameServer.
     pub registered_version: AtomicU64,
     pub shutdown: AtomicBool,
+    pub metrics: Arc<crate::metrics::BrokerMetrics>,
 }
 
 /// Per-core counters (single-threaded: Cells).
@@ -82,6 +83,8 @@ pub struct Core {
     pub topics: RefCell<TopicTable>,
     pub stats: CoreStats,
     pub store_host: SocketAddrV4,
+    /// This core's send-latency histogram (observed per send request).
+    pub send_latency: prometheus_client::metrics::histogram::Histogram,
 }
 
 impl Core {
@@ -142,6 +145,7 @@ impl Core {
         records: Bytes,
         count: u32,
     ) -> Result<SendOutcome, BrokerError> {
+        let started = Instant::now();
         let cfg = self.topic_for_send(topic).await?;
         if queue_id >= cfg.write_queues {
             return Err(BrokerError::QueueNotExist {
@@ -192,6 +196,7 @@ impl Core {
         };
         bump(&self.stats.produced_messages, seen as u64);
         bump(&self.stats.produced_bytes, bytes);
+        self.send_latency.observe(started.elapsed().as_secs_f64());
         Ok(SendOutcome {
             appended,
             queue_id,

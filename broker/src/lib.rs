@@ -13,6 +13,7 @@ pub mod conn;
 pub mod core;
 pub mod error;
 pub mod mesh;
+pub mod metrics;
 pub mod registry;
 pub mod topics;
 

@@ -51,6 +51,8 @@ pub struct Proc {
     pub child: Child,
     pub addr: String,
     pub line: String,
+    /// Stdout lines printed before the ready line (e.g. the metrics address).
+    pub preamble: Vec<String>,
     stderr_log: PathBuf,
 }
 
@@ -69,6 +71,7 @@ impl Proc {
         std::thread::spawn(move || {
             let mut r = BufReader::new(stdout);
             let mut line = String::new();
+            let mut preamble = Vec::new();
             loop {
                 line.clear();
                 match r.read_line(&mut line) {
@@ -77,8 +80,13 @@ impl Proc {
                         return;
                     }
                     Ok(_) => {
-                        if line.starts_with(&prefix) {
-                            let _ = tx.send(Some(line.trim().to_owned()));
+                        if !line.starts_with(&prefix) {
+                            preamble.push(line.trim().to_owned());
+                        } else {
+                            let _ = tx.send(Some((
+                                line.trim().to_owned(),
+                                std::mem::take(&mut preamble),
+                            )));
                             // Keep draining so the child never blocks on a full pipe.
                             let mut sink = String::new();
                             while r.read_line(&mut sink).map(|n| n > 0).unwrap_or(false) {
@@ -91,7 +99,7 @@ impl Proc {
             }
         });
         match rx.recv_timeout(Duration::from_secs(60)) {
-            Ok(Some(line)) => {
+            Ok(Some((line, preamble))) => {
                 let addr = line[ready_prefix.len()..]
                     .split_whitespace()
                     .next()
@@ -101,6 +109,7 @@ impl Proc {
                     child,
                     addr,
                     line,
+                    preamble,
                     stderr_log: log,
                 }
             }
@@ -111,6 +120,15 @@ impl Proc {
                 panic!("process did not become ready ({other:?}); stderr:\n{log_text}");
             }
         }
+    }
+
+    /// The address in a preamble line starting with `prefix` (e.g. "broker metrics on ").
+    pub fn preamble_addr(&self, prefix: &str) -> Option<String> {
+        self.preamble
+            .iter()
+            .find_map(|l| l.strip_prefix(prefix))
+            .and_then(|rest| rest.split_whitespace().next())
+            .map(str::to_owned)
     }
 
     pub fn pid(&self) -> i32 {
@@ -156,8 +174,12 @@ impl Drop for Proc {
 }
 
 pub fn start_namesrv(log_dir: &Path) -> Proc {
+    start_namesrv_with(log_dir, &[])
+}
+
+pub fn start_namesrv_with(log_dir: &Path, extra: &[&str]) -> Proc {
     let mut cmd = Command::new(bin("namesrv"));
-    cmd.args(["--listen", "127.0.0.1:0"]);
+    cmd.args(["--listen", "127.0.0.1:0"]).args(extra);
     let n = log_dir.read_dir().map(|d| d.count()).unwrap_or(0);
     Proc::spawn(
         cmd,

@@ -1,0 +1,259 @@
+//! The broker's metrics, served in Prometheus text format when `metrics_addr` is set.
+//!
+//! The data path stays free of shared atomics: each core counts in plain cells
+//! (`CoreStats`) and, once a second, adds what changed to these per-core counters and sets
+//! the gauges ([`BrokerMetrics::publish`]). Only the send-latency histogram is observed per
+//! request, into the core's own histogram (uncontended atomics).
+
+use std::sync::atomic::AtomicU64;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+use protocol::{CoreStatus, ResponseCode};
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CoreLabel {
+    pub core: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CodeLabel {
+    pub code: String,
+}
+
+type GaugeF = Gauge<f64, AtomicU64>;
+
+fn latency_histogram() -> Histogram {
+    // 10 µs to ~5 s.
+    Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
+        0.000_01, 2.0, 20,
+    ))
+}
+
+pub struct BrokerMetrics {
+    produced_messages: Family<CoreLabel, Counter>,
+    produced_bytes: Family<CoreLabel, Counter>,
+    consumed_messages: Family<CoreLabel, Counter>,
+    consumed_bytes: Family<CoreLabel, Counter>,
+    requests: Family<CoreLabel, Counter>,
+    cross_core_hops: Family<CoreLabel, Counter>,
+    errors: Family<CodeLabel, Counter>,
+    send_latency: Family<CoreLabel, Histogram, fn() -> Histogram>,
+    inbox_depth: Family<CoreLabel, Gauge>,
+    commit_log_bytes: Family<CoreLabel, Gauge>,
+    durable_lag_bytes: Family<CoreLabel, Gauge>,
+    disk_use_ratio: Family<CoreLabel, GaugeF>,
+    uptime_seconds: GaugeF,
+    registry: Registry,
+}
+
+fn core_label(core: u16) -> CoreLabel {
+    CoreLabel {
+        core: core.to_string(),
+    }
+}
+
+impl Default for BrokerMetrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl BrokerMetrics {
+    pub fn new() -> BrokerMetrics {
+        let mut m = BrokerMetrics {
+            produced_messages: Family::default(),
+            produced_bytes: Family::default(),
+            consumed_messages: Family::default(),
+            consumed_bytes: Family::default(),
+            requests: Family::default(),
+            cross_core_hops: Family::default(),
+            errors: Family::default(),
+            send_latency: Family::new_with_constructor(latency_histogram),
+            inbox_depth: Family::default(),
+            commit_log_bytes: Family::default(),
+            durable_lag_bytes: Family::default(),
+            disk_use_ratio: Family::default(),
+            uptime_seconds: GaugeF::default(),
+            registry: Registry::default(),
+        };
+        let r = &mut m.registry;
+        r.register(
+            "corvus_produced_messages",
+            "Messages stored, per core",
+            m.produced_messages.clone(),
+        );
+        r.register(
+            "corvus_produced_bytes",
+            "Bytes of messages stored, per core",
+            m.produced_bytes.clone(),
+        );
+        r.register(
+            "corvus_consumed_messages",
+            "Messages delivered by pulls, per core",
+            m.consumed_messages.clone(),
+        );
+        r.register(
+            "corvus_consumed_bytes",
+            "Bytes delivered by pulls, per core",
+            m.consumed_bytes.clone(),
+        );
+        r.register(
+            "corvus_requests",
+            "Requests received, per core",
+            m.requests.clone(),
+        );
+        r.register(
+            "corvus_cross_core_hops",
+            "Requests forwarded to the core that owns their queue",
+            m.cross_core_hops.clone(),
+        );
+        r.register(
+            "corvus_errors",
+            "Error responses, by response code",
+            m.errors.clone(),
+        );
+        r.register(
+            "corvus_send_latency_seconds",
+            "Time from a send request's arrival to its acknowledgement, per core",
+            m.send_latency.clone(),
+        );
+        r.register(
+            "corvus_inbox_depth",
+            "Cross-core requests being served, per core",
+            m.inbox_depth.clone(),
+        );
+        r.register(
+            "corvus_commit_log_bytes",
+            "CommitLog bytes on disk, per core",
+            m.commit_log_bytes.clone(),
+        );
+        r.register(
+            "corvus_durable_lag_bytes",
+            "Bytes appended but not yet durable (disk falling behind), per core",
+            m.durable_lag_bytes.clone(),
+        );
+        r.register(
+            "corvus_disk_use_ratio",
+            "Used fraction of the data disk (as df Use%)",
+            m.disk_use_ratio.clone(),
+        );
+        r.register(
+            "corvus_uptime_seconds",
+            "Seconds since the broker started",
+            m.uptime_seconds.clone(),
+        );
+        m
+    }
+
+    pub fn render(&self) -> String {
+        telemetry::encode(&self.registry)
+    }
+
+    /// The send-latency histogram of one core (kept by the core, observed per send).
+    pub fn send_latency(&self, core: u16) -> Histogram {
+        self.send_latency.get_or_create(&core_label(core)).clone()
+    }
+
+    pub fn count_error(&self, code: ResponseCode) {
+        self.errors
+            .get_or_create(&CodeLabel {
+                code: code.name().to_owned(),
+            })
+            .inc();
+    }
+
+    /// Adds the growth of a core's counters since `last` and sets its gauges.
+    pub fn publish(&self, now: &CoreStatus, last: &CoreStatus, uptime_s: f64) {
+        let l = core_label(now.core);
+        let add = |f: &Family<CoreLabel, Counter>, new: u64, old: u64| {
+            f.get_or_create(&l).inc_by(new.saturating_sub(old));
+        };
+        add(
+            &self.produced_messages,
+            now.produced_messages,
+            last.produced_messages,
+        );
+        add(
+            &self.produced_bytes,
+            now.produced_bytes,
+            last.produced_bytes,
+        );
+        add(
+            &self.consumed_messages,
+            now.consumed_messages,
+            last.consumed_messages,
+        );
+        add(
+            &self.consumed_bytes,
+            now.consumed_bytes,
+            last.consumed_bytes,
+        );
+        add(&self.requests, now.requests, last.requests);
+        add(
+            &self.cross_core_hops,
+            now.cross_core_hops,
+            last.cross_core_hops,
+        );
+        self.inbox_depth
+            .get_or_create(&l)
+            .set(now.inbox_depth as i64);
+        self.commit_log_bytes
+            .get_or_create(&l)
+            .set(now.commit_log_bytes as i64);
+        self.durable_lag_bytes
+            .get_or_create(&l)
+            .set(now.durable_lag_bytes as i64);
+        self.disk_use_ratio
+            .get_or_create(&l)
+            .set(now.disk_use_ratio);
+        self.uptime_seconds.set(uptime_s);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn publish_adds_deltas_and_renders() {
+        let m = BrokerMetrics::new();
+        let mut a = CoreStatus {
+            core: 1,
+            produced_messages: 10,
+            produced_bytes: 100,
+            ..Default::default()
+        };
+        m.publish(
+            &a,
+            &CoreStatus {
+                core: 1,
+                ..Default::default()
+            },
+            1.0,
+        );
+        let before = a.clone();
+        a.produced_messages = 15;
+        m.publish(&a, &before, 2.0);
+        m.count_error(ResponseCode::DiskFull);
+        m.send_latency(1).observe(0.0002);
+        let text = m.render();
+        assert!(
+            text.contains("corvus_produced_messages_total{core=\"1\"} 15"),
+            "{text}"
+        );
+        assert!(
+            text.contains("corvus_errors_total{code=\"disk_full\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("corvus_send_latency_seconds_count{core=\"1\"} 1"),
+            "{text}"
+        );
+    }
+}

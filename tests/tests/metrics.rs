@@ -1,0 +1,117 @@
+//! The broker and the NameServer serve Prometheus metrics that a parser accepts, and the
+//! broker's figures follow the sends.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use client::Message;
+use integration::{mqadmin, producer, start_namesrv_with, wait_for, Cluster};
+
+fn scrape(url: &str) -> prometheus_parse::Scrape {
+    let addr = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/metrics");
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "GET /metrics HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).unwrap();
+    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+    let body = resp.split("\r\n\r\n").nth(1).unwrap_or("");
+    let lines = body.lines().map(|l| Ok(l.to_owned()));
+    prometheus_parse::Scrape::parse(lines).unwrap()
+}
+
+fn value(s: &prometheus_parse::Scrape, name: &str) -> Option<f64> {
+    let mut total = None;
+    for sample in s.samples.iter().filter(|x| x.metric == name) {
+        let v = match sample.value {
+            prometheus_parse::Value::Counter(v)
+            | prometheus_parse::Value::Gauge(v)
+            | prometheus_parse::Value::Untyped(v) => v,
+            _ => continue,
+        };
+        total = Some(total.unwrap_or(0.0) + v);
+    }
+    total
+}
+
+#[test]
+fn broker_metrics_follow_the_sends() {
+    let c = Cluster::start_with(1, "small", |o| {
+        o.extra
+            .extend(["--metrics-addr".into(), "127.0.0.1:0".into()])
+    });
+    let url = c
+        .broker
+        .preamble_addr("broker metrics on ")
+        .expect("metrics address printed");
+    let ns = c.namesrv.addr.clone();
+    assert!(mqadmin(&ns, &["update-topic", "-t", "Metered", "-q", "2"])
+        .status
+        .success());
+    let p = producer(&ns);
+    for i in 0..50 {
+        p.send(Message::new("Metered", format!("m{i}").into_bytes()))
+            .unwrap();
+    }
+    // An error, counted by code.
+    let out = mqadmin(
+        &ns,
+        &["consume", "-t", "NoSuchTopicHere", "--timeout-ms", "200"],
+    );
+    let _ = out;
+    // Counters are published once a second.
+    let scrape = wait_for(Duration::from_secs(10), || {
+        let s = scrape(&url);
+        (value(&s, "corvus_produced_messages_total") == Some(50.0)).then_some(s)
+    })
+    .expect("produced_messages reaches 50");
+    assert!(value(&scrape, "corvus_produced_bytes_total").unwrap_or(0.0) > 50.0 * 90.0);
+    assert!(value(&scrape, "corvus_requests_total").unwrap_or(0.0) >= 50.0);
+    assert_eq!(value(&scrape, "corvus_cross_core_hops_total"), Some(0.0));
+    assert!(value(&scrape, "corvus_disk_use_ratio").is_some());
+    assert!(value(&scrape, "corvus_durable_lag_bytes").is_some());
+    assert!(value(&scrape, "corvus_inbox_depth").is_some());
+    // The send latency histogram counted every send.
+    let count: f64 = scrape
+        .samples
+        .iter()
+        .filter(|s| s.metric == "corvus_send_latency_seconds")
+        .filter_map(|s| match &s.value {
+            prometheus_parse::Value::Histogram(h) => h.last().map(|b| b.count),
+            _ => None,
+        })
+        .sum();
+    assert_eq!(
+        count,
+        50.0,
+        "histogram buckets: {:?}",
+        scrape
+            .samples
+            .iter()
+            .filter(|s| s.metric.starts_with("corvus_send"))
+            .collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn namesrv_metrics_count_brokers_and_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let ns = start_namesrv_with(dir.path(), &["--metrics-addr", "127.0.0.1:0"]);
+    let url = ns
+        .preamble_addr("namesrv metrics on ")
+        .expect("metrics address printed");
+    let opts = integration::BrokerOpts::new(&ns.addr, &dir.path().join("data"));
+    let _b = integration::start_broker(&opts, dir.path());
+    let out = mqadmin(&ns.addr, &["topic-route", "-t", "Missing"]);
+    assert!(!out.status.success());
+    let s = wait_for(Duration::from_secs(10), || {
+        let s = scrape(&url);
+        (value(&s, "corvus_namesrv_brokers") == Some(1.0)).then_some(s)
+    })
+    .expect("the broker is counted");
+    assert!(value(&s, "corvus_namesrv_requests_total").unwrap_or(0.0) >= 2.0);
+    assert!(value(&s, "corvus_namesrv_errors_total").unwrap_or(0.0) >= 1.0);
+}
