@@ -2,12 +2,43 @@
 
 use std::sync::Arc;
 
-use protocol::{BrokerStatus, ClusterInfo, TopicConfig};
+use message::MsgOffsetId;
+use protocol::{BrokerStatus, ClusterInfo, Command, QueryByKey, ResponseCode, TopicConfig};
 
-use crate::error::Result;
+use crate::error::{ClientError, Result};
 use crate::instance::{ClientConfig, Instance};
-use crate::model::{MessageQueue, QueueOffset};
+use crate::model::{message_ext, MessageExt, MessageQueue, QueueOffset, RecordSource};
+use crate::producer::MESSAGE_BYTES_MAX_DEFAULT;
 use crate::route::TopicRoute;
+
+/// Largest body a query decompresses.
+const QUERY_BODY_BYTES_MAX: usize = MESSAGE_BYTES_MAX_DEFAULT * 4;
+
+/// Decodes the records of a query answer from `addr`; `shard_of` names the shard that stored
+/// each one (for its offset id).
+fn decode_answer(
+    addr: &str,
+    body: &[u8],
+    shard_of: impl Fn(&message::RecordView<'_>) -> u16,
+) -> Result<Vec<MessageExt>> {
+    let mut out = Vec::new();
+    for rec in message::records(body) {
+        let view = rec.map_err(|e| ClientError::Protocol {
+            addr: addr.to_owned(),
+            detail: format!("bad record in a query answer: {e}"),
+        })?;
+        let source = RecordSource {
+            addr,
+            shard: shard_of(&view),
+        };
+        out.push(message_ext(&view, source, QUERY_BODY_BYTES_MAX)?);
+    }
+    Ok(out)
+}
+
+fn not_found(e: &ClientError) -> bool {
+    e.code() == Some(ResponseCode::QueryNotFound)
+}
 
 /// NameServer and broker administration.
 pub struct Admin {
@@ -55,6 +86,98 @@ impl Admin {
 
     pub fn search_offset(&self, queue: &MessageQueue, timestamp_ms: i64) -> Result<QueueOffset> {
         self.inst.search_offset(queue, timestamp_ms)
+    }
+
+    /// Messages of `topic` whose key (any of KEYS, or UNIQ_KEY) is `key`, stored between
+    /// `begin_ms` and `end_ms`, from every broker of the topic (IndexFile look-ups; the
+    /// broker checks each hit against the record itself).
+    pub fn query_by_key(
+        &self,
+        topic: &str,
+        key: &str,
+        begin_ms: i64,
+        end_ms: i64,
+        max: u32,
+    ) -> Result<Vec<MessageExt>> {
+        let route = self.inst.fresh_route(topic)?;
+        let mut out = Vec::new();
+        for broker in &route.data.brokers {
+            let Some(addr) = broker.master_addr() else {
+                continue;
+            };
+            let cmd = Command::QueryByKey(QueryByKey {
+                topic: topic.to_owned(),
+                key: key.to_owned(),
+                begin_ms,
+                end_ms,
+                max,
+            });
+            match self.inst.broker_request_frame(addr, cmd) {
+                Ok(frame) => {
+                    let shards = broker.shard_count;
+                    out.extend(decode_answer(addr, &frame.body, |v| {
+                        protocol::queue_owner_shard(v.topic(), v.queue_id(), shards)
+                    })?);
+                }
+                Err(e) if not_found(&e) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        out.sort_by_key(|m| m.store_timestamp_ms);
+        out.truncate(max as usize);
+        Ok(out)
+    }
+
+    /// The message with this offset id (RocketMQ's offsetMsgId): asks the broker that stored it.
+    pub fn view_by_offset_id(&self, id: &MsgOffsetId) -> Result<Option<MessageExt>> {
+        let addr = id.store_host.to_string();
+        let cmd = Command::ViewByOffset {
+            shard: id.shard,
+            commit_log_offset: id.commit_log_offset,
+        };
+        match self.inst.broker_request_frame(&addr, cmd) {
+            Ok(frame) => {
+                let mut msgs = decode_answer(&addr, &frame.body, |_| id.shard)?;
+                // Only the record that starts exactly there is that message.
+                msgs.retain(|m| m.commit_log_offset.0 == id.commit_log_offset);
+                Ok(msgs.into_iter().next())
+            }
+            Err(e) if not_found(&e) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The message at `offset` of a queue, if it is still stored.
+    pub fn query_by_offset(
+        &self,
+        queue: &MessageQueue,
+        offset: QueueOffset,
+    ) -> Result<Option<MessageExt>> {
+        let target = self.inst.queue_target(queue)?;
+        let cmd = Command::Pull(protocol::PullRequest {
+            consumer_group: String::new(),
+            topic: queue.topic.clone(),
+            queue_id: queue.queue_id,
+            queue_offset: offset.0,
+            max_messages: 1,
+            max_bytes: u32::MAX,
+            tag_expression: "*".into(),
+            suspend_timeout_ms: 0,
+        });
+        let frame = match self.inst.broker_request_frame(&target.addr, cmd) {
+            Ok(f) => f,
+            Err(e)
+                if matches!(
+                    e.code(),
+                    Some(ResponseCode::PullNotFound | ResponseCode::PullOffsetMoved)
+                ) =>
+            {
+                return Ok(None)
+            }
+            Err(e) => return Err(e),
+        };
+        let msgs = decode_answer(&target.addr, &frame.body, |_| target.shard)?;
+        Ok(msgs.into_iter().find(|m| m.queue_offset == offset))
     }
 
     pub fn shutdown(&self) {

@@ -106,6 +106,16 @@ impl Instance {
         Ok(expect_success(addr, frame)?.header.command)
     }
 
+    /// Sends one request to a broker address and returns the whole successful frame (for
+    /// answers that carry records in the body).
+    pub fn broker_request_frame(&self, addr: &str, command: Command) -> Result<protocol::Frame> {
+        let frame = self
+            .pool
+            .get(addr)?
+            .request(command, &[], self.request_timeout())?;
+        expect_success(addr, frame)
+    }
+
     /// The route's target for `queue`, refreshing the route once if the queue is unknown.
     pub fn queue_target(&self, queue: &MessageQueue) -> Result<QueueTarget> {
         let route = self.routes.get(&queue.topic)?;

@@ -1,4 +1,4 @@
-//! `mqadmin`: topics, routes, clusters, sending and consuming, broker status.
+//! `mqadmin`: topics, routes, clusters, sending and consuming, message queries, broker status.
 //!
 //! Subcommands answer to RocketMQ's camelCase names too (`updateTopic`, `topicList`, ...).
 //! Errors print `error: <message>` on stderr and exit with status 1.
@@ -18,6 +18,8 @@ use client::{
 };
 use protocol::{perm, BrokerData, TopicConfig};
 use serde_json::{json, Value};
+
+mod query;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -117,6 +119,55 @@ enum Cmd {
         #[arg(short = 'b', long = "broker")]
         broker_addr: String,
     },
+    /// Messages by key (any of KEYS, or the msg id), through the IndexFile.
+    #[command(alias = "queryMsgByKey")]
+    QueryByKey {
+        #[arg(short = 't', long)]
+        topic: String,
+        #[arg(short = 'k', long)]
+        key: String,
+        /// Stored at or after this time (ms since the epoch).
+        #[arg(long = "begin-ms", default_value_t = 0)]
+        begin_ms: i64,
+        /// Stored at or before this time (ms since the epoch).
+        #[arg(long = "end-ms", default_value_t = i64::MAX)]
+        end_ms: i64,
+        #[arg(long, default_value_t = 64)]
+        max: u32,
+    },
+    /// A message by its offset id, or by its msg id (UNIQ_KEY) with -t.
+    #[command(alias = "queryMsgById")]
+    QueryById {
+        #[arg(short = 'i', long = "id")]
+        id: String,
+        #[arg(short = 't', long)]
+        topic: Option<String>,
+    },
+    /// The message at an offset of a queue.
+    #[command(alias = "queryMsgByOffset")]
+    QueryByOffset {
+        #[arg(short = 't', long)]
+        topic: String,
+        #[arg(short = 'q', long = "queue")]
+        queue: u32,
+        #[arg(short = 'o', long = "offset")]
+        offset: u64,
+        /// Broker name, when the topic lives on several brokers.
+        #[arg(short = 'b', long = "broker-name")]
+        broker_name: Option<String>,
+    },
+    /// The first queue offset stored at or after a time.
+    #[command(alias = "searchOffset")]
+    SearchOffset {
+        #[arg(short = 't', long)]
+        topic: String,
+        #[arg(short = 'q', long = "queue")]
+        queue: u32,
+        #[arg(long = "time-ms")]
+        time_ms: i64,
+        #[arg(short = 'b', long = "broker-name")]
+        broker_name: Option<String>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -189,6 +240,26 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             consume(ns, json, &topic, &group, &opts)
         }
         Cmd::BrokerStatus { broker_addr } => broker_status(ns, json, &broker_addr),
+        Cmd::QueryByKey {
+            topic,
+            key,
+            begin_ms,
+            end_ms,
+            max,
+        } => query::by_key(ns, json, &topic, &key, begin_ms, end_ms, max),
+        Cmd::QueryById { id, topic } => query::by_id(ns, json, &id, topic.as_deref()),
+        Cmd::QueryByOffset {
+            topic,
+            queue,
+            offset,
+            broker_name,
+        } => query::by_offset(ns, json, &topic, queue, offset, broker_name.as_deref()),
+        Cmd::SearchOffset {
+            topic,
+            queue,
+            time_ms,
+            broker_name,
+        } => query::search_offset(ns, json, &topic, queue, time_ms, broker_name.as_deref()),
     }
 }
 
