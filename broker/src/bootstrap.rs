@@ -147,6 +147,7 @@ fn shard_config(
     c.disk_clean_ratio = config.disk_clean_ratio;
     c.disk_force_clean_ratio = config.disk_force_clean_ratio;
     c.disk_refuse_ratio = config.disk_refuse_ratio;
+    c.retention_check_interval_ms = config.disk_check_interval_ms;
     c
 }
 
@@ -306,6 +307,14 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
                 running.request_shutdown();
                 bail!("the cores did not start");
             }
+        }
+    }
+    // Serve routes before saying we are up: wait (bounded) for the first registration, so a
+    // client that starts right after the ready line finds this broker's topics.
+    if !shared.config.namesrv_list().is_empty() {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while shared.registered_version.load(Ordering::SeqCst) < 1 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(2));
         }
     }
     if let Some(addr) = &shared.config.metrics_addr {

@@ -86,6 +86,8 @@ pub struct BrokerConfig {
     pub disk_clean_ratio: f64,
     pub disk_force_clean_ratio: f64,
     pub disk_refuse_ratio: f64,
+    /// How often the disk use is measured and retention runs.
+    pub disk_check_interval_ms: u64,
 
     // ---- request path ----
     pub inbox_capacity: u64,
@@ -123,6 +125,7 @@ impl Default for BrokerConfig {
             disk_clean_ratio: 0.75,
             disk_force_clean_ratio: 0.85,
             disk_refuse_ratio: 0.90,
+            disk_check_interval_ms: 10_000,
             inbox_capacity: 1024,
             max_frame_bytes: 16 << 20,
             connection_inflight_max: 1024,
@@ -284,6 +287,13 @@ impl BrokerConfig {
                     .into(),
             });
         }
+        bound!(
+            self,
+            disk_check_interval_ms,
+            100,
+            600_000,
+            "100 to 600000 ms"
+        );
         bound!(self, inbox_capacity, 1, 1 << 20, "1 to 1048576");
         bound!(
             self,

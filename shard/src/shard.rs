@@ -799,6 +799,29 @@ impl Shard {
         } else {
             DiskLevel::Normal
         };
+        // Logged once per change of level, never per message.
+        let previous = self.inner.disk.get().1;
+        if previous != level {
+            let shard = c.shard_id;
+            match level {
+                DiskLevel::Full => tracing::error!(
+                    shard, ratio, threshold = c.disk_refuse_ratio,
+                    "disk full: use ratio {ratio:.3} >= disk_refuse_ratio {:.3}; refusing sends until space returns",
+                    c.disk_refuse_ratio
+                ),
+                DiskLevel::ForceClean => tracing::warn!(
+                    shard, ratio, threshold = c.disk_force_clean_ratio,
+                    "disk use {ratio:.3} >= disk_force_clean_ratio {:.3}: deleting the oldest segments early",
+                    c.disk_force_clean_ratio
+                ),
+                DiskLevel::Clean => tracing::warn!(
+                    shard, ratio, threshold = c.disk_clean_ratio,
+                    "disk use {ratio:.3} >= disk_clean_ratio {:.3}: cleaning segments",
+                    c.disk_clean_ratio
+                ),
+                DiskLevel::Normal => tracing::info!(shard, ratio, "disk use {ratio:.3} is back below every threshold"),
+            }
+        }
         self.inner.disk.set((ratio, level));
         (ratio, level)
     }
