@@ -102,6 +102,7 @@ pub async fn serve_connection(core: Rc<Core>, stream: TcpStream) {
 
     let mut decoder = FrameDecoder::new(core.shared.config.max_frame_bytes as u32);
     let mut buf = BytesMut::with_capacity(256 * 1024);
+    let mut chunk = vec![0u8; 128 * 1024];
     'conn: loop {
         loop {
             match decoder.decode(&mut buf) {
@@ -163,18 +164,11 @@ pub async fn serve_connection(core: Rc<Core>, stream: TcpStream) {
                 }
             }
         }
-        if buf.capacity() - buf.len() < 64 * 1024 {
-            buf.reserve(256 * 1024);
-        }
-        let start = buf.len();
-        let room = buf.capacity() - start;
-        buf.resize(start + room, 0);
-        match reader.read(&mut buf[start..]).await {
-            Ok(0) | Err(_) => {
-                buf.truncate(start);
-                break;
-            }
-            Ok(n) => buf.truncate(start + n),
+        // Read into a reused, once-zeroed chunk and append what arrived: the cost is one copy
+        // of the bytes received, never a fill of the whole spare buffer.
+        match reader.read(&mut chunk[..]).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
         }
     }
     drop(tx);
