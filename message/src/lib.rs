@@ -295,6 +295,15 @@ pub fn stamp_record(buf: &mut [u8], stamp: &StoreStamp) -> Result<u32, RecordErr
 /// Stamps a structurally valid record of exactly `buf.len()` bytes; returns its CRC.
 fn write_stamp(buf: &mut [u8], stamp: &StoreStamp) -> u32 {
     let len = buf.len();
+    stamp_fields(buf, stamp);
+    let crc = compute_crc(buf);
+    let digits = crc_digits_range(len);
+    write_hex8(&mut buf[digits], crc);
+    crc
+}
+
+/// Writes the store fields into the fixed head of a record (`buf` holds at least that).
+fn stamp_fields(buf: &mut [u8], stamp: &StoreStamp) {
     buf[OFF_QUEUE_ID..OFF_QUEUE_ID + 4].copy_from_slice(&(stamp.queue_id as i32).to_be_bytes());
     buf[OFF_QUEUE_OFFSET..OFF_QUEUE_OFFSET + 8]
         .copy_from_slice(&(stamp.queue_offset as i64).to_be_bytes());
@@ -305,10 +314,6 @@ fn write_stamp(buf: &mut [u8], stamp: &StoreStamp) -> u32 {
     buf[OFF_STORE_HOST..OFF_STORE_HOST + 4].copy_from_slice(&stamp.store_host.ip().octets());
     buf[OFF_STORE_HOST + 4..OFF_STORE_HOST + 8]
         .copy_from_slice(&(stamp.store_host.port() as i32).to_be_bytes());
-    let crc = compute_crc(buf);
-    let digits = crc_digits_range(len);
-    write_hex8(&mut buf[digits], crc);
-    crc
 }
 
 /// Overwrites the reconsume count of a stored record and refreshes its CRC.
@@ -435,6 +440,33 @@ impl<'a> RecordView<'a> {
         })
     }
 
+    /// Copies this record into the start of `dst` with the store fields and the CRC filled
+    /// in (the bytes [`stamp_record`] would leave), and returns the CRC. The CRC is computed
+    /// from this record and the stamp, never by reading `dst` back, so the copy is one
+    /// stream of stores into memory that need not be in cache.
+    pub fn write_stamped(&self, dst: &mut [u8], stamp: &StoreStamp) -> Result<u32, RecordError> {
+        let len = self.len();
+        let have = dst.len();
+        let Some(out) = dst.get_mut(..len) else {
+            return Err(RecordError::Truncated { need: len, have });
+        };
+        let mut head = [0u8; FIXED_HEAD_BYTES];
+        head.copy_from_slice(&self.buf[..FIXED_HEAD_BYTES]);
+        stamp_fields(&mut head, stamp);
+        let digits = crc_digits_range(len);
+        let mut h = crc32fast::Hasher::new();
+        h.update(&head);
+        h.update(&self.buf[FIXED_HEAD_BYTES..digits.start]);
+        h.update(&self.buf[digits.end..]);
+        let crc = h.finalize();
+        out[..FIXED_HEAD_BYTES].copy_from_slice(&head);
+        out[FIXED_HEAD_BYTES..digits.start]
+            .copy_from_slice(&self.buf[FIXED_HEAD_BYTES..digits.start]);
+        write_hex8(&mut out[digits.clone()], crc);
+        out[digits.end..].copy_from_slice(&self.buf[digits.end..]);
+        Ok(crc)
+    }
+
     /// Copies this record into the start of `dst`, fills in the store fields and the CRC
     /// there (as [`stamp_record`] does) and returns the view of the copy, without parsing
     /// it again: the copy is byte for byte the validated record, and stamping only touches
@@ -444,14 +476,8 @@ impl<'a> RecordView<'a> {
         dst: &'b mut [u8],
         stamp: &StoreStamp,
     ) -> Result<RecordView<'b>, RecordError> {
-        let len = self.len();
-        let have = dst.len();
-        let Some(out) = dst.get_mut(..len) else {
-            return Err(RecordError::Truncated { need: len, have });
-        };
-        out.copy_from_slice(self.buf);
-        write_stamp(out, stamp);
-        let out: &'b [u8] = out;
+        self.write_stamped(dst, stamp)?;
+        let out: &'b [u8] = &dst[..self.len()];
         let topic_start = self.body_start + self.body_len + 1;
         let topic = std::str::from_utf8(&out[topic_start..topic_start + self.topic.len()])
             .map_err(|_| RecordError::BadTopic)?;
@@ -463,9 +489,29 @@ impl<'a> RecordView<'a> {
             props_start: self.props_start,
             props_len: self.props_len,
         };
-        debug_assert!(RecordView::parse(out).is_ok_and(|v| v.len() == len));
+        debug_assert!(RecordView::parse(out).is_ok_and(|v| v.len() == out.len()));
         debug_assert!(view.verify_crc().is_ok());
         Ok(view)
+    }
+
+    /// TAGS, KEYS and UNIQ_KEY as they will read once this record is stamped, found in
+    /// this (unstamped) copy, or `None` when stamping could change them and the stamped
+    /// copy must be scanned instead. Stamping rewrites only fixed-offset fields and the 8
+    /// CRC digits; when those digits are hex already (as [`encode_record`] leaves them)
+    /// they stay hex, so entry boundaries and UTF-8 validity cannot change, and only a
+    /// value running into the digits (a property list whose last entry lacks its 0x02)
+    /// could read differently.
+    pub fn indexed_properties_after_stamp(&self) -> Option<IndexedProperties<'a>> {
+        let digits = crc_digits_range(self.len());
+        read_hex8(&self.buf[digits.clone()])?;
+        let p = self.indexed_properties();
+        let digits_at = self.buf.as_ptr() as usize + digits.start;
+        let reaches =
+            |v: Option<&str>| v.is_some_and(|s| s.as_ptr() as usize + s.len() > digits_at);
+        if reaches(p.tags) || reaches(p.keys) || reaches(p.uniq_key) {
+            return None;
+        }
+        Some(p)
     }
 
     /// Checks the record CRC against its bytes.
@@ -741,6 +787,71 @@ mod tests {
             view.copy_stamped(&mut short, &stamp()),
             Err(RecordError::Truncated { .. })
         ));
+    }
+
+    /// A record with hand-made properties (before the trailer) and CRC digits.
+    fn raw_record(props: &[u8], digits: &[u8; 8]) -> Vec<u8> {
+        let mut rec = sample(b"b");
+        let view = RecordView::parse(&rec).unwrap();
+        let props_at = view.props_start;
+        rec.truncate(props_at - 2);
+        let len = props.len() + CRC_TRAILER_BYTES;
+        rec.extend_from_slice(&(len as i16).to_be_bytes());
+        rec.extend_from_slice(props);
+        rec.extend_from_slice(CRC_TRAILER_PREFIX);
+        rec.extend_from_slice(digits);
+        rec.push(2);
+        let total = rec.len() as i32;
+        rec[0..4].copy_from_slice(&total.to_be_bytes());
+        rec
+    }
+
+    #[test]
+    fn indexed_properties_after_stamp_match_the_stamped_record() {
+        let cases: &[(&[u8], &[u8; 8])] = &[
+            (b"TAGS\x01TagA\x02KEYS\x01k\x02", b"00000000"),
+            (b"TAGS\x01TagA\x02KEYS\x01k", b"00000000"),
+            (b"KEYS\x01k1 k2\x02UNIQ_KEY\x01u", b"0123abcd"),
+            (b"", b"\x02TAGS\x01xy"),
+            (b"TAGS\x01t\x02", b"\x02KEYS\x01ab"),
+            (b"TAGS\x01", b"\xff0000000"[..8].try_into().unwrap()),
+            (b"UNIQ_KEY\x01", b"00000000"),
+            (
+                b"TAGS\x01\xff\x02TAGS\x01",
+                b"\x01\x01\x01\x01\x01\x01\x01\x01",
+            ),
+        ];
+        for (props, digits) in cases {
+            let rec = raw_record(props, digits);
+            let view = RecordView::parse(&rec).unwrap();
+            let mut stored = vec![0u8; rec.len()];
+            view.write_stamped(&mut stored, &stamp()).unwrap();
+            let mut in_place = rec.clone();
+            stamp_record(&mut in_place, &stamp()).unwrap();
+            assert_eq!(stored, in_place);
+            let after = RecordView::parse(&stored).unwrap();
+            after.verify_crc().unwrap();
+            let truth = IndexedProperties {
+                tags: after.tags(),
+                keys: after.property(prop::KEYS),
+                uniq_key: after.uniq_key(),
+            };
+            assert_eq!(after.indexed_properties(), truth, "{props:?} {digits:?}");
+            if let Some(p) = view.indexed_properties_after_stamp() {
+                assert_eq!(p, truth, "{props:?} {digits:?}");
+            }
+        }
+        // The clean case takes the fast path.
+        let rec = sample(b"x");
+        let p = RecordView::parse(&rec)
+            .unwrap()
+            .indexed_properties_after_stamp()
+            .unwrap();
+        assert_eq!(p.tags, Some("TagA"));
+        // A value running into the digits does not.
+        let rec = raw_record(b"TAGS\x01t", b"00000000");
+        let view = RecordView::parse(&rec).unwrap();
+        assert_eq!(view.indexed_properties_after_stamp(), None);
     }
 
     #[test]

@@ -252,20 +252,21 @@ impl IndexService {
         view: &message::RecordView<'_>,
         phys: u64,
     ) -> Result<(), ShardError> {
-        self.add_keys(view, &view.indexed_properties(), phys)
+        let end = phys + view.len() as u64;
+        let ts = view.store_timestamp_ms();
+        self.add_keys(view.topic(), ts, &view.indexed_properties(), phys, end)
     }
 
     /// Indexes one record (every key of KEYS, and UNIQ_KEY) at `phys`, its properties
-    /// already scanned.
+    /// already scanned. `[phys, end)` is the record, `ts` its store time.
     pub(crate) fn add_keys(
         &mut self,
-        view: &message::RecordView<'_>,
+        topic: &str,
+        ts: i64,
         props: &message::IndexedProperties<'_>,
         phys: u64,
+        end: u64,
     ) -> Result<(), ShardError> {
-        let end = phys + view.len() as u64;
-        let topic = view.topic();
-        let ts = view.store_timestamp_ms();
         for key in props.index_keys() {
             if self.files.last().is_none_or(|f| f.is_full()) {
                 let path = self.dir.join(offset_name(phys));

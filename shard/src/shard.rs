@@ -179,7 +179,8 @@ impl Shard {
                     cq.put(q, want)?;
                 }
                 if phys >= index_from {
-                    index.add_keys(view, &props, phys)?;
+                    let end = phys + view.len() as u64;
+                    index.add_keys(view.topic(), view.store_timestamp_ms(), &props, phys, end)?;
                 }
                 Ok(())
             },
@@ -331,8 +332,10 @@ impl Shard {
                 let result = (|| {
                     for v in &views {
                         let phys = at + pos as u64;
-                        let stored = v.copy_stamped(
-                            &mut buf[pos..],
+                        let len = v.len();
+                        let rec = &mut buf[pos..pos + len];
+                        v.write_stamped(
+                            rec,
                             &StoreStamp {
                                 queue_id,
                                 queue_offset: q,
@@ -341,15 +344,22 @@ impl Shard {
                                 store_host: host,
                             },
                         )?;
-                        let props = stored.indexed_properties();
+                        debug_assert!(RecordView::parse(rec).is_ok_and(|s| s.verify_crc().is_ok()));
+                        // Scanned in the batch (cache-hot) rather than in the chunk; only a
+                        // record whose stamping could change them is scanned after it.
+                        let props = match v.indexed_properties_after_stamp() {
+                            Some(p) => p,
+                            None => RecordView::parse(rec)?.indexed_properties(),
+                        };
                         let e = CqEntry {
                             offset: CommitLogOffset(phys),
-                            size: stored.len() as u32,
+                            size: len as u32,
                             tag_hash: props.tag_hash(),
                         };
                         cq.put(QueueOffset(q), e)?;
-                        index.add_keys(&stored, &props, phys)?;
-                        pos += stored.len();
+                        let end = phys + len as u64;
+                        index.add_keys(topic, store_ts, &props, phys, end)?;
+                        pos += len;
                         q += 1;
                     }
                     debug_assert_eq!(pos, buf.len());
