@@ -4,7 +4,7 @@
 //! bench dies without cleaning up.
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, OnceLock};
@@ -128,7 +128,6 @@ pub struct Cluster {
     namesrv: ChildGuard,
     pub namesrv_addr: String,
     pub broker_addr: String,
-    pub data_dir: PathBuf,
     _temp: Option<tempfile::TempDir>,
     memory: Memory,
 }
@@ -187,14 +186,9 @@ impl Cluster {
             namesrv,
             namesrv_addr,
             broker_addr,
-            data_dir,
             _temp: temp,
             memory: Memory::default(),
         })
-    }
-
-    pub fn broker_pid(&self) -> Option<u32> {
-        self.broker.pid()
     }
 
     /// Samples the broker's memory; call it now and then during runs.
@@ -220,10 +214,6 @@ impl Cluster {
             }
         }
         Ok(())
-    }
-
-    pub fn data_dir(&self) -> &Path {
-        &self.data_dir
     }
 
     pub fn stop(&mut self) {

@@ -35,6 +35,7 @@ impl Pacer {
 
     /// Waits until the next `units` are due and returns their scheduled time. Returns at
     /// once when behind schedule (the send is late and its latency will show it).
+    #[cfg(test)]
     pub fn wait(&mut self, units: u64) -> Instant {
         let at = self.next(units);
         wait_until(at);

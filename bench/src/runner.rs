@@ -271,17 +271,17 @@ impl Session {
         out.map_err(|_| anyhow!("the {label} run panicked"))
     }
 
-    fn report(
-        &self,
-        mode: &str,
-        messages: u64,
-        seconds: f64,
-        latency_of: &str,
-        latency: &crate::stats::Latency,
-        errors: u64,
-        error_detail: Vec<String>,
-        settings: serde_json::Value,
-    ) -> Report {
+    fn report(&self, f: Figures<'_>) -> Report {
+        let Figures {
+            mode,
+            messages,
+            seconds,
+            latency_of,
+            latency,
+            errors,
+            error_detail,
+            settings,
+        } = f;
         let bytes = messages * self.args.size;
         let (msgs_per_sec, mb_per_sec) = Report::rate(messages, bytes, seconds);
         Report {
@@ -334,16 +334,16 @@ impl Session {
         } else {
             "send→ack"
         };
-        let mut r = self.report(
+        let mut r = self.report(Figures {
             mode,
-            out.acked,
-            out.seconds,
+            messages: out.acked,
+            seconds: out.seconds,
             latency_of,
-            &out.latency,
-            out.errors,
-            out.error_detail.clone(),
-            self.settings(&o),
-        );
+            latency: &out.latency,
+            errors: out.errors,
+            error_detail: out.error_detail.clone(),
+            settings: self.settings(&o),
+        });
         r.disk_ratio = self
             .disk
             .as_ref()
@@ -384,16 +384,16 @@ impl Session {
             "pull_batch": self.args.pull_batch,
             "from": "first offset of each queue, to the last as of the start",
         });
-        let mut r = self.report(
-            "consume",
-            out.received,
-            out.seconds,
-            "pull round trip",
-            &out.latency,
+        let mut r = self.report(Figures {
+            mode: "consume",
+            messages: out.received,
+            seconds: out.seconds,
+            latency_of: "pull round trip",
+            latency: &out.latency,
             errors,
-            detail,
+            error_detail: detail,
             settings,
-        );
+        });
         r.bytes = out.bytes;
         r.mb_per_sec = Report::rate(out.received, out.bytes, out.seconds).1;
         r.broker_memory = self.memory();
@@ -457,16 +457,16 @@ impl Session {
             "consumers": self.consume_options(None).consumers,
             "pull_batch": self.args.pull_batch,
         });
-        let mut r = self.report(
-            "e2e-consume",
-            out.received,
-            out.seconds,
-            "scheduled send→delivery",
-            &out.latency,
+        let mut r = self.report(Figures {
+            mode: "e2e-consume",
+            messages: out.received,
+            seconds: out.seconds,
+            latency_of: "scheduled send→delivery",
+            latency: &out.latency,
             errors,
-            detail,
+            error_detail: detail,
             settings,
-        );
+        });
         r.bytes = out.bytes;
         r.mb_per_sec = Report::rate(out.received, out.bytes, out.seconds).1;
         r.broker_memory = self.memory();
@@ -532,6 +532,18 @@ impl Session {
             self.commit, m.nproc, m.cpu_model, m.kernel, target, self.args.size
         )
     }
+}
+
+/// One run's figures, for [`Session::report`].
+struct Figures<'a> {
+    mode: &'a str,
+    messages: u64,
+    seconds: f64,
+    latency_of: &'a str,
+    latency: &'a crate::stats::Latency,
+    errors: u64,
+    error_detail: Vec<String>,
+    settings: serde_json::Value,
 }
 
 fn verdict(out: &ConsumeOutcome, verifier: Option<&Verifier>) -> (u64, Vec<String>) {

@@ -49,6 +49,7 @@ impl Latency {
         let _ = self.hist.add(&other.hist);
     }
 
+    #[cfg(test)]
     pub fn count(&self) -> u64 {
         self.hist.len()
     }

@@ -102,6 +102,7 @@ impl<R: Read> FrameReader<R> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)] // a panic in a test is a failure, not a crash
 mod tests {
     use super::*;
     use crate::Command;
