@@ -161,9 +161,17 @@ mod tests {
     fn partial_writes_still_make_whole_frames() {
         let body = vec![5u8; 100_000];
         let mut whole = Vec::new();
-        write_frame(&mut whole, &Header::request(7, Command::GetTopicList), &body).unwrap();
+        write_frame(
+            &mut whole,
+            &Header::request(7, Command::GetTopicList),
+            &body,
+        )
+        .unwrap();
         for step in [1, 3, 1000, 65_536] {
-            let mut w = Choppy { out: Vec::new(), step };
+            let mut w = Choppy {
+                out: Vec::new(),
+                step,
+            };
             write_frame(&mut w, &Header::request(7, Command::GetTopicList), &body).unwrap();
             assert_eq!(w.out, whole, "step {step}");
         }
@@ -189,7 +197,13 @@ mod tests {
         }
         // A stream that ends inside a frame is an error, not a clean end.
         let cut = &wire[..wire.len() - 3];
-        let mut r = FrameReader::new(Trickle { data: cut, step: 4096 }, 16 << 20);
+        let mut r = FrameReader::new(
+            Trickle {
+                data: cut,
+                step: 4096,
+            },
+            16 << 20,
+        );
         let mut last = Ok(None);
         for _ in 0..51 {
             last = r.next_frame();

@@ -16,9 +16,12 @@
 //!
 //! Nothing here does I/O beyond the generic blocking helpers in [`blocking`].
 
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
 pub mod blocking;
 mod codec;
 mod codes;
+pub mod fuzzing;
 mod messages;
 
 pub use codec::{
