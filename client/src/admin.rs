@@ -7,6 +7,7 @@ use protocol::{BrokerStatus, ClusterInfo, TopicConfig};
 use crate::error::Result;
 use crate::instance::{ClientConfig, Instance};
 use crate::model::{MessageQueue, QueueOffset};
+use crate::push::ConsumeFrom;
 use crate::route::TopicRoute;
 
 /// NameServer and broker administration.
@@ -55,6 +56,49 @@ impl Admin {
 
     pub fn search_offset(&self, queue: &MessageQueue, timestamp_ms: i64) -> Result<QueueOffset> {
         self.inst.search_offset(queue, timestamp_ms)
+    }
+
+    /// Sets the group's offset of every readable queue of `topic` to its first or last
+    /// offset or to the first message stored at or after a time, and returns the new
+    /// offsets. Running members adopt the new offset at their next commit (within their
+    /// `commit_interval_ms`).
+    pub fn reset_offset(
+        &self,
+        group: &str,
+        topic: &str,
+        to: ConsumeFrom,
+    ) -> Result<Vec<(MessageQueue, QueueOffset)>> {
+        let route = self.inst.fresh_route(topic)?;
+        let mut out = Vec::new();
+        for t in route.read_queues() {
+            let q = &t.queue;
+            let off = match to {
+                ConsumeFrom::First => self.inst.queue_offsets(q)?.0,
+                ConsumeFrom::Last => self.inst.queue_offsets(q)?.1,
+                ConsumeFrom::Timestamp(ms) => self.inst.search_offset(q, ms)?,
+            };
+            self.inst.reset_group_offset(group, q, off)?;
+            out.push((q.clone(), off));
+        }
+        Ok(out)
+    }
+
+    /// Per queue of `topic`: the group's committed offset (if any) and the queue's max
+    /// offset. The backlog is `max - committed`, never negative.
+    pub fn consumer_progress(
+        &self,
+        group: &str,
+        topic: &str,
+    ) -> Result<Vec<(MessageQueue, Option<QueueOffset>, QueueOffset)>> {
+        let route = self.inst.fresh_route(topic)?;
+        let mut out = Vec::new();
+        for t in route.read_queues() {
+            let q = &t.queue;
+            let committed = self.inst.query_group_offset(group, q)?.offset;
+            let max = self.inst.queue_offsets(q)?.1;
+            out.push((q.clone(), committed, max));
+        }
+        Ok(out)
     }
 
     pub fn shutdown(&self) {

@@ -47,18 +47,23 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 mod admin;
+pub mod allocate;
 mod consumer;
 mod error;
 mod instance;
 mod model;
 mod namesrv;
 mod producer;
+mod push;
 pub mod remoting;
 mod route;
 
 pub use admin::Admin;
-pub use consumer::{
-    ConsumeFrom, Listener, PullConsumer, PullOptions, PushConsumer, PushConsumerBuilder,
+pub use allocate::{AllocateStrategy, Averagely, AveragelyByCircle, ByConfig, ConsistentHash};
+pub use consumer::{PullConsumer, PullOptions};
+pub use push::{
+    dlq_topic, retry_topic, ConsumeFrom, Listener, MessageModel, PushConsumer,
+    PushConsumerBuilder, PROPERTY_DELIVER_AT_MS,
 };
 pub use error::{ClientError, Result};
 pub use instance::ClientConfig;
