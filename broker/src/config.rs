@@ -311,24 +311,14 @@ impl BrokerConfig {
         bound!(self, connection_inflight_max, 1, 1 << 16, "1 to 65536");
         bound!(self, long_polling_max_ms, 0, 300_000, "0 to 300000 ms");
         bound!(self, io_memory_bytes, 64 << 10, 1 << 30, "64 KiB to 1 GiB");
-        bound!(
-            self,
-            consumer_timeout_ms,
-            500,
-            600_000,
-            "500 to 600000 ms"
-        );
-        bound!(
-            self,
-            offset_flush_interval_ms,
-            10,
-            60_000,
-            "10 to 60000 ms"
-        );
+        bound!(self, consumer_timeout_ms, 500, 600_000, "500 to 600000 ms");
+        bound!(self, offset_flush_interval_ms, 10, 60_000, "10 to 60000 ms");
         let levels = &self.retry_delay_levels_ms;
         if levels.is_empty()
             || levels.len() > 64
-            || levels.iter().any(|&d| !(1..=7 * 24 * 3_600_000).contains(&d))
+            || levels
+                .iter()
+                .any(|&d| !(1..=7 * 24 * 3_600_000).contains(&d))
         {
             return Err(ConfigError::Invalid {
                 key: "retry_delay_levels_ms",
@@ -406,7 +396,8 @@ mod tests {
             .unwrap();
         cfg.validate().unwrap();
         assert_eq!(cfg.retry_delay_levels_ms, vec![10, 20, 30]);
-        cfg.overlay_str("retry_delay_levels_ms = []", "test").unwrap();
+        cfg.overlay_str("retry_delay_levels_ms = []", "test")
+            .unwrap();
         let err = cfg.validate().unwrap_err().to_string();
         assert!(err.contains("retry_delay_levels_ms"), "{err}");
     }

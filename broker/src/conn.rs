@@ -354,7 +354,9 @@ async fn handle(core: &Rc<Core>, command: Command, body: Bytes) -> Result<Outgoi
 
 fn check_name(what: &str, name: &str) -> Result<(), BrokerError> {
     if name.is_empty() || name.len() > 255 {
-        return Err(BrokerError::BadRequest(format!("{what} must be 1..=255 bytes")));
+        return Err(BrokerError::BadRequest(format!(
+            "{what} must be 1..=255 bytes"
+        )));
     }
     Ok(())
 }

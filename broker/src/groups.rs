@@ -181,7 +181,15 @@ impl OffsetTable {
         let rows: Vec<Row> = self
             .offsets
             .iter()
-            .map(|(k, v)| (k.group.clone(), k.topic.clone(), k.queue_id, v.offset, v.epoch))
+            .map(|(k, v)| {
+                (
+                    k.group.clone(),
+                    k.topic.clone(),
+                    k.queue_id,
+                    v.offset,
+                    v.epoch,
+                )
+            })
             .collect();
         let text = serde_json::to_vec(&rows).unwrap_or_default();
         Some((self.path.clone(), text))
@@ -339,7 +347,12 @@ impl Membership {
 
     /// Resolves with the group's view once its version differs from `known_version`, or at
     /// the timeout.
-    pub async fn wait_change(&self, group: &str, known_version: u64, timeout: Duration) -> MemberView {
+    pub async fn wait_change(
+        &self,
+        group: &str,
+        known_version: u64,
+        timeout: Duration,
+    ) -> MemberView {
         let deadline = Instant::now() + timeout;
         loop {
             let view = self.view(group);
@@ -378,7 +391,13 @@ mod tests {
         t.commit(&key(0), 5, 0, "a", false);
         t.commit(&key(1), 7, 0, "a", false);
         let reset = t.reset(&key(0), 2);
-        assert_eq!(reset, StoredOffset { offset: 2, epoch: 1 });
+        assert_eq!(
+            reset,
+            StoredOffset {
+                offset: 2,
+                epoch: 1
+            }
+        );
         // A member that read the offset before the reset cannot undo it.
         assert_eq!(t.commit(&key(0), 9, 0, "a", false), Some(reset));
         assert_eq!(t.commit(&key(0), 3, 1, "a", false).unwrap().offset, 3);
@@ -386,8 +405,20 @@ mod tests {
         write_snapshot(&path, &bytes).unwrap();
         assert!(t.take_snapshot().is_none(), "clean after a snapshot");
         let back = OffsetTable::load(dir.path()).unwrap();
-        assert_eq!(back.query(&key(0)), Some(StoredOffset { offset: 3, epoch: 1 }));
-        assert_eq!(back.query(&key(1)), Some(StoredOffset { offset: 7, epoch: 0 }));
+        assert_eq!(
+            back.query(&key(0)),
+            Some(StoredOffset {
+                offset: 3,
+                epoch: 1
+            })
+        );
+        assert_eq!(
+            back.query(&key(1)),
+            Some(StoredOffset {
+                offset: 7,
+                epoch: 0
+            })
+        );
     }
 
     #[test]
@@ -411,7 +442,11 @@ mod tests {
         let v0 = m.view("g").version;
         let v1 = m.heartbeat("g", "a").version;
         assert_ne!(v0, v1);
-        assert_eq!(m.heartbeat("g", "a").version, v1, "a heartbeat is no change");
+        assert_eq!(
+            m.heartbeat("g", "a").version,
+            v1,
+            "a heartbeat is no change"
+        );
         let v2 = m.heartbeat("g", "b");
         assert_eq!(v2.members, vec!["a".to_owned(), "b".to_owned()]);
         let v3 = m.unregister("g", "b");

@@ -106,14 +106,23 @@ pub enum ShardRequest {
     /// To core 0, which keeps group membership.
     Group(GroupOp),
     /// To the core owning `shard`: a group's offset or lease of one of its queues.
-    GroupOffset { shard: u16, op: OffsetOp },
+    GroupOffset {
+        shard: u16,
+        op: OffsetOp,
+    },
 }
 
 /// A membership request (served by core 0).
 #[derive(Debug)]
 pub enum GroupOp {
-    Heartbeat { group: String, client_id: String },
-    Unregister { group: String, client_id: String },
+    Heartbeat {
+        group: String,
+        client_id: String,
+    },
+    Unregister {
+        group: String,
+        client_id: String,
+    },
     WaitChange {
         group: String,
         known_version: u64,
@@ -126,7 +135,10 @@ pub enum GroupOp {
 pub enum OffsetOp {
     Query(GroupQueue),
     Commit(CommitOffset),
-    Reset { queue: GroupQueue, offset: u64 },
+    Reset {
+        queue: GroupQueue,
+        offset: u64,
+    },
     Lock {
         queue: GroupQueue,
         client_id: String,
@@ -137,7 +149,9 @@ pub enum OffsetOp {
 impl OffsetOp {
     pub fn queue(&self) -> &GroupQueue {
         match self {
-            OffsetOp::Query(q) | OffsetOp::Reset { queue: q, .. } | OffsetOp::Lock { queue: q, .. } => q,
+            OffsetOp::Query(q)
+            | OffsetOp::Reset { queue: q, .. }
+            | OffsetOp::Lock { queue: q, .. } => q,
             OffsetOp::Commit(c) => &c.queue,
         }
     }

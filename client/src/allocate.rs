@@ -58,7 +58,9 @@ impl AllocateStrategy for Averagely {
             index * size + rem
         };
         let range = size.min(n.saturating_sub(start));
-        (0..range).map(|i| queues[(start + i) % n].clone()).collect()
+        (0..range)
+            .map(|i| queues[(start + i) % n].clone())
+            .collect()
     }
 }
 
@@ -210,7 +212,11 @@ mod tests {
         let mut seen = BTreeSet::new();
         let mut out = Vec::new();
         for m in &ms {
-            let mine: Vec<u32> = s.allocate("g", m, &qs, &ms).iter().map(|q| q.queue_id).collect();
+            let mine: Vec<u32> = s
+                .allocate("g", m, &qs, &ms)
+                .iter()
+                .map(|q| q.queue_id)
+                .collect();
             for q in &mine {
                 assert!(seen.insert(*q), "{}: queue {q} given twice", s.name());
             }

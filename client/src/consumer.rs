@@ -10,8 +10,7 @@ use protocol::{Command, Frame, PullRequest, ResponseCode};
 use crate::error::{ClientError, Result};
 use crate::instance::{ClientConfig, Instance};
 use crate::model::{
-    decode_records, MessageQueue, PullResult, PullStatus, QueueOffset,
-    RecordSource,
+    decode_records, MessageQueue, PullResult, PullStatus, QueueOffset, RecordSource,
 };
 use crate::producer::MESSAGE_BYTES_MAX_DEFAULT;
 use crate::remoting::{unexpected, ResponseFuture};
@@ -139,9 +138,14 @@ impl PullConsumer {
     pub fn commit_offset(&self, queue: &MessageQueue, offset: QueueOffset) -> Result<()> {
         let g = &self.inner.group;
         let current = self.inner.inst.query_group_offset(g, queue)?;
-        self.inner
-            .inst
-            .commit_group_offset(g, queue, offset, current.epoch, "pull-consumer", false)?;
+        self.inner.inst.commit_group_offset(
+            g,
+            queue,
+            offset,
+            current.epoch,
+            "pull-consumer",
+            false,
+        )?;
         Ok(())
     }
 
@@ -189,7 +193,11 @@ impl PullInner {
         })
     }
 
-    pub(crate) fn finish_pull(&self, pending: &PendingPull, frame: Result<Frame>) -> Result<PullResult> {
+    pub(crate) fn finish_pull(
+        &self,
+        pending: &PendingPull,
+        frame: Result<Frame>,
+    ) -> Result<PullResult> {
         let result = frame.and_then(|f| self.parse_pull(pending, f));
         if let Err(e) = &result {
             if e.is_connection_failure() {
@@ -255,7 +263,6 @@ mod tests {
     use crate::model::Message;
     use crate::producer::Producer;
     use crate::testing::{broker, fake_broker, namesrv, route, FakeServer};
-
 
     fn setup(queues: u32) -> (FakeServer, FakeServer, Producer) {
         let (b, _state) = fake_broker(4);

@@ -5,7 +5,9 @@ use std::net::{Ipv4Addr, SocketAddr, ToSocketAddrs, UdpSocket};
 use std::sync::Arc;
 use std::time::Duration;
 
-use protocol::{BrokerStatus, Command, CommitOffset, GroupMembers, GroupQueue, ResponseCode, TopicConfig};
+use protocol::{
+    BrokerStatus, Command, CommitOffset, GroupMembers, GroupQueue, ResponseCode, TopicConfig,
+};
 
 use crate::error::{ClientError, Result};
 use crate::model::{MessageQueue, QueueOffset};
@@ -207,7 +209,10 @@ impl Instance {
     }
 
     pub fn heartbeat(&self, addr: &str, hb: protocol::ConsumerHeartbeat) -> Result<GroupMembers> {
-        Self::members(addr, self.broker_request(addr, Command::ConsumerHeartbeat(hb))?)
+        Self::members(
+            addr,
+            self.broker_request(addr, Command::ConsumerHeartbeat(hb))?,
+        )
     }
 
     pub fn unregister_consumer(&self, addr: &str, group: &str, client_id: &str) -> Result<()> {

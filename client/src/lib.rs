@@ -61,10 +61,6 @@ mod route;
 pub use admin::Admin;
 pub use allocate::{AllocateStrategy, Averagely, AveragelyByCircle, ByConfig, ConsistentHash};
 pub use consumer::{PullConsumer, PullOptions};
-pub use push::{
-    dlq_topic, retry_topic, ConsumeFrom, Listener, MessageModel, PushConsumer,
-    PushConsumerBuilder, PROPERTY_DELIVER_AT_MS,
-};
 pub use error::{ClientError, Result};
 pub use instance::ClientConfig;
 pub use model::{
@@ -75,6 +71,10 @@ pub use namesrv::parse_namesrv_list;
 pub use producer::{
     BatchCallback, Producer, ProducerBuilder, SendCallback, MESSAGE_BYTES_MAX_DEFAULT,
     SEND_RETRIES_MAX,
+};
+pub use push::{
+    dlq_topic, retry_topic, ConsumeFrom, Listener, MessageModel, PushConsumer, PushConsumerBuilder,
+    PROPERTY_DELIVER_AT_MS,
 };
 #[cfg(test)]
 mod testing;

@@ -13,7 +13,8 @@ use protocol::{Command, Frame, SendRequest};
 use crate::error::{ClientError, Result};
 use crate::instance::{ClientConfig, Instance};
 use crate::model::{
-    encode_message, encode_message_with, send_results, EncodeOptions, Message, MessageQueue, SendResult,
+    encode_message, encode_message_with, send_results, EncodeOptions, Message, MessageQueue,
+    SendResult,
 };
 use crate::remoting::{expect_success, unexpected};
 use crate::route::{QueueTarget, TopicRoute};

@@ -410,7 +410,9 @@ impl PushConsumer {
         if clustering {
             match inner.ensure_retry_topic() {
                 Ok(()) => subs.push((retry_topic(&inner.settings.group), "*".into())),
-                Err(e) => tracing::warn!(error = %e, "no retry topic: failed messages are retried locally"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "no retry topic: failed messages are retried locally")
+                }
             }
         }
         *lock(&inner.subscriptions) = subs;
@@ -467,12 +469,11 @@ impl PushConsumer {
         inner.stop_workers(|_| true);
         if first && !crash && lock(&inner.listener).is_some() {
             for addr in inner.group_addrs() {
-                if let Err(e) =
-                    inner
-                        .pull
-                        .inst
-                        .unregister_consumer(&addr, &inner.settings.group, &inner.client_id)
-                {
+                if let Err(e) = inner.pull.inst.unregister_consumer(
+                    &addr,
+                    &inner.settings.group,
+                    &inner.client_id,
+                ) {
                     tracing::debug!(%addr, error = %e, "unregister failed");
                 }
             }
@@ -587,18 +588,19 @@ impl PushInner {
         while !self.stopped() {
             let known = lock(&self.views).get(&addr).map_or(0, |v| v.version);
             let wait = Duration::from_millis(WATCH_WAIT_MS);
-            let fut = match self
-                .pull
-                .inst
-                .wait_group_change(&addr, &self.settings.group, known, wait)
-            {
-                Ok(f) => f,
-                Err(e) => {
-                    tracing::debug!(%addr, error = %e, "membership watch failed");
-                    self.pause(Duration::from_millis(ERROR_BACKOFF_MS), &never);
-                    continue;
-                }
-            };
+            let fut =
+                match self
+                    .pull
+                    .inst
+                    .wait_group_change(&addr, &self.settings.group, known, wait)
+                {
+                    Ok(f) => f,
+                    Err(e) => {
+                        tracing::debug!(%addr, error = %e, "membership watch failed");
+                        self.pause(Duration::from_millis(ERROR_BACKOFF_MS), &never);
+                        continue;
+                    }
+                };
             let frame = loop {
                 if self.stopped() {
                     return;
@@ -670,14 +672,19 @@ impl PushInner {
                     continue;
                 }
             };
-            let all: Vec<MessageQueue> = route.read_queues().iter().map(|t| t.queue.clone()).collect();
+            let all: Vec<MessageQueue> = route
+                .read_queues()
+                .iter()
+                .map(|t| t.queue.clone())
+                .collect();
             let mine = match self.settings.model {
                 MessageModel::Broadcasting => all,
-                MessageModel::Clustering => {
-                    self.settings
-                        .strategy
-                        .allocate(&self.settings.group, &self.client_id, &all, &members)
-                }
+                MessageModel::Clustering => self.settings.strategy.allocate(
+                    &self.settings.group,
+                    &self.client_id,
+                    &all,
+                    &members,
+                ),
             };
             for q in mine {
                 wanted.insert(q, expr.clone());
@@ -829,7 +836,8 @@ impl PushInner {
         let queue = queues
             .get((level - 1) % queues.len().max(1))
             .map(|t| t.queue.clone());
-        self.producer.send_back(&msg, &m.msg_id, next_times, queue)?;
+        self.producer
+            .send_back(&msg, &m.msg_id, next_times, queue)?;
         Ok(())
     }
 
@@ -902,11 +910,12 @@ impl QueueWorker {
     fn lock(&mut self) -> Lease {
         let o = &self.owner;
         let asked = Instant::now();
-        match o
-            .pull
-            .inst
-            .lock_queue(&o.settings.group, &self.queue, &o.client_id, self.lease_ms())
-        {
+        match o.pull.inst.lock_queue(
+            &o.settings.group,
+            &self.queue,
+            &o.client_id,
+            self.lease_ms(),
+        ) {
             Ok(true) => {
                 self.lease_at = Some(asked);
                 Lease::Held
@@ -1097,7 +1106,10 @@ impl QueueWorker {
         if self.clustering() {
             opts.suspend_timeout_ms = opts.suspend_timeout_ms.min(self.lease_ms() / 3);
         }
-        let pending = self.owner.pull.start_pull(&self.queue, self.offset, &opts)?;
+        let pending = self
+            .owner
+            .pull
+            .start_pull(&self.queue, self.offset, &opts)?;
         loop {
             if self.stopped() {
                 return Ok(None);
@@ -1191,7 +1203,9 @@ impl QueueWorker {
                     m.reconsume_times += 1;
                 }
             }
-            if !self.pause(Duration::from_millis(self.owner.settings.reconsume_delay_ms)) {
+            if !self.pause(Duration::from_millis(
+                self.owner.settings.reconsume_delay_ms,
+            )) {
                 return false;
             }
         }
@@ -1224,7 +1238,10 @@ impl LocalOffsetStore {
     }
 
     fn get(&self, q: &MessageQueue) -> Option<QueueOffset> {
-        lock(&self.offsets).get(&Self::key(q)).copied().map(QueueOffset)
+        lock(&self.offsets)
+            .get(&Self::key(q))
+            .copied()
+            .map(QueueOffset)
     }
 
     fn set(&self, q: &MessageQueue, off: QueueOffset) {

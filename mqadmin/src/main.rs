@@ -13,8 +13,8 @@ use anyhow::{anyhow, bail, Context};
 use base64::Engine;
 use clap::{Parser, Subcommand};
 use client::{
-    Admin, ClientConfig, ConsumeFrom, Message, MessageExt, MessageQueue, Producer, PullConsumer, PullOptions,
-    PullStatus, QueueOffset,
+    Admin, ClientConfig, ConsumeFrom, Message, MessageExt, MessageQueue, Producer, PullConsumer,
+    PullOptions, PullStatus, QueueOffset,
 };
 use protocol::{perm, BrokerData, TopicConfig};
 use serde_json::{json, Value};
