@@ -635,14 +635,13 @@ fn format_message(m: &MessageExt, json: bool) -> String {
         out.to_string()
     } else {
         format!(
-            "topic={} queue={} offset={} msg_id={} keys={} tags={} reconsume_times={} body={}",
+            "topic={} queue={} offset={} msg_id={} keys={} tags={} body={}",
             m.topic,
             m.queue_id,
             m.queue_offset,
             m.msg_id,
             m.keys.join(","),
             m.tags.as_deref().unwrap_or(""),
-            m.reconsume_times,
             String::from_utf8_lossy(&m.body)
         )
     }
@@ -810,6 +809,7 @@ mod tests {
         assert_eq!(v["body"], "hello");
         assert_eq!(v["queue_offset"], 7);
         assert_eq!(v["keys"], json!(["k1", "k2"]));
+        assert_eq!(v["reconsume_times"], 0);
         assert!(v.get("body_encoding").is_none());
         let bin = sample(&[0xff, 0x00, 0xfe]);
         let v: Value = serde_json::from_str(&format_message(&bin, true)).unwrap();
