@@ -360,9 +360,19 @@ async fn core_main(
     let mesh = Rc::new(Mesh::new(id, senders));
 
     let mut shards = HashMap::new();
+    let mut offsets = HashMap::new();
     let mut open_error = None;
     for cfg in shard_configs {
         let sid = cfg.shard_id;
+        match crate::groups::OffsetTable::load(&cfg.dir) {
+            Ok(t) => {
+                offsets.insert(sid, std::cell::RefCell::new(t));
+            }
+            Err(e) => {
+                open_error = Some(anyhow!("cannot open shard {sid}: {e}"));
+                break;
+            }
+        }
         match shard::Shard::open(cfg).await {
             Ok(s) => {
                 shards.insert(sid, s);
@@ -385,6 +395,17 @@ async fn core_main(
             Ok(a) => a,
             Err(_) => SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, 0),
         },
+        offsets,
+        membership: (id == 0).then(|| {
+            let base = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or(1);
+            crate::groups::Membership::new(
+                Duration::from_millis(shared.config.consumer_timeout_ms),
+                base,
+            )
+        }),
     });
     let serving = core.clone();
     mesh::spawn_receivers(
@@ -421,6 +442,28 @@ async fn core_main(
             }
         }));
     }
+    let mut group_tasks = Vec::new();
+    {
+        let core = core.clone();
+        let every = Duration::from_millis(shared.config.offset_flush_interval_ms);
+        group_tasks.push(glommio::spawn_local(async move {
+            loop {
+                glommio::timer::sleep(every).await;
+                core.flush_offsets().await;
+            }
+        }));
+    }
+    if let Some(period) = core.membership.as_ref().map(|m| m.expiry_period()) {
+        let core = core.clone();
+        group_tasks.push(glommio::spawn_local(async move {
+            loop {
+                glommio::timer::sleep(period).await;
+                if let Some(m) = &core.membership {
+                    m.expire();
+                }
+            }
+        }));
+    }
     let _ = ready.send(Ok(id));
 
     // Until shutdown: publish this core's counters to the metrics once a second.
@@ -440,11 +483,16 @@ async fn core_main(
             last = now;
         }
     }
-    for t in accept_tasks {
+    for t in accept_tasks.into_iter().chain(group_tasks) {
         t.cancel().await;
     }
     // Give in-flight requests a moment, then flush every shard.
     glommio::timer::sleep(Duration::from_millis(20)).await;
+    // A write cut short by the cancellation above is redone here.
+    for table in core.offsets.values() {
+        table.borrow_mut().mark_dirty();
+    }
+    core.flush_offsets().await;
     for (sid, shard) in core.shards.iter() {
         if let Err(e) = shard.close().await {
             tracing::error!(shard = sid, "flush at shutdown failed: {e}");

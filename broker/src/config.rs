@@ -96,7 +96,23 @@ pub struct BrokerConfig {
     pub long_polling_max_ms: u64,
     /// glommio io_uring buffer memory per executor (locked memory).
     pub io_memory_bytes: u64,
+
+    // ---- consumer groups ----
+    /// A group member silent for this long is dropped and the group rebalances.
+    pub consumer_timeout_ms: u64,
+    /// Committed offsets are written to disk this often: a kill -9 loses at most this much
+    /// of the latest commits.
+    pub offset_flush_interval_ms: u64,
+    /// Delay of each retry level (RocketMQ's messageDelayLevel, level 1 first). A message
+    /// that failed `n` times comes back after level `n + 3` (the last level beyond).
+    pub retry_delay_levels_ms: Vec<u64>,
 }
+
+/// RocketMQ's delay levels: 1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h.
+pub const RETRY_DELAY_LEVELS_MS_DEFAULT: [u64; 18] = [
+    1_000, 5_000, 10_000, 30_000, 60_000, 120_000, 180_000, 240_000, 300_000, 360_000, 420_000,
+    480_000, 540_000, 600_000, 1_200_000, 1_800_000, 3_600_000, 7_200_000,
+];
 
 impl Default for BrokerConfig {
     fn default() -> Self {
@@ -131,6 +147,9 @@ impl Default for BrokerConfig {
             connection_inflight_max: 1024,
             long_polling_max_ms: 30_000,
             io_memory_bytes: 4 << 20,
+            consumer_timeout_ms: 30_000,
+            offset_flush_interval_ms: 1_000,
+            retry_delay_levels_ms: RETRY_DELAY_LEVELS_MS_DEFAULT.to_vec(),
         }
     }
 }
@@ -311,6 +330,20 @@ impl BrokerConfig {
         bound!(self, connection_inflight_max, 1, 1 << 16, "1 to 65536");
         bound!(self, long_polling_max_ms, 0, 300_000, "0 to 300000 ms");
         bound!(self, io_memory_bytes, 64 << 10, 1 << 30, "64 KiB to 1 GiB");
+        bound!(self, consumer_timeout_ms, 500, 600_000, "500 to 600000 ms");
+        bound!(self, offset_flush_interval_ms, 10, 60_000, "10 to 60000 ms");
+        let levels = &self.retry_delay_levels_ms;
+        if levels.is_empty()
+            || levels.len() > 64
+            || levels
+                .iter()
+                .any(|&d| !(1..=7 * 24 * 3_600_000).contains(&d))
+        {
+            return Err(ConfigError::Invalid {
+                key: "retry_delay_levels_ms",
+                message: "need 1 to 64 levels, each 1 ms to 7 days".into(),
+            });
+        }
         Ok(())
     }
 
@@ -372,6 +405,20 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("flush_intervall_ms"), "{err}");
+    }
+
+    #[test]
+    fn retry_levels_are_bounded() {
+        let mut cfg = BrokerConfig::default();
+        assert_eq!(cfg.retry_delay_levels_ms.len(), 18);
+        cfg.overlay_str("retry_delay_levels_ms = [10, 20, 30]", "test")
+            .unwrap();
+        cfg.validate().unwrap();
+        assert_eq!(cfg.retry_delay_levels_ms, vec![10, 20, 30]);
+        cfg.overlay_str("retry_delay_levels_ms = []", "test")
+            .unwrap();
+        let err = cfg.validate().unwrap_err().to_string();
+        assert!(err.contains("retry_delay_levels_ms"), "{err}");
     }
 
     #[test]

@@ -16,7 +16,8 @@ use protocol::{
 
 use crate::core::{Core, PullBody};
 use crate::error::BrokerError;
-use crate::mesh::{PullArgs, PullStatus};
+use crate::groups::{MemberView, StoredOffset};
+use crate::mesh::{GroupOp, OffsetOp, PullArgs, PullStatus};
 
 /// A response on its way to the socket.
 pub struct Outgoing {
@@ -286,11 +287,96 @@ async fn handle(core: &Rc<Core>, command: Command, body: Bytes) -> Result<Outgoi
             records_response(recs)
         }
         Command::GetTopicConfigs => Ok(ok(0, Command::TopicConfigs(core.topics.borrow().all()))),
+        Command::ConsumerHeartbeat(hb) => {
+            check_name("client id", &hb.client_id)?;
+            let v = core
+                .group(GroupOp::Heartbeat {
+                    group: hb.group,
+                    client_id: hb.client_id,
+                })
+                .await?;
+            Ok(members_response(core, v))
+        }
+        Command::UnregisterConsumer { group, client_id } => {
+            let v = core.group(GroupOp::Unregister { group, client_id }).await?;
+            Ok(members_response(core, v))
+        }
+        Command::WaitGroupChange {
+            group,
+            known_version,
+            timeout_ms,
+        } => {
+            let v = core
+                .group(GroupOp::WaitChange {
+                    group,
+                    known_version,
+                    timeout_ms,
+                })
+                .await?;
+            Ok(members_response(core, v))
+        }
+        Command::QueryConsumerOffset(q) => {
+            let r = core.group_offset(OffsetOp::Query(q)).await?;
+            Ok(offset_response(r))
+        }
+        Command::CommitConsumerOffset(c) => {
+            check_name("client id", &c.client_id)?;
+            let r = core.group_offset(OffsetOp::Commit(c)).await?;
+            Ok(offset_response(r))
+        }
+        Command::ResetConsumerOffset { queue, offset } => {
+            let r = core.group_offset(OffsetOp::Reset { queue, offset }).await?;
+            Ok(offset_response(r))
+        }
+        Command::LockQueue {
+            queue,
+            client_id,
+            lease_ms,
+        } => {
+            check_name("client id", &client_id)?;
+            core.group_offset(OffsetOp::Lock {
+                queue,
+                client_id,
+                lease_ms,
+            })
+            .await?;
+            Ok(ok(0, Command::Empty))
+        }
         other => Err(BrokerError::Unsupported(format!(
             "the broker does not serve `{}` requests",
             other.name()
         ))),
     }
+}
+
+fn check_name(what: &str, name: &str) -> Result<(), BrokerError> {
+    if name.is_empty() || name.len() > 255 {
+        return Err(BrokerError::BadRequest(format!(
+            "{what} must be 1..=255 bytes"
+        )));
+    }
+    Ok(())
+}
+
+fn members_response(core: &Core, v: MemberView) -> Outgoing {
+    ok(
+        0,
+        Command::GroupMembers(protocol::GroupMembers {
+            version: v.version,
+            members: v.members,
+            retry_delay_levels_ms: core.shared.config.retry_delay_levels_ms.clone(),
+        }),
+    )
+}
+
+fn offset_response(r: Option<StoredOffset>) -> Outgoing {
+    ok(
+        0,
+        Command::ConsumerOffset {
+            offset: r.map(|s| s.offset),
+            epoch: r.map_or(0, |s| s.epoch),
+        },
+    )
 }
 
 fn records_response(recs: Vec<Bytes>) -> Result<Outgoing, BrokerError> {

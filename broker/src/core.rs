@@ -21,7 +21,10 @@ use shard::{ReadRequest, ReadStatus, Shard, StoredSlice};
 
 use crate::config::BrokerConfig;
 use crate::error::BrokerError;
-use crate::mesh::{Appended, Mesh, PullArgs, PullOutcome, PullStatus, ShardReply, ShardRequest};
+use crate::groups::{self, MemberView, Membership, OffsetTable, StoredOffset};
+use crate::mesh::{
+    Appended, GroupOp, Mesh, OffsetOp, PullArgs, PullOutcome, PullStatus, ShardReply, ShardRequest,
+};
 use crate::topics::{self, TopicTable, AUTO_CREATE_TOPIC_KEY};
 
 /// State shared by every core and the registration thread. Off the data path: only topic
@@ -85,6 +88,10 @@ pub struct Core {
     pub store_host: SocketAddrV4,
     /// This core's send-latency histogram (observed per send request).
     pub send_latency: prometheus_client::metrics::histogram::Histogram,
+    /// Group offsets and leases of each local shard's queues.
+    pub offsets: HashMap<u16, RefCell<OffsetTable>>,
+    /// Group membership: on core 0 only.
+    pub membership: Option<Membership>,
 }
 
 impl Core {
@@ -574,6 +581,98 @@ impl Core {
         Ok(())
     }
 
+    // ------------------------------------------------------------------ consumer groups
+
+    /// A membership request: served here on core 0, forwarded otherwise.
+    pub async fn group(&self, op: GroupOp) -> Result<MemberView, BrokerError> {
+        let Some(m) = &self.membership else {
+            self.hop();
+            return match self.mesh.call(0, ShardRequest::Group(op)).await? {
+                ShardReply::Members(v) => Ok(v),
+                other => Err(unexpected(other)),
+            };
+        };
+        Ok(match op {
+            GroupOp::Heartbeat { group, client_id } => m.heartbeat(&group, &client_id),
+            GroupOp::Unregister { group, client_id } => m.unregister(&group, &client_id),
+            GroupOp::WaitChange {
+                group,
+                known_version,
+                timeout_ms,
+            } => {
+                let wait = timeout_ms.min(self.shared.config.long_polling_max_ms);
+                m.wait_change(&group, known_version, Duration::from_millis(wait))
+                    .await
+            }
+        })
+    }
+
+    /// An offset or lease request for the queue's owner core.
+    pub async fn group_offset(&self, op: OffsetOp) -> Result<Option<StoredOffset>, BrokerError> {
+        let q = op.queue();
+        if q.group.is_empty() || q.group.len() > 255 {
+            return Err(BrokerError::BadRequest(
+                "consumer group must be 1..=255 bytes".into(),
+            ));
+        }
+        let (shard, core) = self.owner(&q.topic, q.queue_id);
+        if core == self.id {
+            return self.group_offset_local(shard, op);
+        }
+        self.hop();
+        match self
+            .mesh
+            .call(core, ShardRequest::GroupOffset { shard, op })
+            .await?
+        {
+            ShardReply::GroupOffset(r) => r,
+            other => Err(unexpected(other)),
+        }
+    }
+
+    fn group_offset_local(
+        &self,
+        shard: u16,
+        op: OffsetOp,
+    ) -> Result<Option<StoredOffset>, BrokerError> {
+        let table = self.offsets.get(&shard).ok_or_else(|| {
+            BrokerError::Storage(format!("shard {shard} is not hosted on core {}", self.id))
+        })?;
+        let mut t = table.borrow_mut();
+        Ok(match op {
+            OffsetOp::Query(q) => t.query(&q),
+            OffsetOp::Commit(c) => t.commit(&c.queue, c.offset, c.epoch, &c.client_id, c.release),
+            OffsetOp::Reset { queue, offset } => Some(t.reset(&queue, offset)),
+            OffsetOp::Lock {
+                queue,
+                client_id,
+                lease_ms,
+            } => {
+                t.lock(&queue, &client_id, lease_ms)
+                    .map_err(BrokerError::QueueLocked)?;
+                t.query(&queue)
+            }
+        })
+    }
+
+    /// Writes every changed offsets table of this core (off the core, on glommio's blocking
+    /// pool); a failed write is retried at the next pass.
+    pub async fn flush_offsets(&self) {
+        for (shard, table) in &self.offsets {
+            let Some((path, bytes)) = table.borrow_mut().take_snapshot() else {
+                continue;
+            };
+            let p = path.clone();
+            let r = glommio::executor()
+                .spawn_blocking(move || groups::write_snapshot(&p, &bytes))
+                .await;
+            if let Err(e) = r {
+                tracing::error!(shard, "consumer offsets not persisted: {e}");
+                table.borrow_mut().mark_dirty();
+            }
+        }
+    }
+
     /// Serves a request that came over the mesh.
     pub async fn serve_remote(&self, request: ShardRequest) -> ShardReply {
         match request {
@@ -632,6 +731,13 @@ impl Core {
             ShardRequest::TopicChanged(cfg) => {
                 self.topics.borrow_mut().upsert(cfg);
                 ShardReply::Done(Ok(()))
+            }
+            ShardRequest::Group(op) => match Box::pin(self.group(op)).await {
+                Ok(v) => ShardReply::Members(v),
+                Err(e) => ShardReply::GroupOffset(Err(e)),
+            },
+            ShardRequest::GroupOffset { shard, op } => {
+                ShardReply::GroupOffset(self.group_offset_local(shard, op))
             }
         }
     }

@@ -32,6 +32,8 @@ pub enum BrokerError {
     ShuttingDown,
     #[error("not supported: {0}")]
     Unsupported(String),
+    #[error("queue is leased to another member of the group: {0}")]
+    QueueLocked(String),
 }
 
 impl BrokerError {
@@ -49,6 +51,7 @@ impl BrokerError {
             BrokerError::NotFound(_) => ResponseCode::QueryNotFound,
             BrokerError::ShuttingDown => ResponseCode::ServiceNotAvailable,
             BrokerError::Unsupported(_) => ResponseCode::RequestCodeNotSupported,
+            BrokerError::QueueLocked(_) => ResponseCode::QueueLocked,
         }
     }
 }

@@ -4,6 +4,7 @@
 //! * [`mesh`]: all cross-core traffic (one enum, bounded inboxes).
 //! * [`core`]: one core's state and the request handlers (codec-independent).
 //! * [`conn`]: the native protocol front end.
+//! * [`groups`]: consumer group membership, committed offsets and queue leases.
 //! * [`topics`], [`registry`], [`config`]: the topic table, NameServer registration, config.
 
 pub mod bootstrap;
@@ -12,6 +13,7 @@ pub mod config;
 pub mod conn;
 pub mod core;
 pub mod error;
+pub mod groups;
 pub mod mesh;
 pub mod metrics;
 pub mod registry;

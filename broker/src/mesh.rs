@@ -18,9 +18,10 @@ use std::rc::Rc;
 use bytes::Bytes;
 use glommio::channels::channel_mesh::{Receivers, Senders};
 use glommio::channels::local_channel::{self, LocalSender};
-use protocol::{CoreStatus, TopicConfig};
+use protocol::{CommitOffset, CoreStatus, GroupQueue, TopicConfig};
 
 use crate::error::BrokerError;
+use crate::groups::{MemberView, StoredOffset};
 
 /// Arguments of a pull, as they travel between cores.
 #[derive(Debug, Clone)]
@@ -102,6 +103,58 @@ pub enum ShardRequest {
     CreateTopic(TopicConfig),
     /// From core 0 to every other core: the topic table changed.
     TopicChanged(TopicConfig),
+    /// To core 0, which keeps group membership.
+    Group(GroupOp),
+    /// To the core owning `shard`: a group's offset or lease of one of its queues.
+    GroupOffset {
+        shard: u16,
+        op: OffsetOp,
+    },
+}
+
+/// A membership request (served by core 0).
+#[derive(Debug)]
+pub enum GroupOp {
+    Heartbeat {
+        group: String,
+        client_id: String,
+    },
+    Unregister {
+        group: String,
+        client_id: String,
+    },
+    WaitChange {
+        group: String,
+        known_version: u64,
+        timeout_ms: u64,
+    },
+}
+
+/// An offset or lease request (served by the queue's owner core).
+#[derive(Debug)]
+pub enum OffsetOp {
+    Query(GroupQueue),
+    Commit(CommitOffset),
+    Reset {
+        queue: GroupQueue,
+        offset: u64,
+    },
+    Lock {
+        queue: GroupQueue,
+        client_id: String,
+        lease_ms: u64,
+    },
+}
+
+impl OffsetOp {
+    pub fn queue(&self) -> &GroupQueue {
+        match self {
+            OffsetOp::Query(q)
+            | OffsetOp::Reset { queue: q, .. }
+            | OffsetOp::Lock { queue: q, .. } => q,
+            OffsetOp::Commit(c) => &c.queue,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -113,6 +166,8 @@ pub enum ShardReply {
     Records(Result<Vec<Bytes>, BrokerError>),
     Status(CoreStatus),
     Done(Result<(), BrokerError>),
+    Members(MemberView),
+    GroupOffset(Result<Option<StoredOffset>, BrokerError>),
 }
 
 /// Everything that crosses cores.

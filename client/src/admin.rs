@@ -9,6 +9,7 @@ use crate::error::{ClientError, Result};
 use crate::instance::{ClientConfig, Instance};
 use crate::model::{message_ext, MessageExt, MessageQueue, QueueOffset, RecordSource};
 use crate::producer::MESSAGE_BYTES_MAX_DEFAULT;
+use crate::push::ConsumeFrom;
 use crate::route::TopicRoute;
 
 /// Largest body a query decompresses.
@@ -178,6 +179,49 @@ impl Admin {
         };
         let msgs = decode_answer(&target.addr, &frame.body, |_| target.shard)?;
         Ok(msgs.into_iter().find(|m| m.queue_offset == offset))
+    }
+
+    /// Sets the group's offset of every readable queue of `topic` to its first or last
+    /// offset or to the first message stored at or after a time, and returns the new
+    /// offsets. Running members adopt the new offset at their next commit (within their
+    /// `commit_interval_ms`).
+    pub fn reset_offset(
+        &self,
+        group: &str,
+        topic: &str,
+        to: ConsumeFrom,
+    ) -> Result<Vec<(MessageQueue, QueueOffset)>> {
+        let route = self.inst.fresh_route(topic)?;
+        let mut out = Vec::new();
+        for t in route.read_queues() {
+            let q = &t.queue;
+            let off = match to {
+                ConsumeFrom::First => self.inst.queue_offsets(q)?.0,
+                ConsumeFrom::Last => self.inst.queue_offsets(q)?.1,
+                ConsumeFrom::Timestamp(ms) => self.inst.search_offset(q, ms)?,
+            };
+            self.inst.reset_group_offset(group, q, off)?;
+            out.push((q.clone(), off));
+        }
+        Ok(out)
+    }
+
+    /// Per queue of `topic`: the group's committed offset (if any) and the queue's max
+    /// offset. The backlog is `max - committed`, never negative.
+    pub fn consumer_progress(
+        &self,
+        group: &str,
+        topic: &str,
+    ) -> Result<Vec<(MessageQueue, Option<QueueOffset>, QueueOffset)>> {
+        let route = self.inst.fresh_route(topic)?;
+        let mut out = Vec::new();
+        for t in route.read_queues() {
+            let q = &t.queue;
+            let committed = self.inst.query_group_offset(group, q)?.offset;
+            let max = self.inst.queue_offsets(q)?.1;
+            out.push((q.clone(), committed, max));
+        }
+        Ok(out)
     }
 
     pub fn shutdown(&self) {

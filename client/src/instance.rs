@@ -5,7 +5,9 @@ use std::net::{Ipv4Addr, SocketAddr, ToSocketAddrs, UdpSocket};
 use std::sync::Arc;
 use std::time::Duration;
 
-use protocol::{BrokerStatus, Command, TopicConfig};
+use protocol::{
+    BrokerStatus, Command, CommitOffset, GroupMembers, GroupQueue, ResponseCode, TopicConfig,
+};
 
 use crate::error::{ClientError, Result};
 use crate::model::{MessageQueue, QueueOffset};
@@ -173,6 +175,158 @@ impl Instance {
         match self.broker_request(addr, Command::BrokerStatus)? {
             Command::BrokerStatusResult(s) => Ok(s),
             other => Err(unexpected(addr, "broker status", &other)),
+        }
+    }
+}
+
+/// A group's committed offset of a queue and the number of resets it has seen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct GroupOffset {
+    pub offset: Option<QueueOffset>,
+    pub epoch: u64,
+}
+
+impl Instance {
+    /// The address of a broker's core 0, which keeps group membership.
+    pub fn group_addrs(&self, topics: &[String]) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for t in topics {
+            let Ok(route) = self.routes.get(t) else {
+                continue;
+            };
+            for b in &route.data.brokers {
+                let addr = b
+                    .core_addrs
+                    .first()
+                    .map(String::as_str)
+                    .or_else(|| b.master_addr());
+                if let Some(a) = addr {
+                    if !out.iter().any(|o| o == a) {
+                        out.push(a.to_owned());
+                    }
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    fn members(addr: &str, cmd: Command) -> Result<GroupMembers> {
+        match cmd {
+            Command::GroupMembers(m) => Ok(m),
+            other => Err(unexpected(addr, "group members", &other)),
+        }
+    }
+
+    pub fn heartbeat(&self, addr: &str, hb: protocol::ConsumerHeartbeat) -> Result<GroupMembers> {
+        Self::members(
+            addr,
+            self.broker_request(addr, Command::ConsumerHeartbeat(hb))?,
+        )
+    }
+
+    pub fn unregister_consumer(&self, addr: &str, group: &str, client_id: &str) -> Result<()> {
+        let cmd = Command::UnregisterConsumer {
+            group: group.to_owned(),
+            client_id: client_id.to_owned(),
+        };
+        self.broker_request(addr, cmd).map(|_| ())
+    }
+
+    /// Long poll for a membership change; answered at once if `known_version` is stale.
+    pub fn wait_group_change(
+        &self,
+        addr: &str,
+        group: &str,
+        known_version: u64,
+        wait: Duration,
+    ) -> Result<crate::remoting::ResponseFuture> {
+        let cmd = Command::WaitGroupChange {
+            group: group.to_owned(),
+            known_version,
+            timeout_ms: wait.as_millis() as u64,
+        };
+        self.pool
+            .get(addr)?
+            .send_request(cmd, &[], wait + self.request_timeout())
+    }
+
+    fn group_offset_of(addr: &str, cmd: Command) -> Result<GroupOffset> {
+        match cmd {
+            Command::ConsumerOffset { offset, epoch } => Ok(GroupOffset {
+                offset: offset.map(QueueOffset),
+                epoch,
+            }),
+            other => Err(unexpected(addr, "consumer offset", &other)),
+        }
+    }
+
+    fn group_queue(group: &str, queue: &MessageQueue) -> GroupQueue {
+        GroupQueue {
+            group: group.to_owned(),
+            topic: queue.topic.clone(),
+            queue_id: queue.queue_id,
+        }
+    }
+
+    pub fn query_group_offset(&self, group: &str, queue: &MessageQueue) -> Result<GroupOffset> {
+        let target = self.queue_target(queue)?;
+        let cmd = Command::QueryConsumerOffset(Self::group_queue(group, queue));
+        Self::group_offset_of(&target.addr, self.broker_request(&target.addr, cmd)?)
+    }
+
+    pub fn commit_group_offset(
+        &self,
+        group: &str,
+        queue: &MessageQueue,
+        offset: QueueOffset,
+        epoch: u64,
+        client_id: &str,
+        release: bool,
+    ) -> Result<GroupOffset> {
+        let target = self.queue_target(queue)?;
+        let cmd = Command::CommitConsumerOffset(CommitOffset {
+            queue: Self::group_queue(group, queue),
+            offset: offset.0,
+            epoch,
+            client_id: client_id.to_owned(),
+            release,
+        });
+        Self::group_offset_of(&target.addr, self.broker_request(&target.addr, cmd)?)
+    }
+
+    pub fn reset_group_offset(
+        &self,
+        group: &str,
+        queue: &MessageQueue,
+        offset: QueueOffset,
+    ) -> Result<GroupOffset> {
+        let target = self.queue_target(queue)?;
+        let cmd = Command::ResetConsumerOffset {
+            queue: Self::group_queue(group, queue),
+            offset: offset.0,
+        };
+        Self::group_offset_of(&target.addr, self.broker_request(&target.addr, cmd)?)
+    }
+
+    /// Takes or renews the lease on a queue: false when another member holds it.
+    pub fn lock_queue(
+        &self,
+        group: &str,
+        queue: &MessageQueue,
+        client_id: &str,
+        lease_ms: u64,
+    ) -> Result<bool> {
+        let target = self.queue_target(queue)?;
+        let cmd = Command::LockQueue {
+            queue: Self::group_queue(group, queue),
+            client_id: client_id.to_owned(),
+            lease_ms,
+        };
+        match self.broker_request(&target.addr, cmd) {
+            Ok(_) => Ok(true),
+            Err(e) if e.code() == Some(ResponseCode::QueueLocked) => Ok(false),
+            Err(e) => Err(e),
         }
     }
 }

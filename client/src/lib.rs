@@ -47,19 +47,20 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 mod admin;
+pub mod allocate;
 mod consumer;
 mod error;
 mod instance;
 mod model;
 mod namesrv;
 mod producer;
+mod push;
 pub mod remoting;
 mod route;
 
 pub use admin::Admin;
-pub use consumer::{
-    ConsumeFrom, Listener, PullConsumer, PullOptions, PushConsumer, PushConsumerBuilder,
-};
+pub use allocate::{AllocateStrategy, Averagely, AveragelyByCircle, ByConfig, ConsistentHash};
+pub use consumer::{PullConsumer, PullOptions};
 pub use error::{ClientError, Result};
 pub use instance::ClientConfig;
 pub use model::{
@@ -70,6 +71,10 @@ pub use namesrv::parse_namesrv_list;
 pub use producer::{
     BatchCallback, Producer, ProducerBuilder, SendCallback, MESSAGE_BYTES_MAX_DEFAULT,
     SEND_RETRIES_MAX,
+};
+pub use push::{
+    dlq_topic, retry_topic, ConsumeFrom, Listener, MessageModel, PushConsumer, PushConsumerBuilder,
+    PROPERTY_DELIVER_AT_MS,
 };
 #[cfg(test)]
 mod testing;

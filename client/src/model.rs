@@ -240,6 +240,18 @@ pub(crate) fn encode_message(
     opts: &EncodeOptions,
     out: &mut Vec<u8>,
 ) -> Result<usize> {
+    encode_message_with(msg, uniq_key, 0, opts, out)
+}
+
+/// [`encode_message`] with a reconsume count: a message sent back to a retry or dead-letter
+/// topic keeps its id and carries how often it failed.
+pub(crate) fn encode_message_with(
+    msg: &Message,
+    uniq_key: &str,
+    reconsume_times: i32,
+    opts: &EncodeOptions,
+    out: &mut Vec<u8>,
+) -> Result<usize> {
     validate(msg, opts.message_bytes_max)?;
     let mut sys = 0;
     let compressed;
@@ -272,7 +284,7 @@ pub(crate) fn encode_message(
         sys_flag: sys,
         born_timestamp_ms: now_ms(),
         born_host: Some(opts.born_host),
-        reconsume_times: 0,
+        reconsume_times,
         properties: &props,
     };
     let start = out.len();

@@ -13,7 +13,8 @@ use protocol::{Command, Frame, SendRequest};
 use crate::error::{ClientError, Result};
 use crate::instance::{ClientConfig, Instance};
 use crate::model::{
-    encode_message, send_results, EncodeOptions, Message, MessageQueue, SendResult,
+    encode_message, encode_message_with, send_results, EncodeOptions, Message, MessageQueue,
+    SendResult,
 };
 use crate::remoting::{expect_success, unexpected};
 use crate::route::{QueueTarget, TopicRoute};
@@ -265,6 +266,32 @@ impl Producer {
             .pool
             .get(&target.addr)?
             .oneway(inner.send_command(&prepared, &target), &prepared.body)
+    }
+
+    /// Sends a consumed message on (to a retry or dead-letter topic) under its original id
+    /// and with its reconsume count.
+    pub(crate) fn send_back(
+        &self,
+        msg: &Message,
+        uniq_key: &str,
+        reconsume_times: i32,
+        queue: Option<MessageQueue>,
+    ) -> Result<SendResult> {
+        let inner = &self.inner;
+        let mut body = Vec::with_capacity(msg.body.len() + 256);
+        let len = encode_message_with(msg, uniq_key, reconsume_times, &inner.encode, &mut body)?;
+        let selector = match queue {
+            Some(q) => Selector::Queue(q),
+            None => Selector::RoundRobin,
+        };
+        let prepared = Prepared {
+            topic: msg.topic.clone(),
+            body,
+            uniq_keys: vec![uniq_key.to_owned()],
+            record_lens: vec![len],
+            selector,
+        };
+        first(inner.send_prepared(&prepared)?)
     }
 
     /// The queues this producer round-robins over for `topic`.

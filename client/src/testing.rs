@@ -355,6 +355,36 @@ fn handle_broker(st: &BrokerState, f: &Frame) -> Reply {
         ),
         Command::SearchOffsetByTime { .. } => ok(f, Command::Offset(0)),
         Command::CreateTopic(_) => ok(f, Command::Empty),
+        // A group of one: every member alone, no offsets stored, every lease granted.
+        Command::ConsumerHeartbeat(hb) => ok(
+            f,
+            Command::GroupMembers(protocol::GroupMembers {
+                version: 1,
+                members: vec![hb.client_id.clone()],
+                retry_delay_levels_ms: vec![10, 20, 30],
+            }),
+        ),
+        Command::WaitGroupChange { timeout_ms, .. } => Reply::Later(
+            Duration::from_millis((*timeout_ms).min(100)),
+            Header::response(
+                id,
+                ResponseCode::Success,
+                Command::GroupMembers(protocol::GroupMembers {
+                    version: 1,
+                    members: Vec::new(),
+                    retry_delay_levels_ms: vec![10, 20, 30],
+                }),
+            ),
+            vec![],
+        ),
+        Command::UnregisterConsumer { .. } | Command::LockQueue { .. } => ok(f, Command::Empty),
+        Command::QueryConsumerOffset(_) | Command::CommitConsumerOffset(_) => ok(
+            f,
+            Command::ConsumerOffset {
+                offset: None,
+                epoch: 0,
+            },
+        ),
         _ => error(f, ResponseCode::RequestCodeNotSupported),
     }
 }

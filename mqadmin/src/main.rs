@@ -13,8 +13,8 @@ use anyhow::{anyhow, bail, Context};
 use base64::Engine;
 use clap::{Parser, Subcommand};
 use client::{
-    Admin, ClientConfig, Message, MessageExt, MessageQueue, Producer, PullConsumer, PullOptions,
-    PullStatus, QueueOffset,
+    Admin, ClientConfig, ConsumeFrom, Message, MessageExt, MessageQueue, Producer, PullConsumer,
+    PullOptions, PullStatus, QueueOffset,
 };
 use protocol::{perm, BrokerData, TopicConfig};
 use serde_json::{json, Value};
@@ -112,6 +112,26 @@ enum Cmd {
         /// Stop after this long with nothing new.
         #[arg(long = "timeout-ms", default_value_t = 5000)]
         timeout_ms: u64,
+    },
+    /// Set a consumer group's offsets of a topic to the first, the last, or the first
+    /// message stored at or after a time. Running members adopt it at their next commit.
+    #[command(alias = "resetOffsetByTime")]
+    ResetOffset {
+        #[arg(short = 'g', long)]
+        group: String,
+        #[arg(short = 't', long)]
+        topic: String,
+        /// `first`, `last` or a timestamp in ms since the epoch.
+        #[arg(long = "to", short = 's')]
+        to: String,
+    },
+    /// A consumer group's committed offset, max offset and backlog per queue of a topic.
+    #[command(alias = "consumerProgress")]
+    ConsumerProgress {
+        #[arg(short = 'g', long)]
+        group: String,
+        #[arg(short = 't', long)]
+        topic: String,
     },
     /// Per-core status of a broker.
     #[command(alias = "brokerStatus")]
@@ -260,6 +280,48 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             time_ms,
             broker_name,
         } => query::search_offset(ns, json, &topic, queue, time_ms, broker_name.as_deref()),
+        Cmd::ResetOffset { group, topic, to } => {
+            let to = match parse_from(&to)? {
+                StartFrom::First => ConsumeFrom::First,
+                StartFrom::Last => ConsumeFrom::Last,
+                StartFrom::Timestamp(ms) => ConsumeFrom::Timestamp(ms),
+            };
+            let rows = Admin::new(ns)?.reset_offset(&group, &topic, to)?;
+            for (q, off) in rows {
+                if json {
+                    println!(
+                        "{}",
+                        json!({"broker": q.broker_name, "queue_id": q.queue_id, "offset": off.0})
+                    );
+                } else {
+                    println!("{q} -> {off}");
+                }
+            }
+            Ok(())
+        }
+        Cmd::ConsumerProgress { group, topic } => {
+            let rows = Admin::new(ns)?.consumer_progress(&group, &topic)?;
+            let mut total = 0u64;
+            for (q, committed, max) in rows {
+                // A queue the group has not committed yet counts whole; never negative.
+                let backlog = max.0.saturating_sub(committed.map_or(0, |c| c.0));
+                total += backlog;
+                if json {
+                    println!(
+                        "{}",
+                        json!({"broker": q.broker_name, "queue_id": q.queue_id,
+                               "committed": committed.map(|c| c.0), "max": max.0, "backlog": backlog})
+                    );
+                } else {
+                    let c = committed.map_or("-".to_owned(), |c| c.0.to_string());
+                    println!("{q}  committed {c}  max {}  backlog {backlog}", max.0);
+                }
+            }
+            if !json {
+                println!("total backlog {total}");
+            }
+            Ok(())
+        }
     }
 }
 
@@ -632,6 +694,7 @@ fn format_message(m: &MessageExt, json: bool) -> String {
             "msg_id": m.msg_id,
             "keys": m.keys,
             "tags": m.tags,
+            "reconsume_times": m.reconsume_times,
         });
         match std::str::from_utf8(&m.body) {
             Ok(s) => out["body"] = json!(s),
@@ -817,6 +880,7 @@ mod tests {
         assert_eq!(v["body"], "hello");
         assert_eq!(v["queue_offset"], 7);
         assert_eq!(v["keys"], json!(["k1", "k2"]));
+        assert_eq!(v["reconsume_times"], 0);
         assert!(v.get("body_encoding").is_none());
         let bin = sample(&[0xff, 0x00, 0xfe]);
         let v: Value = serde_json::from_str(&format_message(&bin, true)).unwrap();

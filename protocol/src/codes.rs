@@ -25,10 +25,11 @@ pub enum ResponseCode {
     StoragePoisoned = 1005,
     Timeout = 1006,
     BadRequest = 1007,
+    QueueLocked = 1008,
 }
 
 impl ResponseCode {
-    pub const ALL: [ResponseCode; 19] = [
+    pub const ALL: [ResponseCode; 20] = [
         ResponseCode::Success,
         ResponseCode::SystemError,
         ResponseCode::SystemBusy,
@@ -48,6 +49,7 @@ impl ResponseCode {
         ResponseCode::StoragePoisoned,
         ResponseCode::Timeout,
         ResponseCode::BadRequest,
+        ResponseCode::QueueLocked,
     ];
 
     pub fn as_u16(self) -> u16 {
@@ -85,6 +87,7 @@ impl ResponseCode {
             ResponseCode::StoragePoisoned => "storage_poisoned",
             ResponseCode::Timeout => "timeout",
             ResponseCode::BadRequest => "bad_request",
+            ResponseCode::QueueLocked => "queue_locked",
         }
     }
 

@@ -128,6 +128,49 @@ pub enum Command {
         count: u32,
     },
     TopicConfigs(Vec<TopicConfig>),
+
+    // ---- Consumer groups (appended; see ARCHITECTURE.md, "Consumer groups") ----
+    /// A member of a group is alive. Served by core 0 (other cores forward); answered with
+    /// `GroupMembers`.
+    ConsumerHeartbeat(ConsumerHeartbeat),
+    /// A member leaves at once (clean shutdown); answered with `GroupMembers`.
+    UnregisterConsumer {
+        group: String,
+        client_id: String,
+    },
+    /// Long poll: answered with `GroupMembers` as soon as the group's version differs from
+    /// `known_version`, or after `timeout_ms` (bounded by the broker's `long_polling_max_ms`).
+    WaitGroupChange {
+        group: String,
+        known_version: u64,
+        timeout_ms: u64,
+    },
+    /// The group's committed offset of a queue; served by the queue's owner core, answered with
+    /// `ConsumerOffset`.
+    QueryConsumerOffset(GroupQueue),
+    /// Answered with `ConsumerOffset`: the stored offset after the commit. A commit carrying an
+    /// older `epoch` than the stored one (the offset was reset meanwhile), or from a client
+    /// while another holds the queue's lease, is not applied.
+    CommitConsumerOffset(CommitOffset),
+    /// Sets a group's offset of a queue (admin) and bumps its epoch; answered with
+    /// `ConsumerOffset`.
+    ResetConsumerOffset {
+        queue: GroupQueue,
+        offset: u64,
+    },
+    /// Takes or renews the lease on a queue for `lease_ms`; `Empty` when granted, code
+    /// `QueueLocked` when another member holds it.
+    LockQueue {
+        queue: GroupQueue,
+        client_id: String,
+        lease_ms: u64,
+    },
+    GroupMembers(GroupMembers),
+    ConsumerOffset {
+        /// None: the group has no offset for this queue yet.
+        offset: Option<u64>,
+        epoch: u64,
+    },
 }
 
 impl Command {
@@ -159,6 +202,15 @@ impl Command {
             Command::BrokerStatusResult(_) => "broker_status_result",
             Command::Records { .. } => "records",
             Command::TopicConfigs(_) => "topic_configs",
+            Command::ConsumerHeartbeat(_) => "consumer_heartbeat",
+            Command::UnregisterConsumer { .. } => "unregister_consumer",
+            Command::WaitGroupChange { .. } => "wait_group_change",
+            Command::QueryConsumerOffset(_) => "query_consumer_offset",
+            Command::CommitConsumerOffset(_) => "commit_consumer_offset",
+            Command::ResetConsumerOffset { .. } => "reset_consumer_offset",
+            Command::LockQueue { .. } => "lock_queue",
+            Command::GroupMembers(_) => "group_members",
+            Command::ConsumerOffset { .. } => "consumer_offset",
         }
     }
 }
@@ -315,4 +367,41 @@ pub struct CoreStatus {
     /// Bytes appended but not yet durable (RocketMQ's "disk falling behind").
     pub durable_lag_bytes: u64,
     pub disk_use_ratio: f64,
+}
+
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct GroupQueue {
+    pub group: String,
+    pub topic: String,
+    pub queue_id: u32,
+}
+
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct ConsumerHeartbeat {
+    pub group: String,
+    /// Unique per consumer instance (`ip@pid@n`).
+    pub client_id: String,
+    pub topics: Vec<String>,
+    pub broadcasting: bool,
+}
+
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct GroupMembers {
+    /// Changes whenever the member list changes; never repeats across broker restarts.
+    pub version: u64,
+    /// Live members' client ids, sorted.
+    pub members: Vec<String>,
+    /// The broker's retry delay levels (`retry_delay_levels_ms`), for failed messages.
+    pub retry_delay_levels_ms: Vec<u64>,
+}
+
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct CommitOffset {
+    pub queue: GroupQueue,
+    pub offset: u64,
+    /// The epoch the committer read the offset at (see `ResetConsumerOffset`).
+    pub epoch: u64,
+    pub client_id: String,
+    /// Release the committer's lease on the queue together with the commit.
+    pub release: bool,
 }

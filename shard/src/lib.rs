@@ -15,7 +15,7 @@ mod index_file;
 mod layout;
 mod offsets;
 mod shard;
-mod signal;
+pub mod signal;
 mod slice;
 mod storage;
 

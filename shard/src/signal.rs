@@ -8,13 +8,13 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 #[derive(Default)]
-pub(crate) struct Signal {
+pub struct Signal {
     generation: Cell<u64>,
     wakers: RefCell<Vec<Waker>>,
 }
 
 impl Signal {
-    pub(crate) fn notify_all(&self) {
+    pub fn notify_all(&self) {
         self.generation.set(self.generation.get().wrapping_add(1));
         let wakers = std::mem::take(&mut *self.wakers.borrow_mut());
         for w in wakers {
@@ -23,7 +23,7 @@ impl Signal {
     }
 
     /// Resolves at the next `notify_all` after this call.
-    pub(crate) fn wait(&self) -> SignalWait<'_> {
+    pub fn wait(&self) -> SignalWait<'_> {
         SignalWait {
             signal: self,
             seen: self.generation.get(),
@@ -31,7 +31,7 @@ impl Signal {
     }
 
     /// Waits for a notification or the timeout, whichever comes first.
-    pub(crate) async fn wait_timeout(&self, timeout: Duration) {
+    pub async fn wait_timeout(&self, timeout: Duration) {
         futures_lite::future::or(self.wait(), async {
             glommio::timer::sleep(timeout).await;
         })
@@ -39,7 +39,7 @@ impl Signal {
     }
 }
 
-pub(crate) struct SignalWait<'a> {
+pub struct SignalWait<'a> {
     signal: &'a Signal,
     seen: u64,
 }

@@ -1,0 +1,459 @@
+//! Consumer groups on the broker: membership (core 0) and, per shard, each group's committed
+//! offsets and queue leases (on the core that owns the queue).
+//!
+//! * Membership: members heartbeat; a member silent for `consumer_timeout_ms` is dropped.
+//!   Every change bumps the group's version and wakes the `WaitGroupChange` long polls, so
+//!   members learn of a change at once. Versions start at the broker's start time in ms, so
+//!   a version never repeats across restarts.
+//! * Offsets: one table per shard, beside that shard's CommitLog, so a queue's offsets live
+//!   where the queue lives and a commit is a local write. The table is written to
+//!   `<shard dir>/consumer_offsets.json` (temporary file, fsync, rename, fsync of the
+//!   directory) every `offset_flush_interval_ms` when it changed, and at shutdown: a kill -9
+//!   loses at most the commits of the last interval.
+//! * Leases: a member holds a queue while it consumes it and gives it back together with its
+//!   last commit, so the next owner starts exactly where the last one stopped. Leases live in
+//!   memory only (a restarted broker starts with none; holders renew within a third of their
+//!   lease).
+
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use protocol::GroupQueue;
+use shard::signal::Signal;
+
+#[derive(Debug, thiserror::Error)]
+pub enum GroupError {
+    #[error("cannot write consumer offsets to {path}: {message}")]
+    Persist { path: PathBuf, message: String },
+    #[error("consumer offsets file {path} is corrupt: {message}")]
+    Corrupt { path: PathBuf, message: String },
+}
+
+/// Longest lease a member may ask for.
+pub const LEASE_MS_MAX: u64 = 600_000;
+
+pub const OFFSETS_FILE: &str = "consumer_offsets.json";
+
+/// A committed offset: the next queue offset the group will consume, and the number of
+/// resets it has seen (a commit from before a reset must not undo the reset).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StoredOffset {
+    pub offset: u64,
+    pub epoch: u64,
+}
+
+#[derive(Debug, Clone)]
+struct Lease {
+    client_id: String,
+    until: Instant,
+}
+
+/// One shard's group offsets and leases.
+#[derive(Debug)]
+pub struct OffsetTable {
+    path: PathBuf,
+    offsets: BTreeMap<GroupQueue, StoredOffset>,
+    leases: HashMap<GroupQueue, Lease>,
+    /// Changes not yet written to disk.
+    dirty: bool,
+}
+
+/// A row of the offsets file: group, topic, queue, offset, epoch.
+type Row = (String, String, u32, u64, u64);
+
+impl OffsetTable {
+    /// Loads the table of the shard in `dir`; a missing file is an empty table. A torn
+    /// temporary file is ignored (the rename never happened).
+    pub fn load(dir: &Path) -> Result<OffsetTable, GroupError> {
+        let path = dir.join(OFFSETS_FILE);
+        let mut table = OffsetTable {
+            path: path.clone(),
+            offsets: BTreeMap::new(),
+            leases: HashMap::new(),
+            dirty: false,
+        };
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(table),
+            Err(e) => {
+                return Err(GroupError::Corrupt {
+                    path,
+                    message: e.to_string(),
+                })
+            }
+        };
+        let rows: Vec<Row> = serde_json::from_str(&text).map_err(|e| GroupError::Corrupt {
+            path: path.clone(),
+            message: e.to_string(),
+        })?;
+        for (group, topic, queue_id, offset, epoch) in rows {
+            table.offsets.insert(
+                GroupQueue {
+                    group,
+                    topic,
+                    queue_id,
+                },
+                StoredOffset { offset, epoch },
+            );
+        }
+        Ok(table)
+    }
+
+    pub fn query(&self, key: &GroupQueue) -> Option<StoredOffset> {
+        self.offsets.get(key).copied()
+    }
+
+    fn lease_holder(&self, key: &GroupQueue, now: Instant) -> Option<&str> {
+        self.leases
+            .get(key)
+            .filter(|l| l.until > now)
+            .map(|l| l.client_id.as_str())
+    }
+
+    /// Applies a commit unless it is stale (older epoch) or another client holds the lease;
+    /// returns what is stored afterwards.
+    pub fn commit(
+        &mut self,
+        key: &GroupQueue,
+        offset: u64,
+        epoch: u64,
+        client_id: &str,
+        release: bool,
+    ) -> Option<StoredOffset> {
+        let now = Instant::now();
+        let held_by_other = self
+            .lease_holder(key, now)
+            .is_some_and(|holder| holder != client_id);
+        let current = self.offsets.get(key).copied();
+        let stale = current.is_some_and(|c| epoch < c.epoch);
+        if !held_by_other && !stale {
+            let epoch = current.map_or(epoch, |c| c.epoch);
+            if current != Some(StoredOffset { offset, epoch }) {
+                self.offsets
+                    .insert(key.clone(), StoredOffset { offset, epoch });
+                self.dirty = true;
+            }
+        }
+        if release && !held_by_other {
+            self.leases.remove(key);
+        }
+        self.offsets.get(key).copied()
+    }
+
+    /// Sets the offset (admin reset) and bumps the epoch so that members holding an older
+    /// position adopt this one at their next commit.
+    pub fn reset(&mut self, key: &GroupQueue, offset: u64) -> StoredOffset {
+        let epoch = self.offsets.get(key).map_or(1, |c| c.epoch + 1);
+        let stored = StoredOffset { offset, epoch };
+        self.offsets.insert(key.clone(), stored);
+        self.dirty = true;
+        stored
+    }
+
+    /// Grants or renews the lease; `Err(holder)` when another client holds it.
+    pub fn lock(&mut self, key: &GroupQueue, client_id: &str, lease_ms: u64) -> Result<(), String> {
+        let now = Instant::now();
+        if let Some(holder) = self.lease_holder(key, now) {
+            if holder != client_id {
+                return Err(holder.to_owned());
+            }
+        }
+        let lease_ms = lease_ms.clamp(1, LEASE_MS_MAX);
+        self.leases.insert(
+            key.clone(),
+            Lease {
+                client_id: client_id.to_owned(),
+                until: now + Duration::from_millis(lease_ms),
+            },
+        );
+        Ok(())
+    }
+
+    /// The file contents if anything changed since the last call (which marks it clean).
+    pub fn take_snapshot(&mut self) -> Option<(PathBuf, Vec<u8>)> {
+        if !self.dirty {
+            return None;
+        }
+        self.dirty = false;
+        self.leases.retain(|_, l| l.until > Instant::now());
+        let rows: Vec<Row> = self
+            .offsets
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.group.clone(),
+                    k.topic.clone(),
+                    k.queue_id,
+                    v.offset,
+                    v.epoch,
+                )
+            })
+            .collect();
+        let text = serde_json::to_vec(&rows).unwrap_or_default();
+        Some((self.path.clone(), text))
+    }
+
+    /// Marks the table dirty again after a failed write, so the next pass retries.
+    pub fn mark_dirty(&mut self) {
+        self.dirty = true;
+    }
+}
+
+/// Writes a snapshot durably: temporary file, fsync, rename, fsync of the directory.
+pub fn write_snapshot(path: &Path, bytes: &[u8]) -> Result<(), GroupError> {
+    use std::io::Write;
+    let err = |e: std::io::Error| GroupError::Persist {
+        path: path.to_owned(),
+        message: e.to_string(),
+    };
+    let tmp = path.with_extension("json.tmp");
+    {
+        let mut f = std::fs::File::create(&tmp).map_err(err)?;
+        f.write_all(bytes).map_err(err)?;
+        f.sync_all().map_err(err)?;
+    }
+    std::fs::rename(&tmp, path).map_err(err)?;
+    if let Some(dir) = path.parent() {
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(err)?;
+    }
+    Ok(())
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberView {
+    pub version: u64,
+    pub members: Vec<String>,
+}
+
+struct Group {
+    /// client id -> last heartbeat.
+    members: BTreeMap<String, Instant>,
+    version: u64,
+}
+
+/// Every group's live members. Lives on core 0.
+pub struct Membership {
+    groups: RefCell<HashMap<String, Group>>,
+    /// Where new groups' versions start: the broker's start time in ms.
+    version_base: u64,
+    timeout: Duration,
+    next_version: Cell<u64>,
+    changed: Signal,
+}
+
+impl Membership {
+    pub fn new(timeout: Duration, version_base: u64) -> Membership {
+        Membership {
+            groups: RefCell::new(HashMap::new()),
+            version_base,
+            timeout,
+            next_version: Cell::new(version_base),
+            changed: Signal::default(),
+        }
+    }
+
+    fn bump(&self) -> u64 {
+        let v = self.next_version.get() + 1;
+        self.next_version.set(v);
+        v
+    }
+
+    pub fn view(&self, group: &str) -> MemberView {
+        match self.groups.borrow().get(group) {
+            Some(g) => MemberView {
+                version: g.version,
+                members: g.members.keys().cloned().collect(),
+            },
+            None => MemberView {
+                version: self.version_base,
+                members: Vec::new(),
+            },
+        }
+    }
+
+    pub fn heartbeat(&self, group: &str, client_id: &str) -> MemberView {
+        let now = Instant::now();
+        let joined = {
+            let mut groups = self.groups.borrow_mut();
+            let g = groups.entry(group.to_owned()).or_insert_with(|| Group {
+                members: BTreeMap::new(),
+                version: self.version_base,
+            });
+            let joined = g.members.insert(client_id.to_owned(), now).is_none();
+            if joined {
+                g.version = self.bump();
+            }
+            joined
+        };
+        if joined {
+            tracing::info!(group, client_id, "consumer joined");
+            self.changed.notify_all();
+        }
+        self.view(group)
+    }
+
+    pub fn unregister(&self, group: &str, client_id: &str) -> MemberView {
+        let left = {
+            let mut groups = self.groups.borrow_mut();
+            match groups.get_mut(group) {
+                Some(g) => {
+                    let removed = g.members.remove(client_id).is_some();
+                    if removed {
+                        g.version = self.bump();
+                    }
+                    removed
+                }
+                None => false,
+            }
+        };
+        if left {
+            tracing::info!(group, client_id, "consumer left");
+            self.changed.notify_all();
+        }
+        self.view(group)
+    }
+
+    /// Drops members silent for longer than the timeout; true if any was dropped.
+    pub fn expire(&self) -> bool {
+        let now = Instant::now();
+        let mut any = false;
+        {
+            let mut groups = self.groups.borrow_mut();
+            for (name, g) in groups.iter_mut() {
+                let before = g.members.len();
+                g.members.retain(|id, seen| {
+                    let alive = now.duration_since(*seen) < self.timeout;
+                    if !alive {
+                        tracing::info!(group = %name, client_id = %id, "consumer timed out");
+                    }
+                    alive
+                });
+                if g.members.len() != before {
+                    g.version = self.bump();
+                    any = true;
+                }
+            }
+            groups.retain(|_, g| !g.members.is_empty());
+        }
+        if any {
+            self.changed.notify_all();
+        }
+        any
+    }
+
+    /// Resolves with the group's view once its version differs from `known_version`, or at
+    /// the timeout.
+    pub async fn wait_change(
+        &self,
+        group: &str,
+        known_version: u64,
+        timeout: Duration,
+    ) -> MemberView {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let view = self.view(group);
+            let now = Instant::now();
+            if view.version != known_version || now >= deadline {
+                return view;
+            }
+            self.changed.wait_timeout(deadline - now).await;
+        }
+    }
+
+    /// How often expiry runs: a tenth of the timeout, at most a second.
+    pub fn expiry_period(&self) -> Duration {
+        (self.timeout / 10).clamp(Duration::from_millis(10), Duration::from_secs(1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn key(q: u32) -> GroupQueue {
+        GroupQueue {
+            group: "g".into(),
+            topic: "T".into(),
+            queue_id: q,
+        }
+    }
+
+    #[test]
+    fn commits_survive_a_reload_and_resets_win_over_stale_commits() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut t = OffsetTable::load(dir.path()).unwrap();
+        assert_eq!(t.query(&key(0)), None);
+        t.commit(&key(0), 5, 0, "a", false);
+        t.commit(&key(1), 7, 0, "a", false);
+        let reset = t.reset(&key(0), 2);
+        assert_eq!(
+            reset,
+            StoredOffset {
+                offset: 2,
+                epoch: 1
+            }
+        );
+        // A member that read the offset before the reset cannot undo it.
+        assert_eq!(t.commit(&key(0), 9, 0, "a", false), Some(reset));
+        assert_eq!(t.commit(&key(0), 3, 1, "a", false).unwrap().offset, 3);
+        let (path, bytes) = t.take_snapshot().unwrap();
+        write_snapshot(&path, &bytes).unwrap();
+        assert!(t.take_snapshot().is_none(), "clean after a snapshot");
+        let back = OffsetTable::load(dir.path()).unwrap();
+        assert_eq!(
+            back.query(&key(0)),
+            Some(StoredOffset {
+                offset: 3,
+                epoch: 1
+            })
+        );
+        assert_eq!(
+            back.query(&key(1)),
+            Some(StoredOffset {
+                offset: 7,
+                epoch: 0
+            })
+        );
+    }
+
+    #[test]
+    fn a_lease_excludes_others_until_released_with_the_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut t = OffsetTable::load(dir.path()).unwrap();
+        t.lock(&key(0), "a", 60_000).unwrap();
+        assert_eq!(t.lock(&key(0), "b", 60_000), Err("a".to_owned()));
+        // The non-holder's commit is not applied.
+        assert_eq!(t.commit(&key(0), 4, 0, "b", false), None);
+        assert_eq!(t.commit(&key(0), 6, 0, "a", true).unwrap().offset, 6);
+        t.lock(&key(0), "b", 1).unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+        // An expired lease is free.
+        t.lock(&key(0), "c", 60_000).unwrap();
+    }
+
+    #[test]
+    fn membership_versions_change_on_join_leave_and_expiry() {
+        let m = Membership::new(Duration::from_millis(50), 1000);
+        let v0 = m.view("g").version;
+        let v1 = m.heartbeat("g", "a").version;
+        assert_ne!(v0, v1);
+        assert_eq!(
+            m.heartbeat("g", "a").version,
+            v1,
+            "a heartbeat is no change"
+        );
+        let v2 = m.heartbeat("g", "b");
+        assert_eq!(v2.members, vec!["a".to_owned(), "b".to_owned()]);
+        let v3 = m.unregister("g", "b");
+        assert_eq!(v3.members, vec!["a".to_owned()]);
+        assert!(v3.version > v2.version);
+        std::thread::sleep(Duration::from_millis(60));
+        assert!(m.expire());
+        assert!(m.view("g").members.is_empty());
+    }
+}

@@ -1,0 +1,1352 @@
+//! The push consumer: a member of a consumer group that long-polls its queues and hands the
+//! messages to a listener.
+//!
+//! * Clustering (default): the member heartbeats to every broker of its topics, learns the
+//!   group's members (and of every change at once, through a `WaitGroupChange` long poll),
+//!   and allocates the queues with an [`AllocateStrategy`]. It consumes a queue only while it
+//!   holds the broker's lease on it, and gives a queue up by committing its offset and
+//!   releasing the lease in one request, so the next owner starts exactly where it stopped.
+//! * Broadcasting: every member consumes every queue; offsets live in a local file.
+//! * A failed message goes to `%RETRY%<group>` (one queue per delay level) with a "deliver
+//!   not before" time; the member consuming that queue waits until then. After
+//!   `max_reconsume_times` failures it goes to `%DLQ%<group>`.
+//! * Orderly listeners: one thread per queue, in queue order, under the lease; a failed batch
+//!   is retried in place (the queue waits), and goes to the DLQ after `max_reconsume_times`.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use message::prop;
+use protocol::{perm, ConsumerHeartbeat, TopicConfig};
+
+use crate::allocate::{AllocateStrategy, Averagely};
+use crate::consumer::{PullConsumer, PullInner, PullOptions};
+use crate::error::{ClientError, Result};
+use crate::model::{
+    now_ms, ConsumeStatus, Message, MessageExt, MessageQueue, PullResult, PullStatus, QueueOffset,
+};
+use crate::producer::Producer;
+
+/// Property holding the earliest time (ms since the epoch) a retried message may be consumed.
+pub const PROPERTY_DELIVER_AT_MS: &str = "__DELIVER_AT_MS";
+
+/// Where a group starts reading a queue it has no committed offset for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConsumeFrom {
+    /// The oldest message still stored.
+    First,
+    /// Only messages sent after the start (the default).
+    Last,
+    /// The first message stored at or after this time (ms since the epoch).
+    Timestamp(i64),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MessageModel {
+    /// Each message goes to one member of the group.
+    #[default]
+    Clustering,
+    /// Every member gets every message.
+    Broadcasting,
+}
+
+/// The retry topic of a group.
+pub fn retry_topic(group: &str) -> String {
+    format!("%RETRY%{group}")
+}
+
+/// The dead-letter topic of a group.
+pub fn dlq_topic(group: &str) -> String {
+    format!("%DLQ%{group}")
+}
+
+/// Configures a [`PushConsumer`].
+#[derive(Debug, Clone)]
+pub struct PushConsumerBuilder {
+    namesrv: String,
+    group: String,
+    subscriptions: Vec<(String, String)>,
+    from: ConsumeFrom,
+    model: MessageModel,
+    strategy: Arc<dyn AllocateStrategy>,
+    batch_max: u32,
+    consume_threads: usize,
+    suspend_timeout_ms: u64,
+    reconsume_delay_ms: u64,
+    max_reconsume_times: u32,
+    heartbeat_interval_ms: u64,
+    rebalance_interval_ms: u64,
+    commit_interval_ms: u64,
+    queue_lease_ms: u64,
+    offset_store_dir: Option<PathBuf>,
+    instance_name: String,
+}
+
+impl Default for PushConsumerBuilder {
+    fn default() -> Self {
+        PushConsumerBuilder {
+            namesrv: "127.0.0.1:9876".into(),
+            group: "DEFAULT_CONSUMER".into(),
+            subscriptions: Vec::new(),
+            from: ConsumeFrom::Last,
+            model: MessageModel::Clustering,
+            strategy: Arc::new(Averagely),
+            batch_max: 32,
+            consume_threads: 20,
+            suspend_timeout_ms: 15_000,
+            reconsume_delay_ms: 1000,
+            max_reconsume_times: 16,
+            heartbeat_interval_ms: 10_000,
+            rebalance_interval_ms: 20_000,
+            commit_interval_ms: 1_000,
+            queue_lease_ms: 30_000,
+            offset_store_dir: None,
+            instance_name: "DEFAULT".into(),
+        }
+    }
+}
+
+impl PushConsumerBuilder {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// `;`-separated NameServer addresses. Default `127.0.0.1:9876`.
+    pub fn namesrv(mut self, addrs: impl Into<String>) -> Self {
+        self.namesrv = addrs.into();
+        self
+    }
+
+    /// Default `DEFAULT_CONSUMER`.
+    pub fn group(mut self, group: impl Into<String>) -> Self {
+        self.group = group.into();
+        self
+    }
+
+    /// Consumes `topic`'s messages matching `tag_expression` (`*`, `TagA`, `TagA || TagB`).
+    pub fn subscribe(
+        mut self,
+        topic: impl Into<String>,
+        tag_expression: impl Into<String>,
+    ) -> Self {
+        self.subscriptions
+            .push((topic.into(), tag_expression.into()));
+        self
+    }
+
+    /// Where a queue without a committed offset starts. Default [`ConsumeFrom::Last`].
+    pub fn consume_from(mut self, from: ConsumeFrom) -> Self {
+        self.from = from;
+        self
+    }
+
+    /// Default [`MessageModel::Clustering`].
+    pub fn message_model(mut self, model: MessageModel) -> Self {
+        self.model = model;
+        self
+    }
+
+    /// How queues are shared among the members. Default [`Averagely`].
+    pub fn allocate_strategy(mut self, s: impl AllocateStrategy + 'static) -> Self {
+        self.strategy = Arc::new(s);
+        self
+    }
+
+    /// Largest batch handed to the listener, 1..=1024. Default 32.
+    pub fn batch_max(mut self, n: u32) -> Self {
+        self.batch_max = n;
+        self
+    }
+
+    /// Listener calls running at once in this consumer, 1..=1024 (each queue is consumed by
+    /// one thread at a time). Default 20.
+    pub fn consume_threads(mut self, n: usize) -> Self {
+        self.consume_threads = n;
+        self
+    }
+
+    /// How long the broker may hold a pull that finds nothing. Default 15000 ms.
+    pub fn suspend_timeout_ms(mut self, ms: u64) -> Self {
+        self.suspend_timeout_ms = ms;
+        self
+    }
+
+    /// Wait before an orderly (or broadcasting) listener gets a failed batch again, and
+    /// before a failed batch is retried locally when the retry topic cannot be reached.
+    /// Default 1000 ms.
+    pub fn reconsume_delay_ms(mut self, ms: u64) -> Self {
+        self.reconsume_delay_ms = ms;
+        self
+    }
+
+    /// Failures after which a message goes to the dead-letter topic. Default 16.
+    pub fn max_reconsume_times(mut self, n: u32) -> Self {
+        self.max_reconsume_times = n;
+        self
+    }
+
+    /// Heartbeat period to the brokers; keep the broker's `consumer_timeout_ms` at least
+    /// three times this. Default 10000 ms.
+    pub fn heartbeat_interval_ms(mut self, ms: u64) -> Self {
+        self.heartbeat_interval_ms = ms;
+        self
+    }
+
+    /// Rebalance period on top of the change notifications. Default 20000 ms.
+    pub fn rebalance_interval_ms(mut self, ms: u64) -> Self {
+        self.rebalance_interval_ms = ms;
+        self
+    }
+
+    /// How often consumed offsets are committed. A crashed member's queues are re-delivered
+    /// from its last commit, so this bounds the duplicates. Default 1000 ms.
+    pub fn commit_interval_ms(mut self, ms: u64) -> Self {
+        self.commit_interval_ms = ms;
+        self
+    }
+
+    /// Lease on each consumed queue (clustering), renewed every third of it. A crashed
+    /// member's queues move after this (and the broker's member timeout). Default 30000 ms.
+    pub fn queue_lease_ms(mut self, ms: u64) -> Self {
+        self.queue_lease_ms = ms;
+        self
+    }
+
+    /// Directory of the broadcasting offsets file. Default
+    /// `$HOME/.corvus_offsets/<ip>@<instance name>`.
+    pub fn offset_store_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.offset_store_dir = Some(dir.into());
+        self
+    }
+
+    /// Names this consumer in its default offsets directory. Default `DEFAULT`.
+    pub fn instance_name(mut self, name: impl Into<String>) -> Self {
+        self.instance_name = name.into();
+        self
+    }
+
+    pub fn build(self) -> Result<PushConsumer> {
+        let bad = |m: String| Err(ClientError::Config(m));
+        if self.subscriptions.is_empty() {
+            return bad("no subscription".into());
+        }
+        if !(1..=1024).contains(&self.batch_max) {
+            return bad(format!("batch size {} is outside 1..=1024", self.batch_max));
+        }
+        if !(1..=1024).contains(&self.consume_threads) {
+            return bad(format!(
+                "consume threads {} is outside 1..=1024",
+                self.consume_threads
+            ));
+        }
+        if self.queue_lease_ms < 300 || self.queue_lease_ms > 600_000 {
+            return bad("queue lease must be 300..=600000 ms".into());
+        }
+        for (name, v) in [
+            ("heartbeat interval", self.heartbeat_interval_ms),
+            ("rebalance interval", self.rebalance_interval_ms),
+            ("commit interval", self.commit_interval_ms),
+        ] {
+            if !(10..=3_600_000).contains(&v) {
+                return bad(format!("{name} must be 10..=3600000 ms"));
+            }
+        }
+        let pull = PullConsumer::new(&self.namesrv, &self.group)?;
+        let producer = Producer::builder()
+            .namesrv(&self.namesrv)
+            .group(format!("{}-sendback", self.group))
+            .build()?;
+        let ip = pull.inner.inst.local_ip;
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let client_id = format!(
+            "{ip}@{}@{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        let store_dir = self.offset_store_dir.clone().unwrap_or_else(|| {
+            let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("."), PathBuf::from);
+            home.join(".corvus_offsets")
+                .join(format!("{ip}@{}", self.instance_name))
+        });
+        let local_offsets = (self.model == MessageModel::Broadcasting)
+            .then(|| LocalOffsetStore::open(store_dir.join(format!("{}.json", self.group))))
+            .transpose()?;
+        Ok(PushConsumer {
+            inner: Arc::new(PushInner {
+                pull: Arc::clone(&pull.inner),
+                pull_handle: pull,
+                producer,
+                settings: self,
+                client_id,
+                stop: AtomicBool::new(false),
+                crashed: AtomicBool::new(false),
+                listener: Mutex::new(None),
+                workers: Mutex::new(HashMap::new()),
+                trigger: (Mutex::new(false), Condvar::new()),
+                views: Mutex::new(BTreeMap::new()),
+                retry_levels_ms: Mutex::new(Vec::new()),
+                permits: (Mutex::new(0), Condvar::new()),
+                local_offsets,
+                subscriptions: Mutex::new(Vec::new()),
+            }),
+            threads: Mutex::new(Vec::new()),
+        })
+    }
+}
+
+/// The listener of a push consumer.
+pub type Listener = dyn Fn(&[MessageExt]) -> ConsumeStatus + Send + Sync + 'static;
+
+#[derive(Clone)]
+enum ListenerKind {
+    Concurrently(Arc<Listener>),
+    Orderly(Arc<Listener>),
+}
+
+/// A member of a consumer group; see the module docs.
+pub struct PushConsumer {
+    inner: Arc<PushInner>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+struct WorkerHandle {
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<()>,
+}
+
+/// Membership as one broker sees it.
+type View = protocol::GroupMembers;
+
+struct PushInner {
+    pull: Arc<PullInner>,
+    pull_handle: PullConsumer,
+    producer: Producer,
+    settings: PushConsumerBuilder,
+    client_id: String,
+    stop: AtomicBool,
+    /// Stopped as by a crash: nothing committed, no lease released, no goodbye.
+    crashed: AtomicBool,
+    listener: Mutex<Option<ListenerKind>>,
+    workers: Mutex<HashMap<MessageQueue, WorkerHandle>>,
+    /// Set when a rebalance is wanted (membership change).
+    trigger: (Mutex<bool>, Condvar),
+    /// Latest membership per broker (core 0) address.
+    views: Mutex<BTreeMap<String, View>>,
+    retry_levels_ms: Mutex<Vec<u64>>,
+    /// Listener calls running.
+    permits: (Mutex<usize>, Condvar),
+    local_offsets: Option<LocalOffsetStore>,
+    /// (topic, tag expression) consumed, with the retry topic in clustering mode.
+    subscriptions: Mutex<Vec<(String, String)>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// How often waiting threads look at the stop flag.
+const STOP_CHECK_MS: u64 = 50;
+/// Pause after a failed request before trying again.
+const ERROR_BACKOFF_MS: u64 = 500;
+/// Pause between attempts to take a queue another member still holds.
+const LOCK_RETRY_MS: u64 = 100;
+/// Longest `WaitGroupChange` long poll.
+const WATCH_WAIT_MS: u64 = 10_000;
+
+impl PushConsumer {
+    pub fn builder() -> PushConsumerBuilder {
+        PushConsumerBuilder::new()
+    }
+
+    /// This member's id in its group.
+    pub fn client_id(&self) -> &str {
+        &self.inner.client_id
+    }
+
+    /// Starts consuming with a concurrent listener: failed messages go through the retry
+    /// topic and do not hold up their queue.
+    pub fn start<F>(&self, listener: F) -> Result<()>
+    where
+        F: Fn(&[MessageExt]) -> ConsumeStatus + Send + Sync + 'static,
+    {
+        self.start_with(ListenerKind::Concurrently(Arc::new(listener)))
+    }
+
+    /// Starts consuming with an orderly listener: each queue in order, by one thread of one
+    /// member at a time (under the broker's lease), also across rebalances; a failed batch
+    /// is retried in place.
+    pub fn start_orderly<F>(&self, listener: F) -> Result<()>
+    where
+        F: Fn(&[MessageExt]) -> ConsumeStatus + Send + Sync + 'static,
+    {
+        self.start_with(ListenerKind::Orderly(Arc::new(listener)))
+    }
+
+    fn start_with(&self, kind: ListenerKind) -> Result<()> {
+        let inner = &self.inner;
+        let mut threads = lock(&self.threads);
+        if lock(&inner.listener).is_some() {
+            return Err(ClientError::Config("push consumer already started".into()));
+        }
+        if inner.stop.load(Ordering::Acquire) {
+            return Err(ClientError::Shutdown);
+        }
+        let mut subs = inner.settings.subscriptions.clone();
+        for (topic, _) in &subs {
+            let route = inner.pull.inst.fresh_route(topic)?;
+            if route.read_queues().is_empty() {
+                return Err(ClientError::NoRoute {
+                    topic: topic.clone(),
+                });
+            }
+        }
+        let clustering = inner.settings.model == MessageModel::Clustering;
+        // First heartbeat: learn the members and the retry levels before allocating.
+        inner.heartbeat_all();
+        if clustering {
+            match inner.ensure_retry_topic() {
+                Ok(()) => subs.push((retry_topic(&inner.settings.group), "*".into())),
+                Err(e) => {
+                    tracing::warn!(error = %e, "no retry topic: failed messages are retried locally")
+                }
+            }
+        }
+        *lock(&inner.subscriptions) = subs;
+        *lock(&inner.listener) = Some(kind);
+
+        let mut spawn = |name: &str, f: Box<dyn FnOnce() + Send>| -> Result<()> {
+            let h = thread::Builder::new()
+                .name(name.to_owned())
+                .spawn(f)
+                .map_err(|e| ClientError::io("push consumer", &e))?;
+            threads.push(h);
+            Ok(())
+        };
+        let me = Arc::clone(inner);
+        spawn("mq-heartbeat", Box::new(move || me.heartbeat_loop()))?;
+        let me = Arc::clone(inner);
+        spawn("mq-rebalance", Box::new(move || me.rebalance_loop()))?;
+        if clustering {
+            for addr in inner.group_addrs() {
+                let me = Arc::clone(inner);
+                spawn("mq-watch", Box::new(move || me.watch_loop(addr)))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Stops cleanly: each queue's listener call finishes, its offset is committed and its
+    /// lease released, and the member leaves its group at once (the others rebalance
+    /// without waiting for a timeout). Nothing is re-delivered to the others.
+    pub fn shutdown(&self) {
+        self.stop_all(false);
+    }
+
+    /// Stops as a crash would: nothing is committed since the last periodic commit, leases
+    /// are kept until they expire, and the member is dropped by the broker's timeout only.
+    /// For failure tests.
+    pub fn abort(&self) {
+        self.stop_all(true);
+    }
+
+    fn stop_all(&self, crash: bool) {
+        let inner = &self.inner;
+        if crash {
+            inner.crashed.store(true, Ordering::Release);
+        }
+        let first = !inner.stop.swap(true, Ordering::AcqRel);
+        inner.kick();
+        let threads: Vec<JoinHandle<()>> = lock(&self.threads).drain(..).collect();
+        for t in threads {
+            if t.join().is_err() {
+                tracing::warn!("a push consumer thread panicked");
+            }
+        }
+        inner.stop_workers(|_| true);
+        if first && !crash && lock(&inner.listener).is_some() {
+            for addr in inner.group_addrs() {
+                if let Err(e) = inner.pull.inst.unregister_consumer(
+                    &addr,
+                    &inner.settings.group,
+                    &inner.client_id,
+                ) {
+                    tracing::debug!(%addr, error = %e, "unregister failed");
+                }
+            }
+        }
+        if let Some(store) = &inner.local_offsets {
+            if !crash {
+                store.persist();
+            }
+        }
+        inner.producer.shutdown();
+        inner.pull_handle.shutdown();
+    }
+
+    /// The queues this member consumes now.
+    pub fn assigned_queues(&self) -> Vec<MessageQueue> {
+        let mut v: Vec<MessageQueue> = lock(&self.inner.workers).keys().cloned().collect();
+        v.sort();
+        v
+    }
+}
+
+impl Drop for PushConsumer {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+impl PushInner {
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Acquire)
+    }
+
+    /// Sleeps up to `d`; false if stopped meanwhile.
+    fn pause(&self, d: Duration, stop: &AtomicBool) -> bool {
+        let until = Instant::now() + d;
+        while !self.stopped() && !stop.load(Ordering::Acquire) {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return true;
+            }
+            thread::sleep(left.min(Duration::from_millis(STOP_CHECK_MS)));
+        }
+        false
+    }
+
+    fn kick(&self) {
+        *lock(&self.trigger.0) = true;
+        self.trigger.1.notify_all();
+    }
+
+    fn topics(&self) -> Vec<String> {
+        let mut t: Vec<String> = self
+            .settings
+            .subscriptions
+            .iter()
+            .map(|(t, _)| t.clone())
+            .collect();
+        t.sort();
+        t.dedup();
+        t
+    }
+
+    fn group_addrs(&self) -> Vec<String> {
+        self.pull.inst.group_addrs(&self.topics())
+    }
+
+    fn heartbeat_all(&self) {
+        let hb = ConsumerHeartbeat {
+            group: self.settings.group.clone(),
+            client_id: self.client_id.clone(),
+            topics: self.topics(),
+            broadcasting: self.settings.model == MessageModel::Broadcasting,
+        };
+        let mut changed = false;
+        for addr in self.group_addrs() {
+            match self.pull.inst.heartbeat(&addr, hb.clone()) {
+                Ok(view) => changed |= self.update_view(&addr, view),
+                Err(e) => tracing::warn!(%addr, error = %e, "heartbeat failed"),
+            }
+        }
+        if changed {
+            self.kick();
+        }
+    }
+
+    /// Records a broker's membership view; true if it changed.
+    fn update_view(&self, addr: &str, view: View) -> bool {
+        if !view.retry_delay_levels_ms.is_empty() {
+            *lock(&self.retry_levels_ms) = view.retry_delay_levels_ms.clone();
+        }
+        let mut views = lock(&self.views);
+        let old = views.get(addr);
+        let changed = match old {
+            Some(o) => o.version != view.version || o.members != view.members,
+            None => true,
+        };
+        views.insert(addr.to_owned(), view);
+        changed
+    }
+
+    fn heartbeat_loop(self: Arc<Self>) {
+        let every = Duration::from_millis(self.settings.heartbeat_interval_ms);
+        let never = AtomicBool::new(false);
+        while self.pause(every, &never) {
+            self.heartbeat_all();
+        }
+    }
+
+    /// Long-polls one broker for membership changes and triggers a rebalance on each.
+    fn watch_loop(self: Arc<Self>, addr: String) {
+        let never = AtomicBool::new(false);
+        while !self.stopped() {
+            let known = lock(&self.views).get(&addr).map_or(0, |v| v.version);
+            let wait = Duration::from_millis(WATCH_WAIT_MS);
+            let fut =
+                match self
+                    .pull
+                    .inst
+                    .wait_group_change(&addr, &self.settings.group, known, wait)
+                {
+                    Ok(f) => f,
+                    Err(e) => {
+                        tracing::debug!(%addr, error = %e, "membership watch failed");
+                        self.pause(Duration::from_millis(ERROR_BACKOFF_MS), &never);
+                        continue;
+                    }
+                };
+            let frame = loop {
+                if self.stopped() {
+                    return;
+                }
+                if let Some(f) = fut.wait_for(Duration::from_millis(STOP_CHECK_MS)) {
+                    break f;
+                }
+            };
+            match frame.and_then(|f| crate::remoting::expect_success(&addr, f)) {
+                Ok(f) => {
+                    if let protocol::Command::GroupMembers(view) = f.header.command {
+                        if self.update_view(&addr, view) {
+                            self.kick();
+                        }
+                    }
+                }
+                Err(e) => {
+                    tracing::debug!(%addr, error = %e, "membership watch failed");
+                    self.pause(Duration::from_millis(ERROR_BACKOFF_MS), &never);
+                }
+            }
+        }
+    }
+
+    fn rebalance_loop(self: Arc<Self>) {
+        let every = Duration::from_millis(self.settings.rebalance_interval_ms);
+        while !self.stopped() {
+            self.rebalance();
+            let (m, cv) = &self.trigger;
+            let mut wanted = lock(m);
+            let deadline = Instant::now() + every;
+            while !*wanted && !self.stopped() {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                wanted = cv
+                    .wait_timeout(wanted, left)
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0;
+            }
+            *wanted = false;
+        }
+    }
+
+    /// The members every broker reports, with this one (it has just heartbeated).
+    fn members(&self) -> Vec<String> {
+        let mut all: BTreeSet<String> = lock(&self.views)
+            .values()
+            .flat_map(|v| v.members.iter().cloned())
+            .collect();
+        all.insert(self.client_id.clone());
+        all.into_iter().collect()
+    }
+
+    /// Works out this member's queues and starts and stops queue workers to match.
+    fn rebalance(self: &Arc<Self>) {
+        let subs = lock(&self.subscriptions).clone();
+        let members = self.members();
+        let mut wanted: HashMap<MessageQueue, String> = HashMap::new();
+        for (topic, expr) in &subs {
+            let route = match self.pull.inst.routes.get(topic) {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::warn!(topic, error = %e, "no route; keeping current queues");
+                    for q in lock(&self.workers).keys().filter(|q| &q.topic == topic) {
+                        wanted.insert(q.clone(), expr.clone());
+                    }
+                    continue;
+                }
+            };
+            let all: Vec<MessageQueue> = route
+                .read_queues()
+                .iter()
+                .map(|t| t.queue.clone())
+                .collect();
+            let mine = match self.settings.model {
+                MessageModel::Broadcasting => all,
+                MessageModel::Clustering => self.settings.strategy.allocate(
+                    &self.settings.group,
+                    &self.client_id,
+                    &all,
+                    &members,
+                ),
+            };
+            for q in mine {
+                wanted.insert(q, expr.clone());
+            }
+        }
+        // Give up queues first (each commits and releases), then take new ones.
+        self.stop_workers(|q| !wanted.contains_key(q));
+        let Some(listener) = lock(&self.listener).clone() else {
+            return;
+        };
+        let mut workers = lock(&self.workers);
+        for (q, expr) in wanted {
+            if workers.contains_key(&q) || self.stopped() {
+                continue;
+            }
+            let stop = Arc::new(AtomicBool::new(false));
+            let worker = QueueWorker {
+                owner: Arc::clone(self),
+                queue: q.clone(),
+                opts: PullOptions {
+                    max_messages: self.settings.batch_max,
+                    tag_expression: expr,
+                    suspend_timeout_ms: self.settings.suspend_timeout_ms,
+                    ..PullOptions::default()
+                },
+                stop: Arc::clone(&stop),
+                listener: listener.clone(),
+                offset: QueueOffset(0),
+                epoch: 0,
+                lease_at: None,
+                committed: None,
+                last_commit: Instant::now(),
+                started: false,
+            };
+            match thread::Builder::new()
+                .name(format!("mq-queue-{q}"))
+                .spawn(move || worker.run())
+            {
+                Ok(thread) => {
+                    tracing::debug!(queue = %q, client = %self.client_id, "queue taken");
+                    workers.insert(q, WorkerHandle { stop, thread });
+                }
+                Err(e) => tracing::warn!(queue = %q, error = %e, "cannot start a queue thread"),
+            }
+        }
+    }
+
+    fn stop_workers(&self, which: impl Fn(&MessageQueue) -> bool) {
+        let stopping: Vec<(MessageQueue, WorkerHandle)> = {
+            let mut workers = lock(&self.workers);
+            let keys: Vec<MessageQueue> = workers.keys().filter(|q| which(q)).cloned().collect();
+            keys.into_iter()
+                .filter_map(|k| workers.remove(&k).map(|w| (k, w)))
+                .collect()
+        };
+        for (_, w) in &stopping {
+            w.stop.store(true, Ordering::Release);
+        }
+        for (q, w) in stopping {
+            if w.thread.join().is_err() {
+                tracing::warn!(queue = %q, "a queue thread panicked");
+            }
+        }
+    }
+
+    /// Creates the group's retry topic (one queue per delay level) if no broker has it.
+    fn ensure_retry_topic(&self) -> Result<()> {
+        let topic = retry_topic(&self.settings.group);
+        if self
+            .pull
+            .inst
+            .fresh_route(&topic)
+            .is_ok_and(|r| !r.read_queues().is_empty())
+        {
+            return Ok(());
+        }
+        let levels = lock(&self.retry_levels_ms).len().clamp(1, 64) as u32;
+        self.create_topic_everywhere(&topic, levels)
+    }
+
+    fn create_topic_everywhere(&self, topic: &str, queues: u32) -> Result<()> {
+        let addrs = self.group_addrs();
+        if addrs.is_empty() {
+            return Err(ClientError::NoRoute {
+                topic: topic.to_owned(),
+            });
+        }
+        let cfg = TopicConfig {
+            name: topic.to_owned(),
+            read_queues: queues,
+            write_queues: queues,
+            perm: perm::READ_WRITE,
+        };
+        for addr in addrs {
+            self.pull.inst.create_topic(&addr, &cfg)?;
+        }
+        self.pull.inst.fresh_route(topic).map(|_| ())
+    }
+
+    /// Sends a failed message to the retry topic, or to the DLQ after too many failures.
+    fn send_back(&self, m: &MessageExt) -> Result<()> {
+        let group = &self.settings.group;
+        let times = m.reconsume_times.max(0) as u32;
+        let origin_topic = m.topic.clone();
+        let mut msg = Message::new(String::new(), m.body.clone());
+        msg.tags = m.tags.clone();
+        msg.keys = m.keys.clone();
+        msg.flag = m.flag;
+        const OWN: [&str; 7] = [
+            prop::TAGS,
+            prop::KEYS,
+            prop::UNIQ_KEY,
+            prop::CRC,
+            prop::RETRY_TOPIC,
+            prop::ORIGIN_MESSAGE_ID,
+            PROPERTY_DELIVER_AT_MS,
+        ];
+        msg.properties = m
+            .properties
+            .iter()
+            .filter(|(k, _)| !OWN.contains(&k.as_str()))
+            .cloned()
+            .collect();
+        msg.properties
+            .push((prop::RETRY_TOPIC.into(), origin_topic));
+        msg.properties
+            .push((prop::ORIGIN_MESSAGE_ID.into(), m.msg_id.clone()));
+        let next_times = (times + 1) as i32;
+        if times >= self.settings.max_reconsume_times {
+            msg.topic = dlq_topic(group);
+            if self.pull.inst.fresh_route(&msg.topic).is_err() {
+                self.create_topic_everywhere(&msg.topic, 1)?;
+            }
+            self.producer.send_back(&msg, &m.msg_id, next_times, None)?;
+            tracing::info!(msg_id = %m.msg_id, times = next_times, "message moved to the dead-letter topic");
+            return Ok(());
+        }
+        let levels = lock(&self.retry_levels_ms).clone();
+        let level = (times as usize + 3).min(levels.len().max(1));
+        let delay_ms = levels.get(level - 1).copied().unwrap_or(1000);
+        msg.topic = retry_topic(group);
+        msg.properties.push((
+            PROPERTY_DELIVER_AT_MS.into(),
+            (now_ms() + delay_ms as i64).to_string(),
+        ));
+        // One queue per level, so a queue's messages become due in the order they are stored.
+        let route = self.pull.inst.routes.get(&msg.topic)?;
+        let queues = route.write_queues();
+        let queue = queues
+            .get((level - 1) % queues.len().max(1))
+            .map(|t| t.queue.clone());
+        self.producer
+            .send_back(&msg, &m.msg_id, next_times, queue)?;
+        Ok(())
+    }
+
+    fn acquire_permit(&self, stop: &AtomicBool) -> bool {
+        let (m, cv) = &self.permits;
+        let mut n = lock(m);
+        while *n >= self.settings.consume_threads {
+            if self.stopped() || stop.load(Ordering::Acquire) {
+                return false;
+            }
+            n = cv
+                .wait_timeout(n, Duration::from_millis(STOP_CHECK_MS))
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        *n += 1;
+        true
+    }
+
+    fn release_permit(&self) {
+        let (m, cv) = &self.permits;
+        let mut n = lock(m);
+        *n = n.saturating_sub(1);
+        cv.notify_one();
+    }
+}
+
+/// Consumes one queue.
+struct QueueWorker {
+    owner: Arc<PushInner>,
+    queue: MessageQueue,
+    opts: PullOptions,
+    stop: Arc<AtomicBool>,
+    listener: ListenerKind,
+    offset: QueueOffset,
+    epoch: u64,
+    /// When the lease was last granted (clustering).
+    lease_at: Option<Instant>,
+    committed: Option<QueueOffset>,
+    last_commit: Instant,
+    /// The start offset is known (nothing is committed before).
+    started: bool,
+}
+
+enum Lease {
+    Held,
+    /// Another member holds it: give the queue up.
+    Lost,
+    /// Not confirmed now (broker unreachable); consume only while the last grant lasts.
+    Unknown,
+}
+
+impl QueueWorker {
+    fn stopped(&self) -> bool {
+        self.owner.stopped() || self.stop.load(Ordering::Acquire)
+    }
+
+    fn pause(&self, d: Duration) -> bool {
+        self.owner.pause(d, &self.stop)
+    }
+
+    fn clustering(&self) -> bool {
+        self.owner.settings.model == MessageModel::Clustering
+    }
+
+    fn lease_ms(&self) -> u64 {
+        self.owner.settings.queue_lease_ms
+    }
+
+    fn lock(&mut self) -> Lease {
+        let o = &self.owner;
+        let asked = Instant::now();
+        match o.pull.inst.lock_queue(
+            &o.settings.group,
+            &self.queue,
+            &o.client_id,
+            self.lease_ms(),
+        ) {
+            Ok(true) => {
+                self.lease_at = Some(asked);
+                Lease::Held
+            }
+            Ok(false) => Lease::Lost,
+            Err(e) => {
+                tracing::debug!(queue = %self.queue, error = %e, "lease renewal failed");
+                Lease::Unknown
+            }
+        }
+    }
+
+    /// Whether this member may hand messages of the queue to the listener now: the lease,
+    /// measured from when it was asked for, has a safety margin left.
+    fn lease_valid(&self) -> bool {
+        if !self.clustering() {
+            return true;
+        }
+        let margin = self.lease_ms() / 10;
+        self.lease_at.is_some_and(|at| {
+            at.elapsed() < Duration::from_millis(self.lease_ms().saturating_sub(margin))
+        })
+    }
+
+    /// Renews the lease when a third of it has passed; false if it is lost.
+    fn renew_if_due(&mut self) -> bool {
+        if !self.clustering() {
+            return true;
+        }
+        let due = match self.lease_at {
+            Some(at) => at.elapsed() >= Duration::from_millis(self.lease_ms() / 3),
+            None => true,
+        };
+        if due && matches!(self.lock(), Lease::Lost) {
+            tracing::info!(queue = %self.queue, "lease lost to another member");
+            return false;
+        }
+        true
+    }
+
+    fn start_offset(&mut self) -> Result<()> {
+        let o = &self.owner;
+        let inst = &o.pull.inst;
+        if let Some(store) = &o.local_offsets {
+            if let Some(off) = store.get(&self.queue) {
+                self.offset = off;
+                self.committed = Some(off);
+                return Ok(());
+            }
+        } else {
+            let g = inst.query_group_offset(&o.settings.group, &self.queue)?;
+            self.epoch = g.epoch;
+            if let Some(off) = g.offset {
+                self.offset = off;
+                self.committed = Some(off);
+                return Ok(());
+            }
+        }
+        // The retry topic is always read from its start.
+        let from = if self.queue.topic.starts_with("%RETRY%") {
+            ConsumeFrom::First
+        } else {
+            o.settings.from
+        };
+        self.offset = match from {
+            ConsumeFrom::First => inst.queue_offsets(&self.queue)?.0,
+            ConsumeFrom::Last => inst.queue_offsets(&self.queue)?.1,
+            ConsumeFrom::Timestamp(ms) => inst.search_offset(&self.queue, ms)?,
+        };
+        Ok(())
+    }
+
+    /// Commits the offset (and releases the lease with it when `release`).
+    fn commit(&mut self, release: bool) {
+        self.last_commit = Instant::now();
+        let o = &self.owner;
+        if let Some(store) = &o.local_offsets {
+            store.set(&self.queue, self.offset);
+            store.persist();
+            self.committed = Some(self.offset);
+            return;
+        }
+        if self.committed == Some(self.offset) && !release {
+            return;
+        }
+        match o.pull.inst.commit_group_offset(
+            &o.settings.group,
+            &self.queue,
+            self.offset,
+            self.epoch,
+            &o.client_id,
+            release,
+        ) {
+            Ok(g) => {
+                if g.epoch > self.epoch {
+                    // An admin reset the offset: continue from there.
+                    if let Some(off) = g.offset {
+                        tracing::info!(queue = %self.queue, to = %off, "offset was reset");
+                        self.offset = off;
+                    }
+                    self.epoch = g.epoch;
+                }
+                self.committed = g.offset;
+            }
+            Err(e) => tracing::warn!(queue = %self.queue, error = %e, "offset commit failed"),
+        }
+    }
+
+    fn run(mut self) {
+        // Take the lease: the previous owner gives it back with its last commit.
+        if self.clustering() {
+            loop {
+                if self.stopped() {
+                    return;
+                }
+                match self.lock() {
+                    Lease::Held => break,
+                    Lease::Lost => {
+                        self.pause(Duration::from_millis(LOCK_RETRY_MS));
+                    }
+                    Lease::Unknown => {
+                        self.pause(Duration::from_millis(ERROR_BACKOFF_MS));
+                    }
+                }
+            }
+        }
+        loop {
+            if self.stopped() {
+                self.finish();
+                return;
+            }
+            match self.start_offset() {
+                Ok(()) => {
+                    self.started = true;
+                    break;
+                }
+                Err(e) => {
+                    tracing::warn!(queue = %self.queue, error = %e, "cannot find the start offset");
+                    self.pause(Duration::from_millis(ERROR_BACKOFF_MS));
+                }
+            }
+        }
+        let commit_every = Duration::from_millis(self.owner.settings.commit_interval_ms);
+        while !self.stopped() {
+            if !self.renew_if_due() {
+                // Another member has the queue: leave without committing over its progress.
+                return;
+            }
+            if !self.lease_valid() {
+                self.pause(Duration::from_millis(ERROR_BACKOFF_MS));
+                continue;
+            }
+            match self.pull_once() {
+                Ok(None) => break,
+                Ok(Some(result)) => {
+                    if result.status == PullStatus::OffsetMoved {
+                        tracing::warn!(queue = %self.queue, from = %self.offset, to = %result.next_offset, "offset moved");
+                    }
+                    if !result.messages.is_empty() && !self.consume(result.messages) {
+                        break;
+                    }
+                    self.offset = result.next_offset;
+                }
+                Err(e) => {
+                    tracing::warn!(queue = %self.queue, error = %e, "pull failed");
+                    self.pause(Duration::from_millis(ERROR_BACKOFF_MS));
+                }
+            }
+            if self.last_commit.elapsed() >= commit_every {
+                self.commit(false);
+            }
+        }
+        self.finish();
+    }
+
+    /// A clean stop commits and releases; a crash leaves both as they are.
+    fn finish(&mut self) {
+        if self.owner.crashed.load(Ordering::Acquire) || !self.started {
+            return;
+        }
+        // Also when nothing was consumed: it records where the group starts.
+        self.commit(true);
+    }
+
+    /// One pull, abandoned if the worker stops while it waits. `Ok(None)` when stopped.
+    fn pull_once(&self) -> Result<Option<PullResult>> {
+        let mut opts = self.opts.clone();
+        if self.clustering() {
+            opts.suspend_timeout_ms = opts.suspend_timeout_ms.min(self.lease_ms() / 3);
+        }
+        let pending = self
+            .owner
+            .pull
+            .start_pull(&self.queue, self.offset, &opts)?;
+        loop {
+            if self.stopped() {
+                return Ok(None);
+            }
+            if let Some(frame) = pending
+                .future
+                .wait_for(Duration::from_millis(STOP_CHECK_MS))
+            {
+                return self.owner.pull.finish_pull(&pending, frame).map(Some);
+            }
+        }
+    }
+
+    /// Waits until every message of the batch is due (retry topic); false if stopped or the
+    /// lease was lost meanwhile.
+    fn wait_due(&mut self, messages: &[MessageExt]) -> bool {
+        let due = messages
+            .iter()
+            .filter_map(|m| m.property(PROPERTY_DELIVER_AT_MS)?.parse::<i64>().ok())
+            .max()
+            .unwrap_or(0);
+        loop {
+            let left = due - now_ms();
+            if left <= 0 {
+                return true;
+            }
+            if !self.renew_if_due() || !self.pause(Duration::from_millis(left.min(100) as u64)) {
+                return false;
+            }
+        }
+    }
+
+    /// Hands a batch to the listener; false if the worker stopped before it was consumed.
+    fn consume(&mut self, mut messages: Vec<MessageExt>) -> bool {
+        if self.queue.topic.starts_with("%RETRY%") {
+            if !self.wait_due(&messages) {
+                return false;
+            }
+            for m in &mut messages {
+                if let Some(t) = m.property(prop::RETRY_TOPIC) {
+                    m.topic = t.to_owned();
+                }
+            }
+        }
+        let mut local_failures = 0u32;
+        loop {
+            if !self.lease_valid() && !self.renew_if_due() {
+                return false;
+            }
+            if !self.owner.acquire_permit(&self.stop) {
+                return false;
+            }
+            let status = match &self.listener {
+                ListenerKind::Concurrently(l) | ListenerKind::Orderly(l) => l(&messages),
+            };
+            self.owner.release_permit();
+            if status == ConsumeStatus::Success {
+                return true;
+            }
+            let orderly = matches!(self.listener, ListenerKind::Orderly(_));
+            if !orderly && self.clustering() {
+                let failed: Vec<&MessageExt> = messages
+                    .iter()
+                    .filter(|m| {
+                        let sent = self.owner.send_back(m);
+                        if let Err(e) = &sent {
+                            tracing::warn!(msg_id = %m.msg_id, error = %e, "send-back failed; retrying locally");
+                        }
+                        sent.is_err()
+                    })
+                    .collect();
+                if failed.is_empty() {
+                    return true;
+                }
+                messages = failed.into_iter().cloned().collect();
+            } else {
+                local_failures += 1;
+                if local_failures > self.owner.settings.max_reconsume_times {
+                    if self.clustering() {
+                        for m in &messages {
+                            if let Err(e) = self.owner.send_back(m) {
+                                tracing::warn!(msg_id = %m.msg_id, error = %e, "cannot move to the DLQ");
+                            }
+                        }
+                    } else {
+                        tracing::warn!(queue = %self.queue, "dropping a batch after too many failures (broadcasting)");
+                    }
+                    return true;
+                }
+                for m in &mut messages {
+                    m.reconsume_times += 1;
+                }
+            }
+            if !self.pause(Duration::from_millis(
+                self.owner.settings.reconsume_delay_ms,
+            )) {
+                return false;
+            }
+        }
+    }
+}
+
+/// Broadcasting offsets: one JSON file per group, written with a temporary file and a rename.
+struct LocalOffsetStore {
+    path: PathBuf,
+    offsets: Mutex<BTreeMap<String, u64>>,
+}
+
+impl LocalOffsetStore {
+    fn key(q: &MessageQueue) -> String {
+        format!("{}@{}@{}", q.topic, q.broker_name, q.queue_id)
+    }
+
+    fn open(path: PathBuf) -> Result<LocalOffsetStore> {
+        let offsets = match std::fs::read_to_string(&path) {
+            Ok(text) => serde_json::from_str(&text).map_err(|e| {
+                ClientError::Config(format!("offsets file {} is corrupt: {e}", path.display()))
+            })?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
+            Err(e) => return Err(ClientError::io(&path.display().to_string(), &e)),
+        };
+        Ok(LocalOffsetStore {
+            path,
+            offsets: Mutex::new(offsets),
+        })
+    }
+
+    fn get(&self, q: &MessageQueue) -> Option<QueueOffset> {
+        lock(&self.offsets)
+            .get(&Self::key(q))
+            .copied()
+            .map(QueueOffset)
+    }
+
+    fn set(&self, q: &MessageQueue, off: QueueOffset) {
+        lock(&self.offsets).insert(Self::key(q), off.0);
+    }
+
+    fn persist(&self) {
+        let text = match serde_json::to_string(&*lock(&self.offsets)) {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot encode offsets");
+                return;
+            }
+        };
+        let tmp = self.path.with_extension("json.tmp");
+        let r = self
+            .path
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|_| std::fs::write(&tmp, text))
+            .and_then(|_| std::fs::rename(&tmp, &self.path));
+        if let Err(e) = r {
+            tracing::warn!(path = %self.path.display(), error = %e, "cannot write offsets");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::producer::Producer;
+    use crate::testing::{broker, fake_broker, namesrv, route};
+    use std::sync::mpsc;
+
+    const WAIT: Duration = Duration::from_secs(10);
+
+    #[test]
+    fn push_consumer_delivers_every_queue_in_order_and_retries_orderly_failures() {
+        let (b, _state) = fake_broker(4);
+        let ns = namesrv("T", route(vec![broker("b", &b.addr, &[], 1)], 3));
+        let p = Producer::builder().namesrv(&ns.addr).build().unwrap();
+        for i in 0..9 {
+            p.send(Message::new("T", format!("m{i}"))).unwrap();
+        }
+        let consumer = PushConsumer::builder()
+            .namesrv(&ns.addr)
+            .group("g")
+            .subscribe("T", "*")
+            .consume_from(ConsumeFrom::First)
+            .suspend_timeout_ms(200)
+            .reconsume_delay_ms(50)
+            .build()
+            .unwrap();
+        let (tx, rx) = mpsc::channel::<(u32, u64, String)>();
+        let refused = Arc::new(AtomicBool::new(false));
+        let r2 = Arc::clone(&refused);
+        let tx = Mutex::new(tx);
+        consumer
+            .start_orderly(move |msgs| {
+                // Refuse the very first batch once: it comes back, in place.
+                if !r2.swap(true, Ordering::SeqCst) {
+                    return ConsumeStatus::ReconsumeLater;
+                }
+                let tx = tx.lock().unwrap();
+                for m in msgs {
+                    let body = String::from_utf8_lossy(&m.body).into_owned();
+                    tx.send((m.queue_id, m.queue_offset.0, body)).unwrap();
+                }
+                ConsumeStatus::Success
+            })
+            .unwrap();
+        let mut got = Vec::new();
+        for _ in 0..9 {
+            got.push(rx.recv_timeout(WAIT).unwrap());
+        }
+        let late = p.send(Message::new("T", "late")).unwrap();
+        let (q, off, body) = rx.recv_timeout(WAIT).unwrap();
+        assert_eq!(
+            (q, off, body.as_str()),
+            (late.queue_id, late.queue_offset.0, "late")
+        );
+        for q in 0..3 {
+            let offsets: Vec<u64> = got.iter().filter(|g| g.0 == q).map(|g| g.1).collect();
+            assert_eq!(offsets, vec![0, 1, 2], "queue {q}");
+        }
+        assert_eq!(consumer.assigned_queues().len(), 3);
+        let started = Instant::now();
+        consumer.shutdown();
+        assert!(started.elapsed() < Duration::from_secs(3));
+        assert!(rx.recv_timeout(Duration::from_millis(200)).is_err());
+    }
+
+    #[test]
+    fn push_consumer_needs_a_subscription_and_an_existing_topic() {
+        let (b, _state) = fake_broker(4);
+        let ns = namesrv("T", route(vec![broker("b", &b.addr, &[], 1)], 1));
+        assert!(PushConsumer::builder().namesrv(&ns.addr).build().is_err());
+        let c = PushConsumer::builder()
+            .namesrv(&ns.addr)
+            .subscribe("Missing", "*")
+            .build()
+            .unwrap();
+        assert!(matches!(
+            c.start(|_| ConsumeStatus::Success),
+            Err(ClientError::NoRoute { .. })
+        ));
+    }
+}
