@@ -109,17 +109,27 @@ pub struct Memory {
     pub vm_rss_kib_max: u64,
     /// The kernel's high-water mark of the resident set since the broker started.
     pub vm_hwm_kib: u64,
+    /// Anonymous (heap) part of the last sample: what the broker's own bounds govern.
+    pub rss_anon_kib: u64,
+    /// File-backed part (mapped ConsumeQueue / IndexFile pages): page cache the kernel can
+    /// reclaim, growing with the data stored.
+    pub rss_file_kib: u64,
 }
 
 /// Reads `VmRSS` and `VmHWM` (KiB) from a /proc/<pid>/status text.
 pub fn parse_status(status: &str) -> Option<(u64, u64)> {
-    let field = |name: &str| -> Option<u64> {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-    };
-    Some((field("VmRSS:")?, field("VmHWM:")?))
+    Some((
+        status_field(status, "VmRSS:")?,
+        status_field(status, "VmHWM:")?,
+    ))
+}
+
+/// One `Name:   123 kB` field of a /proc/<pid>/status text, in KiB.
+pub fn status_field(status: &str, name: &str) -> Option<u64> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(name))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }
 
 pub struct Cluster {
@@ -199,6 +209,8 @@ impl Cluster {
         self.memory.vm_rss_kib = rss;
         self.memory.vm_rss_kib_max = self.memory.vm_rss_kib_max.max(rss);
         self.memory.vm_hwm_kib = hwm;
+        self.memory.rss_anon_kib = status_field(&status, "RssAnon:").unwrap_or(0);
+        self.memory.rss_file_kib = status_field(&status, "RssFile:").unwrap_or(0);
         Some(self.memory)
     }
 
@@ -361,6 +373,7 @@ mod tests {
         let s = "Name:\tbench\nVmHWM:\t  123456 kB\nVmRSS:\t   65432 kB\n";
         assert_eq!(parse_status(s), Some((65432, 123456)));
         assert_eq!(parse_status("Name: x\n"), None);
+        assert_eq!(status_field("RssAnon:\t  42 kB\n", "RssAnon:"), Some(42));
         let own = std::fs::read_to_string("/proc/self/status").unwrap();
         let (rss, hwm) = parse_status(&own).unwrap();
         assert!(rss > 0 && hwm >= rss);

@@ -98,9 +98,12 @@ pub fn table(reports: &[Report]) -> String {
         }
         if let Some(m) = &r.broker_memory {
             out.push_str(&format!(
-                "{}: broker memory: VmRSS {} MiB at the end, {} MiB highest sampled, VmHWM {} MiB\n",
+                "{}: broker memory: VmRSS {} MiB at the end ({} MiB anonymous, {} MiB mapped files), \
+                 {} MiB highest sampled, VmHWM {} MiB\n",
                 r.mode,
                 m.vm_rss_kib / 1024,
+                m.rss_anon_kib / 1024,
+                m.rss_file_kib / 1024,
                 m.vm_rss_kib_max / 1024,
                 m.vm_hwm_kib / 1024
             ));
