@@ -481,6 +481,7 @@ async fn core_main(
                 .metrics
                 .publish(&now, &last, shared.started.elapsed().as_secs_f64());
             last = now;
+            core.publish_backlogs();
         }
     }
     for t in accept_tasks.into_iter().chain(group_tasks) {

@@ -375,6 +375,8 @@ fn offset_response(r: Option<StoredOffset>) -> Outgoing {
         Command::ConsumerOffset {
             offset: r.map(|s| s.offset),
             epoch: r.map_or(0, |s| s.epoch),
+            last_commit_ms: r.map_or(0, |s| s.last_commit_ms),
+            consume_tps_milli: r.map_or(0, |s| s.consume_tps_milli),
         },
     )
 }

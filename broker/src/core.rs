@@ -503,6 +503,23 @@ impl Core {
         Ok(out)
     }
 
+    /// Sets the backlog metric of every group offset this core keeps: from the committed
+    /// offset (or the oldest stored, after retention) to the queue's end, never negative.
+    pub fn publish_backlogs(&self) {
+        for (shard_id, table) in &self.offsets {
+            let Some(shard) = self.shards.get(shard_id) else {
+                continue;
+            };
+            for (gq, stored) in table.borrow().entries() {
+                let q = shard.queue_offsets(&gq.topic, gq.queue_id);
+                let backlog = q.max.saturating_sub(stored.offset.max(q.min));
+                self.shared
+                    .metrics
+                    .set_backlog(&gq.group, &gq.topic, gq.queue_id, backlog);
+            }
+        }
+    }
+
     pub fn local_status(&self) -> CoreStatus {
         let mut s = CoreStatus {
             core: self.id,

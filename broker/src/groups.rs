@@ -42,6 +42,17 @@ pub const OFFSETS_FILE: &str = "consumer_offsets.json";
 pub struct StoredOffset {
     pub offset: u64,
     pub epoch: u64,
+    /// When the offset last moved forward (ms since the epoch; 0 = not since start-up).
+    pub last_commit_ms: i64,
+    /// Messages per second over the last two commits that moved the offset, times 1000.
+    pub consume_tps_milli: u64,
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
 }
 
 #[derive(Debug, Clone)]
@@ -95,7 +106,11 @@ impl OffsetTable {
                     topic,
                     queue_id,
                 },
-                StoredOffset { offset, epoch },
+                StoredOffset {
+                    offset,
+                    epoch,
+                    ..Default::default()
+                },
             );
         }
         Ok(table)
@@ -130,9 +145,21 @@ impl OffsetTable {
         let stale = current.is_some_and(|c| epoch < c.epoch);
         if !held_by_other && !stale {
             let epoch = current.map_or(epoch, |c| c.epoch);
-            if current != Some(StoredOffset { offset, epoch }) {
-                self.offsets
-                    .insert(key.clone(), StoredOffset { offset, epoch });
+            if current.is_none_or(|c| c.offset != offset || c.epoch != epoch) {
+                let now = now_ms();
+                let mut stored = StoredOffset {
+                    offset,
+                    epoch,
+                    last_commit_ms: now,
+                    consume_tps_milli: 0,
+                };
+                if let Some(c) = current {
+                    let dt_ms = now - c.last_commit_ms;
+                    if c.last_commit_ms > 0 && dt_ms > 0 && offset > c.offset {
+                        stored.consume_tps_milli = (offset - c.offset) * 1_000_000 / dt_ms as u64;
+                    }
+                }
+                self.offsets.insert(key.clone(), stored);
                 self.dirty = true;
             }
         }
@@ -146,7 +173,12 @@ impl OffsetTable {
     /// position adopt this one at their next commit.
     pub fn reset(&mut self, key: &GroupQueue, offset: u64) -> StoredOffset {
         let epoch = self.offsets.get(key).map_or(1, |c| c.epoch + 1);
-        let stored = StoredOffset { offset, epoch };
+        let stored = StoredOffset {
+            offset,
+            epoch,
+            last_commit_ms: now_ms(),
+            consume_tps_milli: 0,
+        };
         self.offsets.insert(key.clone(), stored);
         self.dirty = true;
         stored
@@ -169,6 +201,11 @@ impl OffsetTable {
             },
         );
         Ok(())
+    }
+
+    /// Every stored offset of this shard (for backlog metrics).
+    pub fn entries(&self) -> impl Iterator<Item = (&GroupQueue, &StoredOffset)> {
+        self.offsets.iter()
     }
 
     /// The file contents if anything changed since the last call (which marks it clean).

@@ -21,6 +21,13 @@ pub struct CoreLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct GroupQueueLabel {
+    pub group: String,
+    pub topic: String,
+    pub queue: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CodeLabel {
     pub code: String,
 }
@@ -48,6 +55,7 @@ pub struct BrokerMetrics {
     durable_lag_bytes: Family<CoreLabel, Gauge>,
     disk_use_ratio: Family<CoreLabel, GaugeF>,
     uptime_seconds: GaugeF,
+    consumer_backlog: Family<GroupQueueLabel, Gauge>,
     registry: Registry,
 }
 
@@ -79,6 +87,7 @@ impl BrokerMetrics {
             durable_lag_bytes: Family::default(),
             disk_use_ratio: Family::default(),
             uptime_seconds: GaugeF::default(),
+            consumer_backlog: Family::default(),
             registry: Registry::default(),
         };
         let r = &mut m.registry;
@@ -143,6 +152,11 @@ impl BrokerMetrics {
             m.disk_use_ratio.clone(),
         );
         r.register(
+            "corvus_consumer_backlog_messages",
+            "Messages stored and not yet consumed, per consumer group and queue",
+            m.consumer_backlog.clone(),
+        );
+        r.register(
             "corvus_uptime_seconds",
             "Seconds since the broker started",
             m.uptime_seconds.clone(),
@@ -165,6 +179,18 @@ impl BrokerMetrics {
                 code: code.name().to_owned(),
             })
             .inc();
+    }
+
+    /// Sets a group's backlog on a queue (never negative).
+    pub fn set_backlog(&self, group: &str, topic: &str, queue_id: u32, backlog: u64) {
+        let l = GroupQueueLabel {
+            group: group.to_owned(),
+            topic: topic.to_owned(),
+            queue: queue_id.to_string(),
+        };
+        self.consumer_backlog
+            .get_or_create(&l)
+            .set(backlog.min(i64::MAX as u64) as i64);
     }
 
     /// Adds the growth of a core's counters since `last` and sets its gauges.

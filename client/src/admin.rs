@@ -41,6 +41,49 @@ fn not_found(e: &ClientError) -> bool {
     e.code() == Some(ResponseCode::QueryNotFound)
 }
 
+/// One queue's consumption by a group.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueueProgress {
+    pub queue: MessageQueue,
+    /// The oldest offset still stored (retention moves it forward).
+    pub min_offset: QueueOffset,
+    /// The offset the next message will get (the broker offset).
+    pub max_offset: QueueOffset,
+    /// The group's committed offset: the next message it will consume.
+    pub committed: Option<QueueOffset>,
+    /// Messages stored and not yet consumed by the group: from the committed offset (or the
+    /// oldest stored one if retention deleted past it, or if the group has no offset yet) to
+    /// the end. Exact and never negative.
+    pub backlog: u64,
+    /// When the committed offset last moved (ms since the epoch; 0 = not since the broker
+    /// started).
+    pub last_commit_ms: i64,
+    /// The group's consume rate on this queue over its last two commits (messages/s).
+    pub consume_tps: f64,
+}
+
+impl QueueProgress {
+    pub fn new(
+        queue: MessageQueue,
+        min_offset: QueueOffset,
+        max_offset: QueueOffset,
+        committed: Option<QueueOffset>,
+        last_commit_ms: i64,
+        consume_tps: f64,
+    ) -> QueueProgress {
+        let from = committed.map_or(min_offset.0, |c| c.0.max(min_offset.0));
+        QueueProgress {
+            queue,
+            min_offset,
+            max_offset,
+            committed,
+            backlog: max_offset.0.saturating_sub(from),
+            last_commit_ms,
+            consume_tps,
+        }
+    }
+}
+
 /// NameServer and broker administration.
 pub struct Admin {
     inst: Arc<Instance>,
@@ -206,20 +249,23 @@ impl Admin {
         Ok(out)
     }
 
-    /// Per queue of `topic`: the group's committed offset (if any) and the queue's max
-    /// offset. The backlog is `max - committed`, never negative.
-    pub fn consumer_progress(
-        &self,
-        group: &str,
-        topic: &str,
-    ) -> Result<Vec<(MessageQueue, Option<QueueOffset>, QueueOffset)>> {
+    /// Per queue of `topic`: the queue's offsets, the group's committed offset (if any),
+    /// the exact backlog, and the group's last commit time and consume rate on the queue.
+    pub fn consumer_progress(&self, group: &str, topic: &str) -> Result<Vec<QueueProgress>> {
         let route = self.inst.fresh_route(topic)?;
         let mut out = Vec::new();
         for t in route.read_queues() {
             let q = &t.queue;
-            let committed = self.inst.query_group_offset(group, q)?.offset;
-            let max = self.inst.queue_offsets(q)?.1;
-            out.push((q.clone(), committed, max));
+            let g = self.inst.query_group_offset(group, q)?;
+            let (min, max) = self.inst.queue_offsets(q)?;
+            out.push(QueueProgress::new(
+                q.clone(),
+                min,
+                max,
+                g.offset,
+                g.last_commit_ms,
+                g.consume_tps,
+            ));
         }
         Ok(out)
     }

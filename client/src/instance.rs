@@ -180,10 +180,14 @@ impl Instance {
 }
 
 /// A group's committed offset of a queue and the number of resets it has seen.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct GroupOffset {
     pub offset: Option<QueueOffset>,
     pub epoch: u64,
+    /// When the offset last moved forward (ms since the epoch; 0 = unknown).
+    pub last_commit_ms: i64,
+    /// Messages per second over the last two commits that moved it.
+    pub consume_tps: f64,
 }
 
 impl Instance {
@@ -253,9 +257,16 @@ impl Instance {
 
     fn group_offset_of(addr: &str, cmd: Command) -> Result<GroupOffset> {
         match cmd {
-            Command::ConsumerOffset { offset, epoch } => Ok(GroupOffset {
+            Command::ConsumerOffset {
+                offset,
+                epoch,
+                last_commit_ms,
+                consume_tps_milli,
+            } => Ok(GroupOffset {
                 offset: offset.map(QueueOffset),
                 epoch,
+                last_commit_ms,
+                consume_tps: consume_tps_milli as f64 / 1000.0,
             }),
             other => Err(unexpected(addr, "consumer offset", &other)),
         }

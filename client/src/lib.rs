@@ -58,7 +58,7 @@ mod push;
 pub mod remoting;
 mod route;
 
-pub use admin::Admin;
+pub use admin::{Admin, QueueProgress};
 pub use allocate::{AllocateStrategy, Averagely, AveragelyByCircle, ByConfig, ConsistentHash};
 pub use consumer::{PullConsumer, PullOptions};
 pub use error::{ClientError, Result};

@@ -383,6 +383,8 @@ fn handle_broker(st: &BrokerState, f: &Frame) -> Reply {
             Command::ConsumerOffset {
                 offset: None,
                 epoch: 0,
+                last_commit_ms: 0,
+                consume_tps_milli: 0,
             },
         ),
         _ => error(f, ResponseCode::RequestCodeNotSupported),

@@ -19,6 +19,7 @@ use client::{
 use protocol::{perm, BrokerData, TopicConfig};
 use serde_json::{json, Value};
 
+mod progress;
 mod query;
 
 #[derive(Debug, Parser)]
@@ -299,29 +300,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Cmd::ConsumerProgress { group, topic } => {
-            let rows = Admin::new(ns)?.consumer_progress(&group, &topic)?;
-            let mut total = 0u64;
-            for (q, committed, max) in rows {
-                // A queue the group has not committed yet counts whole; never negative.
-                let backlog = max.0.saturating_sub(committed.map_or(0, |c| c.0));
-                total += backlog;
-                if json {
-                    println!(
-                        "{}",
-                        json!({"broker": q.broker_name, "queue_id": q.queue_id,
-                               "committed": committed.map(|c| c.0), "max": max.0, "backlog": backlog})
-                    );
-                } else {
-                    let c = committed.map_or("-".to_owned(), |c| c.0.to_string());
-                    println!("{q}  committed {c}  max {}  backlog {backlog}", max.0);
-                }
-            }
-            if !json {
-                println!("total backlog {total}");
-            }
-            Ok(())
-        }
+        Cmd::ConsumerProgress { group, topic } => progress::print(ns, json, &group, &topic),
     }
 }
 

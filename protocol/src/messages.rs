@@ -170,6 +170,10 @@ pub enum Command {
         /// None: the group has no offset for this queue yet.
         offset: Option<u64>,
         epoch: u64,
+        /// When the offset last moved forward (ms since the epoch; 0 = unknown).
+        last_commit_ms: i64,
+        /// The group's consume rate on this queue over its last two commits, times 1000.
+        consume_tps_milli: u64,
     },
 }
 
