@@ -68,9 +68,18 @@ pub fn preflight(config: &BrokerConfig) -> anyhow::Result<()> {
             );
         }
     }
-    let probe = LocalExecutorBuilder::new(Placement::Unbound)
-        .io_memory(config.io_memory_bytes as usize)
-        .make();
+    // Probe on a short-lived thread: an executor leaves per-thread state behind, and the
+    // main thread must stay idle once the cores run.
+    let io_memory = config.io_memory_bytes as usize;
+    let probe = std::thread::spawn(move || {
+        LocalExecutorBuilder::new(Placement::Unbound)
+            .io_memory(io_memory)
+            .make()
+            .map(drop)
+            .map_err(|e| e.to_string())
+    })
+    .join()
+    .unwrap_or_else(|_| Err("the probe thread panicked".to_owned()));
     if let Err(e) = probe {
         bail!(
             "cannot create an io_uring executor: {e}. The broker needs io_uring (Linux 5.8 or \
