@@ -39,7 +39,7 @@ pub enum Command {
 pub struct QuickArgs {
     #[command(flatten)]
     pub run: RunArgs,
-    /// Rate of the quickstart's single-message sync latency run (0 skips it).
+    /// Rate of the quickstart's paced single-message latency run (0 skips it).
     #[arg(long, default_value_t = 20_000.0)]
     pub latency_rate: f64,
     /// Seconds of the latency run.

@@ -574,9 +574,14 @@ fn quickstart(q: QuickArgs) -> Result<bool> {
         s.consume_catch_up(Some(verifier))?;
     }
     if q.latency_rate > 0.0 && !cluster::stopping() {
+        // Single-message sends, each acknowledged by the broker, paced open-loop at the rate:
+        // one thread cannot wait for each answer before the next send and still keep the
+        // schedule, so sends are pipelined (up to 256 in flight) and every latency runs from
+        // the send's scheduled time to its acknowledgement.
         let mut o = s.produce_options();
         o.batch = 1;
-        o.sync = true;
+        o.sync = false;
+        o.inflight = 256;
         o.producers = 1;
         o.rate = Some(q.latency_rate);
         o.limit = Limit::Duration(Duration::from_secs_f64(q.latency_duration));
