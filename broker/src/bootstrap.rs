@@ -253,12 +253,17 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
         let shards: Vec<shard::ShardConfig> = (0..layout.shard_count)
             .filter(|&s| protocol::shard_core(s, cores) == core)
             .map(|s| {
-                shard_config(
+                let mut c = shard_config(
                     &shared.config,
                     layout.shard_dirs[s as usize].clone(),
                     s,
                     store_host,
-                )
+                );
+                let hist = shared.metrics.flush_latency(core);
+                c.flush_observer = Some(shard::FlushObserver::new(move |d| {
+                    hist.observe(d.as_secs_f64())
+                }));
+                c
             })
             .collect();
         let shared = shared.clone();

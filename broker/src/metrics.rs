@@ -50,6 +50,7 @@ pub struct BrokerMetrics {
     cross_core_hops: Family<CoreLabel, Counter>,
     errors: Family<CodeLabel, Counter>,
     send_latency: Family<CoreLabel, Histogram, fn() -> Histogram>,
+    flush_latency: Family<CoreLabel, Histogram, fn() -> Histogram>,
     inbox_depth: Family<CoreLabel, Gauge>,
     commit_log_bytes: Family<CoreLabel, Gauge>,
     durable_lag_bytes: Family<CoreLabel, Gauge>,
@@ -82,6 +83,7 @@ impl BrokerMetrics {
             cross_core_hops: Family::default(),
             errors: Family::default(),
             send_latency: Family::new_with_constructor(latency_histogram),
+            flush_latency: Family::new_with_constructor(latency_histogram),
             inbox_depth: Family::default(),
             commit_log_bytes: Family::default(),
             durable_lag_bytes: Family::default(),
@@ -132,6 +134,11 @@ impl BrokerMetrics {
             m.send_latency.clone(),
         );
         r.register(
+            "corvus_flush_latency_seconds",
+            "Time of each durable CommitLog flush (writes and fdatasync), per core",
+            m.flush_latency.clone(),
+        );
+        r.register(
             "corvus_inbox_depth",
             "Cross-core requests being served, per core",
             m.inbox_depth.clone(),
@@ -166,6 +173,12 @@ impl BrokerMetrics {
 
     pub fn render(&self) -> String {
         telemetry::encode(&self.registry)
+    }
+
+    /// The flush-latency histogram of one core (seal, writes and fdatasync of a durable
+    /// flush), observed by its shards.
+    pub fn flush_latency(&self, core: u16) -> Histogram {
+        self.flush_latency.get_or_create(&core_label(core)).clone()
     }
 
     /// The send-latency histogram of one core (kept by the core, observed per send).

@@ -139,6 +139,9 @@ enum Cmd {
     BrokerStatus {
         #[arg(short = 'b', long = "broker")]
         broker_addr: String,
+        /// The TPS figures are measured over this window (two snapshots this far apart).
+        #[arg(long = "interval-ms", default_value_t = 1000)]
+        interval_ms: u64,
     },
     /// Messages by key (any of KEYS, or the msg id), through the IndexFile.
     #[command(alias = "queryMsgByKey")]
@@ -260,7 +263,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             };
             consume(ns, json, &topic, &group, &opts)
         }
-        Cmd::BrokerStatus { broker_addr } => broker_status(ns, json, &broker_addr),
+        Cmd::BrokerStatus {
+            broker_addr,
+            interval_ms,
+        } => broker_status(ns, json, &broker_addr, interval_ms),
         Cmd::QueryByKey {
             topic,
             key,
@@ -697,16 +703,37 @@ fn format_message(m: &MessageExt, json: bool) -> String {
     }
 }
 
-fn broker_status(ns: &str, json: bool, addr: &str) -> anyhow::Result<()> {
-    let s = Admin::new(ns)?.broker_status(addr)?;
+fn broker_status(ns: &str, json: bool, addr: &str, interval_ms: u64) -> anyhow::Result<()> {
+    let admin = Admin::new(ns)?;
+    let before = admin.broker_status(addr)?;
+    let started = Instant::now();
+    std::thread::sleep(Duration::from_millis(interval_ms.max(1)));
+    let s = admin.broker_status(addr)?;
+    let secs = started.elapsed().as_secs_f64().max(1e-3);
+    // Per core: (produce TPS, consume TPS) over the window.
+    let tps = |core: u16| -> (f64, f64) {
+        let (Some(a), Some(b)) = (
+            before.cores.iter().find(|c| c.core == core),
+            s.cores.iter().find(|c| c.core == core),
+        ) else {
+            return (0.0, 0.0);
+        };
+        (
+            b.produced_messages.saturating_sub(a.produced_messages) as f64 / secs,
+            b.consumed_messages.saturating_sub(a.consumed_messages) as f64 / secs,
+        )
+    };
     if json {
         let cores: Vec<Value> = s
             .cores
             .iter()
             .map(|c| {
+                let (produce_tps, consume_tps) = tps(c.core);
                 json!({
                     "core": c.core,
                     "shards": c.shards,
+                    "produce_tps": produce_tps,
+                    "consume_tps": consume_tps,
                     "requests": c.requests,
                     "cross_core_hops": c.cross_core_hops,
                     "inbox_depth": c.inbox_depth,
@@ -736,8 +763,9 @@ fn broker_status(ns: &str, json: bool, addr: &str) -> anyhow::Result<()> {
     );
     for c in &s.cores {
         let shards: Vec<String> = c.shards.iter().map(u16::to_string).collect();
+        let (produce_tps, consume_tps) = tps(c.core);
         println!(
-            "core={} shards=[{}] requests={} cross_core_hops={} inbox_depth={} produced_messages={} produced_bytes={} consumed_messages={} consumed_bytes={} commit_log_bytes={} durable_lag_bytes={} disk_use_ratio={:.4}",
+            "core={} shards=[{}] produce_tps={produce_tps:.1} consume_tps={consume_tps:.1} requests={} cross_core_hops={} inbox_depth={} produced_messages={} produced_bytes={} consumed_messages={} consumed_bytes={} commit_log_bytes={} durable_lag_bytes={} disk_use_ratio={:.4}",
             c.core,
             shards.join(","),
             c.requests,

@@ -38,6 +38,26 @@ impl Default for FlushPolicy {
 /// inject a function to simulate a filling disk.
 type UsedRatioFn = dyn Fn(&Path) -> std::io::Result<f64> + Send + Sync;
 
+/// Told the duration of every flush that makes data durable (seal, writes, fdatasync), for
+/// a flush-latency histogram.
+#[derive(Clone)]
+pub struct FlushObserver(Arc<dyn Fn(std::time::Duration) + Send + Sync>);
+
+impl FlushObserver {
+    pub fn new(f: impl Fn(std::time::Duration) + Send + Sync + 'static) -> Self {
+        FlushObserver(Arc::new(f))
+    }
+    pub fn observe(&self, d: std::time::Duration) {
+        (self.0)(d)
+    }
+}
+
+impl std::fmt::Debug for FlushObserver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FlushObserver")
+    }
+}
+
 #[derive(Clone)]
 pub struct DiskUsageSource(Arc<UsedRatioFn>);
 
@@ -125,6 +145,8 @@ pub struct ShardConfig {
     pub disk_usage: DiskUsageSource,
     /// The storage seam's fault plan; `None` in production.
     pub faults: Option<Arc<FaultInjector>>,
+    /// Told how long each durable flush took; `None` = not measured.
+    pub flush_observer: Option<FlushObserver>,
 }
 
 impl ShardConfig {
@@ -148,6 +170,7 @@ impl ShardConfig {
             retention_check_interval_ms: 10_000,
             disk_usage: DiskUsageSource::statvfs(),
             faults: None,
+            flush_observer: None,
         }
     }
 

@@ -458,6 +458,7 @@ impl Shard {
         if let Some((operation, reason)) = inner.poisoned.borrow().clone() {
             return Err(ShardError::Poisoned { operation, reason });
         }
+        let started = Instant::now();
         if sync {
             inner.log.borrow_mut().seal();
         }
@@ -493,6 +494,9 @@ impl Shard {
             }
             inner.log.borrow_mut().mark_durable(target);
             inner.last_sync.set(Instant::now());
+            if let Some(o) = &inner.config.flush_observer {
+                o.observe(started.elapsed());
+            }
             inner.signals.progress.notify_all();
         }
         Ok(())

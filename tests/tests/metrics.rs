@@ -96,6 +96,88 @@ fn broker_metrics_follow_the_sends() {
     );
 }
 
+fn histogram_count(s: &prometheus_parse::Scrape, name: &str) -> f64 {
+    s.samples
+        .iter()
+        .filter(|x| x.metric == name)
+        .filter_map(|x| match &x.value {
+            prometheus_parse::Value::Histogram(h) => h.last().map(|b| b.count),
+            _ => None,
+        })
+        .sum()
+}
+
+#[test]
+fn broker_status_reports_sends_and_their_rate_and_flushes_are_timed() {
+    let c = Cluster::start_with(1, "small", |o| {
+        o.extra
+            .extend(["--metrics-addr".into(), "127.0.0.1:0".into()])
+    });
+    let url = c
+        .broker
+        .preamble_addr("broker metrics on ")
+        .expect("metrics address printed");
+    let ns = c.namesrv.addr.clone();
+    assert!(mqadmin(&ns, &["update-topic", "-t", "Status", "-q", "2"])
+        .status
+        .success());
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sender = {
+        let ns = ns.clone();
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let p = producer(&ns);
+            let mut n = 0u64;
+            // Bounded: at most 20 s or 100k messages.
+            let deadline = std::time::Instant::now() + Duration::from_secs(20);
+            while !stop.load(std::sync::atomic::Ordering::SeqCst)
+                && n < 100_000
+                && std::time::Instant::now() < deadline
+            {
+                p.send(Message::new("Status", format!("s{n}").into_bytes()))
+                    .unwrap();
+                n += 1;
+            }
+            n
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let out = mqadmin(
+        &ns,
+        &[
+            "--json",
+            "broker-status",
+            "-b",
+            &c.broker.addr,
+            "--interval-ms",
+            "500",
+        ],
+    );
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let sent = sender.join().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let core = &v["cores"][0];
+    assert!(core["produce_tps"].as_f64().unwrap() > 0.0, "{v}");
+    assert!(core["produced_messages"].as_u64().unwrap() > 0);
+    assert!(core["produced_messages"].as_u64().unwrap() <= sent);
+    assert!(v["uptime_ms"].as_u64().unwrap() > 0);
+    assert!(core["commit_log_bytes"].as_u64().unwrap() > 0);
+    // The async flusher made the sends durable, and each flush was timed.
+    let s = wait_for(Duration::from_secs(10), || {
+        let s = scrape(&url);
+        (histogram_count(&s, "corvus_flush_latency_seconds") > 0.0).then_some(s)
+    });
+    assert!(
+        s.is_some(),
+        "flushes are counted in corvus_flush_latency_seconds"
+    );
+}
+
 #[test]
 fn namesrv_metrics_count_brokers_and_requests() {
     let dir = tempfile::tempdir().unwrap();
