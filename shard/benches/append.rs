@@ -153,7 +153,19 @@ async fn shard_bandwidth(dir: &std::path::Path) -> (f64, u64) {
         interval_ms: 500,
         dirty_bytes_max: 256 << 20,
     };
-    c.hot_bytes_max = 32 << 20;
+    // BENCH_HOT_MIB: the in-memory tail kept for hot reads (default 32 MiB). Smaller keeps
+    // the chunk buffers being recycled in cache.
+    c.hot_bytes_max = std::env::var("BENCH_HOT_MIB")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(32)
+        << 20;
+    if let Some(kib) = std::env::var("BENCH_CHUNK_KIB")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        c.write_chunk_bytes = kib << 10;
+    }
     let shard = match Shard::open(c).await {
         Ok(s) => s,
         Err(e) => panic!("open shard: {e}"),
