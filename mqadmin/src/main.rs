@@ -10,7 +10,6 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
-use base64::Engine;
 use clap::{Parser, Subcommand};
 use client::{
     Admin, ClientConfig, ConsumeFrom, Message, MessageExt, MessageQueue, Producer, PullConsumer,
@@ -681,13 +680,7 @@ fn format_message(m: &MessageExt, json: bool) -> String {
             "tags": m.tags,
             "reconsume_times": m.reconsume_times,
         });
-        match std::str::from_utf8(&m.body) {
-            Ok(s) => out["body"] = json!(s),
-            Err(_) => {
-                out["body"] = json!(base64::engine::general_purpose::STANDARD.encode(&m.body));
-                out["body_encoding"] = json!("base64");
-            }
-        }
+        query::put_body(&mut out, &m.body);
         out.to_string()
     } else {
         format!(

@@ -6,6 +6,18 @@ use client::{Admin, MessageExt, MessageQueue, QueueOffset};
 use message::MsgOffsetId;
 use serde_json::json;
 
+/// Puts the body in a JSON object: as UTF-8 text when it is, else base64 with
+/// `"body_encoding": "base64"`.
+pub fn put_body(out: &mut serde_json::Value, body: &[u8]) {
+    match std::str::from_utf8(body) {
+        Ok(s) => out["body"] = json!(s),
+        Err(_) => {
+            out["body"] = json!(base64::engine::general_purpose::STANDARD.encode(body));
+            out["body_encoding"] = json!("base64");
+        }
+    }
+}
+
 /// The whole message: every property, keys, tags, times, hosts and the body.
 pub fn full_message(m: &MessageExt, json: bool) -> String {
     if json {
@@ -31,13 +43,7 @@ pub fn full_message(m: &MessageExt, json: bool) -> String {
             "store_size": m.store_size,
             "properties": props,
         });
-        match std::str::from_utf8(&m.body) {
-            Ok(s) => out["body"] = json!(s),
-            Err(_) => {
-                out["body"] = json!(base64::engine::general_purpose::STANDARD.encode(&m.body));
-                out["body_encoding"] = json!("base64");
-            }
-        }
+        put_body(&mut out, &m.body);
         out.to_string()
     } else {
         let props: Vec<String> = m

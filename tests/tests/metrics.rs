@@ -75,15 +75,7 @@ fn broker_metrics_follow_the_sends() {
     assert!(value(&scrape, "corvus_durable_lag_bytes").is_some());
     assert!(value(&scrape, "corvus_inbox_depth").is_some());
     // The send latency histogram counted every send.
-    let count: f64 = scrape
-        .samples
-        .iter()
-        .filter(|s| s.metric == "corvus_send_latency_seconds")
-        .filter_map(|s| match &s.value {
-            prometheus_parse::Value::Histogram(h) => h.last().map(|b| b.count),
-            _ => None,
-        })
-        .sum();
+    let count = histogram_count(&scrape, "corvus_send_latency_seconds");
     assert_eq!(
         count,
         50.0,
