@@ -286,11 +286,17 @@ fn consume_prints_every_queue_in_order() {
 #[test]
 fn broker_status_and_cluster_list() {
     let (ns, _) = start();
-    let out = stdout(&mqadmin(&ns, &["brokerStatus", "-b", &ns]));
-    assert!(out.contains("core=0 shards=[0,1] requests=42"), "{out}");
+    let out = stdout(&mqadmin(
+        &ns,
+        &["brokerStatus", "-b", &ns, "--interval-ms", "10"],
+    ));
+    assert!(
+        out.contains("core=0 shards=[0,1] produce_tps=0.0 consume_tps=0.0 requests=42"),
+        "{out}"
+    );
     let json: serde_json::Value = serde_json::from_str(&stdout(&mqadmin(
         &ns,
-        &["broker-status", "-b", &ns, "--json"],
+        &["broker-status", "-b", &ns, "--json", "--interval-ms", "10"],
     )))
     .unwrap();
     assert_eq!(json["cores"][0]["requests"], 42);
