@@ -31,6 +31,7 @@ fn decode_answer(
         let source = RecordSource {
             addr,
             shard: shard_of(&view),
+            frame: None,
         };
         out.push(message_ext(&view, source, QUERY_BODY_BYTES_MAX)?);
     }

@@ -234,6 +234,7 @@ impl PullInner {
                 let source = RecordSource {
                     addr,
                     shard: pending.target.shard,
+                    frame: Some(&frame.body),
                 };
                 let messages =
                     decode_records(&frame.body, &pending.filter, source, self.body_bytes_max)?;

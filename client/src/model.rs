@@ -348,6 +348,20 @@ pub(crate) fn decompress(body: &[u8], bytes_max: usize) -> std::io::Result<Vec<u
 pub(crate) struct RecordSource<'a> {
     pub addr: &'a str,
     pub shard: u16,
+    /// The frame body the records lie in: an uncompressed message body is then a slice of it
+    /// (no copy).
+    pub frame: Option<&'a Bytes>,
+}
+
+/// `part` as a `Bytes` sharing `whole`'s memory when it lies inside it, else a copy.
+fn share_or_copy(whole: Option<&Bytes>, part: &[u8]) -> Bytes {
+    if let Some(w) = whole {
+        let start = (part.as_ptr() as usize).wrapping_sub(w.as_ptr() as usize);
+        if start <= w.len() && part.len() <= w.len() - start {
+            return w.slice(start..start + part.len());
+        }
+    }
+    Bytes::copy_from_slice(part)
 }
 
 /// Decodes a pull body: validates every record, re-checks the tag filter against the real tag
@@ -392,7 +406,7 @@ pub(crate) fn message_ext(
             })?,
         )
     } else {
-        Bytes::copy_from_slice(view.body())
+        share_or_copy(source.frame, view.body())
     };
     let offset_msg_id = MsgOffsetId {
         store_host: view.store_host(),
@@ -447,7 +461,21 @@ mod tests {
     const SOURCE: RecordSource<'static> = RecordSource {
         addr: "test",
         shard: 2,
+        frame: None,
     };
+
+    #[test]
+    fn bodies_share_the_frame_when_they_lie_in_it() {
+        let frame = Bytes::from(vec![1u8, 2, 3, 4, 5, 6]);
+        let part = &frame[2..5];
+        let shared = share_or_copy(Some(&frame), part);
+        assert_eq!(&shared[..], &[3, 4, 5]);
+        assert_eq!(shared.as_ptr(), part.as_ptr(), "no copy");
+        let other = vec![3u8, 4, 5];
+        let copied = share_or_copy(Some(&frame), &other);
+        assert_eq!(&copied[..], &[3, 4, 5]);
+        assert_ne!(copied.as_ptr(), other.as_ptr());
+    }
 
     fn round_trip(msg: &Message) -> (Vec<u8>, MessageExt) {
         let mut body = Vec::new();
