@@ -316,7 +316,7 @@ pub(crate) fn send_results(
         };
         out.push(SendResult {
             msg_id: key.clone(),
-            offset_msg_id: offset_id.to_string(),
+            offset_msg_id: offset_id.to_hex(),
             topic: topic.to_owned(),
             broker_name: broker_name.to_owned(),
             queue_id: resp.queue_id,
@@ -413,7 +413,7 @@ pub(crate) fn message_ext(
         shard: source.shard,
         commit_log_offset: view.physical_offset(),
     }
-    .to_string();
+    .to_hex();
     let properties: Vec<(String, String)> = view
         .properties()
         .iter()

@@ -46,15 +46,40 @@ impl MsgOffsetId {
     }
 }
 
-impl fmt::Display for MsgOffsetId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for b in self.store_host.ip().octets() {
-            write!(f, "{b:02X}")?;
-        }
-        write!(f, "{:08X}", self.store_host.port() as u32)?;
+const HEX_UPPER: &[u8; 16] = b"0123456789ABCDEF";
+
+/// Appends `bytes` as uppercase hex to `out`. Ids are made for every message sent and
+/// received, so this avoids the formatting machinery.
+fn push_hex(out: &mut String, bytes: &[u8]) {
+    for b in bytes {
+        out.push(HEX_UPPER[(b >> 4) as usize] as char);
+        out.push(HEX_UPPER[(b & 0xf) as usize] as char);
+    }
+}
+
+impl MsgOffsetId {
+    /// The 16 bytes of the id: IPv4, port (4 bytes), offset with the shard on top.
+    pub fn to_bytes(&self) -> [u8; 16] {
+        let mut b = [0u8; 16];
+        b[..4].copy_from_slice(&self.store_host.ip().octets());
+        b[4..8].copy_from_slice(&(self.store_host.port() as u32).to_be_bytes());
         let off = ((self.shard as u64) << LOCAL_OFFSET_BITS)
             | (self.commit_log_offset & LOCAL_OFFSET_MAX);
-        write!(f, "{off:016X}")
+        b[8..].copy_from_slice(&off.to_be_bytes());
+        b
+    }
+
+    /// The id as 32 uppercase hex characters (what `Display` prints, without `core::fmt`).
+    pub fn to_hex(&self) -> String {
+        let mut s = String::with_capacity(32);
+        push_hex(&mut s, &self.to_bytes());
+        s
+    }
+}
+
+impl fmt::Display for MsgOffsetId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_hex())
     }
 }
 
@@ -95,7 +120,11 @@ impl UniqKeyGenerator {
         // The time part changes when the 16-bit counter wraps, keeping keys unique for the
         // life of the process at any realistic rate.
         let time = (now.wrapping_sub(self.start_secs) as u32).wrapping_add(n >> 16);
-        format!("{}{:08X}{:04X}", self.prefix, time, n as u16)
+        let mut key = String::with_capacity(32);
+        key.push_str(&self.prefix);
+        push_hex(&mut key, &time.to_be_bytes());
+        push_hex(&mut key, &(n as u16).to_be_bytes());
+        key
     }
 }
 
