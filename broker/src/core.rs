@@ -161,33 +161,13 @@ impl Core {
                 queues: cfg.write_queues,
             });
         }
-        let max = self.shared.config.max_message_size_bytes;
-        let mut seen = 0u32;
-        for r in message::records(&records) {
-            let r = r.map_err(|e| BrokerError::MessageIllegal(e.to_string()))?;
-            if r.len() as u64 > max {
-                return Err(BrokerError::MessageTooLarge {
-                    size: r.len() as u64,
-                    max,
-                });
-            }
-            if r.topic() != topic {
-                return Err(BrokerError::MessageIllegal(format!(
-                    "record topic `{}` differs from the request's `{topic}`",
-                    r.topic()
-                )));
-            }
-            seen += 1;
-        }
-        if seen == 0 || seen != count {
-            return Err(BrokerError::MessageIllegal(format!(
-                "header says {count} records, body holds {seen}"
-            )));
-        }
+        // The owning shard validates every record (structure, size, topic) and the header's
+        // count in its one pass over the batch, before anything is stored.
         let bytes = records.len() as u64;
         let (shard, core) = self.owner(topic, queue_id);
         let appended = if core == self.id {
-            self.append_local(shard, topic, queue_id, &records).await?
+            self.append_local(shard, topic, queue_id, &records, count)
+                .await?
         } else {
             self.hop();
             let req = ShardRequest::Append {
@@ -195,13 +175,14 @@ impl Core {
                 topic: topic.to_owned(),
                 queue_id,
                 records,
+                count,
             };
             match self.mesh.call(core, req).await? {
                 ShardReply::Appended(r) => r?,
                 other => return Err(unexpected(other)),
             }
         };
-        bump(&self.stats.produced_messages, seen as u64);
+        bump(&self.stats.produced_messages, appended.count as u64);
         bump(&self.stats.produced_bytes, bytes);
         self.send_latency.observe(started.elapsed().as_secs_f64());
         Ok(SendOutcome {
@@ -217,15 +198,17 @@ impl Core {
         topic: &str,
         queue_id: u32,
         records: &[u8],
+        count: u32,
     ) -> Result<Appended, BrokerError> {
         let r = self
             .local_shard(shard)?
-            .append(topic, queue_id, records)
+            .append_counted(topic, queue_id, records, count)
             .await?;
         Ok(Appended {
             shard,
             first_queue_offset: r.first_queue_offset,
             first_commit_log_offset: r.first_commit_log_offset,
+            count: r.count,
         })
     }
 
@@ -312,11 +295,8 @@ impl Core {
                     continue;
                 }
             }
-            let count = r
-                .records
-                .iter()
-                .map(|s| message::records(s.as_bytes()).count() as u32)
-                .sum();
+            // The shard hands out one slice per record.
+            let count = r.records.len() as u32;
             let bytes: u64 = r.records.iter().map(|s| s.len() as u64).sum();
             bump(&self.stats.consumed_messages, count as u64);
             bump(&self.stats.consumed_bytes, bytes);
@@ -698,7 +678,11 @@ impl Core {
                 topic,
                 queue_id,
                 records,
-            } => ShardReply::Appended(self.append_local(shard, &topic, queue_id, &records).await),
+                count,
+            } => ShardReply::Appended(
+                self.append_local(shard, &topic, queue_id, &records, count)
+                    .await,
+            ),
             ShardRequest::Pull { shard, args } => {
                 ShardReply::Pulled(self.pull_local(shard, &args).await.map(|o| PullOutcome {
                     status: o.status,

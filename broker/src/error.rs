@@ -67,7 +67,9 @@ impl From<shard::ShardError> for BrokerError {
             },
             S::Poisoned { .. } => BrokerError::Poisoned(e.to_string()),
             S::BadRecord(r) => BrokerError::MessageIllegal(r.to_string()),
-            S::TopicMismatch { .. } => BrokerError::MessageIllegal(e.to_string()),
+            S::TopicMismatch { .. } | S::CountMismatch { .. } | S::EmptyBatch => {
+                BrokerError::MessageIllegal(e.to_string())
+            }
             S::Closed => BrokerError::ShuttingDown,
             other => BrokerError::Storage(other.to_string()),
         }

@@ -59,6 +59,8 @@ pub struct Appended {
     pub shard: u16,
     pub first_queue_offset: u64,
     pub first_commit_log_offset: u64,
+    /// Records stored.
+    pub count: u32,
 }
 
 /// A request for the core that owns a shard (or, for topic changes, for core 0).
@@ -69,6 +71,8 @@ pub enum ShardRequest {
         topic: String,
         queue_id: u32,
         records: Bytes,
+        /// How many records the sender said the batch holds (checked by the shard).
+        count: u32,
     },
     Pull {
         shard: u16,

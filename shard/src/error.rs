@@ -22,6 +22,8 @@ pub enum ShardError {
     TopicMismatch { expected: String, found: String },
     #[error("an append needs at least one record")]
     EmptyBatch,
+    #[error("the batch was said to hold {expected} records but holds {found}")]
+    CountMismatch { expected: u32, found: u32 },
     #[error("invalid shard config: {0}")]
     Config(String),
     #[error("shard is closed")]

@@ -263,6 +263,30 @@ impl Shard {
         queue_id: u32,
         records: &[u8],
     ) -> Result<AppendResult, ShardError> {
+        self.append_batch(topic, queue_id, records, None).await
+    }
+
+    /// [`Shard::append`] for a batch whose sender said how many records it holds: a batch
+    /// holding another number is refused (`CountMismatch`) before anything is stored. The
+    /// count is checked in the same pass that validates the records.
+    pub async fn append_counted(
+        &self,
+        topic: &str,
+        queue_id: u32,
+        records: &[u8],
+        expected_count: u32,
+    ) -> Result<AppendResult, ShardError> {
+        self.append_batch(topic, queue_id, records, Some(expected_count))
+            .await
+    }
+
+    async fn append_batch(
+        &self,
+        topic: &str,
+        queue_id: u32,
+        records: &[u8],
+        expected_count: Option<u32>,
+    ) -> Result<AppendResult, ShardError> {
         let inner = &self.inner;
         self.check_writable()?;
         // Validate the whole batch before touching anything. Each record is parsed only
@@ -288,6 +312,12 @@ impl Shard {
             return Err(ShardError::EmptyBatch);
         }
         let count = views.len() as u32;
+        if let Some(expected) = expected_count.filter(|&e| e != count) {
+            return Err(ShardError::CountMismatch {
+                expected,
+                found: count,
+            });
+        }
         debug_assert_eq!(seen, records.len());
         let batch_max = (inner.config.segment_size_bytes - 8) as usize;
         if records.len() > batch_max {

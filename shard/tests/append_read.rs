@@ -136,8 +136,21 @@ fn bad_batches_are_refused_before_anything_is_stored() {
             shard.append(TOPIC, 0, &[]).await,
             Err(shard::ShardError::EmptyBatch)
         ));
+        // A sender that said three records but sent two.
+        let mut two = record(TOPIC, b"a", None, None);
+        two.extend(record(TOPIC, b"b", None, None));
+        assert!(matches!(
+            shard.append_counted(TOPIC, 0, &two, 3).await,
+            Err(shard::ShardError::CountMismatch {
+                expected: 3,
+                found: 2
+            })
+        ));
         assert_eq!(shard.queue_offsets(TOPIC, 0).max, 0);
         assert_eq!(shard.stats().write_offset, 0);
+        // The right count is accepted.
+        let r = shard.append_counted(TOPIC, 0, &two, 2).await.unwrap();
+        assert_eq!(r.count, 2);
         shard.close().await.unwrap();
     });
 }
