@@ -132,8 +132,7 @@ pub async fn serve_connection(core: Rc<Core>, stream: TcpStream) {
                             body: out.body,
                         };
                         if !oneway {
-                            queued.set(queued.get() + 1);
-                            let _ = send_out(&tx, out).await;
+                            let _ = send_out(&tx, &queued, out).await;
                         }
                         drop(permit);
                     })
@@ -145,8 +144,7 @@ pub async fn serve_connection(core: Rc<Core>, stream: TcpStream) {
                         max: core.shared.config.max_frame_bytes,
                     };
                     if !header.is_oneway() {
-                        queued.set(queued.get() + 1);
-                        let _ = send_out(&tx, error_response(header.request_id, &e)).await;
+                        let _ = send_out(&tx, &queued, error_response(header.request_id, &e)).await;
                     }
                 }
                 Err(e) => {
@@ -159,8 +157,7 @@ pub async fn serve_connection(core: Rc<Core>, stream: TcpStream) {
                         ),
                         body: Body::None,
                     };
-                    queued.set(queued.get() + 1);
-                    let _ = send_out(&tx, out).await;
+                    let _ = send_out(&tx, &queued, out).await;
                     break 'conn;
                 }
             }
@@ -177,7 +174,13 @@ pub async fn serve_connection(core: Rc<Core>, stream: TcpStream) {
     writer_task.await;
 }
 
-async fn send_out(tx: &LocalSender<Outgoing>, out: Outgoing) -> Result<(), ()> {
+/// Hands a response to the writer, counting it as queued (the writer flushes when none is).
+async fn send_out(
+    tx: &LocalSender<Outgoing>,
+    queued: &std::cell::Cell<usize>,
+    out: Outgoing,
+) -> Result<(), ()> {
+    queued.set(queued.get() + 1);
     tx.send(out).await.map_err(|_| ())
 }
 
