@@ -143,6 +143,7 @@ fn shard_config(
     c.store_host = store_host;
     c.segment_size_bytes = config.commit_log_segment_bytes;
     c.write_chunk_bytes = config.write_chunk_bytes as usize;
+    c.write_queue_depth = config.write_queue_depth as usize;
     c.hot_bytes_max = config.hot_bytes_max;
     c.flush = match config.flush_disk_type {
         FlushDiskType::Async => shard::FlushPolicy::Async {

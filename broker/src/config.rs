@@ -80,6 +80,7 @@ pub struct BrokerConfig {
     pub flush_dirty_bytes_max: u64,
     pub commit_log_segment_bytes: u64,
     pub write_chunk_bytes: u64,
+    pub write_queue_depth: u64,
     pub hot_bytes_max: u64,
     pub max_message_size_bytes: u64,
     pub file_reserved_hours: u64,
@@ -135,6 +136,7 @@ impl Default for BrokerConfig {
             flush_dirty_bytes_max: 4 << 20,
             commit_log_segment_bytes: 1 << 30,
             write_chunk_bytes: 4 << 20,
+            write_queue_depth: 4,
             hot_bytes_max: 256 << 20,
             max_message_size_bytes: 4 << 20,
             file_reserved_hours: 72,
@@ -279,6 +281,7 @@ impl BrokerConfig {
             256 << 20,
             "64 KiB to 256 MiB"
         );
+        bound!(self, write_queue_depth, 1, 64, "1 to 64");
         bound!(self, hot_bytes_max, 0, 64 << 30, "0 to 64 GiB");
         bound!(
             self,

@@ -7,10 +7,12 @@
 //!
 //! Fairness: each round measures raw and then shard on the same directory, both writing the
 //! same volume (1 GiB) and both counted until everything is fdatasynced. The raw writer uses
-//! writes of the shard's chunk size (one chunk is one O_DIRECT write) at queue depth 1 from
-//! one reused buffer, which is the disk's best case for a single writer. The machine may be
-//! shared and its disk bandwidth varies between seconds, so the figures are medians over
-//! rounds, and the ratio is also given per round (raw and shard measured back to back).
+//! writes of the shard's chunk size (one chunk is one O_DIRECT write) at the shard's write
+//! queue depth from one reused buffer, which is the disk's best case for a single writer. The
+//! machine may be shared and its disk bandwidth varies between seconds, so the figures are
+//! medians over rounds, and the ratio is also given per round (raw and shard measured back to
+//! back). Each phase also reports how much of its wall time the block device was busy
+//! (`io_ticks` of /sys/dev/block/MAJ:MIN/stat), which tells an idle disk from a slow one.
 
 use std::rc::Rc;
 use std::time::Instant;
@@ -25,6 +27,8 @@ const BATCH_RECORDS: usize = 64;
 struct Round {
     raw_mbps: f64,
     shard_mbps: f64,
+    raw_busy: Option<f64>,
+    shard_busy: Option<f64>,
     /// CPU seconds the executor thread spent in the shard phase: unlike MB/s, it barely
     /// moves when other work shares the machine.
     shard_cpu_s: f64,
@@ -49,7 +53,9 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(5)
         .max(1);
-    let chunk_bytes = ShardConfig::new(base.clone().into(), 0).write_chunk_bytes;
+    let defaults = ShardConfig::new(base.clone().into(), 0);
+    let (chunk_bytes, depth) = (defaults.write_chunk_bytes, defaults.write_queue_depth);
+    let device = BlockDevice::of(std::path::Path::new(&base));
     let mut results = Vec::new();
     let mut records = 0;
     for _ in 0..rounds {
@@ -58,21 +64,42 @@ fn main() {
             Err(e) => panic!("tempdir in {base}: {e}"),
         };
         let path = dir.path().to_owned();
-        let (raw_mbps, shard_mbps, shard_cpu_s, n) = shard::run_local(move || async move {
-            let raw = raw_bandwidth(&path.join("raw"), chunk_bytes).await;
+        let dev = device.clone();
+        let (raw, shard, shard_cpu_s, n) = shard::run_local(move || async move {
+            let busy = dev.as_ref().map(BlockDevice::busy_ms);
+            let raw = raw_bandwidth(&path.join("raw"), chunk_bytes, depth).await;
+            let mid = dev.as_ref().map(BlockDevice::busy_ms);
             let cpu = thread_cpu_s();
-            let (mbps, n) = shard_bandwidth(&path.join("shard")).await;
-            (raw, mbps, thread_cpu_s() - cpu, n)
+            let (mbps, secs, n) = shard_bandwidth(&path.join("shard")).await;
+            let end = dev.as_ref().map(BlockDevice::busy_ms);
+            let share = |a: Option<Option<u64>>, b: Option<Option<u64>>, secs: f64| {
+                let (a, b) = (a.flatten()?, b.flatten()?);
+                Some((b.saturating_sub(a) as f64 / 1e3 / secs).min(1.0))
+            };
+            let raw_busy = share(busy, mid, raw.1);
+            let shard_busy = share(mid, end, secs);
+            (
+                (raw.0, raw_busy),
+                (mbps, shard_busy),
+                thread_cpu_s() - cpu,
+                n,
+            )
         });
+        let ((raw_mbps, raw_busy), (shard_mbps, shard_busy)) = (raw, shard);
         records = n;
+        let pct = |b: Option<f64>| b.map_or("?".to_owned(), |b| format!("{:.0}%", 100.0 * b));
         eprintln!(
-            "round {}: raw {raw_mbps:.0} MB/s, shard {shard_mbps:.0} MB/s, {:.0}%, shard thread CPU {shard_cpu_s:.2} s",
+            "round {}: raw {raw_mbps:.0} MB/s (disk busy {}), shard {shard_mbps:.0} MB/s (disk busy {}), {:.0}%, shard thread CPU {shard_cpu_s:.2} s",
             results.len() + 1,
+            pct(raw_busy),
+            pct(shard_busy),
             100.0 * shard_mbps / raw_mbps
         );
         results.push(Round {
             raw_mbps,
             shard_mbps,
+            raw_busy,
+            shard_busy,
             shard_cpu_s,
         });
     }
@@ -80,6 +107,13 @@ fn main() {
     let shard_mbps = median(results.iter().map(|r| r.shard_mbps));
     let ratio = median(results.iter().map(|r| r.shard_mbps / r.raw_mbps));
     let cpu_s = median(results.iter().map(|r| r.shard_cpu_s));
+    let busy = |f: fn(&Round) -> Option<f64>| -> Option<f64> {
+        let v: Option<Vec<f64>> = results.iter().map(f).collect();
+        v.map(|v| median(v.into_iter()))
+    };
+    let (raw_busy, shard_busy) = (busy(|r| r.raw_busy), busy(|r| r.shard_busy));
+    let busy_cell = |b: Option<f64>| b.map_or("-".to_owned(), |b| format!("{:.0}%", 100.0 * b));
+    let busy_json = |b: Option<f64>| b.map_or("null".to_owned(), |b| format!("{b:.3}"));
     let commit = std::process::Command::new("git")
         .args(["rev-parse", "--short", "HEAD"])
         .output()
@@ -92,21 +126,25 @@ fn main() {
         .unwrap_or_default();
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     println!("commit {commit}, {cores} cores, kernel {kernel}, dir {base}, {rounds} rounds");
-    println!("| what (median of {rounds} rounds) | MB/s |");
-    println!("| --- | ---: |");
+    println!("| what (median of {rounds} rounds) | MB/s | disk busy |");
+    println!("| --- | ---: | ---: |");
     println!(
-        "| raw O_DIRECT sequential write ({} KiB writes, DmaFile) | {raw:.0} |",
-        chunk_bytes >> 10
+        "| raw O_DIRECT sequential write ({} KiB writes, {depth} in flight, DmaFile) | {raw:.0} | {} |",
+        chunk_bytes >> 10,
+        busy_cell(raw_busy)
     );
     println!(
-        "| shard append (1 KiB records x {BATCH_RECORDS}/append, async flush) | {shard_mbps:.0} |"
+        "| shard append (1 KiB records x {BATCH_RECORDS}/append, async flush) | {shard_mbps:.0} | {} |",
+        busy_cell(shard_busy)
     );
-    println!("| ratio of medians | {:.0}% |", 100.0 * shard_mbps / raw);
-    println!("| median of per-round ratios | {:.0}% |", 100.0 * ratio);
-    println!("| shard executor-thread CPU for 1 GiB | {cpu_s:.2} s |");
+    println!("| ratio of medians | {:.0}% | |", 100.0 * shard_mbps / raw);
+    println!("| median of per-round ratios | {:.0}% | |", 100.0 * ratio);
+    println!("| shard executor-thread CPU for 1 GiB | {cpu_s:.2} s | |");
     println!(
-        "{{\"commit\":\"{commit}\",\"cores\":{cores},\"kernel\":\"{kernel}\",\"rounds\":{rounds},\"raw_mbps\":{raw:.1},\"shard_mbps\":{shard_mbps:.1},\"ratio_of_medians\":{:.3},\"median_ratio\":{ratio:.3},\"shard_cpu_s\":{cpu_s:.3},\"raw_write_bytes\":{chunk_bytes},\"records\":{records},\"record_bytes\":{RECORD_BYTES},\"batch\":{BATCH_RECORDS}}}",
-        shard_mbps / raw
+        "{{\"commit\":\"{commit}\",\"cores\":{cores},\"kernel\":\"{kernel}\",\"rounds\":{rounds},\"raw_mbps\":{raw:.1},\"shard_mbps\":{shard_mbps:.1},\"ratio_of_medians\":{:.3},\"median_ratio\":{ratio:.3},\"shard_cpu_s\":{cpu_s:.3},\"raw_disk_busy\":{},\"shard_disk_busy\":{},\"raw_write_bytes\":{chunk_bytes},\"write_queue_depth\":{depth},\"records\":{records},\"record_bytes\":{RECORD_BYTES},\"batch\":{BATCH_RECORDS}}}",
+        shard_mbps / raw,
+        busy_json(raw_busy),
+        busy_json(shard_busy)
     );
 }
 
@@ -121,9 +159,36 @@ fn median(values: impl Iterator<Item = f64>) -> f64 {
     }
 }
 
-async fn raw_bandwidth(path: &std::path::Path, write_bytes: usize) -> f64 {
+/// The block device holding a directory, for its busy time.
+#[derive(Clone)]
+struct BlockDevice {
+    stat: std::path::PathBuf,
+}
+
+impl BlockDevice {
+    fn of(dir: &std::path::Path) -> Option<BlockDevice> {
+        use std::os::unix::fs::MetadataExt;
+        let dev = std::fs::metadata(dir).ok()?.dev();
+        let stat = std::path::PathBuf::from(format!(
+            "/sys/dev/block/{}:{}/stat",
+            libc::major(dev),
+            libc::minor(dev)
+        ));
+        stat.exists().then_some(BlockDevice { stat })
+    }
+
+    /// Milliseconds the device has spent with I/O in flight (`io_ticks`, the 10th field).
+    fn busy_ms(&self) -> Option<u64> {
+        let s = std::fs::read_to_string(&self.stat).ok()?;
+        s.split_whitespace().nth(9)?.parse().ok()
+    }
+}
+
+/// Sequential O_DIRECT writes of `write_bytes` with `depth` in flight; returns MB/s and
+/// seconds.
+async fn raw_bandwidth(path: &std::path::Path, write_bytes: usize, depth: usize) -> (f64, f64) {
     let file = match glommio::io::DmaFile::create(path).await {
-        Ok(f) => f,
+        Ok(f) => Rc::new(f),
         Err(e) => panic!("create {}: {e}", path.display()),
     };
     let _ = file.pre_allocate(TOTAL_BYTES, false).await;
@@ -132,25 +197,43 @@ async fn raw_bandwidth(path: &std::path::Path, write_bytes: usize) -> f64 {
     let buf = Rc::new(buf);
     let start = Instant::now();
     let mut pos = 0;
-    while pos < TOTAL_BYTES {
-        if let Err(e) = file.write_rc_at(buf.clone(), pos).await {
+    let mut in_flight = std::collections::VecDeque::new();
+    while pos < TOTAL_BYTES || !in_flight.is_empty() {
+        if pos < TOTAL_BYTES && in_flight.len() < depth {
+            let (f, b) = (file.clone(), buf.clone());
+            let at = pos;
+            in_flight.push_back(glommio::spawn_local(
+                async move { f.write_rc_at(b, at).await },
+            ));
+            pos += write_bytes as u64;
+            continue;
+        }
+        let Some(write) = in_flight.pop_front() else {
+            break;
+        };
+        if let Err(e) = write.await {
             panic!("raw write: {e}");
         }
-        pos += write_bytes as u64;
     }
     if let Err(e) = file.fdatasync().await {
         panic!("raw fdatasync: {e}");
     }
     let secs = start.elapsed().as_secs_f64();
-    let _ = file.close().await;
+    if let Ok(f) = Rc::try_unwrap(file) {
+        let _ = f.close().await;
+    }
     let _ = std::fs::remove_file(path);
-    pos as f64 / secs / 1e6
+    (pos as f64 / secs / 1e6, secs)
 }
 
-async fn shard_bandwidth(dir: &std::path::Path) -> (f64, u64) {
+/// MB/s, seconds and records of appending 1 GiB.
+async fn shard_bandwidth(dir: &std::path::Path) -> (f64, f64, u64) {
     let mut c = ShardConfig::new(dir.to_owned(), 0);
     c.flush = FlushPolicy::Async {
-        interval_ms: 500,
+        interval_ms: std::env::var("BENCH_INTERVAL_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(500),
         dirty_bytes_max: 256 << 20,
     };
     // BENCH_HOT_MIB: the in-memory tail kept for hot reads (default 32 MiB). Smaller keeps
@@ -202,5 +285,5 @@ async fn shard_bandwidth(dir: &std::path::Path) -> (f64, u64) {
         panic!("close: {e}");
     }
     let secs = start.elapsed().as_secs_f64();
-    (bytes as f64 / secs / 1e6, records)
+    (bytes as f64 / secs / 1e6, secs, records)
 }

@@ -40,6 +40,8 @@ struct Chunk {
     len: usize,
     /// `base + len`, or the segment end once an end-of-segment blank is in the chunk.
     logical_end: u64,
+    /// When the chunk was started (for the async policy's "seal only if idle long").
+    started: std::time::Instant,
 }
 
 #[derive(Clone)]
@@ -119,6 +121,7 @@ impl CommitLog {
             buf,
             len: partial.len(),
             logical_end: at,
+            started: std::time::Instant::now(),
         });
     }
 
@@ -155,6 +158,7 @@ impl CommitLog {
             mut buf,
             len,
             logical_end,
+            ..
         } = c;
         let padded = align_up(len as u64) as usize;
         // A chunk sealed because it is (nearly) full is written whole, so its buffer can be
@@ -174,6 +178,23 @@ impl CommitLog {
             buf: Rc::new(buf),
         });
         true
+    }
+
+    /// Seals the current chunk if it was started at least `age` ago: a younger one is
+    /// still filling and will be sealed full, which keeps writes large and buffers
+    /// recyclable. Returns the end of the sealed log (everything below it is sealed).
+    pub(crate) fn seal_if_older(&mut self, age: std::time::Duration) -> u64 {
+        if self
+            .current
+            .as_ref()
+            .is_some_and(|c| c.started.elapsed() >= age)
+        {
+            self.seal();
+        }
+        match &self.current {
+            Some(c) => c.own_start,
+            None => self.write_offset,
+        }
     }
 
     /// Reserves `len` bytes (one batch) and lets `fill` write them at their offset.
@@ -277,9 +298,9 @@ impl CommitLog {
         Located::Gone
     }
 
-    /// The oldest unwritten chunk, to be written by the flusher.
-    pub(crate) fn next_unwritten(&self) -> Option<Sealed> {
-        self.unwritten.front().cloned()
+    /// The `i`-th oldest unwritten chunk, to be written by the flusher.
+    pub(crate) fn unwritten_at(&self, i: usize) -> Option<Sealed> {
+        self.unwritten.get(i).cloned()
     }
 
     /// Marks the oldest unwritten chunk as written and moves it to the hot ring.

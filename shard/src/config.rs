@@ -118,6 +118,10 @@ pub struct ShardConfig {
     /// Size of one in-memory tail chunk (one O_DIRECT write when full). Default 4 MiB;
     /// a multiple of 4096, >= 4096.
     pub write_chunk_bytes: usize,
+    /// Chunk writes kept in flight at once. Default 4; 1 to 64. With one, the disk idles
+    /// from each write's completion until the executor next reaches its reactor to submit
+    /// the following one (after a burst of appends); a queue keeps it busy meanwhile.
+    pub write_queue_depth: usize,
     /// How much recently written log stays in memory for hot reads. Default 256 MiB.
     pub hot_bytes_max: u64,
     pub flush: FlushPolicy,
@@ -157,6 +161,7 @@ impl ShardConfig {
             store_host: SocketAddrV4::new(Ipv4Addr::LOCALHOST, 10911),
             segment_size_bytes: 1 << 30,
             write_chunk_bytes: 4 << 20,
+            write_queue_depth: 4,
             hot_bytes_max: 256 << 20,
             flush: FlushPolicy::default(),
             message_size_max_bytes: 4 << 20,
@@ -186,6 +191,12 @@ impl ShardConfig {
             return bad(format!(
                 "write_chunk_bytes {} must be a multiple of 4096 and >= 4096",
                 self.write_chunk_bytes
+            ));
+        }
+        if !(1..=64).contains(&self.write_queue_depth) {
+            return bad(format!(
+                "write_queue_depth {} must be 1 to 64",
+                self.write_queue_depth
             ));
         }
         if self.message_size_max_bytes < 1024

@@ -2,6 +2,7 @@
 //! together, with its flusher and retention tasks on the current glommio executor.
 
 use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
 use std::rc::{Rc, Weak};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -117,7 +118,13 @@ struct Inner {
     log: RefCell<CommitLog>,
     cqs: RefCell<ConsumeQueues>,
     index: RefCell<IndexService>,
+    /// Held while chunks are written (one writer pipeline at a time).
     flush_lock: glommio::sync::Semaphore,
+    /// Held while fdatasyncs run, so durable offsets are marked in order. Separate from
+    /// `flush_lock`, so writes keep going while the disk syncs.
+    sync_lock: glommio::sync::Semaphore,
+    /// An async-policy background sync is under way.
+    sync_pending: Cell<bool>,
     signals: Rc<Signals>,
     poisoned: RefCell<Option<(String, String)>>,
     closed: Cell<bool>,
@@ -212,6 +219,8 @@ impl Shard {
             cqs: RefCell::new(cqs),
             index: RefCell::new(index),
             flush_lock: glommio::sync::Semaphore::new(1),
+            sync_lock: glommio::sync::Semaphore::new(1),
+            sync_pending: Cell::new(false),
             signals: Rc::new(Signals::default()),
             poisoned: RefCell::new(None),
             closed: Cell::new(false),
@@ -479,6 +488,17 @@ impl Shard {
 
     /// Writes every sealed chunk; with `sync`, also seals the current chunk and fdatasyncs.
     async fn flush(&self, sync: bool) -> Result<(), ShardError> {
+        let started = Instant::now();
+        self.write_sealed(sync).await?;
+        if sync {
+            self.sync_written(started).await?;
+        }
+        Ok(())
+    }
+
+    /// Writes every sealed chunk (first sealing the current one, with `seal`), keeping up
+    /// to `write_queue_depth` writes in flight, until none is left.
+    async fn write_sealed(&self, seal: bool) -> Result<(), ShardError> {
         let inner = &self.inner;
         let _permit = inner
             .flush_lock
@@ -488,27 +508,77 @@ impl Shard {
         if let Some((operation, reason)) = inner.poisoned.borrow().clone() {
             return Err(ShardError::Poisoned { operation, reason });
         }
-        let started = Instant::now();
-        if sync {
+        if seal {
             inner.log.borrow_mut().seal();
         }
+        // Up to `write_queue_depth` chunk writes in flight, completed in log order: the
+        // written offset only ever covers a contiguous prefix.
+        let depth = inner.config.write_queue_depth;
+        let mut in_flight: VecDeque<glommio::task::JoinHandle<std::io::Result<()>>> =
+            VecDeque::new();
+        let mut failed: Option<(&'static str, std::io::Error)> = None;
         loop {
-            let Some(chunk) = inner.log.borrow().next_unwritten() else {
+            while failed.is_none() && in_flight.len() < depth {
+                let Some(chunk) = inner.log.borrow().unwritten_at(in_flight.len()) else {
+                    break;
+                };
+                let seg = inner.log.borrow().segment_start(chunk.base);
+                let file = match self.segment_file(seg).await {
+                    Ok(f) => f,
+                    Err(ShardError::Io(e)) => {
+                        failed = Some(("segment create", e));
+                        break;
+                    }
+                    Err(e) => {
+                        // Not an I/O error: nothing was refused by the disk, so the
+                        // writes already in flight still land before we report it.
+                        while let Some(w) = in_flight.pop_front() {
+                            let _ = w.await;
+                        }
+                        return Err(e);
+                    }
+                };
+                let write =
+                    glommio::spawn_local(async move { file.write(chunk.buf, chunk.base).await })
+                        .detach();
+                in_flight.push_back(write);
+            }
+            let Some(write) = in_flight.pop_front() else {
                 break;
             };
-            let seg = inner.log.borrow().segment_start(chunk.base);
-            let file = match self.segment_file(seg).await {
-                Ok(f) => f,
-                Err(ShardError::Io(e)) => return Err(self.poison("segment create", &e)),
-                Err(e) => return Err(e),
-            };
-            if let Err(e) = file.write(chunk.buf.clone(), chunk.base).await {
-                return Err(self.poison("write", &e));
+            match write.await {
+                Some(Ok(())) if failed.is_none() => {
+                    inner.log.borrow_mut().mark_written();
+                    inner.signals.progress.notify_all();
+                }
+                Some(Ok(())) => {}
+                Some(Err(e)) => {
+                    failed.get_or_insert(("write", e));
+                }
+                None => {
+                    failed.get_or_insert(("write", std::io::Error::other("write task cancelled")));
+                }
             }
-            inner.log.borrow_mut().mark_written();
-            inner.signals.progress.notify_all();
         }
-        if sync {
+        if let Some((operation, e)) = failed {
+            return Err(self.poison(operation, &e));
+        }
+        Ok(())
+    }
+
+    /// fdatasyncs every segment written since the last sync and marks what was written
+    /// before it as durable.
+    async fn sync_written(&self, started: Instant) -> Result<(), ShardError> {
+        let inner = &self.inner;
+        let _permit = inner
+            .sync_lock
+            .acquire_permit(1)
+            .await
+            .map_err(crate::error::glommio_io)?;
+        if let Some((operation, reason)) = inner.poisoned.borrow().clone() {
+            return Err(ShardError::Poisoned { operation, reason });
+        }
+        {
             let (target, segs) = {
                 let mut log = inner.log.borrow_mut();
                 let segs = std::mem::take(&mut log.dirty_segments);
@@ -528,8 +598,36 @@ impl Shard {
                 o.observe(started.elapsed());
             }
             inner.signals.progress.notify_all();
+            inner.signals.flush_wake.notify_all();
         }
         Ok(())
+    }
+
+    /// The async policy's periodic sync: seals the current chunk if it has been filling
+    /// for a whole interval (a younger one is sealed when full, soon), waits until
+    /// everything sealed is written (by the write pipeline, which keeps going meanwhile)
+    /// and fdatasyncs it. So data is durable at most about two intervals after its append.
+    async fn background_sync(&self, interval: Duration) {
+        let inner = &self.inner;
+        let _pending = scopeguard_pending(&inner.sync_pending);
+        let started = Instant::now();
+        let goal = inner.log.borrow_mut().seal_if_older(interval);
+        inner.signals.flush_wake.notify_all();
+        loop {
+            if inner.poisoned.borrow().is_some() || inner.closed.get() {
+                return;
+            }
+            if inner.log.borrow().written_offset >= goal {
+                break;
+            }
+            let wait = inner.signals.progress.wait();
+            if inner.log.borrow().written_offset >= goal {
+                break;
+            }
+            wait.await;
+        }
+        // Errors poison the shard and reach the next append.
+        let _ = self.sync_written(started).await;
     }
 
     /// Forces everything appended so far to disk.
@@ -1013,6 +1111,17 @@ fn check_record(bytes: &[u8], offset: u64, from_disk: bool) -> Result<(), ShardE
     Ok(())
 }
 
+/// Clears the flag when dropped (also when the task is dropped mid-way).
+fn scopeguard_pending(flag: &Cell<bool>) -> impl Drop + '_ {
+    struct Clear<'a>(&'a Cell<bool>);
+    impl Drop for Clear<'_> {
+        fn drop(&mut self) {
+            self.0.set(false);
+        }
+    }
+    Clear(flag)
+}
+
 async fn flusher(weak: Weak<Inner>, signals: Rc<Signals>) {
     loop {
         let wait = {
@@ -1029,8 +1138,16 @@ async fn flusher(weak: Weak<Inner>, signals: Rc<Signals>) {
                 let log = inner.log.borrow();
                 (!log.unwritten.is_empty(), log.dirty_bytes())
             };
-            let (work, sync, idle) = match inner.config.flush {
-                FlushPolicy::Sync => (dirty > 0, true, Duration::from_millis(100)),
+            match inner.config.flush {
+                FlushPolicy::Sync => {
+                    if dirty > 0 && !poisoned {
+                        // Group commit: every append waiting now shares this sync.
+                        let _ = shard.flush(true).await;
+                        None
+                    } else {
+                        Some(Duration::from_millis(100))
+                    }
+                }
                 FlushPolicy::Async {
                     interval_ms,
                     dirty_bytes_max,
@@ -1039,15 +1156,22 @@ async fn flusher(weak: Weak<Inner>, signals: Rc<Signals>) {
                     let due = dirty > 0
                         && (dirty >= dirty_bytes_max
                             || inner.last_sync.get().elapsed() >= interval);
-                    (unwritten || due, due, interval)
+                    // At most one periodic sync at a time; it runs beside the writes.
+                    if due && !poisoned && !inner.sync_pending.get() {
+                        inner.last_sync.set(Instant::now());
+                        inner.sync_pending.set(true);
+                        let s = shard.clone();
+                        glommio::spawn_local(async move { s.background_sync(interval).await })
+                            .detach();
+                    }
+                    if unwritten && !poisoned {
+                        // Errors poison the shard and are reported to the appends.
+                        let _ = shard.write_sealed(false).await;
+                        None
+                    } else {
+                        Some(interval)
+                    }
                 }
-            };
-            if work && !poisoned {
-                // Errors poison the shard and are reported to the appends that wait.
-                let _ = shard.flush(sync).await;
-                None
-            } else {
-                Some(idle)
             }
         };
         if let Some(idle) = wait {
