@@ -207,28 +207,36 @@ impl CommitLog {
     ) -> Result<(u64, bool), ShardError> {
         assert!(len as u64 + BLANK_RECORD_MIN_BYTES as u64 <= self.segment_size);
         let mut sealed = false;
-        let mut at = self.write_offset;
-        let seg_end = self.segment_start(at) + self.segment_size;
-        let remaining = seg_end - at;
-        if !(len as u64 == remaining || len as u64 + BLANK_RECORD_MIN_BYTES as u64 <= remaining) {
-            // End of segment: an 8-byte blank header says "the rest is filler"; the rest of
-            // the preallocated file is zeros already, so it need not be written.
-            debug_assert!(remaining >= BLANK_RECORD_MIN_BYTES as u64);
-            self.ensure_room(at, BLANK_RECORD_MIN_BYTES, &mut sealed);
-            let Some(c) = self.current.as_mut() else {
-                unreachable!("ensure_room made a chunk");
-            };
-            let from = (at - c.base) as usize;
-            let hdr = &mut c.buf.as_bytes_mut()[from..from + BLANK_RECORD_MIN_BYTES];
-            message::write_blank(hdr);
-            hdr[0..4].copy_from_slice(&(remaining as i32).to_be_bytes());
-            c.len = from + BLANK_RECORD_MIN_BYTES;
-            c.logical_end = seg_end;
-            self.write_offset = seg_end;
-            sealed |= self.seal();
-            at = seg_end;
-        }
-        self.ensure_room(at, len, &mut sealed);
+        let at = loop {
+            let at = self.write_offset;
+            let seg_end = self.segment_start(at) + self.segment_size;
+            let remaining = seg_end - at;
+            if !(len as u64 == remaining || len as u64 + BLANK_RECORD_MIN_BYTES as u64 <= remaining)
+            {
+                // End of segment: an 8-byte blank header says "the rest is filler"; the rest
+                // of the preallocated file is zeros already, so it need not be written.
+                debug_assert!(remaining >= BLANK_RECORD_MIN_BYTES as u64);
+                self.ensure_room(at, BLANK_RECORD_MIN_BYTES, &mut sealed);
+                let Some(c) = self.current.as_mut() else {
+                    unreachable!("ensure_room made a chunk");
+                };
+                let from = (at - c.base) as usize;
+                let hdr = &mut c.buf.as_bytes_mut()[from..from + BLANK_RECORD_MIN_BYTES];
+                message::write_blank(hdr);
+                hdr[0..4].copy_from_slice(&(remaining as i32).to_be_bytes());
+                c.len = from + BLANK_RECORD_MIN_BYTES;
+                c.logical_end = seg_end;
+                self.write_offset = seg_end;
+                sealed |= self.seal();
+                continue;
+            }
+            if !self.chunk_fits(at, len) && self.pad_to_block() {
+                // The batch goes to the next chunk; this one now ends on a block boundary.
+                continue;
+            }
+            self.ensure_room(at, len, &mut sealed);
+            break at;
+        };
         let Some(c) = self.current.as_mut() else {
             unreachable!("ensure_room made a chunk");
         };
@@ -241,12 +249,50 @@ impl CommitLog {
         Ok((at, sealed))
     }
 
-    fn ensure_room(&mut self, at: u64, len: usize, sealed: &mut bool) {
-        let fits = self
-            .current
+    fn chunk_fits(&self, at: u64, len: usize) -> bool {
+        self.current
             .as_ref()
-            .is_some_and(|c| c.logical_end == at && (at - c.base) as usize + len <= c.buf.len());
-        if fits {
+            .is_some_and(|c| c.logical_end == at && (at - c.base) as usize + len <= c.buf.len())
+    }
+
+    /// Ends the current chunk on a block boundary with a blank filler record, when it holds
+    /// appended bytes and ends mid-block: the next chunk then starts on that boundary, so
+    /// the two writes never cover the same block and may be in flight together (two
+    /// overlapping O_DIRECT writes may land in either order). A nearly full chunk is filled
+    /// to its end, so it is written whole and its buffer recycled. Returns whether it
+    /// padded; chunks sealed for a flush are not padded (their successor waits instead).
+    fn pad_to_block(&mut self) -> bool {
+        let at = self.write_offset;
+        let Some(c) = self.current.as_mut() else {
+            return false;
+        };
+        let end = c.base + c.len as u64;
+        if c.logical_end != at || end != at || at == c.own_start || at.is_multiple_of(BLOCK_BYTES) {
+            return false;
+        }
+        let cap_end = c.base + c.buf.len() as u64;
+        let mut fill_end = if cap_end - end <= c.buf.len() as u64 / 16 {
+            cap_end
+        } else {
+            align_up(end)
+        };
+        if fill_end - end < BLANK_RECORD_MIN_BYTES as u64 {
+            fill_end += BLOCK_BYTES;
+        }
+        if fill_end > cap_end {
+            return false;
+        }
+        let from = c.len;
+        let to = (fill_end - c.base) as usize;
+        message::write_blank(&mut c.buf.as_bytes_mut()[from..to]);
+        c.len = to;
+        c.logical_end = fill_end;
+        self.write_offset = fill_end;
+        true
+    }
+
+    fn ensure_room(&mut self, at: u64, len: usize, sealed: &mut bool) {
+        if self.chunk_fits(at, len) {
             return;
         }
         let partial = match self.current.as_ref() {
@@ -457,6 +503,24 @@ pub(crate) async fn recover(
             if magic == BLANK_MAGIC_CODE && total as i64 == (seg_end - pos) as i64 {
                 pos = seg_end;
                 break;
+            }
+            if magic == BLANK_MAGIC_CODE {
+                // A filler to a block boundary (a chunk sealed mid-block): valid only if
+                // it ends on a boundary inside the segment and holds nothing but zeros.
+                let filler_end = pos + total.max(0) as u64;
+                let plausible = total >= BLANK_RECORD_MIN_BYTES as i32
+                    && filler_end < seg_end
+                    && filler_end.is_multiple_of(BLOCK_BYTES);
+                let zeros = plausible
+                    && ensure_window(&file, &mut window, pos, total as usize, seg_end)
+                        .await?
+                        .is_some_and(|b| b[BLANK_RECORD_MIN_BYTES..].iter().all(|&x| x == 0));
+                if !zeros {
+                    end = Some(pos);
+                    break;
+                }
+                pos = filler_end;
+                continue;
             }
             if total < FIXED_BYTES as i32 || pos + total as u64 > seg_end {
                 end = Some(pos);

@@ -517,11 +517,19 @@ impl Shard {
         let mut in_flight: VecDeque<glommio::task::JoinHandle<std::io::Result<()>>> =
             VecDeque::new();
         let mut failed: Option<(&'static str, std::io::Error)> = None;
+        // End of the newest write submitted: a chunk starting below it (it rewrites the
+        // partial block of a chunk sealed for a flush) waits until that write is done, since
+        // overlapping O_DIRECT writes in flight together may land in either order.
+        let mut submitted_end = 0u64;
         loop {
             while failed.is_none() && in_flight.len() < depth {
                 let Some(chunk) = inner.log.borrow().unwritten_at(in_flight.len()) else {
                     break;
                 };
+                if !in_flight.is_empty() && chunk.base < submitted_end {
+                    break;
+                }
+                submitted_end = chunk.base + chunk.buf.len() as u64;
                 let seg = inner.log.borrow().segment_start(chunk.base);
                 let file = match self.segment_file(seg).await {
                     Ok(f) => f,
