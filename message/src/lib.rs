@@ -7,7 +7,7 @@
 //! ```text
 //! off  size  field
 //!   0     4  TOTALSIZE          whole record, this field included
-//!   4     4  MAGICCODE          MAGIC_CODE (or BLANK_MAGIC_CODE for end-of-segment filler)
+//!   4     4  MAGICCODE          MAGIC_CODE (or BLANK_MAGIC_CODE for a filler)
 //!   8     4  BODYCRC            crc32 of BODY
 //!  12     4  QUEUEID
 //!  16     4  FLAG
@@ -46,7 +46,7 @@ pub use properties::{IndexedProperties, Properties, PropertiesIter};
 /// RocketMQ's MESSAGE_MAGIC_CODE (V1).
 pub const MAGIC_CODE: i32 = -626843481;
 /// RocketMQ's BLANK_MAGIC_CODE: fills the end of a CommitLog segment that the next record
-/// did not fit in.
+/// did not fit in, or (ours) the rest of a write chunk up to a block boundary.
 pub const BLANK_MAGIC_CODE: i32 = -875286124;
 /// A blank filler is at least TOTALSIZE + MAGICCODE.
 pub const BLANK_RECORD_MIN_BYTES: usize = 8;
