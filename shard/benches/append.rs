@@ -66,14 +66,14 @@ fn main() {
         let path = dir.path().to_owned();
         let dev = device.clone();
         let (raw, shard, shard_cpu_s, n) = shard::run_local(move || async move {
-            let busy = dev.as_ref().map(BlockDevice::busy_ms);
+            let busy = dev.as_ref().and_then(BlockDevice::busy_ms);
             let raw = raw_bandwidth(&path.join("raw"), chunk_bytes, depth).await;
-            let mid = dev.as_ref().map(BlockDevice::busy_ms);
+            let mid = dev.as_ref().and_then(BlockDevice::busy_ms);
             let cpu = thread_cpu_s();
             let (mbps, secs, n) = shard_bandwidth(&path.join("shard")).await;
-            let end = dev.as_ref().map(BlockDevice::busy_ms);
-            let share = |a: Option<Option<u64>>, b: Option<Option<u64>>, secs: f64| {
-                let (a, b) = (a.flatten()?, b.flatten()?);
+            let end = dev.as_ref().and_then(BlockDevice::busy_ms);
+            let share = |a: Option<u64>, b: Option<u64>, secs: f64| {
+                let (a, b) = (a?, b?);
                 Some((b.saturating_sub(a) as f64 / 1e3 / secs).min(1.0))
             };
             let raw_busy = share(busy, mid, raw.1);

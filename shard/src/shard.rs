@@ -246,14 +246,20 @@ impl Shard {
         Ok(shard)
     }
 
+    /// `Poisoned` once a write or fdatasync has failed.
+    fn check_poisoned(&self) -> Result<(), ShardError> {
+        match self.inner.poisoned.borrow().clone() {
+            Some((operation, reason)) => Err(ShardError::Poisoned { operation, reason }),
+            None => Ok(()),
+        }
+    }
+
     fn check_writable(&self) -> Result<(), ShardError> {
         let inner = &self.inner;
         if inner.closed.get() {
             return Err(ShardError::Closed);
         }
-        if let Some((operation, reason)) = inner.poisoned.borrow().clone() {
-            return Err(ShardError::Poisoned { operation, reason });
-        }
+        self.check_poisoned()?;
         let (ratio, level) = inner.disk.get();
         if level == DiskLevel::Full {
             return Err(ShardError::DiskFull {
@@ -422,9 +428,7 @@ impl Shard {
                 if inner.log.borrow().durable_offset >= end {
                     break;
                 }
-                if let Some((operation, reason)) = inner.poisoned.borrow().clone() {
-                    return Err(ShardError::Poisoned { operation, reason });
-                }
+                self.check_poisoned()?;
                 if inner.closed.get() {
                     return Err(ShardError::Closed);
                 }
@@ -505,9 +509,7 @@ impl Shard {
             .acquire_permit(1)
             .await
             .map_err(crate::error::glommio_io)?;
-        if let Some((operation, reason)) = inner.poisoned.borrow().clone() {
-            return Err(ShardError::Poisoned { operation, reason });
-        }
+        self.check_poisoned()?;
         if seal {
             inner.log.borrow_mut().seal();
         }
@@ -583,31 +585,27 @@ impl Shard {
             .acquire_permit(1)
             .await
             .map_err(crate::error::glommio_io)?;
-        if let Some((operation, reason)) = inner.poisoned.borrow().clone() {
-            return Err(ShardError::Poisoned { operation, reason });
-        }
-        {
-            let (target, segs) = {
-                let mut log = inner.log.borrow_mut();
-                let segs = std::mem::take(&mut log.dirty_segments);
-                (log.written_offset, segs)
-            };
-            for seg in segs {
-                let file = inner.log.borrow().segments.get(&seg).cloned();
-                if let Some(file) = file {
-                    if let Err(e) = file.fdatasync().await {
-                        return Err(self.poison("fdatasync", &e));
-                    }
+        self.check_poisoned()?;
+        let (target, segs) = {
+            let mut log = inner.log.borrow_mut();
+            let segs = std::mem::take(&mut log.dirty_segments);
+            (log.written_offset, segs)
+        };
+        for seg in segs {
+            let file = inner.log.borrow().segments.get(&seg).cloned();
+            if let Some(file) = file {
+                if let Err(e) = file.fdatasync().await {
+                    return Err(self.poison("fdatasync", &e));
                 }
             }
-            inner.log.borrow_mut().mark_durable(target);
-            inner.last_sync.set(Instant::now());
-            if let Some(o) = &inner.config.flush_observer {
-                o.observe(started.elapsed());
-            }
-            inner.signals.progress.notify_all();
-            inner.signals.flush_wake.notify_all();
         }
+        inner.log.borrow_mut().mark_durable(target);
+        inner.last_sync.set(Instant::now());
+        if let Some(o) = &inner.config.flush_observer {
+            o.observe(started.elapsed());
+        }
+        inner.signals.progress.notify_all();
+        inner.signals.flush_wake.notify_all();
         Ok(())
     }
 
@@ -621,18 +619,11 @@ impl Shard {
         let started = Instant::now();
         let goal = inner.log.borrow_mut().seal_if_older(interval);
         inner.signals.flush_wake.notify_all();
-        loop {
+        while inner.log.borrow().written_offset < goal {
             if inner.poisoned.borrow().is_some() || inner.closed.get() {
                 return;
             }
-            if inner.log.borrow().written_offset >= goal {
-                break;
-            }
-            let wait = inner.signals.progress.wait();
-            if inner.log.borrow().written_offset >= goal {
-                break;
-            }
-            wait.await;
+            inner.signals.progress.wait().await;
         }
         // Errors poison the shard and reach the next append.
         let _ = self.sync_written(started).await;
