@@ -20,6 +20,10 @@ use crate::{FlushPolicy, ShardConfig, ShardError};
 
 /// Longest span one cold read covers when it gathers several records.
 const COLD_READ_SPAN_MAX_BYTES: u64 = 1 << 20;
+/// Most bytes nobody asked for that one cold read reads through to join two records. Queues
+/// interleave in the log: reading through the other queues' batches multiplied a catching-up
+/// consumer's disk traffic by the number of queues.
+const COLD_READ_GAP_MAX_BYTES: u64 = 16 << 10;
 /// ConsumeQueue entries a filtered read looks at, at most (RocketMQ's maxFilterMessageCount).
 const FILTER_SCAN_ENTRIES_MAX: u64 = 16_000;
 
@@ -89,6 +93,9 @@ pub struct ShardStats {
     pub disk_level: DiskLevel,
     pub appends: u64,
     pub appended_bytes: u64,
+    /// Reads of the segment files (records no longer in memory) and the bytes they read.
+    pub disk_reads: u64,
+    pub disk_read_bytes: u64,
     pub poisoned: bool,
     /// Segments deleted past the valid log end by the last recovery.
     pub recovery_truncated_segments: u64,
@@ -131,6 +138,9 @@ struct Inner {
     last_sync: Cell<Instant>,
     appends: Cell<u64>,
     appended_bytes: Cell<u64>,
+    /// Reads of the segment files (records no longer in memory) and their bytes.
+    disk_reads: Cell<u64>,
+    disk_read_bytes: Cell<u64>,
     disk: Cell<(f64, DiskLevel)>,
     truncated_segments: u64,
 }
@@ -227,6 +237,8 @@ impl Shard {
             last_sync: Cell::new(Instant::now()),
             appends: Cell::new(0),
             appended_bytes: Cell::new(0),
+            disk_reads: Cell::new(0),
+            disk_read_bytes: Cell::new(0),
             disk: Cell::new((0.0, DiskLevel::Normal)),
             truncated_segments: recovered.truncated_segments as u64,
         });
@@ -634,15 +646,53 @@ impl Shard {
         self.flush(true).await
     }
 
+    fn count_disk_read(&self, len: usize) {
+        let inner = &self.inner;
+        inner.disk_reads.set(inner.disk_reads.get() + 1);
+        inner
+            .disk_read_bytes
+            .set(inner.disk_read_bytes.get() + len as u64);
+    }
+
     fn fetch_plan(&self, spans: &[(u64, usize)]) -> Vec<Located> {
         let log = self.inner.log.borrow();
         spans.iter().map(|&(o, l)| log.locate(o, l)).collect()
     }
 
     /// Reads whole records at the given (offset, size) spans, each checked on the way out;
-    /// `None` where a span is gone. Consecutive cold records share one aligned read.
+    /// `None` where a span is gone. Nearby cold records share one aligned read; the reads
+    /// are all issued before the first is awaited, so they are in flight together.
     async fn fetch(&self, spans: &[(u64, usize)]) -> Result<Vec<Option<StoredSlice>>, ShardError> {
         let plan = self.fetch_plan(spans);
+        let mut reads = VecDeque::new();
+        let mut i = 0;
+        while i < spans.len() {
+            let Located::Disk(file) = &plan[i] else {
+                i += 1;
+                continue;
+            };
+            let from = align_down(spans[i].0);
+            let mut j = i;
+            while j + 1 < spans.len() {
+                let (o, l) = spans[j + 1];
+                let same = matches!(&plan[j + 1], Located::Disk(f) if Rc::ptr_eq(f, file));
+                let prev_end = align_up(spans[j].0 + spans[j].1 as u64);
+                if !same
+                    || o < spans[j].0
+                    || align_down(o).saturating_sub(prev_end) > COLD_READ_GAP_MAX_BYTES
+                    || align_up(o + l as u64) - from > COLD_READ_SPAN_MAX_BYTES
+                {
+                    break;
+                }
+                j += 1;
+            }
+            let len = (align_up(spans[j].0 + spans[j].1 as u64) - from) as usize;
+            self.count_disk_read(len);
+            let f = Rc::clone(file);
+            let task = glommio::spawn_local(async move { f.read_aligned(from, len).await });
+            reads.push_back((j, from, task));
+            i = j + 1;
+        }
         let mut out: Vec<Option<StoredSlice>> = Vec::with_capacity(spans.len());
         let mut i = 0;
         while i < spans.len() {
@@ -657,22 +707,14 @@ impl Shard {
                     i += 1;
                 }
                 Located::Disk(file) => {
-                    let from = align_down(spans[i].0);
-                    let mut j = i;
-                    while j + 1 < spans.len() {
-                        let (o, l) = spans[j + 1];
-                        let same = matches!(&plan[j + 1], Located::Disk(f) if Rc::ptr_eq(f, file));
-                        if !same
-                            || o < spans[j].0
-                            || align_up(o + l as u64) - from > COLD_READ_SPAN_MAX_BYTES
-                        {
-                            break;
-                        }
-                        j += 1;
-                    }
-                    let to = align_up(spans[j].0 + spans[j].1 as u64);
-                    let r = file.read_aligned(from, (to - from) as usize).await?;
-                    for &(o, l) in &spans[i..=j] {
+                    let Some((last, from, task)) = reads.pop_front() else {
+                        return Err(ShardError::Corrupt {
+                            path: file.path.display().to_string(),
+                            reason: "read plan out of step".into(),
+                        });
+                    };
+                    let r = task.await?;
+                    for &(o, l) in &spans[i..=last] {
                         let s = StoredSlice::from_read(&r, (o - from) as usize, l).ok_or_else(
                             || ShardError::Corrupt {
                                 path: file.path.display().to_string(),
@@ -682,7 +724,7 @@ impl Shard {
                         check_record(s.as_bytes(), o, true)?;
                         out.push(Some(s));
                     }
-                    i = j + 1;
+                    i = last + 1;
                 }
             }
         }
@@ -740,10 +782,11 @@ impl Shard {
         let fetched = self.fetch(&picked).await?;
         let mut records = Vec::with_capacity(fetched.len());
         for s in fetched.into_iter().flatten() {
-            // Tag codes can collide: check the real tag string.
-            let tag_ok = RecordView::parse(s.as_bytes())
-                .map(|v| req.filter.matches(v.tags()))
-                .unwrap_or(false);
+            // Tag codes can collide: check the real tag string (`*` matches without one).
+            let tag_ok = matches!(req.filter, TagFilter::All)
+                || RecordView::parse(s.as_bytes())
+                    .map(|v| req.filter.matches(v.tags()))
+                    .unwrap_or(false);
             if tag_ok {
                 records.push(s);
             }
@@ -815,6 +858,7 @@ impl Shard {
             Located::Disk(file) => {
                 let from = align_down(off);
                 let to = align_up(off + len as u64);
+                self.count_disk_read((to - from) as usize);
                 let r = file.read_aligned(from, (to - from) as usize).await?;
                 Ok(StoredSlice::from_read(&r, (off - from) as usize, len))
             }
@@ -1051,6 +1095,8 @@ impl Shard {
             disk_level: level,
             appends: inner.appends.get(),
             appended_bytes: inner.appended_bytes.get(),
+            disk_reads: inner.disk_reads.get(),
+            disk_read_bytes: inner.disk_read_bytes.get(),
             poisoned: inner.poisoned.borrow().is_some(),
             recovery_truncated_segments: inner.truncated_segments,
             direct_io: log.segments.values().all(|f| f.is_direct()),

@@ -1,0 +1,84 @@
+#![allow(clippy::unwrap_used)]
+//! Queues written in turns lie interleaved in the log. A consumer catching up on one queue
+//! from disk gets its records whole and in order, and the disk reads it causes stay close to
+//! that queue's own bytes: the other queues' batches between its records are skipped, not
+//! read through.
+
+mod common;
+
+use common::*;
+use message::TagFilter;
+use shard::{ReadRequest, Shard};
+
+const QUEUES: u32 = 4;
+/// Records per append: each batch is a run of about 16 KiB of one queue.
+const BATCH: usize = 16;
+
+fn cold_config(dir: &std::path::Path) -> shard::ShardConfig {
+    let mut c = small_config(dir);
+    c.segment_size_bytes = 4 << 20;
+    // Nothing stays in memory after its write: reads come from the segment files.
+    c.hot_bytes_max = 0;
+    c.consume_queue_file_entries = 4096;
+    c
+}
+
+#[test]
+fn a_queue_reads_back_whole_without_reading_its_neighbours() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().to_owned();
+    shard::run_local(move || async move {
+        let shard = Shard::open(cold_config(&p)).await.unwrap();
+        let mut expected: Vec<Vec<Vec<u8>>> = vec![Vec::new(); QUEUES as usize];
+        let mut queue_bytes = vec![0u64; QUEUES as usize];
+        let mut i = 0;
+        for _round in 0..12 {
+            for q in 0..QUEUES {
+                let mut batch = Vec::new();
+                for _ in 0..BATCH {
+                    let b = body(i, 900 + (i * 37) % 200);
+                    let r = record(TOPIC, &b, None, None);
+                    queue_bytes[q as usize] += r.len() as u64;
+                    batch.extend(r);
+                    expected[q as usize].push(b);
+                    i += 1;
+                }
+                shard.append(TOPIC, q, &batch).await.unwrap();
+            }
+        }
+        shard.close().await.unwrap();
+
+        let shard = Shard::open(cold_config(&p)).await.unwrap();
+        let before = shard.stats();
+        // One pull covers the whole queue: 12 runs with three other queues' runs between.
+        let r = shard
+            .read(&ReadRequest {
+                topic: TOPIC,
+                queue_id: 0,
+                queue_offset: 0,
+                max_messages: 1024,
+                max_bytes: 8 << 20,
+                filter: &TagFilter::All,
+            })
+            .await
+            .unwrap();
+        let got: Vec<Vec<u8>> = r.records.iter().map(|s| s.as_bytes().to_vec()).collect();
+        assert_eq!(bodies_of(&got), expected[0]);
+        let after = shard.stats();
+        let read = after.disk_read_bytes - before.disk_read_bytes;
+        assert!(
+            read >= queue_bytes[0] && read < queue_bytes[0] * 3 / 2,
+            "reading {} bytes of queue 0 read {read} bytes from disk",
+            queue_bytes[0]
+        );
+        assert!(after.disk_reads - before.disk_reads >= 12, "{after:?}");
+        for q in 1..QUEUES {
+            assert_eq!(
+                bodies_of(&read_all(&shard, TOPIC, q, &TagFilter::All).await),
+                expected[q as usize],
+                "queue {q}"
+            );
+        }
+        shard.close().await.unwrap();
+    });
+}
