@@ -55,6 +55,10 @@ fn ok(request_id: u64, command: Command) -> Outgoing {
     }
 }
 
+/// The response writer's buffer. Small responses gather in it and leave together; a run of
+/// stored records at least this long is written straight from where it lies.
+const WRITE_BUFFER_BYTES: usize = 64 * 1024;
+
 pub async fn serve_connection(core: Rc<Core>, stream: TcpStream) {
     let peer = stream
         .peer_addr()
@@ -72,7 +76,7 @@ pub async fn serve_connection(core: Rc<Core>, stream: TcpStream) {
     let permits = Rc::new(glommio::sync::Semaphore::new(inflight_max as u64));
 
     let writer_task = glommio::spawn_local(async move {
-        let mut w = futures_lite::io::BufWriter::with_capacity(256 * 1024, writer);
+        let mut w = futures_lite::io::BufWriter::with_capacity(WRITE_BUFFER_BYTES, writer);
         let mut prefix = BytesMut::with_capacity(512);
         while let Some(out) = rx.recv().await {
             writer_queued.set(writer_queued.get().saturating_sub(1));
@@ -86,9 +90,7 @@ pub async fn serve_connection(core: Rc<Core>, stream: TcpStream) {
                 res = match &out.body {
                     Body::None => Ok(()),
                     Body::Owned(v) => write_all_slices(&mut w, v.iter().map(|b| &b[..])).await,
-                    Body::Local(v) => {
-                        write_all_slices(&mut w, v.iter().map(|s| s.as_bytes())).await
-                    }
+                    Body::Local(v) => write_joined(&mut w, v).await,
                 };
             }
             if res.is_ok() && writer_queued.get() == 0 {
@@ -192,6 +194,29 @@ async fn write_all_slices<'a, W: futures_lite::AsyncWrite + Unpin>(
         w.write_all(s).await?;
     }
     Ok(())
+}
+
+/// Writes stored records, joining neighbours that lie together in one buffer: a run as long
+/// as the writer's buffer goes to the socket without being copied into it first.
+async fn write_joined<W: futures_lite::AsyncWrite + Unpin>(
+    w: &mut W,
+    slices: &[shard::StoredSlice],
+) -> std::io::Result<()> {
+    let mut slices = slices.iter();
+    let Some(first) = slices.next() else {
+        return Ok(());
+    };
+    let mut run = first.clone();
+    for s in slices {
+        match run.joined(s) {
+            Some(j) => run = j,
+            None => {
+                w.write_all(run.as_bytes()).await?;
+                run = s.clone();
+            }
+        }
+    }
+    w.write_all(run.as_bytes()).await
 }
 
 /// Maps one request to its handler and the handler's answer to a response.

@@ -22,7 +22,13 @@ enum Repr {
         start: usize,
         len: usize,
     },
-    Read(ReadResult),
+    /// `len` bytes at `start` of one whole read, kept whole so that neighbours can be
+    /// joined.
+    Read {
+        read: ReadResult,
+        start: usize,
+        len: usize,
+    },
     Owned(Bytes),
 }
 
@@ -46,7 +52,11 @@ impl StoredSlice {
             return None;
         }
         let repr = match r {
-            ReadBytes::Dma(rr) => Repr::Read(ReadResult::slice(rr, start, len)?),
+            ReadBytes::Dma(rr) => Repr::Read {
+                read: rr.clone(),
+                start,
+                len,
+            },
             ReadBytes::Owned(b) => Repr::Owned(b.slice(start..start + len)),
         };
         Some(StoredSlice { repr })
@@ -55,9 +65,43 @@ impl StoredSlice {
     pub fn as_bytes(&self) -> &[u8] {
         match &self.repr {
             Repr::Chunk { buf, start, len } => &buf.as_bytes()[*start..*start + *len],
-            Repr::Read(r) => r,
+            Repr::Read { read, start, len } => &read[*start..*start + *len],
             Repr::Owned(b) => b,
         }
+    }
+
+    /// `self` and `next` as one slice, if `next` starts where `self` ends in the same buffer
+    /// (records that were read or appended together), so they can be sent with one copy.
+    pub fn joined(&self, next: &StoredSlice) -> Option<StoredSlice> {
+        let repr = match (&self.repr, &next.repr) {
+            (
+                Repr::Chunk { buf, start, len },
+                Repr::Chunk {
+                    buf: b2,
+                    start: s2,
+                    len: l2,
+                },
+            ) if Rc::ptr_eq(buf, b2) && start + len == *s2 => Repr::Chunk {
+                buf: Rc::clone(buf),
+                start: *start,
+                len: len + l2,
+            },
+            // Two live reads that start at the same address are the same read.
+            (
+                Repr::Read { read, start, len },
+                Repr::Read {
+                    read: r2,
+                    start: s2,
+                    len: l2,
+                },
+            ) if read.as_ptr() == r2.as_ptr() && start + len == *s2 => Repr::Read {
+                read: read.clone(),
+                start: *start,
+                len: len + l2,
+            },
+            _ => return None,
+        };
+        Some(StoredSlice { repr })
     }
 
     pub fn len(&self) -> usize {
