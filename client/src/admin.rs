@@ -7,7 +7,7 @@ use protocol::{BrokerStatus, ClusterInfo, Command, QueryByKey, ResponseCode, Top
 
 use crate::error::{ClientError, Result};
 use crate::instance::{ClientConfig, Instance};
-use crate::model::{message_ext, MessageExt, MessageQueue, QueueOffset, RecordSource};
+use crate::model::{message_ext_with_body, owned_body, MessageExt, MessageQueue, QueueOffset};
 use crate::producer::MESSAGE_BYTES_MAX_DEFAULT;
 use crate::push::ConsumeFrom;
 use crate::route::TopicRoute;
@@ -28,12 +28,8 @@ fn decode_answer(
             addr: addr.to_owned(),
             detail: format!("bad record in a query answer: {e}"),
         })?;
-        let source = RecordSource {
-            addr,
-            shard: shard_of(&view),
-            frame: None,
-        };
-        out.push(message_ext(&view, source, QUERY_BODY_BYTES_MAX)?);
+        let body = owned_body(&view, addr, QUERY_BODY_BYTES_MAX)?;
+        out.push(message_ext_with_body(&view, shard_of(&view), body));
     }
     Ok(out)
 }

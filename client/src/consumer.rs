@@ -9,10 +9,9 @@ use protocol::{Command, Frame, PullRequest, ResponseCode};
 
 use crate::error::{ClientError, Result};
 use crate::instance::{ClientConfig, Instance};
-use crate::model::{
-    decode_records, MessageQueue, PullResult, PullStatus, QueueOffset, RecordSource,
-};
+use crate::model::{MessageQueue, PullResult, PullStatus, QueueOffset};
 use crate::producer::MESSAGE_BYTES_MAX_DEFAULT;
+use crate::pulled::{BatchSource, PulledBatch};
 use crate::remoting::{unexpected, ResponseFuture};
 use crate::route::QueueTarget;
 
@@ -54,7 +53,7 @@ pub(crate) struct PullInner {
 }
 
 /// A pull on the wire.
-pub(crate) struct PendingPull {
+pub(crate) struct WirePull {
     target: QueueTarget,
     offset: QueueOffset,
     filter: TagFilter,
@@ -101,9 +100,36 @@ impl PullConsumer {
         offset: QueueOffset,
         opts: &PullOptions,
     ) -> Result<PullResult> {
+        Ok(self.pull_batch(queue, offset, opts)?.into_result())
+    }
+
+    /// [`PullConsumer::pull`] without decoding: the messages are read where they lie in the
+    /// response, for consumers that go through many messages and few of their fields.
+    pub fn pull_batch(
+        &self,
+        queue: &MessageQueue,
+        offset: QueueOffset,
+        opts: &PullOptions,
+    ) -> Result<PulledBatch> {
         let pending = self.inner.start_pull(queue, offset, opts)?;
         let frame = pending.future.wait();
-        self.inner.finish_pull(&pending, frame)
+        self.inner.finish_pull_batch(&pending, frame)
+    }
+
+    /// Sends a pull and returns at once; [`PendingPull::wait`] gives its answer. Several
+    /// pulls (of different queues, or of one queue at offsets the caller predicts) can be
+    /// in flight together.
+    pub fn start_pull(
+        &self,
+        queue: &MessageQueue,
+        offset: QueueOffset,
+        opts: &PullOptions,
+    ) -> Result<PendingPull> {
+        let pending = self.inner.start_pull(queue, offset, opts)?;
+        Ok(PendingPull {
+            inner: Arc::clone(&self.inner),
+            pull: pending,
+        })
     }
 
     /// (min, max) offsets of `queue`; max is the offset the next message will get.
@@ -166,7 +192,7 @@ impl PullInner {
         queue: &MessageQueue,
         offset: QueueOffset,
         opts: &PullOptions,
-    ) -> Result<PendingPull> {
+    ) -> Result<WirePull> {
         let target = self.inst.queue_target(queue)?;
         let command = Command::Pull(PullRequest {
             consumer_group: self.group.clone(),
@@ -185,7 +211,7 @@ impl PullInner {
             .pool
             .get(&target.addr)?
             .send_request(command, &[], timeout)?;
-        Ok(PendingPull {
+        Ok(WirePull {
             target,
             offset,
             filter: TagFilter::parse(&opts.tag_expression),
@@ -195,9 +221,17 @@ impl PullInner {
 
     pub(crate) fn finish_pull(
         &self,
-        pending: &PendingPull,
+        pending: &WirePull,
         frame: Result<Frame>,
     ) -> Result<PullResult> {
+        Ok(self.finish_pull_batch(pending, frame)?.into_result())
+    }
+
+    pub(crate) fn finish_pull_batch(
+        &self,
+        pending: &WirePull,
+        frame: Result<Frame>,
+    ) -> Result<PulledBatch> {
         let result = frame.and_then(|f| self.parse_pull(pending, f));
         if let Err(e) = &result {
             if e.is_connection_failure() {
@@ -208,10 +242,10 @@ impl PullInner {
         result
     }
 
-    fn parse_pull(&self, pending: &PendingPull, frame: Frame) -> Result<PullResult> {
+    fn parse_pull(&self, pending: &WirePull, frame: Frame) -> Result<PulledBatch> {
         let addr = &pending.target.addr;
         let code = frame.header.response_code();
-        let (next, min, max) = match &frame.header.command {
+        let (next_offset, min_offset, max_offset) = match &frame.header.command {
             Command::PullResult(r) => (
                 QueueOffset(r.next_offset),
                 QueueOffset(r.min_offset),
@@ -219,35 +253,34 @@ impl PullInner {
             ),
             _ => (pending.offset, QueueOffset(0), QueueOffset(0)),
         };
-        let result = |status, messages| PullResult {
+        let source = |status| BatchSource {
+            addr,
+            shard: pending.target.shard,
             status,
-            next_offset: next,
-            min_offset: min,
-            max_offset: max,
-            messages,
+            next_offset,
+            min_offset,
+            max_offset,
         };
         match code {
             ResponseCode::Success => {
                 if !matches!(frame.header.command, Command::PullResult(_)) {
                     return Err(unexpected(addr, "pull result", &frame.header.command));
                 }
-                let source = RecordSource {
-                    addr,
-                    shard: pending.target.shard,
-                    frame: Some(&frame.body),
-                };
-                let messages =
-                    decode_records(&frame.body, &pending.filter, source, self.body_bytes_max)?;
-                Ok(result(PullStatus::Found, messages))
+                PulledBatch::decode(
+                    frame.body,
+                    &pending.filter,
+                    source(PullStatus::Found),
+                    self.body_bytes_max,
+                )
             }
             ResponseCode::PullNotFound | ResponseCode::PullRetryImmediately => {
-                Ok(result(PullStatus::NoNewMessage, Vec::new()))
+                Ok(PulledBatch::empty(source(PullStatus::NoNewMessage)))
             }
             ResponseCode::PullOffsetMoved => {
                 if !matches!(frame.header.command, Command::PullResult(_)) {
                     return Err(unexpected(addr, "pull result", &frame.header.command));
                 }
-                Ok(result(PullStatus::OffsetMoved, Vec::new()))
+                Ok(PulledBatch::empty(source(PullStatus::OffsetMoved)))
             }
             code => Err(ClientError::Broker {
                 addr: addr.clone(),
@@ -258,11 +291,26 @@ impl PullInner {
     }
 }
 
+/// A pull sent by [`PullConsumer::start_pull`], not yet answered.
+pub struct PendingPull {
+    inner: Arc<PullInner>,
+    pull: WirePull,
+}
+
+impl PendingPull {
+    /// Waits for the answer (at most the suspend time plus the request timeout).
+    pub fn wait(self) -> Result<PulledBatch> {
+        let frame = self.pull.future.wait();
+        self.inner.finish_pull_batch(&self.pull, frame)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::model::Message;
     use crate::producer::Producer;
+    use crate::pulled::PulledBatch;
     use crate::testing::{broker, fake_broker, namesrv, route, FakeServer};
 
     fn setup(queues: u32) -> (FakeServer, FakeServer, Producer) {
@@ -330,5 +378,54 @@ mod tests {
         assert_eq!(moved.status, PullStatus::OffsetMoved);
         assert_eq!(moved.next_offset, QueueOffset(5));
         assert_eq!(c.search_offset(&queue(0), 0).unwrap(), QueueOffset(0));
+    }
+
+    #[test]
+    fn pulls_in_flight_together_answer_in_place() {
+        let (_b, ns, p) = setup(2);
+        for i in 0..6u32 {
+            let m = Message::new("T", format!("body-{i}")).with_tags(format!("Tag{}", i % 2));
+            p.send_to_queue(m, &queue(i % 2)).unwrap();
+        }
+        let c = PullConsumer::new(&ns.addr, "g").unwrap();
+        let opts = PullOptions {
+            max_messages: 2,
+            ..PullOptions::default()
+        };
+        // Three pulls out before any answer is read: two of queue 0, one of queue 1.
+        let first = c.start_pull(&queue(0), QueueOffset(0), &opts).unwrap();
+        let second = c.start_pull(&queue(0), QueueOffset(2), &opts).unwrap();
+        let other = c.start_pull(&queue(1), QueueOffset(0), &opts).unwrap();
+        let other = other.wait().unwrap();
+        let second = second.wait().unwrap();
+        let first = first.wait().unwrap();
+        let bodies = |b: &PulledBatch| -> Vec<String> {
+            b.iter()
+                .map(|m| String::from_utf8_lossy(m.body()).into_owned())
+                .collect()
+        };
+        assert_eq!(bodies(&first), vec!["body-0", "body-2"]);
+        assert_eq!(first.next_offset, QueueOffset(2));
+        assert_eq!(bodies(&second), vec!["body-4"]);
+        assert_eq!(second.next_offset, QueueOffset(3));
+        assert_eq!(bodies(&other), vec!["body-1", "body-3"]);
+        let m = other.iter().nth(1).unwrap();
+        assert_eq!(m.queue_offset(), QueueOffset(1));
+        assert_eq!(m.tags(), Some("Tag1"));
+        assert_eq!(m.msg_id().len(), 32);
+        // The owned form says the same.
+        let ext = m.to_message_ext();
+        assert_eq!(&ext.body[..], b"body-3");
+        assert_eq!(ext.msg_id, m.msg_id());
+        assert_eq!(ext.offset_msg_id, m.offset_msg_id());
+        assert_eq!(ext.tags.as_deref(), Some("Tag1"));
+        // A tag filter drops what does not match; the next offset moves past it anyway.
+        let tag0 = PullOptions {
+            tag_expression: "Tag0".into(),
+            ..PullOptions::default()
+        };
+        let b = c.pull_batch(&queue(1), QueueOffset(0), &tag0).unwrap();
+        assert!(b.is_empty());
+        assert_eq!(b.next_offset, QueueOffset(3));
     }
 }

@@ -54,13 +54,14 @@ mod instance;
 mod model;
 mod namesrv;
 mod producer;
+mod pulled;
 mod push;
 pub mod remoting;
 mod route;
 
 pub use admin::{Admin, QueueProgress};
 pub use allocate::{AllocateStrategy, Averagely, AveragelyByCircle, ByConfig, ConsistentHash};
-pub use consumer::{PullConsumer, PullOptions};
+pub use consumer::{PendingPull, PullConsumer, PullOptions};
 pub use error::{ClientError, Result};
 pub use instance::ClientConfig;
 pub use model::{
@@ -72,6 +73,7 @@ pub use producer::{
     BatchCallback, Producer, ProducerBuilder, SendCallback, MESSAGE_BYTES_MAX_DEFAULT,
     SEND_RETRIES_MAX,
 };
+pub use pulled::{PulledBatch, PulledMessage};
 pub use push::{
     dlq_topic, retry_topic, ConsumeFrom, Listener, MessageModel, PushConsumer, PushConsumerBuilder,
     PROPERTY_DELIVER_AT_MS,

@@ -7,7 +7,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use message::{prop, sys_flag, MessageFields, MsgOffsetId, RecordView, TagFilter};
+use message::{prop, sys_flag, MessageFields, MsgOffsetId, RecordView};
 
 use crate::error::{ClientError, Result};
 
@@ -343,111 +343,77 @@ pub(crate) fn decompress(body: &[u8], bytes_max: usize) -> std::io::Result<Vec<u
     Ok(out)
 }
 
-/// Where pulled records came from, for their offset ids.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct RecordSource<'a> {
-    pub addr: &'a str,
-    pub shard: u16,
-    /// The frame body the records lie in: an uncompressed message body is then a slice of it
-    /// (no copy).
-    pub frame: Option<&'a Bytes>,
-}
-
-/// `part` as a `Bytes` sharing `whole`'s memory when it lies inside it, else a copy.
-fn share_or_copy(whole: Option<&Bytes>, part: &[u8]) -> Bytes {
-    if let Some(w) = whole {
-        let start = (part.as_ptr() as usize).wrapping_sub(w.as_ptr() as usize);
-        if start <= w.len() && part.len() <= w.len() - start {
-            return w.slice(start..start + part.len());
-        }
-    }
-    Bytes::copy_from_slice(part)
-}
-
-/// Decodes a pull body: validates every record, re-checks the tag filter against the real tag
-/// string (the broker filters by hash, which can collide) and decompresses bodies.
-pub(crate) fn decode_records(
-    body: &[u8],
-    filter: &TagFilter,
-    source: RecordSource<'_>,
-    body_bytes_max: usize,
-) -> Result<Vec<MessageExt>> {
-    let mut out = Vec::new();
-    for rec in message::records(body) {
-        let view = rec.map_err(|e| ClientError::Protocol {
-            addr: source.addr.to_owned(),
-            detail: format!("bad record in pull body: {e}"),
-        })?;
-        if !filter.matches(view.tags()) {
-            continue;
-        }
-        out.push(message_ext(&view, source, body_bytes_max)?);
-    }
-    Ok(out)
-}
-
-pub(crate) fn message_ext(
+/// A record's body as owned bytes, decompressed if it was stored compressed (refusing to grow
+/// past `body_bytes_max`).
+pub(crate) fn owned_body(
     view: &RecordView<'_>,
-    source: RecordSource<'_>,
+    addr: &str,
     body_bytes_max: usize,
-) -> Result<MessageExt> {
-    let sys = view.sys_flag();
-    let body = if sys & sys_flag::COMPRESSED != 0 {
-        if sys & sys_flag::COMPRESSION_MASK != sys_flag::COMPRESSION_ZSTD {
-            return Err(ClientError::Protocol {
-                addr: source.addr.to_owned(),
-                detail: format!("unsupported compression in sys flag {sys:#x}"),
-            });
-        }
-        Bytes::from(
-            decompress(view.body(), body_bytes_max).map_err(|e| ClientError::Protocol {
-                addr: source.addr.to_owned(),
-                detail: format!("cannot decompress body: {e}"),
-            })?,
-        )
-    } else {
-        share_or_copy(source.frame, view.body())
-    };
+) -> Result<Bytes> {
+    Ok(match crate::pulled::inflate(view, addr, body_bytes_max)? {
+        Some(b) => b,
+        None => Bytes::copy_from_slice(view.body()),
+    })
+}
+
+/// The owned form of a record stored on `shard` whose (decompressed) body is `body`.
+pub(crate) fn message_ext_with_body(view: &RecordView<'_>, shard: u16, body: Bytes) -> MessageExt {
     let offset_msg_id = MsgOffsetId {
         store_host: view.store_host(),
-        shard: source.shard,
+        shard,
         commit_log_offset: view.physical_offset(),
     }
     .to_hex();
-    let properties: Vec<(String, String)> = view
-        .properties()
-        .iter()
-        .filter(|(k, _)| *k != prop::CRC)
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .collect();
-    Ok(MessageExt {
+    // One pass over the properties; the first valid entry of a key wins, as in
+    // `Properties::get`.
+    let (mut tags, mut keys, mut uniq_key) = (None, None, None);
+    let mut properties = Vec::new();
+    for (k, v) in view.properties().iter() {
+        let slot = match k {
+            prop::CRC => continue,
+            prop::TAGS => Some(&mut tags),
+            prop::KEYS => Some(&mut keys),
+            prop::UNIQ_KEY => Some(&mut uniq_key),
+            _ => None,
+        };
+        if let Some(slot @ None) = slot {
+            *slot = Some(v);
+        }
+        properties.push((k.to_owned(), v.to_owned()));
+    }
+    MessageExt {
         topic: view.topic().to_owned(),
         queue_id: view.queue_id(),
         queue_offset: QueueOffset(view.queue_offset()),
         commit_log_offset: CommitLogOffset(view.physical_offset()),
-        msg_id: view
-            .uniq_key()
+        msg_id: uniq_key
             .map(str::to_owned)
             .unwrap_or_else(|| offset_msg_id.clone()),
         offset_msg_id,
-        tags: view.tags().map(str::to_owned),
-        keys: view.keys().map(str::to_owned).collect(),
+        tags: tags.map(str::to_owned),
+        keys: keys
+            .unwrap_or("")
+            .split(' ')
+            .filter(|k| !k.is_empty())
+            .map(str::to_owned)
+            .collect(),
         body,
         properties,
         flag: view.flag(),
-        sys_flag: sys,
+        sys_flag: view.sys_flag(),
         born_timestamp_ms: view.born_timestamp_ms(),
         born_host: view.born_host(),
         store_timestamp_ms: view.store_timestamp_ms(),
         store_host: view.store_host(),
         reconsume_times: view.reconsume_times(),
         store_size: view.len(),
-    })
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use message::TagFilter;
 
     fn opts() -> EncodeOptions {
         EncodeOptions {
@@ -458,23 +424,50 @@ mod tests {
         }
     }
 
-    const SOURCE: RecordSource<'static> = RecordSource {
-        addr: "test",
-        shard: 2,
-        frame: None,
-    };
+    /// Decodes a pull body as a pull of shard 2 does.
+    fn decode_records(
+        stored: &[u8],
+        filter: &TagFilter,
+        bytes_max: usize,
+    ) -> Result<Vec<MessageExt>> {
+        let frame = Bytes::copy_from_slice(stored);
+        let source = crate::pulled::BatchSource {
+            addr: "test",
+            shard: 2,
+            status: PullStatus::Found,
+            next_offset: QueueOffset(0),
+            min_offset: QueueOffset(0),
+            max_offset: QueueOffset(0),
+        };
+        let batch = crate::pulled::PulledBatch::decode(frame, filter, source, bytes_max)?;
+        Ok(batch.into_result().messages)
+    }
 
     #[test]
-    fn bodies_share_the_frame_when_they_lie_in_it() {
-        let frame = Bytes::from(vec![1u8, 2, 3, 4, 5, 6]);
-        let part = &frame[2..5];
-        let shared = share_or_copy(Some(&frame), part);
-        assert_eq!(&shared[..], &[3, 4, 5]);
-        assert_eq!(shared.as_ptr(), part.as_ptr(), "no copy");
-        let other = vec![3u8, 4, 5];
-        let copied = share_or_copy(Some(&frame), &other);
-        assert_eq!(&copied[..], &[3, 4, 5]);
-        assert_ne!(copied.as_ptr(), other.as_ptr());
+    fn pulled_bodies_share_the_frame() {
+        let mut body = Vec::new();
+        encode_message(&Message::new("T", &b"hello"[..]), "U", &opts(), &mut body).unwrap();
+        let stored = Bytes::from(crate::testing::stored(&body, 0, 7));
+        let source = crate::pulled::BatchSource {
+            addr: "test",
+            shard: 2,
+            status: PullStatus::Found,
+            next_offset: QueueOffset(8),
+            min_offset: QueueOffset(0),
+            max_offset: QueueOffset(8),
+        };
+        let batch =
+            crate::pulled::PulledBatch::decode(stored.clone(), &TagFilter::All, source, 1 << 20)
+                .unwrap();
+        let m = batch.iter().next().unwrap();
+        assert_eq!(m.body(), b"hello");
+        assert_eq!(m.queue_offset(), QueueOffset(7));
+        let frame = stored.as_ptr() as usize..stored.as_ptr() as usize + stored.len();
+        assert!(frame.contains(&(m.body().as_ptr() as usize)), "no copy");
+        let shared = m.body_bytes();
+        assert_eq!(shared.as_ptr(), m.body().as_ptr(), "no copy");
+        let ext = batch.into_result().messages.remove(0);
+        assert_eq!(ext.body.as_ptr(), shared.as_ptr(), "no copy");
     }
 
     fn round_trip(msg: &Message) -> (Vec<u8>, MessageExt) {
@@ -482,7 +475,7 @@ mod tests {
         let len = encode_message(msg, "UNIQ0001", &opts(), &mut body).unwrap();
         assert_eq!(len, body.len());
         let stored = crate::testing::stored(&body, 5, 40);
-        let mut got = decode_records(&stored, &TagFilter::All, SOURCE, 1 << 24).unwrap();
+        let mut got = decode_records(&stored, &TagFilter::All, 1 << 24).unwrap();
         assert_eq!(got.len(), 1);
         (body, got.remove(0))
     }
@@ -594,7 +587,7 @@ mod tests {
             encode_message(&m, "U", &opts(), &mut body).unwrap();
         }
         let stored = crate::testing::stored(&body, 0, 0);
-        let got = decode_records(&stored, &TagFilter::parse("TagA"), SOURCE, 1 << 20).unwrap();
+        let got = decode_records(&stored, &TagFilter::parse("TagA"), 1 << 20).unwrap();
         let offsets: Vec<u64> = got.iter().map(|m| m.queue_offset.0).collect();
         assert_eq!(offsets, vec![0, 2]);
         // The offset id names the shard the queue lives on and the record's position.
@@ -609,7 +602,7 @@ mod tests {
         encode_message(&Message::new("T", &b"x"[..]), "U", &opts(), &mut body).unwrap();
         let stored = crate::testing::stored(&body, 0, 0);
         for cut in 1..stored.len() {
-            assert!(decode_records(&stored[..cut], &TagFilter::All, SOURCE, 1 << 20).is_err());
+            assert!(decode_records(&stored[..cut], &TagFilter::All, 1 << 20).is_err());
         }
     }
 
