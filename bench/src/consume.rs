@@ -3,12 +3,13 @@
 //! being produced (e2e). Each consumer thread has its own consumer (its own connections) and
 //! reads the queues `i, i + n, i + 2n, ...`.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Result};
-use client::{MessageQueue, PullConsumer, PullOptions, PullStatus, QueueOffset};
+use client::{MessageQueue, PendingPull, PullConsumer, PullOptions, PullStatus, QueueOffset};
 
 use crate::body;
 use crate::cluster::stopping;
@@ -226,93 +227,121 @@ impl Ctx<'_> {
         }
     }
 
+    /// Pulls each queue with one pull always in flight: the next pull of a queue is sent
+    /// before the answer to the last one is looked at, so the broker works on it meanwhile.
     fn consume(&self, consumer: &PullConsumer, cursors: &mut [QueueCursor]) -> Latency {
         let mut latency = Latency::new();
         let follow = self.done.is_some();
-        let single = cursors.len() == 1;
         let opts = PullOptions {
             max_messages: self.opts.pull_batch,
             max_bytes: 8 * 1024 * 1024,
-            // Following one queue: let the broker hold the pull until data comes. Several
-            // queues: answer at once so one idle queue does not hold up the others.
-            suspend_timeout_ms: if follow && single { 200 } else { 0 },
+            // Following: the broker holds a pull until data comes (each queue has its own
+            // pull in flight, so an idle queue holds up nobody).
+            suspend_timeout_ms: if follow { 200 } else { 0 },
             ..PullOptions::default()
+        };
+        let mut in_flight: VecDeque<(usize, PendingPull, Instant)> = VecDeque::new();
+        let start = |i: usize, c: &mut QueueCursor, q: &mut VecDeque<_>| {
+            if c.end.is_some_and(|e| c.next >= e) || c.failures >= PULL_FAILURES_MAX {
+                return;
+            }
+            match consumer.start_pull(&c.queue, QueueOffset(c.next), &opts) {
+                Ok(p) => q.push_back((i, p, Instant::now())),
+                Err(e) => self.pull_failed(c, &e),
+            }
         };
         let mut done_at = None;
         loop {
             if stopping() || self.limit_reached() || self.follow_finished(&mut done_at) {
                 break;
             }
-            let mut active = 0;
-            let mut got_any = false;
-            for c in cursors.iter_mut() {
-                if c.end.is_some_and(|e| c.next >= e) || c.failures >= PULL_FAILURES_MAX {
+            if in_flight.is_empty() {
+                // Every queue is at its end, gave up, or failed to send its pull last time.
+                for (i, c) in cursors.iter_mut().enumerate() {
+                    start(i, c, &mut in_flight);
+                }
+                if in_flight.is_empty() {
+                    if cursors.iter().all(|c| {
+                        c.end.is_some_and(|e| c.next >= e) || c.failures >= PULL_FAILURES_MAX
+                    }) {
+                        break;
+                    }
+                    std::thread::sleep(PULL_RETRY_PAUSE);
+                }
+                continue;
+            }
+            let Some((i, pending, sent)) = in_flight.pop_front() else {
+                continue;
+            };
+            let c = &mut cursors[i];
+            let batch = match pending.wait() {
+                Ok(b) => b,
+                Err(e) => {
+                    self.pull_failed(c, &e);
+                    std::thread::sleep(PULL_RETRY_PAUSE);
+                    start(i, c, &mut in_flight);
                     continue;
                 }
-                active += 1;
-                let sent = Instant::now();
-                match consumer.pull(&c.queue, QueueOffset(c.next), &opts) {
-                    Ok(r) => {
-                        c.failures = 0;
-                        let rtt = sent.elapsed();
-                        let now_ns = body::now_ns();
-                        let mut bytes = 0u64;
-                        for m in &r.messages {
-                            if m.queue_offset.0 != c.next {
-                                self.totals.error(
-                                    1,
-                                    format!(
-                                        "{}: expected offset {}, got {}",
-                                        c.queue, c.next, m.queue_offset.0
-                                    ),
-                                );
-                            }
-                            c.next = m.queue_offset.0 + 1;
-                            bytes += m.body.len() as u64;
-                            let header = self.verifier.and_then(|v| v.record(&m.body));
-                            if follow {
-                                let h = header.or_else(|| body::BodyHeader::parse(&m.body));
-                                if let Some(h) = h {
-                                    latency.record_ns(now_ns.saturating_sub(h.sent_ns));
-                                }
-                            }
-                        }
-                        if !follow && !r.messages.is_empty() {
-                            latency.record(rtt);
-                        }
-                        if r.status == PullStatus::OffsetMoved {
-                            self.totals.error(
-                                0,
-                                format!(
-                                    "{}: offset {} moved to {}",
-                                    c.queue, c.next, r.next_offset
-                                ),
-                            );
-                        }
-                        c.next = c.next.max(r.next_offset.0);
-                        let n = r.messages.len() as u64;
-                        got_any |= n > 0;
-                        self.totals.received.fetch_add(n, Ordering::Relaxed);
-                        self.totals.bytes.fetch_add(bytes, Ordering::Relaxed);
-                        self.progress.messages.fetch_add(n, Ordering::Relaxed);
-                    }
-                    Err(e) => {
-                        c.failures += 1;
-                        if c.failures == PULL_FAILURES_MAX {
-                            self.totals
-                                .error(1, format!("{}: giving up after: {e}", c.queue));
-                        }
-                        std::thread::sleep(PULL_RETRY_PAUSE);
+            };
+            c.failures = 0;
+            let rtt = sent.elapsed();
+            // The next pull goes out before this batch is looked at.
+            let from = c.next;
+            c.next = c.next.max(batch.next_offset.0);
+            start(i, c, &mut in_flight);
+            let now_ns = body::now_ns();
+            let mut expected = from;
+            let mut bytes = 0u64;
+            for m in batch.iter() {
+                let offset = m.queue_offset().0;
+                if offset != expected {
+                    self.totals.error(
+                        1,
+                        format!("{}: expected offset {expected}, got {offset}", c.queue),
+                    );
+                }
+                expected = offset + 1;
+                bytes += m.body().len() as u64;
+                let header = self.verifier.and_then(|v| v.record(m.body()));
+                if follow {
+                    let h = header.or_else(|| body::BodyHeader::parse(m.body()));
+                    if let Some(h) = h {
+                        latency.record_ns(now_ns.saturating_sub(h.sent_ns));
                     }
                 }
             }
-            if active == 0 {
-                break;
+            if expected != c.next && !batch.is_empty() {
+                self.totals.error(
+                    1,
+                    format!(
+                        "{}: batch ended at offset {expected}, the next pull starts at {}",
+                        c.queue, c.next
+                    ),
+                );
             }
-            if follow && !single && !got_any {
-                std::thread::sleep(Duration::from_micros(200));
+            if !follow && !batch.is_empty() {
+                latency.record(rtt);
             }
+            if batch.status == PullStatus::OffsetMoved {
+                self.totals.error(
+                    0,
+                    format!("{}: offset {from} moved to {}", c.queue, batch.next_offset),
+                );
+            }
+            let n = batch.len() as u64;
+            self.totals.received.fetch_add(n, Ordering::Relaxed);
+            self.totals.bytes.fetch_add(bytes, Ordering::Relaxed);
+            self.progress.messages.fetch_add(n, Ordering::Relaxed);
         }
+        // Answers still on the way are dropped with their pulls.
         latency
+    }
+
+    fn pull_failed(&self, c: &mut QueueCursor, e: &client::ClientError) {
+        c.failures += 1;
+        if c.failures == PULL_FAILURES_MAX {
+            self.totals
+                .error(1, format!("{}: giving up after: {e}", c.queue));
+        }
     }
 }
