@@ -12,6 +12,7 @@ use memmap2::MmapMut;
 
 use crate::layout::{offset_name, parse_offset_name, topic_dir_name, topic_from_dir_name};
 use crate::offsets::{CommitLogOffset, QueueOffset};
+use crate::storage::Doomed;
 use crate::ShardError;
 
 pub(crate) const CQ_ENTRY_BYTES: usize = 20;
@@ -154,8 +155,9 @@ impl ConsumeQueue {
         }
     }
 
-    /// Moves `min` past entries pointing below `log_min` and deletes files wholly below.
-    pub(crate) fn trim_below(&mut self, log_min: CommitLogOffset) -> Result<(), ShardError> {
+    /// Moves `min` past entries pointing below `log_min` and gives up the files wholly below
+    /// (the caller deletes them, off the core).
+    pub(crate) fn trim_below(&mut self, log_min: CommitLogOffset) -> Vec<Doomed> {
         // Entries point at increasing commit-log offsets: binary search the first kept one.
         let (mut lo, mut hi) = (self.min.0, self.max.0);
         while lo < hi {
@@ -172,11 +174,14 @@ impl ConsumeQueue {
             .copied()
             .filter(|&s| s + self.file_entries <= lo)
             .collect();
-        for s in doomed {
-            self.files.remove(&s);
-            std::fs::remove_file(self.dir.join(offset_name(s)))?;
-        }
-        Ok(())
+        doomed
+            .into_iter()
+            .map(|s| Doomed {
+                path: self.dir.join(offset_name(s)),
+                map: self.files.remove(&s),
+                truncate: true,
+            })
+            .collect()
     }
 
     pub(crate) fn flush(&self) -> Result<(), ShardError> {
@@ -303,7 +308,9 @@ mod tests {
         cq.truncate(QueueOffset(7));
         assert_eq!(cq.max, QueueOffset(7));
         assert_eq!(cq.get(QueueOffset(7)), None);
-        cq.trim_below(CommitLogOffset(450)).unwrap();
+        let doomed = cq.trim_below(CommitLogOffset(450));
+        assert_eq!(doomed.len(), 1);
+        assert!(doomed[0].path.ends_with(offset_name(0)));
         assert_eq!(cq.min, QueueOffset(5));
         // The file holding entries 0..4 is gone; later ones stay.
         assert_eq!(cq.files.keys().copied().collect::<Vec<_>>(), vec![4, 8]);

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use memmap2::MmapMut;
 
 use crate::layout::{offset_name, parse_offset_name};
+use crate::storage::Doomed;
 use crate::ShardError;
 
 const HEADER_BYTES: usize = 40;
@@ -313,13 +314,19 @@ impl IndexService {
         out
     }
 
-    /// Deletes index files whose every entry points below `log_min`.
-    pub(crate) fn trim_below(&mut self, log_min: u64) -> Result<(), ShardError> {
+    /// Gives up the index files whose every entry points below `log_min` (the caller
+    /// deletes them, off the core).
+    pub(crate) fn trim_below(&mut self, log_min: u64) -> Vec<Doomed> {
+        let mut doomed = Vec::new();
         while self.files.len() > 1 && self.files[0].end_phys() <= log_min {
             let f = self.files.remove(0);
-            std::fs::remove_file(&f.path)?;
+            doomed.push(Doomed {
+                path: f.path,
+                map: Some(f.map),
+                truncate: true,
+            });
         }
-        Ok(())
+        doomed
     }
 
     pub(crate) fn flush(&self) -> Result<(), ShardError> {

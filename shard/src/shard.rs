@@ -15,7 +15,7 @@ use crate::layout::{COMMIT_LOG_DIR, CONSUME_QUEUE_DIR, INDEX_DIR};
 use crate::offsets::{CommitLogOffset, QueueOffset};
 use crate::signal::Signal;
 use crate::slice::StoredSlice;
-use crate::storage::{align_down, align_up, SegmentFile};
+use crate::storage::{align_down, align_up, remove_off_core, Doomed, SegmentFile};
 use crate::{FlushPolicy, ShardConfig, ShardError};
 
 /// Longest span one cold read covers when it gathers several records.
@@ -206,6 +206,7 @@ impl Shard {
         let log = recovered.log;
         // Entries past the valid log end (a torn tail lost them) must go, and the queue
         // minimum follows the log minimum.
+        let mut doomed = Vec::new();
         for cq in cqs.queues.values_mut() {
             while cq.max > cq.min {
                 let last = QueueOffset(cq.max.0 - 1);
@@ -214,8 +215,9 @@ impl Shard {
                     _ => cq.truncate(last),
                 }
             }
-            cq.trim_below(CommitLogOffset(log.min_offset))?;
+            doomed.extend(cq.trim_below(CommitLogOffset(log.min_offset)));
         }
+        remove_off_core(doomed).await?;
         index.clamp_indexed_end(log.write_offset);
         if recovered.truncated_segments > 0 {
             tracing::warn!(
@@ -1056,7 +1058,14 @@ impl Shard {
                 let next = start + log.segment_size;
                 log.forget_below(next);
             }
-            std::fs::remove_file(&file.path)?;
+            // A cold read in flight still holds the file: then only unlink it.
+            let segment = Doomed {
+                path: file.path.clone(),
+                map: None,
+                truncate: Rc::strong_count(&file) == 1,
+            };
+            drop(file);
+            remove_off_core(vec![segment]).await?;
             deleted += 1;
             if level >= DiskLevel::ForceClean {
                 (ratio, level) = self.measure_disk();
@@ -1067,10 +1076,12 @@ impl Shard {
         }
         let min = inner.log.borrow().min_offset;
         if deleted > 0 {
+            let mut doomed = Vec::new();
             for cq in inner.cqs.borrow_mut().queues.values_mut() {
-                cq.trim_below(CommitLogOffset(min))?;
+                doomed.extend(cq.trim_below(CommitLogOffset(min)));
             }
-            inner.index.borrow_mut().trim_below(min)?;
+            doomed.extend(inner.index.borrow_mut().trim_below(min));
+            remove_off_core(doomed).await?;
             (ratio, level) = self.measure_disk();
         }
         Ok(RetentionReport {
