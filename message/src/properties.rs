@@ -40,10 +40,10 @@ impl<'a> IndexedProperties<'a> {
         let mut found = IndexedProperties::default();
         let mut rest = raw;
         while !rest.is_empty() {
-            let end = rest.iter().position(|&b| b == 2).unwrap_or(rest.len());
+            let end = memchr::memchr(2, rest).unwrap_or(rest.len());
             let entry = &rest[..end];
             rest = rest.get(end + 1..).unwrap_or(&[]);
-            let Some(sep) = entry.iter().position(|&b| b == 1) else {
+            let Some(sep) = memchr::memchr(1, entry) else {
                 continue;
             };
             let slot = match &entry[..sep] {
@@ -91,14 +91,10 @@ impl<'a> Iterator for PropertiesIter<'a> {
 
     fn next(&mut self) -> Option<Self::Item> {
         while !self.rest.is_empty() {
-            let end = self
-                .rest
-                .iter()
-                .position(|&b| b == 2)
-                .unwrap_or(self.rest.len());
+            let end = memchr::memchr(2, self.rest).unwrap_or(self.rest.len());
             let entry = &self.rest[..end];
             self.rest = self.rest.get(end + 1..).unwrap_or(&[]);
-            let Some(sep) = entry.iter().position(|&b| b == 1) else {
+            let Some(sep) = memchr::memchr(1, entry) else {
                 continue;
             };
             let (Ok(k), Ok(v)) = (

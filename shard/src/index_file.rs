@@ -53,14 +53,24 @@ pub(crate) fn key_hash(key: &str) -> i32 {
 /// `key_hash(&format!("{topic}#{key}"))` without building the string: Java's hash of a
 /// concatenation continues from the hash of its first part.
 pub(crate) fn topic_key_hash(topic: &str, key: &str) -> i32 {
-    let mut h: i32 = 0;
-    for unit in topic.encode_utf16().chain(std::iter::once(b'#' as u16)) {
-        h = h.wrapping_mul(31).wrapping_add(unit as i32);
+    let h = java_hash_continue(0, topic);
+    let h = h.wrapping_mul(31).wrapping_add(b'#' as i32);
+    java_hash_continue(h, key).wrapping_abs().max(0)
+}
+
+/// Java's `String.hashCode` steps over `s` from state `h`: over UTF-16 code units, which
+/// for ASCII are the bytes themselves (the common case, without decoding).
+fn java_hash_continue(mut h: i32, s: &str) -> i32 {
+    if s.is_ascii() {
+        for &b in s.as_bytes() {
+            h = h.wrapping_mul(31).wrapping_add(b as i32);
+        }
+    } else {
+        for unit in s.encode_utf16() {
+            h = h.wrapping_mul(31).wrapping_add(unit as i32);
+        }
     }
-    for unit in key.encode_utf16() {
-        h = h.wrapping_mul(31).wrapping_add(unit as i32);
-    }
-    h.wrapping_abs().max(0)
+    h
 }
 
 impl IndexFile {
@@ -88,6 +98,9 @@ impl IndexFile {
         }
         // SAFETY: the file belongs to this shard alone and is never truncated while mapped.
         let map = unsafe { MmapMut::map_mut(&file)? };
+        // Slots are hit at random: a fault should bring in its page, not read ahead (on a
+        // new, sparse file that zeroed 16 pages per fault, 4% of the core at 600K msg/s).
+        let _ = map.advise(memmap2::Advice::Random);
         // An existing file keeps the geometry it was made with, whatever the config says now.
         let file_slots = rd_i32(&map, 32);
         let (slots, entries_max) = if create {
