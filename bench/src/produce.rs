@@ -302,7 +302,7 @@ fn producer_loop(
                     .map(|m| producer.send(m).map(|_| 1))
                     .unwrap_or(Ok(0))
             } else {
-                producer.send_batch(msgs).map(|v| v.len())
+                producer.send_batch(msgs).map(|b| b.len())
             };
             match r {
                 Ok(k) => shared.ok(k as u64, scheduled.elapsed()),
@@ -314,7 +314,7 @@ fn producer_loop(
             let cb_slots = Arc::clone(&slots);
             let r = producer.send_batch_async(msgs, move |r| {
                 match r {
-                    Ok(v) => cb_shared.ok(v.len() as u64, scheduled.elapsed()),
+                    Ok(b) => cb_shared.ok(b.len() as u64, scheduled.elapsed()),
                     Err(e) => cb_shared.failed(n as u64, &e),
                 }
                 cb_slots.release();

@@ -65,8 +65,8 @@ pub use consumer::{PendingPull, PullConsumer, PullOptions};
 pub use error::{ClientError, Result};
 pub use instance::ClientConfig;
 pub use model::{
-    CommitLogOffset, ConsumeStatus, Message, MessageExt, MessageQueue, PullResult, PullStatus,
-    QueueOffset, SendResult,
+    BatchSendResult, CommitLogOffset, ConsumeStatus, Message, MessageExt, MessageQueue, PullResult,
+    PullStatus, QueueOffset, SendResult,
 };
 pub use namesrv::parse_namesrv_list;
 pub use producer::{

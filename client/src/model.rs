@@ -4,6 +4,7 @@
 use std::fmt;
 use std::io::Read;
 use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
@@ -234,21 +235,23 @@ pub(crate) fn validate(msg: &Message, message_bytes_max: usize) -> Result<()> {
 
 /// Appends `msg` as one record to `out` and returns the record's length. Bodies larger than
 /// the threshold are zstd-compressed when that makes them smaller.
+#[cfg(test)]
 pub(crate) fn encode_message(
     msg: &Message,
     uniq_key: &str,
     opts: &EncodeOptions,
     out: &mut Vec<u8>,
 ) -> Result<usize> {
-    encode_message_with(msg, uniq_key, 0, opts, out)
+    encode_message_with(msg, uniq_key, 0, now_ms(), opts, out)
 }
 
-/// [`encode_message`] with a reconsume count: a message sent back to a retry or dead-letter
-/// topic keeps its id and carries how often it failed.
+/// [`encode_message`] with a reconsume count (a message sent back to a retry or
+/// dead-letter topic keeps its id and carries how often it failed) and the born timestamp.
 pub(crate) fn encode_message_with(
     msg: &Message,
     uniq_key: &str,
     reconsume_times: i32,
+    born_timestamp_ms: i64,
     opts: &EncodeOptions,
     out: &mut Vec<u8>,
 ) -> Result<usize> {
@@ -265,67 +268,181 @@ pub(crate) fn encode_message_with(
         }
     }
     let keys = msg.keys.join(" ");
-    let mut props: Vec<(&str, &str)> = Vec::with_capacity(4 + msg.properties.len());
+    // The client's own properties need no allocation; user properties follow them.
+    let mut own: [(&str, &str); 4] = [("", ""); 4];
+    let mut n = 0;
+    let mut add = |k, v| {
+        own[n] = (k, v);
+        n += 1;
+    };
     if let Some(tags) = &msg.tags {
-        props.push((prop::TAGS, tags));
+        add(prop::TAGS, tags.as_str());
     }
     if !keys.is_empty() {
-        props.push((prop::KEYS, &keys));
+        add(prop::KEYS, &keys);
     }
-    props.push((prop::UNIQ_KEY, uniq_key));
+    add(prop::UNIQ_KEY, uniq_key);
     if let Some(sk) = &msg.sharding_key {
-        props.push((prop::SHARDING_KEY, sk));
+        add(prop::SHARDING_KEY, sk.as_str());
     }
-    props.extend(msg.properties.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    let all: Vec<(&str, &str)>;
+    let props: &[(&str, &str)] = if msg.properties.is_empty() {
+        &own[..n]
+    } else {
+        all = own[..n]
+            .iter()
+            .copied()
+            .chain(msg.properties.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .collect();
+        &all
+    };
     let fields = MessageFields {
         topic: &msg.topic,
         body,
         flag: msg.flag,
         sys_flag: sys,
-        born_timestamp_ms: now_ms(),
+        born_timestamp_ms,
         born_host: Some(opts.born_host),
         reconsume_times,
-        properties: &props,
+        properties: props,
     };
     let start = out.len();
     message::encode_record(&fields, out).map_err(|e| ClientError::InvalidMessage(e.to_string()))?;
     Ok(out.len() - start)
 }
 
-/// Builds the per-message results of a send from the broker's answer: record `i` was stored
-/// at the first commit-log offset plus the sizes of the records before it.
-pub(crate) fn send_results(
-    resp: &protocol::SendResult,
-    topic: &str,
-    broker_name: &str,
-    uniq_keys: &[String],
-    record_lens: &[usize],
-) -> Vec<SendResult> {
-    debug_assert_eq!(uniq_keys.len(), record_lens.len());
-    let store_host: SocketAddrV4 = resp
-        .store_host
-        .parse()
-        .unwrap_or(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0));
-    let mut commit_log_offset = resp.first_commit_log_offset;
-    let mut out = Vec::with_capacity(uniq_keys.len());
-    for (i, (key, len)) in uniq_keys.iter().zip(record_lens).enumerate() {
-        let offset_id = MsgOffsetId {
-            store_host,
-            shard: resp.shard,
-            commit_log_offset,
+/// The unique keys and record sizes of a prepared batch, shared by every attempt to send it
+/// and by its result.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct BatchLayout {
+    /// The keys back to back.
+    keys: String,
+    /// Per message: where its key ends in `keys`, and its record's length.
+    entries: Vec<(u32, u32)>,
+}
+
+impl BatchLayout {
+    pub(crate) fn with_capacity(n: usize) -> BatchLayout {
+        BatchLayout {
+            keys: String::with_capacity(32 * n),
+            entries: Vec::with_capacity(n),
+        }
+    }
+
+    /// Adds a message with key `key` whose record is `record_len` bytes.
+    pub(crate) fn push(&mut self, key: &str, record_len: usize) {
+        self.keys.push_str(key);
+        self.entries
+            .push((self.keys.len() as u32, record_len as u32));
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub(crate) fn key(&self, i: usize) -> Option<&str> {
+        let end = self.entries.get(i)?.0 as usize;
+        let start = match i {
+            0 => 0,
+            _ => self.entries[i - 1].0 as usize,
         };
-        out.push(SendResult {
-            msg_id: key.clone(),
-            offset_msg_id: offset_id.to_hex(),
+        self.keys.get(start..end)
+    }
+
+    fn record_len(&self, i: usize) -> u64 {
+        self.entries.get(i).map_or(0, |e| e.1 as u64)
+    }
+}
+
+/// Where the broker stored a batch: one answer for the whole batch (as RocketMQ's batch
+/// send), with each message's result built when asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchSendResult {
+    pub topic: String,
+    pub broker_name: String,
+    pub queue_id: u32,
+    /// The first message's queue offset; message `i` has this plus `i`.
+    pub first_queue_offset: QueueOffset,
+    /// The first message's commit-log offset; the others follow it back to back.
+    pub first_commit_log_offset: CommitLogOffset,
+    shard: u16,
+    store_host: SocketAddrV4,
+    layout: Arc<BatchLayout>,
+}
+
+impl BatchSendResult {
+    /// Reads the broker's answer to the batch laid out by `layout`.
+    pub(crate) fn new(
+        resp: &protocol::SendResult,
+        topic: &str,
+        broker_name: &str,
+        layout: &Arc<BatchLayout>,
+    ) -> BatchSendResult {
+        BatchSendResult {
             topic: topic.to_owned(),
             broker_name: broker_name.to_owned(),
             queue_id: resp.queue_id,
-            queue_offset: QueueOffset(resp.first_queue_offset + i as u64),
-            commit_log_offset: CommitLogOffset(commit_log_offset),
-        });
-        commit_log_offset += *len as u64;
+            first_queue_offset: QueueOffset(resp.first_queue_offset),
+            first_commit_log_offset: CommitLogOffset(resp.first_commit_log_offset),
+            shard: resp.shard,
+            store_host: resp
+                .store_host
+                .parse()
+                .unwrap_or(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)),
+            layout: Arc::clone(layout),
+        }
     }
-    out
+
+    /// Messages in the batch.
+    pub fn len(&self) -> usize {
+        self.layout.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.layout.len() == 0
+    }
+
+    /// The producer-made id (`UNIQ_KEY`) of message `i`.
+    pub fn msg_id(&self, i: usize) -> Option<&str> {
+        self.layout.key(i)
+    }
+
+    /// The result of message `i` (in the order the messages were given).
+    pub fn get(&self, i: usize) -> Option<SendResult> {
+        let key = self.layout.key(i)?;
+        let before: u64 = (0..i).map(|j| self.layout.record_len(j)).sum();
+        Some(self.result(i, key, self.first_commit_log_offset.0 + before))
+    }
+
+    fn result(&self, i: usize, key: &str, commit_log_offset: u64) -> SendResult {
+        SendResult {
+            msg_id: key.to_owned(),
+            offset_msg_id: MsgOffsetId {
+                store_host: self.store_host,
+                shard: self.shard,
+                commit_log_offset,
+            }
+            .to_hex(),
+            topic: self.topic.clone(),
+            broker_name: self.broker_name.clone(),
+            queue_id: self.queue_id,
+            queue_offset: QueueOffset(self.first_queue_offset.0 + i as u64),
+            commit_log_offset: CommitLogOffset(commit_log_offset),
+        }
+    }
+
+    /// Every message's result, in order.
+    pub fn results(&self) -> Vec<SendResult> {
+        let mut out = Vec::with_capacity(self.len());
+        let mut offset = self.first_commit_log_offset.0;
+        for i in 0..self.len() {
+            if let Some(key) = self.layout.key(i) {
+                out.push(self.result(i, key, offset));
+            }
+            offset += self.layout.record_len(i);
+        }
+        out
+    }
 }
 
 /// Decompresses a zstd body, refusing to grow it beyond `bytes_max` (a hostile or corrupt
@@ -563,8 +680,16 @@ mod tests {
             shard: 5,
             store_host: "192.168.0.7:10911".into(),
         };
-        let keys = vec!["A".to_owned(), "B".to_owned(), "C".to_owned()];
-        let results = send_results(&resp, "T", "broker-a", &keys, &[100, 200, 50]);
+        let mut layout = BatchLayout::default();
+        for (key, len) in [("A", 100), ("Bb", 200), ("C", 50)] {
+            layout.push(key, len);
+        }
+        let batch = BatchSendResult::new(&resp, "T", "broker-a", &Arc::new(layout));
+        assert_eq!(batch.len(), 3);
+        assert_eq!(batch.msg_id(1), Some("Bb"));
+        assert_eq!(batch.msg_id(3), None);
+        let results = batch.results();
+        assert_eq!(batch.get(2).as_ref(), results.get(2));
         let offsets: Vec<u64> = results.iter().map(|r| r.commit_log_offset.0).collect();
         assert_eq!(offsets, vec![1000, 1100, 1300]);
         let queue_offsets: Vec<u64> = results.iter().map(|r| r.queue_offset.0).collect();
@@ -576,7 +701,7 @@ mod tests {
             assert_eq!(id.commit_log_offset, r.commit_log_offset.0);
             assert_eq!((r.queue_id, r.broker_name.as_str()), (3, "broker-a"));
         }
-        assert_eq!(results[1].msg_id, "B");
+        assert_eq!(results[1].msg_id, "Bb");
     }
 
     #[test]

@@ -7,14 +7,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
-use message::UniqKeyGenerator;
+use message::{UniqKeyGenerator, UNIQ_KEY_CHARS};
 use protocol::{Command, Frame, SendRequest};
 
 use crate::error::{ClientError, Result};
 use crate::instance::{ClientConfig, Instance};
 use crate::model::{
-    encode_message, encode_message_with, send_results, EncodeOptions, Message, MessageQueue,
-    SendResult,
+    encode_message_with, now_ms, BatchLayout, BatchSendResult, EncodeOptions, Message,
+    MessageQueue, SendResult,
 };
 use crate::remoting::{expect_success, unexpected};
 use crate::route::{QueueTarget, TopicRoute};
@@ -175,7 +175,7 @@ pub struct Producer {
 /// The callback of an asynchronous single send.
 pub type SendCallback = Box<dyn FnOnce(Result<SendResult>) + Send + 'static>;
 /// The callback of an asynchronous batch send.
-pub type BatchCallback = Box<dyn FnOnce(Result<Vec<SendResult>>) + Send + 'static>;
+pub type BatchCallback = Box<dyn FnOnce(Result<BatchSendResult>) + Send + 'static>;
 
 impl Producer {
     pub fn builder() -> ProducerBuilder {
@@ -196,9 +196,9 @@ impl Producer {
         first(self.inner.send_prepared(&prepared)?)
     }
 
-    /// Sends several messages of one topic in one frame to one queue. The results are in the
-    /// order of `msgs`.
-    pub fn send_batch(&self, msgs: Vec<Message>) -> Result<Vec<SendResult>> {
+    /// Sends several messages of one topic in one frame to one queue. The result covers the
+    /// batch; [`BatchSendResult::results`] gives each message's, in the order of `msgs`.
+    pub fn send_batch(&self, msgs: Vec<Message>) -> Result<BatchSendResult> {
         let prepared = self.inner.prepare(&msgs, None)?;
         self.inner.send_prepared(&prepared)
     }
@@ -208,7 +208,7 @@ impl Producer {
         &self,
         msgs: Vec<Message>,
         queue: &MessageQueue,
-    ) -> Result<Vec<SendResult>> {
+    ) -> Result<BatchSendResult> {
         let prepared = self.inner.prepare(&msgs, Some(queue.clone()))?;
         self.inner.send_prepared(&prepared)
     }
@@ -248,7 +248,7 @@ impl Producer {
     /// [`Producer::send_batch`] without waiting; see [`Producer::send_async`].
     pub fn send_batch_async<F>(&self, msgs: Vec<Message>, callback: F) -> Result<()>
     where
-        F: FnOnce(Result<Vec<SendResult>>) + Send + 'static,
+        F: FnOnce(Result<BatchSendResult>) + Send + 'static,
     {
         let prepared = self.inner.prepare(&msgs, None)?;
         AsyncSend::start(&self.inner, prepared, Box::new(callback));
@@ -279,16 +279,25 @@ impl Producer {
     ) -> Result<SendResult> {
         let inner = &self.inner;
         let mut body = Vec::with_capacity(msg.body.len() + 256);
-        let len = encode_message_with(msg, uniq_key, reconsume_times, &inner.encode, &mut body)?;
+        let born = now_ms();
+        let len = encode_message_with(
+            msg,
+            uniq_key,
+            reconsume_times,
+            born,
+            &inner.encode,
+            &mut body,
+        )?;
         let selector = match queue {
             Some(q) => Selector::Queue(q),
             None => Selector::RoundRobin,
         };
+        let mut layout = BatchLayout::with_capacity(1);
+        layout.push(uniq_key, len);
         let prepared = Prepared {
             topic: msg.topic.clone(),
             body,
-            uniq_keys: vec![uniq_key.to_owned()],
-            record_lens: vec![len],
+            layout: Arc::new(layout),
             selector,
         };
         first(inner.send_prepared(&prepared)?)
@@ -320,14 +329,11 @@ impl Drop for Producer {
     }
 }
 
-fn first(results: Vec<SendResult>) -> Result<SendResult> {
-    results
-        .into_iter()
-        .next()
-        .ok_or_else(|| ClientError::Protocol {
-            addr: String::new(),
-            detail: "send result without messages".into(),
-        })
+fn first(batch: BatchSendResult) -> Result<SendResult> {
+    batch.get(0).ok_or_else(|| ClientError::Protocol {
+        addr: String::new(),
+        detail: "send result without messages".into(),
+    })
 }
 
 /// How the queue of a send is chosen.
@@ -345,8 +351,7 @@ pub(crate) enum Selector {
 pub(crate) struct Prepared {
     topic: String,
     body: Vec<u8>,
-    uniq_keys: Vec<String>,
-    record_lens: Vec<usize>,
+    layout: Arc<BatchLayout>,
     selector: Selector,
 }
 
@@ -380,12 +385,17 @@ impl ProducerInner {
             }
         }
         let mut body = Vec::with_capacity(msgs.iter().map(|m| m.body.len() + 256).sum());
-        let mut uniq_keys = Vec::with_capacity(msgs.len());
-        let mut record_lens = Vec::with_capacity(msgs.len());
-        for m in msgs {
-            let key = self.uniq.next_key();
-            record_lens.push(encode_message(m, &key, &self.encode, &mut body)?);
-            uniq_keys.push(key);
+        let mut layout = BatchLayout::with_capacity(msgs.len());
+        // One clock reading for the batch's keys and born timestamps.
+        let born = now_ms();
+        let mut keys = String::with_capacity(UNIQ_KEY_CHARS * msgs.len());
+        self.uniq.push_keys(msgs.len() as u32, &mut keys);
+        for (i, m) in msgs.iter().enumerate() {
+            let key = keys
+                .get(i * UNIQ_KEY_CHARS..(i + 1) * UNIQ_KEY_CHARS)
+                .unwrap_or_default();
+            let len = encode_message_with(m, key, 0, born, &self.encode, &mut body)?;
+            layout.push(key, len);
         }
         let frame_room = protocol::FRAME_BYTES_MAX_DEFAULT as usize - FRAME_HEADER_ROOM_BYTES;
         if body.len() > frame_room {
@@ -404,8 +414,7 @@ impl ProducerInner {
         Ok(Prepared {
             topic: head.topic.clone(),
             body,
-            uniq_keys,
-            record_lens,
+            layout: Arc::new(layout),
             selector,
         })
     }
@@ -461,7 +470,7 @@ impl ProducerInner {
             producer_group: self.group.clone(),
             topic: p.topic.clone(),
             queue_id: target.queue.queue_id,
-            count: p.uniq_keys.len() as u32,
+            count: p.layout.len() as u32,
         })
     }
 
@@ -470,14 +479,13 @@ impl ProducerInner {
         p: &Prepared,
         target: &QueueTarget,
         frame: Frame,
-    ) -> Result<Vec<SendResult>> {
+    ) -> Result<BatchSendResult> {
         match expect_success(&target.addr, frame)?.header.command {
-            Command::SendResult(r) => Ok(send_results(
+            Command::SendResult(r) => Ok(BatchSendResult::new(
                 &r,
                 &p.topic,
                 &target.queue.broker_name,
-                &p.uniq_keys,
-                &p.record_lens,
+                &p.layout,
             )),
             other => Err(unexpected(&target.addr, "send result", &other)),
         }
@@ -498,7 +506,7 @@ impl ProducerInner {
         true
     }
 
-    fn send_prepared(&self, p: &Prepared) -> Result<Vec<SendResult>> {
+    fn send_prepared(&self, p: &Prepared) -> Result<BatchSendResult> {
         let deadline = Instant::now() + self.send_timeout;
         let mut avoid: Option<String> = None;
         let mut attempt = 0;
@@ -783,8 +791,9 @@ mod tests {
         let msgs: Vec<Message> = (0..10)
             .map(|i| Message::new("T", format!("b{i}")))
             .collect();
-        let results = p.send_batch(msgs).unwrap();
-        assert_eq!(results.len(), 10);
+        let batch = p.send_batch(msgs).unwrap();
+        assert_eq!(batch.len(), 10);
+        let results = batch.results();
         assert_eq!(b.request_count("send"), 1);
         let q = results[0].queue_id;
         assert!(results.iter().all(|r| r.queue_id == q));
@@ -849,7 +858,8 @@ mod tests {
         assert_eq!(rx.recv_timeout(WAIT).unwrap().unwrap().queue_id, 2);
         let batch = vec![Message::new("T", "x"), Message::new("T", "y")];
         let results = p.send_batch_to_queue(batch, &queue).unwrap();
-        assert!(results.iter().all(|r| r.queue_id == 2));
+        assert_eq!(results.queue_id, 2);
+        assert!(results.results().iter().all(|r| r.queue_id == 2));
         assert_eq!(state.count(2), 5);
         p.send_oneway(Message::new("T", "fire")).unwrap();
         let deadline = Instant::now() + WAIT;

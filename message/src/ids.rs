@@ -91,6 +91,10 @@ pub struct UniqKeyGenerator {
     counter: AtomicU32,
 }
 
+/// Characters in a key of [`UniqKeyGenerator`]: 8 for the IPv4 address, 4 for the process,
+/// 8 of salt, 8 of time and 4 of counter, all hex.
+pub const UNIQ_KEY_CHARS: usize = 32;
+
 impl UniqKeyGenerator {
     pub fn new(ip: Ipv4Addr) -> Self {
         let now = SystemTime::now()
@@ -112,19 +116,30 @@ impl UniqKeyGenerator {
     }
 
     pub fn next_key(&self) -> String {
-        let n = self.counter.fetch_add(1, Ordering::Relaxed);
+        let mut key = String::with_capacity(32);
+        self.push_keys(1, &mut key);
+        key
+    }
+
+    /// Appends `n` fresh keys of [`UNIQ_KEY_CHARS`] characters each to `out`, reading the
+    /// clock once.
+    pub fn push_keys(&self, n: u32, out: &mut String) {
+        let first = self.counter.fetch_add(n, Ordering::Relaxed);
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default()
             .as_secs();
-        // The time part changes when the 16-bit counter wraps, keeping keys unique for the
-        // life of the process at any realistic rate.
-        let time = (now.wrapping_sub(self.start_secs) as u32).wrapping_add(n >> 16);
-        let mut key = String::with_capacity(32);
-        key.push_str(&self.prefix);
-        push_hex(&mut key, &time.to_be_bytes());
-        push_hex(&mut key, &(n as u16).to_be_bytes());
-        key
+        let since_start = now.wrapping_sub(self.start_secs) as u32;
+        out.reserve(32 * n as usize);
+        for i in 0..n {
+            let c = first.wrapping_add(i);
+            // The time part changes when the 16-bit counter wraps, keeping keys unique for
+            // the life of the process at any realistic rate.
+            let time = since_start.wrapping_add(c >> 16);
+            out.push_str(&self.prefix);
+            push_hex(out, &time.to_be_bytes());
+            push_hex(out, &(c as u16).to_be_bytes());
+        }
     }
 }
 
@@ -144,6 +159,28 @@ mod tests {
         assert_eq!(MsgOffsetId::parse(&s), Some(id));
         assert_eq!(MsgOffsetId::parse("zz"), None);
         assert_eq!(MsgOffsetId::parse(&"G".repeat(32)), None);
+    }
+
+    #[test]
+    fn batches_of_keys_continue_the_sequence() {
+        let g = UniqKeyGenerator::new(Ipv4Addr::new(10, 0, 0, 1));
+        let first = g.next_key();
+        let mut batch = String::new();
+        g.push_keys(3, &mut batch);
+        assert_eq!(batch.len(), 3 * UNIQ_KEY_CHARS);
+        let keys: Vec<&str> = (0..3)
+            .map(|i| &batch[i * UNIQ_KEY_CHARS..(i + 1) * UNIQ_KEY_CHARS])
+            .collect();
+        let after = g.next_key();
+        assert_eq!(first.len(), UNIQ_KEY_CHARS);
+        let mut all = vec![first.as_str(), after.as_str()];
+        all.extend(&keys);
+        all.sort();
+        all.dedup();
+        assert_eq!(all.len(), 5, "keys repeat: {batch}");
+        // Counter parts run on: ...0001, 0002, 0003, then 0004.
+        assert_eq!(&keys[2][28..], "0003");
+        assert_eq!(&after[28..], "0004");
     }
 
     #[test]

@@ -40,7 +40,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 pub mod ids;
 pub mod properties;
 
-pub use ids::{MsgOffsetId, UniqKeyGenerator};
+pub use ids::{MsgOffsetId, UniqKeyGenerator, UNIQ_KEY_CHARS};
 pub use properties::{IndexedProperties, Properties, PropertiesIter};
 
 /// RocketMQ's MESSAGE_MAGIC_CODE (V1).

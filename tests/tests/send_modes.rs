@@ -43,7 +43,9 @@ fn async_batch_and_oneway_sends_are_all_stored() {
     let batch: Vec<Message> = (0..50)
         .map(|i| Message::new("Modes", format!("batch-{i}").into_bytes()))
         .collect();
-    let results = p.send_batch(batch).unwrap();
+    let batch_result = p.send_batch(batch).unwrap();
+    assert_eq!(batch_result.len(), 50);
+    let results = batch_result.results();
     assert_eq!(results.len(), 50);
     let q = results[0].queue_id;
     assert!(
@@ -79,6 +81,19 @@ fn async_batch_and_oneway_sends_are_all_stored() {
         .collect();
     for i in 0..20 {
         assert!(bodies.contains(&format!("oneway-{i}")));
+    }
+    // Each batch message is where its result says, under the id it says.
+    for (i, r) in results.iter().enumerate() {
+        let m = got
+            .iter()
+            .find(|m| m.msg_id == r.msg_id)
+            .unwrap_or_else(|| panic!("batch message {i} ({}) not consumed", r.msg_id));
+        assert_eq!(&m.body[..], format!("batch-{i}").as_bytes());
+        assert_eq!(
+            (m.queue_id, m.queue_offset, m.commit_log_offset),
+            (r.queue_id, r.queue_offset, r.commit_log_offset)
+        );
+        assert_eq!(m.offset_msg_id, r.offset_msg_id);
     }
 }
 
