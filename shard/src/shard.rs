@@ -24,6 +24,10 @@ const COLD_READ_SPAN_MAX_BYTES: u64 = 1 << 20;
 /// interleave in the log: reading through the other queues' batches multiplied a catching-up
 /// consumer's disk traffic by the number of queues.
 const COLD_READ_GAP_MAX_BYTES: u64 = 16 << 10;
+/// fdatasyncs in flight at once. A sync covers what was written before it started, so the
+/// next group's sync need not wait for the previous one's: on this kind of disk two
+/// concurrent write+fdatasync streams each keep the latency of one.
+const SYNCS_IN_FLIGHT_MAX: usize = 2;
 /// ConsumeQueue entries a filtered read looks at, at most (RocketMQ's maxFilterMessageCount).
 const FILTER_SCAN_ENTRIES_MAX: u64 = 16_000;
 
@@ -127,9 +131,17 @@ struct Inner {
     index: RefCell<IndexService>,
     /// Held while chunks are written (one writer pipeline at a time).
     flush_lock: glommio::sync::Semaphore,
-    /// Held while fdatasyncs run, so durable offsets are marked in order. Separate from
+    /// Held while fdatasyncs run: at most [`SYNCS_IN_FLIGHT_MAX`] at once. Separate from
     /// `flush_lock`, so writes keep going while the disk syncs.
     sync_lock: glommio::sync::Semaphore,
+    /// Syncs are numbered as they take their snapshot and mark the durable offset in that
+    /// order: the next number to give, and the next number to finish.
+    sync_next_ticket: Cell<u64>,
+    sync_done_ticket: Cell<u64>,
+    /// The written offset the newest sync covers (or will, once its task runs).
+    sync_covers: Cell<u64>,
+    /// Group-commit syncs the Sync policy's flusher has started and not seen finish.
+    group_syncs: Cell<usize>,
     /// An async-policy background sync is under way.
     sync_pending: Cell<bool>,
     signals: Rc<Signals>,
@@ -231,7 +243,11 @@ impl Shard {
             cqs: RefCell::new(cqs),
             index: RefCell::new(index),
             flush_lock: glommio::sync::Semaphore::new(1),
-            sync_lock: glommio::sync::Semaphore::new(1),
+            sync_lock: glommio::sync::Semaphore::new(SYNCS_IN_FLIGHT_MAX as u64),
+            sync_next_ticket: Cell::new(0),
+            sync_done_ticket: Cell::new(0),
+            sync_covers: Cell::new(0),
+            group_syncs: Cell::new(0),
             sync_pending: Cell::new(false),
             signals: Rc::new(Signals::default()),
             poisoned: RefCell::new(None),
@@ -591,7 +607,9 @@ impl Shard {
     }
 
     /// fdatasyncs every segment written since the last sync and marks what was written
-    /// before it as durable.
+    /// before it as durable. Up to [`SYNCS_IN_FLIGHT_MAX`] run at once; each marks the
+    /// durable offset only after every sync started before it did (an earlier one may hold
+    /// a segment this one does not sync).
     async fn sync_written(&self, started: Instant) -> Result<(), ShardError> {
         let inner = &self.inner;
         let _permit = inner
@@ -600,27 +618,43 @@ impl Shard {
             .await
             .map_err(crate::error::glommio_io)?;
         self.check_poisoned()?;
+        let ticket = inner.sync_next_ticket.get();
+        inner.sync_next_ticket.set(ticket + 1);
         let (target, segs) = {
             let mut log = inner.log.borrow_mut();
             let segs = std::mem::take(&mut log.dirty_segments);
             (log.written_offset, segs)
         };
+        inner.sync_covers.set(inner.sync_covers.get().max(target));
+        let mut failed = None;
         for seg in segs {
             let file = inner.log.borrow().segments.get(&seg).cloned();
             if let Some(file) = file {
                 if let Err(e) = file.fdatasync().await {
-                    return Err(self.poison("fdatasync", &e));
+                    failed = Some(e);
+                    break;
                 }
             }
         }
-        inner.log.borrow_mut().mark_durable(target);
-        inner.last_sync.set(Instant::now());
-        if let Some(o) = &inner.config.flush_observer {
-            o.observe(started.elapsed());
+        // Every path below finishes this ticket, or later syncs would wait forever.
+        while inner.sync_done_ticket.get() < ticket {
+            inner.signals.progress.wait().await;
         }
+        let result = match failed {
+            Some(e) => Err(self.poison("fdatasync", &e)),
+            None => {
+                inner.log.borrow_mut().mark_durable(target);
+                inner.last_sync.set(Instant::now());
+                if let Some(o) = &inner.config.flush_observer {
+                    o.observe(started.elapsed());
+                }
+                Ok(())
+            }
+        };
+        inner.sync_done_ticket.set(ticket + 1);
         inner.signals.progress.notify_all();
         inner.signals.flush_wake.notify_all();
-        Ok(())
+        result
     }
 
     /// The async policy's periodic sync: seals the current chunk if it has been filling
@@ -1196,11 +1230,29 @@ async fn flusher(weak: Weak<Inner>, signals: Rc<Signals>) {
             };
             match inner.config.flush {
                 FlushPolicy::Sync => {
-                    if dirty > 0 && !poisoned {
-                        // Group commit: every append waiting now shares this sync.
-                        let _ = shard.flush(true).await;
+                    let uncovered = inner.log.borrow().write_offset > inner.sync_covers.get();
+                    if uncovered && !poisoned && inner.group_syncs.get() < SYNCS_IN_FLIGHT_MAX {
+                        // Group commit: every append waiting now shares this group's write
+                        // and sync. The sync runs on its own, so the next group is written
+                        // (and its sync started) while this one's is still in flight.
+                        let started = Instant::now();
+                        if shard.write_sealed(true).await.is_ok() {
+                            let covers = inner.log.borrow().written_offset;
+                            inner.sync_covers.set(inner.sync_covers.get().max(covers));
+                            inner.group_syncs.set(inner.group_syncs.get() + 1);
+                            let s = shard.clone();
+                            glommio::spawn_local(async move {
+                                // Errors poison the shard and reach the waiting appends.
+                                let _ = s.sync_written(started).await;
+                                s.inner.group_syncs.set(s.inner.group_syncs.get() - 1);
+                                s.inner.signals.flush_wake.notify_all();
+                            })
+                            .detach();
+                        }
                         None
                     } else {
+                        // Nothing new, or both syncs busy: an append or a finishing sync
+                        // wakes us.
                         Some(Duration::from_millis(100))
                     }
                 }
