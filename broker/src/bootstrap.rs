@@ -36,7 +36,7 @@ impl Running {
     }
 
     pub fn request_shutdown(&self) {
-        self.shared.shutdown.store(true, Ordering::SeqCst);
+        self.shared.request_shutdown();
     }
 
     pub fn wait(mut self) -> anyhow::Result<()> {
@@ -46,7 +46,7 @@ impl Running {
                 failed = Some(anyhow!("a core's executor failed: {e}"));
             }
         }
-        self.shared.shutdown.store(true, Ordering::SeqCst);
+        self.shared.request_shutdown();
         if let Some(r) = self.registry.take() {
             let _ = r.join();
         }
@@ -253,6 +253,7 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
         topics_version: AtomicU64::new(1),
         registered_version: AtomicU64::new(0),
         shutdown: AtomicBool::new(false),
+        registry_wake: (Mutex::new(()), std::sync::Condvar::new()),
         metrics: Arc::new(crate::metrics::BrokerMetrics::new()),
         config,
     });

@@ -3,7 +3,6 @@
 //! binaries (the bench) can run a broker as a child process of their own.
 
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
 
 use anyhow::Context;
 use clap::Parser;
@@ -138,7 +137,7 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
         .spawn(move || {
             if let Some(sig) = signals.forever().next() {
                 tracing::info!(signal = sig, "stopping");
-                sig_shared.shutdown.store(true, Ordering::SeqCst);
+                sig_shared.request_shutdown();
             }
         })?;
     let core_addrs = shared

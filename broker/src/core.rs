@@ -46,6 +46,22 @@ pub struct Shared {
     pub registered_version: AtomicU64,
     pub shutdown: AtomicBool,
     pub metrics: Arc<crate::metrics::BrokerMetrics>,
+    /// Wakes the registration thread (a topic change, or shutdown): it sleeps otherwise,
+    /// so that it never takes a core's CPU between registrations.
+    pub registry_wake: (Mutex<()>, std::sync::Condvar),
+}
+
+impl Shared {
+    /// Asks every core and thread to stop.
+    pub fn request_shutdown(&self) {
+        self.shutdown.store(true, Ordering::SeqCst);
+        self.wake_registry();
+    }
+
+    pub fn wake_registry(&self) {
+        let _guard = self.registry_wake.0.lock();
+        self.registry_wake.1.notify_all();
+    }
 }
 
 /// Per-core counters (single-threaded: Cells).
@@ -560,6 +576,7 @@ impl Core {
             }
             self.shared.topics_version.fetch_add(1, Ordering::SeqCst) + 1
         };
+        self.shared.wake_registry();
         // Wait (bounded) for the registration thread so that a route lookup right after
         // `update-topic` finds the topic.
         if !self.shared.config.namesrv_list().is_empty() {

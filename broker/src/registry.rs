@@ -118,7 +118,18 @@ fn run(shared: Arc<Shared>) {
                 .fetch_max(wanted, Ordering::SeqCst);
             next = Instant::now() + interval;
         }
-        std::thread::sleep(Duration::from_millis(10));
+        // Sleep until the next registration, a topic change or shutdown.
+        let guard = shared
+            .registry_wake
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let changed = shared.topics_version.load(Ordering::SeqCst)
+            > shared.registered_version.load(Ordering::SeqCst);
+        if !changed && !shared.shutdown.load(Ordering::SeqCst) {
+            let left = next.saturating_duration_since(Instant::now());
+            let _ = shared.registry_wake.1.wait_timeout(guard, left);
+        }
     }
     let header = Header::request(2, Command::UnregisterBroker(key(&shared)));
     for ns in &namesrvs {
