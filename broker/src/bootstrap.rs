@@ -318,12 +318,11 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
     }
     drop(ready_tx);
 
-    let registry = crate::registry::spawn(shared.clone())?;
     let mut running = Running {
         shared: shared.clone(),
         listen_addr,
         executors,
-        registry: Some(registry),
+        registry: None,
         metrics_server: None,
     };
     let mut ready = 0;
@@ -341,6 +340,19 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
                 running.request_shutdown();
                 bail!("the cores did not start");
             }
+        }
+    }
+    // Register only once every core serves: the listeners are bound before the shards
+    // recover, and a client routed here during a long recovery would sit in the accept
+    // backlog until its requests time out.
+    match crate::registry::spawn(shared.clone()) {
+        Ok(r) => running.registry = Some(r),
+        Err(e) => {
+            running.request_shutdown();
+            for h in std::mem::take(&mut running.executors) {
+                let _ = h.join();
+            }
+            bail!("cannot start the registration thread: {e}");
         }
     }
     // Serve routes before saying we are up: wait (bounded) for the first registration, so a
