@@ -64,6 +64,13 @@ fn a_queue_reads_back_whole_without_reading_its_neighbours() {
             .unwrap();
         let got: Vec<Vec<u8>> = r.records.iter().map(|s| s.as_bytes().to_vec()).collect();
         assert_eq!(bodies_of(&got), expected[0]);
+        // Records of one run lie together in one read and join into one slice (sent with
+        // one write); the last of a run and the first of the next do not.
+        let (a, b) = (&r.records[0], &r.records[1]);
+        let joined = a.joined(b).expect("neighbours in one read join");
+        assert_eq!(joined.as_bytes(), [a.as_bytes(), b.as_bytes()].concat());
+        assert!(r.records[BATCH - 1].joined(&r.records[BATCH]).is_none());
+        assert!(b.joined(a).is_none(), "only in log order");
         let after = shard.stats();
         let read = after.disk_read_bytes - before.disk_read_bytes;
         assert!(
