@@ -56,7 +56,7 @@ impl<'a> IndexedProperties<'a> {
                 continue;
             }
             // An invalid value is skipped, as `Properties::get` skips it.
-            if let Ok(v) = std::str::from_utf8(&entry[sep + 1..]) {
+            if let Some(v) = utf8(&entry[sep + 1..]) {
                 *slot = Some(v);
                 if found.tags.is_some() && found.keys.is_some() && found.uniq_key.is_some() {
                     break;
@@ -79,6 +79,18 @@ impl<'a> IndexedProperties<'a> {
     /// The ConsumeQueue tag code (`crate::tag_hash` of TAGS, 0 without one).
     pub fn tag_hash(&self) -> i64 {
         self.tags.map(crate::tag_hash).unwrap_or(0)
+    }
+}
+
+/// `bytes` as text if valid UTF-8. Values are nearly always ASCII, checked here without the
+/// general decoder's call.
+#[inline]
+fn utf8(bytes: &[u8]) -> Option<&str> {
+    if bytes.is_ascii() {
+        // SAFETY: ASCII bytes are valid UTF-8.
+        Some(unsafe { std::str::from_utf8_unchecked(bytes) })
+    } else {
+        std::str::from_utf8(bytes).ok()
     }
 }
 
