@@ -109,10 +109,7 @@ impl<'a> Iterator for PropertiesIter<'a> {
             let Some(sep) = memchr::memchr(1, entry) else {
                 continue;
             };
-            let (Ok(k), Ok(v)) = (
-                std::str::from_utf8(&entry[..sep]),
-                std::str::from_utf8(&entry[sep + 1..]),
-            ) else {
+            let (Some(k), Some(v)) = (utf8(&entry[..sep]), utf8(&entry[sep + 1..])) else {
                 continue;
             };
             return Some((k, v));
