@@ -313,18 +313,60 @@ impl CommitLog {
     }
 
     /// Where the bytes `[offset, offset + len)` can be read from.
+    /// Where `offset..offset + len` lies in the unsealed chunk, if it does.
+    fn in_current(&self, offset: u64, len: usize) -> Option<&[u8]> {
+        let c = self.current.as_ref()?;
+        let end = offset + len as u64;
+        if offset >= self.min_offset
+            && end <= self.write_offset
+            && offset >= c.own_start
+            && end <= c.base + c.len as u64
+        {
+            let from = (offset - c.base) as usize;
+            return c.buf.as_bytes().get(from..from + len);
+        }
+        None
+    }
+
+    /// [`CommitLog::locate`] for many spans. The ones in the unsealed chunk (which is still
+    /// being appended to, so it cannot be shared) are copied into one buffer together: one
+    /// allocation per read rather than one per record, and one run to send.
+    pub(crate) fn locate_all(&self, spans: &[(u64, usize)]) -> Vec<Located> {
+        let current: usize = spans
+            .iter()
+            .filter_map(|&(o, l)| self.in_current(o, l).map(<[u8]>::len))
+            .sum();
+        if current == 0 {
+            return spans.iter().map(|&(o, l)| self.locate(o, l)).collect();
+        }
+        let mut copy = bytes::BytesMut::with_capacity(current);
+        let mut copied = Vec::new();
+        let mut out: Vec<Located> = Vec::with_capacity(spans.len());
+        for (i, &(o, l)) in spans.iter().enumerate() {
+            match self.in_current(o, l) {
+                Some(b) => {
+                    copied.push((i, copy.len(), b.len()));
+                    copy.extend_from_slice(b);
+                    out.push(Located::Gone);
+                }
+                None => out.push(self.locate(o, l)),
+            }
+        }
+        let whole = copy.freeze();
+        for (i, start, len) in copied {
+            out[i] = Located::Memory(StoredSlice::shared(&whole, start, len));
+        }
+        out
+    }
+
     pub(crate) fn locate(&self, offset: u64, len: usize) -> Located {
         let end = offset + len as u64;
         if offset < self.min_offset || end > self.write_offset {
             return Located::Gone;
         }
-        if let Some(c) = &self.current {
-            if offset >= c.own_start && end <= c.base + c.len as u64 {
-                // The unsealed chunk is still being appended to: copy (documented).
-                let from = (offset - c.base) as usize;
-                let b = Bytes::copy_from_slice(&c.buf.as_bytes()[from..from + len]);
-                return Located::Memory(StoredSlice::owned(b));
-            }
+        if let Some(b) = self.in_current(offset, len) {
+            // The unsealed chunk is still being appended to: copy (documented).
+            return Located::Memory(StoredSlice::owned(Bytes::copy_from_slice(b)));
         }
         for ring in [&self.unwritten, &self.hot] {
             let i = ring.partition_point(|s| s.own_start <= offset);

@@ -691,8 +691,7 @@ impl Shard {
     }
 
     fn fetch_plan(&self, spans: &[(u64, usize)]) -> Vec<Located> {
-        let log = self.inner.log.borrow();
-        spans.iter().map(|&(o, l)| log.locate(o, l)).collect()
+        self.inner.log.borrow().locate_all(spans)
     }
 
     /// Reads whole records at the given (offset, size) spans, each checked on the way out;

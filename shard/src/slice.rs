@@ -30,6 +30,13 @@ enum Repr {
         len: usize,
     },
     Owned(Bytes),
+    /// `len` bytes at `start` of one owned copy of several records, kept whole so that
+    /// neighbours can be joined.
+    Shared {
+        whole: Bytes,
+        start: usize,
+        len: usize,
+    },
 }
 
 impl StoredSlice {
@@ -43,6 +50,18 @@ impl StoredSlice {
     pub(crate) fn owned(b: Bytes) -> Self {
         StoredSlice {
             repr: Repr::Owned(b),
+        }
+    }
+
+    /// `len` bytes at `start` of `whole`, a copy several slices share.
+    pub(crate) fn shared(whole: &Bytes, start: usize, len: usize) -> Self {
+        debug_assert!(start + len <= whole.len());
+        StoredSlice {
+            repr: Repr::Shared {
+                whole: whole.clone(),
+                start,
+                len,
+            },
         }
     }
 
@@ -67,6 +86,7 @@ impl StoredSlice {
             Repr::Chunk { buf, start, len } => &buf.as_bytes()[*start..*start + *len],
             Repr::Read { read, start, len } => &read[*start..*start + *len],
             Repr::Owned(b) => b,
+            Repr::Shared { whole, start, len } => &whole[*start..*start + *len],
         }
     }
 
@@ -99,6 +119,18 @@ impl StoredSlice {
                 start: *start,
                 len: len + l2,
             },
+            (
+                Repr::Shared { whole, start, len },
+                Repr::Shared {
+                    whole: w2,
+                    start: s2,
+                    len: l2,
+                },
+            ) if whole.as_ptr() == w2.as_ptr() && start + len == *s2 => Repr::Shared {
+                whole: whole.clone(),
+                start: *start,
+                len: len + l2,
+            },
             _ => return None,
         };
         Some(StoredSlice { repr })
@@ -116,13 +148,14 @@ impl StoredSlice {
     pub fn to_bytes(&self) -> Bytes {
         match &self.repr {
             Repr::Owned(b) => b.clone(),
+            Repr::Shared { whole, start, len } => whole.slice(*start..*start + *len),
             _ => Bytes::copy_from_slice(self.as_bytes()),
         }
     }
 
     /// Whether this slice shares memory instead of owning a copy (for the copy-count tests).
     pub fn is_zero_copy(&self) -> bool {
-        !matches!(self.repr, Repr::Owned(_))
+        !matches!(self.repr, Repr::Owned(_) | Repr::Shared { .. })
     }
 }
 

@@ -89,3 +89,56 @@ fn a_queue_reads_back_whole_without_reading_its_neighbours() {
         shard.close().await.unwrap();
     });
 }
+
+/// A consumer tailing the log reads from the chunk still being appended to: its records come
+/// back whole and in order, copied together, so the whole pull goes out as one run.
+#[test]
+fn a_tailing_read_of_the_open_chunk_is_one_copy() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().to_owned();
+    shard::run_local(move || async move {
+        let mut c = small_config(&p);
+        c.segment_size_bytes = 4 << 20;
+        c.write_chunk_bytes = 1 << 20;
+        c.hot_bytes_max = 4 << 20;
+        c.flush = shard::FlushPolicy::Async {
+            interval_ms: 60_000,
+            dirty_bytes_max: 64 << 20,
+        };
+        let shard = Shard::open(c).await.unwrap();
+        let mut expected = Vec::new();
+        for i in 0..40 {
+            // Queue 1's records lie between queue 0's.
+            for q in 0..2u32 {
+                let b = body(i * 2 + q as usize, 300);
+                if q == 0 {
+                    expected.push(b.clone());
+                }
+                shard
+                    .append(TOPIC, q, &record(TOPIC, &b, None, None))
+                    .await
+                    .unwrap();
+            }
+        }
+        let r = shard
+            .read(&ReadRequest {
+                topic: TOPIC,
+                queue_id: 0,
+                queue_offset: 0,
+                max_messages: 1024,
+                max_bytes: 1 << 20,
+                filter: &TagFilter::All,
+            })
+            .await
+            .unwrap();
+        let got: Vec<Vec<u8>> = r.records.iter().map(|s| s.as_bytes().to_vec()).collect();
+        assert_eq!(bodies_of(&got), expected);
+        let mut run = r.records[0].clone();
+        for s in &r.records[1..] {
+            run = run.joined(s).expect("records copied together join");
+        }
+        assert_eq!(run.as_bytes(), got.concat());
+        assert_eq!(shard.stats().disk_reads, 0);
+        shard.close().await.unwrap();
+    });
+}
