@@ -665,11 +665,23 @@ impl<'a> Iterator for RecordIter<'a> {
 /// Java's `String.hashCode` of a tag (UTF-16 code units, wrapping i32), sign-extended: the
 /// ConsumeQueue tag code, compatible with RocketMQ clients' subscription code sets.
 pub fn tag_hash(tag: &str) -> i64 {
-    let mut h: i32 = 0;
-    for unit in tag.encode_utf16() {
-        h = h.wrapping_mul(31).wrapping_add(unit as i32);
+    java_hash_continue(0, tag) as i64
+}
+
+/// Java's `String.hashCode` stepped over `s` from state `h` (so the hash of a concatenation
+/// continues from the hash of its first part): over UTF-16 code units, which for ASCII are
+/// the bytes themselves (the common case, without decoding).
+pub fn java_hash_continue(mut h: i32, s: &str) -> i32 {
+    if s.is_ascii() {
+        for &b in s.as_bytes() {
+            h = h.wrapping_mul(31).wrapping_add(b as i32);
+        }
+    } else {
+        for unit in s.encode_utf16() {
+            h = h.wrapping_mul(31).wrapping_add(unit as i32);
+        }
     }
-    h as i64
+    h
 }
 
 /// A parsed tag expression: `*` (or empty) matches everything, `TagA || TagB` matches any of
@@ -910,6 +922,13 @@ mod tests {
         assert_eq!(tag_hash("TagA"), 2598919);
         // "hello world".hashCode() in Java.
         assert_eq!(tag_hash("hello world"), 1794106052);
+        // Non-ASCII goes by UTF-16 units: é is 233, 🙂 the surrogates 0xD83D 0xDE42.
+        assert_eq!(tag_hash("é🙂"), (233 * 31 + 0xD83D) * 31 + 0xDE42);
+        // A concatenation's hash continues from its first part's.
+        assert_eq!(
+            java_hash_continue(tag_hash("ab") as i32, "é🙂") as i64,
+            tag_hash("abé🙂")
+        );
         // Overflows wrap like Java's int arithmetic.
         assert_eq!(tag_hash("a fairly long tag that overflows"), {
             let mut h: i32 = 0;

@@ -53,24 +53,9 @@ pub(crate) fn key_hash(key: &str) -> i32 {
 /// `key_hash(&format!("{topic}#{key}"))` without building the string: Java's hash of a
 /// concatenation continues from the hash of its first part.
 pub(crate) fn topic_key_hash(topic: &str, key: &str) -> i32 {
-    let h = java_hash_continue(0, topic);
+    let h = message::java_hash_continue(0, topic);
     let h = h.wrapping_mul(31).wrapping_add(b'#' as i32);
-    java_hash_continue(h, key).wrapping_abs().max(0)
-}
-
-/// Java's `String.hashCode` steps over `s` from state `h`: over UTF-16 code units, which
-/// for ASCII are the bytes themselves (the common case, without decoding).
-fn java_hash_continue(mut h: i32, s: &str) -> i32 {
-    if s.is_ascii() {
-        for &b in s.as_bytes() {
-            h = h.wrapping_mul(31).wrapping_add(b as i32);
-        }
-    } else {
-        for unit in s.encode_utf16() {
-            h = h.wrapping_mul(31).wrapping_add(unit as i32);
-        }
-    }
-    h
+    message::java_hash_continue(h, key).wrapping_abs().max(0)
 }
 
 impl IndexFile {
