@@ -111,9 +111,7 @@ impl PullConsumer {
         offset: QueueOffset,
         opts: &PullOptions,
     ) -> Result<PulledBatch> {
-        let pending = self.inner.start_pull(queue, offset, opts)?;
-        let frame = pending.future.wait();
-        self.inner.finish_pull_batch(&pending, frame)
+        self.start_pull(queue, offset, opts)?.wait()
     }
 
     /// Sends a pull and returns at once; [`PendingPull::wait`] gives its answer. Several

@@ -473,14 +473,19 @@ pub(crate) fn owned_body(
     })
 }
 
-/// The owned form of a record stored on `shard` whose (decompressed) body is `body`.
-pub(crate) fn message_ext_with_body(view: &RecordView<'_>, shard: u16, body: Bytes) -> MessageExt {
-    let offset_msg_id = MsgOffsetId {
+/// The offset id (where it is stored) of a record stored on `shard`.
+pub(crate) fn offset_msg_id(view: &RecordView<'_>, shard: u16) -> String {
+    MsgOffsetId {
         store_host: view.store_host(),
         shard,
         commit_log_offset: view.physical_offset(),
     }
-    .to_hex();
+    .to_hex()
+}
+
+/// The owned form of a record stored on `shard` whose (decompressed) body is `body`.
+pub(crate) fn message_ext_with_body(view: &RecordView<'_>, shard: u16, body: Bytes) -> MessageExt {
+    let offset_msg_id = offset_msg_id(view, shard);
     // One pass over the properties; the first valid entry of a key wins, as in
     // `Properties::get`.
     let (mut tags, mut keys, mut uniq_key) = (None, None, None);

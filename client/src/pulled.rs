@@ -4,12 +4,12 @@
 //! [`PulledBatch::into_result`]) gives the owned [`MessageExt`] form.
 
 use bytes::Bytes;
-use message::{prop, sys_flag, MsgOffsetId, RecordView, TagFilter};
+use message::{prop, sys_flag, RecordView, TagFilter};
 
 use crate::error::{ClientError, Result};
 use crate::model::{
-    decompress, message_ext_with_body, CommitLogOffset, MessageExt, PullResult, PullStatus,
-    QueueOffset,
+    decompress, message_ext_with_body, offset_msg_id, CommitLogOffset, MessageExt, PullResult,
+    PullStatus, QueueOffset,
 };
 
 /// The answer to one pull, its records checked but not decoded.
@@ -53,11 +53,12 @@ impl PulledBatch {
         source: BatchSource<'_>,
         body_bytes_max: usize,
     ) -> Result<PulledBatch> {
-        let mut records = Vec::new();
+        let addr = source.addr;
+        let mut batch = PulledBatch::empty(source);
         let mut at = 0;
         for rec in message::records(&frame) {
             let view = rec.map_err(|e| ClientError::Protocol {
-                addr: source.addr.to_owned(),
+                addr: addr.to_owned(),
                 detail: format!("bad record in pull body: {e}"),
             })?;
             let start = at;
@@ -65,22 +66,15 @@ impl PulledBatch {
             if !matches!(filter, TagFilter::All) && !filter.matches(view.tags()) {
                 continue;
             }
-            let inflated = inflate(&view, source.addr, body_bytes_max)?;
-            records.push(Span {
+            let inflated = inflate(&view, addr, body_bytes_max)?;
+            batch.records.push(Span {
                 start,
                 len: view.len(),
                 inflated,
             });
         }
-        Ok(PulledBatch {
-            status: source.status,
-            next_offset: source.next_offset,
-            min_offset: source.min_offset,
-            max_offset: source.max_offset,
-            frame,
-            records,
-            shard: source.shard,
-        })
+        batch.frame = frame;
+        Ok(batch)
     }
 
     /// A batch without records (nothing new, or the offset moved).
@@ -203,14 +197,9 @@ impl<'a> PulledMessage<'a> {
     pub fn property(&self, key: &str) -> Option<&'a str> {
         self.view.property(key)
     }
-    /// Where the broker stored it ([`MsgOffsetId`] as 32 hex digits).
+    /// Where the broker stored it ([`message::MsgOffsetId`] as 32 hex digits).
     pub fn offset_msg_id(&self) -> String {
-        MsgOffsetId {
-            store_host: self.view.store_host(),
-            shard: self.shard,
-            commit_log_offset: self.view.physical_offset(),
-        }
-        .to_hex()
+        offset_msg_id(&self.view, self.shard)
     }
     /// `UNIQ_KEY` when the producer set one, else the offset id.
     pub fn msg_id(&self) -> String {
