@@ -312,7 +312,6 @@ impl CommitLog {
         self.new_chunk(at, len, &partial);
     }
 
-    /// Where the bytes `[offset, offset + len)` can be read from.
     /// Where `offset..offset + len` lies in the unsealed chunk, if it does.
     fn in_current(&self, offset: u64, len: usize) -> Option<&[u8]> {
         let c = self.current.as_ref()?;
@@ -332,41 +331,47 @@ impl CommitLog {
     /// being appended to, so it cannot be shared) are copied into one buffer together: one
     /// allocation per read rather than one per record, and one run to send.
     pub(crate) fn locate_all(&self, spans: &[(u64, usize)]) -> Vec<Located> {
-        let current: usize = spans
-            .iter()
-            .filter_map(|&(o, l)| self.in_current(o, l).map(<[u8]>::len))
-            .sum();
-        if current == 0 {
-            return spans.iter().map(|&(o, l)| self.locate(o, l)).collect();
-        }
-        let mut copy = bytes::BytesMut::with_capacity(current);
-        let mut copied = Vec::new();
         let mut out: Vec<Located> = Vec::with_capacity(spans.len());
+        let mut current: Vec<(usize, &[u8])> = Vec::new();
         for (i, &(o, l)) in spans.iter().enumerate() {
             match self.in_current(o, l) {
                 Some(b) => {
-                    copied.push((i, copy.len(), b.len()));
-                    copy.extend_from_slice(b);
+                    current.push((i, b));
                     out.push(Located::Gone);
                 }
-                None => out.push(self.locate(o, l)),
+                None => out.push(self.locate_sealed(o, l)),
             }
         }
+        if current.is_empty() {
+            return out;
+        }
+        let mut copy = bytes::BytesMut::with_capacity(current.iter().map(|(_, b)| b.len()).sum());
+        let mut ranges = Vec::with_capacity(current.len());
+        for &(i, b) in &current {
+            ranges.push((i, copy.len(), b.len()));
+            copy.extend_from_slice(b);
+        }
         let whole = copy.freeze();
-        for (i, start, len) in copied {
+        for (i, start, len) in ranges {
             out[i] = Located::Memory(StoredSlice::shared(&whole, start, len));
         }
         out
     }
 
+    /// Where the bytes `[offset, offset + len)` can be read from.
     pub(crate) fn locate(&self, offset: u64, len: usize) -> Located {
+        match self.in_current(offset, len) {
+            // The unsealed chunk is still being appended to: copy (documented).
+            Some(b) => Located::Memory(StoredSlice::owned(Bytes::copy_from_slice(b))),
+            None => self.locate_sealed(offset, len),
+        }
+    }
+
+    /// [`CommitLog::locate`] for bytes not in the unsealed chunk.
+    fn locate_sealed(&self, offset: u64, len: usize) -> Located {
         let end = offset + len as u64;
         if offset < self.min_offset || end > self.write_offset {
             return Located::Gone;
-        }
-        if let Some(b) = self.in_current(offset, len) {
-            // The unsealed chunk is still being appended to: copy (documented).
-            return Located::Memory(StoredSlice::owned(Bytes::copy_from_slice(b)));
         }
         for ring in [&self.unwritten, &self.hot] {
             let i = ring.partition_point(|s| s.own_start <= offset);
