@@ -8,7 +8,7 @@ mod common;
 
 use common::*;
 use message::TagFilter;
-use shard::{ReadRequest, Shard};
+use shard::{ReadRequest, ReadResult, Shard};
 
 const QUEUES: u32 = 4;
 /// Records per append: each batch is a run of about 16 KiB of one queue.
@@ -21,6 +21,23 @@ fn cold_config(dir: &std::path::Path) -> shard::ShardConfig {
     c.hot_bytes_max = 0;
     c.consume_queue_file_entries = 4096;
     c
+}
+
+/// Queue 0 from its start in one read, and the records' bytes.
+async fn read_queue_0(shard: &Shard) -> (ReadResult, Vec<Vec<u8>>) {
+    let r = shard
+        .read(&ReadRequest {
+            topic: TOPIC,
+            queue_id: 0,
+            queue_offset: 0,
+            max_messages: 1024,
+            max_bytes: 8 << 20,
+            filter: &TagFilter::All,
+        })
+        .await
+        .unwrap();
+    let got = r.records.iter().map(|s| s.as_bytes().to_vec()).collect();
+    (r, got)
 }
 
 #[test]
@@ -51,18 +68,7 @@ fn a_queue_reads_back_whole_without_reading_its_neighbours() {
         let shard = Shard::open(cold_config(&p)).await.unwrap();
         let before = shard.stats();
         // One pull covers the whole queue: 12 runs with three other queues' runs between.
-        let r = shard
-            .read(&ReadRequest {
-                topic: TOPIC,
-                queue_id: 0,
-                queue_offset: 0,
-                max_messages: 1024,
-                max_bytes: 8 << 20,
-                filter: &TagFilter::All,
-            })
-            .await
-            .unwrap();
-        let got: Vec<Vec<u8>> = r.records.iter().map(|s| s.as_bytes().to_vec()).collect();
+        let (r, got) = read_queue_0(&shard).await;
         assert_eq!(bodies_of(&got), expected[0]);
         // Records of one run lie together in one read and join into one slice (sent with
         // one write); the last of a run and the first of the next do not.
@@ -120,18 +126,7 @@ fn a_tailing_read_of_the_open_chunk_is_one_copy() {
                     .unwrap();
             }
         }
-        let r = shard
-            .read(&ReadRequest {
-                topic: TOPIC,
-                queue_id: 0,
-                queue_offset: 0,
-                max_messages: 1024,
-                max_bytes: 1 << 20,
-                filter: &TagFilter::All,
-            })
-            .await
-            .unwrap();
-        let got: Vec<Vec<u8>> = r.records.iter().map(|s| s.as_bytes().to_vec()).collect();
+        let (r, got) = read_queue_0(&shard).await;
         assert_eq!(bodies_of(&got), expected);
         let mut run = r.records[0].clone();
         for s in &r.records[1..] {
