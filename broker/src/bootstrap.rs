@@ -294,9 +294,15 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
             Some(&cpu) if pinned => Placement::Fixed(cpu),
             _ => Placement::Unbound,
         };
-        let h = LocalExecutorBuilder::new(placement)
+        let mut builder = LocalExecutorBuilder::new(placement)
             .name(&format!("core-{core}"))
-            .io_memory(shared.config.io_memory_bytes as usize)
+            .io_memory(shared.config.io_memory_bytes as usize);
+        // Polling while idle pays only on a CPU of its own: on a shared one it takes the
+        // CPU from the very threads that would bring the work.
+        if pinned && shared.config.idle_poll_us > 0 {
+            builder = builder.spin_before_park(Duration::from_micros(shared.config.idle_poll_us));
+        }
+        let h = builder
             .spawn(move || async move {
                 let result = core_main(
                     core,

@@ -97,6 +97,11 @@ pub struct BrokerConfig {
     pub long_polling_max_ms: u64,
     /// glommio io_uring buffer memory per executor (locked memory).
     pub io_memory_bytes: u64,
+    /// How long an idle core keeps polling for work before it sleeps (Seastar's
+    /// `--idle-poll-time-us`): a request arriving within that time is picked up without a
+    /// wake-up of the thread (or, in a VM, of the virtual CPU). 0 = sleep at once. Applies
+    /// only to cores pinned to their own CPU; unpinned cores never poll.
+    pub idle_poll_us: u64,
 
     // ---- consumer groups ----
     /// A group member silent for this long is dropped and the group rebalances.
@@ -149,6 +154,7 @@ impl Default for BrokerConfig {
             connection_inflight_max: 1024,
             long_polling_max_ms: 30_000,
             io_memory_bytes: 4 << 20,
+            idle_poll_us: 0,
             consumer_timeout_ms: 30_000,
             offset_flush_interval_ms: 1_000,
             retry_delay_levels_ms: RETRY_DELAY_LEVELS_MS_DEFAULT.to_vec(),
@@ -333,6 +339,7 @@ impl BrokerConfig {
         bound!(self, connection_inflight_max, 1, 1 << 16, "1 to 65536");
         bound!(self, long_polling_max_ms, 0, 300_000, "0 to 300000 ms");
         bound!(self, io_memory_bytes, 64 << 10, 1 << 30, "64 KiB to 1 GiB");
+        bound!(self, idle_poll_us, 0, 10_000, "0 to 10000 µs");
         bound!(self, consumer_timeout_ms, 500, 600_000, "500 to 600000 ms");
         bound!(self, offset_flush_interval_ms, 10, 60_000, "10 to 60000 ms");
         let levels = &self.retry_delay_levels_ms;
@@ -390,6 +397,23 @@ mod tests {
         assert_eq!(cfg.flush_disk_type, FlushDiskType::Sync);
         let cfg = BrokerConfig::from_profile("throughput").unwrap();
         assert_eq!(cfg.flush_disk_type, FlushDiskType::Async);
+    }
+
+    #[test]
+    fn idle_polling_is_on_where_no_fdatasync_waits_for_the_cpu() {
+        for (name, _) in PROFILES {
+            let cfg = BrokerConfig::from_profile(name).unwrap();
+            let want = if matches!(*name, "small" | "durable") {
+                0
+            } else {
+                200
+            };
+            assert_eq!(cfg.idle_poll_us, want, "profile {name}");
+        }
+        let mut cfg = BrokerConfig::default();
+        cfg.overlay_str("idle_poll_us = 20000", "test").unwrap();
+        let err = cfg.validate().unwrap_err().to_string();
+        assert!(err.contains("idle_poll_us"), "{err}");
     }
 
     #[test]
