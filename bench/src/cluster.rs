@@ -172,7 +172,14 @@ impl Cluster {
         let namesrv_addr = first_word(&ns_line)?;
         let broker_data = data_dir.join("broker");
         let cores = opts.broker_cores.to_string();
-        let broker_args: Vec<&str> = vec![
+        // A broker core polling while idle would take the CPU the bench shares with it.
+        let shared_cpus = bench_cpus(&allowed_cpus(), opts.broker_cores).is_empty();
+        let no_polling = data_dir.join("no-idle-polling.toml");
+        if shared_cpus {
+            std::fs::write(&no_polling, "idle_poll_us = 0\n")
+                .with_context(|| format!("writing {}", no_polling.display()))?;
+        }
+        let mut broker_args: Vec<&str> = vec![
             "__broker",
             "--listen",
             "127.0.0.1:0",
@@ -189,6 +196,14 @@ impl Cluster {
             "--log-level",
             "warn",
         ];
+        if shared_cpus {
+            broker_args.push("--config");
+            broker_args.push(
+                no_polling
+                    .to_str()
+                    .ok_or_else(|| anyhow!("data dir is not UTF-8"))?,
+            );
+        }
         let (broker, b_line) = spawn("broker", &broker_args, "broker listening on ")?;
         let broker_addr = first_word(&b_line)?;
         Ok(Cluster {
