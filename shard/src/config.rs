@@ -124,6 +124,11 @@ pub struct ShardConfig {
     pub write_queue_depth: usize,
     /// How much recently written log stays in memory for hot reads. Default 256 MiB.
     pub hot_bytes_max: u64,
+    /// Fill each segment with zeros before the log reaches it (RocketMQ's
+    /// `warmMapedFileEnable`): a spare is filled in the background while the current
+    /// segment is in use, so fdatasyncs need no journal commit. Halves write+fdatasync
+    /// latency on ext4, at the price of writing every segment twice. Default false.
+    pub warm_segments: bool,
     pub flush: FlushPolicy,
     /// Largest single record. Default 4 MiB; >= 1 KiB; must fit a segment.
     pub message_size_max_bytes: usize,
@@ -163,6 +168,7 @@ impl ShardConfig {
             write_chunk_bytes: 4 << 20,
             write_queue_depth: 4,
             hot_bytes_max: 256 << 20,
+            warm_segments: false,
             flush: FlushPolicy::default(),
             message_size_max_bytes: 4 << 20,
             file_reserved_hours: 72,

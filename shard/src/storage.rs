@@ -286,6 +286,146 @@ impl SegmentFile {
     }
 }
 
+/// The warm spare segment of a CommitLog directory (`warm_segments`). Not an offset name,
+/// so recovery never takes it for part of the log.
+pub(crate) const SPARE_NAME: &str = "spare.warm";
+/// Where a spare is filled (this prefix and a number of its own, so a fill abandoned by a
+/// closed shard never touches the next one's file); renamed to [`SPARE_NAME`] only once
+/// complete and synced, so a crash mid-way leaves nothing that passes for a ready spare.
+const SPARE_FILLING_PREFIX: &str = "spare.warm.filling";
+static SPARE_FILLS: AtomicU64 = AtomicU64::new(0);
+
+/// How a spare fill ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Filled {
+    Ready,
+    /// The filesystem refuses O_DIRECT: the log is buffered there and a spare gains nothing.
+    Unsupported,
+    /// Its pacer said stop (the shard closed); the file is gone.
+    Abandoned,
+}
+/// Zeros written per step while filling a spare, one step at a time on the executor's
+/// blocking thread: a step holds the disk for about 0.1 ms, so an fdatasync of the log
+/// never waits long behind one, and other blocking work (file deletes, offset snapshots)
+/// is never held up for long.
+const SPARE_STEP_BYTES: usize = 128 << 10;
+
+/// Whether `dir` holds a complete spare of `size` bytes. Removes a half-filled one, and a
+/// spare of another size (the segment size was changed).
+pub(crate) fn spare_ready(dir: &Path, size: u64) -> std::io::Result<bool> {
+    for e in std::fs::read_dir(dir)? {
+        let e = e?;
+        if e.file_name()
+            .to_string_lossy()
+            .starts_with(SPARE_FILLING_PREFIX)
+        {
+            std::fs::remove_file(e.path())?;
+        }
+    }
+    let spare = dir.join(SPARE_NAME);
+    match std::fs::metadata(&spare) {
+        Ok(m) if m.len() == size => Ok(true),
+        Ok(_) => {
+            std::fs::remove_file(&spare)?;
+            Ok(false)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Fills a spare segment of `size` bytes with zeros. A segment made from it has only plain
+/// written extents: an O_DIRECT write into it changes no filesystem metadata, so an
+/// fdatasync after it is a device cache flush, without the journal commit that converting
+/// preallocated (unwritten) extents needs. That halved write+fdatasync latency here (p50
+/// 0.45 → 0.22 ms). The price is writing every segment twice. After each step, `pace` is
+/// told the bytes filled so far and says how long to wait before the next, or `None` to
+/// abandon the fill.
+pub(crate) async fn fill_spare(
+    dir: PathBuf,
+    size: u64,
+    mut pace: impl FnMut(u64) -> Option<std::time::Duration>,
+) -> std::io::Result<Filled> {
+    let executor = glommio::executor();
+    let n = SPARE_FILLS.fetch_add(1, Ordering::Relaxed);
+    let filling = dir.join(format!("{SPARE_FILLING_PREFIX}-{n}"));
+    let path = filling.clone();
+    let Some(mut file) = executor
+        .spawn_blocking(move || open_filling(&path, size))
+        .await?
+    else {
+        return Ok(Filled::Unsupported);
+    };
+    let mut pos = 0u64;
+    loop {
+        let Some(pause) = pace(pos) else {
+            drop(file);
+            executor
+                .spawn_blocking(move || std::fs::remove_file(&filling))
+                .await?;
+            return Ok(Filled::Abandoned);
+        };
+        if pos == size {
+            break;
+        }
+        if !pause.is_zero() {
+            glommio::timer::sleep(pause).await;
+        }
+        let step = (size - pos).min(SPARE_STEP_BYTES as u64);
+        file = executor
+            .spawn_blocking(move || write_zeros(file, pos, step))
+            .await?;
+        pos += step;
+    }
+    executor
+        .spawn_blocking(move || {
+            file.sync_all()?;
+            std::fs::rename(&filling, dir.join(SPARE_NAME))
+        })
+        .await?;
+    Ok(Filled::Ready)
+}
+
+/// Creates the file a spare is filled in, its blocks allocated in one go so they lie
+/// together on disk; `None` where O_DIRECT is refused.
+fn open_filling(path: &Path, size: u64) -> std::io::Result<Option<std::fs::File>> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let opened = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path);
+    let f = match opened {
+        Ok(f) => f,
+        Err(e) if is_o_direct_refusal(&e) => {
+            let _ = std::fs::remove_file(path);
+            return Ok(None);
+        }
+        Err(e) => return Err(e),
+    };
+    // SAFETY: fallocate on a descriptor we own; it allocates blocks and touches no memory.
+    if unsafe { libc::fallocate(f.as_raw_fd(), 0, 0, size as libc::off_t) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(Some(f))
+}
+
+/// Writes `len` zeros at `pos` (both block multiples) with O_DIRECT.
+fn write_zeros(f: std::fs::File, pos: u64, len: u64) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::FileExt;
+    thread_local! {
+        static ZEROS: DmaBuffer = {
+            let mut b = glommio::allocate_dma_buffer_global(SPARE_STEP_BYTES);
+            b.as_bytes_mut().fill(0);
+            b
+        };
+    }
+    ZEROS.with(|z| f.write_all_at(&z.as_bytes()[..len as usize], pos))?;
+    Ok(f)
+}
+
 /// A file retention is done with, for [`remove_off_core`].
 pub(crate) struct Doomed {
     pub path: PathBuf,
