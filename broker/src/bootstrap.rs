@@ -145,6 +145,7 @@ fn shard_config(
     c.write_chunk_bytes = config.write_chunk_bytes as usize;
     c.write_queue_depth = config.write_queue_depth as usize;
     c.hot_bytes_max = config.hot_bytes_max;
+    c.warm_segments = config.warm_segments;
     c.flush = match config.flush_disk_type {
         FlushDiskType::Async => shard::FlushPolicy::Async {
             interval_ms: config.flush_interval_ms,

@@ -82,6 +82,8 @@ pub struct BrokerConfig {
     pub write_chunk_bytes: u64,
     pub write_queue_depth: u64,
     pub hot_bytes_max: u64,
+    /// Zero-fill each CommitLog segment ahead of the log (RocketMQ's warmMapedFileEnable).
+    pub warm_segments: bool,
     pub max_message_size_bytes: u64,
     pub file_reserved_hours: u64,
     pub disk_clean_ratio: f64,
@@ -143,6 +145,7 @@ impl Default for BrokerConfig {
             write_chunk_bytes: 4 << 20,
             write_queue_depth: 4,
             hot_bytes_max: 256 << 20,
+            warm_segments: false,
             max_message_size_bytes: 4 << 20,
             file_reserved_hours: 72,
             disk_clean_ratio: 0.75,
@@ -392,11 +395,13 @@ mod tests {
     }
 
     #[test]
-    fn durable_profile_flushes_synchronously() {
+    fn durable_profile_flushes_synchronously_into_warm_segments() {
         let cfg = BrokerConfig::from_profile("durable").unwrap();
         assert_eq!(cfg.flush_disk_type, FlushDiskType::Sync);
+        assert!(cfg.warm_segments);
         let cfg = BrokerConfig::from_profile("throughput").unwrap();
         assert_eq!(cfg.flush_disk_type, FlushDiskType::Async);
+        assert!(!cfg.warm_segments, "warming writes every segment twice");
     }
 
     #[test]
