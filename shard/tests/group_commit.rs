@@ -18,11 +18,26 @@ const APPENDS: usize = 20;
 
 #[test]
 fn every_acknowledged_append_is_durable_while_syncs_overlap() {
+    appends_are_durable_when_acknowledged(false);
+}
+
+/// With warm segments one sync runs at a time, and segments come from spares.
+#[test]
+fn every_acknowledged_append_is_durable_with_warm_segments() {
+    appends_are_durable_when_acknowledged(true);
+}
+
+fn appends_are_durable_when_acknowledged(warm: bool) {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().to_owned();
+    let config = move |p: &std::path::Path| {
+        let mut c = small_config(p);
+        c.warm_segments = warm;
+        c
+    };
     shard::run_local(move || async move {
         // small_config: sync flush, 64 KiB segments: the run crosses many of them.
-        let shard = Shard::open(small_config(&p)).await.unwrap();
+        let shard = Shard::open(config(&p)).await.unwrap();
         let violations = Rc::new(RefCell::new(Vec::new()));
         let mut tasks = Vec::new();
         for t in 0..TASKS {
@@ -57,7 +72,7 @@ fn every_acknowledged_append_is_durable_while_syncs_overlap() {
         assert!(stats.write_offset > 4 * (64 << 10), "{stats:?}");
         shard.close().await.unwrap();
 
-        let shard = Shard::open(small_config(&p)).await.unwrap();
+        let shard = Shard::open(config(&p)).await.unwrap();
         let mut got = Vec::new();
         for q in 0..4 {
             got.extend(bodies_of(
