@@ -288,8 +288,8 @@ impl Shard {
             spare: Cell::new(Spare::Off),
         });
         let shard = Shard { inner };
-        shard.open_spare().await?;
         shard.measure_disk();
+        shard.open_spare().await?;
         glommio::spawn_local(flusher(
             Rc::downgrade(&shard.inner),
             shard.inner.signals.clone(),
@@ -605,7 +605,10 @@ impl Shard {
 
     fn start_spare(&self, paced: bool) {
         let inner = &self.inner;
-        if inner.spare.get() != Spare::Absent || inner.closed.get() {
+        // On a full disk a spare would only take the last free space; the roll after the
+        // disk has room again fills one.
+        let full = inner.disk.get().1 == DiskLevel::Full;
+        if inner.spare.get() != Spare::Absent || inner.closed.get() || full {
             return;
         }
         inner.spare.set(Spare::Filling);

@@ -8,11 +8,13 @@ mod common;
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
 use message::TagFilter;
-use shard::{Shard, ShardConfig};
+use shard::{DiskUsageSource, Shard, ShardConfig};
 
 const SEGMENT: u64 = 64 << 10;
 
@@ -112,6 +114,37 @@ fn the_log_rolls_into_filled_spares_and_survives_restarts() {
             inode(&commitlog(&p).join(format!("{next:020}"))),
             Some(spare_ino)
         );
+        shard.close().await.unwrap();
+    });
+}
+
+#[test]
+fn no_spare_is_filled_on_a_full_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().to_owned();
+    let ratio = Arc::new(AtomicU64::new(0.95f64.to_bits()));
+    let r2 = ratio.clone();
+    shard::run_local(move || async move {
+        let mut c = warm_config(&p);
+        c.disk_usage =
+            DiskUsageSource::from_fn(move |_| Ok(f64::from_bits(r2.load(Ordering::SeqCst))));
+        let shard = Shard::open(c).await.unwrap();
+        let names: Vec<String> = std::fs::read_dir(commitlog(&p))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            names.iter().all(|n| !n.starts_with("spare")),
+            "a full disk got a spare: {names:?}"
+        );
+        // Space returns: the log starts without a spare, and the next roll's is filled.
+        ratio.store(0.5f64.to_bits(), Ordering::SeqCst);
+        shard.run_retention().await.unwrap();
+        shard
+            .append(TOPIC, 0, &record(TOPIC, &body(0, 500), None, None))
+            .await
+            .unwrap();
+        ready_spare(&p).await;
         shard.close().await.unwrap();
     });
 }
