@@ -578,7 +578,7 @@ impl Shard {
                 !log.segments.contains_key(&current),
             )
         };
-        if storage::spare_ready(&dir, size)? {
+        if storage::spare_ready(&dir, size).await? {
             inner.spare.set(Spare::Ready);
             return Ok(());
         }

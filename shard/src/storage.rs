@@ -310,28 +310,37 @@ pub(crate) enum Filled {
 /// is never held up for long.
 const SPARE_STEP_BYTES: usize = 128 << 10;
 
-/// Whether `dir` holds a complete spare of `size` bytes. Removes a half-filled one, and a
-/// spare of another size (the segment size was changed).
-pub(crate) fn spare_ready(dir: &Path, size: u64) -> std::io::Result<bool> {
+/// Whether `dir` holds a complete spare of `size` bytes. Removes (off the core, a spare is
+/// a whole segment) a half-filled one, and a spare of another size (the segment size was
+/// changed).
+pub(crate) async fn spare_ready(dir: &Path, size: u64) -> std::io::Result<bool> {
+    let stale = |path: PathBuf| Doomed {
+        path,
+        map: None,
+        truncate: true,
+    };
+    let mut doomed = Vec::new();
     for e in std::fs::read_dir(dir)? {
         let e = e?;
         if e.file_name()
             .to_string_lossy()
             .starts_with(SPARE_FILLING_PREFIX)
         {
-            std::fs::remove_file(e.path())?;
+            doomed.push(stale(e.path()));
         }
     }
     let spare = dir.join(SPARE_NAME);
-    match std::fs::metadata(&spare) {
-        Ok(m) if m.len() == size => Ok(true),
+    let ready = match std::fs::metadata(&spare) {
+        Ok(m) if m.len() == size => true,
         Ok(_) => {
-            std::fs::remove_file(&spare)?;
-            Ok(false)
+            doomed.push(stale(spare));
+            false
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(e),
-    }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+        Err(e) => return Err(e),
+    };
+    remove_off_core(doomed).await?;
+    Ok(ready)
 }
 
 /// Fills a spare segment of `size` bytes with zeros. A segment made from it has only plain
@@ -360,9 +369,12 @@ pub(crate) async fn fill_spare(
     loop {
         let Some(pause) = pace(pos) else {
             drop(file);
-            executor
-                .spawn_blocking(move || std::fs::remove_file(&filling))
-                .await?;
+            remove_off_core(vec![Doomed {
+                path: filling,
+                map: None,
+                truncate: true,
+            }])
+            .await?;
             return Ok(Filled::Abandoned);
         };
         if pos == size {
