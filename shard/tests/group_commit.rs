@@ -10,7 +10,6 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use common::*;
-use message::TagFilter;
 use shard::Shard;
 
 const TASKS: usize = 32;
@@ -73,13 +72,7 @@ fn appends_are_durable_when_acknowledged(warm: bool) {
         shard.close().await.unwrap();
 
         let shard = Shard::open(config(&p)).await.unwrap();
-        let mut got = Vec::new();
-        for q in 0..4 {
-            got.extend(bodies_of(
-                &read_all(&shard, TOPIC, q, &TagFilter::All).await,
-            ));
-        }
-        got.sort();
+        let got = all_bodies_sorted(&shard, TOPIC, 4).await;
         expected.sort();
         assert_eq!(got, expected);
         shard.close().await.unwrap();

@@ -13,7 +13,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
-use message::TagFilter;
 use shard::{DiskUsageSource, Shard, ShardConfig};
 
 const SEGMENT: u64 = 64 << 10;
@@ -88,13 +87,7 @@ fn the_log_rolls_into_filled_spares_and_survives_restarts() {
         std::fs::write(&filling, vec![0xa5u8; 12_288]).unwrap();
         let shard = Shard::open(warm_config(&p)).await.unwrap();
         assert!(!filling.exists(), "a half-filled spare is removed");
-        let mut got = Vec::new();
-        for q in 0..4 {
-            got.extend(bodies_of(
-                &read_all(&shard, TOPIC, q, &TagFilter::All).await,
-            ));
-        }
-        got.sort();
+        let got = all_bodies_sorted(&shard, TOPIC, 4).await;
         expected.sort();
         assert_eq!(got.len(), expected.len());
         assert_eq!(got, expected);

@@ -85,6 +85,16 @@ pub async fn read_all(
     out
 }
 
+/// The bodies of every record in queues `0..queues` of `topic`, sorted.
+pub async fn all_bodies_sorted(shard: &Shard, topic: &str, queues: u32) -> Vec<Vec<u8>> {
+    let mut got = Vec::new();
+    for q in 0..queues {
+        got.extend(bodies_of(&read_all(shard, topic, q, &TagFilter::All).await));
+    }
+    got.sort();
+    got
+}
+
 pub fn bodies_of(records: &[Vec<u8>]) -> Vec<Vec<u8>> {
     records
         .iter()
