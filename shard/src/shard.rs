@@ -1380,8 +1380,8 @@ async fn flusher(weak: Weak<Inner>, signals: Rc<Signals>) {
                         }
                         None
                     } else {
-                        // Nothing new, or both syncs busy: an append or a finishing sync
-                        // wakes us.
+                        // Nothing new, or every sync slot busy: an append or a finishing
+                        // sync wakes us.
                         Some(Duration::from_millis(100))
                     }
                 }

@@ -304,6 +304,7 @@ pub(crate) enum Filled {
     /// Its pacer said stop (the shard closed); the file is gone.
     Abandoned,
 }
+
 /// Zeros written per step while filling a spare, one step at a time on the executor's
 /// blocking thread: a step holds the disk for about 0.1 ms, so an fdatasync of the log
 /// never waits long behind one, and other blocking work (file deletes, offset snapshots)
