@@ -49,26 +49,36 @@ pub fn batch_bodies(
     sent_ns: u64,
 ) -> Vec<Bytes> {
     let size = size.max(HEADER_BYTES);
+    let filler = filler(size - HEADER_BYTES);
     let mut buf = BytesMut::with_capacity(count * size);
     for i in 0..count {
         buf.put_u32_le(MAGIC);
         buf.put_u32_le(producer);
         buf.put_u64_le(first_seq + i as u64);
         buf.put_u64_le(sent_ns);
-        // Compressible filler (text-like), so --compress has something to do.
-        let filler = size - HEADER_BYTES;
-        let pattern = b"corvus bench payload 0123456789 ";
-        let mut left = filler;
-        while left > 0 {
-            let n = left.min(pattern.len());
-            buf.put_slice(&pattern[..n]);
-            left -= n;
-        }
+        buf.put_slice(&filler);
     }
     let all = buf.freeze();
     (0..count)
         .map(|i| all.slice(i * size..(i + 1) * size))
         .collect()
+}
+
+/// `len` bytes of compressible, text-like filler (so --compress has something to do), built
+/// once per thread and size: copying it whole keeps body making a small part of the bench
+/// thread's time next to the client's own work.
+fn filler(len: usize) -> Bytes {
+    thread_local! {
+        static FILLER: std::cell::RefCell<Bytes> = const { std::cell::RefCell::new(Bytes::new()) };
+    }
+    FILLER.with(|f| {
+        let mut f = f.borrow_mut();
+        if f.len() != len {
+            let pattern = b"corvus bench payload 0123456789 ";
+            *f = pattern.iter().copied().cycle().take(len).collect();
+        }
+        f.clone()
+    })
 }
 
 /// A process-wide pairing of the monotonic and the wall clock, so a scheduled `Instant`
@@ -119,6 +129,13 @@ mod tests {
                     sent_ns: 42
                 }
             );
+        }
+        // The filler is the text pattern, whatever size the thread asked for before.
+        for size in [1024, 100, 1024] {
+            let b = &batch_bodies(0, 0, 2, size, 0)[1];
+            assert_eq!(b.len(), size);
+            assert!(b[HEADER_BYTES..].starts_with(b"corvus bench payload 0123"));
+            assert_eq!(b[HEADER_BYTES + 32..HEADER_BYTES + 38], *b"corvus");
         }
         assert_eq!(BodyHeader::parse(b"short"), None);
         assert_eq!(BodyHeader::parse(&[0u8; 64]), None);
