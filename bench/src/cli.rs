@@ -60,7 +60,7 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(24..=4_194_304))]
     pub size: u64,
     /// Messages per send (one frame, one queue).
-    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    #[arg(long, default_value_t = 400, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     pub batch: u64,
     /// Producer threads, each with its own client::Producer.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1024))]
@@ -85,7 +85,7 @@ pub struct RunArgs {
     #[arg(long = "async", id = "async_")]
     pub async_: bool,
     /// Async batches in flight per producer thread.
-    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=4096))]
     pub inflight: u64,
     /// zstd-compress bodies on the producer.
     #[arg(long)]
