@@ -110,6 +110,8 @@ pub struct ShardStats {
     pub recovery_truncated_segments: u64,
     /// False when the filesystem refused O_DIRECT and segments use buffered I/O.
     pub direct_io: bool,
+    /// CommitLog chunk buffers allocated since open; the rest were recycled.
+    pub chunk_buffers_allocated: u64,
 }
 
 /// What a retention pass did.
@@ -1274,6 +1276,7 @@ impl Shard {
             poisoned: inner.poisoned.borrow().is_some(),
             recovery_truncated_segments: inner.truncated_segments,
             direct_io: log.segments.values().all(|f| f.is_direct()),
+            chunk_buffers_allocated: log.buffers_allocated,
         }
     }
 
