@@ -43,6 +43,8 @@ struct Chunk {
     /// First offset appended into this chunk (bytes before it are the copied partial block).
     own_start: u64,
     buf: DmaBuffer,
+    /// The allocation behind `buf` (a recycled buffer may have been trimmed before).
+    alloc_bytes: u64,
     /// Bytes filled, counted from `base`.
     len: usize,
     /// `base + len`, or the segment end once an end-of-segment blank is in the chunk.
@@ -58,6 +60,9 @@ pub(crate) struct Sealed {
     data_end: u64,
     pub(crate) logical_end: u64,
     pub(crate) buf: Rc<DmaBuffer>,
+    /// The buffer's allocation, which a trimmed `buf` still holds whole: what the hot ring
+    /// counts against `hot_bytes_max`.
+    alloc_bytes: u64,
 }
 
 pub(crate) enum Located {
@@ -82,7 +87,8 @@ pub(crate) struct CommitLog {
     pub(crate) written_offset: u64,
     pub(crate) durable_offset: u64,
     pub(crate) dirty_segments: BTreeSet<u64>,
-    free_buffers: Vec<DmaBuffer>,
+    /// Spare buffers with their allocations' sizes.
+    free_buffers: Vec<(DmaBuffer, u64)>,
     /// Chunk buffers allocated rather than recycled, since open.
     pub(crate) buffers_allocated: u64,
 }
@@ -118,19 +124,26 @@ impl CommitLog {
         let seg_end = self.segment_start(at) + self.segment_size;
         let want = align_up((at - base) + needed as u64).max(self.chunk_bytes as u64);
         let cap = want.min(seg_end - base) as usize;
-        // Recycled buffers spare the page faults of fresh 4 MiB allocations.
-        let mut buf = match self.free_buffers.pop() {
-            Some(b) if b.len() == cap => b,
+        // Recycled buffers spare the page faults of fresh allocations, and the heap the
+        // fragmentation of freeing and allocating 4 MiB blocks. A buffer trimmed by an
+        // early seal serves as a smaller chunk if the batch fits in it.
+        let need = align_up((at - base) + needed as u64) as usize;
+        let (mut buf, alloc_bytes) = match self.free_buffers.pop() {
+            Some((b, alloc)) if b.len() >= need => (b, alloc),
             _ => {
                 self.buffers_allocated += 1;
-                glommio::allocate_dma_buffer(cap)
+                (glommio::allocate_dma_buffer(cap), cap as u64)
             }
         };
+        if buf.len() > cap {
+            buf.trim_to_size(cap);
+        }
         buf.as_bytes_mut()[..partial.len()].copy_from_slice(partial);
         self.current = Some(Chunk {
             base,
             own_start: at,
             buf,
+            alloc_bytes,
             len: partial.len(),
             logical_end: at,
             started: std::time::Instant::now(),
@@ -168,6 +181,7 @@ impl CommitLog {
             base,
             own_start,
             mut buf,
+            alloc_bytes,
             len,
             logical_end,
             ..
@@ -188,6 +202,7 @@ impl CommitLog {
             data_end: base + len as u64,
             logical_end,
             buf: Rc::new(buf),
+            alloc_bytes,
         });
         true
     }
@@ -416,25 +431,24 @@ impl CommitLog {
         };
         self.dirty_segments.insert(self.segment_start(s.base));
         self.written_offset = self.written_offset.max(s.logical_end);
-        self.hot_bytes += s.buf.len() as u64;
+        self.hot_bytes += s.alloc_bytes;
         self.hot.push_back(s);
         // Keep the newest chunk: the next one copies its partial last block.
         while self.hot_bytes > self.hot_bytes_max && self.hot.len() > 1 {
             if let Some(old) = self.hot.pop_front() {
-                self.hot_bytes -= old.buf.len() as u64;
-                self.recycle(old.buf);
+                self.hot_bytes -= old.alloc_bytes;
+                self.recycle(old.buf, old.alloc_bytes);
             }
         }
         self.check_offsets();
     }
 
-    /// Keeps a few full-size chunk buffers no reader holds any more.
-    fn recycle(&mut self, buf: Rc<DmaBuffer>) {
-        if self.free_buffers.len() < FREE_BUFFERS_MAX {
+    /// Keeps a few chunk buffers no reader holds any more, trimmed ones too while at least
+    /// a sixteenth of a chunk is left of them.
+    fn recycle(&mut self, buf: Rc<DmaBuffer>, alloc_bytes: u64) {
+        if self.free_buffers.len() < FREE_BUFFERS_MAX && buf.len() >= self.chunk_bytes / 16 {
             if let Ok(b) = Rc::try_unwrap(buf) {
-                if b.len() == self.chunk_bytes {
-                    self.free_buffers.push(b);
-                }
+                self.free_buffers.push((b, alloc_bytes));
             }
         }
     }
@@ -453,7 +467,7 @@ impl CommitLog {
         self.min_offset = self.min_offset.max(min);
         while self.hot.len() > 1 && self.hot.front().is_some_and(|s| s.data_end <= min) {
             if let Some(old) = self.hot.pop_front() {
-                self.hot_bytes -= old.buf.len() as u64;
+                self.hot_bytes -= old.alloc_bytes;
             }
         }
     }
