@@ -165,35 +165,25 @@ fn shard_config(
 /// Freed memory glibc keeps for reuse instead of returning it to the kernel.
 pub const RETAINED_FREE_BYTES_MAX: i32 = 128 << 20;
 
-/// Makes glibc serve big buffers (request frames of large batches) from its heap and keep
-/// them there when freed. By default each allocation above 128 KiB is a fresh mapping,
-/// unmapped when freed: with 1,000-message batches the page faults, zeroing and unmapping
-/// of every frame cost the core more than the data itself (send throughput went from 930K
-/// to 660K msg/s). The memory kept free is bounded by [`RETAINED_FREE_BYTES_MAX`].
-///
-/// CommitLog chunk buffers (`chunk_bytes` and up, 4 KiB aligned) stay mappings of their own:
-/// the shard recycles the full ones, but a chunk sealed early by a flush is trimmed and
-/// freed, and in the heap those page-aligned 4 MiB blocks fragmented it (memory grew by
-/// 5-8 MiB a second at 50,000 msg/s without bound). A mapping is returned whole.
-fn keep_big_allocations(chunk_bytes: usize) {
-    // The smallest chunk buffer: request frames below it (a 1,000-message batch of 1 KiB
-    // bodies is 1.2 MB) stay in the heap with the default 4 MiB chunks.
-    let threshold = chunk_bytes.clamp(128 << 10, 32 << 20) as i32;
+/// Makes glibc serve big buffers (request frames of large batches, chunk buffers) from its
+/// heap and keep them there when freed. By default each allocation above 128 KiB is a fresh
+/// mapping, unmapped when freed: with 1,000-message batches the page faults, zeroing and
+/// unmapping of every frame cost the core more than the data itself (send throughput went
+/// from 930K to 660K msg/s). The memory kept free is bounded by [`RETAINED_FREE_BYTES_MAX`].
+fn keep_big_allocations() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only sets allocator parameters; it takes no pointers.
     unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, threshold);
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
         libc::mallopt(libc::M_TRIM_THRESHOLD, RETAINED_FREE_BYTES_MAX);
     }
-    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-    let _ = threshold;
 }
 
 /// Starts every core and returns once all of them serve (or one failed to start).
 pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
     config.validate()?;
     preflight(&config)?;
-    keep_big_allocations(config.write_chunk_bytes as usize);
+    keep_big_allocations();
     let cpus = allowed_cpus();
     let cores = if config.cores == 0 {
         cpus.len() as u16
