@@ -7,7 +7,6 @@
 mod common;
 
 use common::*;
-use message::TagFilter;
 use shard::{FlushPolicy, Shard};
 
 const CHUNK: usize = 1 << 20;
@@ -65,26 +64,13 @@ fn full_chunks_of_large_batches_reuse_their_buffers() {
             stats.chunk_buffers_allocated,
             stats.write_offset
         );
-        let read_back = |shard: &Shard| {
-            let shard = shard.clone();
-            async move {
-                let mut all = Vec::new();
-                for q in 0..4 {
-                    all.extend(bodies_of(
-                        &read_all(&shard, TOPIC, q, &TagFilter::All).await,
-                    ));
-                }
-                all.sort();
-                all
-            }
-        };
         expected.sort();
-        assert_eq!(read_back(&shard).await, expected);
+        assert_eq!(all_bodies_sorted(&shard, TOPIC, 4).await, expected);
         shard.close().await.unwrap();
 
         let shard = Shard::open(config(&p)).await.unwrap();
         assert_eq!(shard.stats().write_offset, stats.write_offset);
-        assert_eq!(read_back(&shard).await, expected);
+        assert_eq!(all_bodies_sorted(&shard, TOPIC, 4).await, expected);
         shard.close().await.unwrap();
     });
 }
