@@ -122,14 +122,13 @@ impl CommitLog {
         let base = align_down(at);
         debug_assert_eq!(partial.len() as u64, at - base);
         let seg_end = self.segment_start(at) + self.segment_size;
-        let want = align_up((at - base) + needed as u64).max(self.chunk_bytes as u64);
-        let cap = want.min(seg_end - base) as usize;
+        let need = align_up((at - base) + needed as u64);
+        let cap = need.max(self.chunk_bytes as u64).min(seg_end - base) as usize;
         // Recycled buffers spare the page faults of fresh allocations, and the heap the
         // fragmentation of freeing and allocating 4 MiB blocks. A buffer trimmed by an
         // early seal serves as a smaller chunk if the batch fits in it.
-        let need = align_up((at - base) + needed as u64) as usize;
         let (mut buf, alloc_bytes) = match self.free_buffers.pop() {
-            Some((b, alloc)) if b.len() >= need => (b, alloc),
+            Some((b, alloc)) if b.len() as u64 >= need => (b, alloc),
             _ => {
                 self.buffers_allocated += 1;
                 (glommio::allocate_dma_buffer(cap), cap as u64)
