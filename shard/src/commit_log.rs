@@ -89,6 +89,9 @@ pub(crate) struct CommitLog {
     pub(crate) dirty_segments: BTreeSet<u64>,
     /// Spare buffers with their allocations' sizes.
     free_buffers: Vec<(DmaBuffer, u64)>,
+    /// Whole chunk buffers kept for the log's life (see `ShardConfig::chunk_pool`); 0 keeps
+    /// up to [`FREE_BUFFERS_MAX`] spares instead.
+    chunk_pool: usize,
     /// Chunk buffers allocated rather than recycled, since open.
     pub(crate) buffers_allocated: u64,
 }
@@ -129,7 +132,9 @@ impl CommitLog {
         // early seal serves as a smaller chunk if the batch fits in it.
         let (mut buf, alloc_bytes) = match self.free_buffers.pop() {
             Some((b, alloc)) if b.len() as u64 >= need => (b, alloc),
-            _ => {
+            spare => {
+                // A batch bigger than a chunk: keep the spare for the next one.
+                self.free_buffers.extend(spare);
                 self.buffers_allocated += 1;
                 (glommio::allocate_dma_buffer(cap), cap as u64)
             }
@@ -442,13 +447,42 @@ impl CommitLog {
         self.check_offsets();
     }
 
-    /// Keeps a few chunk buffers no reader holds any more, trimmed ones too while at least
-    /// a sixteenth of a chunk is left of them.
+    /// Keeps chunk buffers no reader holds any more. Without a pool, a few, trimmed ones
+    /// too while at least a sixteenth of a chunk is left of them. With one, up to the pool's
+    /// size, each whole: a trimmed buffer goes back to the allocator and a whole one is
+    /// taken at once, which in io_uring buffer memory is the same block again, with no
+    /// fault and no fragmentation.
     fn recycle(&mut self, buf: Rc<DmaBuffer>, alloc_bytes: u64) {
+        if self.chunk_pool > 0 {
+            if self.free_buffers.len() >= self.chunk_pool {
+                return;
+            }
+            let Ok(b) = Rc::try_unwrap(buf) else {
+                return;
+            };
+            if b.len() == self.chunk_bytes {
+                self.free_buffers.push((b, alloc_bytes));
+            } else {
+                drop(b);
+                self.buffers_allocated += 1;
+                let whole = glommio::allocate_dma_buffer(self.chunk_bytes);
+                self.free_buffers.push((whole, self.chunk_bytes as u64));
+            }
+            return;
+        }
         if self.free_buffers.len() < FREE_BUFFERS_MAX && buf.len() >= self.chunk_bytes / 16 {
             if let Ok(b) = Rc::try_unwrap(buf) {
                 self.free_buffers.push((b, alloc_bytes));
             }
+        }
+    }
+
+    /// Allocates the chunk pool (see `ShardConfig::chunk_pool`).
+    fn fill_pool(&mut self) {
+        while self.free_buffers.len() < self.chunk_pool {
+            self.buffers_allocated += 1;
+            let b = glommio::allocate_dma_buffer(self.chunk_bytes);
+            self.free_buffers.push((b, self.chunk_bytes as u64));
         }
     }
 
@@ -484,6 +518,7 @@ pub(crate) struct LogParams {
     pub(crate) segment_size: u64,
     pub(crate) chunk_bytes: usize,
     pub(crate) hot_bytes_max: u64,
+    pub(crate) chunk_pool: usize,
     pub(crate) faults: Option<std::sync::Arc<FaultInjector>>,
 }
 
@@ -544,6 +579,7 @@ pub(crate) async fn recover(
         durable_offset: 0,
         dirty_segments: BTreeSet::new(),
         free_buffers: Vec::new(),
+        chunk_pool: p.chunk_pool,
         buffers_allocated: 0,
     };
     let mut end: Option<u64> = None;
@@ -657,6 +693,7 @@ pub(crate) async fn recover(
             file.fdatasync().await?;
         }
     }
+    log.fill_pool();
     if !partial.is_empty() {
         log.new_chunk(end, 0, &partial);
     }

@@ -124,6 +124,13 @@ pub struct ShardConfig {
     pub write_queue_depth: usize,
     /// How much recently written log stays in memory for hot reads. Default 256 MiB.
     pub hot_bytes_max: u64,
+    /// Chunk buffers allocated when the log opens and kept for the shard's life: recycled
+    /// when the hot ring lets them go, and one trimmed by an early seal is replaced by a
+    /// whole one at once. Meant for a core whose io_uring buffer memory (`io_memory`) is
+    /// big enough to hold them: they then take all of it, so writes use registered buffers
+    /// and reads, which glommio also serves from that memory while there is room, get
+    /// buffers of their own. Default 0 (no pool: a few spare buffers are kept).
+    pub chunk_pool: usize,
     /// Fill each segment with zeros before the log reaches it (RocketMQ's
     /// `warmMapedFileEnable`): a spare is filled in the background while the current
     /// segment is in use, so fdatasyncs need no journal commit. Halves write+fdatasync
@@ -168,6 +175,7 @@ impl ShardConfig {
             write_chunk_bytes: 4 << 20,
             write_queue_depth: 4,
             hot_bytes_max: 256 << 20,
+            chunk_pool: 0,
             warm_segments: false,
             flush: FlushPolicy::default(),
             message_size_max_bytes: 4 << 20,
@@ -197,6 +205,12 @@ impl ShardConfig {
             return bad(format!(
                 "write_chunk_bytes {} must be a multiple of 4096 and >= 4096",
                 self.write_chunk_bytes
+            ));
+        }
+        if self.chunk_pool > 4096 {
+            return bad(format!(
+                "chunk_pool {} must be at most 4096",
+                self.chunk_pool
             ));
         }
         if !(1..=64).contains(&self.write_queue_depth) {

@@ -214,6 +214,7 @@ impl Shard {
                 segment_size: config.segment_size_bytes,
                 chunk_bytes: config.write_chunk_bytes,
                 hot_bytes_max: config.hot_bytes_max,
+                chunk_pool: config.chunk_pool,
                 faults: config.faults.clone(),
             },
             |view, phys| {

@@ -74,3 +74,49 @@ fn full_chunks_of_large_batches_reuse_their_buffers() {
         shard.close().await.unwrap();
     });
 }
+
+/// With a chunk pool, chunks sealed early by a 1 ms flush are trimmed, and their buffers
+/// are given back and taken whole again: every record still reads back, from the hot ring
+/// and from the files, also after a restart.
+#[test]
+fn a_chunk_pool_serves_early_sealed_chunks() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().to_owned();
+    let pooled = |p: &std::path::Path| {
+        let mut c = config(p);
+        c.flush = FlushPolicy::Async {
+            interval_ms: 1,
+            dirty_bytes_max: 2 << 20,
+        };
+        // The hot ring (4 chunks), the writes in flight (2) and the one filling, and room.
+        c.chunk_pool = 10;
+        c
+    };
+    shard::run_local(move || async move {
+        let shard = Shard::open(pooled(&p)).await.unwrap();
+        assert_eq!(shard.stats().chunk_buffers_allocated, 10);
+        let mut expected = Vec::new();
+        let mut i = 0;
+        while shard.stats().write_offset < 24 * CHUNK as u64 {
+            let mut batch = Vec::new();
+            for _ in 0..40 {
+                let b = body(i, 512 + (i * 37) % 1024);
+                batch.extend(record(TOPIC, &b, None, None));
+                expected.push(b);
+                i += 1;
+            }
+            shard.append(TOPIC, (i % 4) as u32, &batch).await.unwrap();
+            // Let the flush timer seal the chunk now and then, mid-way.
+            if i % 2000 == 0 {
+                glommio::timer::sleep(std::time::Duration::from_millis(3)).await;
+            }
+        }
+        expected.sort();
+        assert_eq!(all_bodies_sorted(&shard, TOPIC, 4).await, expected);
+        shard.close().await.unwrap();
+
+        let shard = Shard::open(pooled(&p)).await.unwrap();
+        assert_eq!(all_bodies_sorted(&shard, TOPIC, 4).await, expected);
+        shard.close().await.unwrap();
+    });
+}
