@@ -162,6 +162,23 @@ fn shard_config(
     c
 }
 
+/// Chunk buffers each of a core's `shards` keeps in its pool: the core's io_uring buffer
+/// memory divided among them, less one chunk's worth left for reads' small buffers. None
+/// unless that covers the hot ring plus the chunks being written and filled
+/// (`write_queue_depth` + 2): a pool smaller than the chunks in use would leave the rest to
+/// the heap, trimmed ones included, which is the fragmentation it exists to avoid.
+fn chunk_pool(config: &BrokerConfig, shards: usize) -> usize {
+    let chunk = config.write_chunk_bytes.max(1);
+    let per_shard = config.io_memory_bytes / shards.max(1) as u64;
+    let pool = (per_shard / chunk).saturating_sub(1);
+    let in_use = config.hot_bytes_max.div_ceil(chunk) + config.write_queue_depth + 2;
+    if pool >= in_use {
+        pool as usize
+    } else {
+        0
+    }
+}
+
 /// Freed memory glibc keeps for reuse instead of returning it to the kernel.
 pub const RETAINED_FREE_BYTES_MAX: i32 = 128 << 20;
 
@@ -271,6 +288,9 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
         };
         let main_fd = main_l.into_raw_fd();
         let direct_fd = direct_l.into_raw_fd();
+        let core_shards = (0..layout.shard_count)
+            .filter(|&s| protocol::shard_core(s, cores) == core)
+            .count();
         let shards: Vec<shard::ShardConfig> = (0..layout.shard_count)
             .filter(|&s| protocol::shard_core(s, cores) == core)
             .map(|s| {
@@ -280,6 +300,7 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
                     s,
                     store_host,
                 );
+                c.chunk_pool = chunk_pool(&shared.config, core_shards);
                 let hist = shared.metrics.flush_latency(core);
                 c.flush_observer = Some(shard::FlushObserver::new(move |d| {
                     hist.observe(d.as_secs_f64())
