@@ -399,6 +399,18 @@ impl CommitLog {
         }
     }
 
+    /// The segment file holding `offset..offset + len` when only the file holds it (the
+    /// bytes are in none of the in-memory chunks).
+    pub(crate) fn disk_file(&self, offset: u64, len: usize) -> Option<Rc<SegmentFile>> {
+        if self.in_current(offset, len).is_some() {
+            return None;
+        }
+        match self.locate_sealed(offset, len) {
+            Located::Disk(f) => Some(f),
+            _ => None,
+        }
+    }
+
     /// [`CommitLog::locate`] for bytes not in the unsealed chunk.
     fn locate_sealed(&self, offset: u64, len: usize) -> Located {
         let end = offset + len as u64;

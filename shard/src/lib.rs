@@ -14,6 +14,7 @@ pub mod fuzzing;
 mod index_file;
 mod layout;
 mod offsets;
+mod readahead;
 mod shard;
 pub mod signal;
 mod slice;

@@ -13,6 +13,7 @@ use crate::consume_queue::{ConsumeQueues, CqEntry};
 use crate::index_file::IndexService;
 use crate::layout::{COMMIT_LOG_DIR, CONSUME_QUEUE_DIR, INDEX_DIR};
 use crate::offsets::{CommitLogOffset, QueueOffset};
+use crate::readahead::{Readahead, SlotWait};
 use crate::signal::Signal;
 use crate::slice::StoredSlice;
 use crate::storage::{self, align_down, align_up, remove_off_core, Doomed, SegmentFile};
@@ -112,6 +113,9 @@ pub struct ShardStats {
     pub direct_io: bool,
     /// CommitLog chunk buffers allocated since open; the rest were recycled.
     pub chunk_buffers_allocated: u64,
+    /// Segment reads started ahead of a catching-up consumer, and those a pull then used.
+    pub readahead_started: u64,
+    pub readahead_hits: u64,
 }
 
 /// What a retention pass did.
@@ -174,6 +178,7 @@ struct Inner {
     /// Reads of the segment files (records no longer in memory) and their bytes.
     disk_reads: Cell<u64>,
     disk_read_bytes: Cell<u64>,
+    readahead: RefCell<Readahead>,
     disk: Cell<(f64, DiskLevel)>,
     truncated_segments: u64,
     spare: Cell<Spare>,
@@ -286,6 +291,7 @@ impl Shard {
             appended_bytes: Cell::new(0),
             disk_reads: Cell::new(0),
             disk_read_bytes: Cell::new(0),
+            readahead: RefCell::new(Readahead::default()),
             disk: Cell::new((0.0, DiskLevel::Normal)),
             truncated_segments: recovered.truncated_segments as u64,
             spare: Cell::new(Spare::Off),
@@ -831,35 +837,47 @@ impl Shard {
     /// `None` where a span is gone. Nearby cold records share one aligned read; the reads
     /// are all issued before the first is awaited, so they are in flight together.
     async fn fetch(&self, spans: &[(u64, usize)]) -> Result<Vec<Option<StoredSlice>>, ShardError> {
+        self.fetch_then(spans, Vec::new).await
+    }
+
+    /// [`Shard::fetch`]; when it reads from the segment files, it also starts reading the
+    /// spans `ahead` gives (the window a consumer will ask for next), once its own reads
+    /// are issued. A read started ahead that covers one of its own is used instead.
+    async fn fetch_then(
+        &self,
+        spans: &[(u64, usize)],
+        ahead: impl FnOnce() -> Vec<(u64, usize)>,
+    ) -> Result<Vec<Option<StoredSlice>>, ShardError> {
         let plan = self.fetch_plan(spans);
-        let mut reads = VecDeque::new();
-        let mut i = 0;
-        while i < spans.len() {
-            let Located::Disk(file) = &plan[i] else {
-                i += 1;
-                continue;
-            };
-            let from = align_down(spans[i].0);
-            let mut j = i;
-            while j + 1 < spans.len() {
-                let (o, l) = spans[j + 1];
-                let same = matches!(&plan[j + 1], Located::Disk(f) if Rc::ptr_eq(f, file));
-                let prev_end = align_up(spans[j].0 + spans[j].1 as u64);
-                if !same
-                    || o < spans[j].0
-                    || align_down(o).saturating_sub(prev_end) > COLD_READ_GAP_MAX_BYTES
-                    || align_up(o + l as u64) - from > COLD_READ_SPAN_MAX_BYTES
-                {
-                    break;
+        let files: Vec<Option<Rc<SegmentFile>>> = plan
+            .iter()
+            .map(|p| match p {
+                Located::Disk(f) => Some(f.clone()),
+                _ => None,
+            })
+            .collect();
+        let cold = group_cold_reads(spans, &files);
+        let mut reads = VecDeque::with_capacity(cold.len());
+        for c in &cold {
+            let found = self
+                .inner
+                .readahead
+                .borrow_mut()
+                .take(&c.file, c.from, c.len);
+            let pending = match found {
+                Some((base, slot)) => Pending::Ahead(base, slot),
+                None => {
+                    self.count_disk_read(c.len as usize);
+                    let (f, from, len) = (c.file.clone(), c.from, c.len as usize);
+                    Pending::Read(glommio::spawn_local(async move {
+                        f.read_aligned(from, len).await
+                    }))
                 }
-                j += 1;
-            }
-            let len = (align_up(spans[j].0 + spans[j].1 as u64) - from) as usize;
-            self.count_disk_read(len);
-            let f = Rc::clone(file);
-            let task = glommio::spawn_local(async move { f.read_aligned(from, len).await });
-            reads.push_back((j, from, task));
-            i = j + 1;
+            };
+            reads.push_back((c, pending));
+        }
+        if !cold.is_empty() {
+            self.read_ahead(&ahead());
         }
         let mut out: Vec<Option<StoredSlice>> = Vec::with_capacity(spans.len());
         let mut i = 0;
@@ -875,15 +893,25 @@ impl Shard {
                     i += 1;
                 }
                 Located::Disk(file) => {
-                    let Some((last, from, task)) = reads.pop_front() else {
+                    let Some((c, pending)) = reads.pop_front() else {
                         return Err(ShardError::Corrupt {
                             path: file.path.display().to_string(),
                             reason: "read plan out of step".into(),
                         });
                     };
-                    let r = task.await?;
-                    for &(o, l) in &spans[i..=last] {
-                        let s = StoredSlice::from_read(&r, (o - from) as usize, l).ok_or_else(
+                    let (base, r) = match pending {
+                        Pending::Read(task) => (c.from, task.await?),
+                        Pending::Ahead(base, slot) => match SlotWait(slot).await {
+                            Some(r) => (base, r),
+                            None => {
+                                // The read ahead failed: read again, and report its error.
+                                self.count_disk_read(c.len as usize);
+                                (c.from, c.file.read_aligned(c.from, c.len as usize).await?)
+                            }
+                        },
+                    };
+                    for &(o, l) in &spans[i..=c.last] {
+                        let s = StoredSlice::from_read(&r, (o - base) as usize, l).ok_or_else(
                             || ShardError::Corrupt {
                                 path: file.path.display().to_string(),
                                 reason: format!("short read at {o}"),
@@ -892,11 +920,61 @@ impl Shard {
                         check_record(s.as_bytes(), o, true)?;
                         out.push(Some(s));
                     }
-                    i = last + 1;
+                    i = c.last + 1;
                 }
             }
         }
         Ok(out)
+    }
+
+    /// Starts reading the spans of `spans` that only the segment files hold.
+    fn read_ahead(&self, spans: &[(u64, usize)]) {
+        if spans.is_empty() {
+            return;
+        }
+        let files: Vec<Option<Rc<SegmentFile>>> = {
+            let log = self.inner.log.borrow();
+            spans.iter().map(|&(o, l)| log.disk_file(o, l)).collect()
+        };
+        for c in group_cold_reads(spans, &files) {
+            self.count_disk_read(c.len as usize);
+            self.inner
+                .readahead
+                .borrow_mut()
+                .start(c.file, c.from, c.len);
+        }
+    }
+
+    /// The (offset, size) spans of the records `req` reads from queue offset `from` (below
+    /// `max`), and the queue offset after the last one looked at; `None` without the queue.
+    fn pick(&self, req: &ReadRequest<'_>, from: u64, max: u64) -> Option<(Vec<(u64, usize)>, u64)> {
+        let mut picked: Vec<(u64, usize)> = Vec::new();
+        let mut next = from;
+        let cqs = self.inner.cqs.borrow();
+        let log_min = self.inner.log.borrow().min_offset;
+        let cq = cqs.get(req.topic, req.queue_id)?;
+        let mut bytes = 0u64;
+        let scan_end = max.min(next + FILTER_SCAN_ENTRIES_MAX.max(req.max_messages as u64));
+        while next < scan_end && picked.len() < req.max_messages as usize {
+            let Some(e) = cq.get(QueueOffset(next)) else {
+                break;
+            };
+            if e.offset.0 < log_min {
+                next += 1;
+                continue;
+            }
+            if !req.filter.matches_code(e.tag_hash) {
+                next += 1;
+                continue;
+            }
+            if !picked.is_empty() && bytes + e.size as u64 > req.max_bytes as u64 {
+                break;
+            }
+            bytes += e.size as u64;
+            picked.push((e.offset.0, e.size as usize));
+            next += 1;
+        }
+        Some((picked, next))
     }
 
     pub async fn read(&self, req: &ReadRequest<'_>) -> Result<ReadResult, ShardError> {
@@ -917,37 +995,16 @@ impl Shard {
         if req.queue_offset > max {
             return Ok(result(ReadStatus::OffsetOverflow, max));
         }
-        let mut picked: Vec<(u64, usize)> = Vec::new();
-        let mut next = req.queue_offset;
-        {
-            let cqs = self.inner.cqs.borrow();
-            let log_min = self.inner.log.borrow().min_offset;
-            let Some(cq) = cqs.get(req.topic, req.queue_id) else {
-                return Ok(result(ReadStatus::NoNewMessage, 0));
-            };
-            let mut bytes = 0u64;
-            let scan_end = max.min(next + FILTER_SCAN_ENTRIES_MAX.max(req.max_messages as u64));
-            while next < scan_end && picked.len() < req.max_messages as usize {
-                let Some(e) = cq.get(QueueOffset(next)) else {
-                    break;
-                };
-                if e.offset.0 < log_min {
-                    next += 1;
-                    continue;
-                }
-                if !req.filter.matches_code(e.tag_hash) {
-                    next += 1;
-                    continue;
-                }
-                if !picked.is_empty() && bytes + e.size as u64 > req.max_bytes as u64 {
-                    break;
-                }
-                bytes += e.size as u64;
-                picked.push((e.offset.0, e.size as usize));
-                next += 1;
-            }
-        }
-        let fetched = self.fetch(&picked).await?;
+        let Some((picked, next)) = self.pick(req, req.queue_offset, max) else {
+            return Ok(result(ReadStatus::NoNewMessage, 0));
+        };
+        // A consumer catching up from disk asks next for the window after this one.
+        let ahead = || {
+            self.pick(req, next, max)
+                .map(|(spans, _)| spans)
+                .unwrap_or_default()
+        };
+        let fetched = self.fetch_then(&picked, ahead).await?;
         let mut records = Vec::with_capacity(fetched.len());
         for s in fetched.into_iter().flatten() {
             // Tag codes can collide: check the real tag string (`*` matches without one).
@@ -1278,6 +1335,8 @@ impl Shard {
             recovery_truncated_segments: inner.truncated_segments,
             direct_io: log.segments.values().all(|f| f.is_direct()),
             chunk_buffers_allocated: log.buffers_allocated,
+            readahead_started: inner.readahead.borrow().started,
+            readahead_hits: inner.readahead.borrow().hits,
         }
     }
 
@@ -1435,4 +1494,57 @@ async fn retention_task(weak: Weak<Inner>, signals: Rc<Signals>, every: Duration
             tracing::warn!(error = %e, "retention pass failed");
         }
     }
+}
+
+/// One aligned read of [`Shard::fetch`]: the spans up to index `last` from the one that
+/// starts it, `[from, from + len)` of `file`.
+struct ColdRead {
+    last: usize,
+    from: u64,
+    len: u64,
+    file: Rc<SegmentFile>,
+}
+
+/// A cold read under way: issued by the pull itself, or found among the reads ahead (with
+/// the offset that read starts at).
+enum Pending {
+    Read(glommio::Task<std::io::Result<storage::ReadBytes>>),
+    Ahead(u64, Rc<crate::readahead::Slot>),
+}
+
+/// Groups the spans only the segment files hold (`files[i]` is `Some`) into aligned reads:
+/// nearby records of one file share a read of at most [`COLD_READ_SPAN_MAX_BYTES`], skipping
+/// at most [`COLD_READ_GAP_MAX_BYTES`] between two of them.
+fn group_cold_reads(spans: &[(u64, usize)], files: &[Option<Rc<SegmentFile>>]) -> Vec<ColdRead> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < spans.len() {
+        let Some(file) = &files[i] else {
+            i += 1;
+            continue;
+        };
+        let from = align_down(spans[i].0);
+        let mut j = i;
+        while j + 1 < spans.len() {
+            let (o, l) = spans[j + 1];
+            let same = matches!(&files[j + 1], Some(f) if Rc::ptr_eq(f, file));
+            let prev_end = align_up(spans[j].0 + spans[j].1 as u64);
+            if !same
+                || o < spans[j].0
+                || align_down(o).saturating_sub(prev_end) > COLD_READ_GAP_MAX_BYTES
+                || align_up(o + l as u64) - from > COLD_READ_SPAN_MAX_BYTES
+            {
+                break;
+            }
+            j += 1;
+        }
+        out.push(ColdRead {
+            last: j,
+            from,
+            len: align_up(spans[j].0 + spans[j].1 as u64) - from,
+            file: file.clone(),
+        });
+        i = j + 1;
+    }
+    out
 }

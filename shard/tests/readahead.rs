@@ -1,0 +1,116 @@
+#![allow(clippy::unwrap_used)]
+//! Consumers catching up from disk, window after window: each read that goes to the
+//! segment files starts the reads of the window that follows, and the next pull uses them.
+//! Every record still comes back whole and in order, with two consumers taking turns on
+//! different queues, and the disk reads no more than the records' own bytes (plus block
+//! rounding) to do it.
+
+mod common;
+
+use common::*;
+use message::TagFilter;
+use shard::{ReadRequest, Shard};
+
+const QUEUES: u32 = 4;
+/// Records per append: each batch is a run of about 16 KiB of one queue.
+const BATCH: usize = 16;
+const ROUNDS: usize = 30;
+/// Messages per pull.
+const WINDOW: u32 = 24;
+
+fn cold_config(dir: &std::path::Path) -> shard::ShardConfig {
+    let mut c = small_config(dir);
+    c.segment_size_bytes = 4 << 20;
+    // Nothing stays in memory after its write: reads come from the segment files.
+    c.hot_bytes_max = 0;
+    c.consume_queue_file_entries = 4096;
+    c
+}
+
+#[test]
+fn windows_read_ahead_come_back_whole_and_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().to_owned();
+    shard::run_local(move || async move {
+        let shard = Shard::open(cold_config(&p)).await.unwrap();
+        let mut expected: Vec<Vec<Vec<u8>>> = vec![Vec::new(); QUEUES as usize];
+        let mut queue_bytes = vec![0u64; QUEUES as usize];
+        let mut i = 0;
+        for _round in 0..ROUNDS {
+            for q in 0..QUEUES {
+                let mut batch = Vec::new();
+                for _ in 0..BATCH {
+                    let b = body(i, 900 + (i * 37) % 200);
+                    let r = record(TOPIC, &b, None, None);
+                    queue_bytes[q as usize] += r.len() as u64;
+                    batch.extend(r);
+                    expected[q as usize].push(b);
+                    i += 1;
+                }
+                shard.append(TOPIC, q, &batch).await.unwrap();
+            }
+        }
+        shard.sync().await.unwrap();
+
+        // Queues 0 and 1 read in turns, one window each, as two consumers would.
+        let mut next = [0u64; 2];
+        let mut got: Vec<Vec<Vec<u8>>> = vec![Vec::new(); 2];
+        let total = (ROUNDS * BATCH) as u64;
+        let mut pulls = 0;
+        while next.iter().any(|&n| n < total) {
+            for q in 0..2 {
+                if next[q] >= total {
+                    continue;
+                }
+                let r = shard
+                    .read(&ReadRequest {
+                        topic: TOPIC,
+                        queue_id: q as u32,
+                        queue_offset: next[q],
+                        max_messages: WINDOW,
+                        max_bytes: 1 << 20,
+                        filter: &TagFilter::All,
+                    })
+                    .await
+                    .unwrap();
+                assert!(
+                    !r.records.is_empty(),
+                    "queue {q} at {} read nothing",
+                    next[q]
+                );
+                for s in &r.records {
+                    got[q].push(s.as_bytes().to_vec());
+                }
+                next[q] = r.next_queue_offset;
+                pulls += 1;
+            }
+            assert!(pulls < 1000, "reads do not advance");
+        }
+        for q in 0..2 {
+            assert_eq!(bodies_of(&got[q]), expected[q], "queue {q}");
+        }
+
+        let stats = shard.stats();
+        // Every read started ahead was used, and after each queue's first window (at most
+        // three reads: a window spans up to three of the queue's batches) every read a pull
+        // needed had been started ahead.
+        assert!(stats.readahead_started > 0, "{stats:?}");
+        assert_eq!(stats.readahead_hits, stats.readahead_started, "{stats:?}");
+        assert!(
+            stats.disk_reads - stats.readahead_started <= 2 * 3,
+            "{} reads by pulls themselves: {stats:?}",
+            stats.disk_reads - stats.readahead_started
+        );
+        // Reads ahead are the reads the pulls would have made: no more bytes than the two
+        // queues' records rounded out to blocks at each read's two ends.
+        let own = queue_bytes[0] + queue_bytes[1];
+        let rounding = stats.disk_reads * 2 * 4096;
+        assert!(
+            stats.disk_read_bytes <= own + rounding,
+            "read {} bytes from disk for {own} bytes of records in {} reads",
+            stats.disk_read_bytes,
+            stats.disk_reads
+        );
+        shard.close().await.unwrap();
+    });
+}
