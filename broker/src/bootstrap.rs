@@ -576,3 +576,27 @@ async fn core_main(
     core.mesh.fail_pending();
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ConfigError;
+
+    #[test]
+    fn only_the_throughput_profile_gets_a_chunk_pool() -> Result<(), ConfigError> {
+        // 320 MiB of 4 MiB chunks, less one for reads: it covers the 64 hot chunks + 6.
+        let throughput = BrokerConfig::from_profile("throughput")?;
+        assert_eq!(chunk_pool(&throughput, 1), 79);
+        // Split between two shards on a core, 39 each no longer covers a hot ring each.
+        assert_eq!(chunk_pool(&throughput, 2), 0);
+        for name in ["latency", "durable", "small"] {
+            assert_eq!(
+                chunk_pool(&BrokerConfig::from_profile(name)?, 1),
+                0,
+                "{name}"
+            );
+        }
+        assert_eq!(chunk_pool(&BrokerConfig::default(), 1), 0);
+        Ok(())
+    }
+}
