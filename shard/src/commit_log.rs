@@ -133,8 +133,12 @@ impl CommitLog {
         let (mut buf, alloc_bytes) = match self.free_buffers.pop() {
             Some((b, alloc)) if b.len() as u64 >= need => (b, alloc),
             spare => {
-                // A batch bigger than a chunk: keep the spare for the next one.
-                self.free_buffers.extend(spare);
+                // In a pool every spare is whole: one too small for this batch (bigger than a
+                // chunk) serves the next chunk. Otherwise a trimmed spare too small is let go,
+                // so it cannot keep the others from being reached.
+                if self.chunk_pool > 0 {
+                    self.free_buffers.extend(spare);
+                }
                 self.buffers_allocated += 1;
                 (glommio::allocate_dma_buffer(cap), cap as u64)
             }
