@@ -65,6 +65,12 @@ struct Entry {
     slot: Rc<Slot>,
 }
 
+impl Entry {
+    fn covers(&self, file: &Rc<SegmentFile>, from: u64, len: u64) -> bool {
+        Rc::ptr_eq(&self.file, file) && self.from <= from && from + len <= self.from + self.len
+    }
+}
+
 /// The reads ahead of one shard, oldest first.
 #[derive(Default)]
 pub(crate) struct Readahead {
@@ -84,9 +90,10 @@ impl Readahead {
         from: u64,
         len: u64,
     ) -> Option<(u64, Rc<Slot>)> {
-        let i = self.entries.iter().position(|e| {
-            Rc::ptr_eq(&e.file, file) && e.from <= from && from + len <= e.from + e.len
-        })?;
+        let i = self
+            .entries
+            .iter()
+            .position(|e| e.covers(file, from, len))?;
         let e = self.entries.remove(i)?;
         self.bytes -= e.len;
         self.hits += 1;
@@ -94,14 +101,10 @@ impl Readahead {
     }
 
     /// Starts reading `[from, from + len)` of `file` (block aligned) unless a read ahead
-    /// already covers it.
-    pub(crate) fn start(&mut self, file: Rc<SegmentFile>, from: u64, len: u64) {
-        if len > READAHEAD_BYTES_MAX
-            || self.entries.iter().any(|e| {
-                Rc::ptr_eq(&e.file, &file) && e.from <= from && from + len <= e.from + e.len
-            })
-        {
-            return;
+    /// already covers it. Returns whether it started a read.
+    pub(crate) fn start(&mut self, file: Rc<SegmentFile>, from: u64, len: u64) -> bool {
+        if len > READAHEAD_BYTES_MAX || self.entries.iter().any(|e| e.covers(&file, from, len)) {
+            return false;
         }
         while self.bytes + len > READAHEAD_BYTES_MAX {
             match self.entries.pop_front() {
@@ -127,5 +130,6 @@ impl Readahead {
             len,
             slot,
         });
+        true
     }
 }

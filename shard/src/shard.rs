@@ -937,11 +937,14 @@ impl Shard {
             spans.iter().map(|&(o, l)| log.disk_file(o, l)).collect()
         };
         for c in group_cold_reads(spans, &files) {
-            self.count_disk_read(c.len as usize);
-            self.inner
+            let started = self
+                .inner
                 .readahead
                 .borrow_mut()
                 .start(c.file, c.from, c.len);
+            if started {
+                self.count_disk_read(c.len as usize);
+            }
         }
     }
 
