@@ -288,11 +288,12 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
         };
         let main_fd = main_l.into_raw_fd();
         let direct_fd = direct_l.into_raw_fd();
-        let core_shards = (0..layout.shard_count)
+        let core_shards: Vec<u16> = (0..layout.shard_count)
             .filter(|&s| protocol::shard_core(s, cores) == core)
-            .count();
-        let shards: Vec<shard::ShardConfig> = (0..layout.shard_count)
-            .filter(|&s| protocol::shard_core(s, cores) == core)
+            .collect();
+        let pool = chunk_pool(&shared.config, core_shards.len());
+        let shards: Vec<shard::ShardConfig> = core_shards
+            .into_iter()
             .map(|s| {
                 let mut c = shard_config(
                     &shared.config,
@@ -300,7 +301,7 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
                     s,
                     store_host,
                 );
-                c.chunk_pool = chunk_pool(&shared.config, core_shards);
+                c.chunk_pool = pool;
                 let hist = shared.metrics.flush_latency(core);
                 c.flush_observer = Some(shard::FlushObserver::new(move |d| {
                     hist.observe(d.as_secs_f64())

@@ -295,8 +295,8 @@ impl CommitLog {
     /// the two writes never cover the same block and may be in flight together (two
     /// overlapping O_DIRECT writes may land in either order). A nearly full chunk (see
     /// [`PAD_TO_END_FRACTION`]) is filled to its end, so it is written whole and its buffer
-    /// recycled. Returns whether it
-    /// padded; chunks sealed for a flush are not padded (their successor waits instead).
+    /// recycled. Returns whether it padded; chunks sealed for a flush are not padded (their
+    /// successor waits instead).
     fn pad_to_block(&mut self) -> bool {
         let at = self.write_offset;
         let Some(c) = self.current.as_mut() else {
@@ -480,9 +480,7 @@ impl CommitLog {
                 self.free_buffers.push((b, alloc_bytes));
             } else {
                 drop(b);
-                self.buffers_allocated += 1;
-                let whole = glommio::allocate_dma_buffer(self.chunk_bytes);
-                self.free_buffers.push((whole, self.chunk_bytes as u64));
+                self.add_whole_spare();
             }
             return;
         }
@@ -496,10 +494,15 @@ impl CommitLog {
     /// Allocates the chunk pool (see `ShardConfig::chunk_pool`).
     fn fill_pool(&mut self) {
         while self.free_buffers.len() < self.chunk_pool {
-            self.buffers_allocated += 1;
-            let b = glommio::allocate_dma_buffer(self.chunk_bytes);
-            self.free_buffers.push((b, self.chunk_bytes as u64));
+            self.add_whole_spare();
         }
+    }
+
+    /// Allocates one whole chunk buffer as a spare.
+    fn add_whole_spare(&mut self) {
+        self.buffers_allocated += 1;
+        let b = glommio::allocate_dma_buffer(self.chunk_bytes);
+        self.free_buffers.push((b, self.chunk_bytes as u64));
     }
 
     pub(crate) fn mark_durable(&mut self, offset: u64) {
