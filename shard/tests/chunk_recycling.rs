@@ -41,13 +41,7 @@ fn full_chunks_of_large_batches_reuse_their_buffers() {
         // than a sixteenth of a chunk and less than a quarter.
         let chunks = 80;
         while shard.stats().write_offset < chunks * CHUNK as u64 {
-            let mut batch = Vec::new();
-            for _ in 0..180 {
-                let b = body(i, 1024 + (i * 37) % 256);
-                batch.extend(record(TOPIC, &b, None, None));
-                expected.push(b);
-                i += 1;
-            }
+            let batch = numbered_batch(&mut i, 180, |i| 1024 + (i * 37) % 256, &mut expected);
             shard
                 .append(TOPIC, (i / 180 % 4) as u32, &batch)
                 .await
@@ -98,13 +92,7 @@ fn a_chunk_pool_serves_early_sealed_chunks() {
         let mut expected = Vec::new();
         let mut i = 0;
         while shard.stats().write_offset < 24 * CHUNK as u64 {
-            let mut batch = Vec::new();
-            for _ in 0..40 {
-                let b = body(i, 512 + (i * 37) % 1024);
-                batch.extend(record(TOPIC, &b, None, None));
-                expected.push(b);
-                i += 1;
-            }
+            let batch = numbered_batch(&mut i, 40, |i| 512 + (i * 37) % 1024, &mut expected);
             shard.append(TOPIC, (i % 4) as u32, &batch).await.unwrap();
             // Let the flush timer seal the chunk now and then, mid-way.
             if i % 2000 == 0 {

@@ -14,15 +14,6 @@ const QUEUES: u32 = 4;
 /// Records per append: each batch is a run of about 16 KiB of one queue.
 const BATCH: usize = 16;
 
-fn cold_config(dir: &std::path::Path) -> shard::ShardConfig {
-    let mut c = small_config(dir);
-    c.segment_size_bytes = 4 << 20;
-    // Nothing stays in memory after its write: reads come from the segment files.
-    c.hot_bytes_max = 0;
-    c.consume_queue_file_entries = 4096;
-    c
-}
-
 /// Queue 0 from its start in one read, and the records' bytes.
 async fn read_queue_0(shard: &Shard) -> (ReadResult, Vec<Vec<u8>>) {
     let r = shard
@@ -46,23 +37,7 @@ fn a_queue_reads_back_whole_without_reading_its_neighbours() {
     let p = dir.path().to_owned();
     shard::run_local(move || async move {
         let shard = Shard::open(cold_config(&p)).await.unwrap();
-        let mut expected: Vec<Vec<Vec<u8>>> = vec![Vec::new(); QUEUES as usize];
-        let mut queue_bytes = vec![0u64; QUEUES as usize];
-        let mut i = 0;
-        for _round in 0..12 {
-            for q in 0..QUEUES {
-                let mut batch = Vec::new();
-                for _ in 0..BATCH {
-                    let b = body(i, 900 + (i * 37) % 200);
-                    let r = record(TOPIC, &b, None, None);
-                    queue_bytes[q as usize] += r.len() as u64;
-                    batch.extend(r);
-                    expected[q as usize].push(b);
-                    i += 1;
-                }
-                shard.append(TOPIC, q, &batch).await.unwrap();
-            }
-        }
+        let (expected, queue_bytes) = append_interleaved(&shard, QUEUES, 12, BATCH).await;
         shard.close().await.unwrap();
 
         let shard = Shard::open(cold_config(&p)).await.unwrap();

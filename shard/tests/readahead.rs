@@ -18,38 +18,13 @@ const ROUNDS: usize = 30;
 /// Messages per pull.
 const WINDOW: u32 = 24;
 
-fn cold_config(dir: &std::path::Path) -> shard::ShardConfig {
-    let mut c = small_config(dir);
-    c.segment_size_bytes = 4 << 20;
-    // Nothing stays in memory after its write: reads come from the segment files.
-    c.hot_bytes_max = 0;
-    c.consume_queue_file_entries = 4096;
-    c
-}
-
 #[test]
 fn windows_read_ahead_come_back_whole_and_in_order() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().to_owned();
     shard::run_local(move || async move {
         let shard = Shard::open(cold_config(&p)).await.unwrap();
-        let mut expected: Vec<Vec<Vec<u8>>> = vec![Vec::new(); QUEUES as usize];
-        let mut queue_bytes = vec![0u64; QUEUES as usize];
-        let mut i = 0;
-        for _round in 0..ROUNDS {
-            for q in 0..QUEUES {
-                let mut batch = Vec::new();
-                for _ in 0..BATCH {
-                    let b = body(i, 900 + (i * 37) % 200);
-                    let r = record(TOPIC, &b, None, None);
-                    queue_bytes[q as usize] += r.len() as u64;
-                    batch.extend(r);
-                    expected[q as usize].push(b);
-                    i += 1;
-                }
-                shard.append(TOPIC, q, &batch).await.unwrap();
-            }
-        }
+        let (expected, queue_bytes) = append_interleaved(&shard, QUEUES, ROUNDS, BATCH).await;
         shard.sync().await.unwrap();
 
         // Queues 0 and 1 read in turns, one window each, as two consumers would.

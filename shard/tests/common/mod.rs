@@ -101,3 +101,60 @@ pub fn bodies_of(records: &[Vec<u8>]) -> Vec<Vec<u8>> {
         .map(|r| message::RecordView::parse(r).unwrap().body().to_vec())
         .collect()
 }
+
+/// [`small_config`] with 4 MiB segments where nothing stays in memory after its write:
+/// reads come from the segment files.
+pub fn cold_config(dir: &Path) -> ShardConfig {
+    let mut c = small_config(dir);
+    c.segment_size_bytes = 4 << 20;
+    c.hot_bytes_max = 0;
+    c.consume_queue_file_entries = 4096;
+    c
+}
+
+/// Appends `rounds` rounds of one batch of `batch` records (bodies of 900-1099 bytes) to
+/// each of queues `0..queues` in turn, so the queues lie interleaved in the log. Returns
+/// each queue's bodies in order and the bytes of its records.
+pub async fn append_interleaved(
+    shard: &Shard,
+    queues: u32,
+    rounds: usize,
+    batch: usize,
+) -> (Vec<Vec<Vec<u8>>>, Vec<u64>) {
+    let mut expected: Vec<Vec<Vec<u8>>> = vec![Vec::new(); queues as usize];
+    let mut queue_bytes = vec![0u64; queues as usize];
+    let mut i = 0;
+    for _round in 0..rounds {
+        for q in 0..queues {
+            let mut records = Vec::new();
+            for _ in 0..batch {
+                let b = body(i, 900 + (i * 37) % 200);
+                let r = record(TOPIC, &b, None, None);
+                queue_bytes[q as usize] += r.len() as u64;
+                records.extend(r);
+                expected[q as usize].push(b);
+                i += 1;
+            }
+            shard.append(TOPIC, q, &records).await.unwrap();
+        }
+    }
+    (expected, queue_bytes)
+}
+
+/// One batch of `n` records numbered on from `*i` (advanced past them), with bodies of
+/// `size(number)` bytes, whose bodies are also pushed onto `expected`.
+pub fn numbered_batch(
+    i: &mut usize,
+    n: usize,
+    size: impl Fn(usize) -> usize,
+    expected: &mut Vec<Vec<u8>>,
+) -> Vec<u8> {
+    let mut batch = Vec::new();
+    for _ in 0..n {
+        let b = body(*i, size(*i));
+        batch.extend(record(TOPIC, &b, None, None));
+        expected.push(b);
+        *i += 1;
+    }
+    batch
+}
