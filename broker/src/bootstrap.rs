@@ -135,11 +135,17 @@ fn local_addr(s: &Socket) -> std::io::Result<SocketAddr> {
 
 fn shard_config(
     config: &BrokerConfig,
-    dir: std::path::PathBuf,
+    layout: &shard::DataDirLayout,
     shard: u16,
     store_host: SocketAddrV4,
 ) -> shard::ShardConfig {
-    let mut c = shard::ShardConfig::new(dir, shard);
+    let mut c = shard::ShardConfig::new(layout.shard_dirs[shard as usize].clone(), shard);
+    c.tail_ring = Some(shard::TailRingConfig {
+        path: shard::TailRingConfig::path_in(&config.tail_ring_dir, layout.store_id, shard),
+        ring_bytes: config.tail_ring_bytes,
+    });
+    c.unsynced_bytes_max = config.unsynced_bytes_max;
+    c.busy_wait_ms = config.send_busy_wait_ms;
     c.store_host = store_host;
     c.segment_size_bytes = config.commit_log_segment_bytes;
     c.write_chunk_bytes = config.write_chunk_bytes as usize;
@@ -295,12 +301,7 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
         let shards: Vec<shard::ShardConfig> = core_shards
             .into_iter()
             .map(|s| {
-                let mut c = shard_config(
-                    &shared.config,
-                    layout.shard_dirs[s as usize].clone(),
-                    s,
-                    store_host,
-                );
+                let mut c = shard_config(&shared.config, &layout, s, store_host);
                 c.chunk_pool = pool;
                 let hist = shared.metrics.flush_latency(core);
                 c.flush_observer = Some(shard::FlushObserver::new(move |d| {
