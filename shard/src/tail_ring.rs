@@ -92,6 +92,14 @@ impl TailRing {
             .mode(0o600)
             .open(path)
             .map_err(|e| io_context(path, "open", e))?;
+        if !on_tmpfs(&file) {
+            NOT_TMPFS_WARNING.call_once(|| {
+                tracing::warn!(
+                    path = %path.display(),
+                    "the tail ring is not on a tmpfs: the kernel will also write it back to its disk; set tail_ring_dir to a tmpfs such as /dev/shm"
+                )
+            });
+        }
         let len = HEADER_BYTES as u64 + cfg.ring_bytes;
         reserve(&file, len).map_err(|e| {
             io_context(
@@ -148,6 +156,20 @@ impl TailRing {
         drop(map);
         std::fs::remove_file(path)
     }
+}
+
+static NOT_TMPFS_WARNING: std::sync::Once = std::sync::Once::new();
+
+/// Whether `file` lives on a tmpfs (memory that is never written back to a disk).
+fn on_tmpfs(file: &File) -> bool {
+    // SAFETY: statfs is plain old data, so all zeros is a valid value; fstatfs fills it from
+    // a descriptor we hold open.
+    let (rc, st) = unsafe {
+        let mut st: libc::statfs = std::mem::zeroed();
+        let rc = libc::fstatfs(file.as_raw_fd(), &mut st);
+        (rc, st)
+    };
+    rc == 0 && st.f_type == libc::TMPFS_MAGIC
 }
 
 /// Reserves `len` bytes for `file` (tmpfs supports fallocate), falling back to setting the
