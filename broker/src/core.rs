@@ -303,9 +303,12 @@ impl Core {
                 && now < deadline
                 && !self.shared.shutdown.load(Ordering::Relaxed)
             {
-                let max = shard.queue_offsets(&args.topic, args.queue_id).max;
+                // What readers may be served, not the queue's end: with sync flush the
+                // entries of appends not yet durable are not served, and their sync must
+                // wake this poll.
+                let visible = shard.visible_max(&args.topic, args.queue_id);
                 if shard
-                    .wait_for_message(&args.topic, args.queue_id, max, deadline - now)
+                    .wait_for_message(&args.topic, args.queue_id, visible, deadline - now)
                     .await
                 {
                     continue;

@@ -642,7 +642,8 @@ impl Shard {
 
     /// The queue offset below which every entry of the queue may be served (see
     /// [`Shard::visible_end`]); at most the few entries of appends still waiting are above.
-    fn visible_max(&self, topic: &str, queue_id: u32) -> u64 {
+    /// A long poll waits for this to pass what the consumer has.
+    pub fn visible_max(&self, topic: &str, queue_id: u32) -> u64 {
         let visible = self.visible_end();
         let cqs = self.inner.cqs.borrow();
         let Some(cq) = cqs.get(topic, queue_id) else {
