@@ -1360,7 +1360,8 @@ impl Shard {
 
     /// Refuses new appends, then flushes and fdatasyncs everything appended before, syncs
     /// ConsumeQueues and IndexFiles, stops the tasks. On `Ok` every append this shard
-    /// accepted is written and synced. A poisoned shard reports `Poisoned` here too.
+    /// accepted is written and synced. A poisoned shard reports `Poisoned` here too. A
+    /// second call returns `Ok` at once (the first one's flush covers everything).
     pub async fn close(&self) -> Result<(), ShardError> {
         let inner = &self.inner;
         if inner.closed.get() {
