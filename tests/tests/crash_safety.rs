@@ -79,6 +79,7 @@ struct Acked {
     queue: u32,
     offset: u64,
     id: String,
+    at: Instant,
 }
 
 /// What every producer thread saw.
@@ -101,6 +102,7 @@ impl Ledger {
             queue: r.queue_id,
             offset: r.queue_offset.0,
             id,
+            at: Instant::now(),
         });
         self.acks.fetch_add(1, Ordering::SeqCst);
         *self.last_ack.lock().unwrap() = Some(Instant::now());
@@ -430,19 +432,44 @@ struct Verdict {
 }
 
 fn judge(acked: &[Acked], stored: &Stored) -> Verdict {
+    judge_against(acked, stored, &[]).0
+}
+
+/// [`judge`], and for the messages it finds lost or reused, how long before the next
+/// crash (`crashes`) they were acknowledged: (min, max) in ms, for the report.
+fn judge_against(
+    acked: &[Acked],
+    stored: &Stored,
+    crashes: &[Instant],
+) -> (Verdict, Option<(u128, u128)>) {
     let mut v = Verdict {
         corrupt: stored.read_errors as usize,
         ..Verdict::default()
     };
+    let mut before_crash: Option<(u128, u128)> = None;
     for a in acked {
-        match stored.at.get(&(a.queue, a.offset)) {
-            None => v.lost += 1,
-            Some(None) => v.corrupt += 1,
-            Some(Some(id)) if *id == a.id => {}
-            Some(Some(_)) => v.reused += 1,
+        let bad = match stored.at.get(&(a.queue, a.offset)) {
+            None => {
+                v.lost += 1;
+                true
+            }
+            Some(None) => {
+                v.corrupt += 1;
+                false
+            }
+            Some(Some(id)) if *id == a.id => false,
+            Some(Some(_)) => {
+                v.reused += 1;
+                true
+            }
+        };
+        if let Some(crash) = crashes.iter().find(|c| **c >= a.at).filter(|_| bad) {
+            let ms = crash.duration_since(a.at).as_millis();
+            let (lo, hi) = before_crash.unwrap_or((ms, ms));
+            before_crash = Some((lo.min(ms), hi.max(ms)));
         }
     }
-    v
+    (v, before_crash)
 }
 
 fn create_topic(c: &Cluster, topic: &str) {
@@ -473,10 +500,12 @@ fn kill_9_under_load(profile: &str) {
     let topic = "Crash";
     create_topic(&c, topic);
     let load = Load::start(&ns, topic, 2);
+    let mut crashes = Vec::new();
     for round in 0..ROUNDS {
         let from = load.ledger.acks();
         load.wait_acks(from, kill_point(&mut rng), &format!("{test} round {round}"));
         c.broker.kill9();
+        crashes.push(Instant::now());
         eprintln!(
             "{test} round {round}: killed with {} acknowledged, the last {:?} ms before",
             load.ledger.acks(),
@@ -491,19 +520,22 @@ fn kill_9_under_load(profile: &str) {
     let ledger = load.finish();
     let acked = ledger.acked.lock().unwrap().clone();
     let stored = read_back(&ns, topic);
-    let verdict = judge(&acked, &stored);
+    let (verdict, before_crash) = judge_against(&acked, &stored, &crashes);
     eprintln!(
-        "{test}: {} acknowledged, {} errors, {} stored; {verdict:?}; other errors {:?}; {:?}",
+        "{test}: {} acknowledged, {} errors, {} stored; {verdict:?}, acknowledged {:?} ms \
+         before a kill; other errors {:?}; {:?}",
         acked.len(),
         ledger.errors.load(Ordering::SeqCst),
         stored.at.len(),
+        before_crash,
         ledger.other_errors.lock().unwrap(),
         started.elapsed()
     );
     assert_eq!(
         verdict,
         Verdict::default(),
-        "{test}: acknowledged messages lost, offsets reused or records corrupt, out of {}",
+        "{test}: acknowledged messages lost, offsets reused or records corrupt, out of {} \
+         (the lost ones acknowledged (min, max) {before_crash:?} ms before a kill)",
         acked.len()
     );
 }
@@ -642,11 +674,13 @@ fn group_through_kill_9(profile: &str) {
     }
     let load = Load::start(&ns, topic, 2);
     let mut restarts = Vec::new();
+    let mut crashes = Vec::new();
     let rounds = 2;
     for round in 0..rounds {
         let from = load.ledger.acks();
         load.wait_acks(from, kill_point(&mut rng), &format!("{test} round {round}"));
         c.broker.kill9();
+        crashes.push(Instant::now());
         eprintln!(
             "{test} round {round}: killed with {} acknowledged, {} delivered",
             load.ledger.acks(),
@@ -683,7 +717,7 @@ fn group_through_kill_9(profile: &str) {
         .iter()
         .filter(|(q, o, id, _)| stored.at.get(&(*q, *o)).is_none_or(|s| s != id))
         .count();
-    let verdict = judge(&acked, &stored);
+    let (verdict, _) = judge_against(&acked, &stored, &crashes);
     let delivered = log.lock().unwrap().len();
     // When the group first got a message after each restart, for the report.
     let resumed: Vec<Option<u128>> = restarts
