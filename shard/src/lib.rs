@@ -20,7 +20,10 @@ pub mod signal;
 mod slice;
 mod storage;
 
-pub use config::{statvfs_used_ratio, DiskUsageSource, FlushObserver, FlushPolicy, ShardConfig};
+pub use config::{
+    statvfs_free_bytes, statvfs_used_ratio, DiskUsageSource, FlushObserver, FlushPolicy,
+    ShardConfig,
+};
 pub use error::ShardError;
 pub use layout::{open_data_dir, shard_dir, DataDirLayout};
 pub use offsets::{CommitLogOffset, QueueOffset};
