@@ -191,6 +191,10 @@ struct Inner {
     disk_read_bytes: Cell<u64>,
     readahead: RefCell<Readahead>,
     disk: Cell<(f64, DiskLevel)>,
+    /// When `disk` was last measured: while the disk is full, appends measure it again at
+    /// most every [`SEGMENT_CREATE_RETRY`], so sends resume soon after space returns rather
+    /// than a whole `retention_check_interval_ms` later.
+    disk_measured: Cell<Instant>,
     truncated_segments: u64,
     spare: Cell<Spare>,
 }
@@ -309,6 +313,7 @@ impl Shard {
             disk_read_bytes: Cell::new(0),
             readahead: RefCell::new(Readahead::default()),
             disk: Cell::new((0.0, DiskLevel::Normal)),
+            disk_measured: Cell::new(Instant::now()),
             truncated_segments: recovered.truncated_segments as u64,
             spare: Cell::new(Spare::Off),
         });
@@ -358,7 +363,10 @@ impl Shard {
         }
         self.check_poisoned()?;
         self.check_blocked()?;
-        let (ratio, level) = inner.disk.get();
+        let (mut ratio, mut level) = inner.disk.get();
+        if level == DiskLevel::Full && inner.disk_measured.get().elapsed() >= SEGMENT_CREATE_RETRY {
+            (ratio, level) = self.measure_disk();
+        }
         if level == DiskLevel::Full {
             return Err(ShardError::DiskFull {
                 ratio,
@@ -1342,6 +1350,7 @@ impl Shard {
             }
         }
         self.inner.disk.set((ratio, level));
+        self.inner.disk_measured.set(Instant::now());
         (ratio, level)
     }
 

@@ -415,3 +415,41 @@ fn a_restart_on_a_full_disk_opens_and_serves_reads() {
         });
     }
 }
+
+/// Above `disk_refuse_ratio` appends are refused; once the disk has room again they are
+/// accepted within a fraction of a second, without waiting for the next retention pass
+/// (an hour apart here).
+#[test]
+fn a_full_disk_level_clears_by_itself_soon_after_space_returns() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().to_owned();
+    shard::run_local(move || async move {
+        let ratio = Arc::new(AtomicU64::new(0.95f64.to_bits()));
+        let r2 = ratio.clone();
+        let mut c = small_config(&p);
+        c.disk_usage =
+            DiskUsageSource::from_fn(move |_| Ok(f64::from_bits(r2.load(Ordering::SeqCst))));
+        let shard = Shard::open(c).await.unwrap();
+        let e = shard
+            .append(TOPIC, 0, &record(TOPIC, b"x", None, None))
+            .await
+            .unwrap_err();
+        assert!(matches!(e, ShardError::DiskFull { .. }), "{e:?}");
+        ratio.store(0.5f64.to_bits(), Ordering::SeqCst);
+        let deadline = Instant::now() + RESUME_WITHIN;
+        loop {
+            match shard
+                .append(TOPIC, 0, &record(TOPIC, b"x", None, None))
+                .await
+            {
+                Ok(_) => break,
+                Err(e) => {
+                    assert!(matches!(e, ShardError::DiskFull { .. }), "{e:?}");
+                    assert!(Instant::now() < deadline, "still refused: {e}");
+                    glommio::timer::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        }
+        shard.close().await.unwrap();
+    });
+}
