@@ -453,3 +453,187 @@ fn a_full_disk_level_clears_by_itself_soon_after_space_returns() {
         shard.close().await.unwrap();
     });
 }
+
+// ---- a real full disk: a loop-mounted ext4 filled by another process ----
+
+/// A small ext4 in a file, loop-mounted in a temp dir, unmounted when dropped. `None`
+/// (with the reason on stderr) where that cannot be done, unless `CORVUS_REQUIRE_LOOP_MOUNT`
+/// is set (`.ci/run` sets it: CI runs as root, so there the test must run).
+struct LoopFs {
+    _dir: tempfile::TempDir,
+    mnt: std::path::PathBuf,
+}
+
+impl LoopFs {
+    fn mount(size_mib: u64) -> Option<LoopFs> {
+        let skip = |why: String| {
+            if std::env::var_os("CORVUS_REQUIRE_LOOP_MOUNT").is_some() {
+                panic!("CORVUS_REQUIRE_LOOP_MOUNT is set but {why}");
+            }
+            eprintln!("skipped: {why}");
+            None
+        };
+        // SAFETY: geteuid has no preconditions and touches no memory.
+        if unsafe { libc::geteuid() } != 0 {
+            return skip("not root: a loop mount needs root".into());
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let image = dir.path().join("fs.img");
+        let mnt = dir.path().join("mnt");
+        std::fs::create_dir_all(&mnt).unwrap();
+        let run = |args: &[&std::ffi::OsStr]| -> Result<(), String> {
+            let out = std::process::Command::new(args[0])
+                .args(&args[1..])
+                .output();
+            match out {
+                Ok(o) if o.status.success() => Ok(()),
+                Ok(o) => Err(format!("{args:?}: {}", String::from_utf8_lossy(&o.stderr))),
+                Err(e) => Err(format!("{args:?} cannot run: {e}")),
+            }
+        };
+        let size = format!("{size_mib}M");
+        let made = run(&[
+            "truncate".as_ref(),
+            "-s".as_ref(),
+            size.as_ref(),
+            image.as_ref(),
+        ])
+        .and_then(|()| {
+            run(&[
+                "mkfs.ext4".as_ref(),
+                "-q".as_ref(),
+                "-F".as_ref(),
+                "-m".as_ref(),
+                "0".as_ref(),
+                image.as_ref(),
+            ])
+        })
+        .and_then(|()| {
+            run(&[
+                "mount".as_ref(),
+                "-o".as_ref(),
+                "loop".as_ref(),
+                image.as_ref(),
+                mnt.as_ref(),
+            ])
+        });
+        match made {
+            Ok(()) => Some(LoopFs { _dir: dir, mnt }),
+            Err(why) => skip(why),
+        }
+    }
+}
+
+/// Takes every free block of the filesystem at `mnt`, from other processes.
+fn fill(mnt: &Path) {
+    let free = shard::statvfs_free_bytes(mnt).unwrap();
+    let status = std::process::Command::new("fallocate")
+        .arg("-l")
+        .arg(free.saturating_sub(1 << 20).max(4096).to_string())
+        .arg(mnt.join("filler-big"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    // dd stops at ENOSPC: that is the point.
+    let _ = std::process::Command::new("dd")
+        .arg("if=/dev/zero")
+        .arg("bs=64k")
+        .arg(format!("of={}", mnt.join("filler-rest").display()))
+        .stderr(std::process::Stdio::null())
+        .status();
+    let _ = std::process::Command::new("sync")
+        .arg("-f")
+        .arg(mnt)
+        .status();
+    let free = shard::statvfs_free_bytes(mnt).unwrap();
+    assert!(free < 1 << 20, "not full: {free} bytes free");
+}
+
+/// Gives back what [`fill`] took.
+fn unfill(mnt: &Path) {
+    std::fs::remove_file(mnt.join("filler-big")).unwrap();
+    std::fs::remove_file(mnt.join("filler-rest")).unwrap();
+    let _ = std::process::Command::new("sync")
+        .arg("-f")
+        .arg(mnt)
+        .status();
+}
+
+impl Drop for LoopFs {
+    fn drop(&mut self) {
+        // The kernel lets go of files an exited process had in io_uring a moment after it
+        // exits: try a few times, bounded, then detach it lazily (it goes once free).
+        for _ in 0..40 {
+            let unmounted = std::process::Command::new("umount")
+                .arg(&self.mnt)
+                .stderr(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            if unmounted {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.mnt)
+            .status();
+    }
+}
+
+/// On a real full disk, new ConsumeQueue and IndexFile pages are refused before anything is
+/// stored into them: each append to a new queue (a new, 6 MB ConsumeQueue file, of which
+/// nothing has a block yet) fails with `NoSpace` instead of the SIGBUS a store into a sparse
+/// mapping raises there (which kills this test process). Once space returns they succeed.
+#[test]
+fn on_a_really_full_disk_new_mapped_pages_are_refused_not_a_sigbus() {
+    let Some(fs) = LoopFs::mount(64) else {
+        return;
+    };
+    let p = fs.mnt.join("shard");
+    let mnt = fs.mnt.clone();
+    shard::run_local(move || async move {
+        let mut c = small_config(&p);
+        c.consume_queue_file_entries = 300_000;
+        c.disk_reserve_bytes = 0;
+        c.index_file_slots = 500_000;
+        c.index_file_entries = 2_000_000;
+        let shard = Shard::open(c.clone()).await.unwrap();
+        for q in 0..4 {
+            shard
+                .append(TOPIC, q, &record(TOPIC, b"before", None, Some("k")))
+                .await
+                .unwrap();
+        }
+        shard.sync().await.unwrap();
+        fill(&mnt);
+        // Hundreds of new queues, each a new file: far more pages than any slack the
+        // filesystem keeps.
+        let mut refused = 0;
+        for q in 100..400 {
+            match shard
+                .append(TOPIC, q, &record(TOPIC, b"full", None, None))
+                .await
+            {
+                Ok(_) => {}
+                Err(e) => {
+                    assert!(matches!(e, ShardError::NoSpace { .. }), "{e:?}");
+                    refused += 1;
+                }
+            }
+        }
+        assert!(refused > 250, "only {refused} of 300 refused");
+        assert!(!shard.stats().poisoned);
+        for q in 0..4 {
+            let got = bodies_of(&read_all(&shard, TOPIC, q, &TagFilter::All).await);
+            assert_eq!(got, vec![b"before".to_vec()]);
+        }
+        unfill(&mnt);
+        shard
+            .append(TOPIC, 399, &record(TOPIC, b"room again", None, None))
+            .await
+            .unwrap();
+        shard.close().await.unwrap();
+    });
+    drop(fs);
+}
