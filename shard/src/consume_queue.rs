@@ -4,6 +4,13 @@
 //!
 //! These files are derived data written through the page cache: recovery checks every
 //! entry against the CommitLog and rewrites what lags or disagrees.
+//!
+//! No store ever goes into a page without a block: on a full disk such a store raises
+//! SIGBUS and kills the broker. So a file's blocks are reserved (`fallocate`, through
+//! `storage::reserve_mapped`) a step ahead of the entries written, before the store; a
+//! reservation that fails (ENOSPC, the free-space reserve, EMFILE) fails the append with
+//! `NoSpace` / `TooManyOpenFiles` and changes nothing. Files found at open are mapped as
+//! they are (reads need no blocks) and reserved again before their first store.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -180,8 +187,8 @@ impl ConsumeQueue {
             })?;
             let path = self.dir.join(offset_name(start));
             let map = create_file(&self.space, &path, len, want)?;
-            // The new file is sparse and written an entry at a time: a write fault should
-            // bring in its one page. With readahead one fault zeroed a large folio, up to
+            // The new file is written an entry at a time: a write fault should bring in
+            // its one page. With readahead one fault zeroed a large folio, up to
             // 2-3 ms on the core at the start of a queue. The file before it is complete,
             // and read in order from now on, so it gets readahead back.
             let _ = map.advise(memmap2::Advice::Random);

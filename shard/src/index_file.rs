@@ -12,6 +12,10 @@
 //! offset. The files are mmapped and written through the page cache; after a crash a
 //! garbled chain can at worst yield a wrong candidate offset, and every candidate is checked
 //! against the record read back (topic, key, time), so a query never returns a wrong message.
+//!
+//! As with the ConsumeQueue, nothing is stored into a page without a block (that is a
+//! SIGBUS on a full disk): a new file has its header and hash slots (hit at random) reserved
+//! whole, and entries a step ahead; a failed reservation fails the append with `NoSpace`.
 
 use std::path::{Path, PathBuf};
 

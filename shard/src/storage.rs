@@ -674,7 +674,17 @@ fn open_filling(path: &Path, size: u64) -> std::io::Result<Option<std::fs::File>
         }
         Err(e) => return Err(e),
     };
-    allocate(&f, 0, size)?;
+    // Allocated in one go so the blocks lie together. Where fallocate is refused, the fill
+    // writes every block anyway (and the read-back fallback of `allocate` would need
+    // aligned buffers on this O_DIRECT descriptor).
+    use std::os::fd::AsRawFd;
+    // SAFETY: fallocate on a descriptor we own; it allocates blocks and touches no memory.
+    if unsafe { libc::fallocate(f.as_raw_fd(), 0, 0, size as libc::off_t) } != 0 {
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EOPNOTSUPP) {
+            return Err(e);
+        }
+    }
     Ok(Some(f))
 }
 
