@@ -823,8 +823,12 @@ impl Shard {
                         break;
                     }
                     Err(e) => {
-                        // Not an I/O error: nothing was refused by the disk, so the
-                        // writes already in flight still land before we report it.
+                        // Not a failed write: a shortage (no space or descriptors for the
+                        // next segment; `segment_file` marked the shard blocked and the
+                        // flusher retries) or poison already set. The writes in flight
+                        // still land before we report it; they are not marked written
+                        // here, so the next pass writes those chunks again (same bytes,
+                        // same place, none in flight then).
                         while let Some(w) = in_flight.pop_front() {
                             let _ = w.await;
                         }
