@@ -92,13 +92,21 @@ fn emfile_at_a_segment_roll_answers_busy_and_sends_resume_once_descriptors_retur
         .status()
         .unwrap();
     assert!(status.success(), "prlimit failed");
-    let mut hogs = Vec::new();
+    // Descriptor numbers have gaps (the lowest free one is taken), so it takes as many
+    // connections as the limit is above the count; a few more wait in the listen backlog.
+    // The broker may hold a descriptor for a moment (a file it reads): top up until every
+    // number below the limit is taken, bounded (the extra ones wait in the backlog).
+    let need = limit.saturating_sub(open_fds(pid) as u64) + 4;
+    let mut hogs: Vec<TcpStream> = (0..need)
+        .map(|_| TcpStream::connect(&c.broker.addr).unwrap())
+        .collect();
     let full = wait_for(Duration::from_secs(30), || {
         if open_fds(pid) as u64 >= limit {
             return Some(());
         }
-        hogs.push(TcpStream::connect(&c.broker.addr).unwrap());
-        std::thread::sleep(Duration::from_millis(20));
+        if (hogs.len() as u64) < limit + 64 {
+            hogs.push(TcpStream::connect(&c.broker.addr).unwrap());
+        }
         None
     });
     assert!(
