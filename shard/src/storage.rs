@@ -282,15 +282,23 @@ pub(crate) struct SegmentFile {
 
 static BUFFERED_FALLBACK_WARNING: Once = Once::new();
 
+/// What a segment is called while it is being made (see [`SegmentFile::open`]); not an
+/// offset name, so recovery never takes it for part of the log.
+const CREATING_EXTENSION: &str = "creating";
+
 fn is_o_direct_refusal(e: &std::io::Error) -> bool {
     e.raw_os_error() == Some(libc::EINVAL)
 }
 
 impl SegmentFile {
-    /// Opens (or creates and preallocates to `size_bytes`) the segment at `path`. A creation
-    /// that fails part-way (ENOSPC preallocating, EMFILE opening for direct I/O) removes the
-    /// file it made, so a retry and a later recovery find no half-made segment (recovery
-    /// would take an empty one for the log's end and try to preallocate it again).
+    /// Opens (or creates and preallocates to `size_bytes`) the segment at `path`. A new
+    /// segment is made under a temporary name (`<start>.creating`) and renamed into place
+    /// only once it is complete, so a crash part-way never leaves a half-made file under an
+    /// offset name (recovery would take it for the log's end and preallocate it, which a
+    /// full disk refuses). A creation that fails part-way (ENOSPC preallocating, EMFILE
+    /// opening for direct I/O) removes its file, so a retry and a later recovery find a
+    /// clean directory; a file a crash left under the temporary name is reused (truncated)
+    /// by the next creation of that segment.
     pub(crate) async fn open(
         path: &Path,
         start: u64,
@@ -298,24 +306,31 @@ impl SegmentFile {
         create: bool,
         faults: Option<std::sync::Arc<FaultInjector>>,
     ) -> std::io::Result<SegmentFile> {
-        let opened = Self::open_or_create(path, start, size_bytes, create, faults).await;
-        if create && opened.is_err() {
+        if !create {
+            return Self::open_or_create(path, path, start, size_bytes, false, faults).await;
+        }
+        let making = path.with_extension(CREATING_EXTENSION);
+        let made = Self::open_or_create(&making, path, start, size_bytes, true, faults).await;
+        let made = made.and_then(|f| std::fs::rename(&making, path).map(|()| f));
+        if made.is_err() {
             // Off the core: a partly preallocated segment can be large.
             let doomed = vec![Doomed {
-                path: path.to_owned(),
+                path: making.clone(),
                 map: None,
                 truncate: true,
             }];
             if let Err(e) = remove_off_core(doomed).await {
                 if e.kind() != std::io::ErrorKind::NotFound {
-                    tracing::warn!(error = %e, path = %path.display(), "cannot remove a half-created segment");
+                    tracing::warn!(error = %e, path = %making.display(), "cannot remove a half-created segment");
                 }
             }
         }
-        opened
+        made
     }
 
+    /// Opens the segment file at `at` (creating it with `create`), known as `path`.
     async fn open_or_create(
+        at: &Path,
         path: &Path,
         start: u64,
         size_bytes: u64,
@@ -332,7 +347,7 @@ impl SegmentFile {
                 .write(true)
                 .create(true)
                 .truncate(true)
-                .open(path)?;
+                .open(at)?;
             use std::os::unix::fs::FileExt;
             f.write_all_at(&[0u8; BLOCK_BYTES as usize], 0)?;
             f.sync_data()?;
@@ -346,7 +361,7 @@ impl SegmentFile {
         let direct = OpenOptions::new()
             .read(true)
             .write(true)
-            .dma_open(path)
+            .dma_open(at)
             .await
             .map_err(glommio_io);
         let backend = match direct {
@@ -370,7 +385,7 @@ impl SegmentFile {
                 let f = std::fs::OpenOptions::new()
                     .read(true)
                     .write(true)
-                    .open(path)?;
+                    .open(at)?;
                 if create {
                     // Allocated, not sparse: a buffered write into a hole on a full disk
                     // would fail with ENOSPC and poison the shard.

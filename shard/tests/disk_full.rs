@@ -454,6 +454,56 @@ fn a_full_disk_level_clears_by_itself_soon_after_space_returns() {
     });
 }
 
+/// A crash in the middle of a segment's creation leaves its file under a temporary name
+/// (`<start>.creating`), never under an offset name that recovery would take for the log's
+/// end and preallocate (refused on a full disk). Such a leftover is harmless: a restart with
+/// segment creation failing still opens and serves the log, and the next creation of that
+/// segment reuses the file.
+#[test]
+fn a_segment_half_made_by_a_crash_is_harmless_and_reused() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().to_owned();
+    let faults = Arc::new(FaultInjector::default());
+    let f = faults.clone();
+    shard::run_local(move || async move {
+        let mut c = small_config(&p);
+        c.faults = Some(f.clone());
+        let shard = Shard::open(c.clone()).await.unwrap();
+        let mut acked = Vec::new();
+        for i in 0..20 {
+            let b = body(i, 1000);
+            shard
+                .append(TOPIC, 0, &record(TOPIC, &b, None, None))
+                .await
+                .unwrap();
+            acked.push(b);
+        }
+        shard.close().await.unwrap();
+        drop(shard);
+        // What a crash after the first block of the next segment was written leaves.
+        let half = p.join("commitlog").join("00000000000000065536.creating");
+        std::fs::write(&half, vec![0u8; 4096]).unwrap();
+        f.fail_segment_create(Some(libc::ENOSPC));
+        let shard = Shard::open(c.clone()).await.unwrap();
+        let got = bodies_of(&read_all(&shard, TOPIC, 0, &TagFilter::All).await);
+        assert_eq!(got, acked);
+        f.fail_segment_create(None);
+        for i in 20..100 {
+            let b = body(i, 1000);
+            shard
+                .append(TOPIC, 0, &record(TOPIC, &b, None, None))
+                .await
+                .unwrap();
+            acked.push(b);
+        }
+        shard.close().await.unwrap();
+        assert!(!half.exists(), "the half-made file was not reused");
+        let shard = Shard::open(c).await.unwrap();
+        let got = bodies_of(&read_all(&shard, TOPIC, 0, &TagFilter::All).await);
+        assert_eq!(got, acked);
+    });
+}
+
 // ---- a real full disk: a loop-mounted ext4 filled by another process ----
 
 /// A small ext4 in a file, loop-mounted in a temp dir, unmounted when dropped. `None`
