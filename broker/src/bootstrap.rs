@@ -164,6 +164,7 @@ fn shard_config(
     c.disk_clean_ratio = config.disk_clean_ratio;
     c.disk_force_clean_ratio = config.disk_force_clean_ratio;
     c.disk_refuse_ratio = config.disk_refuse_ratio;
+    c.disk_reserve_bytes = config.disk_reserve_bytes;
     c.retention_check_interval_ms = config.disk_check_interval_ms;
     c
 }

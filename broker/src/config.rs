@@ -89,6 +89,9 @@ pub struct BrokerConfig {
     pub disk_clean_ratio: f64,
     pub disk_force_clean_ratio: f64,
     pub disk_refuse_ratio: f64,
+    /// Free space every new file (segment, warm spare, ConsumeQueue or IndexFile blocks)
+    /// must leave; below it sends get "disk full" until space returns.
+    pub disk_reserve_bytes: u64,
     /// How often the disk use is measured and retention runs.
     pub disk_check_interval_ms: u64,
     /// Where each shard keeps its tail ring: the copy of the acknowledged but not yet
@@ -166,6 +169,7 @@ impl Default for BrokerConfig {
             disk_clean_ratio: 0.75,
             disk_force_clean_ratio: 0.85,
             disk_refuse_ratio: 0.90,
+            disk_reserve_bytes: 64 << 20,
             disk_check_interval_ms: 10_000,
             tail_ring_dir: PathBuf::from("/dev/shm"),
             tail_ring_bytes: 128 << 20,
@@ -337,6 +341,7 @@ impl BrokerConfig {
                     .into(),
             });
         }
+        bound!(self, disk_reserve_bytes, 0, 64 << 30, "0 to 64 GiB");
         bound!(
             self,
             disk_check_interval_ms,

@@ -16,8 +16,18 @@ pub enum BrokerError {
     MessageTooLarge { size: u64, max: u64 },
     #[error("disk full: use ratio {ratio:.3} is above the refuse threshold {threshold:.3}; sends are refused until space returns")]
     DiskFull { ratio: f64, threshold: f64 },
-    #[error("storage refused writes after an fsync failure: {0}")]
+    /// The shard's own message names the operation that failed (a data write, an
+    /// fdatasync, a directory fsync, a segment creation) and its errno.
+    #[error("storage refuses writes: {0}")]
     Poisoned(String),
+    /// A file could not get its blocks (ENOSPC, or the free-space reserve): the message is
+    /// the shard's, starting with "disk full". Sends succeed again once space returns.
+    #[error("{0}")]
+    NoSpace(String),
+    /// A file could not be opened for lack of descriptors (EMFILE, ENFILE). Sends succeed
+    /// again once descriptors are free.
+    #[error("system busy: {0}")]
+    TooManyOpenFiles(String),
     #[error("system busy: {0}")]
     Busy(String),
     #[error("bad request: {0}")]
@@ -44,6 +54,8 @@ impl BrokerError {
             BrokerError::MessageTooLarge { .. } => ResponseCode::MessageTooLarge,
             BrokerError::DiskFull { .. } => ResponseCode::DiskFull,
             BrokerError::Poisoned(_) => ResponseCode::StoragePoisoned,
+            BrokerError::NoSpace(_) => ResponseCode::DiskFull,
+            BrokerError::TooManyOpenFiles(_) => ResponseCode::SystemBusy,
             BrokerError::Busy(_) => ResponseCode::SystemBusy,
             BrokerError::BadRequest(_) => ResponseCode::BadRequest,
             BrokerError::MessageIllegal(_) => ResponseCode::MessageIllegal,
@@ -66,6 +78,8 @@ impl From<shard::ShardError> for BrokerError {
                 max: max as u64,
             },
             S::Poisoned { .. } => BrokerError::Poisoned(e.to_string()),
+            S::NoSpace { .. } => BrokerError::NoSpace(e.to_string()),
+            S::TooManyOpenFiles { .. } => BrokerError::TooManyOpenFiles(e.to_string()),
             S::BadRecord(r) => BrokerError::MessageIllegal(r.to_string()),
             S::TopicMismatch { .. } | S::CountMismatch { .. } | S::EmptyBatch => {
                 BrokerError::MessageIllegal(e.to_string())
@@ -74,5 +88,39 @@ impl From<shard::ShardError> for BrokerError {
             S::Busy { reason } => BrokerError::Busy(reason),
             other => BrokerError::Storage(other.to_string()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shortages_are_disk_full_or_busy_and_poison_names_its_operation() {
+        let e = BrokerError::from(shard::ShardError::NoSpace {
+            path: "/d/commitlog/00000000000004194304".into(),
+            reason: "creating a CommitLog segment: No space left on device (os error 28)".into(),
+        });
+        assert_eq!(e.code(), ResponseCode::DiskFull);
+        let text = e.to_string();
+        assert!(text.starts_with("disk full"), "{text}");
+        assert!(text.contains("os error 28"), "{text}");
+        let e = BrokerError::from(shard::ShardError::TooManyOpenFiles {
+            path: "/d/commitlog".into(),
+            reason: "creating a CommitLog segment: Too many open files (os error 24)".into(),
+        });
+        assert_eq!(e.code(), ResponseCode::SystemBusy);
+        assert!(e.to_string().contains("too many open files"), "{e}");
+        let e = BrokerError::from(shard::ShardError::Poisoned {
+            operation: "write".into(),
+            reason: "Input/output error (os error 5)".into(),
+        });
+        assert_eq!(e.code(), ResponseCode::StoragePoisoned);
+        let text = e.to_string();
+        assert!(
+            !text.contains("fsync"),
+            "a failed write is not an fsync: {text}"
+        );
+        assert!(text.contains("failed write"), "{text}");
     }
 }

@@ -37,6 +37,9 @@ impl Default for FlushPolicy {
 /// Where the disk-use ratio comes from. `statvfs` of the data dir in production; tests
 /// inject a function to simulate a filling disk.
 type UsedRatioFn = dyn Fn(&Path) -> std::io::Result<f64> + Send + Sync;
+/// Where the free bytes a new file is checked against come from (see
+/// `ShardConfig::disk_reserve_bytes`).
+type FreeBytesFn = dyn Fn(&Path) -> std::io::Result<u64> + Send + Sync;
 
 /// Told the duration of every flush that makes data durable (seal, writes, fdatasync), for
 /// a flush-latency histogram.
@@ -58,18 +61,43 @@ impl std::fmt::Debug for FlushObserver {
     }
 }
 
+/// The disk as the shard sees it: the use ratio (for the disk levels) and the bytes still
+/// free (for the reserve every new file is checked against).
 #[derive(Clone)]
-pub struct DiskUsageSource(Arc<UsedRatioFn>);
+pub struct DiskUsageSource {
+    ratio: Arc<UsedRatioFn>,
+    free: Arc<FreeBytesFn>,
+}
 
 impl DiskUsageSource {
     pub fn statvfs() -> Self {
-        DiskUsageSource(Arc::new(statvfs_used_ratio))
+        DiskUsageSource {
+            ratio: Arc::new(statvfs_used_ratio),
+            free: Arc::new(statvfs_free_bytes),
+        }
     }
+    /// A simulated use ratio; free bytes still come from statvfs.
     pub fn from_fn(f: impl Fn(&Path) -> std::io::Result<f64> + Send + Sync + 'static) -> Self {
-        DiskUsageSource(Arc::new(f))
+        DiskUsageSource {
+            ratio: Arc::new(f),
+            free: Arc::new(statvfs_free_bytes),
+        }
+    }
+    /// The same, with simulated free bytes.
+    pub fn with_free_bytes(
+        self,
+        f: impl Fn(&Path) -> std::io::Result<u64> + Send + Sync + 'static,
+    ) -> Self {
+        DiskUsageSource {
+            ratio: self.ratio,
+            free: Arc::new(f),
+        }
     }
     pub fn used_ratio(&self, dir: &Path) -> std::io::Result<f64> {
-        (self.0)(dir)
+        (self.ratio)(dir)
+    }
+    pub fn free_bytes(&self, dir: &Path) -> std::io::Result<u64> {
+        (self.free)(dir)
     }
 }
 
@@ -84,6 +112,24 @@ impl fmt::Debug for DiskUsageSource {
 /// figure reaches 1.0 exactly when nothing more can be written, and operators see the same
 /// number in `df` as in the broker's thresholds.
 pub fn statvfs_used_ratio(dir: &Path) -> std::io::Result<f64> {
+    let st = statvfs(dir)?;
+    let used = st.f_blocks.saturating_sub(st.f_bfree) as f64;
+    let usable = used + st.f_bavail as f64;
+    if usable <= 0.0 {
+        return Ok(0.0);
+    }
+    Ok(used / usable)
+}
+
+/// Bytes of the filesystem holding `dir` that we may still write (`df`'s Avail: blocks
+/// reserved for root are left out, even when running as root, so the figure is the same
+/// as the one the disk levels use).
+pub fn statvfs_free_bytes(dir: &Path) -> std::io::Result<u64> {
+    let st = statvfs(dir)?;
+    Ok((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
+}
+
+fn statvfs(dir: &Path) -> std::io::Result<libc::statvfs> {
     use std::os::unix::ffi::OsStrExt;
     let c_path = std::ffi::CString::new(dir.as_os_str().as_bytes())
         .map_err(|_| std::io::Error::other("data dir path contains a NUL byte"))?;
@@ -97,12 +143,7 @@ pub fn statvfs_used_ratio(dir: &Path) -> std::io::Result<f64> {
     if rc != 0 {
         return Err(std::io::Error::last_os_error());
     }
-    let used = st.f_blocks.saturating_sub(st.f_bfree) as f64;
-    let usable = used + st.f_bavail as f64;
-    if usable <= 0.0 {
-        return Ok(0.0);
-    }
-    Ok(used / usable)
+    Ok(st)
 }
 
 /// Config of one shard (one CommitLog with its ConsumeQueues and IndexFiles).
@@ -149,6 +190,12 @@ pub struct ShardConfig {
     pub disk_force_clean_ratio: f64,
     /// Ratio from which appends are refused with `ShardError::DiskFull`. Default 0.90.
     pub disk_refuse_ratio: f64,
+    /// Free space every new file must leave: a segment, a warm spare, or new blocks for a
+    /// ConsumeQueue or IndexFile are refused with `ShardError::NoSpace` (the append gets a
+    /// "disk full" error and nothing is poisoned) when taking them would leave less than
+    /// this free. It keeps room for what is not checked (topic and offset files, logs,
+    /// recovery rewriting a tail block). Default 64 MiB; at most 1 TiB.
+    pub disk_reserve_bytes: u64,
     /// Entries per ConsumeQueue file (20 bytes each). Default 300_000.
     pub consume_queue_file_entries: u64,
     /// Hash slots per IndexFile. Default 5_000_000.
@@ -197,6 +244,7 @@ impl ShardConfig {
             disk_clean_ratio: 0.75,
             disk_force_clean_ratio: 0.85,
             disk_refuse_ratio: 0.90,
+            disk_reserve_bytes: 64 << 20,
             consume_queue_file_entries: 300_000,
             index_file_slots: 5_000_000,
             index_file_entries: 20_000_000,
@@ -260,6 +308,12 @@ impl ShardConfig {
             || self.disk_force_clean_ratio > self.disk_refuse_ratio
         {
             return bad("disk ratios must satisfy 0 <= clean <= force_clean <= refuse <= 1".into());
+        }
+        if self.disk_reserve_bytes > 1 << 40 {
+            return bad(format!(
+                "disk_reserve_bytes {} must be at most 1 TiB",
+                self.disk_reserve_bytes
+            ));
         }
         if self.consume_queue_file_entries == 0 || self.consume_queue_file_entries > 1 << 26 {
             return bad("consume_queue_file_entries must be in 1..=2^26".into());

@@ -4,6 +4,13 @@
 //!
 //! These files are derived data written through the page cache: recovery checks every
 //! entry against the CommitLog and rewrites what lags or disagrees.
+//!
+//! No store ever goes into a page without a block: on a full disk such a store raises
+//! SIGBUS and kills the broker. So a file's blocks are reserved (`fallocate`, through
+//! `storage::reserve_mapped`) a step ahead of the entries written, before the store; a
+//! reservation that fails (ENOSPC, the free-space reserve, EMFILE) fails the append with
+//! `NoSpace` / `TooManyOpenFiles` and changes nothing. Files found at open are mapped as
+//! they are (reads need no blocks) and reserved again before their first store.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -12,7 +19,7 @@ use memmap2::MmapMut;
 
 use crate::layout::{offset_name, parse_offset_name, topic_dir_name, topic_from_dir_name};
 use crate::offsets::{CommitLogOffset, QueueOffset};
-use crate::storage::Doomed;
+use crate::storage::{self, Doomed, Space};
 use crate::ShardError;
 
 pub(crate) const CQ_ENTRY_BYTES: usize = 20;
@@ -31,31 +38,46 @@ impl CqEntry {
     }
 }
 
+/// Blocks of a ConsumeQueue file are reserved this far ahead of the entries written (or
+/// the whole file, if smaller): one `fallocate` per 52,428 entries.
+const RESERVE_STEP_BYTES: u64 = 1 << 20;
+
+/// One mapped ConsumeQueue file.
+pub(crate) struct CqFile {
+    map: MmapMut,
+    /// Bytes from the start whose blocks are reserved: every store goes below this. A file
+    /// found at open counts as 0 (it may be sparse, from an older version or a crash); its
+    /// first store reserves again, which costs nothing where blocks are already there.
+    reserved: u64,
+}
+
 pub(crate) struct ConsumeQueue {
     dir: PathBuf,
     file_entries: u64,
-    files: BTreeMap<u64, MmapMut>,
+    files: BTreeMap<u64, CqFile>,
+    space: Space,
     /// First queue offset still served (entries below point into deleted segments).
     pub(crate) min: QueueOffset,
     /// Next queue offset to be written.
     pub(crate) max: QueueOffset,
 }
 
-fn map_file(path: &Path, len: u64, create: bool) -> Result<MmapMut, ShardError> {
+/// Maps an existing ConsumeQueue file of `len` bytes, extending a short one (the extension
+/// is a hole: nothing is stored there before it is reserved, and reading a hole needs no
+/// block, so a restart on a full disk still maps and serves it).
+fn map_existing(path: &Path, len: u64) -> Result<MmapMut, ShardError> {
     let file = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
-        .create(create)
-        .truncate(false)
         .open(path)?;
     let actual = file.metadata()?.len();
-    if actual != len {
-        if !create && actual > len {
-            return Err(ShardError::Corrupt {
-                path: path.display().to_string(),
-                reason: format!("file is {actual} bytes, expected {len}"),
-            });
-        }
+    if actual > len {
+        return Err(ShardError::Corrupt {
+            path: path.display().to_string(),
+            reason: format!("file is {actual} bytes, expected {len}"),
+        });
+    }
+    if actual < len {
         file.set_len(len)?;
     }
     // SAFETY: the file belongs to this shard alone (one core, one owner) and is never
@@ -64,16 +86,55 @@ fn map_file(path: &Path, len: u64, create: bool) -> Result<MmapMut, ShardError> 
     Ok(map)
 }
 
+/// Creates a ConsumeQueue file of `len` bytes with its first `reserve` bytes' blocks
+/// reserved, then maps it. On any failure nothing is mapped and the new file is removed:
+/// the append that needed it fails (`NoSpace` on a full disk) and changes nothing.
+fn create_file(space: &Space, path: &Path, len: u64, reserve: u64) -> Result<MmapMut, ShardError> {
+    let existed = path.exists();
+    let made = (|| {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| ShardError::making_room(path, "creating a ConsumeQueue file", e))?;
+        let actual = file.metadata()?.len();
+        if actual > len {
+            return Err(ShardError::Corrupt {
+                path: path.display().to_string(),
+                reason: format!("file is {actual} bytes, expected {len}"),
+            });
+        }
+        file.set_len(len)?;
+        drop(file);
+        storage::reserve_mapped(space, path, 0, reserve)?;
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|e| ShardError::making_room(path, "opening a ConsumeQueue file", e))?;
+        // SAFETY: as in `map_existing`: this shard's own file, never truncated while mapped.
+        let map = unsafe { MmapMut::map_mut(&file)? };
+        Ok(map)
+    })();
+    if made.is_err() && !existed {
+        storage::remove_half_made(path);
+    }
+    made
+}
+
 impl ConsumeQueue {
     fn file_bytes(&self) -> u64 {
         self.file_entries * CQ_ENTRY_BYTES as u64
     }
 
-    fn open(dir: PathBuf, file_entries: u64) -> Result<Self, ShardError> {
+    fn open(dir: PathBuf, file_entries: u64, space: Space) -> Result<Self, ShardError> {
         let mut cq = ConsumeQueue {
             dir,
             file_entries,
             files: BTreeMap::new(),
+            space,
             min: QueueOffset(0),
             max: QueueOffset(0),
         };
@@ -89,11 +150,11 @@ impl ConsumeQueue {
                     reason: format!("start {start} is not a multiple of {file_entries} entries"),
                 });
             }
-            let map = map_file(&entry.path(), cq.file_bytes(), false)?;
-            cq.files.insert(start, map);
+            let map = map_existing(&entry.path(), cq.file_bytes())?;
+            cq.files.insert(start, CqFile { map, reserved: 0 });
         }
         // max: one past the last non-empty entry of the last file.
-        if let Some((&start, map)) = cq.files.iter().next_back() {
+        if let Some((&start, CqFile { map, .. })) = cq.files.iter().next_back() {
             let last = (0..file_entries as usize)
                 .rev()
                 .find(|&i| entry_at(map, i).is_some());
@@ -107,34 +168,55 @@ impl ConsumeQueue {
 
     pub(crate) fn get(&self, q: QueueOffset) -> Option<CqEntry> {
         let start = q.0 - q.0 % self.file_entries;
-        let map = self.files.get(&start)?;
-        entry_at(map, (q.0 - start) as usize)
+        let f = self.files.get(&start)?;
+        entry_at(&f.map, (q.0 - start) as usize)
     }
 
     pub(crate) fn put(&mut self, q: QueueOffset, e: CqEntry) -> Result<(), ShardError> {
         debug_assert!(e.size > 0);
         let start = q.0 - q.0 % self.file_entries;
+        let at = (q.0 - start) as usize * CQ_ENTRY_BYTES;
+        let len = self.file_bytes();
+        // The reservation covers the slot with a step to spare, never past the file.
+        let want = (at as u64 + CQ_ENTRY_BYTES as u64)
+            .next_multiple_of(RESERVE_STEP_BYTES)
+            .min(len);
         if !self.files.contains_key(&start) {
-            std::fs::create_dir_all(&self.dir)?;
-            let map = map_file(&self.dir.join(offset_name(start)), self.file_bytes(), true)?;
-            // The new file is sparse and written an entry at a time: a write fault should
-            // bring in its one page. With readahead one fault zeroed a large folio, up to
+            std::fs::create_dir_all(&self.dir).map_err(|e| {
+                ShardError::making_room(&self.dir, "creating a ConsumeQueue directory", e)
+            })?;
+            let path = self.dir.join(offset_name(start));
+            let map = create_file(&self.space, &path, len, want)?;
+            // The new file is written an entry at a time: a write fault should bring in
+            // its one page. With readahead one fault zeroed a large folio, up to
             // 2-3 ms on the core at the start of a queue. The file before it is complete,
             // and read in order from now on, so it gets readahead back.
             let _ = map.advise(memmap2::Advice::Random);
             if let Some(prev) = self.files.values().next_back() {
-                let _ = prev.advise(memmap2::Advice::Normal);
+                let _ = prev.map.advise(memmap2::Advice::Normal);
             }
             if self.files.is_empty() {
                 self.min = q;
             }
-            self.files.insert(start, map);
+            self.files.insert(
+                start,
+                CqFile {
+                    map,
+                    reserved: want,
+                },
+            );
         }
-        let Some(map) = self.files.get_mut(&start) else {
+        let Some(f) = self.files.get_mut(&start) else {
             unreachable!("inserted above");
         };
-        let at = (q.0 - start) as usize * CQ_ENTRY_BYTES;
-        let slot = &mut map[at..at + CQ_ENTRY_BYTES];
+        if f.reserved < at as u64 + CQ_ENTRY_BYTES as u64 {
+            // Before the store, never after: a store into a page without a block raises
+            // SIGBUS on a full disk. A failure leaves the queue as it was.
+            let path = self.dir.join(offset_name(start));
+            storage::reserve_mapped(&self.space, &path, f.reserved, want)?;
+            f.reserved = want;
+        }
+        let slot = &mut f.map[at..at + CQ_ENTRY_BYTES];
         slot[0..8].copy_from_slice(&e.offset.0.to_be_bytes());
         slot[8..12].copy_from_slice(&e.size.to_be_bytes());
         slot[12..20].copy_from_slice(&e.tag_hash.to_be_bytes());
@@ -152,9 +234,14 @@ impl ConsumeQueue {
         while self.max > q {
             let last = QueueOffset(self.max.0 - 1);
             let start = last.0 - last.0 % self.file_entries;
-            if let Some(map) = self.files.get_mut(&start) {
+            if let Some(f) = self.files.get_mut(&start) {
                 let at = (last.0 - start) as usize * CQ_ENTRY_BYTES;
-                map[at..at + CQ_ENTRY_BYTES].fill(0);
+                // Only slots holding an entry are stored into: their page has a block
+                // already, so this never needs one (an empty slot may lie in a hole).
+                let slot = &mut f.map[at..at + CQ_ENTRY_BYTES];
+                if slot.iter().any(|&b| b != 0) {
+                    slot.fill(0);
+                }
             }
             self.max = last;
         }
@@ -186,15 +273,15 @@ impl ConsumeQueue {
             .into_iter()
             .map(|s| Doomed {
                 path: self.dir.join(offset_name(s)),
-                map: self.files.remove(&s),
+                map: self.files.remove(&s).map(|f| f.map),
                 truncate: true,
             })
             .collect()
     }
 
     pub(crate) fn flush(&self) -> Result<(), ShardError> {
-        for map in self.files.values() {
-            map.flush()?;
+        for f in self.files.values() {
+            f.map.flush()?;
         }
         Ok(())
     }
@@ -222,11 +309,12 @@ fn entry_at(map: &MmapMut, i: usize) -> Option<CqEntry> {
 pub(crate) struct ConsumeQueues {
     root: PathBuf,
     file_entries: u64,
+    space: Space,
     pub(crate) queues: HashMap<(String, u32), ConsumeQueue>,
 }
 
 impl ConsumeQueues {
-    pub(crate) fn open(root: PathBuf, file_entries: u64) -> Result<Self, ShardError> {
+    pub(crate) fn open(root: PathBuf, file_entries: u64, space: Space) -> Result<Self, ShardError> {
         std::fs::create_dir_all(&root)?;
         let mut queues = HashMap::new();
         for topic_entry in std::fs::read_dir(&root)? {
@@ -247,13 +335,14 @@ impl ConsumeQueues {
                 else {
                     continue;
                 };
-                let cq = ConsumeQueue::open(q_entry.path(), file_entries)?;
+                let cq = ConsumeQueue::open(q_entry.path(), file_entries, space.clone())?;
                 queues.insert((topic.clone(), queue_id), cq);
             }
         }
         Ok(ConsumeQueues {
             root,
             file_entries,
+            space,
             queues,
         })
     }
@@ -266,12 +355,14 @@ impl ConsumeQueues {
     pub(crate) fn get_or_create(&mut self, topic: &str, queue_id: u32) -> &mut ConsumeQueue {
         let root = &self.root;
         let file_entries = self.file_entries;
+        let space = &self.space;
         self.queues
             .entry((topic.to_owned(), queue_id))
             .or_insert_with(|| ConsumeQueue {
                 dir: root.join(topic_dir_name(topic)).join(queue_id.to_string()),
                 file_entries,
                 files: BTreeMap::new(),
+                space: space.clone(),
                 min: QueueOffset(0),
                 max: QueueOffset(0),
             })
@@ -301,7 +392,8 @@ mod tests {
     fn entries_round_trip_across_files_and_reopen() {
         let dir = tempfile::tempdir().unwrap();
         {
-            let mut cqs = ConsumeQueues::open(dir.path().to_owned(), 4).unwrap();
+            let mut cqs =
+                ConsumeQueues::open(dir.path().to_owned(), 4, Space::unchecked()).unwrap();
             let cq = cqs.get_or_create("T/x", 3);
             for i in 0..10 {
                 cq.put(QueueOffset(i), e(i * 100)).unwrap();
@@ -309,7 +401,7 @@ mod tests {
             assert_eq!(cq.max, QueueOffset(10));
             cqs.flush().unwrap();
         }
-        let mut cqs = ConsumeQueues::open(dir.path().to_owned(), 4).unwrap();
+        let mut cqs = ConsumeQueues::open(dir.path().to_owned(), 4, Space::unchecked()).unwrap();
         let cq = cqs.queues.get_mut(&("T/x".to_string(), 3)).unwrap();
         assert_eq!((cq.min, cq.max), (QueueOffset(0), QueueOffset(10)));
         assert_eq!(cq.get(QueueOffset(9)), Some(e(900)));

@@ -10,6 +10,17 @@ pub enum ShardError {
     /// every further write until it is reopened and recovered from what is on disk.
     #[error("shard poisoned by a failed {operation}: {reason}; it refuses writes until reopened")]
     Poisoned { operation: String, reason: String },
+    /// A file could not get the blocks it needs (ENOSPC, EDQUOT, or less free than
+    /// `disk_reserve_bytes` would leave). Not poison: nothing was lost, appends are refused
+    /// while it lasts, and the shard tries again by itself.
+    #[error("disk full: {reason} ({path}); sends are refused until space returns")]
+    NoSpace { path: String, reason: String },
+    /// A file could not be opened for lack of descriptors (EMFILE, ENFILE). Not poison:
+    /// appends are refused while it lasts, and the shard tries again by itself.
+    #[error(
+        "too many open files: {reason} ({path}); sends are refused until descriptors are free"
+    )]
+    TooManyOpenFiles { path: String, reason: String },
     #[error(
         "disk full: use ratio {ratio:.3} is at or above the refuse-writes threshold {threshold:.3}"
     )]
@@ -39,6 +50,55 @@ pub enum ShardError {
     /// the wait: the send is refused (RocketMQ's SYSTEM_BUSY) rather than left to stall.
     #[error("busy: {reason}")]
     Busy { reason: String },
+}
+
+impl ShardError {
+    /// Whether this is a shortage (space or descriptors) that goes away by itself, as
+    /// opposed to poison or a bad request.
+    pub fn is_shortage(&self) -> bool {
+        matches!(
+            self,
+            ShardError::NoSpace { .. } | ShardError::TooManyOpenFiles { .. }
+        )
+    }
+
+    /// A copy of a shortage error, to report it to every append while it lasts.
+    pub(crate) fn shortage_copy(&self) -> Option<ShardError> {
+        match self {
+            ShardError::NoSpace { path, reason } => Some(ShardError::NoSpace {
+                path: path.clone(),
+                reason: reason.clone(),
+            }),
+            ShardError::TooManyOpenFiles { path, reason } => Some(ShardError::TooManyOpenFiles {
+                path: path.clone(),
+                reason: reason.clone(),
+            }),
+            _ => None,
+        }
+    }
+
+    /// Classifies an error met while `doing` something that takes new blocks or a new
+    /// descriptor for `path`: ENOSPC and EDQUOT are [`ShardError::NoSpace`], EMFILE and
+    /// ENFILE [`ShardError::TooManyOpenFiles`]; anything else stays an I/O error, with what
+    /// was being done and the path in its message.
+    pub(crate) fn making_room(path: &std::path::Path, doing: &str, e: std::io::Error) -> Self {
+        let path_s = path.display().to_string();
+        let reason = format!("{doing}: {e}");
+        match e.raw_os_error() {
+            Some(libc::ENOSPC | libc::EDQUOT) => ShardError::NoSpace {
+                path: path_s,
+                reason,
+            },
+            Some(libc::EMFILE | libc::ENFILE) => ShardError::TooManyOpenFiles {
+                path: path_s,
+                reason,
+            },
+            _ => ShardError::Io(std::io::Error::new(
+                e.kind(),
+                format!("{reason} ({path_s})"),
+            )),
+        }
+    }
 }
 
 pub(crate) fn glommio_io<T>(e: glommio::GlommioError<T>) -> std::io::Error {

@@ -21,7 +21,10 @@ mod slice;
 mod storage;
 mod tail_ring;
 
-pub use config::{statvfs_used_ratio, DiskUsageSource, FlushObserver, FlushPolicy, ShardConfig};
+pub use config::{
+    statvfs_free_bytes, statvfs_used_ratio, DiskUsageSource, FlushObserver, FlushPolicy,
+    ShardConfig,
+};
 pub use error::ShardError;
 pub use layout::{open_data_dir, shard_dir, DataDirLayout};
 pub use offsets::{CommitLogOffset, QueueOffset};

@@ -37,6 +37,10 @@ const SYNCS_IN_FLIGHT_MAX: usize = 2;
 const SYNCS_IN_FLIGHT_WARM_MAX: usize = 1;
 /// ConsumeQueue entries a filtered read looks at, at most (RocketMQ's maxFilterMessageCount).
 const FILTER_SCAN_ENTRIES_MAX: u64 = 16_000;
+/// How long the flusher waits before it tries again to create a segment that could not be
+/// created for lack of space or descriptors. Short enough that sends resume well within a
+/// client's retry, long enough that a full disk costs no measurable CPU.
+const SEGMENT_CREATE_RETRY: Duration = Duration::from_millis(200);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AppendResult {
@@ -177,6 +181,13 @@ struct Inner {
     sync_pending: Cell<bool>,
     signals: Rc<Signals>,
     poisoned: RefCell<Option<(String, String)>>,
+    /// Set while the next segment cannot be created for lack of space or descriptors
+    /// (`NoSpace` or `TooManyOpenFiles`): appends get a copy, the chunks wait in memory, and
+    /// the flusher tries again every [`SEGMENT_CREATE_RETRY`]. Cleared by the creation that
+    /// succeeds. Never poison: nothing was written or lost.
+    blocked: RefCell<Option<ShardError>>,
+    /// Checks every new file's blocks against `disk_reserve_bytes` (and the fault plan).
+    space: storage::Space,
     closed: Cell<bool>,
     last_sync: Cell<Instant>,
     appends: Cell<u64>,
@@ -187,6 +198,10 @@ struct Inner {
     disk_read_bytes: Cell<u64>,
     readahead: RefCell<Readahead>,
     disk: Cell<(f64, DiskLevel)>,
+    /// When `disk` was last measured: while the disk is full, appends measure it again at
+    /// most every [`SEGMENT_CREATE_RETRY`], so sends resume soon after space returns rather
+    /// than a whole `retention_check_interval_ms` later.
+    disk_measured: Cell<Instant>,
     truncated_segments: u64,
     /// Records the tail ring held past its written mark at open (written back, or found
     /// on disk already).
@@ -213,14 +228,17 @@ impl Shard {
     pub async fn open(config: ShardConfig) -> Result<Shard, ShardError> {
         config.validate()?;
         std::fs::create_dir_all(&config.dir)?;
+        let space = storage::Space::new(&config);
         let mut cqs = ConsumeQueues::open(
             config.dir.join(CONSUME_QUEUE_DIR),
             config.consume_queue_file_entries,
+            space.clone(),
         )?;
         let mut index = IndexService::open(
             config.dir.join(INDEX_DIR),
             config.index_file_slots,
             config.index_file_entries,
+            space.clone(),
         )?;
         let index_from = index.indexed_end();
         // What an async run acknowledged but had not written when it died is in its tail
@@ -307,7 +325,7 @@ impl Shard {
             doomed.extend(cq.trim_below(CommitLogOffset(log.min_offset)));
         }
         remove_off_core(doomed).await?;
-        index.clamp_indexed_end(log.write_offset);
+        index.clamp_indexed_end(log.write_offset)?;
         if recovered.truncated_segments > 0 {
             tracing::warn!(
                 segments = recovered.truncated_segments,
@@ -334,6 +352,8 @@ impl Shard {
             sync_pending: Cell::new(false),
             signals: Rc::new(Signals::default()),
             poisoned: RefCell::new(None),
+            blocked: RefCell::new(None),
+            space,
             closed: Cell::new(false),
             last_sync: Cell::new(Instant::now()),
             appends: Cell::new(0),
@@ -343,6 +363,7 @@ impl Shard {
             disk_read_bytes: Cell::new(0),
             readahead: RefCell::new(Readahead::default()),
             disk: Cell::new((0.0, DiskLevel::Normal)),
+            disk_measured: Cell::new(Instant::now()),
             truncated_segments: recovered.truncated_segments as u64,
             ring_records,
             spare: Cell::new(Spare::Off),
@@ -372,13 +393,31 @@ impl Shard {
         }
     }
 
+    /// `NoSpace` or `TooManyOpenFiles` while the next segment cannot be created.
+    fn check_blocked(&self) -> Result<(), ShardError> {
+        match self
+            .inner
+            .blocked
+            .borrow()
+            .as_ref()
+            .and_then(|e| e.shortage_copy())
+        {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
     fn check_writable(&self) -> Result<(), ShardError> {
         let inner = &self.inner;
         if inner.closed.get() {
             return Err(ShardError::Closed);
         }
         self.check_poisoned()?;
-        let (ratio, level) = inner.disk.get();
+        self.check_blocked()?;
+        let (mut ratio, mut level) = inner.disk.get();
+        if level == DiskLevel::Full && inner.disk_measured.get().elapsed() >= SEGMENT_CREATE_RETRY {
+            (ratio, level) = self.measure_disk();
+        }
         if level == DiskLevel::Full {
             return Err(ShardError::DiskFull {
                 ratio,
@@ -537,6 +576,9 @@ impl Shard {
                     break;
                 }
                 self.check_poisoned()?;
+                // Not durable while the segment cannot be made: said now, not at a timeout.
+                // The record stays queued and is stored once space returns (like a timeout).
+                self.check_blocked()?;
                 if inner.closed.get() {
                     return Err(ShardError::Closed);
                 }
@@ -672,10 +714,57 @@ impl Shard {
         }
     }
 
+    /// The segment starting at `start`, created if it is new. A creation refused for lack
+    /// of space (ENOSPC, EDQUOT, or less free than `disk_reserve_bytes` would leave) or of
+    /// descriptors (EMFILE, ENFILE) returns `NoSpace` / `TooManyOpenFiles` and marks the
+    /// shard blocked (see `Inner::blocked`), with no half-made file left; it is never
+    /// poison. Any other failure to create it is an I/O error; a failed fsync of the
+    /// directory poisons the shard under that name.
     async fn segment_file(&self, start: u64) -> Result<Rc<SegmentFile>, ShardError> {
         if let Some(f) = self.inner.log.borrow().segments.get(&start) {
             return Ok(f.clone());
         }
+        match self.create_segment(start).await {
+            Ok(f) => {
+                if let Some(was) = self.inner.blocked.borrow_mut().take() {
+                    tracing::info!(
+                        shard = self.inner.config.shard_id,
+                        segment = start,
+                        after = %was,
+                        "segment created: writes resume"
+                    );
+                }
+                self.inner
+                    .log
+                    .borrow_mut()
+                    .segments
+                    .insert(start, f.clone());
+                self.fill_spare();
+                Ok(f)
+            }
+            Err(e) => {
+                if let Some(copy) = e.shortage_copy() {
+                    let mut blocked = self.inner.blocked.borrow_mut();
+                    // Logged once per stretch of refusals, not once per retry.
+                    if blocked.is_none() {
+                        tracing::error!(
+                            shard = self.inner.config.shard_id,
+                            segment = start,
+                            error = %e,
+                            "cannot create the next CommitLog segment: refusing sends, retrying every {} ms",
+                            SEGMENT_CREATE_RETRY.as_millis()
+                        );
+                    }
+                    *blocked = Some(copy);
+                    // Sync appends waiting for durability learn of it now.
+                    self.inner.signals.progress.notify_all();
+                }
+                Err(e)
+            }
+        }
+    }
+
+    async fn create_segment(&self, start: u64) -> Result<Rc<SegmentFile>, ShardError> {
         let (dir, path, size, faults) = {
             let log = self.inner.log.borrow();
             (
@@ -695,17 +784,41 @@ impl Shard {
                 Err(e) => tracing::warn!(error = %e, "cannot take the warm spare segment"),
             }
         }
-        let f = SegmentFile::open(&path, start, size, !from_spare, faults).await?;
-        let f = Rc::new(f);
-        self.inner
-            .log
-            .borrow_mut()
-            .segments
-            .insert(start, f.clone());
-        // The new file's directory entry must survive a crash before its data counts.
-        std::fs::File::open(&dir)?.sync_all()?;
-        self.fill_spare();
-        Ok(f)
+        if !from_spare {
+            // A spare has its blocks already; a new segment takes a whole segment's worth.
+            self.inner.space.check(&path, size)?;
+        }
+        let f = SegmentFile::open(&path, start, size, !from_spare, faults)
+            .await
+            .map_err(|e| ShardError::making_room(&path, "creating a CommitLog segment", e))?;
+        // The new file's directory entry must survive a crash before its data counts. Not
+        // being able to open the directory (EMFILE) is a shortage like any other: the file
+        // goes, and the next try makes it again. A failed fsync of it is poison.
+        let synced = match std::fs::File::open(&dir) {
+            Ok(d) => d
+                .sync_all()
+                .map_err(|e| self.poison("fsync of the CommitLog directory", &e)),
+            Err(e) => Err(ShardError::making_room(
+                &dir,
+                "opening the CommitLog directory to fsync it",
+                e,
+            )),
+        };
+        if let Err(e) = synced {
+            drop(f);
+            if e.is_shortage() {
+                let doomed = vec![Doomed {
+                    path: path.clone(),
+                    map: None,
+                    truncate: true,
+                }];
+                if let Err(r) = remove_off_core(doomed).await {
+                    tracing::warn!(error = %r, path = %path.display(), "cannot remove a half-created segment");
+                }
+            }
+            return Err(e);
+        }
+        Ok(Rc::new(f))
     }
 
     /// With `warm_segments`: finds the spare a previous run left, and fills one if there is
@@ -776,8 +889,9 @@ impl Shard {
             let behind = filled < (2 * into).min(size);
             Some(Duration::from_millis(if behind { 1 } else { 20 }))
         };
+        let space = inner.space.clone();
         glommio::spawn_local(async move {
-            let filled = storage::fill_spare(dir, size, pace).await;
+            let filled = storage::fill_spare(dir, size, &space, pace).await;
             let Some(inner) = weak.upgrade() else {
                 return;
             };
@@ -847,8 +961,12 @@ impl Shard {
                         break;
                     }
                     Err(e) => {
-                        // Not an I/O error: nothing was refused by the disk, so the
-                        // writes already in flight still land before we report it.
+                        // Not a failed write: a shortage (no space or descriptors for the
+                        // next segment; `segment_file` marked the shard blocked and the
+                        // flusher retries) or poison already set. The writes in flight
+                        // still land before we report it; they are not marked written
+                        // here, so the next pass writes those chunks again (same bytes,
+                        // same place, none in flight then).
                         while let Some(w) = in_flight.pop_front() {
                             let _ = w.await;
                         }
@@ -1382,6 +1500,7 @@ impl Shard {
             }
         }
         self.inner.disk.set((ratio, level));
+        self.inner.disk_measured.set(Instant::now());
         (ratio, level)
     }
 
@@ -1574,6 +1693,17 @@ fn scopeguard_pending(flag: &Cell<bool>) -> impl Drop + '_ {
 
 async fn flusher(weak: Weak<Inner>, signals: Rc<Signals>) {
     loop {
+        // A segment could not be created (disk full, no descriptors): pause before the
+        // pass below tries again, so a full disk is retried a few times a second, not spun
+        // on. The pass that succeeds clears it and the writes resume by themselves.
+        let blocked = weak.upgrade().is_some_and(|i| i.blocked.borrow().is_some());
+        if blocked {
+            futures_lite::future::or(
+                signals.stop.wait(),
+                glommio::timer::sleep(SEGMENT_CREATE_RETRY),
+            )
+            .await;
+        }
         let wait = {
             let Some(inner) = weak.upgrade() else {
                 return;

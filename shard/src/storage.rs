@@ -1,17 +1,24 @@
 //! The storage seam: every CommitLog segment file goes through [`SegmentFile`], which writes
 //! with O_DIRECT through io_uring (glommio's `DmaFile`), falls back to buffered I/O where
 //! the filesystem refuses O_DIRECT, and consults an optional [`FaultInjector`] so tests can
-//! tear writes, fail fdatasyncs and flip bits on the way to disk.
+//! tear writes, fail fdatasyncs and flip bits on the way to disk, and fail the creation of
+//! segments and the block reservations of mapped files with an errno (ENOSPC, EMFILE).
+//!
+//! Every new block a shard takes goes through here too: [`Space`] checks the free space
+//! against `disk_reserve_bytes` before a segment, a spare or a mapped file's blocks are
+//! taken, and [`allocate`] reserves the blocks of a mapped file before anything is stored
+//! into them, so a full disk is an error returned to an append, never a SIGBUS.
 
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Once;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::sync::{Arc, Once};
 
 use bytes::Bytes;
 use glommio::io::{DmaBuffer, DmaFile, OpenOptions, ReadResult};
 
 use crate::error::glommio_io;
+use crate::{DiskUsageSource, ShardConfig, ShardError};
 
 /// The block size every O_DIRECT write and read is aligned to.
 pub const BLOCK_BYTES: u64 = 4096;
@@ -33,6 +40,10 @@ pub struct FaultInjector {
     tear_at: AtomicU64,
     flip_at: AtomicU64,
     slow_sync_ms: AtomicU64,
+    /// errno for segment and spare creation; 0 = none.
+    segment_create_errno: AtomicI32,
+    /// errno for block reservations of ConsumeQueue and IndexFile files; 0 = none.
+    map_reserve_errno: AtomicI32,
 }
 
 impl Default for FaultInjector {
@@ -42,7 +53,16 @@ impl Default for FaultInjector {
             tear_at: AtomicU64::new(OFF),
             flip_at: AtomicU64::new(OFF),
             slow_sync_ms: AtomicU64::new(0),
+            segment_create_errno: AtomicI32::new(0),
+            map_reserve_errno: AtomicI32::new(0),
         }
+    }
+}
+
+fn injected(errno: &AtomicI32) -> Option<std::io::Error> {
+    match errno.load(Ordering::SeqCst) {
+        0 => None,
+        e => Some(std::io::Error::from_raw_os_error(e)),
     }
 }
 
@@ -66,6 +86,174 @@ impl FaultInjector {
     /// lands on the same bad spot).
     pub fn flip_bit_on_write_at(&self, offset: u64) {
         self.flip_at.store(offset, Ordering::SeqCst);
+    }
+    /// While `Some(errno)`, creating a CommitLog segment (or a warm spare) fails with that
+    /// errno after the file was created and its first block written, the way a real
+    /// ENOSPC from preallocation leaves a half-made file behind. `None` clears it.
+    pub fn fail_segment_create(&self, errno: Option<i32>) {
+        self.segment_create_errno
+            .store(errno.unwrap_or(0), Ordering::SeqCst);
+    }
+    /// While `Some(errno)`, reserving blocks for a ConsumeQueue or IndexFile file (a new
+    /// file, or the next step of a growing one) fails with that errno. `None` clears it.
+    pub fn fail_map_reserve(&self, errno: Option<i32>) {
+        self.map_reserve_errno
+            .store(errno.unwrap_or(0), Ordering::SeqCst);
+    }
+}
+
+/// The check every new block of a shard's files goes through: free space against the
+/// reserve (`ShardConfig::disk_reserve_bytes`), and the injected faults.
+#[derive(Clone, Debug)]
+pub(crate) struct Space {
+    disk: DiskUsageSource,
+    reserve_bytes: u64,
+    faults: Option<Arc<FaultInjector>>,
+}
+
+impl Space {
+    pub(crate) fn new(config: &ShardConfig) -> Space {
+        Space {
+            disk: config.disk_usage.clone(),
+            reserve_bytes: config.disk_reserve_bytes,
+            faults: config.faults.clone(),
+        }
+    }
+
+    /// No reserve, no faults: for unit tests of the file formats.
+    #[cfg(test)]
+    pub(crate) fn unchecked() -> Space {
+        Space {
+            disk: DiskUsageSource::statvfs(),
+            reserve_bytes: 0,
+            faults: None,
+        }
+    }
+
+    /// Refuses (`NoSpace`) when taking `bytes` more for `path` would leave less free than
+    /// the reserve. A disk that cannot be measured is let through: the allocation itself
+    /// then says whether there was room.
+    pub(crate) fn check(&self, path: &Path, bytes: u64) -> Result<(), ShardError> {
+        let dir = path.parent().unwrap_or(path);
+        let free = match self.disk.free_bytes(dir) {
+            Ok(f) => f,
+            Err(e) => {
+                tracing::warn!(error = %e, dir = %dir.display(), "cannot measure free space; not checking the reserve");
+                return Ok(());
+            }
+        };
+        if free < bytes.saturating_add(self.reserve_bytes) {
+            return Err(ShardError::NoSpace {
+                path: path.display().to_string(),
+                reason: format!(
+                    "{} KiB free; taking {} KiB more would leave less than the reserve (disk_reserve_bytes = {} KiB)",
+                    free >> 10,
+                    bytes >> 10,
+                    self.reserve_bytes >> 10
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    fn segment_fault(&self) -> Option<std::io::Error> {
+        self.faults
+            .as_ref()
+            .and_then(|f| injected(&f.segment_create_errno))
+    }
+
+    fn map_fault(&self) -> Option<std::io::Error> {
+        self.faults
+            .as_ref()
+            .and_then(|f| injected(&f.map_reserve_errno))
+    }
+}
+
+/// Reserves the blocks of `[from, to)` of the mapped file at `path` (checked against the
+/// reserve first), so that no store into a mapping of that range ever needs a block: on a
+/// full disk such a store raises SIGBUS. `fallocate` mode 0 never changes bytes already
+/// there, so this is safe over written data too. Errors are classified for the append:
+/// `NoSpace`, `TooManyOpenFiles` (the file is opened here), or I/O.
+pub(crate) fn reserve_mapped(
+    space: &Space,
+    path: &Path,
+    from: u64,
+    to: u64,
+) -> Result<(), ShardError> {
+    if to <= from {
+        return Ok(());
+    }
+    let doing = "reserving blocks of a mapped file";
+    if let Some(e) = space.map_fault() {
+        return Err(ShardError::making_room(path, doing, e));
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(|e| ShardError::making_room(path, doing, e))?;
+    // A reservation from the start is of a file found at open, reserved again: the blocks
+    // it holds are not new, and must not get it refused on a nearly full disk. (Past a
+    // known reserved prefix, the whole range is new.) An underestimate only leaves it to
+    // `fallocate` itself to report ENOSPC.
+    let new_bytes = if from == 0 {
+        use std::os::unix::fs::MetadataExt;
+        let held = file.metadata().map(|m| m.blocks() * 512).unwrap_or(0);
+        to.saturating_sub(held)
+    } else {
+        to - from
+    };
+    space.check(path, new_bytes)?;
+    allocate(&file, from, to).map_err(|e| ShardError::making_room(path, doing, e))
+}
+
+/// Allocates the blocks of `[from, to)` of `file` without changing its contents. Where the
+/// filesystem refuses `fallocate` (EOPNOTSUPP), the range is read and written back, which
+/// allocates its holes the slow way and reports ENOSPC the same way.
+pub(crate) fn allocate(file: &std::fs::File, from: u64, to: u64) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    if to <= from {
+        return Ok(());
+    }
+    // SAFETY: fallocate on a descriptor we own; it allocates blocks and touches no memory.
+    let rc = unsafe {
+        libc::fallocate(
+            file.as_raw_fd(),
+            0,
+            from as libc::off_t,
+            (to - from) as libc::off_t,
+        )
+    };
+    if rc == 0 {
+        return Ok(());
+    }
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() != Some(libc::EOPNOTSUPP) {
+        return Err(e);
+    }
+    use std::os::unix::fs::FileExt;
+    let mut buf = vec![0u8; 1 << 20];
+    let mut pos = from;
+    while pos < to {
+        let n = ((to - pos) as usize).min(buf.len());
+        let got = file.read_at(&mut buf[..n], pos)?;
+        // Past the end reads nothing: the zeros already in `buf` extend the file.
+        buf[got..n].fill(0);
+        file.write_all_at(&buf[..n], pos)?;
+        pos += n as u64;
+    }
+    Ok(())
+}
+
+/// Removes a file a failed creation left behind, so a retry and a later recovery see a
+/// clean directory. Best effort: the creation's own error is what gets reported.
+pub(crate) fn remove_half_made(path: &Path) {
+    match std::fs::remove_file(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => {
+            tracing::warn!(error = %e, path = %path.display(), "cannot remove a half-created file")
+        }
     }
 }
 
@@ -101,13 +289,55 @@ pub(crate) struct SegmentFile {
 
 static BUFFERED_FALLBACK_WARNING: Once = Once::new();
 
+/// What a segment is called while it is being made (see [`SegmentFile::open`]); not an
+/// offset name, so recovery never takes it for part of the log.
+const CREATING_EXTENSION: &str = "creating";
+
 fn is_o_direct_refusal(e: &std::io::Error) -> bool {
     e.raw_os_error() == Some(libc::EINVAL)
 }
 
 impl SegmentFile {
-    /// Opens (or creates and preallocates to `size_bytes`) the segment at `path`.
+    /// Opens (or creates and preallocates to `size_bytes`) the segment at `path`. A new
+    /// segment is made under a temporary name (`<start>.creating`) and renamed into place
+    /// only once it is complete, so a crash part-way never leaves a half-made file under an
+    /// offset name (recovery would take it for the log's end and preallocate it, which a
+    /// full disk refuses). A creation that fails part-way (ENOSPC preallocating, EMFILE
+    /// opening for direct I/O) removes its file, so a retry and a later recovery find a
+    /// clean directory; a file a crash left under the temporary name is reused (truncated)
+    /// by the next creation of that segment.
     pub(crate) async fn open(
+        path: &Path,
+        start: u64,
+        size_bytes: u64,
+        create: bool,
+        faults: Option<std::sync::Arc<FaultInjector>>,
+    ) -> std::io::Result<SegmentFile> {
+        if !create {
+            return Self::open_or_create(path, path, start, size_bytes, false, faults).await;
+        }
+        let making = path.with_extension(CREATING_EXTENSION);
+        let made = Self::open_or_create(&making, path, start, size_bytes, true, faults).await;
+        let made = made.and_then(|f| std::fs::rename(&making, path).map(|()| f));
+        if made.is_err() {
+            // Off the core: a partly preallocated segment can be large.
+            let doomed = vec![Doomed {
+                path: making.clone(),
+                map: None,
+                truncate: true,
+            }];
+            if let Err(e) = remove_off_core(doomed).await {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    tracing::warn!(error = %e, path = %making.display(), "cannot remove a half-created segment");
+                }
+            }
+        }
+        made
+    }
+
+    /// Opens the segment file at `at` (creating it with `create`), known as `path`.
+    async fn open_or_create(
+        at: &Path,
         path: &Path,
         start: u64,
         size_bytes: u64,
@@ -124,15 +354,21 @@ impl SegmentFile {
                 .write(true)
                 .create(true)
                 .truncate(true)
-                .open(path)?;
+                .open(at)?;
             use std::os::unix::fs::FileExt;
             f.write_all_at(&[0u8; BLOCK_BYTES as usize], 0)?;
             f.sync_data()?;
+            if let Some(e) = faults
+                .as_ref()
+                .and_then(|f| injected(&f.segment_create_errno))
+            {
+                return Err(e);
+            }
         }
         let direct = OpenOptions::new()
             .read(true)
             .write(true)
-            .dma_open(path)
+            .dma_open(at)
             .await
             .map_err(glommio_io);
         let backend = match direct {
@@ -156,9 +392,12 @@ impl SegmentFile {
                 let f = std::fs::OpenOptions::new()
                     .read(true)
                     .write(true)
-                    .open(path)?;
+                    .open(at)?;
                 if create {
+                    // Allocated, not sparse: a buffered write into a hole on a full disk
+                    // would fail with ENOSPC and poison the shard.
                     f.set_len(size_bytes)?;
+                    allocate(&f, 0, size_bytes)?;
                 }
                 Backend::Buffered(f)
             }
@@ -362,14 +601,44 @@ pub(crate) async fn spare_ready(dir: &Path, size: u64) -> std::io::Result<bool> 
 /// 0.45 → 0.22 ms). The price is writing every segment twice. After each step, `pace` is
 /// told the bytes filled so far and says how long to wait before the next, or `None` to
 /// abandon the fill.
+///
+/// A spare is a whole segment of new blocks, so it is checked against the reserve first
+/// (`NoSpace` when it would leave too little); a fill that fails on the way (ENOSPC,
+/// EMFILE) removes its file.
 pub(crate) async fn fill_spare(
     dir: PathBuf,
     size: u64,
+    space: &Space,
+    pace: impl FnMut(u64) -> Option<std::time::Duration>,
+) -> Result<Filled, ShardError> {
+    let n = SPARE_FILLS.fetch_add(1, Ordering::Relaxed);
+    let filling = dir.join(format!("{SPARE_FILLING_PREFIX}-{n}"));
+    space.check(&filling, size)?;
+    let fault = space.segment_fault();
+    let filled = fill_spare_at(dir, filling.clone(), size, fault, pace).await;
+    if filled.is_err() {
+        let doomed = vec![Doomed {
+            path: filling.clone(),
+            map: None,
+            truncate: true,
+        }];
+        if let Err(e) = remove_off_core(doomed).await {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                tracing::warn!(error = %e, "cannot remove a half-filled spare");
+            }
+        }
+    }
+    filled.map_err(|e| ShardError::making_room(&filling, "filling a warm spare segment", e))
+}
+
+async fn fill_spare_at(
+    dir: PathBuf,
+    filling: PathBuf,
+    size: u64,
+    fault: Option<std::io::Error>,
     mut pace: impl FnMut(u64) -> Option<std::time::Duration>,
 ) -> std::io::Result<Filled> {
     let executor = glommio::executor();
-    let n = SPARE_FILLS.fetch_add(1, Ordering::Relaxed);
-    let filling = dir.join(format!("{SPARE_FILLING_PREFIX}-{n}"));
     let path = filling.clone();
     let Some(mut file) = executor
         .spawn_blocking(move || open_filling(&path, size))
@@ -377,6 +646,9 @@ pub(crate) async fn fill_spare(
     else {
         return Ok(Filled::Unsupported);
     };
+    if let Some(e) = fault {
+        return Err(e);
+    }
     let mut pos = 0u64;
     loop {
         let Some(pause) = pace(pos) else {
@@ -413,7 +685,6 @@ pub(crate) async fn fill_spare(
 /// Creates the file a spare is filled in, its blocks allocated in one go so they lie
 /// together on disk; `None` where O_DIRECT is refused.
 fn open_filling(path: &Path, size: u64) -> std::io::Result<Option<std::fs::File>> {
-    use std::os::fd::AsRawFd;
     use std::os::unix::fs::OpenOptionsExt;
     let opened = std::fs::OpenOptions::new()
         .write(true)
@@ -429,9 +700,16 @@ fn open_filling(path: &Path, size: u64) -> std::io::Result<Option<std::fs::File>
         }
         Err(e) => return Err(e),
     };
+    // Allocated in one go so the blocks lie together. Where fallocate is refused, the fill
+    // writes every block anyway (and the read-back fallback of `allocate` would need
+    // aligned buffers on this O_DIRECT descriptor).
+    use std::os::fd::AsRawFd;
     // SAFETY: fallocate on a descriptor we own; it allocates blocks and touches no memory.
     if unsafe { libc::fallocate(f.as_raw_fd(), 0, 0, size as libc::off_t) } != 0 {
-        return Err(std::io::Error::last_os_error());
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EOPNOTSUPP) {
+            return Err(e);
+        }
     }
     Ok(Some(f))
 }
