@@ -252,7 +252,14 @@ impl Shard {
                         &config.dir.join(COMMIT_LOG_DIR),
                         config.segment_size_bytes,
                     )
-                    .await?;
+                    .await
+                    .map_err(|e| ShardError::TailRing {
+                        path: rc.path.display().to_string(),
+                        reason: format!(
+                            "cannot write back the {} records (commit-log offsets {}..{}) the last run acknowledged and had not written: {e}; the ring is kept: make room on the data disk and start again",
+                            replay.records, replay.from, replay.end
+                        ),
+                    })?;
                     tracing::info!(
                         shard = config.shard_id,
                         records = replay.records,
