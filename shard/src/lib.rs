@@ -14,6 +14,7 @@ pub mod fuzzing;
 mod index_file;
 mod layout;
 mod offsets;
+mod quarantine;
 mod readahead;
 mod shard;
 pub mod signal;
@@ -24,6 +25,7 @@ pub use config::{statvfs_used_ratio, DiskUsageSource, FlushObserver, FlushPolicy
 pub use error::ShardError;
 pub use layout::{open_data_dir, shard_dir, DataDirLayout};
 pub use offsets::{CommitLogOffset, QueueOffset};
+pub use quarantine::QuarantinedRange;
 pub use shard::{
     AppendResult, DiskLevel, QueueOffsets, ReadRequest, ReadResult, ReadStatus, RetentionReport,
     Shard, ShardStats,
