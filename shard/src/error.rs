@@ -32,6 +32,15 @@ pub enum ShardError {
     OffsetSpaceExhausted { offset: u64, max: u64 },
     #[error("corrupt data in {path}: {reason}")]
     Corrupt { path: String, reason: String },
+    /// `store.meta` and the shard directories disagree (one missing, or more shards than it
+    /// says): starting would serve a silent subset of what was acknowledged, so the broker
+    /// refuses, saying what is wrong and how to proceed.
+    #[error("data directory {path} is inconsistent: {problem}. Refusing to start, since that would serve only part of the stored messages. To proceed: {remedy}")]
+    StoreInconsistent {
+        path: String,
+        problem: String,
+        remedy: String,
+    },
 }
 
 pub(crate) fn glommio_io<T>(e: glommio::GlommioError<T>) -> std::io::Error {
