@@ -538,6 +538,9 @@ impl Core {
             s.commit_log_bytes += st.commit_log_bytes;
             s.durable_lag_bytes += st.write_offset.saturating_sub(st.durable_offset);
             s.disk_use_ratio = s.disk_use_ratio.max(st.disk_use_ratio);
+            s.quarantined_ranges += st.quarantined_ranges;
+            s.quarantined_bytes += st.quarantined_bytes;
+            s.skipped_records += st.skipped_records;
         }
         s
     }

@@ -371,6 +371,12 @@ pub struct CoreStatus {
     /// Bytes appended but not yet durable (RocketMQ's "disk falling behind").
     pub durable_lag_bytes: u64,
     pub disk_use_ratio: f64,
+    /// Damaged CommitLog ranges of this core's shards that are never served (found by
+    /// recovery, or by a read since), and their bytes.
+    pub quarantined_ranges: u64,
+    pub quarantined_bytes: u64,
+    /// Queue entries pulls stepped over (quarantined or missing records) since start.
+    pub skipped_records: u64,
 }
 
 #[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
