@@ -1136,7 +1136,9 @@ impl Shard {
         else {
             return Ok(result(ReadStatus::NoNewMessage, 0));
         };
-        self.report_skips(req, &skipped);
+        if !skipped.is_empty() {
+            self.report_skips(req, &skipped);
+        }
         // A consumer catching up from disk asks next for the window after this one.
         let ahead = || {
             self.pick(req, next, max)
