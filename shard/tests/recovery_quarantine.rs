@@ -318,3 +318,46 @@ fn a_record_corrupt_on_disk_at_run_time_is_stepped_over_not_retried() {
         shard.close().await.unwrap();
     });
 }
+
+#[test]
+fn a_damaged_record_whose_consume_queue_entry_is_lost_too_is_stepped_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let (offsets, end) = write_log(dir.path());
+    damage(dir.path(), offsets[50] + 300, 1);
+    // The ConsumeQueue is rebuilt from the log, which cannot say where record 50 was:
+    // queue offset 50 has no entry (a hole between 49 and 51).
+    std::fs::remove_dir_all(dir.path().join("consumequeue")).unwrap();
+    let p = dir.path().to_owned();
+    shard::run_local(move || async move {
+        let shard = Shard::open(small_config(&p)).await.unwrap();
+        assert_eq!(shard.queue_offsets(TOPIC, 0).max, RECORDS as u64);
+        let got = read_all(&shard, TOPIC, 0, &TagFilter::All).await;
+        let expected: Vec<_> = (0..RECORDS)
+            .filter(|&i| i != 50)
+            .map(|i| body(i, 600))
+            .collect();
+        assert_eq!(bodies_of(&got), expected);
+        let st = shard.stats();
+        assert_eq!(st.write_offset, end);
+        assert_eq!((st.quarantined_ranges, st.skipped_records), (1, 1));
+        // A pull starting at the hole moves past it.
+        let filter = TagFilter::All;
+        let r = shard
+            .read(&ReadRequest {
+                topic: TOPIC,
+                queue_id: 0,
+                queue_offset: 50,
+                max_messages: 1,
+                max_bytes: 1 << 20,
+                filter: &filter,
+            })
+            .await
+            .unwrap();
+        assert_eq!((r.status, r.next_queue_offset), (ReadStatus::Found, 52));
+        assert_eq!(
+            bodies_of(&[r.records[0].as_bytes().to_vec()]),
+            vec![body(51, 600)]
+        );
+        shard.close().await.unwrap();
+    });
+}
