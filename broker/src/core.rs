@@ -657,7 +657,13 @@ impl Core {
         })?;
         let mut t = table.borrow_mut();
         Ok(match op {
-            OffsetOp::Query(q) => t.query(&q),
+            OffsetOp::Query(q) => t.query(&q).map(|mut s| {
+                // Consumer progress shows the records the queue's readers stepped over.
+                if let Some(sh) = self.shards.get(&shard) {
+                    s.skipped_records = sh.skipped_in_queue(&q.topic, q.queue_id);
+                }
+                s
+            }),
             OffsetOp::Commit(c) => t.commit(&c.queue, c.offset, c.epoch, &c.client_id, c.release),
             OffsetOp::Reset { queue, offset } => Some(t.reset(&queue, offset)),
             OffsetOp::Lock {

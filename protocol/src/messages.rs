@@ -174,6 +174,9 @@ pub enum Command {
         last_commit_ms: i64,
         /// The group's consume rate on this queue over its last two commits, times 1000.
         consume_tps_milli: u64,
+        /// Queue offsets of this queue that pulls stepped over since the broker started
+        /// (damaged or missing records, never delivered); filled in by queries only.
+        skipped_records: u64,
     },
 }
 

@@ -13,7 +13,7 @@
 //! Each is logged at ERROR once, when it is found; reads then step over it silently apart
 //! from the `skipped_records` count, so a consumer loop never turns into a log flood.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::PathBuf;
 
 /// Recovery ranges logged one by one; beyond this a summary line counts the rest, so a
@@ -21,6 +21,9 @@ use std::path::PathBuf;
 pub(crate) const LOGGED_RANGES_MAX: usize = 64;
 /// Missing ConsumeQueue entries (holes) reported one by one, at most.
 const REPORTED_HOLES_MAX: usize = 4096;
+/// Skipped queue offsets remembered per queue (for consumer progress), in all; past this a
+/// newly skipped offset is logged but no longer counted per queue.
+const SKIPPED_OFFSETS_MAX: usize = 1 << 16;
 
 /// A range of the CommitLog that holds no valid record and is never served.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,6 +56,9 @@ pub(crate) struct Quarantine {
     reported: HashSet<u64>,
     /// (topic, queue, queue offset) of missing entries already logged.
     reported_holes: HashSet<(String, u32, u64)>,
+    /// The distinct queue offsets of each queue that reads stepped over.
+    skipped_offsets: HashMap<(String, u32), BTreeSet<u64>>,
+    skipped_offsets_len: usize,
 }
 
 impl Quarantine {
@@ -109,6 +115,27 @@ impl Quarantine {
             return false;
         }
         self.reported_holes.insert((topic.to_owned(), queue_id, q))
+    }
+
+    /// Remembers that queue offset `q` of a queue was stepped over.
+    pub(crate) fn note_skipped(&mut self, topic: &str, queue_id: u32, q: u64) {
+        if self.skipped_offsets_len >= SKIPPED_OFFSETS_MAX {
+            return;
+        }
+        let set = self
+            .skipped_offsets
+            .entry((topic.to_owned(), queue_id))
+            .or_default();
+        if set.insert(q) {
+            self.skipped_offsets_len += 1;
+        }
+    }
+
+    /// How many distinct queue offsets of a queue reads have stepped over.
+    pub(crate) fn skipped_in_queue(&self, topic: &str, queue_id: u32) -> u64 {
+        self.skipped_offsets
+            .get(&(topic.to_owned(), queue_id))
+            .map_or(0, |s| s.len() as u64)
     }
 
     /// Forgets what lies wholly below the log minimum (retention deleted it).
@@ -185,5 +212,12 @@ mod tests {
         assert!(q.step_over_hole("t", 0, 7));
         assert!(!q.step_over_hole("t", 0, 7));
         assert_eq!(q.skipped_records, 4);
+        q.note_skipped("t", 0, 7);
+        q.note_skipped("t", 0, 7);
+        q.note_skipped("t", 0, 9);
+        q.note_skipped("t", 1, 7);
+        assert_eq!(q.skipped_in_queue("t", 0), 2, "distinct offsets");
+        assert_eq!(q.skipped_in_queue("t", 1), 1);
+        assert_eq!(q.skipped_in_queue("u", 0), 0);
     }
 }

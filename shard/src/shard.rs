@@ -1041,6 +1041,7 @@ impl Shard {
     fn report_skips(&self, req: &ReadRequest<'_>, skipped: &[Skip]) {
         let mut quarantine = self.inner.quarantine.borrow_mut();
         for s in skipped {
+            quarantine.note_skipped(req.topic, req.queue_id, s.queue_offset);
             match s.span {
                 Some(((offset, size), (start, end))) => {
                     if quarantine.step_over(start) {
@@ -1102,6 +1103,16 @@ impl Shard {
             );
         }
         quarantine.skipped_records += 1;
+        quarantine.note_skipped(req.topic, req.queue_id, queue_offset);
+    }
+
+    /// How many distinct queue offsets of a queue reads have stepped over since open
+    /// (damaged or missing records): none of them was delivered to any consumer.
+    pub fn skipped_in_queue(&self, topic: &str, queue_id: u32) -> u64 {
+        self.inner
+            .quarantine
+            .borrow()
+            .skipped_in_queue(topic, queue_id)
     }
 
     /// Every quarantined range and span, in log order: where they are, for operators and

@@ -293,6 +293,12 @@ fn a_record_corrupt_on_disk_at_run_time_is_stepped_over_not_retried() {
         assert_eq!(bodies_of(&got), expected);
         let st = shard.stats();
         assert_eq!(st.skipped_records, 2, "stepped over once per walk");
+        assert_eq!(
+            shard.skipped_in_queue(TOPIC, 0),
+            1,
+            "one queue offset skipped"
+        );
+        assert_eq!(shard.skipped_in_queue(TOPIC, 1), 0);
         assert_eq!(st.quarantined_ranges, 1, "the same span, not a new one");
         // Once quarantined it is stepped over without being read: the one-record window
         // from 40 is filled with record 41.
@@ -340,6 +346,7 @@ fn a_damaged_record_whose_consume_queue_entry_is_lost_too_is_stepped_over() {
         let st = shard.stats();
         assert_eq!(st.write_offset, end);
         assert_eq!((st.quarantined_ranges, st.skipped_records), (1, 1));
+        assert_eq!(shard.skipped_in_queue(TOPIC, 0), 1);
         // A pull starting at the hole moves past it.
         let filter = TagFilter::All;
         let r = shard

@@ -137,6 +137,40 @@ fn a_flipped_byte_in_an_old_segment_costs_only_its_message() {
     });
     assert!(drained.is_some(), "the group's backlog reaches 0");
     group.shutdown();
+    // Consumer progress says which queue lost a record, and that it will never arrive.
+    let out = mqadmin(
+        &ns,
+        &[
+            "--json",
+            "consumer-progress",
+            "-g",
+            "recovery-group",
+            "-t",
+            "Flip",
+        ],
+    );
+    let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let (total, queues) = rows.split_last().unwrap();
+    assert_eq!(total["total_skipped_records"], 1, "{rows:?}");
+    let mut skipped: Vec<u64> = queues
+        .iter()
+        .map(|r| r["skipped_records"].as_u64().unwrap())
+        .collect();
+    skipped.sort_unstable();
+    assert_eq!(
+        skipped,
+        vec![0, 1],
+        "one skipped record, on the queue message 1000 was in: {rows:?}"
+    );
+    let out = mqadmin(
+        &ns,
+        &["consumer-progress", "-g", "recovery-group", "-t", "Flip"],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("skipped 1 record(s) damaged"), "{text}");
 
     // Operators see it in broker-status.
     let out = mqadmin(&ns, &["broker-status", "-b", &c.broker.addr]);
