@@ -910,3 +910,66 @@ async fn ensure_window<'w>(
     let from = (pos - s) as usize;
     Ok(r.as_bytes().get(from..from + len))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stored record as the log holds it at `at`.
+    fn stored_record(at: u64) -> Vec<u8> {
+        let mut rec = Vec::new();
+        message::encode_record(
+            &message::MessageFields {
+                topic: "T",
+                body: b"found",
+                ..Default::default()
+            },
+            &mut rec,
+        )
+        .unwrap();
+        message::stamp_record(
+            &mut rec,
+            &message::StoreStamp {
+                queue_id: 0,
+                queue_offset: 0,
+                physical_offset: at,
+                store_timestamp_ms: 1,
+                store_host: "127.0.0.1:1".parse().unwrap(),
+            },
+        )
+        .unwrap();
+        rec
+    }
+
+    /// The search for the next valid record finds one wherever it lies relative to the
+    /// 1 MiB scan windows (its magic code across a window's end, too), skips records that
+    /// name another position, and reports none in zeros.
+    #[test]
+    fn find_record_crosses_scan_windows() {
+        let window = SCAN_WINDOW_BYTES as u64;
+        let seg_size = 4 * window;
+        for at in [window - 6, window - 4, window - 2, window, 2 * window + 123] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join(offset_name(0));
+            let mut bytes = vec![0u8; seg_size as usize];
+            // A record that is valid but stored for another position comes first: the
+            // search must not stop at it.
+            let decoy = stored_record(at + 1);
+            bytes[100..100 + decoy.len()].copy_from_slice(&decoy);
+            let rec = stored_record(at);
+            bytes[at as usize..at as usize + rec.len()].copy_from_slice(&rec);
+            std::fs::write(&path, &bytes).unwrap();
+            let found = crate::run_local(move || async move {
+                let file = SegmentFile::open(&path, 0, seg_size, false, None)
+                    .await
+                    .unwrap();
+                let mut w = None;
+                let found = find_record(&file, &mut w, 1, seg_size).await.unwrap();
+                let mut w = None;
+                let none = find_record(&file, &mut w, at + 1, seg_size).await.unwrap();
+                (found, none)
+            });
+            assert_eq!(found, (Some(at), None), "record at {at}");
+        }
+    }
+}

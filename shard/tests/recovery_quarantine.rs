@@ -368,3 +368,56 @@ fn a_damaged_record_whose_consume_queue_entry_is_lost_too_is_stepped_over() {
         shard.close().await.unwrap();
     });
 }
+
+#[test]
+fn a_damaged_run_longer_than_a_scan_window_is_one_range() {
+    // 4 MiB segments: the scan reads 1 MiB windows, and the search for the next valid
+    // record has to go on across several of them.
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().to_owned();
+    let (offsets, end) = shard::run_local(move || async move {
+        let shard = Shard::open(cold_config(&p)).await.unwrap();
+        let mut offsets = Vec::new();
+        for i in 0..3000 {
+            let r = shard
+                .append(TOPIC, 0, &record(TOPIC, &body(i, 1000), None, None))
+                .await
+                .unwrap();
+            offsets.push(r.first_commit_log_offset);
+        }
+        let end = shard.stats().write_offset;
+        shard.close().await.unwrap();
+        (offsets, end)
+    });
+    assert!(
+        end > 3 << 20 && end < 4 << 20,
+        "one segment of 3 MiB and more"
+    );
+    let seg = segment_path(dir.path(), 0);
+    let mut bytes = std::fs::read(&seg).unwrap();
+    let damaged: Vec<usize> = (0..3000)
+        .filter(|&i| (512 << 10..1740 << 10).contains(&offsets[i]))
+        .collect();
+    for &i in &damaged {
+        bytes[offsets[i] as usize + 200] ^= 0x01;
+    }
+    std::fs::write(&seg, &bytes).unwrap();
+    let (first, last) = (damaged[0], *damaged.last().unwrap());
+    let p = dir.path().to_owned();
+    shard::run_local(move || async move {
+        let shard = Shard::open(cold_config(&p)).await.unwrap();
+        let got = read_all(&shard, TOPIC, 0, &TagFilter::All).await;
+        let expected: Vec<_> = (0..3000)
+            .filter(|i| !(first..=last).contains(i))
+            .map(|i| body(i, 1000))
+            .collect();
+        assert_eq!(bodies_of(&got).len(), expected.len());
+        assert_eq!(bodies_of(&got), expected);
+        let q = shard.quarantined();
+        assert_eq!(q.len(), 1, "{q:?}");
+        assert_eq!((q[0].start, q[0].end), (offsets[first], offsets[last + 1]));
+        assert_eq!(shard.stats().write_offset, end);
+        assert_eq!(shard.stats().skipped_records as usize, last - first + 1);
+        shard.close().await.unwrap();
+    });
+}
