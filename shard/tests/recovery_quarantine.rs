@@ -39,8 +39,9 @@ fn write_log(dir: &Path) -> (Vec<u64>, u64) {
         let shard = Shard::open(small_config(&p)).await.unwrap();
         let mut offsets = Vec::new();
         for i in 0..RECORDS {
+            let key = format!("k{i}");
             let r = shard
-                .append(TOPIC, 0, &record(TOPIC, &body(i, 600), None, None))
+                .append(TOPIC, 0, &record(TOPIC, &body(i, 600), None, Some(&key)))
                 .await
                 .unwrap();
             offsets.push(r.first_commit_log_offset);
@@ -100,6 +101,17 @@ fn check_quarantined(dir: &Path, offsets: Vec<u64>, end: u64, damaged: Vec<usize
         for (i, &o) in offsets.iter().enumerate() {
             let s = shard.read_at(o).await.unwrap();
             assert_eq!(s.is_some(), !d.contains(&i), "read_at of record {i}");
+        }
+        // Nor by key: the index still points at the damaged records.
+        for &i in &d {
+            for j in [i.saturating_sub(1), i, i + 1] {
+                let found = shard
+                    .query_by_key(TOPIC, &format!("k{j}"), 0, i64::MAX, 4)
+                    .await
+                    .unwrap();
+                let want = usize::from(!d.contains(&j) && j < RECORDS);
+                assert_eq!(found.len(), want, "query of key k{j}");
+            }
         }
         // The log takes appends after the damage, and a second recovery finds the same.
         shard
