@@ -874,7 +874,8 @@ fn quarantine(log: &CommitLog, from: u64, to: u64, out: &mut Vec<QuarantinedRang
                 bytes = r.bytes(),
                 "recovery quarantined a damaged CommitLog range [{}, {}) of {}: no valid record \
                  starts in it; its records are never served and readers step over them, \
-                 every record after it is kept",
+                 every record after it is kept (the broker needs nothing more; the lost \
+                 records can only come back from a copy of that segment, e.g. a backup)",
                 r.start,
                 r.end,
                 r.segment.display()
