@@ -114,6 +114,8 @@ pub struct Memory {
     /// File-backed part (mapped ConsumeQueue / IndexFile pages): page cache the kernel can
     /// reclaim, growing with the data stored.
     pub rss_file_kib: u64,
+    /// Shared-memory part: the shards' tail rings (`tail_ring_bytes` each, fixed).
+    pub rss_shmem_kib: u64,
 }
 
 /// Reads `VmRSS` and `VmHWM` (KiB) from a /proc/<pid>/status text.
@@ -226,6 +228,7 @@ impl Cluster {
         self.memory.vm_hwm_kib = hwm;
         self.memory.rss_anon_kib = status_field(&status, "RssAnon:").unwrap_or(0);
         self.memory.rss_file_kib = status_field(&status, "RssFile:").unwrap_or(0);
+        self.memory.rss_shmem_kib = status_field(&status, "RssShmem:").unwrap_or(0);
         Some(self.memory)
     }
 

@@ -98,12 +98,13 @@ pub fn table(reports: &[Report]) -> String {
         }
         if let Some(m) = &r.broker_memory {
             out.push_str(&format!(
-                "{}: broker memory: VmRSS {} MiB at the end ({} MiB anonymous, {} MiB mapped files), \
+                "{}: broker memory: VmRSS {} MiB at the end ({} MiB anonymous, {} MiB mapped files, {} MiB tail rings), \
                  {} MiB highest sampled, VmHWM {} MiB\n",
                 r.mode,
                 m.vm_rss_kib / 1024,
                 m.rss_anon_kib / 1024,
                 m.rss_file_kib / 1024,
+                m.rss_shmem_kib / 1024,
                 m.vm_rss_kib_max / 1024,
                 m.vm_hwm_kib / 1024
             ));

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::net::{SocketAddr, SocketAddrV4};
 use std::os::fd::{FromRawFd, IntoRawFd, RawFd};
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -135,11 +135,17 @@ fn local_addr(s: &Socket) -> std::io::Result<SocketAddr> {
 
 fn shard_config(
     config: &BrokerConfig,
-    dir: std::path::PathBuf,
+    layout: &shard::DataDirLayout,
     shard: u16,
     store_host: SocketAddrV4,
 ) -> shard::ShardConfig {
-    let mut c = shard::ShardConfig::new(dir, shard);
+    let mut c = shard::ShardConfig::new(layout.shard_dirs[shard as usize].clone(), shard);
+    c.tail_ring = Some(shard::TailRingConfig {
+        path: shard::TailRingConfig::path_in(&config.tail_ring_dir, layout.store_id, shard),
+        ring_bytes: config.tail_ring_bytes,
+    });
+    c.unsynced_bytes_max = config.unsynced_bytes_max;
+    c.busy_wait_ms = config.send_busy_wait_ms;
     c.store_host = store_host;
     c.segment_size_bytes = config.commit_log_segment_bytes;
     c.write_chunk_bytes = config.write_chunk_bytes as usize;
@@ -271,6 +277,7 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
         topics_version: AtomicU64::new(1),
         registered_version: AtomicU64::new(0),
         shutdown: AtomicBool::new(false),
+        cores_drained: AtomicUsize::new(0),
         registry_wake: (Mutex::new(()), std::sync::Condvar::new()),
         metrics: Arc::new(crate::metrics::BrokerMetrics::new()),
         config,
@@ -295,12 +302,7 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
         let shards: Vec<shard::ShardConfig> = core_shards
             .into_iter()
             .map(|s| {
-                let mut c = shard_config(
-                    &shared.config,
-                    layout.shard_dirs[s as usize].clone(),
-                    s,
-                    store_host,
-                );
+                let mut c = shard_config(&shared.config, &layout, s, store_host);
                 c.chunk_pool = pool;
                 let hist = shared.metrics.flush_latency(core);
                 c.flush_observer = Some(shard::FlushObserver::new(move |d| {
@@ -481,6 +483,7 @@ async fn core_main(
                 base,
             )
         }),
+        sends_in_flight: std::cell::Cell::new(0),
     });
     let serving = core.clone();
     mesh::spawn_receivers(
@@ -496,6 +499,8 @@ async fn core_main(
         },
     );
     if let Some(e) = open_error {
+        // Took no sends: the other cores must not wait for this one at shutdown.
+        shared.cores_drained.fetch_add(1, Ordering::SeqCst);
         return Err(e);
     }
 
@@ -541,7 +546,9 @@ async fn core_main(
     }
     let _ = ready.send(Ok(id));
 
-    // Until shutdown: publish this core's counters to the metrics once a second.
+    // Until shutdown: publish this core's counters to the metrics once a second. This tick
+    // only starts the stop (`stop_core`): sends are refused from the moment the flag is set,
+    // by `Core::send`, so nothing is acknowledged between the signal and the flush.
     let mut last = protocol::CoreStatus {
         core: id,
         ..Default::default()
@@ -559,23 +566,63 @@ async fn core_main(
             core.publish_backlogs();
         }
     }
-    for t in accept_tasks.into_iter().chain(group_tasks) {
+    stop_core(&core, accept_tasks.into_iter().chain(group_tasks).collect()).await;
+    Ok(())
+}
+
+/// Longest a core waits for the sends it took before the signal to be answered, and then
+/// for the other cores to do the same. A send waits at most for back-pressure or a group
+/// commit (milliseconds) or an auto-created topic's registration (3 s); past this the
+/// shards close anyway and a send still waiting is answered with an error.
+const SEND_DRAIN_MAX: Duration = Duration::from_secs(10);
+/// How often the drain looks again. Only while stopping: the counts it waits for live on
+/// other threads, and a poll this short adds at most a millisecond to the stop.
+const SEND_DRAIN_POLL: Duration = Duration::from_millis(1);
+
+/// The graceful stop of one core, once `shared.shutdown` is set. Every core already refuses
+/// new sends (`Core::send` checks the flag per request), so:
+/// 1. stop accepting connections and stop the group timers;
+/// 2. wait until the sends this core took have been answered (acknowledged from memory,
+///    or, under SYNC_FLUSH, from disk);
+/// 3. wait until every core has done so, since a send taken here may be appending on a
+///    shard of another core;
+/// 4. close every shard: it refuses appends, then writes and fdatasyncs everything it took;
+/// 5. persist the group offsets.
+///
+/// Pulls and group requests on open connections are served until the core returns.
+async fn stop_core(core: &Rc<Core>, tasks: Vec<glommio::Task<()>>) {
+    let shared = &core.shared;
+    for t in tasks {
         t.cancel().await;
     }
-    // Give in-flight requests a moment, then flush every shard.
-    glommio::timer::sleep(Duration::from_millis(20)).await;
-    // A write cut short by the cancellation above is redone here.
-    for table in core.offsets.values() {
-        table.borrow_mut().mark_dirty();
+    let deadline = Instant::now() + SEND_DRAIN_MAX;
+    while core.sends_in_flight.get() > 0 && Instant::now() < deadline {
+        glommio::timer::sleep(SEND_DRAIN_POLL).await;
     }
-    core.flush_offsets().await;
+    if core.sends_in_flight.get() > 0 {
+        tracing::warn!(
+            core = core.id,
+            sends = core.sends_in_flight.get(),
+            "sends still unanswered at shutdown; closing the shards anyway"
+        );
+    }
+    shared.cores_drained.fetch_add(1, Ordering::SeqCst);
+    while shared.cores_drained.load(Ordering::SeqCst) < shared.cores as usize
+        && Instant::now() < deadline
+    {
+        glommio::timer::sleep(SEND_DRAIN_POLL).await;
+    }
     for (sid, shard) in core.shards.iter() {
         if let Err(e) = shard.close().await {
             tracing::error!(shard = sid, "flush at shutdown failed: {e}");
         }
     }
+    // A write cut short by the cancellation above is redone here.
+    for table in core.offsets.values() {
+        table.borrow_mut().mark_dirty();
+    }
+    core.flush_offsets().await;
     core.mesh.fail_pending();
-    Ok(())
 }
 
 #[cfg(test)]

@@ -37,6 +37,9 @@ struct Cli {
     /// Data directory [default: ./data].
     #[arg(long)]
     data_dir: Option<PathBuf>,
+    /// Where the shards' tail rings live: a tmpfs [default: /dev/shm].
+    #[arg(long)]
+    tail_ring_dir: Option<PathBuf>,
     /// Cores to run on, one executor pinned per core [default: all].
     #[arg(long)]
     cores: Option<u16>,
@@ -73,6 +76,9 @@ fn load_config(cli: &Cli) -> anyhow::Result<BrokerConfig> {
     }
     if let Some(v) = &cli.data_dir {
         cfg.data_dir = v.clone();
+    }
+    if let Some(v) = &cli.tail_ring_dir {
+        cfg.tail_ring_dir = v.clone();
     }
     if let Some(v) = cli.cores {
         if v == 0 {

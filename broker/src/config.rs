@@ -91,6 +91,21 @@ pub struct BrokerConfig {
     pub disk_refuse_ratio: f64,
     /// How often the disk use is measured and retention runs.
     pub disk_check_interval_ms: u64,
+    /// Where each shard keeps its tail ring: the copy of the acknowledged but not yet
+    /// written CommitLog tail that makes async flush safe against a crash of the broker
+    /// process. Must be a tmpfs (its pages outlive the process and are never written back
+    /// to a disk); a ring is `tail_ring_bytes` of locked-in shared memory per shard.
+    pub tail_ring_dir: PathBuf,
+    /// Bytes of each shard's tail ring; bounds the bytes acknowledged and not yet written
+    /// (async flush). At least 4 x (write_chunk_bytes + max_frame_bytes).
+    pub tail_ring_bytes: u64,
+    /// Bytes acknowledged but not yet fdatasynced per shard, at most (async flush): past
+    /// it, sends wait up to `send_busy_wait_ms` for a sync and are then answered
+    /// SYSTEM_BUSY.
+    pub unsynced_bytes_max: u64,
+    /// How long a send may wait for the disk to make room before it is answered
+    /// SYSTEM_BUSY (RocketMQ's waitTimeMillsInSendQueue).
+    pub send_busy_wait_ms: u64,
 
     // ---- request path ----
     pub inbox_capacity: u64,
@@ -152,6 +167,10 @@ impl Default for BrokerConfig {
             disk_force_clean_ratio: 0.85,
             disk_refuse_ratio: 0.90,
             disk_check_interval_ms: 10_000,
+            tail_ring_dir: PathBuf::from("/dev/shm"),
+            tail_ring_bytes: 128 << 20,
+            unsynced_bytes_max: 512 << 20,
+            send_busy_wait_ms: 200,
             inbox_capacity: 1024,
             max_frame_bytes: 16 << 20,
             connection_inflight_max: 1024,
@@ -325,6 +344,39 @@ impl BrokerConfig {
             600_000,
             "100 to 600000 ms"
         );
+        bound!(
+            self,
+            tail_ring_bytes,
+            1 << 20,
+            16 << 30,
+            "1 MiB to 16 GiB, and at least 4 x (write_chunk_bytes + max_frame_bytes)"
+        );
+        if !self.tail_ring_bytes.is_multiple_of(4096)
+            || self.tail_ring_bytes < 4 * (self.write_chunk_bytes + self.max_frame_bytes)
+        {
+            return Err(ConfigError::Invalid {
+                key: "tail_ring_bytes",
+                message: format!(
+                    "{} must be a multiple of 4096 and at least 4 x (write_chunk_bytes + max_frame_bytes) = {}",
+                    self.tail_ring_bytes,
+                    4 * (self.write_chunk_bytes + self.max_frame_bytes)
+                ),
+            });
+        }
+        if self.tail_ring_dir.as_os_str().is_empty() {
+            return Err(ConfigError::Invalid {
+                key: "tail_ring_dir",
+                message: "must name a directory (a tmpfs such as /dev/shm)".into(),
+            });
+        }
+        bound!(
+            self,
+            unsynced_bytes_max,
+            1 << 20,
+            64 << 30,
+            "1 MiB to 64 GiB"
+        );
+        bound!(self, send_busy_wait_ms, 1, 60_000, "1 to 60000 ms");
         bound!(self, inbox_capacity, 1, 1 << 20, "1 to 1048576");
         bound!(
             self,

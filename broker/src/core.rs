@@ -10,7 +10,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::net::SocketAddrV4;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -44,7 +44,13 @@ pub struct Shared {
     pub topics_version: AtomicU64,
     /// The topics_version last registered with every reachable NameServer.
     pub registered_version: AtomicU64,
+    /// Set once by the signal thread (or `Running::request_shutdown`): from then on every
+    /// core refuses new sends (`BrokerError::ShuttingDown`), at the request, not at a tick.
     pub shutdown: AtomicBool,
+    /// Cores whose sends in flight have all been answered since shutdown began. A core
+    /// closes its shards only once every core has drained: a send taken by one core may
+    /// still be on its way over the mesh to a shard of another.
+    pub cores_drained: AtomicUsize,
     pub metrics: Arc<crate::metrics::BrokerMetrics>,
     /// Wakes the registration thread (a topic change, or shutdown): it sleeps otherwise,
     /// so that it never takes a core's CPU between registrations.
@@ -52,6 +58,11 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// Whether shutdown has begun (sends are refused from then on).
+    pub fn stopping(&self) -> bool {
+        self.shutdown.load(Ordering::SeqCst)
+    }
+
     /// Asks every core and thread to stop.
     pub fn request_shutdown(&self) {
         self.shutdown.store(true, Ordering::SeqCst);
@@ -108,6 +119,24 @@ pub struct Core {
     pub offsets: HashMap<u16, RefCell<OffsetTable>>,
     /// Group membership: on core 0 only.
     pub membership: Option<Membership>,
+    /// Sends this core has taken and not yet answered (shutdown waits for them).
+    pub sends_in_flight: Cell<usize>,
+}
+
+/// Counts a send in flight on its core for as long as it lives.
+struct SendInFlight<'a>(&'a Cell<usize>);
+
+impl<'a> SendInFlight<'a> {
+    fn enter(count: &'a Cell<usize>) -> Self {
+        count.set(count.get() + 1);
+        SendInFlight(count)
+    }
+}
+
+impl Drop for SendInFlight<'_> {
+    fn drop(&mut self) {
+        self.0.set(self.0.get() - 1);
+    }
 }
 
 impl Core {
@@ -168,6 +197,14 @@ impl Core {
         records: Bytes,
         count: u32,
     ) -> Result<SendOutcome, BrokerError> {
+        // The gate of the graceful stop. The check and the count happen in one step on this
+        // core, so once `shutdown` is set no send can start unseen: shutdown waits for the
+        // counted ones to be answered, then flushes. A send refused here was never stored
+        // and the producer tries another queue or broker.
+        if self.shared.stopping() {
+            return Err(BrokerError::ShuttingDown);
+        }
+        let _in_flight = SendInFlight::enter(&self.sends_in_flight);
         let started = Instant::now();
         let cfg = self.topic_for_send(topic).await?;
         if queue_id >= cfg.write_queues {
@@ -303,9 +340,12 @@ impl Core {
                 && now < deadline
                 && !self.shared.shutdown.load(Ordering::Relaxed)
             {
-                let max = shard.queue_offsets(&args.topic, args.queue_id).max;
+                // What readers may be served, not the queue's end: with sync flush the
+                // entries of appends not yet durable are not served, and their sync must
+                // wake this poll.
+                let visible = shard.visible_max(&args.topic, args.queue_id);
                 if shard
-                    .wait_for_message(&args.topic, args.queue_id, max, deadline - now)
+                    .wait_for_message(&args.topic, args.queue_id, visible, deadline - now)
                     .await
                 {
                     continue;

@@ -71,6 +71,7 @@ impl From<shard::ShardError> for BrokerError {
                 BrokerError::MessageIllegal(e.to_string())
             }
             S::Closed => BrokerError::ShuttingDown,
+            S::Busy { reason } => BrokerError::Busy(reason),
             other => BrokerError::Storage(other.to_string()),
         }
     }

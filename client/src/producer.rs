@@ -491,16 +491,23 @@ impl ProducerInner {
         }
     }
 
-    /// Whether to try again after `e` on attempt number `attempt` (0-based); refreshes the
-    /// route first when the failure suggests it is stale.
+    /// Whether to try again after `e` on attempt number `attempt` (0-based). First refreshes
+    /// the route when the failure suggests it is stale, retry or not: a broker restarted on
+    /// new ports was otherwise sent to at its old ones until the next periodic refresh
+    /// (30 s) by a producer without retries.
     fn should_retry(&self, p: &Prepared, e: &ClientError, attempt: u32, deadline: Instant) -> bool {
-        if !e.is_retriable() || attempt >= self.retries || Instant::now() >= deadline {
-            return false;
-        }
-        if e.is_connection_failure() {
+        // A broker in its graceful stop (ServiceNotAvailable) has unregistered from the
+        // NameServers or is about to: a fresh route leads the retry elsewhere, or to
+        // `NoRoute` when it was the only broker, which ends the send with an error.
+        let stale = e.is_connection_failure()
+            || e.code() == Some(protocol::ResponseCode::ServiceNotAvailable);
+        if stale {
             if let Err(re) = self.inst.routes.refresh(&p.topic) {
                 tracing::debug!(topic = %p.topic, error = %re, "route refresh after send failure");
             }
+        }
+        if !e.is_retriable() || attempt >= self.retries || Instant::now() >= deadline {
+            return false;
         }
         tracing::debug!(topic = %p.topic, error = %e, attempt, "retrying send");
         true
@@ -755,6 +762,59 @@ mod tests {
             .unwrap();
         p.send_async(Message::new("T", "async"), |_| {}).unwrap();
         assert_eq!(rx.recv_timeout(WAIT).unwrap().unwrap().broker_name, "b");
+    }
+
+    #[test]
+    fn a_stopping_broker_is_never_taken_for_success() {
+        let (stopping, stopping_state) = fake_broker(0);
+        stopping_state.stopping.store(true, Ordering::SeqCst);
+        let (good, good_state) = fake_broker(0);
+        let data = route(
+            vec![
+                broker("a", &stopping.addr, &[], 1),
+                broker("b", &good.addr, &[], 1),
+            ],
+            2,
+        );
+        let ns = namesrv("T", data);
+        // With retries the send moves to the other broker.
+        let p = producer(&ns);
+        for i in 0..4 {
+            let r = p.send(Message::new("T", format!("{i}"))).unwrap();
+            assert_eq!(r.broker_name, "b");
+        }
+        assert_eq!(good_state.total(), 4);
+        assert_eq!(stopping_state.total(), 0);
+        // Without, the caller hears it, sync, batch and async alike.
+        let no_retry = Producer::builder()
+            .namesrv(&ns.addr)
+            .retries(0)
+            .build()
+            .unwrap();
+        let queue = MessageQueue {
+            topic: "T".into(),
+            broker_name: "a".into(),
+            queue_id: 0,
+        };
+        let is_stopping = |e: &ClientError| {
+            e.code() == Some(protocol::ResponseCode::ServiceNotAvailable)
+                && e.to_string().contains("broker is shutting down")
+        };
+        let e = no_retry
+            .send_to_queue(Message::new("T", "x"), &queue)
+            .unwrap_err();
+        assert!(is_stopping(&e), "{e}");
+        let e = no_retry
+            .send_batch_to_queue(vec![Message::new("T", "y")], &queue)
+            .unwrap_err();
+        assert!(is_stopping(&e), "{e}");
+        let (tx, rx) = mpsc::channel();
+        no_retry
+            .send_async_to_queue(Message::new("T", "z"), &queue, move |r| tx.send(r).unwrap())
+            .unwrap();
+        let e = rx.recv_timeout(WAIT).unwrap().unwrap_err();
+        assert!(is_stopping(&e), "{e}");
+        assert_eq!(stopping_state.total(), 0);
     }
 
     #[test]

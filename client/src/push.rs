@@ -662,7 +662,16 @@ impl PushInner {
         let members = self.members();
         let mut wanted: HashMap<MessageQueue, String> = HashMap::new();
         for (topic, expr) in &subs {
-            let route = match self.pull.inst.routes.get(topic) {
+            // A fresh route at every rebalance: a broker restarted on other ports (or moved)
+            // was otherwise pulled from, leased from and heartbeated at its old addresses
+            // until the instance's periodic refresh (30 s). The cached route serves when no
+            // NameServer answers.
+            let route = match self
+                .pull
+                .inst
+                .fresh_route(topic)
+                .or_else(|_| self.pull.inst.routes.get(topic))
+            {
                 Ok(r) => r,
                 Err(e) => {
                     tracing::warn!(topic, error = %e, "no route; keeping current queues");

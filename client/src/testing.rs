@@ -215,6 +215,8 @@ pub(crate) struct BrokerState {
     commit_log_bytes: Mutex<u64>,
     /// Sends still to be refused with `SystemBusy`; `u64::MAX` refuses all.
     pub busy_sends: std::sync::atomic::AtomicU64,
+    /// Answers every send as a broker in its graceful stop does: `ServiceNotAvailable`.
+    pub stopping: std::sync::atomic::AtomicBool,
     pub shard: u16,
 }
 
@@ -280,6 +282,16 @@ fn handle_broker(st: &BrokerState, f: &Frame) -> Reply {
     let id = f.header.request_id;
     match &f.header.command {
         Command::Send(req) => {
+            if st.stopping.load(SeqCst) {
+                return Reply::Send(
+                    Header::error(
+                        id,
+                        ResponseCode::ServiceNotAvailable,
+                        "broker is shutting down",
+                    ),
+                    vec![],
+                );
+            }
             let busy = st.busy_sends.load(SeqCst);
             if busy > 0 {
                 if busy != u64::MAX {

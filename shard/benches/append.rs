@@ -3,7 +3,7 @@
 //! the same run.
 //!
 //! `cargo bench -p shard --bench append` (BENCH_DIR=/path to choose the disk, default /tmp;
-//! BENCH_ROUNDS=n, default 5).
+//! BENCH_ROUNDS=n, default 5; BENCH_TAIL_RING=0 to leave out the tail ring in /dev/shm).
 //!
 //! Fairness: each round measures raw and then shard on the same directory, both writing the
 //! same volume (1 GiB) and both counted until everything is fdatasynced. The raw writer uses
@@ -248,6 +248,14 @@ async fn shard_bandwidth(dir: &std::path::Path) -> (f64, f64, u64) {
         .and_then(|v| v.parse::<usize>().ok())
     {
         c.write_chunk_bytes = kib << 10;
+    }
+    // BENCH_TAIL_RING=0 leaves out the tail ring (the broker always has one with async
+    // flush): what its copy costs.
+    if std::env::var("BENCH_TAIL_RING").map_or(true, |v| v != "0") {
+        c.tail_ring = Some(shard::TailRingConfig {
+            path: shard::TailRingConfig::path_in(std::path::Path::new("/dev/shm"), 0xbe9c, 0),
+            ring_bytes: 128 << 20,
+        });
     }
     let shard = match Shard::open(c).await {
         Ok(s) => s,

@@ -28,6 +28,7 @@ use crate::layout::{offset_name, parse_offset_name};
 use crate::quarantine::{QuarantinedRange, LOGGED_RANGES_MAX};
 use crate::slice::StoredSlice;
 use crate::storage::{align_down, align_up, FaultInjector, ReadBytes, SegmentFile, BLOCK_BYTES};
+use crate::tail_ring::TailRing;
 use crate::ShardError;
 
 /// Bytes read at a time by the recovery scan.
@@ -98,6 +99,9 @@ pub(crate) struct CommitLog {
     chunk_pool: usize,
     /// Chunk buffers allocated rather than recycled, since open.
     pub(crate) buffers_allocated: u64,
+    /// The shared-memory copy of every byte placed in a chunk (async policies): what makes
+    /// an append acknowledged from memory survive a crash of the process.
+    pub(crate) ring: Option<TailRing>,
 }
 
 impl CommitLog {
@@ -118,6 +122,25 @@ impl CommitLog {
     /// Bytes appended but not yet written to files.
     pub(crate) fn unwritten_bytes(&self) -> u64 {
         self.write_offset - self.written_offset
+    }
+
+    /// The most log bytes one append of a `len`-byte batch can add: a filler ending the
+    /// current chunk (up to a quarter of it, or to the next block), an end-of-segment jump
+    /// (less than the batch and a blank header), and the batch itself.
+    pub(crate) fn append_reach(&self, len: usize) -> u64 {
+        2 * len as u64
+            + self.chunk_bytes as u64 / PAD_TO_END_FRACTION
+            + 2 * BLOCK_BYTES
+            + BLANK_RECORD_MIN_BYTES as u64
+    }
+
+    /// Whether the tail ring has room for an append of `len` bytes without overwriting
+    /// bytes not yet written (always, without a ring).
+    pub(crate) fn ring_has_room(&self, len: usize) -> bool {
+        match &self.ring {
+            None => true,
+            Some(r) => self.unwritten_bytes() + self.append_reach(len) <= r.ring_bytes(),
+        }
     }
 
     /// Bytes appended but not yet durable.
@@ -263,6 +286,9 @@ impl CommitLog {
                 let hdr = &mut c.buf.as_bytes_mut()[from..from + BLANK_RECORD_MIN_BYTES];
                 message::write_blank(hdr);
                 hdr[0..4].copy_from_slice(&(remaining as i32).to_be_bytes());
+                if let Some(ring) = self.ring.as_mut() {
+                    ring.mirror(at, hdr);
+                }
                 c.len = from + BLANK_RECORD_MIN_BYTES;
                 c.logical_end = seg_end;
                 self.write_offset = seg_end;
@@ -280,7 +306,12 @@ impl CommitLog {
             unreachable!("ensure_room made a chunk");
         };
         let from = (at - c.base) as usize;
-        fill(at, &mut c.buf.as_bytes_mut()[from..from + len])?;
+        let dest = &mut c.buf.as_bytes_mut()[from..from + len];
+        fill(at, dest)?;
+        if let Some(ring) = self.ring.as_mut() {
+            // From the chunk the batch was just stamped into, while it is in cache.
+            ring.mirror(at, dest);
+        }
         c.len = from + len;
         c.logical_end = at + len as u64;
         self.write_offset = at + len as u64;
@@ -324,7 +355,12 @@ impl CommitLog {
         }
         let from = c.len;
         let to = (fill_end - c.base) as usize;
-        message::write_blank(&mut c.buf.as_bytes_mut()[from..to]);
+        let filler = &mut c.buf.as_bytes_mut()[from..to];
+        message::write_blank(filler);
+        if let Some(ring) = self.ring.as_mut() {
+            // The rest of a filler is zeros: replay writes them from its header.
+            ring.mirror(end, &filler[..BLANK_RECORD_MIN_BYTES]);
+        }
         c.len = to;
         c.logical_end = fill_end;
         self.write_offset = fill_end;
@@ -455,6 +491,9 @@ impl CommitLog {
         };
         self.dirty_segments.insert(self.segment_start(s.base));
         self.written_offset = self.written_offset.max(s.logical_end);
+        if let Some(ring) = self.ring.as_mut() {
+            ring.set_written(self.written_offset);
+        }
         self.hot_bytes += s.alloc_bytes;
         self.hot.push_back(s);
         // Keep the newest chunk: the next one copies its partial last block.
@@ -608,6 +647,7 @@ pub(crate) async fn recover(
         free_buffers: Vec::new(),
         chunk_pool: p.chunk_pool,
         buffers_allocated: 0,
+        ring: None,
     };
     // `damaged_from`: the scan met an invalid record there and is looking for the next
     // valid one. Found: everything between is quarantined and the log goes on. Not found

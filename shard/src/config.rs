@@ -163,6 +163,20 @@ pub struct ShardConfig {
     pub faults: Option<Arc<FaultInjector>>,
     /// Told how long each durable flush took; `None` = not measured.
     pub flush_observer: Option<FlushObserver>,
+    /// The shared-memory copy of the unwritten tail that makes async-flush appends safe
+    /// against a crash of the process (see `tail_ring`). An async shard with `None` is
+    /// safe only once its chunks are written (tests and tools); a sync shard never keeps a
+    /// ring but still replays one a previous async run left at this path. Default `None`;
+    /// the broker always sets it.
+    pub tail_ring: Option<crate::TailRingConfig>,
+    /// Bytes acknowledged but not yet fdatasynced, at most (async policies; a sync append
+    /// waits for its own sync). Past it an append waits for a sync, up to
+    /// `busy_wait_ms`, then is refused with `ShardError::Busy`. Default 512 MiB; >= 1 MiB.
+    pub unsynced_bytes_max: u64,
+    /// How long an append may wait for room (unwritten, unsynced or tail-ring bytes at
+    /// their bounds) before it is refused with `ShardError::Busy` (RocketMQ's
+    /// waitTimeMillsInSendQueue, 200 ms). Default 200; 1 to 60_000.
+    pub busy_wait_ms: u64,
 }
 
 impl ShardConfig {
@@ -190,6 +204,9 @@ impl ShardConfig {
             disk_usage: DiskUsageSource::statvfs(),
             faults: None,
             flush_observer: None,
+            tail_ring: None,
+            unsynced_bytes_max: 512 << 20,
+            busy_wait_ms: 200,
         }
     }
 
@@ -253,6 +270,28 @@ impl ShardConfig {
             || self.index_file_slots > i32::MAX as u32
         {
             return bad("index_file_slots must be >= 1 and index_file_entries >= 2".into());
+        }
+        if let Some(r) = &self.tail_ring {
+            let need = 4 * (self.write_chunk_bytes as u64 + self.message_size_max_bytes as u64);
+            if !r.ring_bytes.is_multiple_of(4096) || r.ring_bytes < need {
+                return bad(format!(
+                    "tail ring bytes {} must be a multiple of 4096 and at least 4 x \
+                     (write_chunk_bytes + message_size_max_bytes) = {need}",
+                    r.ring_bytes
+                ));
+            }
+        }
+        if self.unsynced_bytes_max < 1 << 20 {
+            return bad(format!(
+                "unsynced_bytes_max {} must be >= 1 MiB",
+                self.unsynced_bytes_max
+            ));
+        }
+        if !(1..=60_000).contains(&self.busy_wait_ms) {
+            return bad(format!(
+                "busy_wait_ms {} must be 1 to 60000",
+                self.busy_wait_ms
+            ));
         }
         if self.retention_check_interval_ms == 0 {
             return bad("retention_check_interval_ms must be > 0".into());

@@ -32,6 +32,13 @@ pub enum ShardError {
     OffsetSpaceExhausted { offset: u64, max: u64 },
     #[error("corrupt data in {path}: {reason}")]
     Corrupt { path: String, reason: String },
+    /// The tail ring (the shared-memory copy of the unwritten log) cannot be made or read.
+    #[error("tail ring {path}: {reason}")]
+    TailRing { path: String, reason: String },
+    /// Too many acknowledged bytes are not yet safe on disk and none became safe within
+    /// the wait: the send is refused (RocketMQ's SYSTEM_BUSY) rather than left to stall.
+    #[error("busy: {reason}")]
+    Busy { reason: String },
     /// `store.meta` and the shard directories disagree (one missing, or more shards than it
     /// says): starting would serve a silent subset of what was acknowledged, so the broker
     /// refuses, saying what is wrong and how to proceed.

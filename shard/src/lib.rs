@@ -20,6 +20,7 @@ mod shard;
 pub mod signal;
 mod slice;
 mod storage;
+mod tail_ring;
 
 pub use config::{statvfs_used_ratio, DiskUsageSource, FlushObserver, FlushPolicy, ShardConfig};
 pub use error::ShardError;
@@ -32,6 +33,7 @@ pub use shard::{
 };
 pub use slice::StoredSlice;
 pub use storage::{FaultInjector, BLOCK_BYTES};
+pub use tail_ring::TailRingConfig;
 
 /// Runs `f` on a fresh single-threaded glommio executor and returns its output: for tests,
 /// tools and the fuzz target. io_memory is kept small so several executors fit the default

@@ -18,6 +18,7 @@ use crate::readahead::{Readahead, SlotWait};
 use crate::signal::Signal;
 use crate::slice::StoredSlice;
 use crate::storage::{self, align_down, align_up, remove_off_core, Doomed, SegmentFile};
+use crate::tail_ring::{self, TailRing};
 use crate::{FlushPolicy, ShardConfig, ShardError};
 
 /// Longest span one cold read covers when it gathers several records.
@@ -117,6 +118,11 @@ pub struct ShardStats {
     /// Segment reads started ahead of a catching-up consumer, and those a pull then used.
     pub readahead_started: u64,
     pub readahead_hits: u64,
+    /// Records the tail ring held past its written mark when the shard opened: what the
+    /// previous run had acknowledged and perhaps not written when it stopped.
+    pub tail_ring_records: u64,
+    /// Appends refused with `Busy` because too much was not yet safe on disk.
+    pub busy_refusals: u64,
     /// Damaged CommitLog ranges never served: those the last recovery found, and records a
     /// read found failing their check since (see [`Shard::quarantined`] for where).
     pub quarantined_ranges: u64,
@@ -183,12 +189,16 @@ struct Inner {
     last_sync: Cell<Instant>,
     appends: Cell<u64>,
     appended_bytes: Cell<u64>,
+    busy_refusals: Cell<u64>,
     /// Reads of the segment files (records no longer in memory) and their bytes.
     disk_reads: Cell<u64>,
     disk_read_bytes: Cell<u64>,
     readahead: RefCell<Readahead>,
     disk: Cell<(f64, DiskLevel)>,
     truncated_segments: u64,
+    /// Records the tail ring held past its written mark at open (written back, or found
+    /// on disk already).
+    ring_records: u64,
     quarantine: RefCell<Quarantine>,
     spare: Cell<Spare>,
 }
@@ -222,6 +232,29 @@ impl Shard {
             config.index_file_entries,
         )?;
         let index_from = index.indexed_end();
+        // What an async run acknowledged but had not written when it died is in its tail
+        // ring: put it into the segment files first, so the scan below finds it.
+        let mut ring_records = 0;
+        if let Some(rc) = &config.tail_ring {
+            if let Some(replay) = tail_ring::read_back(&rc.path, config.segment_size_bytes)? {
+                if replay.records > 0 {
+                    tail_ring::write_back(
+                        &replay,
+                        &config.dir.join(COMMIT_LOG_DIR),
+                        config.segment_size_bytes,
+                    )
+                    .await?;
+                    tracing::info!(
+                        shard = config.shard_id,
+                        records = replay.records,
+                        from = replay.from,
+                        to = replay.end,
+                        "wrote the tail ring's records back into the CommitLog: what the last run acknowledged and had not written"
+                    );
+                }
+                ring_records = replay.records;
+            }
+        }
         let recovered = commit_log::recover(
             LogParams {
                 dir: config.dir.join(COMMIT_LOG_DIR),
@@ -252,7 +285,23 @@ impl Shard {
             },
         )
         .await?;
-        let log = recovered.log;
+        let mut log = recovered.log;
+        if let Some(rc) = &config.tail_ring {
+            match config.flush {
+                FlushPolicy::Async { .. } => {
+                    let mut ring = TailRing::create(rc, config.segment_size_bytes)?;
+                    ring.set_written(log.written_offset);
+                    log.ring = Some(ring);
+                }
+                // Sync appends are durable when acknowledged: no ring, and an old one's
+                // content is in the segment files now.
+                FlushPolicy::Sync => match std::fs::remove_file(&rc.path) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(e.into()),
+                },
+            }
+        }
         // Entries past the valid log end (a torn tail lost them) must go, and the queue
         // minimum follows the log minimum.
         let mut doomed = Vec::new();
@@ -310,11 +359,13 @@ impl Shard {
             last_sync: Cell::new(Instant::now()),
             appends: Cell::new(0),
             appended_bytes: Cell::new(0),
+            busy_refusals: Cell::new(0),
             disk_reads: Cell::new(0),
             disk_read_bytes: Cell::new(0),
             readahead: RefCell::new(Readahead::default()),
             disk: Cell::new((0.0, DiskLevel::Normal)),
             truncated_segments: recovered.truncated_segments as u64,
+            ring_records,
             quarantine: RefCell::new(Quarantine::from_recovery(recovered.quarantined)),
             spare: Cell::new(Spare::Off),
         });
@@ -430,17 +481,7 @@ impl Shard {
                 max: batch_max,
             });
         }
-        // Back-pressure: do not let unwritten memory grow past a few chunks.
-        let unwritten_max = (inner.config.write_chunk_bytes as u64 * 4).max(16 << 20);
-        loop {
-            self.check_writable()?;
-            if inner.log.borrow().unwritten_bytes() <= unwritten_max {
-                break;
-            }
-            let wait = inner.signals.progress.wait();
-            inner.signals.flush_wake.notify_all();
-            wait.await;
-        }
+        self.wait_for_room(records.len()).await?;
 
         let store_ts = now_ms();
         let host = inner.config.store_host;
@@ -541,6 +582,103 @@ impl Shard {
             first_commit_log_offset: at,
             count,
         })
+    }
+
+    /// Back-pressure: waits until an append of `len` bytes keeps the unwritten bytes within
+    /// a few chunks and the tail ring, and (async) the unsynced bytes within
+    /// `unsynced_bytes_max`; refuses it with `Busy` if that takes longer than `busy_wait_ms`,
+    /// so a slow disk is an answer to the sender, not a stall.
+    async fn wait_for_room(&self, len: usize) -> Result<(), ShardError> {
+        let inner = &self.inner;
+        let unwritten_max = (inner.config.write_chunk_bytes as u64 * 4).max(16 << 20);
+        {
+            let log = inner.log.borrow();
+            if let Some(ring) = &log.ring {
+                let reach = log.append_reach(len);
+                if reach > ring.ring_bytes() {
+                    return Err(ShardError::MessageTooLarge {
+                        size: len,
+                        max: len - (reach - ring.ring_bytes()) as usize / 2,
+                    });
+                }
+            }
+        }
+        let mut deadline = None;
+        loop {
+            self.check_writable()?;
+            let blocked = {
+                let log = inner.log.borrow();
+                if log.unwritten_bytes() > unwritten_max {
+                    Some(format!(
+                        "{} bytes acknowledged are not yet written (bound {unwritten_max}): the disk is behind",
+                        log.unwritten_bytes()
+                    ))
+                } else if !log.ring_has_room(len) {
+                    Some(format!(
+                        "{} bytes acknowledged are not yet written and the tail ring is full: the disk is behind",
+                        log.unwritten_bytes()
+                    ))
+                } else {
+                    match inner.config.flush {
+                        FlushPolicy::Async { .. }
+                            if log.dirty_bytes() > inner.config.unsynced_bytes_max =>
+                        {
+                            Some(format!(
+                                "{} bytes acknowledged are not yet fdatasynced (unsynced_bytes_max {}): the disk is behind",
+                                log.dirty_bytes(),
+                                inner.config.unsynced_bytes_max
+                            ))
+                        }
+                        _ => None,
+                    }
+                }
+            };
+            let Some(reason) = blocked else {
+                return Ok(());
+            };
+            let now = Instant::now();
+            let until =
+                *deadline.get_or_insert(now + Duration::from_millis(inner.config.busy_wait_ms));
+            if now >= until {
+                inner.busy_refusals.set(inner.busy_refusals.get() + 1);
+                return Err(ShardError::Busy { reason });
+            }
+            let wait = inner.signals.progress.wait_timeout(until - now);
+            inner.signals.flush_wake.notify_all();
+            wait.await;
+        }
+    }
+
+    /// The end of what readers may be served: what a crash cannot take away, so that no
+    /// (queue, offset) a consumer saw is ever given to another message. Sync flush: the
+    /// fdatasynced prefix. Async: everything appended, which the tail ring keeps across a
+    /// crash of the process. (An async shard without a ring, as tests and tools open, is
+    /// served as it acknowledges: from memory.)
+    fn visible_end(&self) -> u64 {
+        let log = self.inner.log.borrow();
+        match self.inner.config.flush {
+            FlushPolicy::Sync => log.durable_offset,
+            FlushPolicy::Async { .. } => log.write_offset,
+        }
+    }
+
+    /// The queue offset below which every entry of the queue may be served (see
+    /// [`Shard::visible_end`]); at most the few entries of appends still waiting are above.
+    /// A long poll waits for this to pass what the consumer has.
+    pub fn visible_max(&self, topic: &str, queue_id: u32) -> u64 {
+        let visible = self.visible_end();
+        let cqs = self.inner.cqs.borrow();
+        let Some(cq) = cqs.get(topic, queue_id) else {
+            return 0;
+        };
+        let mut m = cq.max.0;
+        while m > cq.min.0 {
+            match cq.get(QueueOffset(m - 1)) {
+                Some(e) if e.end() > visible => m -= 1,
+                _ => break,
+            }
+        }
+        m
     }
 
     fn poison(&self, operation: &str, e: &std::io::Error) -> ShardError {
@@ -805,6 +943,10 @@ impl Shard {
             Some(e) => Err(self.poison("fdatasync", &e)),
             None => {
                 inner.log.borrow_mut().mark_durable(target);
+                if inner.config.flush == FlushPolicy::Sync {
+                    // Sync-flush readers are served only what is durable: this is new to them.
+                    inner.signals.new_message.notify_all();
+                }
                 inner.last_sync.set(Instant::now());
                 if let Some(o) = &inner.config.flush_observer {
                     o.observe(started.elapsed());
@@ -1123,6 +1265,9 @@ impl Shard {
 
     pub async fn read(&self, req: &ReadRequest<'_>) -> Result<ReadResult, ShardError> {
         let QueueOffsets { min, max } = self.queue_offsets(req.topic, req.queue_id);
+        // Entries not yet safe (sync flush: not yet durable) are not served yet: to the
+        // reader they do not exist until they are.
+        let visible = self.visible_max(req.topic, req.queue_id);
         let result = |status, next| ReadResult {
             status,
             next_queue_offset: next,
@@ -1133,17 +1278,17 @@ impl Shard {
         if req.queue_offset < min {
             return Ok(result(ReadStatus::OffsetMoved, min));
         }
-        if req.queue_offset == max {
-            return Ok(result(ReadStatus::NoNewMessage, max));
-        }
         if req.queue_offset > max {
             return Ok(result(ReadStatus::OffsetOverflow, max));
+        }
+        if req.queue_offset >= visible {
+            return Ok(result(ReadStatus::NoNewMessage, req.queue_offset));
         }
         let Some(Picked {
             spans: picked,
             next,
             skipped,
-        }) = self.pick(req, req.queue_offset, max)
+        }) = self.pick(req, req.queue_offset, visible)
         else {
             return Ok(result(ReadStatus::NoNewMessage, 0));
         };
@@ -1152,7 +1297,7 @@ impl Shard {
         }
         // A consumer catching up from disk asks next for the window after this one.
         let ahead = || {
-            self.pick(req, next, max)
+            self.pick(req, next, visible)
                 .map(|p| p.spans)
                 .unwrap_or_default()
         };
@@ -1231,9 +1376,10 @@ impl Shard {
     /// segment was deleted.
     pub async fn read_at(&self, commit_log_offset: u64) -> Result<Option<StoredSlice>, ShardError> {
         let off = commit_log_offset;
-        let (write, seg_end) = {
+        let write = self.visible_end();
+        let seg_end = {
             let log = self.inner.log.borrow();
-            (log.write_offset, log.segment_start(off) + log.segment_size)
+            log.segment_start(off) + log.segment_size
         };
         let head_len = (message::FIXED_BYTES as u64).min(write.saturating_sub(off)) as usize;
         if head_len < message::FIXED_BYTES {
@@ -1387,7 +1533,7 @@ impl Shard {
     ) -> bool {
         let deadline = Instant::now() + timeout;
         loop {
-            if self.queue_offsets(topic, queue_id).max > after_queue_offset {
+            if self.visible_max(topic, queue_id) > after_queue_offset {
                 return true;
             }
             let now = Instant::now();
@@ -1549,6 +1695,8 @@ impl Shard {
             chunk_buffers_allocated: log.buffers_allocated,
             readahead_started: inner.readahead.borrow().started,
             readahead_hits: inner.readahead.borrow().hits,
+            tail_ring_records: inner.ring_records,
+            busy_refusals: inner.busy_refusals.get(),
             quarantined_ranges: inner.quarantine.borrow().count(),
             quarantined_bytes: inner.quarantine.borrow().bytes(),
             skipped_records: inner.quarantine.borrow().skipped_records,
@@ -1570,21 +1718,38 @@ impl Shard {
         v
     }
 
-    /// Flushes and fdatasyncs everything, syncs ConsumeQueues and IndexFiles, stops the
-    /// tasks. A poisoned shard reports `Poisoned` here too.
+    /// Refuses new appends, then flushes and fdatasyncs everything appended before, syncs
+    /// ConsumeQueues and IndexFiles, stops the tasks. On `Ok` every append this shard
+    /// accepted is written and synced. A poisoned shard reports `Poisoned` here too. A
+    /// second call returns `Ok` at once (the first one's flush covers everything).
     pub async fn close(&self) -> Result<(), ShardError> {
         let inner = &self.inner;
         if inner.closed.get() {
             return Ok(());
         }
-        let flushed = self.flush(true).await;
+        // Closed first: an append checks `closed` and then copies into the log without
+        // yielding, so from here on nothing enters the log and the flush below covers every
+        // append accepted. Flushing first left a window in which async appends were
+        // acknowledged from memory and never written (69-86 lost per SIGTERM under load).
         inner.closed.set(true);
+        let flushed = self.flush(true).await;
+        if flushed.is_ok() {
+            let log = inner.log.borrow();
+            debug_assert_eq!(log.durable_offset, log.write_offset);
+        }
         inner.signals.stop.notify_all();
         inner.signals.flush_wake.notify_all();
         inner.signals.progress.notify_all();
         inner.signals.new_message.notify_all();
         inner.cqs.borrow().flush()?;
         inner.index.borrow().flush()?;
+        if flushed.is_ok() {
+            // Everything in the ring is written and synced: leave nothing behind.
+            let ring = inner.log.borrow_mut().ring.take();
+            if let Some(ring) = ring {
+                ring.remove()?;
+            }
+        }
         flushed
     }
 }

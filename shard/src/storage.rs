@@ -32,6 +32,7 @@ pub struct FaultInjector {
     fail_fsync: AtomicBool,
     tear_at: AtomicU64,
     flip_at: AtomicU64,
+    slow_sync_ms: AtomicU64,
 }
 
 impl Default for FaultInjector {
@@ -40,6 +41,7 @@ impl Default for FaultInjector {
             fail_fsync: AtomicBool::new(false),
             tear_at: AtomicU64::new(OFF),
             flip_at: AtomicU64::new(OFF),
+            slow_sync_ms: AtomicU64::new(0),
         }
     }
 }
@@ -48,6 +50,11 @@ impl FaultInjector {
     /// While set, every fdatasync fails with EIO.
     pub fn fail_fsyncs(&self, on: bool) {
         self.fail_fsync.store(on, Ordering::SeqCst);
+    }
+    /// Every fdatasync takes at least `ms` milliseconds (0 = as fast as the disk), like a
+    /// disk whose cache flushes fall behind.
+    pub fn slow_fsyncs_ms(&self, ms: u64) {
+        self.slow_sync_ms.store(ms, Ordering::SeqCst);
     }
     /// The next write covering `offset` stores only the bytes before it (the rest of the
     /// written range becomes garbage) and then fails, like a crash in the middle of a write.
@@ -221,6 +228,10 @@ impl SegmentFile {
         if let Some(f) = &self.faults {
             if f.fail_fsync.load(Ordering::SeqCst) {
                 return Err(std::io::Error::from_raw_os_error(libc::EIO));
+            }
+            let slow = f.slow_sync_ms.load(Ordering::SeqCst);
+            if slow > 0 {
+                glommio::timer::sleep(std::time::Duration::from_millis(slow)).await;
             }
         }
         match &self.backend {

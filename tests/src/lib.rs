@@ -198,6 +198,8 @@ pub struct BrokerOpts {
     pub name: String,
     pub extra: Vec<String>,
     pub config_toml: Option<String>,
+    /// `--tail-ring-dir`; `None` keeps the broker's default (/dev/shm).
+    pub tail_ring_dir: Option<PathBuf>,
 }
 
 impl BrokerOpts {
@@ -210,6 +212,7 @@ impl BrokerOpts {
             name: "broker-a".into(),
             extra: Vec::new(),
             config_toml: None,
+            tail_ring_dir: None,
         }
     }
 }
@@ -271,6 +274,9 @@ fn broker_command(opts: &BrokerOpts, log_dir: &Path) -> Command {
     ]);
     cmd.args(["--cores", &opts.cores.to_string()]);
     cmd.arg("--data-dir").arg(&opts.data_dir);
+    if let Some(d) = &opts.tail_ring_dir {
+        cmd.arg("--tail-ring-dir").arg(d);
+    }
     if !opts.namesrv.is_empty() {
         cmd.args(["--namesrv", &opts.namesrv]);
     }
@@ -310,9 +316,22 @@ pub fn wait_for<T>(timeout: Duration, mut f: impl FnMut() -> Option<T>) -> Optio
     }
 }
 
+/// A temporary directory for tail rings: in /dev/shm (a tmpfs, as in production) where
+/// there is one, else an ordinary one.
+pub fn ring_dir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("corvus-test-rings-")
+        .tempdir_in("/dev/shm")
+        .or_else(|_| tempfile::tempdir())
+        .unwrap()
+}
+
 /// A NameServer and a broker in a temp dir, for most tests.
 pub struct Cluster {
     pub dir: tempfile::TempDir,
+    /// The broker's tail rings, in shared memory where there is a /dev/shm: removed with
+    /// the cluster, also after a kill -9 left them behind.
+    pub ring_dir: tempfile::TempDir,
     pub namesrv: Proc,
     pub broker: Proc,
     pub opts: BrokerOpts,
@@ -331,10 +350,13 @@ impl Cluster {
         let mut opts = BrokerOpts::new(&namesrv.addr, &dir.path().join("data"));
         opts.cores = cores;
         opts.profile = profile.to_owned();
+        let ring_dir = ring_dir();
+        opts.tail_ring_dir = Some(ring_dir.path().to_owned());
         tweak(&mut opts);
         let broker = start_broker(&opts, &logs);
         Cluster {
             dir,
+            ring_dir,
             namesrv,
             broker,
             opts,
