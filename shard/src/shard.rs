@@ -1081,14 +1081,14 @@ impl Shard {
                         },
                     };
                     for &(o, l) in &spans[i..=c.last] {
-                        let s = StoredSlice::from_read(&r, (o - base) as usize, l).ok_or_else(
-                            || ShardError::Corrupt {
-                                path: file.path.display().to_string(),
-                                reason: format!("short read at {o}"),
-                            },
-                        )?;
-                        out.push(match check_record(s.as_bytes(), o, true) {
-                            Ok(()) => Fetched::Record(s),
+                        // A file shorter than the record (cut outside the broker) is damage
+                        // like any other: that record is stepped over, not the whole pull
+                        // failed, or the queue would stall on it.
+                        let checked = StoredSlice::from_read(&r, (o - base) as usize, l)
+                            .ok_or_else(|| "the segment file ends inside the record".to_owned())
+                            .and_then(|s| check_record(s.as_bytes(), o, true).map(|()| s));
+                        out.push(match checked {
+                            Ok(s) => Fetched::Record(s),
                             Err(reason) => Fetched::Bad {
                                 segment: Some(file.path.clone()),
                                 reason,
