@@ -666,7 +666,20 @@ pub(crate) async fn recover(
         let mut window: Option<(u64, ReadBytes)> = None;
         while pos < seg_end {
             match check_at(&file, &mut window, pos, seg_end).await? {
-                At::SegmentEnd => pos = seg_end,
+                At::SegmentEnd => {
+                    // Only zeros follow a real end-of-segment blank (at most a batch's
+                    // worth, so this is cheap). Damage that makes a header read as one
+                    // must not hide the records after it: if a valid record follows, the
+                    // "blank" is quarantined like any damage.
+                    let after = pos + BLANK_RECORD_MIN_BYTES as u64;
+                    match find_record(&file, &mut window, after, seg_end).await? {
+                        Some(p) => {
+                            damaged_from.get_or_insert(pos);
+                            pos = p;
+                        }
+                        None => pos = seg_end,
+                    }
+                }
                 At::Filler(end) => pos = end,
                 At::Record(len) => {
                     if let Some(from) = damaged_from.take() {

@@ -199,6 +199,7 @@ struct Inner {
     /// Records the tail ring held past its written mark at open (written back, or found
     /// on disk already).
     ring_records: u64,
+    /// Damaged log ranges never served, and what readers stepped over.
     quarantine: RefCell<Quarantine>,
     spare: Cell<Spare>,
 }

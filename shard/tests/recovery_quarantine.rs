@@ -69,6 +69,10 @@ fn check_quarantined(dir: &Path, offsets: Vec<u64>, end: u64, damaged: Vec<usize
     let d = damaged.clone();
     shard::run_local(move || async move {
         let shard = Shard::open(small_config(&p)).await.unwrap();
+        // Recovery itself found every damaged record (before any read could).
+        let found = shard.quarantined();
+        assert_eq!(found.len(), d.len(), "{found:?}");
+        assert!(found.iter().all(|r| r.found_by_recovery), "{found:?}");
         let got = read_all(&shard, TOPIC, 0, &TagFilter::All).await;
         let expected: Vec<_> = (0..RECORDS)
             .filter(|i| !d.contains(i))
@@ -432,4 +436,22 @@ fn a_damaged_run_longer_than_a_scan_window_is_one_range() {
         assert_eq!(shard.stats().skipped_records as usize, last - first + 1);
         shard.close().await.unwrap();
     });
+}
+
+#[test]
+fn a_header_damaged_into_an_end_of_segment_blank_hides_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (offsets, end) = write_log(dir.path());
+    // Record 20's header now reads "blank to the end of the segment": without a check the
+    // scan would jump to the next segment and lose the rest of this one silently.
+    let victim = 20;
+    let seg = segment_path(dir.path(), 0);
+    let mut bytes = std::fs::read(&seg).unwrap();
+    let at = offsets[victim] as usize;
+    bytes[at..at + 4].copy_from_slice(&((SEGMENT as usize - at) as i32).to_be_bytes());
+    bytes[at + 4..at + 8].copy_from_slice(&message::BLANK_MAGIC_CODE.to_be_bytes());
+    std::fs::write(&seg, &bytes).unwrap();
+    // Rebuilt from the log, the ConsumeQueue has only what the scan found.
+    std::fs::remove_dir_all(dir.path().join("consumequeue")).unwrap();
+    check_quarantined(dir.path(), offsets, end, vec![victim]);
 }
