@@ -75,10 +75,12 @@ pub fn open_data_dir(root: &Path, shard_count_if_new: u16) -> Result<DataDirLayo
                         names(&found)
                     ),
                     remedy: format!(
-                        "restore store.meta from a backup; or, if every shard directory is \
+                        "restore store.meta from a backup (it also holds the store_id that \
+                         names this store's tail rings); or, if every shard directory is \
                          there, write it as \"shard_count={}\" (one more than the highest \
-                         shard, shard-{last:03}); or move the data directory away to start \
-                         with an empty store",
+                         shard, shard-{last:03}; a new store_id is then given, so a tail ring \
+                         of the last run is not replayed); or move the data directory away \
+                         to start with an empty store",
                         u32::from(last) + 1
                     ),
                 });
