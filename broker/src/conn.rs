@@ -405,6 +405,7 @@ fn offset_response(r: Option<StoredOffset>) -> Outgoing {
             epoch: r.map_or(0, |s| s.epoch),
             last_commit_ms: r.map_or(0, |s| s.last_commit_ms),
             consume_tps_milli: r.map_or(0, |s| s.consume_tps_milli),
+            skipped_records: r.map_or(0, |s| s.skipped_records),
         },
     )
 }

@@ -578,6 +578,9 @@ impl Core {
             s.commit_log_bytes += st.commit_log_bytes;
             s.durable_lag_bytes += st.write_offset.saturating_sub(st.durable_offset);
             s.disk_use_ratio = s.disk_use_ratio.max(st.disk_use_ratio);
+            s.quarantined_ranges += st.quarantined_ranges;
+            s.quarantined_bytes += st.quarantined_bytes;
+            s.skipped_records += st.skipped_records;
         }
         s
     }
@@ -694,7 +697,13 @@ impl Core {
         })?;
         let mut t = table.borrow_mut();
         Ok(match op {
-            OffsetOp::Query(q) => t.query(&q),
+            OffsetOp::Query(q) => t.query(&q).map(|mut s| {
+                // Consumer progress shows the records the queue's readers stepped over.
+                if let Some(sh) = self.shards.get(&shard) {
+                    s.skipped_records = sh.skipped_in_queue(&q.topic, q.queue_id);
+                }
+                s
+            }),
             OffsetOp::Commit(c) => t.commit(&c.queue, c.offset, c.epoch, &c.client_id, c.release),
             OffsetOp::Reset { queue, offset } => Some(t.reset(&queue, offset)),
             OffsetOp::Lock {

@@ -46,6 +46,10 @@ pub struct StoredOffset {
     pub last_commit_ms: i64,
     /// Messages per second over the last two commits that moved the offset, times 1000.
     pub consume_tps_milli: u64,
+    /// Queue offsets of the queue that pulls stepped over since start-up (damaged or missing
+    /// records, never delivered). Not kept in the table: the queue's owner core fills it in
+    /// from its shard when it answers a query.
+    pub skipped_records: u64,
 }
 
 fn now_ms() -> i64 {
@@ -152,6 +156,7 @@ impl OffsetTable {
                     epoch,
                     last_commit_ms: now,
                     consume_tps_milli: 0,
+                    skipped_records: 0,
                 };
                 if let Some(c) = current {
                     let dt_ms = now - c.last_commit_ms;
@@ -178,6 +183,7 @@ impl OffsetTable {
             epoch,
             last_commit_ms: now_ms(),
             consume_tps_milli: 0,
+            skipped_records: 0,
         };
         self.offsets.insert(key.clone(), stored);
         self.dirty = true;

@@ -55,6 +55,9 @@ pub struct BrokerMetrics {
     commit_log_bytes: Family<CoreLabel, Gauge>,
     durable_lag_bytes: Family<CoreLabel, Gauge>,
     disk_use_ratio: Family<CoreLabel, GaugeF>,
+    quarantined_ranges: Family<CoreLabel, Gauge>,
+    quarantined_bytes: Family<CoreLabel, Gauge>,
+    skipped_records: Family<CoreLabel, Counter>,
     uptime_seconds: GaugeF,
     consumer_backlog: Family<GroupQueueLabel, Gauge>,
     registry: Registry,
@@ -88,6 +91,9 @@ impl BrokerMetrics {
             commit_log_bytes: Family::default(),
             durable_lag_bytes: Family::default(),
             disk_use_ratio: Family::default(),
+            quarantined_ranges: Family::default(),
+            quarantined_bytes: Family::default(),
+            skipped_records: Family::default(),
             uptime_seconds: GaugeF::default(),
             consumer_backlog: Family::default(),
             registry: Registry::default(),
@@ -157,6 +163,22 @@ impl BrokerMetrics {
             "corvus_disk_use_ratio",
             "Used fraction of the data disk (as df Use%)",
             m.disk_use_ratio.clone(),
+        );
+        r.register(
+            "corvus_quarantined_ranges",
+            "Damaged CommitLog ranges never served (found by recovery or by a read), per core; \
+             nonzero means disk damage: see the ERROR log lines naming the segments",
+            m.quarantined_ranges.clone(),
+        );
+        r.register(
+            "corvus_quarantined_bytes",
+            "Bytes of the quarantined CommitLog ranges, per core",
+            m.quarantined_bytes.clone(),
+        );
+        r.register(
+            "corvus_skipped_records",
+            "Queue entries pulls stepped over instead of serving (damaged or missing records), per core",
+            m.skipped_records.clone(),
         );
         r.register(
             "corvus_consumer_backlog_messages",
@@ -238,6 +260,17 @@ impl BrokerMetrics {
             now.cross_core_hops,
             last.cross_core_hops,
         );
+        add(
+            &self.skipped_records,
+            now.skipped_records,
+            last.skipped_records,
+        );
+        self.quarantined_ranges
+            .get_or_create(&l)
+            .set(now.quarantined_ranges.min(i64::MAX as u64) as i64);
+        self.quarantined_bytes
+            .get_or_create(&l)
+            .set(now.quarantined_bytes.min(i64::MAX as u64) as i64);
         self.inbox_depth
             .get_or_create(&l)
             .set(now.inbox_depth as i64);
@@ -278,6 +311,9 @@ mod tests {
         );
         let before = a.clone();
         a.produced_messages = 15;
+        a.quarantined_ranges = 2;
+        a.quarantined_bytes = 900;
+        a.skipped_records = 3;
         m.publish(&a, &before, 2.0);
         m.count_error(ResponseCode::DiskFull);
         m.send_latency(1).observe(0.0002);
@@ -288,6 +324,18 @@ mod tests {
         );
         assert!(
             text.contains("corvus_errors_total{code=\"disk_full\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("corvus_quarantined_ranges{core=\"1\"} 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("corvus_quarantined_bytes{core=\"1\"} 900"),
+            "{text}"
+        );
+        assert!(
+            text.contains("corvus_skipped_records_total{core=\"1\"} 3"),
             "{text}"
         );
         assert!(

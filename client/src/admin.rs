@@ -57,6 +57,10 @@ pub struct QueueProgress {
     pub last_commit_ms: i64,
     /// The group's consume rate on this queue over its last two commits (messages/s).
     pub consume_tps: f64,
+    /// Queue offsets the broker's readers stepped over since it started: records found
+    /// damaged (quarantined) or missing, never delivered. Known once the group has an
+    /// offset on the queue.
+    pub skipped_records: u64,
 }
 
 impl QueueProgress {
@@ -77,6 +81,7 @@ impl QueueProgress {
             backlog: max_offset.0.saturating_sub(from),
             last_commit_ms,
             consume_tps,
+            skipped_records: 0,
         }
     }
 }
@@ -255,14 +260,16 @@ impl Admin {
             let q = &t.queue;
             let g = self.inst.query_group_offset(group, q)?;
             let (min, max) = self.inst.queue_offsets(q)?;
-            out.push(QueueProgress::new(
+            let mut p = QueueProgress::new(
                 q.clone(),
                 min,
                 max,
                 g.offset,
                 g.last_commit_ms,
                 g.consume_tps,
-            ));
+            );
+            p.skipped_records = g.skipped_records;
+            out.push(p);
         }
         Ok(out)
     }

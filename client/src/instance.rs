@@ -188,6 +188,8 @@ pub(crate) struct GroupOffset {
     pub last_commit_ms: i64,
     /// Messages per second over the last two commits that moved it.
     pub consume_tps: f64,
+    /// Queue offsets the queue's readers stepped over (damaged records); queries only.
+    pub skipped_records: u64,
 }
 
 impl Instance {
@@ -262,11 +264,13 @@ impl Instance {
                 epoch,
                 last_commit_ms,
                 consume_tps_milli,
+                skipped_records,
             } => Ok(GroupOffset {
                 offset: offset.map(QueueOffset),
                 epoch,
                 last_commit_ms,
                 consume_tps: consume_tps_milli as f64 / 1000.0,
+                skipped_records,
             }),
             other => Err(unexpected(addr, "consumer offset", &other)),
         }

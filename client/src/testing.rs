@@ -397,6 +397,7 @@ fn handle_broker(st: &BrokerState, f: &Frame) -> Reply {
                 epoch: 0,
                 last_commit_ms: 0,
                 consume_tps_milli: 0,
+                skipped_records: 0,
             },
         ),
         _ => error(f, ResponseCode::RequestCodeNotSupported),

@@ -1,5 +1,5 @@
 //! Appends acknowledged records, damages the log (bit flips, overwrites, torn tails), and
-//! checks recovery serves exactly a prefix of them. The logic lives in
+//! checks recovery serves exactly the intact ones (never a damaged one, never losing one). The logic lives in
 //! `shard::fuzzing::check_recovery_prefix`, which unit tests also run on fixed inputs.
 #![no_main]
 

@@ -737,6 +737,9 @@ fn broker_status(ns: &str, json: bool, addr: &str, interval_ms: u64) -> anyhow::
                     "commit_log_bytes": c.commit_log_bytes,
                     "durable_lag_bytes": c.durable_lag_bytes,
                     "disk_use_ratio": c.disk_use_ratio,
+                    "quarantined_ranges": c.quarantined_ranges,
+                    "quarantined_bytes": c.quarantined_bytes,
+                    "skipped_records": c.skipped_records,
                 })
             })
             .collect();
@@ -758,7 +761,7 @@ fn broker_status(ns: &str, json: bool, addr: &str, interval_ms: u64) -> anyhow::
         let shards: Vec<String> = c.shards.iter().map(u16::to_string).collect();
         let (produce_tps, consume_tps) = tps(c.core);
         println!(
-            "core={} shards=[{}] produce_tps={produce_tps:.1} consume_tps={consume_tps:.1} requests={} cross_core_hops={} inbox_depth={} produced_messages={} produced_bytes={} consumed_messages={} consumed_bytes={} commit_log_bytes={} durable_lag_bytes={} disk_use_ratio={:.4}",
+            "core={} shards=[{}] produce_tps={produce_tps:.1} consume_tps={consume_tps:.1} requests={} cross_core_hops={} inbox_depth={} produced_messages={} produced_bytes={} consumed_messages={} consumed_bytes={} commit_log_bytes={} durable_lag_bytes={} disk_use_ratio={:.4} quarantined_ranges={} quarantined_bytes={} skipped_records={}",
             c.core,
             shards.join(","),
             c.requests,
@@ -770,8 +773,18 @@ fn broker_status(ns: &str, json: bool, addr: &str, interval_ms: u64) -> anyhow::
             c.consumed_bytes,
             c.commit_log_bytes,
             c.durable_lag_bytes,
-            c.disk_use_ratio
+            c.disk_use_ratio,
+            c.quarantined_ranges,
+            c.quarantined_bytes,
+            c.skipped_records
         );
+        if c.quarantined_ranges > 0 {
+            // Damage is not a figure to skim past: say what it means and where to look.
+            println!(
+                "  core {}: {} damaged CommitLog range(s) ({} bytes) are quarantined and never served; the broker log names each segment and offset range at ERROR",
+                c.core, c.quarantined_ranges, c.quarantined_bytes
+            );
+        }
     }
     Ok(())
 }

@@ -152,6 +152,9 @@ fn answer(f: &Frame, addr: &str, seen: &Mutex<Seen>) -> (Header, Vec<u8>) {
                 core: 0,
                 shards: vec![0, 1],
                 requests: 42,
+                quarantined_ranges: 2,
+                quarantined_bytes: 1500,
+                skipped_records: 7,
                 ..CoreStatus::default()
             }],
         })),
@@ -294,12 +297,22 @@ fn broker_status_and_cluster_list() {
         out.contains("core=0 shards=[0,1] produce_tps=0.0 consume_tps=0.0 requests=42"),
         "{out}"
     );
+    assert!(
+        out.contains("quarantined_ranges=2 quarantined_bytes=1500 skipped_records=7"),
+        "{out}"
+    );
+    assert!(
+        out.contains("2 damaged CommitLog range(s) (1500 bytes) are quarantined"),
+        "damage is called out on a line of its own: {out}"
+    );
     let json: serde_json::Value = serde_json::from_str(&stdout(&mqadmin(
         &ns,
         &["broker-status", "-b", &ns, "--json", "--interval-ms", "10"],
     )))
     .unwrap();
     assert_eq!(json["cores"][0]["requests"], 42);
+    assert_eq!(json["cores"][0]["quarantined_ranges"], 2);
+    assert_eq!(json["cores"][0]["skipped_records"], 7);
     let out = stdout(&mqadmin(&ns, &["clusterList"]));
     assert!(out.lines().nth(1).unwrap().starts_with("C "), "{out}");
 }

@@ -174,6 +174,9 @@ pub enum Command {
         last_commit_ms: i64,
         /// The group's consume rate on this queue over its last two commits, times 1000.
         consume_tps_milli: u64,
+        /// Queue offsets of this queue that pulls stepped over since the broker started
+        /// (damaged or missing records, never delivered); filled in by queries only.
+        skipped_records: u64,
     },
 }
 
@@ -371,6 +374,12 @@ pub struct CoreStatus {
     /// Bytes appended but not yet durable (RocketMQ's "disk falling behind").
     pub durable_lag_bytes: u64,
     pub disk_use_ratio: f64,
+    /// Damaged CommitLog ranges of this core's shards that are never served (found by
+    /// recovery, or by a read since), and their bytes.
+    pub quarantined_ranges: u64,
+    pub quarantined_bytes: u64,
+    /// Queue entries pulls stepped over (quarantined or missing records) since start.
+    pub skipped_records: u64,
 }
 
 #[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

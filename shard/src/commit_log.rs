@@ -19,9 +19,13 @@ use std::rc::Rc;
 
 use bytes::Bytes;
 use glommio::io::DmaBuffer;
-use message::{Peek, RecordView, BLANK_MAGIC_CODE, BLANK_RECORD_MIN_BYTES, FIXED_BYTES};
+use message::{
+    Peek, RecordView, BLANK_MAGIC_CODE, BLANK_RECORD_MIN_BYTES, FIXED_BYTES, MAGIC_CODE,
+    OFF_PHYSICAL_OFFSET,
+};
 
 use crate::layout::{offset_name, parse_offset_name};
+use crate::quarantine::{QuarantinedRange, LOGGED_RANGES_MAX};
 use crate::slice::StoredSlice;
 use crate::storage::{align_down, align_up, FaultInjector, ReadBytes, SegmentFile, BLOCK_BYTES};
 use crate::tail_ring::TailRing;
@@ -567,8 +571,10 @@ impl CommitLog {
 /// What the recovery scan found.
 pub(crate) struct Recovered {
     pub(crate) log: CommitLog,
-    /// Bytes cut off the end (torn or corrupt tail, and whole segments after it).
+    /// Whole segments deleted after a torn tail (they held no valid record).
     pub(crate) truncated_segments: usize,
+    /// Damaged ranges inside the log, in log order, each within one segment.
+    pub(crate) quarantined: Vec<QuarantinedRange>,
 }
 
 pub(crate) struct LogParams {
@@ -581,8 +587,10 @@ pub(crate) struct LogParams {
 }
 
 /// Opens the CommitLog, scanning every segment and checking every record's structure, CRC
-/// and stored physical offset; the log ends at the first record that fails. `on_record` sees
-/// each valid record with its offset (to rebuild ConsumeQueues and IndexFiles).
+/// and stored physical offset. A record that fails is quarantined when a valid record
+/// follows it anywhere later in the log (the scan goes on there); when none does, it is a
+/// torn tail and the log ends at it. `on_record` sees each valid record with its offset (to
+/// rebuild ConsumeQueues and IndexFiles).
 pub(crate) async fn recover(
     p: LogParams,
     mut on_record: impl FnMut(&RecordView<'_>, u64) -> Result<(), ShardError>,
@@ -641,17 +649,14 @@ pub(crate) async fn recover(
         buffers_allocated: 0,
         ring: None,
     };
-    let mut end: Option<u64> = None;
-    let mut truncated_segments = 0;
+    // `damaged_from`: the scan met an invalid record there and is looking for the next
+    // valid one. Found: everything between is quarantined and the log goes on. Not found
+    // anywhere after it: a torn tail, and the log ends there.
+    let mut damaged_from: Option<u64> = None;
+    let mut quarantined: Vec<QuarantinedRange> = Vec::new();
     let mut last_pos = log.min_offset;
     for &start in &starts {
         let path = log.segment_path(start);
-        if end.is_some() {
-            // Past the end of the valid log: nothing here may ever be served.
-            std::fs::remove_file(&path)?;
-            truncated_segments += 1;
-            continue;
-        }
         let file = Rc::new(
             SegmentFile::open(&path, start, p.segment_size, false, p.faults.clone()).await?,
         );
@@ -659,66 +664,74 @@ pub(crate) async fn recover(
         let seg_end = start + p.segment_size;
         let mut pos = start;
         let mut window: Option<(u64, ReadBytes)> = None;
-        loop {
-            if pos == seg_end {
-                break;
-            }
-            let Some(hdr) = ensure_window(&file, &mut window, pos, 8, seg_end).await? else {
-                end = Some(pos);
-                break;
-            };
-            let total = i32::from_be_bytes([hdr[0], hdr[1], hdr[2], hdr[3]]);
-            let magic = i32::from_be_bytes([hdr[4], hdr[5], hdr[6], hdr[7]]);
-            if magic == BLANK_MAGIC_CODE && total as i64 == (seg_end - pos) as i64 {
-                pos = seg_end;
-                break;
-            }
-            if magic == BLANK_MAGIC_CODE {
-                // A filler to a block boundary (a chunk sealed mid-block): valid only if
-                // it ends on a boundary inside the segment and holds nothing but zeros.
-                let filler_end = pos + total.max(0) as u64;
-                let plausible = total >= BLANK_RECORD_MIN_BYTES as i32
-                    && filler_end < seg_end
-                    && filler_end.is_multiple_of(BLOCK_BYTES);
-                let zeros = plausible
-                    && ensure_window(&file, &mut window, pos, total as usize, seg_end)
-                        .await?
-                        .is_some_and(|b| b[BLANK_RECORD_MIN_BYTES..].iter().all(|&x| x == 0));
-                if !zeros {
-                    end = Some(pos);
-                    break;
-                }
-                pos = filler_end;
-                continue;
-            }
-            if total < FIXED_BYTES as i32 || pos + total as u64 > seg_end {
-                end = Some(pos);
-                break;
-            }
-            let total = total as usize;
-            let Some(bytes) = ensure_window(&file, &mut window, pos, total, seg_end).await? else {
-                end = Some(pos);
-                break;
-            };
-            let ok = match message::peek_record(bytes) {
-                Peek::Record(n) if n == total => match RecordView::parse(bytes) {
-                    Ok(v) if v.physical_offset() == pos => {
-                        on_record(&v, pos)?;
-                        true
+        while pos < seg_end {
+            match check_at(&file, &mut window, pos, seg_end).await? {
+                At::SegmentEnd => {
+                    // Only zeros follow a real end-of-segment blank (at most a batch's
+                    // worth, so this is cheap). Damage that makes a header read as one
+                    // must not hide the records after it: if a valid record follows, the
+                    // "blank" is quarantined like any damage.
+                    let after = pos + BLANK_RECORD_MIN_BYTES as u64;
+                    match find_record(&file, &mut window, after, seg_end).await? {
+                        Some(p) => {
+                            damaged_from.get_or_insert(pos);
+                            pos = p;
+                        }
+                        None => pos = seg_end,
                     }
-                    _ => false,
-                },
-                _ => false,
-            };
-            if !ok {
-                end = Some(pos);
-                break;
+                }
+                At::Filler(end) => pos = end,
+                At::Record(len) => {
+                    if let Some(from) = damaged_from.take() {
+                        quarantine(&log, from, pos, &mut quarantined);
+                    }
+                    let Some(bytes) = ensure_window(&file, &mut window, pos, len, seg_end).await?
+                    else {
+                        unreachable!("check_at read the record");
+                    };
+                    on_record(&RecordView::parse(bytes)?, pos)?;
+                    pos += len as u64;
+                }
+                At::Invalid => {
+                    damaged_from.get_or_insert(pos);
+                    pos = find_record(&file, &mut window, pos + 1, seg_end)
+                        .await?
+                        .unwrap_or(seg_end);
+                }
             }
-            pos += total as u64;
         }
         last_pos = pos;
     }
-    let end = end.unwrap_or(last_pos);
+    if quarantined.len() > LOGGED_RANGES_MAX {
+        tracing::error!(
+            ranges = quarantined.len(),
+            bytes = quarantined.iter().map(QuarantinedRange::bytes).sum::<u64>(),
+            logged = LOGGED_RANGES_MAX,
+            "recovery quarantined more damaged CommitLog ranges than it logs one by one; \
+             the records in them are never served, every valid record is kept"
+        );
+    }
+    // A torn tail: nothing valid anywhere after `from`. The segments after its own hold
+    // nothing valid (the scan looked at every byte), so deleting them loses nothing, and
+    // stale bytes in them must never pass for a continuation of the log later.
+    let mut truncated_segments = 0;
+    let end = match damaged_from {
+        Some(from) => {
+            let keep_up_to = log.segment_start(from);
+            let later: Vec<u64> = log
+                .segments
+                .range(keep_up_to + 1..)
+                .map(|(&s, _)| s)
+                .collect();
+            for s in later {
+                log.segments.remove(&s);
+                std::fs::remove_file(log.segment_path(s))?;
+                truncated_segments += 1;
+            }
+            from
+        }
+        None => last_pos,
+    };
     log.write_offset = end;
     log.written_offset = end;
     log.durable_offset = end;
@@ -760,7 +773,170 @@ pub(crate) async fn recover(
     Ok(Recovered {
         log,
         truncated_segments,
+        quarantined,
     })
+}
+
+/// What starts at a position of a segment.
+enum At {
+    /// A blank header covering the rest of the segment.
+    SegmentEnd,
+    /// A filler to a block boundary inside the segment, ending here.
+    Filler(u64),
+    /// A valid record of this many bytes (structure, CRC and stored offset checked).
+    Record(usize),
+    /// Anything else: damage, a torn write, or zeros past the end of the log.
+    Invalid,
+}
+
+/// Checks what starts at `pos` without trusting anything.
+async fn check_at(
+    file: &SegmentFile,
+    window: &mut Option<(u64, ReadBytes)>,
+    pos: u64,
+    seg_end: u64,
+) -> Result<At, ShardError> {
+    let Some(hdr) = ensure_window(file, window, pos, BLANK_RECORD_MIN_BYTES, seg_end).await? else {
+        return Ok(At::Invalid);
+    };
+    let total = i32::from_be_bytes([hdr[0], hdr[1], hdr[2], hdr[3]]);
+    let magic = i32::from_be_bytes([hdr[4], hdr[5], hdr[6], hdr[7]]);
+    if magic == BLANK_MAGIC_CODE && total as i64 == (seg_end - pos) as i64 {
+        return Ok(At::SegmentEnd);
+    }
+    if magic == BLANK_MAGIC_CODE {
+        // A filler to a block boundary (a chunk sealed mid-block): valid only if it ends
+        // on a boundary inside the segment and holds nothing but zeros.
+        let filler_end = pos + total.max(0) as u64;
+        let plausible = total >= BLANK_RECORD_MIN_BYTES as i32
+            && filler_end < seg_end
+            && filler_end.is_multiple_of(BLOCK_BYTES);
+        let zeros = plausible
+            && ensure_window(file, window, pos, total as usize, seg_end)
+                .await?
+                .is_some_and(|b| b[BLANK_RECORD_MIN_BYTES..].iter().all(|&x| x == 0));
+        return Ok(if zeros {
+            At::Filler(filler_end)
+        } else {
+            At::Invalid
+        });
+    }
+    Ok(match record_at(file, window, pos, seg_end).await? {
+        Some(len) => At::Record(len),
+        None => At::Invalid,
+    })
+}
+
+/// The length of the valid record at `pos`, if one is there: its structure and CRC hold
+/// and it says it is stored at `pos`. The cheap fields (magic, stored offset, size) are
+/// looked at before the CRC is computed.
+async fn record_at(
+    file: &SegmentFile,
+    window: &mut Option<(u64, ReadBytes)>,
+    pos: u64,
+    seg_end: u64,
+) -> Result<Option<usize>, ShardError> {
+    if pos + FIXED_BYTES as u64 > seg_end {
+        return Ok(None);
+    }
+    let Some(head) = ensure_window(file, window, pos, FIXED_BYTES, seg_end).await? else {
+        return Ok(None);
+    };
+    let total = i32::from_be_bytes([head[0], head[1], head[2], head[3]]);
+    let magic = i32::from_be_bytes([head[4], head[5], head[6], head[7]]);
+    let mut stored = [0u8; 8];
+    stored.copy_from_slice(&head[OFF_PHYSICAL_OFFSET..OFF_PHYSICAL_OFFSET + 8]);
+    if magic != MAGIC_CODE
+        || u64::from_be_bytes(stored) != pos
+        || total < FIXED_BYTES as i32
+        || pos + total as u64 > seg_end
+    {
+        return Ok(None);
+    }
+    let total = total as usize;
+    let Some(bytes) = ensure_window(file, window, pos, total, seg_end).await? else {
+        return Ok(None);
+    };
+    Ok(match message::peek_record(bytes) {
+        Peek::Record(n) if n == total => match RecordView::parse(bytes) {
+            Ok(v) if v.physical_offset() == pos => Some(total),
+            _ => None,
+        },
+        _ => None,
+    })
+}
+
+/// The first position at or after `from` in this segment where a valid record starts.
+/// Only positions holding the magic code are looked at further, found with a vectorised
+/// search, so a damaged range or the zeros past the log end are scanned at memory speed.
+async fn find_record(
+    file: &SegmentFile,
+    window: &mut Option<(u64, ReadBytes)>,
+    from: u64,
+    seg_end: u64,
+) -> Result<Option<u64>, ShardError> {
+    let magic = MAGIC_CODE.to_be_bytes();
+    let finder = memchr::memmem::Finder::new(&magic);
+    let mut cur = from;
+    while cur + FIXED_BYTES as u64 <= seg_end {
+        if ensure_window(file, window, cur, BLANK_RECORD_MIN_BYTES, seg_end)
+            .await?
+            .is_none()
+        {
+            return Ok(None);
+        }
+        let Some((ws, r)) = window.as_ref() else {
+            return Ok(None);
+        };
+        let rest = &r.as_bytes()[(cur - ws) as usize..];
+        // The magic code sits 4 bytes into a record: a hit at i means a candidate at cur+i.
+        match finder.find(&rest[4..]) {
+            Some(i) => {
+                let candidate = cur + i as u64;
+                if record_at(file, window, candidate, seg_end).await?.is_some() {
+                    return Ok(Some(candidate));
+                }
+                cur = candidate + 1;
+            }
+            // Every candidate whose magic lies wholly in the window was looked at; the last
+            // 7 bytes may start one whose magic crosses the window's end.
+            None => cur = ws + r.as_bytes().len() as u64 - 7,
+        }
+    }
+    Ok(None)
+}
+
+/// Adds `[from, to)` to the quarantined ranges, one range per segment it touches, and logs
+/// each (the first [`LOGGED_RANGES_MAX`] of them).
+fn quarantine(log: &CommitLog, from: u64, to: u64, out: &mut Vec<QuarantinedRange>) {
+    let mut start = from;
+    while start < to {
+        let seg = log.segment_start(start);
+        let end = to.min(seg + log.segment_size);
+        let r = QuarantinedRange {
+            segment: log.segment_path(seg),
+            start,
+            end,
+            found_by_recovery: true,
+        };
+        if out.len() < LOGGED_RANGES_MAX {
+            tracing::error!(
+                segment = %r.segment.display(),
+                start = r.start,
+                end = r.end,
+                bytes = r.bytes(),
+                "recovery quarantined a damaged CommitLog range [{}, {}) of {}: no valid record \
+                 starts in it; its records are never served and readers step over them, \
+                 every record after it is kept (the broker needs nothing more; the lost \
+                 records can only come back from a copy of that segment, e.g. a backup)",
+                r.start,
+                r.end,
+                r.segment.display()
+            );
+        }
+        out.push(r);
+        start = end;
+    }
 }
 
 /// Makes sure `window` holds `[pos, pos + len)` (reading from the segment if not) and
@@ -787,4 +963,67 @@ async fn ensure_window<'w>(
     };
     let from = (pos - s) as usize;
     Ok(r.as_bytes().get(from..from + len))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stored record as the log holds it at `at`.
+    fn stored_record(at: u64) -> Vec<u8> {
+        let mut rec = Vec::new();
+        message::encode_record(
+            &message::MessageFields {
+                topic: "T",
+                body: b"found",
+                ..Default::default()
+            },
+            &mut rec,
+        )
+        .unwrap();
+        message::stamp_record(
+            &mut rec,
+            &message::StoreStamp {
+                queue_id: 0,
+                queue_offset: 0,
+                physical_offset: at,
+                store_timestamp_ms: 1,
+                store_host: "127.0.0.1:1".parse().unwrap(),
+            },
+        )
+        .unwrap();
+        rec
+    }
+
+    /// The search for the next valid record finds one wherever it lies relative to the
+    /// 1 MiB scan windows (its magic code across a window's end, too), skips records that
+    /// name another position, and reports none in zeros.
+    #[test]
+    fn find_record_crosses_scan_windows() {
+        let window = SCAN_WINDOW_BYTES as u64;
+        let seg_size = 4 * window;
+        for at in [window - 6, window - 4, window - 2, window, 2 * window + 123] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join(offset_name(0));
+            let mut bytes = vec![0u8; seg_size as usize];
+            // A record that is valid but stored for another position comes first: the
+            // search must not stop at it.
+            let decoy = stored_record(at + 1);
+            bytes[100..100 + decoy.len()].copy_from_slice(&decoy);
+            let rec = stored_record(at);
+            bytes[at as usize..at as usize + rec.len()].copy_from_slice(&rec);
+            std::fs::write(&path, &bytes).unwrap();
+            let found = crate::run_local(move || async move {
+                let file = SegmentFile::open(&path, 0, seg_size, false, None)
+                    .await
+                    .unwrap();
+                let mut w = None;
+                let found = find_record(&file, &mut w, 1, seg_size).await.unwrap();
+                let mut w = None;
+                let none = find_record(&file, &mut w, at + 1, seg_size).await.unwrap();
+                (found, none)
+            });
+            assert_eq!(found, (Some(at), None), "record at {at}");
+        }
+    }
 }

@@ -254,12 +254,16 @@ impl ConsumeQueue {
     /// (the caller deletes them, off the core).
     pub(crate) fn trim_below(&mut self, log_min: CommitLogOffset) -> Vec<Doomed> {
         // Entries point at increasing commit-log offsets: binary search the first kept one.
+        // A missing entry (a record lost to damage, see recovery) counts as kept: taken as
+        // "below", it would move the minimum past every record before it that is still
+        // there. Counted as kept it can only leave a few entries below the log minimum
+        // inside the queue, which reads step over.
         let (mut lo, mut hi) = (self.min.0, self.max.0);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
             match self.get(QueueOffset(mid)) {
-                Some(e) if e.offset >= log_min => hi = mid,
-                _ => lo = mid + 1,
+                Some(e) if e.offset < log_min => lo = mid + 1,
+                _ => hi = mid,
             }
         }
         self.min = QueueOffset(lo);
@@ -414,5 +418,25 @@ mod tests {
         assert_eq!(cq.min, QueueOffset(5));
         // The file holding entries 0..4 is gone; later ones stay.
         assert_eq!(cq.files.keys().copied().collect::<Vec<_>>(), vec![4, 8]);
+    }
+
+    #[test]
+    fn a_missing_entry_never_moves_the_minimum_past_kept_entries() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cqs = ConsumeQueues::open(dir.path().to_owned(), 64).unwrap();
+        let cq = cqs.get_or_create("T", 0);
+        // Entry 1 is missing (its record was lost to damage); the rest are kept.
+        for i in [0, 2, 3, 4, 5, 6, 7] {
+            cq.put(QueueOffset(i), e(1000 + i * 100)).unwrap();
+        }
+        assert_eq!(cq.get(QueueOffset(1)), None);
+        cq.trim_below(CommitLogOffset(0));
+        assert_eq!(cq.min, QueueOffset(0), "entry 0 is still served");
+        // With the log minimum past entry 0, the minimum may stop at the hole, never after
+        // entry 2.
+        cq.trim_below(CommitLogOffset(1100));
+        assert!(cq.min <= QueueOffset(2), "{:?}", cq.min);
+        cq.trim_below(CommitLogOffset(1500));
+        assert_eq!(cq.min, QueueOffset(5));
     }
 }

@@ -50,6 +50,15 @@ pub enum ShardError {
     /// the wait: the send is refused (RocketMQ's SYSTEM_BUSY) rather than left to stall.
     #[error("busy: {reason}")]
     Busy { reason: String },
+    /// `store.meta` and the shard directories disagree (one missing, or more shards than it
+    /// says): starting would serve a silent subset of what was acknowledged, so the broker
+    /// refuses, saying what is wrong and how to proceed.
+    #[error("data directory {path} is inconsistent: {problem}. Refusing to start, since that would serve only part of the stored messages. To proceed: {remedy}")]
+    StoreInconsistent {
+        path: String,
+        problem: String,
+        remedy: String,
+    },
 }
 
 impl ShardError {

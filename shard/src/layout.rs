@@ -37,10 +37,13 @@ pub fn shard_dir(root: &Path, shard: u16) -> PathBuf {
 }
 
 /// Creates or reads `root/store.meta`. `shard_count_if_new` is used only when the data
-/// directory is new.
+/// directory is new. Refuses (`StoreInconsistent`) a directory whose shard directories do
+/// not match it: `store.meta` missing beside shard directories, a shard directory at or
+/// past `shard_count`, or one below it missing while another shard holds data.
 pub fn open_data_dir(root: &Path, shard_count_if_new: u16) -> Result<DataDirLayout, ShardError> {
     std::fs::create_dir_all(root)?;
     let meta = root.join(STORE_META);
+    let found = shard_dirs_in(root)?;
     let (shard_count, store_id) = match std::fs::read_to_string(&meta) {
         Ok(text) => {
             let meta_text = parse_meta(&text).ok_or_else(|| ShardError::Corrupt {
@@ -60,6 +63,28 @@ pub fn open_data_dir(root: &Path, shard_count_if_new: u16) -> Result<DataDirLayo
             }
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if let Some(&last) = found.last() {
+                // Without store.meta the shard count is unknown: guessing it from the
+                // directories could drop a shard whose directory is gone too.
+                return Err(ShardError::StoreInconsistent {
+                    path: meta.display().to_string(),
+                    problem: format!(
+                        "store.meta is missing, but {} shard director{} exist ({})",
+                        found.len(),
+                        if found.len() == 1 { "y" } else { "ies" },
+                        names(&found)
+                    ),
+                    remedy: format!(
+                        "restore store.meta from a backup (it also holds the store_id that \
+                         names this store's tail rings); or, if every shard directory is \
+                         there, write it as \"shard_count={}\" (one more than the highest \
+                         shard, shard-{last:03}; a new store_id is then given, so a tail ring \
+                         of the last run is not replayed); or move the data directory away \
+                         to start with an empty store",
+                        u32::from(last) + 1
+                    ),
+                });
+            }
             if shard_count_if_new == 0 {
                 return Err(ShardError::Config("shard count must be >= 1".into()));
             }
@@ -69,12 +94,150 @@ pub fn open_data_dir(root: &Path, shard_count_if_new: u16) -> Result<DataDirLayo
         }
         Err(e) => return Err(e.into()),
     };
+    check_shard_dirs(root, shard_count, &found)?;
     let shard_dirs = (0..shard_count).map(|s| shard_dir(root, s)).collect();
     Ok(DataDirLayout {
         root: root.to_owned(),
         shard_count,
         store_id,
         shard_dirs,
+    })
+}
+
+/// The shard numbers of the `shard-NNN` directories under `root`, sorted.
+fn shard_dirs_in(root: &Path) -> Result<Vec<u16>, ShardError> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir(root)? {
+        let e = e?;
+        let name = e.file_name();
+        let Some(n) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("shard-"))
+            .filter(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+        else {
+            continue;
+        };
+        if !e.file_type()?.is_dir() {
+            continue;
+        }
+        match n.parse::<u16>() {
+            Ok(s) if shard_dir(root, s) == e.path() => found.push(s),
+            // shard-7 or shard-99999 is no name this code gives: say so rather than skip it.
+            _ => {
+                return Err(ShardError::StoreInconsistent {
+                    path: e.path().display().to_string(),
+                    problem: "a directory named like a shard, but not as shards are named \
+                              (shard-NNN, three digits or more, below 65536)"
+                        .into(),
+                    remedy: "move it out of the data directory".into(),
+                })
+            }
+        }
+    }
+    found.sort_unstable();
+    Ok(found)
+}
+
+fn names(shards: &[u16]) -> String {
+    let mut v: Vec<String> = shards
+        .iter()
+        .take(8)
+        .map(|s| format!("shard-{s:03}"))
+        .collect();
+    if shards.len() > 8 {
+        v.push(format!("and {} more", shards.len() - 8));
+    }
+    v.join(", ")
+}
+
+/// Whether a shard directory holds messages: a CommitLog segment file.
+fn holds_data(dir: &Path) -> Result<bool, ShardError> {
+    let log = dir.join(COMMIT_LOG_DIR);
+    let entries = match std::fs::read_dir(&log) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e.into()),
+    };
+    for e in entries {
+        if e?
+            .file_name()
+            .to_str()
+            .and_then(parse_offset_name)
+            .is_some()
+        {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// Checks the shard directories found against `shard_count` from store.meta.
+fn check_shard_dirs(root: &Path, shard_count: u16, found: &[u16]) -> Result<(), ShardError> {
+    let extra: Vec<u16> = found
+        .iter()
+        .copied()
+        .filter(|&s| s >= shard_count)
+        .collect();
+    if let Some(&last) = extra.last() {
+        return Err(ShardError::StoreInconsistent {
+            path: root.join(STORE_META).display().to_string(),
+            problem: format!(
+                "store.meta says shard_count={shard_count}, but {} exist{} past it, whose \
+                 messages would never be served",
+                names(&extra),
+                if extra.len() == 1 { "s" } else { "" }
+            ),
+            remedy: format!(
+                "if shard_count was changed, set it back (at least {}: the directories go up \
+                 to shard-{last:03}; the broker serves every shard with any core count); if \
+                 those directories do not belong to this store, move them out of the data \
+                 directory",
+                u32::from(last) + 1
+            ),
+        });
+    }
+    let missing: Vec<u16> = (0..shard_count).filter(|s| !found.contains(s)).collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    // A store whose shards have not all been created yet (a first start cut short) is new,
+    // not damaged: only a store where some shard holds messages must have every directory.
+    let mut with_data = Vec::new();
+    for &s in found {
+        if holds_data(&shard_dir(root, s))? {
+            with_data.push(s);
+        }
+    }
+    if with_data.is_empty() {
+        return Ok(());
+    }
+    let first = shard_dir(root, missing[0]);
+    Err(ShardError::StoreInconsistent {
+        path: first.display().to_string(),
+        problem: format!(
+            "{} missing (store.meta says shard_count={shard_count}) while {} hold{} messages; \
+             the messages of a missing shard would silently be gone",
+            if missing.len() == 1 {
+                format!("shard directory {} is", names(&missing))
+            } else {
+                format!("shard directories {} are", names(&missing))
+            },
+            names(&with_data),
+            if with_data.len() == 1 { "s" } else { "" }
+        ),
+        remedy: format!(
+            "restore the missing director{} from a backup; or, to accept that {} messages \
+             are lost, create {} as an empty director{}; or move the data directory away to \
+             start with an empty store",
+            if missing.len() == 1 { "y" } else { "ies" },
+            if missing.len() == 1 { "its" } else { "their" },
+            if missing.len() == 1 {
+                first.display().to_string()
+            } else {
+                "each of them".into()
+            },
+            if missing.len() == 1 { "y" } else { "ies" },
+        ),
     })
 }
 
@@ -196,6 +359,100 @@ mod tests {
             open_data_dir(dir.path(), 2),
             Err(ShardError::Corrupt { .. })
         ));
+    }
+
+    /// A shard directory holding one (empty) CommitLog segment: a shard with data.
+    fn shard_with_data(root: &Path, s: u16) {
+        let log = shard_dir(root, s).join(COMMIT_LOG_DIR);
+        std::fs::create_dir_all(&log).unwrap();
+        std::fs::write(log.join(offset_name(0)), b"").unwrap();
+    }
+
+    fn inconsistency(r: Result<DataDirLayout, ShardError>) -> (String, String, String) {
+        match r {
+            Err(ShardError::StoreInconsistent {
+                path,
+                problem,
+                remedy,
+            }) => (path, problem, remedy),
+            other => panic!("expected StoreInconsistent, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn missing_meta_beside_shard_directories_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        open_data_dir(dir.path(), 3).unwrap();
+        for s in 0..3 {
+            shard_with_data(dir.path(), s);
+        }
+        std::fs::remove_file(dir.path().join("store.meta")).unwrap();
+        let (path, problem, remedy) = inconsistency(open_data_dir(dir.path(), 1));
+        assert!(path.ends_with("store.meta"), "{path}");
+        assert!(problem.contains("store.meta is missing"), "{problem}");
+        assert!(problem.contains("shard-002"), "{problem}");
+        assert!(remedy.contains("shard_count=3"), "{remedy}");
+        assert!(remedy.contains("backup") && remedy.contains("move the data directory away"));
+        assert!(
+            !dir.path().join("store.meta").exists(),
+            "no new store.meta was written over the question"
+        );
+    }
+
+    #[test]
+    fn a_shard_directory_past_shard_count_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        open_data_dir(dir.path(), 4).unwrap();
+        for s in 0..4 {
+            shard_with_data(dir.path(), s);
+        }
+        // Someone edits shard_count down.
+        let text = std::fs::read_to_string(dir.path().join("store.meta")).unwrap();
+        std::fs::write(
+            dir.path().join("store.meta"),
+            text.replace("shard_count=4", "shard_count=2"),
+        )
+        .unwrap();
+        let (_, problem, remedy) = inconsistency(open_data_dir(dir.path(), 4));
+        assert!(problem.contains("shard_count=2"), "{problem}");
+        assert!(problem.contains("shard-002, shard-003"), "{problem}");
+        assert!(remedy.contains("at least 4"), "{remedy}");
+    }
+
+    #[test]
+    fn a_missing_shard_directory_of_a_store_with_data_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        open_data_dir(dir.path(), 3).unwrap();
+        for s in 0..3 {
+            shard_with_data(dir.path(), s);
+        }
+        std::fs::remove_dir_all(shard_dir(dir.path(), 1)).unwrap();
+        let (path, problem, remedy) = inconsistency(open_data_dir(dir.path(), 3));
+        assert!(path.ends_with("shard-001"), "{path}");
+        assert!(problem.contains("shard-001 is missing"), "{problem}");
+        assert!(
+            problem.contains("shard-000, shard-002 hold messages"),
+            "{problem}"
+        );
+        assert!(remedy.contains("backup") && remedy.contains("empty directory"));
+        // Following the remedy (an empty directory: the loss accepted) lets it start.
+        std::fs::create_dir(shard_dir(dir.path(), 1)).unwrap();
+        assert_eq!(open_data_dir(dir.path(), 3).unwrap().shard_count, 3);
+    }
+
+    #[test]
+    fn shards_not_yet_created_and_fewer_cores_are_fine() {
+        let dir = tempfile::tempdir().unwrap();
+        open_data_dir(dir.path(), 4).unwrap();
+        // A first start cut short: only shard 0's directory, and it holds nothing yet.
+        std::fs::create_dir_all(shard_dir(dir.path(), 0).join(COMMIT_LOG_DIR)).unwrap();
+        assert_eq!(open_data_dir(dir.path(), 4).unwrap().shard_count, 4);
+        for s in 0..4 {
+            shard_with_data(dir.path(), s);
+        }
+        let fewer = open_data_dir(dir.path(), 1).unwrap();
+        assert_eq!(fewer.shard_count, 4, "every shard is kept with fewer cores");
+        assert_eq!(fewer.shard_dirs.len(), 4);
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub mod fuzzing;
 mod index_file;
 mod layout;
 mod offsets;
+mod quarantine;
 mod readahead;
 mod shard;
 pub mod signal;
@@ -28,6 +29,7 @@ pub use config::{
 pub use error::ShardError;
 pub use layout::{open_data_dir, shard_dir, DataDirLayout};
 pub use offsets::{CommitLogOffset, QueueOffset};
+pub use quarantine::QuarantinedRange;
 pub use shard::{
     AppendResult, DiskLevel, QueueOffsets, ReadRequest, ReadResult, ReadStatus, RetentionReport,
     Shard, ShardStats,

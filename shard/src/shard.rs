@@ -13,6 +13,7 @@ use crate::consume_queue::{ConsumeQueues, CqEntry};
 use crate::index_file::IndexService;
 use crate::layout::{COMMIT_LOG_DIR, CONSUME_QUEUE_DIR, INDEX_DIR};
 use crate::offsets::{CommitLogOffset, QueueOffset};
+use crate::quarantine::{Quarantine, QuarantinedRange};
 use crate::readahead::{Readahead, SlotWait};
 use crate::signal::Signal;
 use crate::slice::StoredSlice;
@@ -126,6 +127,13 @@ pub struct ShardStats {
     pub tail_ring_records: u64,
     /// Appends refused with `Busy` because too much was not yet safe on disk.
     pub busy_refusals: u64,
+    /// Damaged CommitLog ranges never served: those the last recovery found, and records a
+    /// read found failing their check since (see [`Shard::quarantined`] for where).
+    pub quarantined_ranges: u64,
+    pub quarantined_bytes: u64,
+    /// Queue entries reads stepped over since open: records in quarantined ranges, and
+    /// entries the ConsumeQueue lacks. Every consumer group that passes one counts it.
+    pub skipped_records: u64,
 }
 
 /// What a retention pass did.
@@ -206,6 +214,8 @@ struct Inner {
     /// Records the tail ring held past its written mark at open (written back, or found
     /// on disk already).
     ring_records: u64,
+    /// Damaged log ranges never served, and what readers stepped over.
+    quarantine: RefCell<Quarantine>,
     spare: Cell<Spare>,
 }
 
@@ -336,7 +346,19 @@ impl Shard {
         if recovered.truncated_segments > 0 {
             tracing::warn!(
                 segments = recovered.truncated_segments,
-                "recovery deleted segments past the end of the valid log"
+                "recovery deleted segments past the end of the valid log (they held no valid record)"
+            );
+        }
+        if !recovered.quarantined.is_empty() {
+            tracing::error!(
+                shard = config.shard_id,
+                ranges = recovered.quarantined.len(),
+                bytes = recovered
+                    .quarantined
+                    .iter()
+                    .map(QuarantinedRange::bytes)
+                    .sum::<u64>(),
+                "recovery kept the log after damaged ranges; their records are skipped by readers"
             );
         }
         let syncs_max = if config.warm_segments {
@@ -373,6 +395,7 @@ impl Shard {
             disk_measured: Cell::new(Instant::now()),
             truncated_segments: recovered.truncated_segments as u64,
             ring_records,
+            quarantine: RefCell::new(Quarantine::from_recovery(recovered.quarantined)),
             spare: Cell::new(Spare::Off),
         });
         let shard = Shard { inner };
@@ -1100,10 +1123,11 @@ impl Shard {
         self.inner.log.borrow().locate_all(spans)
     }
 
-    /// Reads whole records at the given (offset, size) spans, each checked on the way out;
-    /// `None` where a span is gone. Nearby cold records share one aligned read; the reads
-    /// are all issued before the first is awaited, so they are in flight together.
-    async fn fetch(&self, spans: &[(u64, usize)]) -> Result<Vec<Option<StoredSlice>>, ShardError> {
+    /// Reads whole records at the given (offset, size) spans, each checked on the way out:
+    /// `Gone` where a span is gone, `Bad` where its bytes fail the check (never served).
+    /// Nearby cold records share one aligned read; the reads are all issued before the
+    /// first is awaited, so they are in flight together.
+    async fn fetch(&self, spans: &[(u64, usize)]) -> Result<Vec<Fetched>, ShardError> {
         self.fetch_then(spans, Vec::new).await
     }
 
@@ -1114,7 +1138,7 @@ impl Shard {
         &self,
         spans: &[(u64, usize)],
         ahead: impl FnOnce() -> Vec<(u64, usize)>,
-    ) -> Result<Vec<Option<StoredSlice>>, ShardError> {
+    ) -> Result<Vec<Fetched>, ShardError> {
         let plan = self.fetch_plan(spans);
         let files: Vec<Option<Rc<SegmentFile>>> = plan
             .iter()
@@ -1146,17 +1170,22 @@ impl Shard {
         if !cold.is_empty() {
             self.read_ahead(&ahead());
         }
-        let mut out: Vec<Option<StoredSlice>> = Vec::with_capacity(spans.len());
+        let mut out: Vec<Fetched> = Vec::with_capacity(spans.len());
         let mut i = 0;
         while i < spans.len() {
             match &plan[i] {
                 Located::Gone => {
-                    out.push(None);
+                    out.push(Fetched::Gone);
                     i += 1;
                 }
                 Located::Memory(s) => {
-                    check_record(s.as_bytes(), spans[i].0, false)?;
-                    out.push(Some(s.clone()));
+                    out.push(match check_record(s.as_bytes(), spans[i].0, false) {
+                        Ok(()) => Fetched::Record(s.clone()),
+                        Err(reason) => Fetched::Bad {
+                            segment: None,
+                            reason,
+                        },
+                    });
                     i += 1;
                 }
                 Located::Disk(file) => {
@@ -1178,14 +1207,19 @@ impl Shard {
                         },
                     };
                     for &(o, l) in &spans[i..=c.last] {
-                        let s = StoredSlice::from_read(&r, (o - base) as usize, l).ok_or_else(
-                            || ShardError::Corrupt {
-                                path: file.path.display().to_string(),
-                                reason: format!("short read at {o}"),
+                        // A file shorter than the record (cut outside the broker) is damage
+                        // like any other: that record is stepped over, not the whole pull
+                        // failed, or the queue would stall on it.
+                        let checked = StoredSlice::from_read(&r, (o - base) as usize, l)
+                            .ok_or_else(|| "the segment file ends inside the record".to_owned())
+                            .and_then(|s| check_record(s.as_bytes(), o, true).map(|()| s));
+                        out.push(match checked {
+                            Ok(s) => Fetched::Record(s),
+                            Err(reason) => Fetched::Bad {
+                                segment: Some(file.path.clone()),
+                                reason,
                             },
-                        )?;
-                        check_record(s.as_bytes(), o, true)?;
-                        out.push(Some(s));
+                        });
                     }
                     i = c.last + 1;
                 }
@@ -1216,20 +1250,39 @@ impl Shard {
     }
 
     /// The (offset, size) spans of the records `req` reads from queue offset `from` (below
-    /// `max`), and the queue offset after the last one looked at; `None` without the queue.
-    fn pick(&self, req: &ReadRequest<'_>, from: u64, max: u64) -> Option<(Vec<(u64, usize)>, u64)> {
+    /// `max`), the queue offset after the last one looked at, and the entries stepped over
+    /// (quarantined, or missing); `None` without the queue.
+    fn pick(&self, req: &ReadRequest<'_>, from: u64, max: u64) -> Option<Picked> {
         let mut picked: Vec<(u64, usize)> = Vec::new();
+        let mut skipped: Vec<Skip> = Vec::new();
         let mut next = from;
         let cqs = self.inner.cqs.borrow();
+        let quarantine = self.inner.quarantine.borrow();
         let log_min = self.inner.log.borrow().min_offset;
         let cq = cqs.get(req.topic, req.queue_id)?;
         let mut bytes = 0u64;
         let scan_end = max.min(next + FILTER_SCAN_ENTRIES_MAX.max(req.max_messages as u64));
         while next < scan_end && picked.len() < req.max_messages as usize {
             let Some(e) = cq.get(QueueOffset(next)) else {
-                break;
+                // Below the queue's max, so a hole: the entry of a record recovery could
+                // not read (damaged, and its ConsumeQueue entry lost too). Stepping over it
+                // is the only way on; stopping here would stall the queue for good.
+                skipped.push(Skip {
+                    queue_offset: next,
+                    span: None,
+                });
+                next += 1;
+                continue;
             };
             if e.offset.0 < log_min {
+                next += 1;
+                continue;
+            }
+            if let Some(range) = quarantine.blocking(e.offset.0, e.size as u64) {
+                skipped.push(Skip {
+                    queue_offset: next,
+                    span: Some(((e.offset.0, e.size as usize), range)),
+                });
                 next += 1;
                 continue;
             }
@@ -1244,7 +1297,96 @@ impl Shard {
             picked.push((e.offset.0, e.size as usize));
             next += 1;
         }
-        Some((picked, next))
+        Some(Picked {
+            spans: picked,
+            next,
+            skipped,
+        })
+    }
+
+    /// Counts the entries a read stepped over, and logs each quarantined range (and each
+    /// missing entry) the first time a reader meets it: never once per pull.
+    fn report_skips(&self, req: &ReadRequest<'_>, skipped: &[Skip]) {
+        let mut quarantine = self.inner.quarantine.borrow_mut();
+        for s in skipped {
+            quarantine.note_skipped(req.topic, req.queue_id, s.queue_offset);
+            match s.span {
+                Some(((offset, size), (start, end))) => {
+                    if quarantine.step_over(start) {
+                        tracing::error!(
+                            shard = self.inner.config.shard_id,
+                            topic = req.topic,
+                            queue = req.queue_id,
+                            queue_offset = s.queue_offset,
+                            commit_log_offset = offset,
+                            size,
+                            range_start = start,
+                            range_end = end,
+                            "a read steps over a record in the quarantined CommitLog range [{start}, {end}): it is not served, the queue goes on after it"
+                        );
+                    }
+                }
+                None => {
+                    if quarantine.step_over_hole(req.topic, req.queue_id, s.queue_offset) {
+                        tracing::error!(
+                            shard = self.inner.config.shard_id,
+                            topic = req.topic,
+                            queue = req.queue_id,
+                            queue_offset = s.queue_offset,
+                            "a read steps over a queue offset with no ConsumeQueue entry (its record was lost to damage); the queue goes on after it"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// Quarantines the span of a record that failed its check on the way out, logging it
+    /// once; later reads step over it without reading it again.
+    fn quarantine_bad_read(
+        &self,
+        req: &ReadRequest<'_>,
+        queue_offset: u64,
+        span: (u64, usize),
+        segment: Option<std::path::PathBuf>,
+        reason: &str,
+    ) {
+        let mut quarantine = self.inner.quarantine.borrow_mut();
+        let path = segment.unwrap_or_else(|| {
+            let log = self.inner.log.borrow();
+            log.segment_path(log.segment_start(span.0))
+        });
+        if quarantine.add_span(span.0, span.1 as u64, path.clone()) {
+            tracing::error!(
+                shard = self.inner.config.shard_id,
+                segment = %path.display(),
+                topic = req.topic,
+                queue = req.queue_id,
+                queue_offset,
+                commit_log_offset = span.0,
+                size = span.1,
+                reason,
+                "a record failed its check on read ({reason}) in {}: quarantined, never served; the queue goes on after it",
+                path.display()
+            );
+        }
+        quarantine.skipped_records += 1;
+        quarantine.note_skipped(req.topic, req.queue_id, queue_offset);
+    }
+
+    /// How many distinct queue offsets of a queue reads have stepped over since open
+    /// (damaged or missing records): none of them was delivered to any consumer.
+    pub fn skipped_in_queue(&self, topic: &str, queue_id: u32) -> u64 {
+        self.inner
+            .quarantine
+            .borrow()
+            .skipped_in_queue(topic, queue_id)
+    }
+
+    /// Every quarantined range and span, in log order: where they are, for operators and
+    /// tests.
+    pub fn quarantined(&self) -> Vec<QuarantinedRange> {
+        self.inner.quarantine.borrow().list()
     }
 
     pub async fn read(&self, req: &ReadRequest<'_>) -> Result<ReadResult, ShardError> {
@@ -1268,18 +1410,38 @@ impl Shard {
         if req.queue_offset >= visible {
             return Ok(result(ReadStatus::NoNewMessage, req.queue_offset));
         }
-        let Some((picked, next)) = self.pick(req, req.queue_offset, visible) else {
+        let Some(Picked {
+            spans: picked,
+            next,
+            skipped,
+        }) = self.pick(req, req.queue_offset, visible)
+        else {
             return Ok(result(ReadStatus::NoNewMessage, 0));
         };
+        if !skipped.is_empty() {
+            self.report_skips(req, &skipped);
+        }
         // A consumer catching up from disk asks next for the window after this one.
         let ahead = || {
             self.pick(req, next, visible)
-                .map(|(spans, _)| spans)
+                .map(|p| p.spans)
                 .unwrap_or_default()
         };
         let fetched = self.fetch_then(&picked, ahead).await?;
         let mut records = Vec::with_capacity(fetched.len());
-        for s in fetched.into_iter().flatten() {
+        for (i, f) in fetched.into_iter().enumerate() {
+            let s = match f {
+                Fetched::Record(s) => s,
+                Fetched::Gone => continue,
+                Fetched::Bad { segment, reason } => {
+                    // Corrupt on disk since it was written (or a garbled entry): the pull
+                    // serves the rest and its next offset is past this one, so the group
+                    // moves on instead of retrying it forever.
+                    let q = self.queue_offset_of(req, req.queue_offset, next, picked[i]);
+                    self.quarantine_bad_read(req, q, picked[i], segment, &reason);
+                    continue;
+                }
+            };
             // Tag codes can collide: check the real tag string (`*` matches without one).
             let tag_ok = matches!(req.filter, TagFilter::All)
                 || RecordView::parse(s.as_bytes())
@@ -1289,6 +1451,8 @@ impl Shard {
                 records.push(s);
             }
         }
+        // Nothing served in the window (filtered out, or stepped over): NoMatchedMessage
+        // with the next offset past the window, which a consumer takes and moves on from.
         let status = if records.is_empty() {
             ReadStatus::NoMatchedMessage
         } else {
@@ -1301,6 +1465,27 @@ impl Shard {
             max_offset: max,
             records,
         })
+    }
+
+    /// The queue offset in `[from, to)` whose entry is `span` (for the log line of a record
+    /// that failed its check); `from` if none is (the entry changed meanwhile).
+    fn queue_offset_of(
+        &self,
+        req: &ReadRequest<'_>,
+        from: u64,
+        to: u64,
+        span: (u64, usize),
+    ) -> u64 {
+        let cqs = self.inner.cqs.borrow();
+        let Some(cq) = cqs.get(req.topic, req.queue_id) else {
+            return from;
+        };
+        (from..to)
+            .find(|&q| {
+                cq.get(QueueOffset(q))
+                    .is_some_and(|e| e.offset.0 == span.0 && e.size as usize == span.1)
+            })
+            .unwrap_or(from)
     }
 
     pub fn queue_offsets(&self, topic: &str, queue_id: u32) -> QueueOffsets {
@@ -1326,6 +1511,16 @@ impl Shard {
         if head_len < message::FIXED_BYTES {
             return Ok(None);
         }
+        // Nothing in a quarantined range is a record (recovery looked at every byte of it).
+        if self
+            .inner
+            .quarantine
+            .borrow()
+            .blocking(off, head_len as u64)
+            .is_some()
+        {
+            return Ok(None);
+        }
         let Some(Some(head)) = self.fetch_raw(off, head_len).await?.map(Some) else {
             return Ok(None);
         };
@@ -1339,13 +1534,21 @@ impl Shard {
         {
             return Ok(None);
         }
-        let got = self.fetch(&[(off, total as usize)]).await;
-        match got {
-            Ok(mut v) => Ok(v.pop().flatten()),
-            // A user-supplied offset that is not a record boundary is "not there".
-            Err(ShardError::Corrupt { .. }) => Ok(None),
-            Err(e) => Err(e),
+        if self
+            .inner
+            .quarantine
+            .borrow()
+            .blocking(off, total as u64)
+            .is_some()
+        {
+            return Ok(None);
         }
+        // A user-supplied offset that is not a record boundary is "not there", and so is a
+        // record that fails its check: never served.
+        Ok(match self.fetch(&[(off, total as usize)]).await?.pop() {
+            Some(Fetched::Record(s)) => Some(s),
+            _ => None,
+        })
     }
 
     /// Raw bytes (not necessarily a whole record) for peeking at a header.
@@ -1418,15 +1621,21 @@ impl Shard {
                 .borrow()
                 .get(topic, queue_id)
                 .and_then(|cq| cq.get(QueueOffset(mid)));
-            let ts = match entry {
-                Some(e) => match self
-                    .fetch(&[(e.offset.0, e.size as usize)])
-                    .await?
-                    .pop()
-                    .flatten()
-                {
-                    Some(s) => RecordView::parse(s.as_bytes())?.store_timestamp_ms(),
-                    None => i64::MIN,
+            // A record gone, damaged or missing has no time: it counts as older, so the
+            // search moves on past it.
+            let quarantined = entry.is_some_and(|e| {
+                self.inner
+                    .quarantine
+                    .borrow()
+                    .blocking(e.offset.0, e.size as u64)
+                    .is_some()
+            });
+            let ts = match entry.filter(|_| !quarantined) {
+                Some(e) => match self.fetch(&[(e.offset.0, e.size as usize)]).await?.pop() {
+                    Some(Fetched::Record(s)) => {
+                        RecordView::parse(s.as_bytes())?.store_timestamp_ms()
+                    }
+                    _ => i64::MIN,
                 },
                 None => i64::MIN,
             };
@@ -1579,6 +1788,7 @@ impl Shard {
                 doomed.extend(cq.trim_below(CommitLogOffset(min)));
             }
             doomed.extend(inner.index.borrow_mut().trim_below(min));
+            inner.quarantine.borrow_mut().forget_below(min);
             remove_off_core(doomed).await?;
             (ratio, level) = self.measure_disk();
         }
@@ -1614,6 +1824,9 @@ impl Shard {
             readahead_hits: inner.readahead.borrow().hits,
             tail_ring_records: inner.ring_records,
             busy_refusals: inner.busy_refusals.get(),
+            quarantined_ranges: inner.quarantine.borrow().count(),
+            quarantined_bytes: inner.quarantine.borrow().bytes(),
+            skipped_records: inner.quarantine.borrow().skipped_records,
         }
     }
 
@@ -1669,22 +1882,46 @@ impl Shard {
 }
 
 /// Checks a record on its way to a reader: structure, position and (for bytes that came
-/// from disk) CRC. The write path checked the same when it stamped the record.
-fn check_record(bytes: &[u8], offset: u64, from_disk: bool) -> Result<(), ShardError> {
-    let corrupt = |reason: String| ShardError::Corrupt {
-        path: format!("commit log at offset {offset}"),
-        reason,
-    };
-    let v = RecordView::parse(bytes).map_err(|e| corrupt(e.to_string()))?;
+/// from disk) CRC. The write path checked the same when it stamped the record. The error
+/// says what failed.
+fn check_record(bytes: &[u8], offset: u64, from_disk: bool) -> Result<(), String> {
+    let v = RecordView::parse(bytes).map_err(|e| e.to_string())?;
     if v.len() != bytes.len() || v.physical_offset() != offset {
-        return Err(corrupt("record does not start where its index says".into()));
+        return Err("record does not start where its index says".into());
     }
     if from_disk {
-        v.verify_crc().map_err(|e| corrupt(e.to_string()))?;
+        v.verify_crc().map_err(|e| e.to_string())?;
     } else {
         debug_assert!(v.verify_crc().is_ok());
     }
     Ok(())
+}
+
+/// One span of [`Shard::fetch`].
+enum Fetched {
+    Record(StoredSlice),
+    /// Deleted by retention, or past the log end.
+    Gone,
+    /// The bytes fail [`check_record`]: never served. `segment` is the file they were read
+    /// from (`None` for bytes still in memory).
+    Bad {
+        segment: Option<std::path::PathBuf>,
+        reason: String,
+    },
+}
+
+/// What [`Shard::pick`] chose for a read.
+struct Picked {
+    spans: Vec<(u64, usize)>,
+    next: u64,
+    skipped: Vec<Skip>,
+}
+
+/// A ConsumeQueue entry a read steps over instead of serving.
+struct Skip {
+    queue_offset: u64,
+    /// The entry's span, and the quarantined range it overlaps; `None` for a missing entry.
+    span: Option<((u64, usize), (u64, u64))>,
 }
 
 /// Clears the flag when dropped (also when the task is dropped mid-way).

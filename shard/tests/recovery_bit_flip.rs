@@ -1,6 +1,7 @@
 #![allow(clippy::unwrap_used)]
-//! A bit flip in the middle of a segment: recovery keeps the records before it, serves
-//! none after it, and never serves the flipped one.
+//! A bit flip in the middle of the oldest segment: recovery quarantines the flipped record,
+//! names its range, keeps every other record (the later segment included), and never
+//! serves the flipped one.
 
 mod common;
 
@@ -15,7 +16,7 @@ fn check(flip: impl FnOnce(&std::path::Path, &[u64]) + Send + 'static, use_seam:
     let p = dir.path().to_owned();
     let faults = Arc::new(FaultInjector::default());
     let f = faults.clone();
-    let offsets = shard::run_local(move || async move {
+    let (offsets, end) = shard::run_local(move || async move {
         let mut c = small_config(&p);
         c.faults = Some(f.clone());
         let shard = Shard::open(c).await.unwrap();
@@ -31,8 +32,9 @@ fn check(flip: impl FnOnce(&std::path::Path, &[u64]) + Send + 'static, use_seam:
                 .unwrap();
             offsets.push(r.first_commit_log_offset);
         }
+        let end = shard.stats().write_offset;
         shard.close().await.unwrap();
-        offsets
+        (offsets, end)
     });
     assert!(
         offsets[119] > 64 << 10,
@@ -45,18 +47,37 @@ fn check(flip: impl FnOnce(&std::path::Path, &[u64]) + Send + 'static, use_seam:
     shard::run_local(move || async move {
         let shard = Shard::open(small_config(&p)).await.unwrap();
         let got = read_all(&shard, TOPIC, 0, &TagFilter::All).await;
-        let expected: Vec<_> = (0..20).map(|i| body(i, 600)).collect();
-        assert_eq!(bodies_of(&got), expected);
-        assert_eq!(shard.stats().write_offset, offsets[20]);
-        // The flipped record is not served by offset either.
+        let expected: Vec<_> = (0..120)
+            .filter(|&i| i != 20)
+            .map(|i| body(i, 600))
+            .collect();
+        assert_eq!(
+            bodies_of(&got),
+            expected,
+            "every record but the flipped one"
+        );
+        let st = shard.stats();
+        assert_eq!(st.write_offset, end, "nothing after the flip was cut");
+        assert_eq!(st.recovery_truncated_segments, 0);
+        assert_eq!(st.quarantined_ranges, 1);
+        assert_eq!(st.quarantined_bytes, offsets[21] - offsets[20]);
+        assert_eq!(st.skipped_records, 1, "the reader stepped over it once");
+        let q = shard.quarantined();
+        assert_eq!((q[0].start, q[0].end), (offsets[20], offsets[21]));
+        assert!(q[0].found_by_recovery);
+        assert!(q[0].segment.ends_with(format!("commitlog/{:020}", 0)));
+        // The flipped record is not served by offset either; its neighbours are.
         assert!(shard.read_at(offsets[20]).await.unwrap().is_none());
-        assert!(shard.read_at(offsets[25]).await.unwrap().is_none());
+        for i in [19, 21, 25, 119] {
+            let s = shard.read_at(offsets[i]).await.unwrap().unwrap();
+            assert_eq!(bodies_of(&[s.as_bytes().to_vec()]), vec![body(i, 600)]);
+        }
         shard.close().await.unwrap();
     });
 }
 
 #[test]
-fn bit_flip_on_disk_cuts_the_log_before_the_flipped_record() {
+fn bit_flip_on_disk_quarantines_the_flipped_record_and_keeps_the_rest() {
     check(
         |dir, offsets| {
             let seg = dir.join("commitlog").join(format!("{:020}", 0));

@@ -218,6 +218,51 @@ impl BrokerOpts {
 }
 
 pub fn start_broker(opts: &BrokerOpts, log_dir: &Path) -> Proc {
+    let cmd = broker_command(opts, log_dir);
+    let n = log_dir.read_dir().map(|d| d.count()).unwrap_or(0);
+    Proc::spawn(
+        cmd,
+        "broker listening on ",
+        log_dir.join(format!("broker-{n}.log")),
+    )
+}
+
+/// Starts a broker that is expected to refuse to start, and waits (bounded by `timeout`)
+/// for it to exit. Returns its exit code (`None` if it was still running and got killed)
+/// and everything it wrote to stderr and stdout.
+pub fn run_broker_expecting_exit(
+    opts: &BrokerOpts,
+    log_dir: &Path,
+    timeout: Duration,
+) -> (Option<i32>, String) {
+    let mut cmd = broker_command(opts, log_dir);
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + timeout;
+    let code = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st.code();
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let out = child.wait_with_output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    (code, text)
+}
+
+fn broker_command(opts: &BrokerOpts, log_dir: &Path) -> Command {
     let mut cmd = Command::new(bin("broker"));
     cmd.args([
         "--listen",
@@ -241,12 +286,7 @@ pub fn start_broker(opts: &BrokerOpts, log_dir: &Path) -> Proc {
         cmd.arg("--config").arg(path);
     }
     cmd.args(&opts.extra);
-    let n = log_dir.read_dir().map(|d| d.count()).unwrap_or(0);
-    Proc::spawn(
-        cmd,
-        "broker listening on ",
-        log_dir.join(format!("broker-{n}.log")),
-    )
+    cmd
 }
 
 /// Runs mqadmin to completion (bounded by its own --timeout-ms where it has one).
