@@ -423,7 +423,7 @@ mod tests {
     #[test]
     fn a_missing_entry_never_moves_the_minimum_past_kept_entries() {
         let dir = tempfile::tempdir().unwrap();
-        let mut cqs = ConsumeQueues::open(dir.path().to_owned(), 64).unwrap();
+        let mut cqs = ConsumeQueues::open(dir.path().to_owned(), 64, Space::unchecked()).unwrap();
         let cq = cqs.get_or_create("T", 0);
         // Entry 1 is missing (its record was lost to damage); the rest are kept.
         for i in [0, 2, 3, 4, 5, 6, 7] {
