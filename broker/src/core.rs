@@ -581,6 +581,8 @@ impl Core {
             s.quarantined_ranges += st.quarantined_ranges;
             s.quarantined_bytes += st.quarantined_bytes;
             s.skipped_records += st.skipped_records;
+            s.busy_refusals += st.busy_refusals;
+            s.tail_ring_records += st.tail_ring_records;
         }
         s
     }

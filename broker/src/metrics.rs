@@ -58,6 +58,8 @@ pub struct BrokerMetrics {
     quarantined_ranges: Family<CoreLabel, Gauge>,
     quarantined_bytes: Family<CoreLabel, Gauge>,
     skipped_records: Family<CoreLabel, Counter>,
+    busy_refusals: Family<CoreLabel, Counter>,
+    tail_ring_records: Family<CoreLabel, Gauge>,
     uptime_seconds: GaugeF,
     consumer_backlog: Family<GroupQueueLabel, Gauge>,
     registry: Registry,
@@ -94,6 +96,8 @@ impl BrokerMetrics {
             quarantined_ranges: Family::default(),
             quarantined_bytes: Family::default(),
             skipped_records: Family::default(),
+            busy_refusals: Family::default(),
+            tail_ring_records: Family::default(),
             uptime_seconds: GaugeF::default(),
             consumer_backlog: Family::default(),
             registry: Registry::default(),
@@ -181,6 +185,16 @@ impl BrokerMetrics {
             m.skipped_records.clone(),
         );
         r.register(
+            "corvus_busy_refusals",
+            "Sends answered SYSTEM_BUSY because the disk was behind (unwritten or unsynced bytes at their bounds), per core",
+            m.busy_refusals.clone(),
+        );
+        r.register(
+            "corvus_tail_ring_records",
+            "Records the tail rings held past their written marks when the broker started (acknowledged before a crash, written back), per core",
+            m.tail_ring_records.clone(),
+        );
+        r.register(
             "corvus_consumer_backlog_messages",
             "Messages stored and not yet consumed, per consumer group and queue",
             m.consumer_backlog.clone(),
@@ -265,6 +279,10 @@ impl BrokerMetrics {
             now.skipped_records,
             last.skipped_records,
         );
+        add(&self.busy_refusals, now.busy_refusals, last.busy_refusals);
+        self.tail_ring_records
+            .get_or_create(&l)
+            .set(now.tail_ring_records.min(i64::MAX as u64) as i64);
         self.quarantined_ranges
             .get_or_create(&l)
             .set(now.quarantined_ranges.min(i64::MAX as u64) as i64);

@@ -740,6 +740,8 @@ fn broker_status(ns: &str, json: bool, addr: &str, interval_ms: u64) -> anyhow::
                     "quarantined_ranges": c.quarantined_ranges,
                     "quarantined_bytes": c.quarantined_bytes,
                     "skipped_records": c.skipped_records,
+                    "busy_refusals": c.busy_refusals,
+                    "tail_ring_records": c.tail_ring_records,
                 })
             })
             .collect();
@@ -761,7 +763,7 @@ fn broker_status(ns: &str, json: bool, addr: &str, interval_ms: u64) -> anyhow::
         let shards: Vec<String> = c.shards.iter().map(u16::to_string).collect();
         let (produce_tps, consume_tps) = tps(c.core);
         println!(
-            "core={} shards=[{}] produce_tps={produce_tps:.1} consume_tps={consume_tps:.1} requests={} cross_core_hops={} inbox_depth={} produced_messages={} produced_bytes={} consumed_messages={} consumed_bytes={} commit_log_bytes={} durable_lag_bytes={} disk_use_ratio={:.4} quarantined_ranges={} quarantined_bytes={} skipped_records={}",
+            "core={} shards=[{}] produce_tps={produce_tps:.1} consume_tps={consume_tps:.1} requests={} cross_core_hops={} inbox_depth={} produced_messages={} produced_bytes={} consumed_messages={} consumed_bytes={} commit_log_bytes={} durable_lag_bytes={} disk_use_ratio={:.4} quarantined_ranges={} quarantined_bytes={} skipped_records={} busy_refusals={} tail_ring_records={}",
             c.core,
             shards.join(","),
             c.requests,
@@ -776,7 +778,9 @@ fn broker_status(ns: &str, json: bool, addr: &str, interval_ms: u64) -> anyhow::
             c.disk_use_ratio,
             c.quarantined_ranges,
             c.quarantined_bytes,
-            c.skipped_records
+            c.skipped_records,
+            c.busy_refusals,
+            c.tail_ring_records
         );
         if c.quarantined_ranges > 0 {
             // Damage is not a figure to skim past: say what it means and where to look.

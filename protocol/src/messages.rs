@@ -380,6 +380,12 @@ pub struct CoreStatus {
     pub quarantined_bytes: u64,
     /// Queue entries pulls stepped over (quarantined or missing records) since start.
     pub skipped_records: u64,
+    /// Sends refused SYSTEM_BUSY because too many acknowledged bytes were not yet safe
+    /// on disk, since start.
+    pub busy_refusals: u64,
+    /// Records the shards' tail rings held past their written marks at start: what the
+    /// previous run had acknowledged and perhaps not yet written (0 after a clean stop).
+    pub tail_ring_records: u64,
 }
 
 #[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
