@@ -198,12 +198,18 @@ pub struct BrokerOpts {
     pub name: String,
     pub extra: Vec<String>,
     pub config_toml: Option<String>,
-    /// `--tail-ring-dir`; `None` keeps the broker's default (/dev/shm).
+    /// `--tail-ring-dir`: by default a temporary directory of these options' own (in
+    /// /dev/shm, a tmpfs as in production, where there is one), removed when the last
+    /// clone of them is dropped, so rings a killed broker leaves behind do not pile up;
+    /// `None` keeps the broker's default (/dev/shm).
     pub tail_ring_dir: Option<PathBuf>,
+    /// Keeps that directory alive as long as the options (and their clones) are.
+    pub ring_dir_guard: Option<std::sync::Arc<tempfile::TempDir>>,
 }
 
 impl BrokerOpts {
     pub fn new(namesrv: &str, data_dir: &Path) -> BrokerOpts {
+        let ring_dir = ring_dir();
         BrokerOpts {
             namesrv: namesrv.to_owned(),
             data_dir: data_dir.to_owned(),
@@ -212,7 +218,8 @@ impl BrokerOpts {
             name: "broker-a".into(),
             extra: Vec::new(),
             config_toml: None,
-            tail_ring_dir: None,
+            tail_ring_dir: Some(ring_dir.path().to_owned()),
+            ring_dir_guard: Some(std::sync::Arc::new(ring_dir)),
         }
     }
 }
@@ -329,9 +336,6 @@ pub fn ring_dir() -> tempfile::TempDir {
 /// A NameServer and a broker in a temp dir, for most tests.
 pub struct Cluster {
     pub dir: tempfile::TempDir,
-    /// The broker's tail rings, in shared memory where there is a /dev/shm: removed with
-    /// the cluster, also after a kill -9 left them behind.
-    pub ring_dir: tempfile::TempDir,
     pub namesrv: Proc,
     pub broker: Proc,
     pub opts: BrokerOpts,
@@ -350,13 +354,10 @@ impl Cluster {
         let mut opts = BrokerOpts::new(&namesrv.addr, &dir.path().join("data"));
         opts.cores = cores;
         opts.profile = profile.to_owned();
-        let ring_dir = ring_dir();
-        opts.tail_ring_dir = Some(ring_dir.path().to_owned());
         tweak(&mut opts);
         let broker = start_broker(&opts, &logs);
         Cluster {
             dir,
-            ring_dir,
             namesrv,
             broker,
             opts,
