@@ -27,6 +27,8 @@ pub struct Running {
     executors: Vec<glommio::ExecutorJoinHandle<()>>,
     registry: Option<std::thread::JoinHandle<()>>,
     metrics_server: Option<telemetry::MetricsServer>,
+    /// Held until the process ends: no second broker serves this data directory.
+    _data_dir_lock: shard::DataDirLock,
 }
 
 impl Running {
@@ -224,6 +226,8 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
             "more cores requested than CPUs available: executors run unpinned and share CPUs"
         );
     }
+    let data_dir_lock = shard::lock_data_dir(&config.data_dir)
+        .with_context(|| format!("cannot lock data directory {}", config.data_dir.display()))?;
     let layout = shard::open_data_dir(&config.data_dir, cores)
         .with_context(|| format!("cannot open data directory {}", config.data_dir.display()))?;
     let topics = TopicTable::load(&config.data_dir)?;
@@ -356,6 +360,7 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
         executors,
         registry: None,
         metrics_server: None,
+        _data_dir_lock: data_dir_lock,
     };
     let mut ready = 0;
     while ready < cores {

@@ -15,6 +15,7 @@ pub(crate) const COMMIT_LOG_DIR: &str = "commitlog";
 pub(crate) const CONSUME_QUEUE_DIR: &str = "consumequeue";
 pub(crate) const INDEX_DIR: &str = "index";
 const STORE_META: &str = "store.meta";
+const STORE_LOCK: &str = "store.lock";
 
 /// The shards of one data directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,6 +103,47 @@ pub fn open_data_dir(root: &Path, shard_count_if_new: u16) -> Result<DataDirLayo
         store_id,
         shard_dirs,
     })
+}
+
+/// Held while a broker serves a data directory (an exclusive `flock` of
+/// `root/store.lock`, released when the process ends however it ends): a second broker on
+/// the same directory would append to the same segments and share the shards' tail rings.
+#[derive(Debug)]
+pub struct DataDirLock {
+    _file: std::fs::File,
+}
+
+/// Locks `root` (created if missing) for this process, or says who holds it.
+pub fn lock_data_dir(root: &Path) -> Result<DataDirLock, ShardError> {
+    use std::io::Write;
+    use std::os::unix::io::AsRawFd;
+    std::fs::create_dir_all(root)?;
+    let path = root.join(STORE_LOCK);
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)?;
+    // SAFETY: flock takes a descriptor we hold open and plain flags.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
+            return Err(e.into());
+        }
+        let holder = std::fs::read_to_string(&path).unwrap_or_default();
+        return Err(ShardError::StoreInconsistent {
+            path: root.display().to_string(),
+            problem: format!(
+                "another process serves this data directory ({})",
+                holder.trim()
+            ),
+            remedy: "stop that broker first, or give this one another data_dir".into(),
+        });
+    }
+    file.set_len(0)?;
+    writeln!(file, "pid {}", std::process::id())?;
+    Ok(DataDirLock { _file: file })
 }
 
 /// The shard numbers of the `shard-NNN` directories under `root`, sorted.
@@ -349,6 +391,23 @@ mod tests {
         assert_eq!(a.shard_count, 3);
         let b = open_data_dir(dir.path(), 1).unwrap();
         assert_eq!(a.store_id, b.store_id);
+    }
+
+    #[test]
+    fn a_locked_data_dir_refuses_a_second_lock_until_released() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = lock_data_dir(dir.path()).unwrap();
+        let err = lock_data_dir(dir.path()).unwrap_err().to_string();
+        assert!(
+            err.contains("another process serves this data directory"),
+            "{err}"
+        );
+        assert!(
+            err.contains(&format!("pid {}", std::process::id())),
+            "{err}"
+        );
+        drop(first);
+        lock_data_dir(dir.path()).unwrap();
     }
 
     #[test]

@@ -27,7 +27,7 @@ pub use config::{
     ShardConfig,
 };
 pub use error::ShardError;
-pub use layout::{open_data_dir, shard_dir, DataDirLayout};
+pub use layout::{lock_data_dir, open_data_dir, shard_dir, DataDirLayout, DataDirLock};
 pub use offsets::{CommitLogOffset, QueueOffset};
 pub use quarantine::QuarantinedRange;
 pub use shard::{

@@ -368,7 +368,10 @@ impl Cluster {
         self.dir.path().join("logs")
     }
 
+    /// Starts the broker again on the same data directory; one still running is killed
+    /// first (-9), since a data directory serves one broker at a time (`store.lock`).
     pub fn restart_broker(&mut self) {
+        self.broker.kill9();
         let logs = self.logs();
         self.broker = start_broker(&self.opts, &logs);
     }

@@ -70,3 +70,27 @@ fn kill_9_after_sync_flushed_sends_loses_nothing() {
     c.restart_broker();
     check_all(&ns, "Sync", &ids);
 }
+
+#[test]
+fn a_second_broker_on_the_same_data_directory_is_refused_and_the_first_keeps_serving() {
+    let c = Cluster::start(1, "small");
+    let ns = c.namesrv.addr.clone();
+    assert!(mqadmin(&ns, &["update-topic", "-t", "Locked", "-q", "2"])
+        .status
+        .success());
+    let before = send_n(&ns, "Locked", 20);
+    // Same data directory (and so the same tail rings), another listener.
+    let mut second = c.opts.clone();
+    second.name = "broker-b".into();
+    let (code, out) =
+        integration::run_broker_expecting_exit(&second, &c.logs(), Duration::from_secs(30));
+    assert!(code.is_some_and(|c| c != 0), "refused: {code:?}\n{out}");
+    assert!(
+        out.contains("another process serves this data directory"),
+        "{out}"
+    );
+    assert!(out.contains("pid "), "names the holder: {out}");
+    let mut ids = before;
+    ids.extend(send_n(&ns, "Locked", 20));
+    check_all(&ns, "Locked", &ids);
+}
