@@ -122,6 +122,11 @@ pub struct RunArgs {
     /// Draw the latency percentile curves into this SVG file.
     #[arg(long)]
     pub plot: Option<PathBuf>,
+    /// Seconds of the host stall-floor measurement (a clock-reading spin loop on every CPU
+    /// of the run) right before each paced run, printed beside its latency; 0 = none, at
+    /// most 60.
+    #[arg(long, default_value_t = 2.0)]
+    pub floor_duration: f64,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -8,6 +8,7 @@ mod cli;
 mod cluster;
 mod consume;
 mod disk;
+mod floor;
 mod machine;
 mod pacing;
 mod plot;

@@ -35,6 +35,9 @@ pub struct Report {
     pub disk_ratio: Option<f64>,
     /// The broker's memory, when it is a child of the bench.
     pub broker_memory: Option<crate::cluster::Memory>,
+    /// Paced runs: the host's stall floor on each CPU this machine gives the run (broker
+    /// and bench), measured right before it (`--floor-duration`).
+    pub host_floor: Option<Vec<crate::floor::CpuFloor>>,
 }
 
 impl Report {
@@ -96,6 +99,13 @@ pub fn table(reports: &[Report]) -> String {
         for e in &r.error_detail {
             out.push_str(&format!("{}: error: {e}\n", r.mode));
         }
+        if let Some(f) = &r.host_floor {
+            out.push_str(&format!(
+                "{}: host stall floor right before the run (a clock-reading spin loop per CPU): {}\n",
+                r.mode,
+                crate::floor::describe(f)
+            ));
+        }
         if let Some(m) = &r.broker_memory {
             out.push_str(&format!(
                 "{}: broker memory: VmRSS {} MiB at the end ({} MiB anonymous, {} MiB mapped files, {} MiB tail rings), \
@@ -147,6 +157,7 @@ mod tests {
             settings: serde_json::json!({"size": 1024}),
             disk_ratio: Some(0.5),
             broker_memory: None,
+            host_floor: None,
         }
     }
 
@@ -186,5 +197,25 @@ mod tests {
         assert!(t.contains("1000"));
         assert!(t.contains("50% of the disk"));
         assert_eq!(Report::rate(1, 1, 0.0), (0.0, 0.0));
+    }
+
+    #[test]
+    fn a_paced_run_shows_the_host_floor_beside_it_and_in_the_json() {
+        let mut r = sample();
+        r.host_floor = Some(vec![crate::floor::CpuFloor {
+            cpu: 1,
+            gap_max_us: 3500.0,
+            stalls_per_sec: 0.5,
+            seconds: 2.0,
+        }]);
+        let t = table(std::slice::from_ref(&r));
+        assert!(
+            t.contains("host stall floor")
+                && t.contains("CPU 1 longest gap 3.50 ms, 0.5 gaps > 1 ms per s"),
+            "{t}"
+        );
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["host_floor"][0]["gap_max_us"], 3500.0);
+        assert!(!table(&[sample()]).contains("host stall floor"));
     }
 }

@@ -25,6 +25,9 @@ const ROUTE_WAIT: Duration = Duration::from_secs(15);
 const FOLLOW_CAPACITY_MAX: u64 = 1 << 27;
 
 /// Runs the command; `Ok(false)` when a run counted errors.
+/// Longest host stall-floor measurement (`--floor-duration`).
+const FLOOR_SECONDS_MAX: f64 = 60.0;
+
 pub fn run(cli: Cli) -> Result<bool> {
     cluster::install_signal_handlers()?;
     match cli.command {
@@ -48,6 +51,9 @@ struct Session {
     curves: Vec<(String, Vec<(f64, f64)>)>,
     machine: Machine,
     commit: String,
+    /// Every CPU this run may use (the broker's and the bench's), as allowed before the
+    /// bench pinned itself to its share: where the host's stall floor is measured.
+    run_cpus: Vec<usize>,
 }
 
 fn note(json: bool, msg: &str) {
@@ -63,6 +69,7 @@ impl Session {
     fn open(args: RunArgs, measure_disk: bool) -> Result<Session> {
         let machine = Machine::detect();
         let commit = machine::commit();
+        let run_cpus = cluster::allowed_cpus();
         let mut disk_report = None;
         let (cluster, temp, namesrv) = match &args.namesrv {
             Some(ns) => {
@@ -141,6 +148,7 @@ impl Session {
             curves: Vec::new(),
             machine,
             commit,
+            run_cpus,
         };
         s.prepare_topic()?;
         Ok(s)
@@ -302,6 +310,7 @@ impl Session {
             settings,
             disk_ratio: None,
             broker_memory: None,
+            host_floor: None,
         }
     }
 
@@ -324,6 +333,14 @@ impl Session {
     }
 
     fn produce(&mut self, mode: &str, o: ProduceOptions) -> Result<ProduceOutcome> {
+        // A paced run's tail is read against the host's own floor, measured on every CPU the
+        // run may use (the broker's and the bench's), just before the run.
+        let floor = (o.rate.is_some() && self.args.floor_duration > 0.0).then(|| {
+            crate::floor::measure(
+                &self.run_cpus,
+                Duration::from_secs_f64(self.args.floor_duration.min(FLOOR_SECONDS_MAX)),
+            )
+        });
         let progress = Progress::default();
         let p = Arc::new(progress);
         let p2 = Arc::clone(&p);
@@ -349,6 +366,7 @@ impl Session {
             .as_ref()
             .map(|d| r.mb_per_sec / d.write_mb_per_sec);
         r.broker_memory = self.memory();
+        r.host_floor = floor;
         self.curves.push((mode.to_owned(), out.latency.curve_us()));
         self.reports.push(r);
         Ok(out)
