@@ -233,7 +233,8 @@ pub(crate) fn read_back(path: &Path, segment_bytes: u64) -> Result<Option<Replay
     };
     let ring_bytes = u64_at(OFF_RING_BYTES);
     if &map[OFF_MAGIC..OFF_MAGIC + 8] != MAGIC
-        || ring_bytes == 0
+        || ring_bytes < 4096
+        || !ring_bytes.is_multiple_of(4096)
         || HEADER_BYTES as u64 + ring_bytes != len
     {
         tracing::warn!(path = %path.display(), "ignoring a file that is not a tail ring");
@@ -258,7 +259,7 @@ pub(crate) fn read_back(path: &Path, segment_bytes: u64) -> Result<Option<Replay
 /// Follows the log through `data` (a ring of `data.len()` bytes) from `from`: records,
 /// chunk fillers and end-of-segment blanks, until something is not what the log at that
 /// offset would hold, or a lap is done.
-fn walk(data: &[u8], from: u64, segment_bytes: u64) -> Replay {
+pub(crate) fn walk(data: &[u8], from: u64, segment_bytes: u64) -> Replay {
     let ring = data.len() as u64;
     let read = |offset: u64, len: usize| -> Vec<u8> {
         let at = (offset % ring) as usize;
