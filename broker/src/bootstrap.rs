@@ -188,6 +188,9 @@ fn chunk_pool(config: &BrokerConfig, shards: usize) -> usize {
     }
 }
 
+/// At most one "accept failed" line per listener this often.
+const ACCEPT_FAILURE_LOG_INTERVAL: Duration = Duration::from_secs(5);
+
 /// Freed memory glibc keeps for reuse instead of returning it to the kernel.
 pub const RETAINED_FREE_BYTES_MAX: i32 = 128 << 20;
 
@@ -514,6 +517,11 @@ async fn core_main(
     for listener in [main_l, direct_l] {
         let core = core.clone();
         accept_tasks.push(glommio::spawn_local(async move {
+            // Failures (EMFILE while descriptors are short, say) are logged once per
+            // ACCEPT_FAILURE_LOG_INTERVAL with how many there were, not once per retry:
+            // 4,759 lines in 25 s buried everything else in the log.
+            let mut failures = 0u64;
+            let mut logged: Option<std::time::Instant> = None;
             loop {
                 match listener.accept().await {
                     Ok(stream) => {
@@ -521,7 +529,15 @@ async fn core_main(
                         glommio::spawn_local(crate::conn::serve_connection(core, stream)).detach();
                     }
                     Err(e) => {
-                        tracing::warn!("accept failed: {e}");
+                        failures += 1;
+                        if logged.is_none_or(|t| t.elapsed() >= ACCEPT_FAILURE_LOG_INTERVAL) {
+                            tracing::warn!(
+                                failures,
+                                "accept failed: {e} ({failures} failure(s) since the last such line)"
+                            );
+                            failures = 0;
+                            logged = Some(std::time::Instant::now());
+                        }
                         glommio::timer::sleep(Duration::from_millis(10)).await;
                     }
                 }
