@@ -51,6 +51,7 @@ fn emfile_at_a_segment_roll_answers_busy_and_sends_resume_once_descriptors_retur
     }
     // Retention and the disk levels stay out of the way (they open files too).
     let config = "disk_check_interval_ms = 600000\n";
+    let started = Instant::now();
     let mut c = Cluster::start_with(1, "small", |o| o.config_toml = Some(config.to_owned()));
     let ns = c.namesrv.addr.clone();
     assert!(mqadmin(&ns, &["update-topic", "-t", "Files", "-q", "1"])
@@ -162,12 +163,14 @@ fn emfile_at_a_segment_roll_answers_busy_and_sends_resume_once_descriptors_retur
     }
     let log = c.broker.stderr();
     assert!(!log.contains("poisoned"), "{log}");
-    // Refused accepts while descriptors were short are logged a line per listener every
-    // few seconds with a count, not a line per retry.
+    // Refused accepts while descriptors were short are logged a line per listener (the
+    // shared port and the core's direct port) every 5 s with a count, not a line per
+    // 10 ms retry (29 lines in a 2 s run before).
     let accept_lines = log.lines().filter(|l| l.contains("accept failed")).count();
-    eprintln!("open_files: {accept_lines} accept-failure lines");
+    let allowed = 2 * (started.elapsed().as_secs() as usize / 5 + 1);
+    eprintln!("open_files: {accept_lines} accept-failure lines (at most {allowed})");
     assert!(
-        accept_lines <= 6,
+        accept_lines <= allowed,
         "{accept_lines} accept-failure lines:\n{log}"
     );
 }
