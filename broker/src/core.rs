@@ -583,6 +583,7 @@ impl Core {
             s.skipped_records += st.skipped_records;
             s.busy_refusals += st.busy_refusals;
             s.tail_ring_records += st.tail_ring_records;
+            s.writes_blocked_shards += u64::from(st.writes_blocked);
         }
         s
     }

@@ -60,6 +60,7 @@ pub struct BrokerMetrics {
     skipped_records: Family<CoreLabel, Counter>,
     busy_refusals: Family<CoreLabel, Counter>,
     tail_ring_records: Family<CoreLabel, Gauge>,
+    writes_blocked_shards: Family<CoreLabel, Gauge>,
     uptime_seconds: GaugeF,
     consumer_backlog: Family<GroupQueueLabel, Gauge>,
     registry: Registry,
@@ -98,6 +99,7 @@ impl BrokerMetrics {
             skipped_records: Family::default(),
             busy_refusals: Family::default(),
             tail_ring_records: Family::default(),
+            writes_blocked_shards: Family::default(),
             uptime_seconds: GaugeF::default(),
             consumer_backlog: Family::default(),
             registry: Registry::default(),
@@ -195,6 +197,11 @@ impl BrokerMetrics {
             m.tail_ring_records.clone(),
         );
         r.register(
+            "corvus_writes_blocked_shards",
+            "Shards that cannot create their next CommitLog segment (disk full or no descriptors) and refuse sends until a retry succeeds, per core",
+            m.writes_blocked_shards.clone(),
+        );
+        r.register(
             "corvus_consumer_backlog_messages",
             "Messages stored and not yet consumed, per consumer group and queue",
             m.consumer_backlog.clone(),
@@ -283,6 +290,9 @@ impl BrokerMetrics {
         self.tail_ring_records
             .get_or_create(&l)
             .set(now.tail_ring_records.min(i64::MAX as u64) as i64);
+        self.writes_blocked_shards
+            .get_or_create(&l)
+            .set(now.writes_blocked_shards.min(i64::MAX as u64) as i64);
         self.quarantined_ranges
             .get_or_create(&l)
             .set(now.quarantined_ranges.min(i64::MAX as u64) as i64);

@@ -742,6 +742,7 @@ fn broker_status(ns: &str, json: bool, addr: &str, interval_ms: u64) -> anyhow::
                     "skipped_records": c.skipped_records,
                     "busy_refusals": c.busy_refusals,
                     "tail_ring_records": c.tail_ring_records,
+                    "writes_blocked_shards": c.writes_blocked_shards,
                 })
             })
             .collect();
@@ -763,7 +764,7 @@ fn broker_status(ns: &str, json: bool, addr: &str, interval_ms: u64) -> anyhow::
         let shards: Vec<String> = c.shards.iter().map(u16::to_string).collect();
         let (produce_tps, consume_tps) = tps(c.core);
         println!(
-            "core={} shards=[{}] produce_tps={produce_tps:.1} consume_tps={consume_tps:.1} requests={} cross_core_hops={} inbox_depth={} produced_messages={} produced_bytes={} consumed_messages={} consumed_bytes={} commit_log_bytes={} durable_lag_bytes={} disk_use_ratio={:.4} quarantined_ranges={} quarantined_bytes={} skipped_records={} busy_refusals={} tail_ring_records={}",
+            "core={} shards=[{}] produce_tps={produce_tps:.1} consume_tps={consume_tps:.1} requests={} cross_core_hops={} inbox_depth={} produced_messages={} produced_bytes={} consumed_messages={} consumed_bytes={} commit_log_bytes={} durable_lag_bytes={} disk_use_ratio={:.4} quarantined_ranges={} quarantined_bytes={} skipped_records={} busy_refusals={} tail_ring_records={} writes_blocked_shards={}",
             c.core,
             shards.join(","),
             c.requests,
@@ -780,8 +781,15 @@ fn broker_status(ns: &str, json: bool, addr: &str, interval_ms: u64) -> anyhow::
             c.quarantined_bytes,
             c.skipped_records,
             c.busy_refusals,
-            c.tail_ring_records
+            c.tail_ring_records,
+            c.writes_blocked_shards
         );
+        if c.writes_blocked_shards > 0 {
+            println!(
+                "  core {}: {} shard(s) cannot create their next CommitLog segment (disk full or no descriptors) and refuse sends until a retry succeeds; the broker log says why",
+                c.core, c.writes_blocked_shards
+            );
+        }
         if c.quarantined_ranges > 0 {
             // Damage is not a figure to skim past: say what it means and where to look.
             println!(

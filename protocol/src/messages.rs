@@ -386,6 +386,9 @@ pub struct CoreStatus {
     /// Records the shards' tail rings held past their written marks at start: what the
     /// previous run had acknowledged and perhaps not yet written (0 after a clean stop).
     pub tail_ring_records: u64,
+    /// This core's shards that cannot create their next segment (no space or descriptors)
+    /// and refuse sends until a retry succeeds.
+    pub writes_blocked_shards: u64,
 }
 
 #[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -134,6 +134,9 @@ pub struct ShardStats {
     /// Queue entries reads stepped over since open: records in quarantined ranges, and
     /// entries the ConsumeQueue lacks. Every consumer group that passes one counts it.
     pub skipped_records: u64,
+    /// Segment creation is refused for lack of space or descriptors: appends get
+    /// `NoSpace` / `TooManyOpenFiles` until a retry succeeds.
+    pub writes_blocked: bool,
 }
 
 /// What a retention pass did.
@@ -1827,6 +1830,7 @@ impl Shard {
             quarantined_ranges: inner.quarantine.borrow().count(),
             quarantined_bytes: inner.quarantine.borrow().bytes(),
             skipped_records: inner.quarantine.borrow().skipped_records,
+            writes_blocked: inner.blocked.borrow().is_some(),
         }
     }
 

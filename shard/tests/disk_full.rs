@@ -139,6 +139,7 @@ fn roll_refused_then_resumes(errno: i32, flush: FlushPolicy) {
         assert!(msg.contains("creating a CommitLog segment"), "{msg}");
         assert!(!msg.contains("fsync") && !msg.contains("poison"), "{msg}");
         assert!(!shard.stats().poisoned);
+        assert!(shard.stats().writes_blocked, "operators see the blocked state");
         // Later appends get the same clear error, without waiting for anything.
         for _ in 0..3 {
             let b = body(next, 1000);
@@ -170,6 +171,7 @@ fn roll_refused_then_resumes(errno: i32, flush: FlushPolicy) {
             acked.push(b);
         }
         assert!(!shard.stats().poisoned);
+        assert!(!shard.stats().writes_blocked);
         shard.close().await.unwrap();
         // The roll that was refused happened after all, and the log went on past it.
         assert!(segment_files(&p).len() >= 3, "{:?}", segment_files(&p));
