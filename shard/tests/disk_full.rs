@@ -139,7 +139,10 @@ fn roll_refused_then_resumes(errno: i32, flush: FlushPolicy) {
         assert!(msg.contains("creating a CommitLog segment"), "{msg}");
         assert!(!msg.contains("fsync") && !msg.contains("poison"), "{msg}");
         assert!(!shard.stats().poisoned);
-        assert!(shard.stats().writes_blocked, "operators see the blocked state");
+        assert!(
+            shard.stats().writes_blocked,
+            "operators see the blocked state"
+        );
         // Later appends get the same clear error, without waiting for anything.
         for _ in 0..3 {
             let b = body(next, 1000);

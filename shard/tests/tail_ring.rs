@@ -233,3 +233,48 @@ fn a_disk_falling_behind_gets_busy_answers_not_a_stall() {
         shard.close().await.unwrap();
     });
 }
+
+#[test]
+fn a_stop_while_the_disk_is_full_keeps_the_ring_and_the_next_start_writes_it_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().to_owned();
+    let faults = Arc::new(FaultInjector::default());
+    let f = faults.clone();
+    let acked = shard::run_local(move || async move {
+        let mut c = async_config(&p, true);
+        c.faults = Some(f.clone());
+        let shard = Shard::open(c).await.unwrap();
+        // No new segment can be made: the roll out of the first 64 KiB segment is refused.
+        f.fail_segment_create(Some(libc::ENOSPC));
+        let mut acked = Vec::new();
+        for i in 0..1000 {
+            let b = body(i, 900);
+            match shard.append(TOPIC, 0, &record(TOPIC, &b, None, None)).await {
+                Ok(_) => acked.push(b),
+                Err(ShardError::NoSpace { .. }) => break,
+                Err(e) => panic!("{e}"),
+            }
+            if i % 8 == 0 {
+                glommio::timer::sleep(Duration::from_millis(1)).await;
+            }
+        }
+        assert!(shard.stats().writes_blocked);
+        assert!(
+            shard.stats().write_offset > shard.stats().written_offset,
+            "some acknowledged records are only in memory"
+        );
+        // The stop cannot write them: it says so and keeps the ring.
+        assert!(shard.close().await.is_err());
+        acked
+    });
+    assert!(dir.path().join("ring").join("shard-0.tail").exists());
+    let p = dir.path().to_owned();
+    let got = shard::run_local(move || async move {
+        let shard = Shard::open(async_config(&p, true)).await.unwrap();
+        assert!(shard.stats().tail_ring_records > 0);
+        let got = bodies_of(&read_all(&shard, TOPIC, 0, &TagFilter::All).await);
+        shard.close().await.unwrap();
+        got
+    });
+    assert_eq!(got, acked);
+}
