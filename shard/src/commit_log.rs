@@ -789,6 +789,39 @@ enum At {
     Invalid,
 }
 
+/// What a blank header (`BLANK_MAGIC_CODE`) of `total` bytes at `pos` can be, in a segment
+/// ending at `seg_end`: the log's layout rules, shared by the recovery scan and the tail
+/// ring's walk. (A filler must also hold only zeros past its header; the caller checks
+/// that where it has the bytes.)
+pub(crate) enum Blank {
+    /// The rest of the segment is filler.
+    SegmentEnd,
+    /// A filler to a block boundary inside the segment, ending here.
+    Filler(u64),
+}
+
+pub(crate) fn blank_at(total: i32, pos: u64, seg_end: u64) -> Option<Blank> {
+    let end = pos + total.max(0) as u64;
+    if total as i64 == (seg_end - pos) as i64 {
+        Some(Blank::SegmentEnd)
+    } else if total >= BLANK_RECORD_MIN_BYTES as i32
+        && end < seg_end
+        && end.is_multiple_of(BLOCK_BYTES)
+    {
+        Some(Blank::Filler(end))
+    } else {
+        None
+    }
+}
+
+/// Whether `bytes`, which claim to be one whole record, are the record the log holds at
+/// `pos`: its structure and CRC hold, and it says it is stored at `pos`. Shared by the
+/// recovery scan and the tail ring's walk.
+pub(crate) fn is_record_at(bytes: &[u8], pos: u64) -> bool {
+    matches!(message::peek_record(bytes), Peek::Record(n) if n == bytes.len())
+        && RecordView::parse(bytes).is_ok_and(|v| v.physical_offset() == pos)
+}
+
 /// Checks what starts at `pos` without trusting anything.
 async fn check_at(
     file: &SegmentFile,
@@ -801,24 +834,22 @@ async fn check_at(
     };
     let total = i32::from_be_bytes([hdr[0], hdr[1], hdr[2], hdr[3]]);
     let magic = i32::from_be_bytes([hdr[4], hdr[5], hdr[6], hdr[7]]);
-    if magic == BLANK_MAGIC_CODE && total as i64 == (seg_end - pos) as i64 {
-        return Ok(At::SegmentEnd);
-    }
     if magic == BLANK_MAGIC_CODE {
-        // A filler to a block boundary (a chunk sealed mid-block): valid only if it ends
-        // on a boundary inside the segment and holds nothing but zeros.
-        let filler_end = pos + total.max(0) as u64;
-        let plausible = total >= BLANK_RECORD_MIN_BYTES as i32
-            && filler_end < seg_end
-            && filler_end.is_multiple_of(BLOCK_BYTES);
-        let zeros = plausible
-            && ensure_window(file, window, pos, total as usize, seg_end)
-                .await?
-                .is_some_and(|b| b[BLANK_RECORD_MIN_BYTES..].iter().all(|&x| x == 0));
-        return Ok(if zeros {
-            At::Filler(filler_end)
-        } else {
-            At::Invalid
+        return Ok(match blank_at(total, pos, seg_end) {
+            Some(Blank::SegmentEnd) => At::SegmentEnd,
+            // A filler to a block boundary (a chunk sealed mid-block): valid only if it
+            // holds nothing but zeros.
+            Some(Blank::Filler(end)) => {
+                let zeros = ensure_window(file, window, pos, total as usize, seg_end)
+                    .await?
+                    .is_some_and(|b| b[BLANK_RECORD_MIN_BYTES..].iter().all(|&x| x == 0));
+                if zeros {
+                    At::Filler(end)
+                } else {
+                    At::Invalid
+                }
+            }
+            None => At::Invalid,
         });
     }
     Ok(match record_at(file, window, pos, seg_end).await? {
@@ -857,13 +888,7 @@ async fn record_at(
     let Some(bytes) = ensure_window(file, window, pos, total, seg_end).await? else {
         return Ok(None);
     };
-    Ok(match message::peek_record(bytes) {
-        Peek::Record(n) if n == total => match RecordView::parse(bytes) {
-            Ok(v) if v.physical_offset() == pos => Some(total),
-            _ => None,
-        },
-        _ => None,
-    })
+    Ok(is_record_at(bytes, pos).then_some(total))
 }
 
 /// The first position at or after `from` in this segment where a valid record starts.

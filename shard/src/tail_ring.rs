@@ -28,8 +28,9 @@ use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
 use memmap2::{MmapMut, MmapOptions};
-use message::{Peek, RecordView, BLANK_MAGIC_CODE, BLANK_RECORD_MIN_BYTES, FIXED_BYTES};
+use message::{BLANK_MAGIC_CODE, BLANK_RECORD_MIN_BYTES, FIXED_BYTES};
 
+use crate::commit_log::{blank_at, is_record_at, Blank};
 use crate::ShardError;
 
 /// The header block before the data.
@@ -282,19 +283,12 @@ pub(crate) fn walk(data: &[u8], from: u64, segment_bytes: u64) -> Replay {
         let total = i32::from_be_bytes([hdr[0], hdr[1], hdr[2], hdr[3]]);
         let magic = i32::from_be_bytes([hdr[4], hdr[5], hdr[6], hdr[7]]);
         if magic == BLANK_MAGIC_CODE {
-            let end = pos + total.max(0) as u64;
-            // Only the header of a filler is copied to the ring: its rest is zeros.
-            let seg_blank = end == seg_end;
-            let filler = total >= BLANK_RECORD_MIN_BYTES as i32
-                && end < seg_end
-                && end.is_multiple_of(crate::storage::BLOCK_BYTES);
-            if !(seg_blank || filler) {
-                break;
-            }
-            let len = if seg_blank {
-                BLANK_RECORD_MIN_BYTES
-            } else {
-                total as usize
+            // Only the header of a filler is copied to the ring: its rest is zeros, and the
+            // rest of a segment after an end blank is left as it is.
+            let (len, end) = match blank_at(total, pos, seg_end) {
+                Some(Blank::SegmentEnd) => (BLANK_RECORD_MIN_BYTES, seg_end),
+                Some(Blank::Filler(end)) => (total as usize, end),
+                None => break,
             };
             let mut bytes = vec![0u8; len];
             bytes[..BLANK_RECORD_MIN_BYTES].copy_from_slice(&hdr);
@@ -309,9 +303,7 @@ pub(crate) fn walk(data: &[u8], from: u64, segment_bytes: u64) -> Replay {
             break;
         }
         let bytes = read(pos, total as usize);
-        let ok = matches!(message::peek_record(&bytes), Peek::Record(n) if n == bytes.len())
-            && RecordView::parse(&bytes).is_ok_and(|v| v.physical_offset() == pos);
-        if !ok {
+        if !is_record_at(&bytes, pos) {
             break;
         }
         pos += total as u64;
