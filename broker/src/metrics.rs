@@ -255,6 +255,9 @@ impl BrokerMetrics {
         let add = |f: &Family<CoreLabel, Counter>, new: u64, old: u64| {
             f.get_or_create(&l).inc_by(new.saturating_sub(old));
         };
+        let set = |f: &Family<CoreLabel, Gauge>, v: u64| {
+            f.get_or_create(&l).set(v.min(i64::MAX as u64) as i64);
+        };
         add(
             &self.produced_messages,
             now.produced_messages,
@@ -287,18 +290,10 @@ impl BrokerMetrics {
             last.skipped_records,
         );
         add(&self.busy_refusals, now.busy_refusals, last.busy_refusals);
-        self.tail_ring_records
-            .get_or_create(&l)
-            .set(now.tail_ring_records.min(i64::MAX as u64) as i64);
-        self.writes_blocked_shards
-            .get_or_create(&l)
-            .set(now.writes_blocked_shards.min(i64::MAX as u64) as i64);
-        self.quarantined_ranges
-            .get_or_create(&l)
-            .set(now.quarantined_ranges.min(i64::MAX as u64) as i64);
-        self.quarantined_bytes
-            .get_or_create(&l)
-            .set(now.quarantined_bytes.min(i64::MAX as u64) as i64);
+        set(&self.tail_ring_records, now.tail_ring_records);
+        set(&self.writes_blocked_shards, now.writes_blocked_shards);
+        set(&self.quarantined_ranges, now.quarantined_ranges);
+        set(&self.quarantined_bytes, now.quarantined_bytes);
         self.inbox_depth
             .get_or_create(&l)
             .set(now.inbox_depth as i64);
