@@ -659,7 +659,9 @@ impl Shard {
         let mut deadline = None;
         loop {
             self.check_writable()?;
-            let blocked = {
+            // Why the disk is behind this append, if it is (not the `blocked` state: that
+            // one refuses at once, in `check_writable`).
+            let behind = {
                 let log = inner.log.borrow();
                 if log.unwritten_bytes() > unwritten_max {
                     Some(format!(
@@ -686,7 +688,7 @@ impl Shard {
                     }
                 }
             };
-            let Some(reason) = blocked else {
+            let Some(reason) = behind else {
                 return Ok(());
             };
             let now = Instant::now();
