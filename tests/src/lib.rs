@@ -430,6 +430,80 @@ pub fn producer(namesrv: &str) -> client::Producer {
         .unwrap()
 }
 
+/// A producer that does not retry (every refusal reaches the test), with a 10 s timeout.
+pub fn producer_without_retries(namesrv: &str, group: &str) -> client::Producer {
+    client::Producer::builder()
+        .namesrv(namesrv)
+        .group(group)
+        .retries(0)
+        .send_timeout_ms(10_000)
+        .build()
+        .unwrap()
+}
+
+/// Numbered sends to one topic, keeping every acknowledged body by message id, for
+/// checking afterwards that each acknowledged message is served.
+pub struct AckedSends {
+    topic: String,
+    next: usize,
+    pub acked: std::collections::BTreeMap<String, Vec<u8>>,
+}
+
+impl AckedSends {
+    pub fn new(topic: &str) -> AckedSends {
+        AckedSends {
+            topic: topic.to_owned(),
+            next: 0,
+            acked: Default::default(),
+        }
+    }
+
+    /// A 3,000-byte body that compression leaves alone (pseudo-random letters), different
+    /// per message.
+    fn body(&self, i: usize) -> Vec<u8> {
+        let mut b = format!("{}-{i}-", self.topic).into_bytes();
+        let mut x = (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        while b.len() < 3000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            b.push(b'a' + (x % 26) as u8);
+        }
+        b
+    }
+
+    /// Sends the next body through `p`; an acknowledged one is remembered.
+    pub fn send(
+        &mut self,
+        p: &client::Producer,
+    ) -> Result<client::SendResult, client::ClientError> {
+        let b = self.body(self.next);
+        self.next += 1;
+        let r = p.send(client::Message::new(&self.topic, b.clone()));
+        if let Ok(sent) = &r {
+            self.acked.insert(sent.msg_id.clone(), b);
+        }
+        r
+    }
+
+    /// Panics unless `consumer` is served every acknowledged message, byte for byte, when
+    /// it reads the topic from start to end (bounded by `timeout`).
+    pub fn assert_served(&self, consumer: &client::PullConsumer, timeout: Duration) {
+        let got: std::collections::BTreeMap<String, Vec<u8>> =
+            drain_topic(consumer, &self.topic, timeout)
+                .into_iter()
+                .map(|m| (m.msg_id.clone(), m.body.to_vec()))
+                .collect();
+        for (id, body) in &self.acked {
+            assert_eq!(
+                got.get(id),
+                Some(body),
+                "acknowledged message {id} not served"
+            );
+        }
+    }
+}
+
 /// Sends one raw request to `addr` over a fresh connection and returns the response.
 pub fn raw_call(addr: &str, header: &protocol::Header, body: &[u8]) -> protocol::Frame {
     let mut s = std::net::TcpStream::connect(addr).unwrap();

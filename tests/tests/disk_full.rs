@@ -5,13 +5,12 @@
 //! loop-mounted ext4 filled by another process): no crash, "disk full" answers, sends
 //! succeed again once space returns, and a restart on the full disk serves reads.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use client::{ClientError, Message, Producer, PullConsumer};
-use integration::{drain_topic, mqadmin, producer, wait_for, Cluster};
+use integration::{mqadmin, producer, producer_without_retries, wait_for, AckedSends, Cluster};
 use protocol::ResponseCode;
 
 #[test]
@@ -189,19 +188,6 @@ impl Drop for LoopFs {
     }
 }
 
-/// A body `compress_threshold_bytes` leaves alone, different per message.
-fn body_of(i: usize) -> Vec<u8> {
-    let mut b = format!("disk-full-{i}-").into_bytes();
-    let mut x = (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    while b.len() < 3000 {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        b.push(b'a' + (x % 26) as u8);
-    }
-    b
-}
-
 fn assert_disk_full(err: &ClientError) {
     match err {
         ClientError::Broker { code, remark, .. } => {
@@ -221,20 +207,9 @@ fn assert_alive(c: &mut Cluster) {
     );
 }
 
-fn check_served(ns: &str, want: &BTreeMap<String, Vec<u8>>) {
+fn check_served(ns: &str, sends: &AckedSends) {
     let consumer = PullConsumer::new(ns, "disk-full-check").unwrap();
-    let got = drain_topic(&consumer, "Fill", Duration::from_secs(60));
-    let got: BTreeMap<String, Vec<u8>> = got
-        .into_iter()
-        .map(|m| (m.msg_id.clone(), m.body.to_vec()))
-        .collect();
-    for (id, body) in want {
-        assert_eq!(
-            got.get(id),
-            Some(body),
-            "acknowledged message {id} not served"
-        );
-    }
+    sends.assert_served(&consumer, Duration::from_secs(60));
 }
 
 /// The data-safety issue's scenario on a real filesystem: another process fills the disk
@@ -261,26 +236,10 @@ fn a_disk_filled_by_another_process_refuses_sends_and_recovers_without_a_restart
     assert!(mqadmin(&ns, &["update-topic", "-t", "Fill", "-q", "1"])
         .status
         .success());
-    let p = Producer::builder()
-        .namesrv(&ns)
-        .group("disk-full")
-        .retries(0)
-        .send_timeout_ms(10_000)
-        .build()
-        .unwrap();
-    let mut acked: BTreeMap<String, Vec<u8>> = BTreeMap::new();
-    let mut next = 0usize;
-    let mut send = |p: &Producer, acked: &mut BTreeMap<String, Vec<u8>>| {
-        let b = body_of(next);
-        next += 1;
-        let r = p.send(Message::new("Fill", b.clone()));
-        if let Ok(sent) = &r {
-            acked.insert(sent.msg_id.clone(), b);
-        }
-        r
-    };
+    let p = producer_without_retries(&ns, "disk-full");
+    let mut sends = AckedSends::new("Fill");
     for _ in 0..300 {
-        send(&p, &mut acked).unwrap();
+        sends.send(&p).unwrap();
     }
 
     // Another process takes every free block. Sends go on into the current segment
@@ -292,7 +251,7 @@ fn a_disk_filled_by_another_process_refuses_sends_and_recovers_without_a_restart
     let err = loop {
         assert!(Instant::now() < deadline, "no send was refused");
         tries += 1;
-        match send(&p, &mut acked) {
+        match sends.send(&p) {
             Ok(_) => assert!(tries < 10_000, "no send was refused in 10,000"),
             Err(e) => break e,
         }
@@ -301,41 +260,35 @@ fn a_disk_filled_by_another_process_refuses_sends_and_recovers_without_a_restart
     assert_disk_full(&err);
     // It stays up and answers: more sends get the same answer, reads are served.
     for _ in 0..5 {
-        assert_disk_full(&send(&p, &mut acked).unwrap_err());
+        assert_disk_full(&sends.send(&p).unwrap_err());
     }
     assert_alive(&mut c);
-    check_served(&ns, &acked);
+    check_served(&ns, &sends);
     assert_alive(&mut c);
 
     // The filler goes: sends succeed again by themselves, no restart.
     fs.unfill(&filler);
-    wait_for(Duration::from_secs(60), || send(&p, &mut acked).ok())
+    wait_for(Duration::from_secs(60), || sends.send(&p).ok())
         .expect("sends did not succeed again after space returned");
     for _ in 0..200 {
-        send(&p, &mut acked).unwrap();
+        sends.send(&p).unwrap();
     }
     assert_alive(&mut c);
-    check_served(&ns, &acked);
+    check_served(&ns, &sends);
 
     // A restart on a full disk: it starts and serves what it stored.
     let filler = fs.fill();
     assert!(c.broker.terminate().is_some(), "the broker did not stop");
     c.restart_broker();
     assert_alive(&mut c);
-    check_served(&ns, &acked);
-    let p = Producer::builder()
-        .namesrv(&ns)
-        .group("disk-full-2")
-        .retries(0)
-        .send_timeout_ms(10_000)
-        .build()
-        .unwrap();
-    assert_disk_full(&send(&p, &mut acked).unwrap_err());
+    check_served(&ns, &sends);
+    let p = producer_without_retries(&ns, "disk-full-2");
+    assert_disk_full(&sends.send(&p).unwrap_err());
     fs.unfill(&filler);
-    wait_for(Duration::from_secs(60), || send(&p, &mut acked).ok())
+    wait_for(Duration::from_secs(60), || sends.send(&p).ok())
         .expect("sends did not succeed again after space returned");
     assert_alive(&mut c);
-    check_served(&ns, &acked);
+    check_served(&ns, &sends);
     let log = c.broker.stderr();
     assert!(!log.contains("poisoned"), "{log}");
     drop(c);

@@ -5,13 +5,12 @@
 //! opened. They are then answered "system busy: too many open files", the broker stays up,
 //! and once the connections close sends succeed again without a restart.
 
-use std::collections::BTreeMap;
 use std::net::TcpStream;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use client::{ClientError, Message, Producer, PullConsumer};
-use integration::{drain_topic, mqadmin, wait_for, Cluster};
+use client::{ClientError, PullConsumer};
+use integration::{drain_topic, mqadmin, producer_without_retries, wait_for, AckedSends, Cluster};
 use protocol::ResponseCode;
 
 fn open_fds(pid: i32) -> usize {
@@ -26,18 +25,6 @@ fn highest_fd(pid: i32) -> u64 {
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u64>().ok())
         .max()
         .unwrap_or(0)
-}
-
-fn body_of(i: usize) -> Vec<u8> {
-    let mut b = format!("open-files-{i}-").into_bytes();
-    let mut x = (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    while b.len() < 3000 {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        b.push(b'a' + (x % 26) as u8);
-    }
-    b
 }
 
 #[test]
@@ -57,26 +44,10 @@ fn emfile_at_a_segment_roll_answers_busy_and_sends_resume_once_descriptors_retur
     assert!(mqadmin(&ns, &["update-topic", "-t", "Files", "-q", "1"])
         .status
         .success());
-    let p = Producer::builder()
-        .namesrv(&ns)
-        .group("open-files")
-        .retries(0)
-        .send_timeout_ms(10_000)
-        .build()
-        .unwrap();
-    let mut acked: BTreeMap<String, Vec<u8>> = BTreeMap::new();
-    let mut next = 0usize;
-    let mut send = |acked: &mut BTreeMap<String, Vec<u8>>| {
-        let b = body_of(next);
-        next += 1;
-        let r = p.send(Message::new("Files", b.clone()));
-        if let Ok(sent) = &r {
-            acked.insert(sent.msg_id.clone(), b);
-        }
-        r
-    };
+    let p = producer_without_retries(&ns, "open-files");
+    let mut sends = AckedSends::new("Files");
     for _ in 0..50 {
-        send(&mut acked).unwrap();
+        sends.send(&p).unwrap();
     }
     // The reader's connection is made now, while descriptors are free.
     let consumer = PullConsumer::new(&ns, "open-files-check").unwrap();
@@ -123,7 +94,7 @@ fn emfile_at_a_segment_roll_answers_busy_and_sends_resume_once_descriptors_retur
     let err = loop {
         assert!(Instant::now() < deadline, "no send was refused");
         tries += 1;
-        match send(&mut acked) {
+        match sends.send(&p) {
             Ok(_) => assert!(tries < 10_000, "no send was refused in 10,000"),
             Err(e) => break e,
         }
@@ -145,22 +116,12 @@ fn emfile_at_a_segment_roll_answers_busy_and_sends_resume_once_descriptors_retur
 
     // The connections close: descriptors return, and sends succeed again by themselves.
     drop(hogs);
-    wait_for(Duration::from_secs(60), || send(&mut acked).ok())
+    wait_for(Duration::from_secs(60), || sends.send(&p).ok())
         .expect("sends did not succeed again once descriptors returned");
     for _ in 0..100 {
-        send(&mut acked).unwrap();
+        sends.send(&p).unwrap();
     }
-    let got: BTreeMap<String, Vec<u8>> = drain_topic(&consumer, "Files", Duration::from_secs(60))
-        .into_iter()
-        .map(|m| (m.msg_id.clone(), m.body.to_vec()))
-        .collect();
-    for (id, body) in &acked {
-        assert_eq!(
-            got.get(id),
-            Some(body),
-            "acknowledged message {id} not served"
-        );
-    }
+    sends.assert_served(&consumer, Duration::from_secs(60));
     let log = c.broker.stderr();
     assert!(!log.contains("poisoned"), "{log}");
     // Refused accepts while descriptors were short are logged a line per listener (the
