@@ -102,7 +102,7 @@ impl TailRing {
             });
         }
         let len = HEADER_BYTES as u64 + cfg.ring_bytes;
-        reserve(&file, len).map_err(|e| {
+        crate::storage::allocate(&file, 0, len).map_err(|e| {
             io_context(
                 path,
                 &format!(
@@ -171,21 +171,6 @@ fn on_tmpfs(file: &File) -> bool {
         (rc, st)
     };
     rc == 0 && st.f_type == libc::TMPFS_MAGIC
-}
-
-/// Reserves `len` bytes for `file` (tmpfs supports fallocate), falling back to setting the
-/// length where fallocate is refused.
-fn reserve(file: &File, len: u64) -> std::io::Result<()> {
-    // SAFETY: fallocate takes the descriptor of a file we hold open and plain integers.
-    let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, len as libc::off_t) };
-    if rc == 0 {
-        return Ok(());
-    }
-    let e = std::io::Error::last_os_error();
-    if e.raw_os_error() == Some(libc::EOPNOTSUPP) {
-        return file.set_len(len);
-    }
-    Err(e)
 }
 
 /// One piece of log that replay writes back: `bytes` at commit-log offset `offset`.
