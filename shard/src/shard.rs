@@ -48,6 +48,20 @@ pub struct AppendResult {
     pub first_queue_offset: u64,
     pub first_commit_log_offset: u64,
     pub count: u32,
+    /// Where the append's time went, for the broker's per-stage latency histograms.
+    pub timing: AppendTiming,
+}
+
+/// The stages of one append, measured on the shard's core.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AppendTiming {
+    /// Waiting for room (back-pressure: the disk behind the acknowledged bytes).
+    pub room: Duration,
+    /// Validating, copying, stamping and indexing the batch in memory (and into the tail
+    /// ring): the ack point of the async profiles.
+    pub append: Duration,
+    /// Sync flush: from the append until a group commit's fdatasync covered it.
+    pub durable: Duration,
 }
 
 pub struct ReadRequest<'a> {
@@ -531,7 +545,9 @@ impl Shard {
                 max: batch_max,
             });
         }
+        let room_from = Instant::now();
         self.wait_for_room(records.len()).await?;
+        let append_from = Instant::now();
 
         let store_ts = now_ms();
         let host = inner.config.store_host;
@@ -602,6 +618,7 @@ impl Shard {
             .appended_bytes
             .set(inner.appended_bytes.get() + records.len() as u64);
         inner.signals.new_message.notify_all();
+        let appended_at = Instant::now();
         let end = at + records.len() as u64;
         match inner.config.flush {
             FlushPolicy::Sync => loop {
@@ -634,6 +651,14 @@ impl Shard {
             first_queue_offset: first_q.0,
             first_commit_log_offset: at,
             count,
+            timing: AppendTiming {
+                room: append_from - room_from,
+                append: appended_at - append_from,
+                durable: match inner.config.flush {
+                    FlushPolicy::Sync => appended_at.elapsed(),
+                    FlushPolicy::Async { .. } => Duration::ZERO,
+                },
+            },
         })
     }
 
