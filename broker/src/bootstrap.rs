@@ -493,6 +493,7 @@ async fn core_main(
             )
         }),
         sends_in_flight: std::cell::Cell::new(0),
+        stages: crate::stages::SendStages::new(),
     });
     let serving = core.clone();
     mesh::spawn_receivers(

@@ -4,6 +4,7 @@
 //! nowhere else.
 
 use std::rc::Rc;
+use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use futures_lite::io::{AsyncReadExt, AsyncWriteExt};
@@ -18,11 +19,14 @@ use crate::core::{Core, PullBody};
 use crate::error::BrokerError;
 use crate::groups::{MemberView, StoredOffset};
 use crate::mesh::{GroupOp, OffsetOp, PullArgs, PullStatus};
+use crate::stages::{SendTrace, Stage};
 
 /// A response on its way to the socket.
 pub struct Outgoing {
     header: Header,
     body: Body,
+    /// A send's timestamps, for the per-stage histograms the writer completes.
+    trace: Option<SendTrace>,
 }
 
 enum Body {
@@ -42,16 +46,24 @@ impl Body {
 }
 
 fn error_response(request_id: u64, e: &BrokerError) -> Outgoing {
-    Outgoing {
-        header: Header::error(request_id, e.code(), e.to_string()),
-        body: Body::None,
-    }
+    answer(
+        Header::error(request_id, e.code(), e.to_string()),
+        Body::None,
+    )
 }
 
 fn ok(request_id: u64, command: Command) -> Outgoing {
+    answer(
+        Header::response(request_id, ResponseCode::Success, command),
+        Body::None,
+    )
+}
+
+fn answer(header: Header, body: Body) -> Outgoing {
     Outgoing {
-        header: Header::response(request_id, ResponseCode::Success, command),
-        body: Body::None,
+        header,
+        body,
+        trace: None,
     }
 }
 
@@ -75,10 +87,12 @@ pub async fn serve_connection(core: Rc<Core>, stream: TcpStream) {
     let writer_queued = queued.clone();
     let permits = Rc::new(glommio::sync::Semaphore::new(inflight_max as u64));
 
+    let writer_core = core.clone();
     let writer_task = glommio::spawn_local(async move {
         let mut w = futures_lite::io::BufWriter::with_capacity(WRITE_BUFFER_BYTES, writer);
         let mut prefix = BytesMut::with_capacity(512);
         while let Some(out) = rx.recv().await {
+            let taken_at = out.trace.map(|_| Instant::now());
             writer_queued.set(writer_queued.get().saturating_sub(1));
             prefix.clear();
             if let Err(e) = encode_frame_prefix(&out.header, out.body.len(), &mut prefix) {
@@ -99,6 +113,13 @@ pub async fn serve_connection(core: Rc<Core>, stream: TcpStream) {
             if res.is_err() {
                 break;
             }
+            if let (Some(t), Some(taken_at)) = (out.trace, taken_at) {
+                let stages = &writer_core.stages;
+                let done = Instant::now();
+                stages.record(Stage::Reply, taken_at - t.answered_at);
+                stages.record(Stage::Write, done - taken_at);
+                stages.record(Stage::Total, done - t.read_at);
+            }
         }
         let _ = w.close().await;
     });
@@ -106,6 +127,8 @@ pub async fn serve_connection(core: Rc<Core>, stream: TcpStream) {
     let mut decoder = FrameDecoder::new(core.shared.config.max_frame_bytes as u32);
     let mut buf = BytesMut::with_capacity(256 * 1024);
     let mut chunk = vec![0u8; 128 * 1024];
+    // When the read that completed the frames now in `buf` returned.
+    let mut read_at = Instant::now();
     'conn: loop {
         loop {
             match decoder.decode(&mut buf) {
@@ -120,6 +143,10 @@ pub async fn serve_connection(core: Rc<Core>, stream: TcpStream) {
                     glommio::spawn_local(async move {
                         let oneway = frame.header.is_oneway();
                         let id = frame.header.request_id;
+                        let is_send = matches!(frame.header.command, Command::Send(_));
+                        if is_send {
+                            core.stages.record(Stage::Queued, read_at.elapsed());
+                        }
                         core.count_request();
                         let out = handle(&core, frame.header.command, frame.body).await;
                         let out = out.unwrap_or_else(|e| error_response(id, &e));
@@ -132,6 +159,10 @@ pub async fn serve_connection(core: Rc<Core>, stream: TcpStream) {
                                 ..out.header
                             },
                             body: out.body,
+                            trace: is_send.then(|| SendTrace {
+                                read_at,
+                                answered_at: Instant::now(),
+                            }),
                         };
                         if !oneway {
                             let _ = send_out(&tx, &queued, out).await;
@@ -151,14 +182,10 @@ pub async fn serve_connection(core: Rc<Core>, stream: TcpStream) {
                 }
                 Err(e) => {
                     tracing::warn!(peer, "closing connection after a malformed frame: {e}");
-                    let out = Outgoing {
-                        header: Header::error(
-                            0,
-                            ResponseCode::BadFrame,
-                            format!("malformed frame: {e}"),
-                        ),
-                        body: Body::None,
-                    };
+                    let out = answer(
+                        Header::error(0, ResponseCode::BadFrame, format!("malformed frame: {e}")),
+                        Body::None,
+                    );
                     let _ = send_out(&tx, &queued, out).await;
                     break 'conn;
                 }
@@ -168,7 +195,10 @@ pub async fn serve_connection(core: Rc<Core>, stream: TcpStream) {
         // of the bytes received, never a fill of the whole spare buffer.
         match reader.read(&mut chunk[..]).await {
             Ok(0) | Err(_) => break,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Ok(n) => {
+                read_at = Instant::now();
+                buf.extend_from_slice(&chunk[..n]);
+            }
         }
     }
     drop(tx);
@@ -261,10 +291,10 @@ async fn handle(core: &Rc<Core>, command: Command, body: Bytes) -> Result<Outgoi
                 PullBody::Local(v) => Body::Local(v),
                 PullBody::Owned(v) => Body::Owned(v),
             };
-            Ok(Outgoing {
-                header: Header::response(0, code, Command::PullResult(result)),
+            Ok(answer(
+                Header::response(0, code, Command::PullResult(result)),
                 body,
-            })
+            ))
         }
         Command::CreateTopic(cfg) => {
             core.create_topic(cfg).await?;
@@ -314,6 +344,10 @@ async fn handle(core: &Rc<Core>, command: Command, body: Bytes) -> Result<Outgoi
             let recs = core.view_by_offset(shard, commit_log_offset).await?;
             records_response(recs)
         }
+        Command::SendStages { reset } => Ok(ok(
+            0,
+            Command::SendStagesResult(core.send_stages(reset).await?),
+        )),
         Command::GetTopicConfigs => Ok(ok(0, Command::TopicConfigs(core.topics.borrow().all()))),
         Command::ConsumerHeartbeat(hb) => {
             check_name("client id", &hb.client_id)?;
@@ -415,8 +449,8 @@ fn records_response(recs: Vec<Bytes>) -> Result<Outgoing, BrokerError> {
         return Err(BrokerError::NotFound("no matching message".into()));
     }
     let count = recs.len() as u32;
-    Ok(Outgoing {
-        header: Header::response(0, ResponseCode::Success, Command::Records { count }),
-        body: Body::Owned(recs),
-    })
+    Ok(answer(
+        Header::response(0, ResponseCode::Success, Command::Records { count }),
+        Body::Owned(recs),
+    ))
 }

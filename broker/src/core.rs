@@ -16,15 +16,16 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use message::TagFilter;
-use protocol::{queue_owner_shard, shard_core, CoreStatus, TopicConfig};
+use protocol::{queue_owner_shard, shard_core, CoreStatus, StageHistogram, TopicConfig};
 use shard::{ReadRequest, ReadStatus, Shard, StoredSlice};
 
-use crate::config::BrokerConfig;
+use crate::config::{BrokerConfig, FlushDiskType};
 use crate::error::BrokerError;
 use crate::groups::{self, MemberView, Membership, OffsetTable, StoredOffset};
 use crate::mesh::{
     Appended, GroupOp, Mesh, OffsetOp, PullArgs, PullOutcome, PullStatus, ShardReply, ShardRequest,
 };
+use crate::stages::{SendStages, Stage};
 use crate::topics::{self, TopicTable, AUTO_CREATE_TOPIC_KEY};
 
 /// State shared by every core and the registration thread. Off the data path: only topic
@@ -121,6 +122,8 @@ pub struct Core {
     pub membership: Option<Membership>,
     /// Sends this core has taken and not yet answered (shutdown waits for them).
     pub sends_in_flight: Cell<usize>,
+    /// Where this core's sends spend their time, per stage.
+    pub stages: SendStages,
 }
 
 /// Counts a send in flight on its core for as long as it lives.
@@ -230,10 +233,13 @@ impl Core {
                 records,
                 count,
             };
-            match self.mesh.call(core, req).await? {
+            let forwarded_at = Instant::now();
+            let appended = match self.mesh.call(core, req).await? {
                 ShardReply::Appended(r) => r?,
                 other => return Err(unexpected(other)),
-            }
+            };
+            self.stages.record(Stage::Forward, forwarded_at.elapsed());
+            appended
         };
         bump(&self.stats.produced_messages, appended.count as u64);
         bump(&self.stats.produced_bytes, bytes);
@@ -257,6 +263,8 @@ impl Core {
             .local_shard(shard)?
             .append_counted(topic, queue_id, records, count)
             .await?;
+        let sync_flush = self.shared.config.flush_disk_type == FlushDiskType::Sync;
+        self.stages.record_append(&r.timing, sync_flush);
         Ok(Appended {
             shard,
             first_queue_offset: r.first_queue_offset,
@@ -539,6 +547,26 @@ impl Core {
         Ok(out)
     }
 
+    /// Every core's send-stage histograms; with `reset`, each core clears its own after.
+    pub async fn send_stages(&self, reset: bool) -> Result<Vec<StageHistogram>, BrokerError> {
+        let mut out = Vec::new();
+        for core in 0..self.shared.cores {
+            if core == self.id {
+                out.extend(self.stages.snapshot(self.id, reset));
+            } else {
+                match self
+                    .mesh
+                    .call(core, ShardRequest::SendStages { reset })
+                    .await?
+                {
+                    ShardReply::SendStages(s) => out.extend(s),
+                    other => return Err(unexpected(other)),
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// Sets the backlog metric of every group offset this core keeps: from the committed
     /// offset (or the oldest stored, after retention) to the queue's end, never negative.
     pub fn publish_backlogs(&self) {
@@ -795,6 +823,9 @@ impl Core {
                 max,
             } => ShardReply::Records(self.query_local(&topic, &key, begin_ms, end_ms, max).await),
             ShardRequest::Status => ShardReply::Status(self.local_status()),
+            ShardRequest::SendStages { reset } => {
+                ShardReply::SendStages(self.stages.snapshot(self.id, reset))
+            }
             ShardRequest::CreateTopic(cfg) => {
                 ShardReply::Done(Box::pin(self.create_topic(cfg)).await)
             }

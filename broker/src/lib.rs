@@ -17,6 +17,7 @@ pub mod groups;
 pub mod mesh;
 pub mod metrics;
 pub mod registry;
+pub mod stages;
 pub mod topics;
 
 pub use bootstrap::{start, Running};

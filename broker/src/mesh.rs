@@ -18,7 +18,7 @@ use std::rc::Rc;
 use bytes::Bytes;
 use glommio::channels::channel_mesh::{Receivers, Senders};
 use glommio::channels::local_channel::{self, LocalSender};
-use protocol::{CommitOffset, CoreStatus, GroupQueue, TopicConfig};
+use protocol::{CommitOffset, CoreStatus, GroupQueue, StageHistogram, TopicConfig};
 
 use crate::error::BrokerError;
 use crate::groups::{MemberView, StoredOffset};
@@ -103,6 +103,10 @@ pub enum ShardRequest {
     },
     /// The serving core's counters.
     Status,
+    /// The serving core's send-stage histograms (cleared after, with `reset`).
+    SendStages {
+        reset: bool,
+    },
     /// To core 0: create or update a topic (persist, broadcast, register).
     CreateTopic(TopicConfig),
     /// From core 0 to every other core: the topic table changed.
@@ -169,6 +173,7 @@ pub enum ShardReply {
     Offset(Result<u64, BrokerError>),
     Records(Result<Vec<Bytes>, BrokerError>),
     Status(CoreStatus),
+    SendStages(Vec<StageHistogram>),
     Done(Result<(), BrokerError>),
     Members(MemberView),
     GroupOffset(Result<Option<StoredOffset>, BrokerError>),

@@ -3,7 +3,9 @@
 use std::sync::Arc;
 
 use message::MsgOffsetId;
-use protocol::{BrokerStatus, ClusterInfo, Command, QueryByKey, ResponseCode, TopicConfig};
+use protocol::{
+    BrokerStatus, ClusterInfo, Command, QueryByKey, ResponseCode, StageHistogram, TopicConfig,
+};
 
 use crate::error::{ClientError, Result};
 use crate::instance::{ClientConfig, Instance};
@@ -123,6 +125,12 @@ impl Admin {
 
     pub fn broker_status(&self, broker_addr: &str) -> Result<BrokerStatus> {
         self.inst.broker_status(broker_addr)
+    }
+
+    /// Where the broker's sends spent their time: one latency histogram per stage of the
+    /// request path and core, since start or the last call with `reset` (which clears them).
+    pub fn send_stages(&self, broker_addr: &str, reset: bool) -> Result<Vec<StageHistogram>> {
+        self.inst.send_stages(broker_addr, reset)
     }
 
     /// (min, max) offsets of a queue.

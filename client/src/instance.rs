@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use protocol::{
-    BrokerStatus, Command, CommitOffset, GroupMembers, GroupQueue, ResponseCode, TopicConfig,
+    BrokerStatus, Command, CommitOffset, GroupMembers, GroupQueue, ResponseCode, StageHistogram,
+    TopicConfig,
 };
 
 use crate::error::{ClientError, Result};
@@ -175,6 +176,13 @@ impl Instance {
         match self.broker_request(addr, Command::BrokerStatus)? {
             Command::BrokerStatusResult(s) => Ok(s),
             other => Err(unexpected(addr, "broker status", &other)),
+        }
+    }
+
+    pub fn send_stages(&self, addr: &str, reset: bool) -> Result<Vec<StageHistogram>> {
+        match self.broker_request(addr, Command::SendStages { reset })? {
+            Command::SendStagesResult(s) => Ok(s),
+            other => Err(unexpected(addr, "send stages", &other)),
         }
     }
 }

@@ -178,6 +178,14 @@ pub enum Command {
         /// (damaged or missing records, never delivered); filled in by queries only.
         skipped_records: u64,
     },
+
+    // ---- Diagnostics (appended) ----
+    /// The send path's per-stage latency histograms of every core, since the broker
+    /// started or since the last request with `reset`; answered with `SendStagesResult`.
+    SendStages {
+        reset: bool,
+    },
+    SendStagesResult(Vec<StageHistogram>),
 }
 
 impl Command {
@@ -218,6 +226,8 @@ impl Command {
             Command::LockQueue { .. } => "lock_queue",
             Command::GroupMembers(_) => "group_members",
             Command::ConsumerOffset { .. } => "consumer_offset",
+            Command::SendStages { .. } => "send_stages",
+            Command::SendStagesResult(_) => "send_stages_result",
         }
     }
 }
@@ -389,6 +399,23 @@ pub struct CoreStatus {
     /// This core's shards that cannot create their next segment (no space or descriptors)
     /// and refuse sends until a retry succeeds.
     pub writes_blocked_shards: u64,
+}
+
+/// One stage of one core's send path: how long it took, as the recorded values (ns, at
+/// most 1% apart) and how many requests fell on each.
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct StageHistogram {
+    pub core: u16,
+    /// `queued`, `room`, `append`, `durable`, `forward`, `reply`, `write` or `total`
+    /// (ARCHITECTURE.md, "Where a send's time goes").
+    pub stage: String,
+    pub buckets: Vec<StageBucket>,
+}
+
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StageBucket {
+    pub nanos: u64,
+    pub count: u64,
 }
 
 #[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

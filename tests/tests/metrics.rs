@@ -189,3 +189,50 @@ fn namesrv_metrics_count_brokers_and_requests() {
     assert!(value(&s, "corvus_namesrv_requests_total").unwrap_or(0.0) >= 2.0);
     assert!(value(&s, "corvus_namesrv_errors_total").unwrap_or(0.0) >= 1.0);
 }
+
+#[test]
+fn send_stages_count_every_send_in_each_stage_and_a_reset_clears_them() {
+    let c = Cluster::start(1, "small");
+    let ns = c.namesrv.addr.clone();
+    assert!(mqadmin(&ns, &["update-topic", "-t", "Stages", "-q", "2"])
+        .status
+        .success());
+    let p = producer(&ns);
+    let sends = 300u64;
+    for i in 0..sends {
+        p.send(Message::new("Stages", format!("s{i}").into_bytes()))
+            .unwrap();
+    }
+    let admin = client::Admin::new(&ns).unwrap();
+    let stages = admin.send_stages(&c.broker.addr, true).unwrap();
+    let count = |name: &str| -> u64 {
+        stages
+            .iter()
+            .filter(|h| h.stage == name)
+            .flat_map(|h| h.buckets.iter().map(|b| b.count))
+            .sum()
+    };
+    // Every send passed every stage of the local path once; an async profile has no sync
+    // wait and a one-core broker forwards nothing.
+    for stage in ["queued", "room", "append", "reply", "write", "total"] {
+        assert_eq!(count(stage), sends, "stage {stage}: {stages:?}");
+    }
+    assert_eq!(count("durable"), 0);
+    assert_eq!(count("forward"), 0);
+    // The whole path is at least as long as any stage in it.
+    let longest = |name: &str| -> u64 {
+        stages
+            .iter()
+            .filter(|h| h.stage == name)
+            .flat_map(|h| h.buckets.iter().map(|b| b.nanos))
+            .max()
+            .unwrap_or(0)
+    };
+    assert!(longest("total") >= longest("append"), "{stages:?}");
+    assert!(longest("total") > 0);
+    // The reset cleared them: nothing since.
+    assert!(admin
+        .send_stages(&c.broker.addr, false)
+        .unwrap()
+        .is_empty());
+}
