@@ -15,6 +15,7 @@ mod plot;
 mod produce;
 mod report;
 mod runner;
+mod stages;
 mod stats;
 mod verify;
 

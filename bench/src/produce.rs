@@ -69,6 +69,10 @@ pub struct ProduceOutcome {
     pub latency: Latency,
     /// Messages sent (acked or not) per producer: their sequence numbers are 0..sent.
     pub sent_per_producer: Vec<u64>,
+    /// Per send call: from its scheduled time until the call began (the pacer's lateness,
+    /// and waiting for an in-flight slot), and the call itself (route, encode, socket write).
+    pub pace: Latency,
+    pub send_call: Latency,
 }
 
 /// A counting semaphore: async batches in flight per producer thread.
@@ -120,6 +124,9 @@ impl Slots {
 /// State shared by a producer thread and its callbacks.
 struct Shared {
     latency: Mutex<Latency>,
+    /// Written by the producer thread only (see [`ProduceOutcome::pace`]).
+    pace: Mutex<Latency>,
+    send_call: Mutex<Latency>,
     acked: AtomicU64,
     errors: AtomicU64,
     error_detail: Mutex<Vec<String>>,
@@ -181,6 +188,8 @@ pub fn run(opts: &ProduceOptions, progress: Arc<Progress>) -> Result<ProduceOutc
         .map(|_| {
             Arc::new(Shared {
                 latency: Mutex::new(Latency::new()),
+                pace: Mutex::new(Latency::new()),
+                send_call: Mutex::new(Latency::new()),
                 acked: AtomicU64::new(0),
                 errors: AtomicU64::new(0),
                 error_detail: Mutex::new(Vec::new()),
@@ -220,11 +229,15 @@ pub fn run(opts: &ProduceOptions, progress: Arc<Progress>) -> Result<ProduceOutc
     }
     let seconds = start.elapsed().as_secs_f64();
     let mut latency = Latency::new();
+    let mut pace = Latency::new();
+    let mut send_call = Latency::new();
     let mut acked = 0;
     let mut errors = 0;
     let mut error_detail = Vec::new();
     for s in &shareds {
         latency.add(&s.latency.lock().unwrap_or_else(|e| e.into_inner()));
+        pace.add(&s.pace.lock().unwrap_or_else(|e| e.into_inner()));
+        send_call.add(&s.send_call.lock().unwrap_or_else(|e| e.into_inner()));
         acked += s.acked.load(Ordering::Relaxed);
         errors += s.errors.load(Ordering::Relaxed);
         error_detail.extend(
@@ -242,6 +255,8 @@ pub fn run(opts: &ProduceOptions, progress: Arc<Progress>) -> Result<ProduceOutc
         seconds,
         latency,
         sent_per_producer,
+        pace,
+        send_call,
     })
 }
 
@@ -263,6 +278,9 @@ fn producer_loop(
         .map(|r| Pacer::new(start, (r / opts.producers as f64).max(1e-3)));
     let slots = Arc::new(Slots::new(opts.inflight.max(1)));
     let mut seq: u64 = 0;
+    // Kept on this thread and handed over at the end: no lock per send.
+    let mut pace = Latency::new();
+    let mut send_call = Latency::new();
     loop {
         if stopping() {
             break;
@@ -297,6 +315,8 @@ fn producer_loop(
             .map(|b| Message::new(opts.topic.as_str(), b))
             .collect();
         if opts.sync {
+            let called = Instant::now();
+            pace.record(called.saturating_duration_since(scheduled));
             let r = if n == 1 {
                 msgs.pop()
                     .map(|m| producer.send(m).map(|_| 1))
@@ -310,6 +330,8 @@ fn producer_loop(
             }
         } else {
             slots.acquire();
+            let called = Instant::now();
+            pace.record(called.saturating_duration_since(scheduled));
             let cb_shared = Arc::clone(shared);
             let cb_slots = Arc::clone(&slots);
             let r = producer.send_batch_async(msgs, move |r| {
@@ -319,12 +341,15 @@ fn producer_loop(
                 }
                 cb_slots.release();
             });
+            send_call.record(called.elapsed());
             if let Err(e) = r {
                 shared.failed(n as u64, &e);
                 slots.release();
             }
         }
     }
+    *shared.pace.lock().unwrap_or_else(|e| e.into_inner()) = pace;
+    *shared.send_call.lock().unwrap_or_else(|e| e.into_inner()) = send_call;
     // Every async send ends in its callback (answer or timeout) within the send timeout.
     let wait = Duration::from_millis(opts.send_timeout_ms * 2 + 1000);
     if !slots.drain(opts.inflight.max(1), wait) {

@@ -38,6 +38,8 @@ pub struct Report {
     /// Paced runs: the host's stall floor on each CPU this machine gives the run (broker
     /// and bench), measured right before it (`--floor-duration`).
     pub host_floor: Option<Vec<crate::floor::CpuFloor>>,
+    /// Paced runs: where the send latency went, the bench's stages and the broker's.
+    pub stages: Option<Vec<crate::stages::StageRow>>,
 }
 
 impl Report {
@@ -106,6 +108,9 @@ pub fn table(reports: &[Report]) -> String {
                 crate::floor::describe(f)
             ));
         }
+        if let Some(s) = &r.stages {
+            out.push_str(&crate::stages::describe(&r.mode, s));
+        }
         if let Some(m) = &r.broker_memory {
             out.push_str(&format!(
                 "{}: broker memory: VmRSS {} MiB at the end ({} MiB anonymous, {} MiB mapped files, {} MiB tail rings), \
@@ -158,6 +163,7 @@ mod tests {
             disk_ratio: Some(0.5),
             broker_memory: None,
             host_floor: None,
+            stages: None,
         }
     }
 
@@ -206,6 +212,8 @@ mod tests {
             cpu: 1,
             gap_max_us: 3500.0,
             stalls_per_sec: 0.5,
+            wait_p99_us: 0.0,
+            wait_p999_us: 900.0,
             seconds: 2.0,
         }]);
         let t = table(std::slice::from_ref(&r));

@@ -311,6 +311,7 @@ impl Session {
             disk_ratio: None,
             broker_memory: None,
             host_floor: None,
+            stages: None,
         }
     }
 
@@ -341,11 +342,30 @@ impl Session {
                 Duration::from_secs_f64(self.args.floor_duration.min(FLOOR_SECONDS_MAX)),
             )
         });
+        // A paced run also says where its time went: the broker's stage histograms are
+        // cleared now and read after the run (a broker that cannot say is left out).
+        let stage_brokers = o
+            .rate
+            .and_then(|_| crate::stages::broker_addrs(&self.namesrv, &o.topic).ok())
+            .filter(|addrs| crate::stages::fetch(&self.namesrv, addrs, true).is_ok());
         let progress = Progress::default();
         let p = Arc::new(progress);
         let p2 = Arc::clone(&p);
         let o2 = o.clone();
         let out = self.watch(mode, &p, move || produce::run(&o2, p2))??;
+        let stages = o.rate.map(|_| {
+            let mut rows = vec![
+                crate::stages::StageRow::new("bench", "pace", &out.pace),
+                crate::stages::StageRow::new("bench", "send call", &out.send_call),
+            ];
+            if let Some(addrs) = &stage_brokers {
+                match crate::stages::fetch(&self.namesrv, addrs, false) {
+                    Ok(h) => rows.extend(crate::stages::broker_rows(&h)),
+                    Err(e) => note(self.args.json, &format!("bench: {e}")),
+                }
+            }
+            rows
+        });
         let latency_of = if o.rate.is_some() {
             "scheduled send→ack"
         } else {
@@ -367,6 +387,7 @@ impl Session {
             .map(|d| r.mb_per_sec / d.write_mb_per_sec);
         r.broker_memory = self.memory();
         r.host_floor = floor;
+        r.stages = stages;
         self.curves.push((mode.to_owned(), out.latency.curve_us()));
         self.reports.push(r);
         Ok(out)

@@ -54,6 +54,11 @@ impl Latency {
         self.hist.len()
     }
 
+    /// Samples recorded.
+    pub fn len(&self) -> u64 {
+        self.hist.len()
+    }
+
     pub fn percentiles(&self) -> Percentiles {
         if self.hist.is_empty() {
             return Percentiles::default();
