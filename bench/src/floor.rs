@@ -11,6 +11,10 @@ use serde::Serialize;
 
 /// Gaps longer than this count as stalls in [`CpuFloor::stalls_per_sec`].
 const STALL_MIN: Duration = Duration::from_millis(1);
+/// Gaps kept for the wait percentiles: shorter ones cannot move a p99 of tens of µs.
+const GAP_KEPT_MIN: Duration = Duration::from_micros(5);
+/// At most this many gaps are kept (the longest gap and stall count still see them all).
+const GAPS_KEPT_MAX: usize = 1 << 20;
 
 /// What a clock-reading spin loop saw on one CPU.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -20,6 +24,11 @@ pub struct CpuFloor {
     pub gap_max_us: f64,
     /// Gaps longer than 1 ms, per second of spinning.
     pub stalls_per_sec: f64,
+    /// What a request arriving at a random moment would wait for this CPU, at p99 and
+    /// p99.9, in µs: the floor of those percentiles for any process that needs the CPU
+    /// (0 when the CPU was away less than 1% / 0.1% of the time).
+    pub wait_p99_us: f64,
+    pub wait_p999_us: f64,
     pub seconds: f64,
 }
 
@@ -48,6 +57,7 @@ fn spin(cpu: usize, duration: Duration) -> CpuFloor {
     let mut last = start;
     let mut gap_max = Duration::ZERO;
     let mut stalls = 0u64;
+    let mut gaps: Vec<f64> = Vec::with_capacity(4096);
     loop {
         let now = Instant::now();
         let gap = now - last;
@@ -56,6 +66,9 @@ fn spin(cpu: usize, duration: Duration) -> CpuFloor {
         }
         if gap > STALL_MIN {
             stalls += 1;
+        }
+        if gap > GAP_KEPT_MIN && gaps.len() < GAPS_KEPT_MAX {
+            gaps.push(gap.as_secs_f64() * 1e6);
         }
         last = now;
         if now - start >= duration {
@@ -67,8 +80,31 @@ fn spin(cpu: usize, duration: Duration) -> CpuFloor {
         cpu,
         gap_max_us: gap_max.as_secs_f64() * 1e6,
         stalls_per_sec: stalls as f64 / seconds,
+        wait_p99_us: wait_quantile(&gaps, seconds * 1e6, 0.99),
+        wait_p999_us: wait_quantile(&gaps, seconds * 1e6, 0.999),
         seconds,
     }
+}
+
+/// The `q` quantile of the wait of a moment drawn uniformly from `total_us` of spinning in
+/// which the CPU was away for `gaps_us`: a moment inside a gap of g waits g - t for its
+/// remaining part, so P(wait > x) = Σ max(0, g - x) / total. Bisected on x.
+fn wait_quantile(gaps_us: &[f64], total_us: f64, q: f64) -> f64 {
+    let beyond = |x: f64| gaps_us.iter().map(|g| (g - x).max(0.0)).sum::<f64>() / total_us;
+    let tail = 1.0 - q;
+    if total_us <= 0.0 || beyond(0.0) <= tail {
+        return 0.0;
+    }
+    let (mut lo, mut hi) = (0.0, gaps_us.iter().copied().fold(0.0, f64::max));
+    for _ in 0..50 {
+        let mid = (lo + hi) / 2.0;
+        if beyond(mid) > tail {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    hi
 }
 
 /// One line for people: each CPU's longest gap and stall rate.
@@ -77,10 +113,12 @@ pub fn describe(floor: &[CpuFloor]) -> String {
         .iter()
         .map(|f| {
             format!(
-                "CPU {} longest gap {:.2} ms, {:.1} gaps > 1 ms per s",
+                "CPU {} longest gap {:.2} ms, {:.1} gaps > 1 ms per s, wait p99 {:.3} / p99.9 {:.3} ms",
                 f.cpu,
                 f.gap_max_us / 1000.0,
-                f.stalls_per_sec
+                f.stalls_per_sec,
+                f.wait_p99_us / 1000.0,
+                f.wait_p999_us / 1000.0
             )
         })
         .collect::<Vec<_>>()
@@ -102,5 +140,21 @@ mod tests {
             assert!(f.gap_max_us <= f.seconds * 1e6, "{f:?}");
         }
         assert!(describe(&floor).contains("longest gap"));
+    }
+
+    #[test]
+    fn the_wait_percentiles_follow_the_time_the_cpu_was_away() {
+        // 1 s of spinning with ten 2 ms gaps: away 2% of the time. A random moment waits
+        // more than x with probability 10 * (2000 - x) / 1e6: 1% at x = 1000 µs, 0.1% at
+        // x = 1900 µs.
+        let gaps = vec![2000.0; 10];
+        let close = |a: f64, b: f64| (a - b).abs() < 0.01;
+        assert!(close(wait_quantile(&gaps, 1e6, 0.99), 1000.0));
+        assert!(close(wait_quantile(&gaps, 1e6, 0.999), 1900.0));
+        // Away 0.5% of the time: the p99 waits for nothing, the p99.9 does.
+        let gaps = vec![500.0; 10];
+        assert_eq!(wait_quantile(&gaps, 1e6, 0.99), 0.0);
+        assert!(close(wait_quantile(&gaps, 1e6, 0.999), 400.0));
+        assert_eq!(wait_quantile(&[], 1e6, 0.999), 0.0);
     }
 }
