@@ -276,6 +276,9 @@ fn producer_loop(
     let mut pacer = opts
         .rate
         .map(|r| Pacer::new(start, (r / opts.producers as f64).max(1e-3)));
+    if pacer.is_some() {
+        crate::pacing::precise_sleeps();
+    }
     let slots = Arc::new(Slots::new(opts.inflight.max(1)));
     let mut seq: u64 = 0;
     // Kept on this thread and handed over at the end: no lock per send.
