@@ -102,6 +102,10 @@ pub struct RunArgs {
     /// Tuning profile of the local broker: throughput, latency, durable, small.
     #[arg(long, default_value = "throughput")]
     pub profile: String,
+    /// A TOML file of broker keys (tuning/README.md) the local broker takes on top of its
+    /// profile, to measure a change of one key.
+    #[arg(long)]
+    pub broker_config: Option<std::path::PathBuf>,
     /// Cores of the local broker (it pins itself to the first ones; the bench takes the rest).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub broker_cores: u16,

@@ -46,6 +46,8 @@ pub fn install_signal_handlers() -> Result<()> {
 pub struct ClusterOptions {
     pub profile: String,
     pub broker_cores: u16,
+    /// Broker keys on top of the profile (`--broker-config`).
+    pub broker_config: Option<PathBuf>,
     /// Data directory; a temporary one (removed at the end) when `None`.
     pub data_dir: Option<PathBuf>,
 }
@@ -176,9 +178,18 @@ impl Cluster {
         let cores = opts.broker_cores.to_string();
         // A broker core polling while idle would take the CPU the bench shares with it.
         let shared_cpus = bench_cpus(&allowed_cpus(), opts.broker_cores).is_empty();
-        let no_polling = data_dir.join("no-idle-polling.toml");
-        if shared_cpus {
-            std::fs::write(&no_polling, "idle_poll_us = 0\n")
+        let no_polling = data_dir.join("broker-overrides.toml");
+        let mut overrides = match &opts.broker_config {
+            Some(p) => std::fs::read_to_string(p)
+                .with_context(|| format!("reading --broker-config {}", p.display()))?,
+            None => String::new(),
+        };
+        if shared_cpus && !overrides.contains("idle_poll_us") {
+            overrides.push_str("\nidle_poll_us = 0\n");
+        }
+        let with_overrides = !overrides.trim().is_empty();
+        if with_overrides {
+            std::fs::write(&no_polling, &overrides)
                 .with_context(|| format!("writing {}", no_polling.display()))?;
         }
         let mut broker_args: Vec<&str> = vec![
@@ -198,7 +209,7 @@ impl Cluster {
             "--log-level",
             "warn",
         ];
-        if shared_cpus {
+        if with_overrides {
             broker_args.push("--config");
             broker_args.push(
                 no_polling

@@ -108,6 +108,7 @@ impl Session {
                 let c = Cluster::start(&ClusterOptions {
                     profile: args.profile.clone(),
                     broker_cores: args.broker_cores,
+                    broker_config: args.broker_config.clone(),
                     data_dir: Some(dir),
                 })?;
                 let cpus = cluster::bench_cpus(&cluster::allowed_cpus(), args.broker_cores);
