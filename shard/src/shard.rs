@@ -839,7 +839,8 @@ impl Shard {
         let mut from_spare = false;
         if self.inner.spare.get() == Spare::Ready {
             self.inner.spare.set(Spare::Absent);
-            match std::fs::rename(dir.join(storage::SPARE_NAME), &path) {
+            let (from, to) = (dir.join(storage::SPARE_NAME), path.clone());
+            match storage::off_core(move || std::fs::rename(from, to)).await {
                 Ok(()) => from_spare = true,
                 Err(e) => tracing::warn!(error = %e, "cannot take the warm spare segment"),
             }
@@ -854,9 +855,13 @@ impl Shard {
         // The new file's directory entry must survive a crash before its data counts. Not
         // being able to open the directory (EMFILE) is a shortage like any other: the file
         // goes, and the next try makes it again. A failed fsync of it is poison.
-        let synced = match std::fs::File::open(&dir) {
-            Ok(d) => d
-                .sync_all()
+        let opened = {
+            let dir = dir.clone();
+            storage::off_core(move || std::fs::File::open(dir)).await
+        };
+        let synced = match opened {
+            Ok(d) => storage::off_core(move || d.sync_all())
+                .await
                 .map_err(|e| self.poison("fsync of the CommitLog directory", &e)),
             Err(e) => Err(ShardError::making_room(
                 &dir,

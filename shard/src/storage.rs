@@ -317,8 +317,16 @@ impl SegmentFile {
             return Self::open_or_create(path, path, start, size_bytes, false, faults).await;
         }
         let making = path.with_extension(CREATING_EXTENSION);
-        let made = Self::open_or_create(&making, path, start, size_bytes, true, faults).await;
-        let made = made.and_then(|f| std::fs::rename(&making, path).map(|()| f));
+        let made = match Self::open_or_create(&making, path, start, size_bytes, true, faults).await
+        {
+            Ok(f) => {
+                let (from, to) = (making.clone(), path.to_owned());
+                off_core(move || std::fs::rename(from, to))
+                    .await
+                    .map(|()| f)
+            }
+            Err(e) => Err(e),
+        };
         if made.is_err() {
             // Off the core: a partly preallocated segment can be large.
             let doomed = vec![Doomed {
@@ -349,15 +357,20 @@ impl SegmentFile {
             // block and caches the answer per device. On an empty or sparse file that read
             // never reaches the device and "succeeds", wrongly enabling the poll ring (later
             // reads then fail with EOPNOTSUPP). So a new segment gets a real, synced first
-            // block before it is opened for direct I/O.
-            let f = std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .open(at)?;
-            use std::os::unix::fs::FileExt;
-            f.write_all_at(&[0u8; BLOCK_BYTES as usize], 0)?;
-            f.sync_data()?;
+            // block before it is opened for direct I/O. Written and synced off the core: the
+            // sync is a journal commit, which held every send of the core at a roll.
+            let first = at.to_owned();
+            off_core(move || {
+                let f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .open(&first)?;
+                use std::os::unix::fs::FileExt;
+                f.write_all_at(&[0u8; BLOCK_BYTES as usize], 0)?;
+                f.sync_data()
+            })
+            .await?;
             if let Some(e) = faults
                 .as_ref()
                 .and_then(|f| injected(&f.segment_create_errno))
@@ -726,6 +739,14 @@ fn write_zeros(f: std::fs::File, pos: u64, len: u64) -> std::io::Result<std::fs:
     }
     ZEROS.with(|z| f.write_all_at(&z.as_bytes()[..len as usize], pos))?;
     Ok(f)
+}
+
+/// Runs blocking file-system work (creating, syncing, renaming) on the executor's blocking
+/// thread, so the core keeps serving while the kernel commits its journal.
+pub(crate) async fn off_core<T: Send + 'static>(
+    work: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+) -> std::io::Result<T> {
+    glommio::executor().spawn_blocking(work).await
 }
 
 /// A file retention is done with, for [`remove_off_core`].
