@@ -494,6 +494,7 @@ async fn core_main(
         }),
         sends_in_flight: std::cell::Cell::new(0),
         stages: crate::stages::SendStages::new(),
+        topics_persist: glommio::sync::Semaphore::new(1),
     });
     let serving = core.clone();
     mesh::spawn_receivers(
