@@ -231,8 +231,5 @@ fn send_stages_count_every_send_in_each_stage_and_a_reset_clears_them() {
     assert!(longest("total") >= longest("append"), "{stages:?}");
     assert!(longest("total") > 0);
     // The reset cleared them: nothing since.
-    assert!(admin
-        .send_stages(&c.broker.addr, false)
-        .unwrap()
-        .is_empty());
+    assert!(admin.send_stages(&c.broker.addr, false).unwrap().is_empty());
 }
