@@ -30,12 +30,12 @@ const COLD_READ_GAP_MAX_BYTES: u64 = 16 << 10;
 /// fdatasyncs in flight at once. A sync covers what was written before it started, so the
 /// next group's sync need not wait for the previous one's: on this kind of disk two
 /// concurrent write+fdatasync streams each keep the latency of one, when the syncs commit
-/// the filesystem journal (preallocated segments).
+/// the filesystem journal (preallocated segments). With `warm_segments` (a sync is a bare
+/// device cache flush) two in flight were also better than one in 3 alternating durable
+/// runs at 20,000 sends/s: the sync stage's p99.9 1.06-1.23 ms against 1.29-2.04 ms, p99
+/// 0.46-0.54 against 0.52-0.56 ms (BENCHMARKS.md, "Tail latency"). An earlier measurement
+/// that favoured one was taken while the bench's pacer starved the disk's completions.
 const SYNCS_IN_FLIGHT_MAX: usize = 2;
-/// With `warm_segments` a sync is a bare device cache flush, which the device runs one at a
-/// time: a second one in flight only queues behind the first, and one at a time was better
-/// in alternating durable runs at 20,000 sends/s (p90 0.70-0.82 against 0.88-0.99 ms).
-const SYNCS_IN_FLIGHT_WARM_MAX: usize = 1;
 /// ConsumeQueue entries a filtered read looks at, at most (RocketMQ's maxFilterMessageCount).
 const FILTER_SCAN_ENTRIES_MAX: u64 = 16_000;
 /// How long the flusher waits before it tries again to create a segment that could not be
@@ -200,7 +200,7 @@ struct Inner {
     sync_covers: Cell<u64>,
     /// Group-commit syncs the Sync policy's flusher has started and not seen finish.
     group_syncs: Cell<usize>,
-    /// [`SYNCS_IN_FLIGHT_MAX`], or [`SYNCS_IN_FLIGHT_WARM_MAX`] with `warm_segments`.
+    /// [`SYNCS_IN_FLIGHT_MAX`].
     syncs_max: usize,
     /// An async-policy background sync is under way.
     sync_pending: Cell<bool>,
@@ -378,11 +378,7 @@ impl Shard {
                 "recovery kept the log after damaged ranges; their records are skipped by readers"
             );
         }
-        let syncs_max = if config.warm_segments {
-            SYNCS_IN_FLIGHT_WARM_MAX
-        } else {
-            SYNCS_IN_FLIGHT_MAX
-        };
+        let syncs_max = SYNCS_IN_FLIGHT_MAX;
         let inner = Rc::new(Inner {
             config,
             log: RefCell::new(log),
