@@ -142,6 +142,16 @@ enum Cmd {
         #[arg(long = "interval-ms", default_value_t = 1000)]
         interval_ms: u64,
     },
+    /// Where a broker's sends spent their time: latency per stage of the request path and
+    /// core, since it started or the last `--reset` (ARCHITECTURE.md, "Where a send's time
+    /// goes").
+    SendStages {
+        #[arg(short = 'b', long = "broker")]
+        broker_addr: String,
+        /// Clear the histograms after reading them.
+        #[arg(long)]
+        reset: bool,
+    },
     /// Messages by key (any of KEYS, or the msg id), through the IndexFile.
     #[command(alias = "queryMsgByKey")]
     QueryByKey {
@@ -266,6 +276,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             broker_addr,
             interval_ms,
         } => broker_status(ns, json, &broker_addr, interval_ms),
+        Cmd::SendStages { broker_addr, reset } => send_stages(ns, json, &broker_addr, reset),
         Cmd::QueryByKey {
             topic,
             key,
@@ -696,6 +707,58 @@ fn format_message(m: &MessageExt, json: bool) -> String {
     }
 }
 
+fn send_stages(ns: &str, json: bool, addr: &str, reset: bool) -> anyhow::Result<()> {
+    let stages = Admin::new(ns)?.send_stages(addr, reset)?;
+    let rows: Vec<(u16, &str, u64, [f64; 5])> = stages
+        .iter()
+        .map(|h| {
+            let (count, q) = quantiles_ms(&h.buckets);
+            (h.core, h.stage.as_str(), count, q)
+        })
+        .collect();
+    if json {
+        let out: Vec<Value> = rows
+            .iter()
+            .map(|(core, stage, count, q)| {
+                json!({"core": core, "stage": stage, "count": count, "p50_ms": q[0],
+                       "p90_ms": q[1], "p99_ms": q[2], "p999_ms": q[3], "max_ms": q[4]})
+            })
+            .collect();
+        println!("{}", Value::Array(out));
+        return Ok(());
+    }
+    println!(
+        "{:>4} {:<8} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        "core", "stage", "count", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "max ms"
+    );
+    for (core, stage, count, q) in rows {
+        println!(
+            "{core:>4} {stage:<8} {count:>10} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3}",
+            q[0], q[1], q[2], q[3], q[4]
+        );
+    }
+    Ok(())
+}
+
+/// (requests, [p50, p90, p99, p99.9, max] in ms) of one stage's recorded values.
+fn quantiles_ms(buckets: &[protocol::StageBucket]) -> (u64, [f64; 5]) {
+    let mut sorted = buckets.to_vec();
+    sorted.sort_by_key(|b| b.nanos);
+    let total: u64 = sorted.iter().map(|b| b.count).sum();
+    let at = |q: f64| -> f64 {
+        let rank = ((q * total as f64).ceil() as u64).max(1);
+        let mut seen = 0;
+        for b in &sorted {
+            seen += b.count;
+            if seen >= rank {
+                return b.nanos as f64 / 1e6;
+            }
+        }
+        sorted.last().map_or(0.0, |b| b.nanos as f64 / 1e6)
+    };
+    (total, [at(0.5), at(0.9), at(0.99), at(0.999), at(1.0)])
+}
+
 fn broker_status(ns: &str, json: bool, addr: &str, interval_ms: u64) -> anyhow::Result<()> {
     let admin = Admin::new(ns)?;
     let before = admin.broker_status(addr)?;
@@ -805,6 +868,16 @@ fn broker_status(ns: &str, json: bool, addr: &str, interval_ms: u64) -> anyhow::
 mod tests {
     use super::*;
     use client::{CommitLogOffset, QueueOffset};
+
+    #[test]
+    fn stage_quantiles_come_from_the_buckets_in_order() {
+        let b = |nanos, count| protocol::StageBucket { nanos, count };
+        // 990 requests at 10 µs, 9 at 2 ms, 1 at 7 ms; given out of order.
+        let (n, q) = quantiles_ms(&[b(7_000_000, 1), b(10_000, 990), b(2_000_000, 9)]);
+        assert_eq!(n, 1000);
+        assert_eq!(q, [0.01, 0.01, 0.01, 2.0, 7.0]);
+        assert_eq!(quantiles_ms(&[]), (0, [0.0; 5]));
+    }
 
     fn sample(body: &[u8]) -> MessageExt {
         MessageExt {

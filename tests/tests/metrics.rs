@@ -203,6 +203,22 @@ fn send_stages_count_every_send_in_each_stage_and_a_reset_clears_them() {
         p.send(Message::new("Stages", format!("s{i}").into_bytes()))
             .unwrap();
     }
+    // An operator's view first: one row per core and stage, every send counted.
+    let out = mqadmin(&ns, &["--json", "send-stages", "-b", &c.broker.addr]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let total = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["stage"] == "total")
+        .unwrap_or_else(|| panic!("no total row: {rows}"));
+    assert_eq!(total["count"].as_u64(), Some(sends), "{rows}");
+    assert!(total["p99_ms"].as_f64().unwrap() <= total["max_ms"].as_f64().unwrap());
     let admin = client::Admin::new(&ns).unwrap();
     let stages = admin.send_stages(&c.broker.addr, true).unwrap();
     // (requests counted, longest ns) of one stage over every core.
