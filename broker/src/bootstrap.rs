@@ -495,6 +495,10 @@ async fn core_main(
         sends_in_flight: std::cell::Cell::new(0),
         stages: crate::stages::SendStages::new(),
         topics_persist: glommio::sync::Semaphore::new(1),
+        connections: crate::connections::Connections::new(crate::connections::per_core_max(
+            shared.config.connections_max,
+            shared.cores,
+        )),
     });
     let serving = core.clone();
     mesh::spawn_receivers(
@@ -527,6 +531,14 @@ async fn core_main(
             loop {
                 match listener.accept().await {
                     Ok(stream) => {
+                        // Past the core's share the connection is closed at once: the
+                        // descriptors it would hold belong to the storage and the clients
+                        // already served.
+                        use std::os::fd::AsRawFd;
+                        if !core.connections.admit(stream.as_raw_fd() as u64) {
+                            drop(stream);
+                            continue;
+                        }
                         let core = core.clone();
                         glommio::spawn_local(crate::conn::serve_connection(core, stream)).detach();
                     }

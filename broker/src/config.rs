@@ -114,6 +114,16 @@ pub struct BrokerConfig {
     pub inbox_capacity: u64,
     pub max_frame_bytes: u64,
     pub connection_inflight_max: u64,
+    /// Client connections the broker keeps open at once, shared out evenly among its cores
+    /// and never more than the descriptor limit leaves after a reserve for the storage's
+    /// files: a connection past it is closed at once (one log line per interval says so).
+    pub connections_max: u64,
+    /// A connection with no request in flight that sends nothing for this long is closed
+    /// (RocketMQ's serverChannelMaxIdleTimeSeconds, 120 s).
+    pub connection_idle_timeout_ms: u64,
+    /// A frame that has begun to arrive must be complete within this long, or the
+    /// connection is closed: a half-sent frame holds its buffer.
+    pub frame_deadline_ms: u64,
     pub long_polling_max_ms: u64,
     /// glommio io_uring buffer memory per executor (locked memory).
     pub io_memory_bytes: u64,
@@ -178,6 +188,9 @@ impl Default for BrokerConfig {
             inbox_capacity: 1024,
             max_frame_bytes: 16 << 20,
             connection_inflight_max: 1024,
+            connections_max: 10_000,
+            connection_idle_timeout_ms: 120_000,
+            frame_deadline_ms: 30_000,
             long_polling_max_ms: 30_000,
             io_memory_bytes: 4 << 20,
             idle_poll_us: 0,
@@ -397,6 +410,15 @@ impl BrokerConfig {
             });
         }
         bound!(self, connection_inflight_max, 1, 1 << 16, "1 to 65536");
+        bound!(self, connections_max, 1, 1 << 20, "1 to 1048576");
+        bound!(
+            self,
+            connection_idle_timeout_ms,
+            1_000,
+            86_400_000,
+            "1000 ms to 1 day"
+        );
+        bound!(self, frame_deadline_ms, 100, 3_600_000, "100 ms to 1 hour");
         bound!(self, long_polling_max_ms, 0, 300_000, "0 to 300000 ms");
         bound!(self, io_memory_bytes, 64 << 10, 1 << 30, "64 KiB to 1 GiB");
         bound!(self, idle_poll_us, 0, 10_000, "0 to 10000 µs");

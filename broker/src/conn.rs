@@ -3,8 +3,9 @@
 //! responses as they complete, batching small ones into one write. Wire codes appear here and
 //! nowhere else.
 
+use std::io::ErrorKind;
 use std::rc::Rc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use futures_lite::io::{AsyncReadExt, AsyncWriteExt};
@@ -15,6 +16,7 @@ use protocol::{
     ResponseCode, SendResult,
 };
 
+use crate::connections::ClosedFor;
 use crate::core::{Core, PullBody};
 use crate::error::BrokerError;
 use crate::groups::{MemberView, StoredOffset};
@@ -71,12 +73,30 @@ fn answer(header: Header, body: Body) -> Outgoing {
 /// stored records at least this long is written straight from where it lies.
 const WRITE_BUFFER_BYTES: usize = 64 * 1024;
 
+/// A read buffer that grew past this for a large frame is let go once it is empty, so an
+/// idle connection does not keep the memory of the largest frame it ever carried.
+const READ_BUFFER_KEEP_BYTES: usize = 1 << 20;
+
+/// Serves one connection that the core's [`crate::connections::Connections`] admitted, and
+/// gives its place back when it closes.
 pub async fn serve_connection(core: Rc<Core>, stream: TcpStream) {
+    struct Leave(Rc<Core>);
+    impl Drop for Leave {
+        fn drop(&mut self) {
+            self.0.connections.left();
+        }
+    }
+    let _leave = Leave(core.clone());
     let peer = stream
         .peer_addr()
         .map(|a| a.to_string())
         .unwrap_or_default();
     let _ = stream.set_nodelay(true);
+    let idle_timeout = Duration::from_millis(core.shared.config.connection_idle_timeout_ms);
+    let frame_deadline = Duration::from_millis(core.shared.config.frame_deadline_ms);
+    // Reads wake at least this often to check both bounds.
+    let tick = (idle_timeout.min(frame_deadline) / 4).max(Duration::from_millis(100));
+    let _ = stream.set_read_timeout(Some(tick));
     let (mut reader, writer) = futures_lite::io::split(stream);
     let inflight_max = core.shared.config.connection_inflight_max as usize;
     let (tx, rx) = local_channel::new_bounded::<Outgoing>(inflight_max);
@@ -129,11 +149,16 @@ pub async fn serve_connection(core: Rc<Core>, stream: TcpStream) {
     let mut chunk = vec![0u8; 128 * 1024];
     // When the read that completed the frames now in `buf` returned.
     let mut read_at = Instant::now();
+    // Since when `buf` has held the start of a frame not yet complete.
+    let mut partial_since: Option<Instant> = None;
     'conn: loop {
         loop {
             match decoder.decode(&mut buf) {
                 Ok(None) => break,
                 Ok(Some(Decoded::Frame(frame))) => {
+                    // The deadline runs per frame: a stream of pipelined frames usually
+                    // ends each read part-way into the next one.
+                    partial_since = None;
                     let Ok(permit) = permits.clone().acquire_static_permit(1).await else {
                         break 'conn;
                     };
@@ -172,6 +197,7 @@ pub async fn serve_connection(core: Rc<Core>, stream: TcpStream) {
                     .detach();
                 }
                 Ok(Some(Decoded::Oversized { header, frame_len })) => {
+                    partial_since = None;
                     let e = BrokerError::MessageTooLarge {
                         size: frame_len,
                         max: core.shared.config.max_frame_bytes,
@@ -191,14 +217,37 @@ pub async fn serve_connection(core: Rc<Core>, stream: TcpStream) {
                 }
             }
         }
+        if buf.is_empty() {
+            partial_since = None;
+            if buf.capacity() > READ_BUFFER_KEEP_BYTES {
+                buf = BytesMut::with_capacity(256 * 1024);
+            }
+        } else if partial_since
+            .get_or_insert(read_at)
+            .elapsed()
+            .ge(&frame_deadline)
+        {
+            // Checked after every read too: a frame trickled in never lets a read time out.
+            core.connections.count(ClosedFor::FrameDeadline, &peer);
+            break;
+        }
         // Read into a reused, once-zeroed chunk and append what arrived: the cost is one copy
         // of the bytes received, never a fill of the whole spare buffer.
         match reader.read(&mut chunk[..]).await {
-            Ok(0) | Err(_) => break,
+            Ok(0) => break,
             Ok(n) => {
                 read_at = Instant::now();
                 buf.extend_from_slice(&chunk[..n]);
             }
+            Err(e) if matches!(e.kind(), ErrorKind::TimedOut | ErrorKind::WouldBlock) => {
+                // A frame past its deadline is caught at the top of the loop.
+                let in_flight = permits.available() < inflight_max as u64;
+                if !in_flight && read_at.elapsed() >= idle_timeout {
+                    core.connections.count(ClosedFor::Idle, &peer);
+                    break;
+                }
+            }
+            Err(_) => break,
         }
     }
     drop(tx);

@@ -20,6 +20,7 @@ use protocol::{queue_owner_shard, shard_core, CoreStatus, StageHistogram, TopicC
 use shard::{ReadRequest, ReadStatus, Shard, StoredSlice};
 
 use crate::config::{BrokerConfig, FlushDiskType};
+use crate::connections::ClosedFor;
 use crate::error::BrokerError;
 use crate::groups::{self, MemberView, Membership, OffsetTable, StoredOffset};
 use crate::mesh::{
@@ -126,6 +127,8 @@ pub struct Core {
     pub stages: SendStages,
     /// Held while topics.json is written (core 0), so that writes never overtake each other.
     pub topics_persist: glommio::sync::Semaphore,
+    /// The client connections this core keeps open, and why it closed others.
+    pub connections: crate::connections::Connections,
 }
 
 /// Counts a send in flight on its core for as long as it lives.
@@ -601,6 +604,11 @@ impl Core {
             produced_bytes: self.stats.produced_bytes.get(),
             consumed_messages: self.stats.consumed_messages.get(),
             consumed_bytes: self.stats.consumed_bytes.get(),
+            connections_open: self.connections.open() as u64,
+            connections_max: self.connections.max() as u64,
+            connections_refused: self.connections.closed(ClosedFor::Limit),
+            connections_timed_out: self.connections.closed(ClosedFor::Idle)
+                + self.connections.closed(ClosedFor::FrameDeadline),
             ..Default::default()
         };
         for shard in self.shards.values() {

@@ -11,6 +11,7 @@ pub mod bootstrap;
 pub mod cli;
 pub mod config;
 pub mod conn;
+pub mod connections;
 pub mod core;
 pub mod error;
 pub mod groups;

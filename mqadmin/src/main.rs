@@ -806,6 +806,10 @@ fn broker_status(ns: &str, json: bool, addr: &str, interval_ms: u64) -> anyhow::
                     "busy_refusals": c.busy_refusals,
                     "tail_ring_records": c.tail_ring_records,
                     "writes_blocked_shards": c.writes_blocked_shards,
+                    "connections_open": c.connections_open,
+                    "connections_max": c.connections_max,
+                    "connections_refused": c.connections_refused,
+                    "connections_timed_out": c.connections_timed_out,
                 })
             })
             .collect();

@@ -399,6 +399,14 @@ pub struct CoreStatus {
     /// This core's shards that cannot create their next segment (no space or descriptors)
     /// and refuse sends until a retry succeeds.
     pub writes_blocked_shards: u64,
+    /// Client connections open on this core, and the most it keeps (its share of
+    /// `connections_max` within the descriptor limit).
+    pub connections_open: u64,
+    pub connections_max: u64,
+    /// Connections closed at once because the core was full, since start.
+    pub connections_refused: u64,
+    /// Connections closed for idleness or for a frame not complete in time, since start.
+    pub connections_timed_out: u64,
 }
 
 /// One stage of one core's send path: how long it took, as the recorded values (ns, at

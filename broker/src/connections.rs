@@ -1,0 +1,175 @@
+//! One core's bound on client connections: how many it keeps open (its share of
+//! `connections_max`, and none that would eat into the descriptors kept for the storage),
+//! and why it closed the ones it did. Refusals and timeouts are counted (broker-status) and logged at most once
+//! per interval per core, with how many there were since the last line.
+
+use std::cell::Cell;
+use std::time::{Duration, Instant};
+
+/// At most one line per reason and core this often.
+const LOG_INTERVAL: Duration = Duration::from_secs(5);
+/// Descriptors never given to connections: segment, ConsumeQueue, IndexFile, offset and
+/// config files, the tail ring, io_uring, the NameServer registration and metrics sockets.
+const DESCRIPTORS_RESERVED_MIN: u64 = 256;
+
+/// Why the broker closed a client connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClosedFor {
+    /// The core already holds its share of `connections_max`, or the process is close to
+    /// its descriptor limit.
+    Limit,
+    /// Nothing in flight and nothing received for `connection_idle_timeout_ms`.
+    Idle,
+    /// A frame began and was not complete within `frame_deadline_ms`.
+    FrameDeadline,
+}
+
+impl ClosedFor {
+    const ALL: [ClosedFor; 3] = [ClosedFor::Limit, ClosedFor::Idle, ClosedFor::FrameDeadline];
+
+    fn describe(self) -> &'static str {
+        match self {
+            ClosedFor::Limit => {
+                "connection limit reached (connections_max, or the descriptors kept for the storage): new connections are closed at once"
+            }
+            ClosedFor::Idle => "closed idle connections (connection_idle_timeout_ms)",
+            ClosedFor::FrameDeadline => {
+                "closed connections whose frame was not complete in time (frame_deadline_ms)"
+            }
+        }
+    }
+}
+
+/// The connections one core may keep open: its share of `connections_max`, at least one.
+pub fn per_core_max(connections_max: u64, cores: u16) -> usize {
+    (connections_max / u64::from(cores.max(1))).max(1) as usize
+}
+
+/// Descriptors kept free for the storage under a descriptor limit of `limit`: an eighth of
+/// it, at least [`DESCRIPTORS_RESERVED_MIN`] (or the whole limit when it is smaller).
+fn descriptors_reserved(limit: u64) -> u64 {
+    (limit / 8).max(DESCRIPTORS_RESERVED_MIN).min(limit)
+}
+
+/// Whether a connection that was given descriptor `fd` eats into the storage's reserve.
+/// Linux hands out the lowest free descriptor, so `fd` being given means every one below it
+/// is open: at least `fd + 1` descriptors are in use.
+fn into_reserve(fd: u64, limit: Option<u64>) -> bool {
+    limit.is_some_and(|l| fd + descriptors_reserved(l) >= l)
+}
+
+/// The process's soft limit on open descriptors, if it has one (read at every accept, so
+/// a limit lowered while running counts too).
+pub fn descriptor_limit() -> Option<u64> {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct we pass and touches nothing else.
+    let ok = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } == 0;
+    (ok && r.rlim_cur != libc::RLIM_INFINITY).then_some(r.rlim_cur)
+}
+
+pub struct Connections {
+    open: Cell<usize>,
+    max: usize,
+    closed: [Cell<u64>; 3],
+    unlogged: [Cell<u64>; 3],
+    logged_at: [Cell<Option<Instant>>; 3],
+}
+
+impl Connections {
+    pub fn new(max: usize) -> Connections {
+        Connections {
+            open: Cell::new(0),
+            max,
+            closed: Default::default(),
+            unlogged: Default::default(),
+            logged_at: Default::default(),
+        }
+    }
+
+    /// Takes a place for a new connection that was given descriptor `fd`, or counts the
+    /// refusal: the caller closes it. Refused when the core holds its share, or when the
+    /// descriptor shows that the storage's reserve is being used up.
+    pub fn admit(&self, fd: u64) -> bool {
+        if self.open.get() >= self.max || into_reserve(fd, descriptor_limit()) {
+            self.count(ClosedFor::Limit, "");
+            return false;
+        }
+        self.open.set(self.open.get() + 1);
+        true
+    }
+
+    /// A connection `admit` let in has closed.
+    pub fn left(&self) {
+        self.open.set(self.open.get().saturating_sub(1));
+    }
+
+    pub fn open(&self) -> usize {
+        self.open.get()
+    }
+
+    pub fn max(&self) -> usize {
+        self.max
+    }
+
+    pub fn closed(&self, why: ClosedFor) -> u64 {
+        self.closed[why as usize].get()
+    }
+
+    /// Counts a connection closed for `why`, and says so at most once per interval.
+    pub fn count(&self, why: ClosedFor, peer: &str) {
+        let i = why as usize;
+        self.closed[i].set(self.closed[i].get() + 1);
+        self.unlogged[i].set(self.unlogged[i].get() + 1);
+        let now = Instant::now();
+        if self.logged_at[i]
+            .get()
+            .is_none_or(|t| now.duration_since(t) >= LOG_INTERVAL)
+        {
+            let count = self.unlogged[i].replace(0);
+            self.logged_at[i].set(Some(now));
+            tracing::warn!(
+                count,
+                open = self.open.get(),
+                max = self.max,
+                last_peer = peer,
+                "{} ({count} since the last such line)",
+                why.describe()
+            );
+        }
+        debug_assert!(ClosedFor::ALL.contains(&why));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_core_gets_its_share_and_the_storage_keeps_its_descriptors() {
+        assert_eq!(per_core_max(10_000, 2), 5_000);
+        assert_eq!(per_core_max(3, 4), 1);
+        // 1,024 descriptors: 256 kept; a connection on fd 767 is the last one let in.
+        assert!(!into_reserve(767, Some(1_024)));
+        assert!(into_reserve(768, Some(1_024)));
+        // 100,000: an eighth kept.
+        assert!(into_reserve(87_500, Some(100_000)));
+        assert!(!into_reserve(87_499, Some(100_000)));
+        assert!(!into_reserve(1 << 40, None));
+        assert!(into_reserve(0, Some(100)));
+    }
+
+    #[test]
+    fn a_full_core_refuses_and_counts_and_a_close_makes_room() {
+        let c = Connections::new(2);
+        assert!(c.admit(10) && c.admit(11));
+        assert!(!c.admit(12));
+        assert_eq!((c.open(), c.closed(ClosedFor::Limit)), (2, 1));
+        c.left();
+        assert!(c.admit(12));
+        c.count(ClosedFor::Idle, "127.0.0.1:1");
+        assert_eq!(c.closed(ClosedFor::Idle), 1);
+    }
+}
