@@ -1,9 +1,11 @@
 #![allow(clippy::unwrap_used)]
-//! Running out of file descriptors (EMFILE) at the moment a CommitLog segment rolls is an
-//! answer, not poison: the broker's descriptor limit is lowered to what it has open plus a
-//! few, idle connections take the rest, and sends go on until the next segment cannot be
-//! opened. They are then answered "system busy: too many open files", the broker stays up,
-//! and once the connections close sends succeed again without a restart.
+//! Idle connections cannot exhaust the broker's descriptors: under a lowered limit the
+//! broker closes connections that would eat into the descriptors kept for its storage, and
+//! segments keep rolling. Running out anyway (EMFILE) at the moment a CommitLog segment
+//! rolls is an answer, not poison: with the limit lowered under what the broker has open,
+//! sends go on until the next segment cannot be opened, are then answered "system busy:
+//! too many open files", the broker stays up, and once the limit is raised sends succeed
+//! again without a restart.
 
 use std::net::TcpStream;
 use std::process::Command;
@@ -17,6 +19,25 @@ fn open_fds(pid: i32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd"))
         .map(|d| d.count())
         .unwrap_or(0)
+}
+
+fn open_sockets(pid: i32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| {
+            d.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+                .filter(|t| t.to_string_lossy().starts_with("socket:"))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// The descriptor number the process's next open would get.
+fn lowest_free_fd(pid: i32) -> u64 {
+    let used: std::collections::HashSet<u64> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u64>().ok())
+        .collect();
+    (0..).find(|n| !used.contains(n)).unwrap_or(0)
 }
 
 fn highest_fd(pid: i32) -> u64 {
@@ -53,39 +74,47 @@ fn emfile_at_a_segment_roll_answers_busy_and_sends_resume_once_descriptors_retur
     let consumer = PullConsumer::new(&ns, "open-files-check").unwrap();
     assert!(!drain_topic(&consumer, "Files", Duration::from_secs(30)).is_empty());
 
-    // Lower the limit to just above what the broker has open; idle connections take the
-    // rest (the broker accepts each, one descriptor apiece).
     let pid = c.broker.pid();
-    let limit = highest_fd(pid) + 8;
-    let status = Command::new("prlimit")
-        .arg("--pid")
-        .arg(pid.to_string())
-        .arg(format!("--nofile={limit}:{limit}"))
-        .status()
-        .unwrap();
-    assert!(status.success(), "prlimit failed");
-    // Descriptor numbers have gaps (the lowest free one is taken), so it takes as many
-    // connections as the limit is above the count; a few more wait in the listen backlog.
-    // The broker may hold a descriptor for a moment (a file it reads): top up until every
-    // number below the limit is taken, bounded (the extra ones wait in the backlog).
-    let need = limit.saturating_sub(open_fds(pid) as u64) + 4;
-    let mut hogs: Vec<TcpStream> = (0..need)
-        .map(|_| TcpStream::connect(&c.broker.addr).unwrap())
+    // The soft limit moves; the hard one stays where the first call puts it.
+    let hard = highest_fd(pid) + 300;
+    let prlimit_nofile = |limit: u64| {
+        let status = Command::new("prlimit")
+            .arg("--pid")
+            .arg(pid.to_string())
+            .arg(format!("--nofile={limit}:{hard}"))
+            .status()
+            .unwrap();
+        assert!(status.success(), "prlimit failed");
+    };
+
+    // Idle connections cannot take the storage's descriptors: with the limit a few hundred
+    // above what the broker has open, far more connections than that are opened and the
+    // broker closes the ones that would eat into its reserve, while sends roll through
+    // several 4 MiB segments (about 1,400 of these sends each) without a refusal.
+    let roomy = hard;
+    let sockets_before = open_sockets(pid);
+    prlimit_nofile(roomy);
+    let hogs: Vec<TcpStream> = (0..roomy + 100)
+        .filter_map(|_| TcpStream::connect(&c.broker.addr).ok())
         .collect();
-    let full = wait_for(Duration::from_secs(30), || {
-        if open_fds(pid) as u64 >= limit {
-            return Some(());
-        }
-        if (hogs.len() as u64) < limit + 64 {
-            hogs.push(TcpStream::connect(&c.broker.addr).unwrap());
-        }
-        None
-    });
+    for _ in 0..4_500 {
+        sends.send(&p).unwrap();
+    }
     assert!(
-        full.is_some(),
-        "the broker's descriptors did not run out: {} open, limit {limit}",
+        (open_fds(pid) as u64) < roomy,
+        "{} descriptors open under a limit of {roomy}",
         open_fds(pid)
     );
+    drop(hogs);
+    wait_for(Duration::from_secs(30), || {
+        (open_sockets(pid) <= sockets_before).then_some(())
+    })
+    .expect("the broker did not close the connections that were closed on it");
+
+    // The storage can still run short (a limit lowered under it, say): take every free
+    // descriptor number away by setting the limit to the lowest free one.
+    let limit = lowest_free_fd(pid);
+    prlimit_nofile(limit);
 
     // Sends go on in the current segment and are refused once the next one cannot be
     // opened: within a segment (4 MiB, about 1,400 of these) and the chunks in memory.
@@ -114,8 +143,8 @@ fn emfile_at_a_segment_roll_answers_busy_and_sends_resume_once_descriptors_retur
         c.broker.stderr()
     );
 
-    // The connections close: descriptors return, and sends succeed again by themselves.
-    drop(hogs);
+    // Descriptors return, and sends succeed again by themselves.
+    prlimit_nofile(roomy);
     wait_for(Duration::from_secs(60), || sends.send(&p).ok())
         .expect("sends did not succeed again once descriptors returned");
     for _ in 0..100 {
