@@ -2,8 +2,9 @@
 //!
 //! The encoding is prometheus-client's; this crate only adds the smallest HTTP/1.1 server
 //! that a scraper needs: one request per connection, `GET /metrics` answered with the
-//! registry rendered at that moment, anything else 404. Scrapes are rare (every few seconds),
-//! so connections are served one at a time, each bounded by a read timeout.
+//! registry rendered at that moment, anything else 404. Each connection is served on a thread
+//! of its own (at most 32 at once, each bounded by a 2 s read and write timeout), so idle
+//! connections cannot hold up a scrape.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -61,12 +62,18 @@ impl Drop for MetricsServer {
     }
 }
 
+/// Scrapes answered at once, each on its own thread; a connection past this is closed.
+const CONNECTIONS_MAX: usize = 32;
+/// How long a scrape may take to send its request, and to take its answer.
+const IO_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// Binds `addr` and serves scrapes until the returned server is shut down or dropped.
 pub fn serve(addr: SocketAddr, render: Render) -> std::io::Result<MetricsServer> {
     let listener = TcpListener::bind(addr)?;
     let addr = listener.local_addr()?;
     let stop = Arc::new(AtomicBool::new(false));
     let thread_stop = stop.clone();
+    let busy = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let thread = std::thread::Builder::new()
         .name("metrics-http".into())
         .spawn(move || {
@@ -74,13 +81,31 @@ pub fn serve(addr: SocketAddr, render: Render) -> std::io::Result<MetricsServer>
                 if thread_stop.load(Ordering::SeqCst) {
                     break;
                 }
-                match conn {
-                    Ok(stream) => {
+                let stream = match conn {
+                    Ok(s) => s,
+                    Err(e) => {
+                        tracing::debug!("metrics accept failed: {e}");
+                        continue;
+                    }
+                };
+                // Each scrape on a thread of its own, so a connection that sends nothing
+                // holds up no other scrape (only its own thread, for IO_TIMEOUT).
+                if busy.fetch_add(1, Ordering::SeqCst) >= CONNECTIONS_MAX {
+                    busy.fetch_sub(1, Ordering::SeqCst);
+                    continue;
+                }
+                let render = render.clone();
+                let done = busy.clone();
+                let spawned = std::thread::Builder::new()
+                    .name("metrics-conn".into())
+                    .spawn(move || {
                         if let Err(e) = answer(stream, &render) {
                             tracing::debug!("metrics request failed: {e}");
                         }
-                    }
-                    Err(e) => tracing::debug!("metrics accept failed: {e}"),
+                        done.fetch_sub(1, Ordering::SeqCst);
+                    });
+                if spawned.is_err() {
+                    busy.fetch_sub(1, Ordering::SeqCst);
                 }
             }
         })?;
@@ -92,8 +117,8 @@ pub fn serve(addr: SocketAddr, render: Render) -> std::io::Result<MetricsServer>
 }
 
 fn answer(stream: TcpStream, render: &Render) -> std::io::Result<()> {
-    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-    stream.set_write_timeout(Some(Duration::from_secs(5)))?;
+    stream.set_read_timeout(Some(IO_TIMEOUT))?;
+    stream.set_write_timeout(Some(IO_TIMEOUT))?;
     let mut reader = BufReader::new(&stream);
     let mut request_line = String::new();
     reader.read_line(&mut request_line)?;
@@ -158,6 +183,29 @@ mod tests {
         assert!(resp.contains("demo_things_total 5"), "{resp}");
         assert!(resp.trim_end().ends_with("# EOF"), "{resp}");
         assert!(get(server.local_addr(), "/other").starts_with("HTTP/1.1 404"));
+        server.shutdown();
+    }
+
+    #[test]
+    fn idle_connections_do_not_hold_up_a_scrape() {
+        let render: Render = Arc::new(|| "# EOF\n".to_owned());
+        let server = serve("127.0.0.1:0".parse().unwrap(), render).unwrap();
+        // Connections that never send a request; before, each held the only serving
+        // thread for its whole read timeout.
+        let idle: Vec<TcpStream> = (0..8)
+            .map(|_| TcpStream::connect(server.local_addr()).unwrap())
+            .collect();
+        let started = std::time::Instant::now();
+        let resp = get(server.local_addr(), "/metrics");
+        assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+        // Served one at a time, the scrape would wait out every idle connection's timeout
+        // (8 x IO_TIMEOUT); served beside them it does not wait for them at all.
+        assert!(
+            started.elapsed() < 4 * IO_TIMEOUT,
+            "{:?}",
+            started.elapsed()
+        );
+        drop(idle);
         server.shutdown();
     }
 }
