@@ -136,6 +136,10 @@ pub struct BrokerConfig {
     // ---- consumer groups ----
     /// A group member silent for this long is dropped and the group rebalances.
     pub consumer_timeout_ms: u64,
+    /// The longest lease on a queue a member of an orderly group gets, whatever it asks
+    /// for (RocketMQ's rebalance lock lifetime, 60 s): a member that vanished holding a
+    /// queue frees it within this long.
+    pub queue_lock_lease_max_ms: u64,
     /// Committed offsets are written to disk this often: a kill -9 loses at most this much
     /// of the latest commits.
     pub offset_flush_interval_ms: u64,
@@ -195,6 +199,7 @@ impl Default for BrokerConfig {
             io_memory_bytes: 4 << 20,
             idle_poll_us: 0,
             consumer_timeout_ms: 30_000,
+            queue_lock_lease_max_ms: 60_000,
             offset_flush_interval_ms: 1_000,
             retry_delay_levels_ms: RETRY_DELAY_LEVELS_MS_DEFAULT.to_vec(),
         }
@@ -423,6 +428,13 @@ impl BrokerConfig {
         bound!(self, io_memory_bytes, 64 << 10, 1 << 30, "64 KiB to 1 GiB");
         bound!(self, idle_poll_us, 0, 10_000, "0 to 10000 µs");
         bound!(self, consumer_timeout_ms, 500, 600_000, "500 to 600000 ms");
+        bound!(
+            self,
+            queue_lock_lease_max_ms,
+            1_000,
+            crate::groups::LEASE_MS_MAX,
+            "1000 to 600000 ms"
+        );
         bound!(self, offset_flush_interval_ms, 10, 60_000, "10 to 60000 ms");
         let levels = &self.retry_delay_levels_ms;
         if levels.is_empty()

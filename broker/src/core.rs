@@ -763,6 +763,7 @@ impl Core {
                 client_id,
                 lease_ms,
             } => {
+                let lease_ms = lease_ms.min(self.shared.config.queue_lock_lease_max_ms);
                 t.lock(&queue, &client_id, lease_ms)
                     .map_err(BrokerError::QueueLocked)?;
                 t.query(&queue)

@@ -201,3 +201,37 @@ fn unknown_topic_with_auto_create_off_is_a_clear_error() {
         .success());
     p.send(Message::new("Known", &b"ok"[..])).unwrap();
 }
+
+#[test]
+fn a_lease_asked_for_past_the_broker_maximum_ends_at_the_maximum() {
+    let c = Cluster::start_with(1, "small", |o| {
+        o.config_toml = Some("queue_lock_lease_max_ms = 1000\n".into())
+    });
+    let ns = c.namesrv.addr.clone();
+    assert!(mqadmin(&ns, &["update-topic", "-t", "Leased", "-q", "1"])
+        .status
+        .success());
+    let lock = |client: &str, id: u64| {
+        let h = Header::request(
+            id,
+            Command::LockQueue {
+                queue: protocol::GroupQueue {
+                    group: "orderly".into(),
+                    topic: "Leased".into(),
+                    queue_id: 0,
+                },
+                client_id: client.into(),
+                lease_ms: 600_000,
+            },
+        );
+        raw_call(&c.broker.addr, &h, &[]).header.response_code()
+    };
+    // A takes the queue asking for ten minutes; B is refused while A's lease runs.
+    assert_eq!(lock("client-a", 1), ResponseCode::Success);
+    assert_eq!(lock("client-b", 2), ResponseCode::QueueLocked);
+    // The lease ends after the broker's maximum (1 s), not after the ten minutes asked.
+    let got = integration::wait_for(Duration::from_secs(15), || {
+        (lock("client-b", 3) == ResponseCode::Success).then_some(())
+    });
+    assert!(got.is_some(), "client-b never got the queue");
+}
