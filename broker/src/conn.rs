@@ -207,7 +207,8 @@ pub async fn serve_connection(core: Rc<Core>, stream: TcpStream) {
                     }
                 }
                 Err(e) => {
-                    tracing::warn!(peer, "closing connection after a malformed frame: {e}");
+                    core.connections
+                        .count_with(ClosedFor::BadFrame, &peer, &e.to_string());
                     let out = answer(
                         Header::error(0, ResponseCode::BadFrame, format!("malformed frame: {e}")),
                         Body::None,

@@ -22,10 +22,17 @@ pub enum ClosedFor {
     Idle,
     /// A frame began and was not complete within `frame_deadline_ms`.
     FrameDeadline,
+    /// A frame that is not one (answered "bad frame" first).
+    BadFrame,
 }
 
 impl ClosedFor {
-    const ALL: [ClosedFor; 3] = [ClosedFor::Limit, ClosedFor::Idle, ClosedFor::FrameDeadline];
+    const ALL: [ClosedFor; 4] = [
+        ClosedFor::Limit,
+        ClosedFor::Idle,
+        ClosedFor::FrameDeadline,
+        ClosedFor::BadFrame,
+    ];
 
     fn describe(self) -> &'static str {
         match self {
@@ -36,6 +43,7 @@ impl ClosedFor {
             ClosedFor::FrameDeadline => {
                 "closed connections whose frame was not complete in time (frame_deadline_ms)"
             }
+            ClosedFor::BadFrame => "closed connections after a malformed frame",
         }
     }
 }
@@ -73,9 +81,9 @@ pub fn descriptor_limit() -> Option<u64> {
 pub struct Connections {
     open: Cell<usize>,
     max: usize,
-    closed: [Cell<u64>; 3],
-    unlogged: [Cell<u64>; 3],
-    logged_at: [Cell<Option<Instant>>; 3],
+    closed: [Cell<u64>; 4],
+    unlogged: [Cell<u64>; 4],
+    logged_at: [Cell<Option<Instant>>; 4],
 }
 
 impl Connections {
@@ -120,6 +128,12 @@ impl Connections {
 
     /// Counts a connection closed for `why`, and says so at most once per interval.
     pub fn count(&self, why: ClosedFor, peer: &str) {
+        self.count_with(why, peer, "");
+    }
+
+    /// [`Connections::count`] with what went wrong, shown on the line when one is printed
+    /// (the last one seen then).
+    pub fn count_with(&self, why: ClosedFor, peer: &str, detail: &str) {
         let i = why as usize;
         self.closed[i].set(self.closed[i].get() + 1);
         self.unlogged[i].set(self.unlogged[i].get() + 1);
@@ -135,6 +149,7 @@ impl Connections {
                 open = self.open.get(),
                 max = self.max,
                 last_peer = peer,
+                detail,
                 "{} ({count} since the last such line)",
                 why.describe()
             );

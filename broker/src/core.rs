@@ -609,6 +609,7 @@ impl Core {
             connections_refused: self.connections.closed(ClosedFor::Limit),
             connections_timed_out: self.connections.closed(ClosedFor::Idle)
                 + self.connections.closed(ClosedFor::FrameDeadline),
+            connections_bad_frames: self.connections.closed(ClosedFor::BadFrame),
             ..Default::default()
         };
         for shard in self.shards.values() {

@@ -810,6 +810,7 @@ fn broker_status(ns: &str, json: bool, addr: &str, interval_ms: u64) -> anyhow::
                     "connections_max": c.connections_max,
                     "connections_refused": c.connections_refused,
                     "connections_timed_out": c.connections_timed_out,
+                    "connections_bad_frames": c.connections_bad_frames,
                 })
             })
             .collect();

@@ -407,6 +407,8 @@ pub struct CoreStatus {
     pub connections_refused: u64,
     /// Connections closed for idleness or for a frame not complete in time, since start.
     pub connections_timed_out: u64,
+    /// Connections closed after a malformed frame, since start.
+    pub connections_bad_frames: u64,
 }
 
 /// One stage of one core's send path: how long it took, as the recorded values (ns, at

@@ -159,6 +159,29 @@ fn garbage_frame_is_refused_and_other_clients_keep_working() {
         "{}",
         f.header.remark
     );
+
+    // A flood of garbage connections is counted, and logged a line per few seconds with a
+    // count, not a line each.
+    for _ in 0..50 {
+        let mut s = TcpStream::connect(&c.broker.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(&junk).unwrap();
+        let mut rest = Vec::new();
+        let _ = s.read_to_end(&mut rest);
+    }
+    let out = mqadmin(&ns, &["--json", "broker-status", "-b", &c.broker.addr]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // The first garbage frame and the HTTP request are malformed too.
+    assert!(
+        v["cores"][0]["connections_bad_frames"].as_u64().unwrap() >= 51,
+        "{v}"
+    );
+    let log = c.broker.stderr();
+    let lines = log
+        .lines()
+        .filter(|l| l.contains("malformed frame"))
+        .count();
+    assert!(lines <= 3, "{lines} lines about malformed frames:\n{log}");
 }
 
 #[test]
