@@ -1,5 +1,7 @@
 //! Talking to the NameServers: each request goes to one of them, trying the next on a
-//! connection failure, so one NameServer being down costs a failed dial, not an outage.
+//! connection failure or a timeout (each gets its share of the request's timeout), so one
+//! NameServer down or frozen costs a failed try, not an outage. "No such topic" from one
+//! is checked with the others.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -46,24 +48,50 @@ impl NameServerClient {
         }
     }
 
+    /// How long one NameServer gets to answer: the request's timeout shared among them, so
+    /// that a frozen NameServer (one that accepts and never answers) leaves the others time
+    /// within the caller's timeout. At least 500 ms.
+    fn attempt_timeout(&self) -> Duration {
+        let n = self.addrs.len().max(1) as u32;
+        (self.timeout / n)
+            .max(Duration::from_millis(500))
+            .min(self.timeout)
+    }
+
     /// Sends `command` to the NameServers in turn until one answers (with any code).
     fn request(&self, command: Command) -> Result<(String, Frame)> {
+        self.request_until(command, |_| true)
+    }
+
+    /// Sends `command` to the NameServers in turn until one gives an answer `settled`
+    /// accepts; when none does, the last answer that came (or the last error).
+    fn request_until(
+        &self,
+        command: Command,
+        settled: impl Fn(&Frame) -> bool,
+    ) -> Result<(String, Frame)> {
         let n = self.addrs.len();
         let start = self.preferred.load(Ordering::Relaxed);
+        let timeout = self.attempt_timeout();
         let mut last = String::from("no NameServer configured");
+        let mut unsettled = None;
         for i in 0..n {
             let idx = (start + i) % n;
             let addr = &self.addrs[idx];
             let result = self
                 .pool
                 .get(addr)
-                .and_then(|c| c.request(command.clone(), &[], self.timeout));
+                .and_then(|c| c.request(command.clone(), &[], timeout));
             match result {
-                Ok(frame) => {
+                Ok(frame) if settled(&frame) => {
                     if idx != start {
                         self.preferred.store(idx, Ordering::Relaxed);
                     }
                     return Ok((addr.clone(), frame));
+                }
+                Ok(frame) => {
+                    tracing::debug!(%addr, "NameServer answer not taken as final; asking the next");
+                    unsettled = Some((addr.clone(), frame));
                 }
                 Err(ClientError::Shutdown) => return Err(ClientError::Shutdown),
                 Err(e) => {
@@ -72,13 +100,18 @@ impl NameServerClient {
                 }
             }
         }
-        Err(ClientError::NoNameServer { tried: n, last })
+        unsettled.ok_or(ClientError::NoNameServer { tried: n, last })
     }
 
+    /// The topic's route. A NameServer that says it knows no such topic is cross-checked
+    /// with the others: one restarted empty says so until the brokers register again.
     pub fn route(&self, topic: &str) -> Result<RouteData> {
-        let (addr, frame) = self.request(Command::GetRoute {
-            topic: topic.to_owned(),
-        })?;
+        let (addr, frame) = self.request_until(
+            Command::GetRoute {
+                topic: topic.to_owned(),
+            },
+            |f| f.header.response_code() != ResponseCode::TopicNotExist,
+        )?;
         if frame.header.response_code() == ResponseCode::TopicNotExist {
             return Err(ClientError::NoRoute {
                 topic: topic.to_owned(),
@@ -160,5 +193,48 @@ mod tests {
             only_dead.route("T"),
             Err(ClientError::NoNameServer { tried: 1, .. })
         ));
+    }
+
+    #[test]
+    fn no_route_from_one_name_server_is_checked_with_the_others() {
+        // One that knows nothing of T (restarted empty, say) and one that serves it.
+        let empty = namesrv("Other", route(vec![broker("x", "127.0.0.1:1", &[], 1)], 1));
+        let live = namesrv("T", route(vec![broker("b", "127.0.0.1:1", &[], 1)], 2));
+        let pool = Arc::new(ConnectionPool::new(PoolConfig::default()));
+        for order in [
+            vec![empty.addr.clone(), live.addr.clone()],
+            vec![live.addr.clone(), empty.addr.clone()],
+        ] {
+            let client = NameServerClient::new(order, pool.clone(), Duration::from_secs(2));
+            for _ in 0..3 {
+                assert_eq!(client.route("T").unwrap().brokers[0].broker_name, "b");
+            }
+            // Unknown everywhere: no route, as before.
+            assert!(matches!(
+                client.route("Unknown"),
+                Err(ClientError::NoRoute { .. })
+            ));
+        }
+    }
+
+    #[test]
+    fn a_frozen_name_server_leaves_the_next_one_time_within_the_timeout() {
+        // Accepts connections (the kernel's backlog) and never answers.
+        let frozen = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let frozen_addr = frozen.local_addr().unwrap().to_string();
+        let live = namesrv("T", route(vec![broker("b", "127.0.0.1:1", &[], 1)], 2));
+        let timeout = Duration::from_secs(3);
+        let client = NameServerClient::new(
+            vec![frozen_addr.clone(), live.addr.clone()],
+            Arc::new(ConnectionPool::new(PoolConfig::default())),
+            timeout,
+        );
+        // Whichever it starts with, the lookup is answered within the caller's timeout: the
+        // frozen one gets half of it, not all of it.
+        client.preferred.store(0, Ordering::Relaxed);
+        let started = std::time::Instant::now();
+        assert_eq!(client.route("T").unwrap().brokers[0].broker_name, "b");
+        assert!(started.elapsed() < timeout, "{:?}", started.elapsed());
+        drop(frozen);
     }
 }
