@@ -5,12 +5,12 @@
 //!   stay silent for `connection_idle_timeout_ms` after its last complete request (or its
 //!   accept); once the first byte of a frame has arrived, the whole frame must arrive within
 //!   `frame_timeout_ms`, so a slow-loris half frame cannot hold a slot either.
-//! * [`eviction_victim`]: at `connections_max`, the newcomer is served and an open
-//!   connection is closed instead: one that has never completed a request before one that
-//!   has, then the one idle longest. A flood of mute connections thus evicts itself, and a
-//!   broker's registration or a client's look-up (which send a request as soon as they
-//!   connect) are served even while the flood lasts.
-//! * [`CapLog`]: the cap being hit is logged at most once per interval, with a count.
+//! * [`eviction_victim`]: at `connections_max` (or out of file descriptors), the newcomer is
+//!   served and an open connection is closed instead: one that has never completed a
+//!   request before one that has, then the one idle longest. A flood of mute connections
+//!   thus evicts itself, and a broker's registration or a client's look-up (which send a
+//!   request as soon as they connect) are served even while the flood lasts.
+//! * [`CapLog`]: hitting a limit is logged at most once per interval, with a count.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};

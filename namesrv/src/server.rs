@@ -34,6 +34,9 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(50);
 /// How long shutdown waits to connect to its own listener.
 const WAKE_TIMEOUT: Duration = Duration::from_secs(1);
+/// After evicting for want of a descriptor: the evicted connection's thread closes its own
+/// descriptor when it wakes, a moment later.
+const DESCRIPTOR_RETRY_BACKOFF: Duration = Duration::from_millis(5);
 /// At most one "connection cap reached" line per this interval (each line has the count).
 const CAP_LOG_INTERVAL: Duration = Duration::from_secs(10);
 /// Bytes asked of the socket per read. NameServer requests are small; a large registration
@@ -245,15 +248,16 @@ fn scan_loop(shared: &Shared, stop: &mpsc::Receiver<()>, interval: Duration) {
     }
 }
 
-/// At the cap: closes the connection [`eviction_victim`] picks, so the newcomer is served.
-fn evict_one(shared: &Shared, cap_log: &mut CapLog) {
+/// At a limit (`connections_max`, or the process's descriptors): closes the connection
+/// [`eviction_victim`] picks, so the newcomer is served. False when there was none.
+fn evict_one(shared: &Shared, cap_log: &mut CapLog, limit: &'static str) -> bool {
     let victim = {
         let mut conns = shared.connections();
         let victim = eviction_victim(conns.iter().map(|(id, c)| (*id, &*c.activity)));
         victim.and_then(|id| conns.remove(&id))
     };
     let Some(victim) = victim else {
-        return;
+        return false;
     };
     // Its thread's read returns at once; the thread then exits on its own.
     let _ = victim.stream.shutdown(Shutdown::Both);
@@ -261,12 +265,36 @@ fn evict_one(shared: &Shared, cap_log: &mut CapLog) {
     shared.metrics.count_closed("evicted");
     if let Some(evicted) = cap_log.hit(Instant::now()) {
         tracing::warn!(
+            limit,
             connections_max = shared.connections_max,
             evicted,
             "connection cap reached: closing the longest-idle connections to serve new ones \
              (evicted = closed since the last such line)"
         );
     }
+    true
+}
+
+/// The registry's copy of a new connection; out of descriptors, one idle connection is
+/// evicted first, so the newcomer is not dropped for it.
+fn clone_for_registry(
+    shared: &Shared,
+    stream: &TcpStream,
+    cap_log: &mut CapLog,
+) -> io::Result<TcpStream> {
+    match stream.try_clone() {
+        Err(e) if out_of_descriptors(&e) && evict_one(shared, cap_log, "file descriptors") => {
+            thread::sleep(DESCRIPTOR_RETRY_BACKOFF);
+            stream.try_clone()
+        }
+        other => other,
+    }
+}
+
+/// Whether accept failed for want of a descriptor (the process's or the system's), which
+/// closing an idle connection cures.
+fn out_of_descriptors(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
 }
 
 fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
@@ -281,21 +309,27 @@ fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
         let (stream, peer) = match accepted {
             Ok(a) => a,
             Err(e) => {
-                tracing::warn!("accept failed: {e}");
-                thread::sleep(ACCEPT_ERROR_BACKOFF);
+                // Out of descriptors before connections_max: idle connections must not
+                // lock newcomers out this way either.
+                if out_of_descriptors(&e) && evict_one(shared, &mut cap_log, "file descriptors") {
+                    thread::sleep(DESCRIPTOR_RETRY_BACKOFF);
+                } else {
+                    tracing::warn!("accept failed: {e}");
+                    thread::sleep(ACCEPT_ERROR_BACKOFF);
+                }
                 continue;
             }
         };
         threads.retain(|t| !t.is_finished());
         if shared.connections().len() >= shared.connections_max {
-            evict_one(shared, &mut cap_log);
+            evict_one(shared, &mut cap_log, "connections_max");
         }
         let _ = stream.set_nodelay(true);
         if let Err(e) = stream.set_write_timeout(Some(WRITE_TIMEOUT)) {
             tracing::warn!(%peer, "cannot set a write timeout ({e}); closing");
             continue;
         }
-        let registered = match stream.try_clone() {
+        let registered = match clone_for_registry(shared, &stream, &mut cap_log) {
             Ok(s) => s,
             Err(e) => {
                 tracing::warn!(%peer, "cannot clone the connection ({e}); closing");
