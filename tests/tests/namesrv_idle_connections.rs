@@ -207,3 +207,60 @@ fn silent_and_half_sent_connections_are_closed_but_active_ones_are_served() {
     let info = client::Admin::new(&ns.addr).unwrap().cluster_info();
     assert!(info.is_ok(), "{info:?}");
 }
+
+#[test]
+fn running_out_of_descriptors_before_the_cap_does_not_lock_out_clients() {
+    if std::process::Command::new("prlimit")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!(
+            "namesrv_idle_connections: skipped: needs prlimit(1) to lower a descriptor limit"
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    // The default cap (4096) is far above what 64 descriptors allow.
+    let ns = start_namesrv_with(&logs, &["--connection-idle-timeout-ms", "600000"]);
+    let status = std::process::Command::new("prlimit")
+        .arg("--pid")
+        .arg(ns.pid().to_string())
+        .arg("--nofile=64:64")
+        .status()
+        .unwrap();
+    assert!(status.success(), "prlimit failed");
+
+    // Two descriptors per connection on the server side: 100 cannot all be held.
+    let mute: Vec<TcpStream> = (0..100)
+        .map(|_| {
+            let s = TcpStream::connect(&ns.addr).unwrap();
+            s.set_nonblocking(true).unwrap();
+            s
+        })
+        .collect();
+    let closed = wait_for(Duration::from_secs(20), || {
+        let n = mute.iter().filter(|s| closed_by_server(s)).count();
+        (n >= 50).then_some(n)
+    });
+    assert!(
+        closed.is_some(),
+        "out of descriptors, the server should close idle connections to take new ones; \
+         namesrv stderr:\n{}",
+        ns.stderr()
+    );
+
+    let info = client::Admin::new(&ns.addr).unwrap().cluster_info();
+    assert!(
+        info.is_ok(),
+        "cluster-info with the descriptors taken by mute connections: {info:?}; namesrv stderr:\n{}",
+        ns.stderr()
+    );
+    let stderr = ns.stderr();
+    assert!(
+        stderr.contains("limit=\"file descriptors\"") || stderr.contains("limit=file descriptors"),
+        "the cap line names the limit:\n{stderr}"
+    );
+}
