@@ -116,12 +116,15 @@ pub(crate) fn eviction_victim<'a>(
 }
 
 /// Rate-limits the "connection cap reached" line: the first hit is logged at once, later
-/// ones are counted and reported by the first hit after `interval` has passed.
+/// ones are counted and reported by the first hit, or [`CapLog::flush`], after `interval`
+/// has passed.
 #[derive(Debug)]
 pub(crate) struct CapLog {
     interval: Duration,
     last_line: Option<Instant>,
     unreported: u64,
+    /// The limit of the latest hit (for the line a flush writes).
+    limit: &'static str,
 }
 
 impl CapLog {
@@ -130,21 +133,36 @@ impl CapLog {
             interval,
             last_line: None,
             unreported: 0,
+            limit: "",
         }
     }
 
-    /// Counts one hit; returns the number of hits to report when a line is due now.
-    pub(crate) fn hit(&mut self, now: Instant) -> Option<u64> {
-        self.unreported += 1;
-        let due = match self.last_line {
+    fn due(&self, now: Instant) -> bool {
+        match self.last_line {
             None => true,
             Some(t) => now.saturating_duration_since(t) >= self.interval,
-        };
-        if !due {
+        }
+    }
+
+    /// Counts one hit of `limit`; returns the number of hits to report when a line is due.
+    pub(crate) fn hit(&mut self, now: Instant, limit: &'static str) -> Option<u64> {
+        self.unreported += 1;
+        self.limit = limit;
+        if !self.due(now) {
             return None;
         }
         self.last_line = Some(now);
         Some(std::mem::take(&mut self.unreported))
+    }
+
+    /// The hits not reported yet, and the latest one's limit, when a line is due: the end
+    /// of a burst is reported even if no hit follows it.
+    pub(crate) fn flush(&mut self, now: Instant) -> Option<(u64, &'static str)> {
+        if self.unreported == 0 || !self.due(now) {
+            return None;
+        }
+        self.last_line = Some(now);
+        Some((std::mem::take(&mut self.unreported), self.limit))
     }
 }
 
@@ -242,21 +260,34 @@ mod tests {
     fn the_cap_line_is_rate_limited_and_counts_every_hit() {
         let t0 = Instant::now();
         let mut log = CapLog::new(Duration::from_secs(10));
-        assert_eq!(log.hit(t0), Some(1));
+        assert_eq!(log.hit(t0, "cap"), Some(1));
         let mut lines = 0;
         let mut reported = 1;
         for ms in 1..=9_999 {
-            if let Some(n) = log.hit(at(t0, ms)) {
+            if let Some(n) = log.hit(at(t0, ms), "cap") {
                 lines += 1;
                 reported += n;
             }
         }
         assert_eq!(lines, 0, "no second line within the interval");
         // The next hit after the interval reports everything since the first line.
-        let n = log.hit(at(t0, 10_000));
+        let n = log.hit(at(t0, 10_000), "cap");
         assert_eq!(n, Some(10_000));
         reported += n.unwrap_or(0);
         assert_eq!(reported, 10_001);
-        assert_eq!(log.hit(at(t0, 10_001)), None);
+        assert_eq!(log.hit(at(t0, 10_001), "cap"), None);
+    }
+
+    #[test]
+    fn the_end_of_a_burst_is_reported_by_a_flush() {
+        let t0 = Instant::now();
+        let mut log = CapLog::new(Duration::from_secs(10));
+        assert_eq!(log.flush(t0), None, "nothing to report");
+        assert_eq!(log.hit(t0, "connections_max"), Some(1));
+        assert_eq!(log.hit(at(t0, 1), "connections_max"), None);
+        assert_eq!(log.hit(at(t0, 2), "file descriptors"), None);
+        assert_eq!(log.flush(at(t0, 9_999)), None, "not within the interval");
+        assert_eq!(log.flush(at(t0, 10_002)), Some((2, "file descriptors")));
+        assert_eq!(log.flush(at(t0, 30_000)), None, "reported once");
     }
 }

@@ -62,6 +62,9 @@ struct Shared {
     frame_timeout: Duration,
     /// The origin of [`Activity`]'s millisecond clock.
     epoch: Instant,
+    /// Evictions to report: by the accept thread as they happen, rate-limited, and by the
+    /// scan thread for the tail of a burst (nothing else would report it).
+    cap_log: Mutex<CapLog>,
 }
 
 impl Shared {
@@ -69,6 +72,10 @@ impl Shared {
         self.connections
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn cap_log(&self) -> std::sync::MutexGuard<'_, CapLog> {
+        self.cap_log.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn now_ms(&self) -> u64 {
@@ -109,6 +116,7 @@ pub fn start(config: NameServerConfig) -> io::Result<NameServerHandle> {
         idle_timeout: config.connection_idle_timeout(),
         frame_timeout: config.frame_timeout(),
         epoch: Instant::now(),
+        cap_log: Mutex::new(CapLog::new(CAP_LOG_INTERVAL)),
     });
 
     let (scan_stop, scan_rx) = mpsc::channel::<()>();
@@ -238,6 +246,10 @@ fn scan_loop(shared: &Shared, stop: &mpsc::Receiver<()>, interval: Duration) {
             Err(RecvTimeoutError::Timeout) => {}
             Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
         }
+        let unreported = shared.cap_log().flush(Instant::now());
+        if let Some((evicted, limit)) = unreported {
+            log_cap(shared, evicted, limit);
+        }
         let expired = lock(&shared.table).expire(Instant::now());
         for key in expired {
             tracing::warn!(
@@ -250,7 +262,7 @@ fn scan_loop(shared: &Shared, stop: &mpsc::Receiver<()>, interval: Duration) {
 
 /// At a limit (`connections_max`, or the process's descriptors): closes the connection
 /// [`eviction_victim`] picks, so the newcomer is served. False when there was none.
-fn evict_one(shared: &Shared, cap_log: &mut CapLog, limit: &'static str) -> bool {
+fn evict_one(shared: &Shared, limit: &'static str) -> bool {
     let victim = {
         let mut conns = shared.connections();
         let victim = eviction_victim(conns.iter().map(|(id, c)| (*id, &*c.activity)));
@@ -263,27 +275,29 @@ fn evict_one(shared: &Shared, cap_log: &mut CapLog, limit: &'static str) -> bool
     let _ = victim.stream.shutdown(Shutdown::Both);
     shared.metrics.connections_open.dec();
     shared.metrics.count_closed("evicted");
-    if let Some(evicted) = cap_log.hit(Instant::now()) {
-        tracing::warn!(
-            limit,
-            connections_max = shared.connections_max,
-            evicted,
-            "connection cap reached: closing the longest-idle connections to serve new ones \
-             (evicted = closed since the last such line)"
-        );
+    let due = shared.cap_log().hit(Instant::now(), limit);
+    if let Some(evicted) = due {
+        log_cap(shared, evicted, limit);
     }
     true
 }
 
+/// The one line for hitting a limit; `evicted` counts the evictions since the last line.
+fn log_cap(shared: &Shared, evicted: u64, limit: &'static str) {
+    tracing::warn!(
+        limit,
+        connections_max = shared.connections_max,
+        evicted,
+        "connection cap reached: closing the longest-idle connections to serve new ones \
+         (evicted = closed since the last such line)"
+    );
+}
+
 /// The registry's copy of a new connection; out of descriptors, one idle connection is
 /// evicted first, so the newcomer is not dropped for it.
-fn clone_for_registry(
-    shared: &Shared,
-    stream: &TcpStream,
-    cap_log: &mut CapLog,
-) -> io::Result<TcpStream> {
+fn clone_for_registry(shared: &Shared, stream: &TcpStream) -> io::Result<TcpStream> {
     match stream.try_clone() {
-        Err(e) if out_of_descriptors(&e) && evict_one(shared, cap_log, "file descriptors") => {
+        Err(e) if out_of_descriptors(&e) && evict_one(shared, "file descriptors") => {
             thread::sleep(DESCRIPTOR_RETRY_BACKOFF);
             stream.try_clone()
         }
@@ -300,7 +314,6 @@ fn out_of_descriptors(e: &io::Error) -> bool {
 fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
     let mut next_id: u64 = 0;
     let mut threads: Vec<JoinHandle<()>> = Vec::new();
-    let mut cap_log = CapLog::new(CAP_LOG_INTERVAL);
     loop {
         let accepted = listener.accept();
         if shared.stopping.load(Ordering::SeqCst) {
@@ -311,7 +324,7 @@ fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
             Err(e) => {
                 // Out of descriptors before connections_max: idle connections must not
                 // lock newcomers out this way either.
-                if out_of_descriptors(&e) && evict_one(shared, &mut cap_log, "file descriptors") {
+                if out_of_descriptors(&e) && evict_one(shared, "file descriptors") {
                     thread::sleep(DESCRIPTOR_RETRY_BACKOFF);
                 } else {
                     tracing::warn!("accept failed: {e}");
@@ -322,14 +335,14 @@ fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
         };
         threads.retain(|t| !t.is_finished());
         if shared.connections().len() >= shared.connections_max {
-            evict_one(shared, &mut cap_log, "connections_max");
+            evict_one(shared, "connections_max");
         }
         let _ = stream.set_nodelay(true);
         if let Err(e) = stream.set_write_timeout(Some(WRITE_TIMEOUT)) {
             tracing::warn!(%peer, "cannot set a write timeout ({e}); closing");
             continue;
         }
-        let registered = match clone_for_registry(shared, &stream, &mut cap_log) {
+        let registered = match clone_for_registry(shared, &stream) {
             Ok(s) => s,
             Err(e) => {
                 tracing::warn!(%peer, "cannot clone the connection ({e}); closing");
