@@ -36,6 +36,31 @@ struct Args {
     )]
     scan_interval_ms: u64,
 
+    /// Connections served at once; at the cap a newcomer is served and the longest-idle
+    /// connection (one that never sent a request first) is closed.
+    #[arg(
+        long,
+        default_value_t = NameServerConfig::CONNECTIONS_MAX_DEFAULT as u64,
+        value_parser = clap::value_parser!(u64).range(1..=NameServerConfig::CONNECTIONS_MAX_MAX as u64),
+    )]
+    connections_max: u64,
+
+    /// Close a connection that completes no request for this many milliseconds.
+    #[arg(
+        long,
+        default_value_t = NameServerConfig::CONNECTION_IDLE_TIMEOUT_MS_DEFAULT,
+        value_parser = clap::value_parser!(u64).range(1..=NameServerConfig::TIMEOUT_MS_MAX),
+    )]
+    connection_idle_timeout_ms: u64,
+
+    /// Close a connection whose started frame is not complete within this many milliseconds.
+    #[arg(
+        long,
+        default_value_t = NameServerConfig::FRAME_TIMEOUT_MS_DEFAULT,
+        value_parser = clap::value_parser!(u64).range(1..=NameServerConfig::TIMEOUT_MS_MAX),
+    )]
+    frame_timeout_ms: u64,
+
     /// Serve Prometheus metrics at http://ADDR/metrics (off when unset).
     #[arg(long)]
     metrics_addr: Option<SocketAddr>,
@@ -63,6 +88,11 @@ where
         listen_addr: args.listen,
         broker_expiry_ms: args.broker_expiry_ms,
         scan_interval_ms: args.scan_interval_ms,
+        // Bounded by the parser to 1..=CONNECTIONS_MAX_MAX, so it fits a usize.
+        connections_max: usize::try_from(args.connections_max)
+            .context("--connections-max does not fit this platform")?,
+        connection_idle_timeout_ms: args.connection_idle_timeout_ms,
+        frame_timeout_ms: args.frame_timeout_ms,
         ..NameServerConfig::default()
     };
     // Register for signals before starting, so a signal sent right after the start-up line

@@ -21,9 +21,18 @@ pub struct NameServerConfig {
     /// Largest frame accepted; a larger one is answered with an error and skipped.
     /// Default 4 MiB; bounds 64 KiB..=[`protocol::FRAME_BYTES_MAX_DEFAULT`].
     pub frame_bytes_max: u32,
-    /// Connections served at once; further ones are closed on accept. Default 4096;
-    /// bounds 1..=65536.
+    /// Connections served at once. A connection accepted at the cap is served and an open
+    /// one is closed instead: one that never completed a request before one that did, then
+    /// the one idle longest (see `connections.rs`). Default 4096; bounds 1..=65536.
     pub connections_max: usize,
+    /// A connection that completes no request for this long is closed (RocketMQ's
+    /// `serverChannelMaxIdleTimeSeconds`). Clients and brokers reconnect when they need
+    /// to. Default 120 000; bounds 1..=[`Self::TIMEOUT_MS_MAX`].
+    pub connection_idle_timeout_ms: u64,
+    /// A frame whose first byte has arrived must be complete within this, or the connection
+    /// is closed: a half-sent frame cannot hold a connection slot. Default 30 000; bounds
+    /// 1..=[`Self::TIMEOUT_MS_MAX`].
+    pub frame_timeout_ms: u64,
 }
 
 impl NameServerConfig {
@@ -37,6 +46,10 @@ impl NameServerConfig {
     pub const FRAME_BYTES_MAX_MIN: u32 = 64 * 1024;
     pub const CONNECTIONS_MAX_DEFAULT: usize = 4096;
     pub const CONNECTIONS_MAX_MAX: usize = 65536;
+    pub const CONNECTION_IDLE_TIMEOUT_MS_DEFAULT: u64 = 120_000;
+    pub const FRAME_TIMEOUT_MS_DEFAULT: u64 = 30_000;
+    /// One day: a longer timeout is no timeout.
+    pub const TIMEOUT_MS_MAX: u64 = 24 * 3600 * 1000;
 
     /// Checks every field against its bounds.
     pub fn validate(&self) -> Result<(), NameSrvError> {
@@ -69,7 +82,29 @@ impl NameServerConfig {
                 self.connections_max
             )));
         }
+        for (name, value) in [
+            (
+                "connection_idle_timeout_ms",
+                self.connection_idle_timeout_ms,
+            ),
+            ("frame_timeout_ms", self.frame_timeout_ms),
+        ] {
+            if value == 0 || value > Self::TIMEOUT_MS_MAX {
+                return Err(NameSrvError::Config(format!(
+                    "{name} must be in 1..={}, got {value}",
+                    Self::TIMEOUT_MS_MAX
+                )));
+            }
+        }
         Ok(())
+    }
+
+    pub fn connection_idle_timeout(&self) -> Duration {
+        Duration::from_millis(self.connection_idle_timeout_ms)
+    }
+
+    pub fn frame_timeout(&self) -> Duration {
+        Duration::from_millis(self.frame_timeout_ms)
     }
 
     pub fn broker_expiry(&self) -> Duration {
@@ -92,6 +127,8 @@ impl Default for NameServerConfig {
             scan_interval_ms: Self::SCAN_INTERVAL_MS_DEFAULT,
             frame_bytes_max: Self::FRAME_BYTES_MAX_DEFAULT,
             connections_max: Self::CONNECTIONS_MAX_DEFAULT,
+            connection_idle_timeout_ms: Self::CONNECTION_IDLE_TIMEOUT_MS_DEFAULT,
+            frame_timeout_ms: Self::FRAME_TIMEOUT_MS_DEFAULT,
         }
     }
 }
@@ -137,6 +174,14 @@ mod tests {
             },
             NameServerConfig {
                 connections_max: 0,
+                ..base.clone()
+            },
+            NameServerConfig {
+                connection_idle_timeout_ms: 0,
+                ..base.clone()
+            },
+            NameServerConfig {
+                frame_timeout_ms: NameServerConfig::TIMEOUT_MS_MAX + 1,
                 ..base.clone()
             },
         ] {

@@ -6,13 +6,17 @@
 //! without talking to each other; all state is in memory.
 //!
 //! The service is deliberately small and tokio-free: one accept thread, one thread per
-//! connection, one scan thread, and the [`RouteTable`] behind a mutex. Its load is a few
+//! connection, one scan thread, and the [`RouteTable`] behind a mutex. Idle connections
+//! are closed after [`NameServerConfig::connection_idle_timeout_ms`], and at
+//! [`NameServerConfig::connections_max`] a newcomer evicts the longest-idle connection, so
+//! idle connections cannot lock clients or brokers out. Its load is a few
 //! requests per broker per 30 s plus route look-ups, so a lock is not a bottleneck here.
 //!
 //! Embed it with [`start`]; the `namesrv` binary is a thin wrapper around it.
 
 pub mod cli;
 mod config;
+mod connections;
 mod handler;
 pub mod metrics;
 pub mod route_table;

@@ -20,11 +20,21 @@ pub struct CodeLabel {
     pub code: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabel {
+    pub reason: String,
+}
+
 /// Counters updated by the connection threads (atomics; no lock).
 #[derive(Default)]
 pub struct Metrics {
     pub requests: Family<CommandLabel, Counter>,
     pub errors: Family<CodeLabel, Counter>,
+    /// Connections the server closed on its own, by reason: `idle`, `half_frame` (timeouts)
+    /// or `evicted` (to admit a newcomer at `connections_max`).
+    pub connections_closed: Family<ReasonLabel, Counter>,
+    /// Connections open now.
+    pub connections_open: Gauge,
 }
 
 impl Metrics {
@@ -40,6 +50,14 @@ impl Metrics {
         self.errors
             .get_or_create(&CodeLabel {
                 code: code.name().to_owned(),
+            })
+            .inc();
+    }
+
+    pub fn count_closed(&self, reason: &str) {
+        self.connections_closed
+            .get_or_create(&ReasonLabel {
+                reason: reason.to_owned(),
             })
             .inc();
     }
@@ -66,6 +84,16 @@ impl Metrics {
             "corvus_namesrv_errors",
             "Error responses, by response code",
             self.errors.clone(),
+        );
+        r.register(
+            "corvus_namesrv_connections_closed",
+            "Connections the NameServer closed itself, by reason (idle, half_frame, evicted)",
+            self.connections_closed.clone(),
+        );
+        r.register(
+            "corvus_namesrv_connections_open",
+            "Client and broker connections open now",
+            self.connections_open.clone(),
         );
         telemetry::encode(&r)
     }

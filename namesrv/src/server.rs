@@ -1,11 +1,18 @@
 //! The network side: an accept thread, a thread per connection and a scan thread, all std.
 //!
+//! Idle connections cannot lock the server out (see `connections.rs` for the rules): each
+//! connection thread reads with a socket timeout set to its own deadline (idle between
+//! frames, a frame timeout inside one) and closes the connection when it passes; at
+//! `connections_max` the accept thread closes the connection that has never sent a request,
+//! or else the one idle longest, and serves the newcomer. A thread sleeps in `read` until
+//! bytes or its deadline arrive: nothing polls.
+//!
 //! Shutdown: a flag is set and the accept thread is woken by a connection to itself; it then
 //! shuts down every open connection (which unblocks their reads) and joins their threads.
 //! The scan thread waits on a channel whose sender the handle drops.
 
 use std::collections::HashMap;
-use std::io;
+use std::io::{self, Read};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
@@ -13,9 +20,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use protocol::blocking::{write_frame, FrameReader};
-use protocol::{Decoded, Header, ProtocolError, ResponseCode};
+use bytes::BytesMut;
+use protocol::blocking::write_frame;
+use protocol::{Decoded, FrameDecoder, Header, ResponseCode};
 
+use crate::connections::{eviction_victim, Activity, CapLog, Expiry, ReadDeadline};
 use crate::handler::{handle_request, lock};
 use crate::{NameServerConfig, RouteTable};
 
@@ -25,22 +34,59 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(50);
 /// How long shutdown waits to connect to its own listener.
 const WAKE_TIMEOUT: Duration = Duration::from_secs(1);
+/// After evicting for want of a descriptor: the evicted connection's thread closes its own
+/// descriptor when it wakes, a moment later.
+const DESCRIPTOR_RETRY_BACKOFF: Duration = Duration::from_millis(5);
+/// At most one "connection cap reached" line per this interval (each line has the count).
+const CAP_LOG_INTERVAL: Duration = Duration::from_secs(10);
+/// Bytes asked of the socket per read. NameServer requests are small; a large registration
+/// takes a few more reads. Small, because every connection thread has one on its stack.
+const READ_CHUNK_BYTES: usize = 16 * 1024;
+
+/// One open connection, as the accept thread sees it.
+struct Conn {
+    /// A clone of the stream, so shutdown or eviction can close it.
+    stream: TcpStream,
+    activity: Arc<Activity>,
+}
 
 struct Shared {
     table: Mutex<RouteTable>,
     metrics: crate::metrics::Metrics,
     stopping: AtomicBool,
-    /// A clone of every open connection, so shutdown can close them.
-    connections: Mutex<HashMap<u64, TcpStream>>,
+    /// Every open connection, so shutdown can close them and the accept thread can evict.
+    connections: Mutex<HashMap<u64, Conn>>,
     frame_bytes_max: u32,
     connections_max: usize,
+    idle_timeout: Duration,
+    frame_timeout: Duration,
+    /// The origin of [`Activity`]'s millisecond clock.
+    epoch: Instant,
+    /// Evictions to report: by the accept thread as they happen, rate-limited, and by the
+    /// scan thread for the tail of a burst (nothing else would report it).
+    cap_log: Mutex<CapLog>,
 }
 
 impl Shared {
-    fn connections(&self) -> std::sync::MutexGuard<'_, HashMap<u64, TcpStream>> {
+    fn connections(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Conn>> {
         self.connections
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn cap_log(&self) -> std::sync::MutexGuard<'_, CapLog> {
+        self.cap_log.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Forgets connection `id` (a no-op when eviction already did).
+    fn remove(&self, id: u64) {
+        if self.connections().remove(&id).is_some() {
+            self.metrics.connections_open.dec();
+        }
     }
 }
 
@@ -67,6 +113,10 @@ pub fn start(config: NameServerConfig) -> io::Result<NameServerHandle> {
         connections: Mutex::new(HashMap::new()),
         frame_bytes_max: config.frame_bytes_max,
         connections_max: config.connections_max,
+        idle_timeout: config.connection_idle_timeout(),
+        frame_timeout: config.frame_timeout(),
+        epoch: Instant::now(),
+        cap_log: Mutex::new(CapLog::new(CAP_LOG_INTERVAL)),
     });
 
     let (scan_stop, scan_rx) = mpsc::channel::<()>();
@@ -94,6 +144,8 @@ pub fn start(config: NameServerConfig) -> io::Result<NameServerHandle> {
         scan_interval_ms = scan_interval.as_millis() as u64,
         frame_bytes_max = config.frame_bytes_max,
         connections_max = config.connections_max,
+        connection_idle_timeout_ms = config.connection_idle_timeout_ms,
+        frame_timeout_ms = config.frame_timeout_ms,
         "namesrv configuration"
     );
     // Scripts read this exact line (the binary repeats it on stdout).
@@ -183,8 +235,8 @@ fn wake_addr(local: SocketAddr) -> SocketAddr {
 }
 
 fn close_all(shared: &Shared) {
-    for stream in shared.connections().values() {
-        let _ = stream.shutdown(Shutdown::Both);
+    for conn in shared.connections().values() {
+        let _ = conn.stream.shutdown(Shutdown::Both);
     }
 }
 
@@ -194,6 +246,10 @@ fn scan_loop(shared: &Shared, stop: &mpsc::Receiver<()>, interval: Duration) {
             Err(RecvTimeoutError::Timeout) => {}
             Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
         }
+        let unreported = shared.cap_log().flush(Instant::now());
+        if let Some((evicted, limit)) = unreported {
+            log_cap(shared, evicted, limit);
+        }
         let expired = lock(&shared.table).expire(Instant::now());
         for key in expired {
             tracing::warn!(
@@ -202,6 +258,57 @@ fn scan_loop(shared: &Shared, stop: &mpsc::Receiver<()>, interval: Duration) {
             );
         }
     }
+}
+
+/// At a limit (`connections_max`, or the process's descriptors): closes the connection
+/// [`eviction_victim`] picks, so the newcomer is served. False when there was none.
+fn evict_one(shared: &Shared, limit: &'static str) -> bool {
+    let victim = {
+        let mut conns = shared.connections();
+        let victim = eviction_victim(conns.iter().map(|(id, c)| (*id, &*c.activity)));
+        victim.and_then(|id| conns.remove(&id))
+    };
+    let Some(victim) = victim else {
+        return false;
+    };
+    // Its thread's read returns at once; the thread then exits on its own.
+    let _ = victim.stream.shutdown(Shutdown::Both);
+    shared.metrics.connections_open.dec();
+    shared.metrics.count_closed("evicted");
+    let due = shared.cap_log().hit(Instant::now(), limit);
+    if let Some(evicted) = due {
+        log_cap(shared, evicted, limit);
+    }
+    true
+}
+
+/// The one line for hitting a limit; `evicted` counts the evictions since the last line.
+fn log_cap(shared: &Shared, evicted: u64, limit: &'static str) {
+    tracing::warn!(
+        limit,
+        connections_max = shared.connections_max,
+        evicted,
+        "connection cap reached: closing the longest-idle connections to serve new ones \
+         (evicted = closed since the last such line)"
+    );
+}
+
+/// The registry's copy of a new connection; out of descriptors, one idle connection is
+/// evicted first, so the newcomer is not dropped for it.
+fn clone_for_registry(shared: &Shared, stream: &TcpStream) -> io::Result<TcpStream> {
+    match stream.try_clone() {
+        Err(e) if out_of_descriptors(&e) && evict_one(shared, "file descriptors") => {
+            thread::sleep(DESCRIPTOR_RETRY_BACKOFF);
+            stream.try_clone()
+        }
+        other => other,
+    }
+}
+
+/// Whether accept failed for want of a descriptor (the process's or the system's), which
+/// closing an idle connection cures.
+fn out_of_descriptors(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
 }
 
 fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
@@ -215,25 +322,27 @@ fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
         let (stream, peer) = match accepted {
             Ok(a) => a,
             Err(e) => {
-                tracing::warn!("accept failed: {e}");
-                thread::sleep(ACCEPT_ERROR_BACKOFF);
+                // Out of descriptors before connections_max: idle connections must not
+                // lock newcomers out this way either.
+                if out_of_descriptors(&e) && evict_one(shared, "file descriptors") {
+                    thread::sleep(DESCRIPTOR_RETRY_BACKOFF);
+                } else {
+                    tracing::warn!("accept failed: {e}");
+                    thread::sleep(ACCEPT_ERROR_BACKOFF);
+                }
                 continue;
             }
         };
         threads.retain(|t| !t.is_finished());
-        if threads.len() >= shared.connections_max {
-            tracing::warn!(
-                %peer, connections_max = shared.connections_max,
-                "too many connections; closing the new one"
-            );
-            continue;
+        if shared.connections().len() >= shared.connections_max {
+            evict_one(shared, "connections_max");
         }
         let _ = stream.set_nodelay(true);
         if let Err(e) = stream.set_write_timeout(Some(WRITE_TIMEOUT)) {
             tracing::warn!(%peer, "cannot set a write timeout ({e}); closing");
             continue;
         }
-        let registered = match stream.try_clone() {
+        let registered = match clone_for_registry(shared, &stream) {
             Ok(s) => s,
             Err(e) => {
                 tracing::warn!(%peer, "cannot clone the connection ({e}); closing");
@@ -242,19 +351,27 @@ fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
         };
         let id = next_id;
         next_id += 1;
-        shared.connections().insert(id, registered);
+        let activity = Arc::new(Activity::new(shared.now_ms()));
+        shared.connections().insert(
+            id,
+            Conn {
+                stream: registered,
+                activity: Arc::clone(&activity),
+            },
+        );
+        shared.metrics.connections_open.inc();
         let conn_shared = Arc::clone(shared);
         let spawned = thread::Builder::new()
             .name(format!("namesrv-conn-{id}"))
             .spawn(move || {
-                serve_connection(&conn_shared, stream, peer);
-                conn_shared.connections().remove(&id);
+                serve_connection(&conn_shared, &activity, stream, peer);
+                conn_shared.remove(id);
             });
         match spawned {
             Ok(t) => threads.push(t),
             Err(e) => {
                 tracing::warn!(%peer, "cannot spawn a connection thread ({e}); closing");
-                shared.connections().remove(&id);
+                shared.remove(id);
             }
         }
     }
@@ -267,66 +384,126 @@ fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
     }
 }
 
-/// Serves one connection until the peer closes it, it breaks the framing, or shutdown.
-fn serve_connection(shared: &Shared, stream: TcpStream, peer: SocketAddr) {
+/// Serves one connection until the peer closes it, it breaks the framing, its read deadline
+/// passes (see [`ReadDeadline`]), it is evicted, or shutdown.
+fn serve_connection(shared: &Shared, activity: &Activity, stream: TcpStream, peer: SocketAddr) {
     tracing::debug!(%peer, "connection opened");
-    let mut reader = FrameReader::new(stream, shared.frame_bytes_max);
-    loop {
-        let decoded = match reader.read_decoded() {
-            Ok(Some(d)) => d,
-            Ok(None) => break,
-            Err(ProtocolError::Io(e)) => {
+    let mut decoder = FrameDecoder::new(shared.frame_bytes_max);
+    let mut buf = BytesMut::new();
+    let mut chunk = [0u8; READ_CHUNK_BYTES];
+    let mut deadline = ReadDeadline::new(Instant::now(), shared.idle_timeout, shared.frame_timeout);
+    'connection: loop {
+        let (until, expiry) = deadline.deadline();
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            let reason = match expiry {
+                Expiry::Idle => "idle",
+                Expiry::HalfFrame => "half_frame",
+            };
+            tracing::debug!(%peer, reason, "read deadline passed, closing the connection");
+            shared.metrics.count_closed(reason);
+            let _ = stream.shutdown(Shutdown::Both);
+            break;
+        }
+        if let Err(e) = stream.set_read_timeout(Some(left)) {
+            tracing::debug!(%peer, "cannot set a read timeout ({e}); closing");
+            break;
+        }
+        let n = match (&stream).read(&mut chunk) {
+            Ok(0) => {
+                if !buf.is_empty() || decoder.is_discarding() {
+                    tracing::debug!(%peer, "connection closed in the middle of a frame");
+                }
+                break;
+            }
+            Ok(n) => n,
+            // The timeout (the loop checks which deadline passed) or a signal.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) =>
+            {
+                continue
+            }
+            Err(e) => {
                 tracing::debug!(%peer, "connection ended: {e}");
                 break;
             }
-            Err(e) => {
-                // The frame boundaries are lost: answer once if the peer still listens,
-                // then close. Request id 0: the failing frame's id could not be read.
-                tracing::warn!(%peer, "bad frame, closing the connection: {e}");
-                let answer = Header::error(0, ResponseCode::BadFrame, e.to_string());
-                let _ = write_frame(&mut reader.get_ref(), &answer, &[]);
-                let _ = reader.get_ref().shutdown(Shutdown::Both);
-                break;
-            }
         };
-        let (response, oneway) = match decoded {
-            Decoded::Frame(frame) => {
-                if frame.header.is_response() {
-                    // Nobody here sent a request; answering a response could loop forever.
-                    tracing::debug!(%peer, "ignoring an unsolicited response frame");
-                    continue;
+        buf.extend_from_slice(&chunk[..n]);
+        let mut completed = false;
+        loop {
+            let decoded = match decoder.decode(&mut buf) {
+                Ok(Some(d)) => d,
+                Ok(None) => break,
+                Err(e) => {
+                    // The frame boundaries are lost: answer once if the peer still listens,
+                    // then close. Request id 0: the failing frame's id could not be read.
+                    tracing::warn!(%peer, "bad frame, closing the connection: {e}");
+                    let answer = Header::error(0, ResponseCode::BadFrame, e.to_string());
+                    let _ = write_frame(&mut &stream, &answer, &[]);
+                    let _ = stream.shutdown(Shutdown::Both);
+                    break 'connection;
                 }
-                let oneway = frame.header.is_oneway();
-                shared.metrics.count_request(frame.header.command.name());
-                let response = handle_request(&shared.table, frame.header, Instant::now());
-                if response.code != 0 {
-                    shared.metrics.count_error(response.response_code());
-                }
-                (response, oneway)
+            };
+            let Some(response) = answer(shared, peer, decoded) else {
+                continue;
+            };
+            completed = true;
+            activity.request_completed(shared.now_ms());
+            let Some(response) = response else {
+                continue; // oneway
+            };
+            if let Err(e) = write_frame(&mut &stream, &response, &[]) {
+                tracing::debug!(%peer, "cannot answer, closing: {e}");
+                break 'connection;
             }
-            Decoded::Oversized { header, frame_len } => {
-                tracing::warn!(
-                    %peer, frame_len, frame_bytes_max = shared.frame_bytes_max,
-                    command = header.command.name(), "oversized frame skipped"
-                );
-                let answer = Header::error(
-                    header.request_id,
-                    ResponseCode::MessageTooLarge,
-                    format!(
-                        "frame of {frame_len} bytes exceeds the name server's limit of {} bytes",
-                        shared.frame_bytes_max
-                    ),
-                );
-                (answer, header.is_oneway())
-            }
-        };
-        if oneway {
-            continue;
         }
-        if let Err(e) = write_frame(&mut reader.get_ref(), &response, &[]) {
-            tracing::debug!(%peer, "cannot answer, closing: {e}");
-            break;
-        }
+        deadline.observe(
+            Instant::now(),
+            completed,
+            !buf.is_empty() || decoder.is_discarding(),
+        );
     }
     tracing::debug!(%peer, "connection closed");
+}
+
+/// Handles one decoded frame: `None` when it was not a request (nothing to count or
+/// answer), `Some(None)` for a oneway request, `Some(Some(response))` otherwise.
+fn answer(shared: &Shared, peer: SocketAddr, decoded: Decoded) -> Option<Option<Header>> {
+    let (response, oneway) = match decoded {
+        Decoded::Frame(frame) => {
+            if frame.header.is_response() {
+                // Nobody here sent a request; answering a response could loop forever.
+                tracing::debug!(%peer, "ignoring an unsolicited response frame");
+                return None;
+            }
+            let oneway = frame.header.is_oneway();
+            shared.metrics.count_request(frame.header.command.name());
+            let response = handle_request(&shared.table, frame.header, Instant::now());
+            if response.code != 0 {
+                shared.metrics.count_error(response.response_code());
+            }
+            (response, oneway)
+        }
+        Decoded::Oversized { header, frame_len } => {
+            tracing::warn!(
+                %peer, frame_len, frame_bytes_max = shared.frame_bytes_max,
+                command = header.command.name(), "oversized frame skipped"
+            );
+            let answer = Header::error(
+                header.request_id,
+                ResponseCode::MessageTooLarge,
+                format!(
+                    "frame of {frame_len} bytes exceeds the name server's limit of {} bytes",
+                    shared.frame_bytes_max
+                ),
+            );
+            (answer, header.is_oneway())
+        }
+    };
+    Some((!oneway).then_some(response))
 }

@@ -79,6 +79,12 @@ impl FrameDecoder {
         self.frame_bytes_max
     }
 
+    /// True while the rest of an oversized frame is still to be thrown away: the peer is in
+    /// the middle of a frame even when no byte of it is buffered.
+    pub fn is_discarding(&self) -> bool {
+        self.discard_remaining > 0
+    }
+
     /// Returns `Ok(None)` when more bytes are needed. An `Err` means the stream cannot be
     /// trusted any more (the frame boundaries are lost): answer if you can, then close.
     pub fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Decoded>, ProtocolError> {
