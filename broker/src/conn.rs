@@ -218,7 +218,7 @@ pub async fn serve_connection(core: Rc<Core>, stream: TcpStream) {
                 }
             }
         }
-        if buf.is_empty() {
+        if buf.is_empty() && !decoder.is_discarding() {
             partial_since = None;
             if buf.capacity() > READ_BUFFER_KEEP_BYTES {
                 buf = BytesMut::with_capacity(256 * 1024);
