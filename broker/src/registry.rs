@@ -52,7 +52,7 @@ fn registration(shared: &Shared) -> RegisterBroker {
     }
 }
 
-fn call(addr: &str, header: &Header) -> Result<(), String> {
+fn call(addr: &str, header: &Header, body: &[u8]) -> Result<(), String> {
     let sa: SocketAddr = addr
         .parse()
         .map_err(|e| format!("bad address {addr}: {e}"))?;
@@ -62,7 +62,7 @@ fn call(addr: &str, header: &Header) -> Result<(), String> {
     s.set_write_timeout(Some(IO_TIMEOUT))
         .map_err(|e| e.to_string())?;
     let _ = s.set_nodelay(true);
-    write_frame(&mut s, header, &[]).map_err(|e| e.to_string())?;
+    write_frame(&mut s, header, body).map_err(|e| e.to_string())?;
     let mut r = FrameReader::new(&s, protocol::FRAME_BYTES_MAX_DEFAULT);
     match r.next_frame() {
         Ok(Some(f)) if f.header.response_code() == ResponseCode::Success => Ok(()),
@@ -74,10 +74,23 @@ fn call(addr: &str, header: &Header) -> Result<(), String> {
 
 fn register_all(shared: &Shared, failing: &mut [bool]) -> bool {
     let namesrvs = shared.config.namesrv_list();
-    let header = Header::request(1, Command::RegisterBroker(registration(shared)));
+    // The topic table goes in the body, compressed: any number of topics fits in a frame,
+    // where a header of them passed its 1 MiB limit at 7,000-9,800 topics.
+    let mut reg = registration(shared);
+    let body = match protocol::encode_topic_body(&reg.topics) {
+        Ok(b) => {
+            reg.topics.clear();
+            b
+        }
+        Err(e) => {
+            tracing::warn!("cannot compress the topic table, registering it in the header: {e}");
+            Vec::new()
+        }
+    };
+    let header = Header::request(1, Command::RegisterBroker(reg));
     let mut any = false;
     for (i, ns) in namesrvs.iter().enumerate() {
-        match call(ns, &header) {
+        match call(ns, &header, &body) {
             Ok(()) => {
                 if failing[i] {
                     tracing::info!(namesrv = ns, "registered with NameServer again");
@@ -133,7 +146,7 @@ fn run(shared: Arc<Shared>) {
     }
     let header = Header::request(2, Command::UnregisterBroker(key(&shared)));
     for ns in &namesrvs {
-        if let Err(e) = call(ns, &header) {
+        if let Err(e) = call(ns, &header, &[]) {
             tracing::debug!(namesrv = ns, "unregister failed: {e}");
         }
     }

@@ -15,11 +15,28 @@ pub(crate) fn lock(table: &Mutex<RouteTable>) -> MutexGuard<'_, RouteTable> {
     table.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Answers one request. The caller decides whether to send the answer (not for oneway).
-pub(crate) fn handle_request(table: &Mutex<RouteTable>, request: Header, now: Instant) -> Header {
+/// Answers one request (with its frame's body). The caller decides whether to send the
+/// answer (not for oneway).
+pub(crate) fn handle_request(
+    table: &Mutex<RouteTable>,
+    request: Header,
+    body: &[u8],
+    now: Instant,
+) -> Header {
     let id = request.request_id;
     match request.command {
-        Command::RegisterBroker(reg) => {
+        Command::RegisterBroker(mut reg) => {
+            // The topic table travels in the body (compressed), so that any number of
+            // topics fits; an empty body leaves the header's list.
+            if !body.is_empty() {
+                match protocol::decode_topic_body(body) {
+                    Ok(topics) => reg.topics = topics,
+                    Err(e) => {
+                        tracing::warn!(addr = %reg.addr, "refused registration: {e}");
+                        return Header::error(id, ResponseCode::BadRequest, e.to_string());
+                    }
+                }
+            }
             let key = reg.key.clone();
             let addr = reg.addr.clone();
             let topics = reg.topics.len();
@@ -100,6 +117,7 @@ mod tests {
                     topic: "Nope".into(),
                 },
             ),
+            &[],
             Instant::now(),
         );
         assert_eq!(resp.request_id, 5);
@@ -114,6 +132,7 @@ mod tests {
         let resp = handle_request(
             &t,
             Header::request(9, Command::BrokerStatus),
+            &[],
             Instant::now(),
         );
         assert_eq!(resp.request_id, 9);
@@ -143,6 +162,7 @@ mod tests {
         let resp = handle_request(
             &t,
             Header::request(1, Command::RegisterBroker(reg)),
+            &[],
             Instant::now(),
         );
         assert_eq!(resp.response_code(), ResponseCode::BadRequest);

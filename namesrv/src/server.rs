@@ -483,7 +483,7 @@ fn answer(shared: &Shared, peer: SocketAddr, decoded: Decoded) -> Option<Option<
             }
             let oneway = frame.header.is_oneway();
             shared.metrics.count_request(frame.header.command.name());
-            let response = handle_request(&shared.table, frame.header, Instant::now());
+            let response = handle_request(&shared.table, frame.header, &frame.body, Instant::now());
             if response.code != 0 {
                 shared.metrics.count_error(response.response_code());
             }

@@ -23,12 +23,14 @@ mod codec;
 mod codes;
 pub mod fuzzing;
 mod messages;
+mod topic_body;
 
 pub use codec::{
     encode_frame, encode_frame_prefix, Decoded, Frame, FrameDecoder, FRAME_PREFIX_BYTES,
 };
 pub use codes::ResponseCode;
 pub use messages::*;
+pub use topic_body::{decode_topic_body, encode_topic_body, TOPIC_BODY_BYTES_MAX};
 
 /// Default limit on a whole frame: a 4 MiB message plus room for batching and headers.
 pub const FRAME_BYTES_MAX_DEFAULT: u32 = 16 * 1024 * 1024;

@@ -266,6 +266,8 @@ pub struct RegisterBroker {
     /// Shards in the broker's data directory; queue owner = `queue_owner_shard(.., shard_count)`,
     /// its core = `shard_core(shard, core_addrs.len())`.
     pub shard_count: u16,
+    /// Empty when the frame's body carries the table ([`crate::encode_topic_body`]): the
+    /// brokers of this version always send it there.
     pub topics: Vec<TopicConfig>,
 }
 
