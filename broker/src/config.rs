@@ -71,6 +71,10 @@ pub struct BrokerConfig {
     /// Executors to run, one pinned per core; 0 = every core of the host.
     pub cores: u16,
     pub register_interval_ms: u64,
+    /// Between full registrations, the broker tells each NameServer it is alive this often
+    /// (a few bytes); a NameServer that does not know it (restarted empty) gets the full
+    /// registration at once. The NameServer drops a broker silent for `broker_expiry_ms`.
+    pub namesrv_heartbeat_interval_ms: u64,
     pub auto_create_topic_enable: bool,
     pub default_topic_queue_nums: u32,
 
@@ -168,6 +172,7 @@ impl Default for BrokerConfig {
             data_dir: PathBuf::from("./data"),
             cores: 0,
             register_interval_ms: 30_000,
+            namesrv_heartbeat_interval_ms: 1_000,
             auto_create_topic_enable: true,
             default_topic_queue_nums: 4,
             flush_disk_type: FlushDiskType::Async,
@@ -307,6 +312,13 @@ impl BrokerConfig {
             1_000,
             60_000,
             "1000 to 60000 ms"
+        );
+        bound!(
+            self,
+            namesrv_heartbeat_interval_ms,
+            100,
+            60_000,
+            "100 to 60000 ms"
         );
         bound!(self, default_topic_queue_nums, 1, 1024, "1 to 1024");
         bound!(self, flush_interval_ms, 1, 10_000, "1 to 10000 ms");

@@ -14,6 +14,8 @@ use crate::core::Shared;
 use crate::topics::{topic_config, AUTO_CREATE_TOPIC_KEY};
 
 const IO_TIMEOUT: Duration = Duration::from_secs(3);
+/// A heartbeat is a few bytes: a NameServer that takes longer is treated as unreachable.
+const HEARTBEAT_TIMEOUT: Duration = Duration::from_millis(500);
 
 pub fn spawn(shared: Arc<Shared>) -> std::io::Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new()
@@ -53,29 +55,47 @@ fn registration(shared: &Shared) -> RegisterBroker {
 }
 
 fn call(addr: &str, header: &Header, body: &[u8]) -> Result<(), String> {
+    match exchange(addr, header, body, IO_TIMEOUT)? {
+        ResponseCode::Success => Ok(()),
+        code => Err(code.to_string()),
+    }
+}
+
+/// One request to a NameServer: the code it answered, or why there was no answer.
+fn exchange(
+    addr: &str,
+    header: &Header,
+    body: &[u8],
+    timeout: Duration,
+) -> Result<ResponseCode, String> {
     let sa: SocketAddr = addr
         .parse()
         .map_err(|e| format!("bad address {addr}: {e}"))?;
-    let mut s = TcpStream::connect_timeout(&sa, IO_TIMEOUT).map_err(|e| e.to_string())?;
-    s.set_read_timeout(Some(IO_TIMEOUT))
+    let mut s = TcpStream::connect_timeout(&sa, timeout).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(timeout))
         .map_err(|e| e.to_string())?;
-    s.set_write_timeout(Some(IO_TIMEOUT))
+    s.set_write_timeout(Some(timeout))
         .map_err(|e| e.to_string())?;
     let _ = s.set_nodelay(true);
     write_frame(&mut s, header, body).map_err(|e| e.to_string())?;
     let mut r = FrameReader::new(&s, protocol::FRAME_BYTES_MAX_DEFAULT);
     match r.next_frame() {
-        Ok(Some(f)) if f.header.response_code() == ResponseCode::Success => Ok(()),
-        Ok(Some(f)) => Err(format!("{}: {}", f.header.response_code(), f.header.remark)),
+        Ok(Some(f)) if f.header.response_code() == ResponseCode::Success => {
+            Ok(ResponseCode::Success)
+        }
+        Ok(Some(f)) => {
+            tracing::debug!(namesrv = addr, remark = %f.header.remark, "NameServer refused");
+            Ok(f.header.response_code())
+        }
         Ok(None) => Err("connection closed".into()),
         Err(e) => Err(e.to_string()),
     }
 }
 
-fn register_all(shared: &Shared, failing: &mut [bool]) -> bool {
-    let namesrvs = shared.config.namesrv_list();
-    // The topic table goes in the body, compressed: any number of topics fits in a frame,
-    // where a header of them passed its 1 MiB limit at 7,000-9,800 topics.
+/// The full registration: the header, and the topic table compressed in the body (any
+/// number of topics fits in a frame, where a header of them passed its 1 MiB limit at
+/// 7,000-9,800 topics).
+fn registration_frame(shared: &Shared) -> (Header, Vec<u8>) {
     let mut reg = registration(shared);
     let body = match protocol::encode_topic_body(&reg.topics) {
         Ok(b) => {
@@ -87,26 +107,65 @@ fn register_all(shared: &Shared, failing: &mut [bool]) -> bool {
             Vec::new()
         }
     };
-    let header = Header::request(1, Command::RegisterBroker(reg));
+    (Header::request(1, Command::RegisterBroker(reg)), body)
+}
+
+/// Registers with one NameServer; says so when that changes (failing or back).
+fn register_with(ns: &str, frame: &(Header, Vec<u8>), failing: &mut bool) -> bool {
+    match call(ns, &frame.0, &frame.1) {
+        Ok(()) => {
+            if *failing {
+                tracing::info!(namesrv = ns, "registered with NameServer again");
+            }
+            *failing = false;
+            true
+        }
+        Err(e) => {
+            if !*failing {
+                tracing::warn!(namesrv = ns, "cannot register with NameServer: {e}");
+            }
+            *failing = true;
+            false
+        }
+    }
+}
+
+fn register_all(shared: &Shared, failing: &mut [bool]) -> bool {
+    let frame = registration_frame(shared);
     let mut any = false;
-    for (i, ns) in namesrvs.iter().enumerate() {
-        match call(ns, &header, &body) {
-            Ok(()) => {
+    for (i, ns) in shared.config.namesrv_list().iter().enumerate() {
+        any |= register_with(ns, &frame, &mut failing[i]);
+    }
+    any
+}
+
+/// Tells every NameServer the broker is alive. One that answers that it does not know the
+/// broker (it restarted empty, or dropped it) gets the full registration at once; one that
+/// does not answer is tried again at the next beat, with a short timeout, so that a frozen
+/// NameServer does not delay the others' heartbeats past their expiry.
+fn heartbeat_all(shared: &Shared, failing: &mut [bool]) {
+    let beat = Header::request(3, Command::BrokerHeartbeat(key(shared)));
+    let mut frame = None;
+    for (i, ns) in shared.config.namesrv_list().iter().enumerate() {
+        match exchange(ns, &beat, &[], HEARTBEAT_TIMEOUT) {
+            Ok(ResponseCode::Success) => {
                 if failing[i] {
-                    tracing::info!(namesrv = ns, "registered with NameServer again");
+                    tracing::info!(namesrv = ns, "NameServer answers heartbeats again");
                 }
                 failing[i] = false;
-                any = true;
+            }
+            Ok(_) => {
+                let frame = frame.get_or_insert_with(|| registration_frame(shared));
+                register_with(ns, frame, &mut failing[i]);
             }
             Err(e) => {
                 if !failing[i] {
-                    tracing::warn!(namesrv = ns, "cannot register with NameServer: {e}");
+                    tracing::warn!(namesrv = ns, "NameServer does not answer heartbeats: {e}");
                 }
                 failing[i] = true;
             }
         }
     }
-    any
 }
 
 fn run(shared: Arc<Shared>) {
@@ -116,7 +175,9 @@ fn run(shared: Arc<Shared>) {
     }
     let mut failing = vec![false; namesrvs.len()];
     let interval = Duration::from_millis(shared.config.register_interval_ms);
+    let beat = Duration::from_millis(shared.config.namesrv_heartbeat_interval_ms);
     let mut next = Instant::now();
+    let mut next_beat = Instant::now() + beat;
     loop {
         if shared.shutdown.load(Ordering::SeqCst) {
             break;
@@ -130,8 +191,12 @@ fn run(shared: Arc<Shared>) {
                 .registered_version
                 .fetch_max(wanted, Ordering::SeqCst);
             next = Instant::now() + interval;
+            next_beat = Instant::now() + beat;
+        } else if Instant::now() >= next_beat {
+            heartbeat_all(&shared, &mut failing);
+            next_beat = Instant::now() + beat;
         }
-        // Sleep until the next registration, a topic change or shutdown.
+        // Sleep until the next heartbeat or registration, a topic change or shutdown.
         let guard = shared
             .registry_wake
             .0
@@ -140,7 +205,9 @@ fn run(shared: Arc<Shared>) {
         let changed = shared.topics_version.load(Ordering::SeqCst)
             > shared.registered_version.load(Ordering::SeqCst);
         if !changed && !shared.shutdown.load(Ordering::SeqCst) {
-            let left = next.saturating_duration_since(Instant::now());
+            let left = next
+                .min(next_beat)
+                .saturating_duration_since(Instant::now());
             let _ = shared.registry_wake.1.wait_timeout(guard, left);
         }
     }

@@ -11,8 +11,10 @@ pub struct NameServerConfig {
     /// Address to listen on. Default `127.0.0.1:9876` (RocketMQ's port). Port 0 lets the OS
     /// pick; [`crate::NameServerHandle::local_addr`] tells which.
     pub listen_addr: SocketAddr,
-    /// A broker not heard from for longer than this is dropped from the routes.
-    /// Default 120 000 (four missed 30 s heartbeats); bounds 1..=[`Self::BROKER_EXPIRY_MS_MAX`].
+    /// A broker not heard from for longer than this is dropped from the routes. Default
+    /// 10 000: ten missed heartbeats of a broker of this version, which sends one every
+    /// second (`namesrv_heartbeat_interval_ms`), so a killed broker leaves the routes within
+    /// about 10 s; bounds 1..=[`Self::BROKER_EXPIRY_MS_MAX`].
     pub broker_expiry_ms: u64,
     /// How often the scan thread looks for expired brokers. Default 10 000; bounds 1.. ; the
     /// effective interval is capped at a quarter of the expiry (see
@@ -38,7 +40,7 @@ pub struct NameServerConfig {
 impl NameServerConfig {
     pub const LISTEN_ADDR_DEFAULT: SocketAddr =
         SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::LOCALHOST), 9876);
-    pub const BROKER_EXPIRY_MS_DEFAULT: u64 = 120_000;
+    pub const BROKER_EXPIRY_MS_DEFAULT: u64 = 10_000;
     /// One day: longer than that is a typo, not a policy.
     pub const BROKER_EXPIRY_MS_MAX: u64 = 24 * 3600 * 1000;
     pub const SCAN_INTERVAL_MS_DEFAULT: u64 = 10_000;
@@ -142,7 +144,8 @@ mod tests {
         let c = NameServerConfig::default();
         assert!(c.validate().is_ok());
         assert_eq!(c.listen_addr.to_string(), "127.0.0.1:9876");
-        assert_eq!(c.scan_interval(), Duration::from_secs(10));
+        // The 10 s default is capped at a quarter of the 10 s broker expiry.
+        assert_eq!(c.scan_interval(), Duration::from_millis(2500));
 
         let short = NameServerConfig {
             broker_expiry_ms: 300,

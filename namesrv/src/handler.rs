@@ -60,6 +60,17 @@ pub(crate) fn handle_request(
                 Err(e) => Header::error(id, ResponseCode::BadRequest, e.to_string()),
             }
         }
+        Command::BrokerHeartbeat(key) => {
+            if lock(table).heartbeat(&key, now) {
+                Header::response(id, ResponseCode::Success, Command::Empty)
+            } else {
+                Header::error(
+                    id,
+                    ResponseCode::BrokerNotRegistered,
+                    format!("broker {} is not registered here", key.broker_name),
+                )
+            }
+        }
         Command::UnregisterBroker(key) => {
             let removed = lock(table).unregister(&key);
             if removed {

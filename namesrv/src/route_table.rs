@@ -130,6 +130,23 @@ impl RouteTable {
         removed
     }
 
+    /// A registered, live broker's heartbeat: it stays live. `false` when the broker is not
+    /// known here (or already expired, or of another cluster): it must register in full.
+    pub fn heartbeat(&mut self, key: &BrokerKey, now: Instant) -> bool {
+        let expiry = self.broker_expiry;
+        match self
+            .groups
+            .get_mut(&key.broker_name)
+            .and_then(|g| g.get_mut(&key.broker_id))
+        {
+            Some(b) if b.cluster == key.cluster && is_live(b, now, expiry) => {
+                b.last_seen = now;
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Drops every broker silent for longer than the expiry; returns their keys.
     pub fn expire(&mut self, now: Instant) -> Vec<BrokerKey> {
         let expiry = self.broker_expiry;
@@ -376,6 +393,29 @@ mod tests {
         assert_eq!(route.queues[0].write_queues, 8, "master's topic config");
         assert_eq!(table.cluster_info(t0).brokers.len(), 1);
         assert_eq!(table.broker_count(), 2);
+    }
+
+    #[test]
+    fn a_heartbeat_keeps_a_known_broker_live_and_an_unknown_one_must_register() {
+        let t0 = Instant::now();
+        let mut table = RouteTable::new(EXPIRY);
+        let r = reg("broker-a", 0, "a:1", &[topic("T", 1)]);
+        let key = r.key.clone();
+        // Not known yet (a NameServer restarted empty): register first.
+        assert!(!table.heartbeat(&key, t0));
+        table.register(r, t0).unwrap();
+        let t1 = t0 + EXPIRY - Duration::from_millis(1);
+        assert!(table.heartbeat(&key, t1));
+        // Live past the first registration's expiry, thanks to the heartbeat.
+        let t2 = t0 + EXPIRY + Duration::from_millis(10);
+        assert_eq!(table.route("T", t2).unwrap().brokers.len(), 1);
+        // Once expired, a heartbeat does not bring it back.
+        let t3 = t1 + EXPIRY + Duration::from_millis(1);
+        assert!(!table.heartbeat(&key, t3));
+        // Another cluster's broker of the same name is not this one.
+        let mut other = key.clone();
+        other.cluster = "Other".into();
+        assert!(!table.heartbeat(&other, t1));
     }
 
     #[test]

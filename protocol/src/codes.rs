@@ -26,10 +26,13 @@ pub enum ResponseCode {
     Timeout = 1006,
     BadRequest = 1007,
     QueueLocked = 1008,
+    /// A NameServer asked for a heartbeat by a broker it does not know (it restarted, or
+    /// dropped the broker): the broker registers in full.
+    BrokerNotRegistered = 1009,
 }
 
 impl ResponseCode {
-    pub const ALL: [ResponseCode; 20] = [
+    pub const ALL: [ResponseCode; 21] = [
         ResponseCode::Success,
         ResponseCode::SystemError,
         ResponseCode::SystemBusy,
@@ -50,6 +53,7 @@ impl ResponseCode {
         ResponseCode::Timeout,
         ResponseCode::BadRequest,
         ResponseCode::QueueLocked,
+        ResponseCode::BrokerNotRegistered,
     ];
 
     pub fn as_u16(self) -> u16 {
@@ -88,6 +92,7 @@ impl ResponseCode {
             ResponseCode::Timeout => "timeout",
             ResponseCode::BadRequest => "bad_request",
             ResponseCode::QueueLocked => "queue_locked",
+            ResponseCode::BrokerNotRegistered => "broker_not_registered",
         }
     }
 

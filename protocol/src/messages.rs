@@ -186,6 +186,13 @@ pub enum Command {
         reset: bool,
     },
     SendStagesResult(Vec<StageHistogram>),
+
+    // ---- NameServer liveness (appended) ----
+    /// A registered broker is alive: answered `Empty`, or `BrokerNotRegistered` by a
+    /// NameServer that does not know it (the broker then registers in full). Sent every
+    /// `namesrv_heartbeat_interval_ms`; the full registration only when something changed
+    /// or every `register_interval_ms`.
+    BrokerHeartbeat(BrokerKey),
 }
 
 impl Command {
@@ -228,6 +235,7 @@ impl Command {
             Command::ConsumerOffset { .. } => "consumer_offset",
             Command::SendStages { .. } => "send_stages",
             Command::SendStagesResult(_) => "send_stages_result",
+            Command::BrokerHeartbeat(_) => "broker_heartbeat",
         }
     }
 }

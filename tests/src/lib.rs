@@ -178,8 +178,13 @@ pub fn start_namesrv(log_dir: &Path) -> Proc {
 }
 
 pub fn start_namesrv_with(log_dir: &Path, extra: &[&str]) -> Proc {
+    start_namesrv_on(log_dir, "127.0.0.1:0", extra)
+}
+
+/// A NameServer listening on `listen` (e.g. the address of one that was stopped).
+pub fn start_namesrv_on(log_dir: &Path, listen: &str, extra: &[&str]) -> Proc {
     let mut cmd = Command::new(bin("namesrv"));
-    cmd.args(["--listen", "127.0.0.1:0"]).args(extra);
+    cmd.args(["--listen", listen]).args(extra);
     let n = log_dir.read_dir().map(|d| d.count()).unwrap_or(0);
     Proc::spawn(
         cmd,

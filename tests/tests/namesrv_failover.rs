@@ -4,7 +4,9 @@
 use std::time::Duration;
 
 use client::{Message, PullConsumer};
-use integration::{drain_topic, mqadmin, producer, start_broker, start_namesrv, BrokerOpts};
+use integration::{
+    drain_topic, mqadmin, producer, start_broker, start_namesrv, wait_for, BrokerOpts,
+};
 
 #[test]
 fn routes_survive_one_namesrv_being_down() {
@@ -50,4 +52,41 @@ fn routes_survive_one_namesrv_being_down() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+#[test]
+fn a_killed_broker_leaves_the_routes_and_a_restarted_namesrv_learns_them_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    let mut ns = start_namesrv(&logs);
+    let opts = BrokerOpts::new(&ns.addr, &dir.path().join("data"));
+    let mut broker = start_broker(&opts, &logs);
+    assert!(
+        mqadmin(&ns.addr, &["update-topic", "-t", "Live", "-q", "2"])
+            .status
+            .success()
+    );
+    let admin = client::Admin::new(&ns.addr).unwrap();
+    assert!(admin.topic_route("Live").is_ok());
+
+    // The NameServer restarts empty on the same address: the broker's next heartbeat is
+    // answered "not registered" and it registers in full at once, not at its next 30 s
+    // registration.
+    assert_eq!(ns.terminate(), Some(0));
+    let addr = ns.addr.clone();
+    let _ns = integration::start_namesrv_on(&logs, &addr, &[]);
+    let back = wait_for(Duration::from_secs(10), || admin.topic_route("Live").ok());
+    assert!(
+        back.is_some(),
+        "the restarted NameServer never learned the route"
+    );
+
+    // A broker killed with -9 says nothing; it leaves the routes once its heartbeats stop
+    // for the NameServer's broker expiry (10 s), not after minutes.
+    broker.kill9();
+    let gone = wait_for(Duration::from_secs(30), || {
+        admin.topic_route("Live").is_err().then_some(())
+    });
+    assert!(gone.is_some(), "the killed broker is still in the routes");
 }
