@@ -210,6 +210,9 @@ impl Ctx<'_> {
             None => false,
             Some(Limit::Duration(d)) => self.start.elapsed() >= d,
             Some(Limit::Messages(m)) => self.totals.received.load(Ordering::Relaxed) >= m,
+            Some(Limit::DurationOrMessages(d, m)) => {
+                self.start.elapsed() >= d || self.totals.received.load(Ordering::Relaxed) >= m
+            }
         }
     }
 

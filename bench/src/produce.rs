@@ -37,6 +37,8 @@ pub enum Limit {
     Duration(Duration),
     /// Total messages over all producers / consumers.
     Messages(u64),
+    /// Whichever comes first: a local broker's run is capped by what its disk can take.
+    DurationOrMessages(Duration, u64),
 }
 
 impl Limit {
@@ -44,7 +46,7 @@ impl Limit {
     pub fn share(&self, i: usize, n: usize) -> Option<u64> {
         match *self {
             Limit::Duration(_) => None,
-            Limit::Messages(m) => {
+            Limit::Messages(m) | Limit::DurationOrMessages(_, m) => {
                 let n = n as u64;
                 let i = i as u64;
                 Some(m / n + u64::from(i < m % n))
@@ -270,7 +272,7 @@ fn producer_loop(
 ) -> u64 {
     let quota = opts.limit.share(index, opts.producers);
     let end = match opts.limit {
-        Limit::Duration(d) => Some(start + d),
+        Limit::Duration(d) | Limit::DurationOrMessages(d, _) => Some(start + d),
         Limit::Messages(_) => None,
     };
     let mut pacer = opts

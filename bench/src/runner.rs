@@ -54,6 +54,33 @@ struct Session {
     /// Every CPU this run may use (the broker's and the bench's), as allowed before the
     /// bench pinned itself to its share: where the host's stall floor is measured.
     run_cpus: Vec<usize>,
+    /// The local broker's data directory: its disk bounds how much a run may produce.
+    data_dir: Option<std::path::PathBuf>,
+}
+
+/// Bytes a stored record takes beyond its body (RocketMQ's record header, topic,
+/// properties), rounded up.
+const RECORD_OVERHEAD_BYTES: u64 = 256;
+/// The used fraction of the data disk a local run stays under (`df`'s Use%): well below the
+/// broker's `disk_clean_ratio` (0.75) and force-clean ratio (0.85).
+const DISK_USE_MAX: f64 = 0.70;
+
+/// How many more bytes the filesystem of `dir` takes before its use (as `df` counts it:
+/// used / (used + available)) reaches [`DISK_USE_MAX`].
+fn disk_room_bytes(dir: &std::path::Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: an all-zero statvfs is a valid value for the call to overwrite.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `path` is a valid C string and `st` a valid out-pointer for the call.
+    if unsafe { libc::statvfs(path.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    let block = st.f_frsize as f64;
+    let used = st.f_blocks.saturating_sub(st.f_bfree) as f64 * block;
+    let avail = st.f_bavail as f64 * block;
+    let room = (DISK_USE_MAX * (used + avail) - used).max(0.0);
+    Some(room as u64)
 }
 
 fn note(json: bool, msg: &str) {
@@ -71,6 +98,7 @@ impl Session {
         let commit = machine::commit();
         let run_cpus = cluster::allowed_cpus();
         let mut disk_report = None;
+        let mut data_dir = None;
         let (cluster, temp, namesrv) = match &args.namesrv {
             Some(ns) => {
                 if let Some(dir) = &args.disk_dir {
@@ -109,7 +137,7 @@ impl Session {
                     profile: args.profile.clone(),
                     broker_cores: args.broker_cores,
                     broker_config: args.broker_config.clone(),
-                    data_dir: Some(dir),
+                    data_dir: Some(dir.clone()),
                 })?;
                 let cpus = cluster::bench_cpus(&cluster::allowed_cpus(), args.broker_cores);
                 if cpus.is_empty() {
@@ -128,6 +156,17 @@ impl Session {
                     );
                 }
                 let ns = c.namesrv_addr.clone();
+                if let Some(room) = disk_room_bytes(&dir).filter(|r| *r < 64 << 30) {
+                    note(
+                        args.json,
+                        &format!(
+                            "bench: the data disk takes {:.1} GB more before it is {:.0}% used; a produce run stops there",
+                            room as f64 / 1e9,
+                            DISK_USE_MAX * 100.0
+                        ),
+                    );
+                }
+                data_dir = Some(dir);
                 (Some(c), temp, ns)
             }
         };
@@ -150,6 +189,7 @@ impl Session {
             machine,
             commit,
             run_cpus,
+            data_dir,
         };
         s.prepare_topic()?;
         Ok(s)
@@ -192,6 +232,15 @@ impl Session {
             (Some(m), _) => Limit::Messages(m),
             (None, Some(d)) => Limit::Duration(Duration::from_secs_f64(d.max(0.0))),
             (None, None) => Limit::Duration(Duration::from_secs_f64(DEFAULT_DURATION_SECS)),
+        };
+        // A local broker on a disk with less room than a timed run would fill stops the run
+        // early: past its force-clean ratio (85% used) the broker deletes its oldest data,
+        // and the consume run would then find acknowledged messages gone.
+        let limit = match (limit, self.data_dir.as_deref().and_then(disk_room_bytes)) {
+            (Limit::Duration(d), Some(room)) => {
+                Limit::DurationOrMessages(d, room / (a.size + RECORD_OVERHEAD_BYTES))
+            }
+            (l, _) => l,
         };
         ProduceOptions {
             namesrv: self.namesrv.clone(),
@@ -329,6 +378,9 @@ impl Session {
             "limit": match o.limit {
                 Limit::Duration(d) => format!("{} s", d.as_secs_f64()),
                 Limit::Messages(m) => format!("{m} messages"),
+                Limit::DurationOrMessages(d, m) => {
+                    format!("{} s or {m} messages", d.as_secs_f64())
+                }
             },
             "queues": self.args.queues,
         })
@@ -685,4 +737,23 @@ fn disk_cmd(d: DiskArgs) -> Result<bool> {
         print!("{}", disk::table(&r));
     }
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_disk_room_stays_under_what_the_filesystem_has_free() {
+        let dir = tempfile::tempdir().unwrap();
+        let room = disk_room_bytes(dir.path()).unwrap();
+        let path = std::ffi::CString::new(dir.path().to_str().unwrap()).unwrap();
+        // SAFETY: as in disk_room_bytes.
+        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+        // SAFETY: a valid C string and out-pointer.
+        assert_eq!(unsafe { libc::statvfs(path.as_ptr(), &mut st) }, 0);
+        let avail = st.f_bavail * st.f_frsize;
+        assert!(room <= avail, "{room} > {avail}");
+        assert!(disk_room_bytes(std::path::Path::new("/no/such/dir")).is_none());
+    }
 }
