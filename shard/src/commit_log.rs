@@ -717,6 +717,15 @@ pub(crate) async fn recover(
     let mut truncated_segments = 0;
     let end = match damaged_from {
         Some(from) => {
+            // Said, not silent: an operator must be able to tell a crash's torn last write
+            // (expected) from a cut into data that was acknowledged (see the quarantine).
+            tracing::warn!(
+                offset = from,
+                scanned_to = last_pos,
+                "recovery cut the CommitLog at {from}: nothing valid follows it (a torn last \
+                 write); {} bytes after it, up to {last_pos}, held no valid record",
+                last_pos.saturating_sub(from)
+            );
             let keep_up_to = log.segment_start(from);
             let later: Vec<u64> = log
                 .segments

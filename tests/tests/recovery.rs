@@ -1,7 +1,8 @@
 //! Damage on disk met by a real broker: a flipped byte in an old CommitLog segment costs
 //! exactly the message it hit (every other one is consumed, by a pull and by a consumer
-//! group, and the log names the segment at ERROR); a data directory whose store.meta and
-//! shard directories disagree makes the broker refuse to start, saying what is wrong.
+//! group, and the log names the segment at ERROR); a torn tail is cut, and the cut is
+//! logged at WARN with where it was made; a data directory whose store.meta and shard
+//! directories disagree makes the broker refuse to start, saying what is wrong.
 
 #![allow(clippy::unwrap_used)]
 
@@ -258,4 +259,38 @@ fn a_store_whose_meta_and_shard_directories_disagree_is_refused() {
     let got = drain_topic(&consumer, "Meta", WAIT);
     let got_ids: BTreeSet<String> = got.iter().map(|m| m.msg_id.clone()).collect();
     assert_eq!(got_ids, ids.into_iter().collect::<BTreeSet<_>>());
+}
+
+#[test]
+fn a_torn_tail_is_cut_and_the_cut_is_said() {
+    let mut c = Cluster::start(1, "small");
+    let ns = c.namesrv.addr.clone();
+    assert!(mqadmin(&ns, &["update-topic", "-t", "Torn", "-q", "1"])
+        .status
+        .success());
+    let p = producer(&ns);
+    for i in 0..100 {
+        p.send(Message::new("Torn", body(i))).unwrap();
+    }
+    drop(p);
+    assert_eq!(c.broker.terminate(), Some(0));
+
+    // Garbage right after the last record, as a write torn by a crash leaves it.
+    let commitlog = c.opts.data_dir.join("shard-000").join("commitlog");
+    let active = segment_files(&commitlog).pop().unwrap();
+    let mut bytes = std::fs::read(&active).unwrap();
+    let end = bytes.iter().rposition(|b| *b != 0).unwrap() + 1;
+    bytes[end..end + 3000].fill(0xa5);
+    std::fs::write(&active, &bytes).unwrap();
+
+    c.restart_broker();
+    let log = c.broker.stderr();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("WARN") && l.contains("recovery cut the CommitLog")),
+        "a WARN line says where the log was cut:\n{log}"
+    );
+    // Every message before the cut is served.
+    let consumer = PullConsumer::new(&ns, "torn-check").unwrap();
+    assert_eq!(drain_topic(&consumer, "Torn", WAIT).len(), 100);
 }
