@@ -133,8 +133,16 @@ impl NameServerClient {
 
     pub fn topic_list(&self) -> Result<Vec<String>> {
         let (addr, frame) = self.request(Command::GetTopicList)?;
-        match expect_success(&addr, frame)?.header.command {
+        let frame = expect_success(&addr, frame)?;
+        match frame.header.command {
             Command::TopicList(t) => Ok(t),
+            // Any number of names, in the body.
+            Command::TopicListBody { .. } => {
+                protocol::decode_topic_names(&frame.body).map_err(|e| ClientError::Protocol {
+                    addr: addr.clone(),
+                    detail: e.to_string(),
+                })
+            }
             other => Err(unexpected(&addr, "topic list", &other)),
         }
     }

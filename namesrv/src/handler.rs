@@ -15,8 +15,39 @@ pub(crate) fn lock(table: &Mutex<RouteTable>) -> MutexGuard<'_, RouteTable> {
     table.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Answers one request (with its frame's body). The caller decides whether to send the
-/// answer (not for oneway).
+/// Answers one request (with its frame's body): the response header and its body. The
+/// caller decides whether to send the answer (not for oneway).
+pub(crate) fn handle_request_with_body(
+    table: &Mutex<RouteTable>,
+    request: Header,
+    body: &[u8],
+    now: Instant,
+) -> (Header, Vec<u8>) {
+    let id = request.request_id;
+    if let Command::GetTopicList = request.command {
+        // In the body: any number of topics fits there.
+        let topics = lock(table).topic_list(now);
+        return match protocol::encode_topic_names(&topics) {
+            Ok(names) => (
+                Header::response(
+                    id,
+                    ResponseCode::Success,
+                    Command::TopicListBody {
+                        count: topics.len() as u32,
+                    },
+                ),
+                names,
+            ),
+            Err(e) => (
+                Header::error(id, ResponseCode::SystemError, e.to_string()),
+                Vec::new(),
+            ),
+        };
+    }
+    (handle_request(table, request, body, now), Vec::new())
+}
+
+/// Answers one request whose answer is a header alone.
 pub(crate) fn handle_request(
     table: &Mutex<RouteTable>,
     request: Header,

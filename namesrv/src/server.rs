@@ -25,7 +25,7 @@ use protocol::blocking::write_frame;
 use protocol::{Decoded, FrameDecoder, Header, ResponseCode};
 
 use crate::connections::{eviction_victim, Activity, CapLog, Expiry, ReadDeadline};
-use crate::handler::{handle_request, lock};
+use crate::handler::{handle_request_with_body, lock};
 use crate::{NameServerConfig, RouteTable};
 
 /// A peer that stops reading its responses cannot hold a connection thread longer than this.
@@ -454,10 +454,10 @@ fn serve_connection(shared: &Shared, activity: &Activity, stream: TcpStream, pee
             };
             completed = true;
             activity.request_completed(shared.now_ms());
-            let Some(response) = response else {
+            let Some((response, body)) = response else {
                 continue; // oneway
             };
-            if let Err(e) = write_frame(&mut &stream, &response, &[]) {
+            if let Err(e) = write_frame(&mut &stream, &response, &body) {
                 tracing::debug!(%peer, "cannot answer, closing: {e}");
                 break 'connection;
             }
@@ -472,8 +472,12 @@ fn serve_connection(shared: &Shared, activity: &Activity, stream: TcpStream, pee
 }
 
 /// Handles one decoded frame: `None` when it was not a request (nothing to count or
-/// answer), `Some(None)` for a oneway request, `Some(Some(response))` otherwise.
-fn answer(shared: &Shared, peer: SocketAddr, decoded: Decoded) -> Option<Option<Header>> {
+/// answer), `Some(None)` for a oneway request, `Some(Some((response, body)))` otherwise.
+fn answer(
+    shared: &Shared,
+    peer: SocketAddr,
+    decoded: Decoded,
+) -> Option<Option<(Header, Vec<u8>)>> {
     let (response, oneway) = match decoded {
         Decoded::Frame(frame) => {
             if frame.header.is_response() {
@@ -483,9 +487,10 @@ fn answer(shared: &Shared, peer: SocketAddr, decoded: Decoded) -> Option<Option<
             }
             let oneway = frame.header.is_oneway();
             shared.metrics.count_request(frame.header.command.name());
-            let response = handle_request(&shared.table, frame.header, &frame.body, Instant::now());
-            if response.code != 0 {
-                shared.metrics.count_error(response.response_code());
+            let response =
+                handle_request_with_body(&shared.table, frame.header, &frame.body, Instant::now());
+            if response.0.code != 0 {
+                shared.metrics.count_error(response.0.response_code());
             }
             (response, oneway)
         }
@@ -502,7 +507,7 @@ fn answer(shared: &Shared, peer: SocketAddr, decoded: Decoded) -> Option<Option<
                     shared.frame_bytes_max
                 ),
             );
-            (answer, header.is_oneway())
+            ((answer, Vec::new()), header.is_oneway())
         }
     };
     Some((!oneway).then_some(response))

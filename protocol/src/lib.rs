@@ -30,7 +30,10 @@ pub use codec::{
 };
 pub use codes::ResponseCode;
 pub use messages::*;
-pub use topic_body::{decode_topic_body, encode_topic_body, TOPIC_BODY_BYTES_MAX};
+pub use topic_body::{
+    decode_topic_body, decode_topic_names, encode_topic_body, encode_topic_names,
+    TOPIC_BODY_BYTES_MAX,
+};
 
 /// Default limit on a whole frame: a 4 MiB message plus room for batching and headers.
 pub const FRAME_BYTES_MAX_DEFAULT: u32 = 16 * 1024 * 1024;

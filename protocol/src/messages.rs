@@ -193,6 +193,11 @@ pub enum Command {
     /// `namesrv_heartbeat_interval_ms`; the full registration only when something changed
     /// or every `register_interval_ms`.
     BrokerHeartbeat(BrokerKey),
+    /// The answer to `GetTopicList`: `count` names in the body ([`crate::encode_topic_names`]),
+    /// where any number of them fits (a header holds about 60,000 short ones).
+    TopicListBody {
+        count: u32,
+    },
 }
 
 impl Command {
@@ -236,6 +241,7 @@ impl Command {
             Command::SendStages { .. } => "send_stages",
             Command::SendStagesResult(_) => "send_stages_result",
             Command::BrokerHeartbeat(_) => "broker_heartbeat",
+            Command::TopicListBody { .. } => "topic_list_body",
         }
     }
 }

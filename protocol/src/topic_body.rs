@@ -16,6 +16,27 @@ struct TopicTable {
     topics: Vec<TopicConfig>,
 }
 
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
+struct TopicNames {
+    names: Vec<String>,
+}
+
+fn compress(raw: &[u8]) -> Result<Vec<u8>, ProtocolError> {
+    zstd::bulk::compress(raw, 3).map_err(ProtocolError::Io)
+}
+
+/// Decompresses within [`TOPIC_BODY_BYTES_MAX`] into an aligned buffer for rkyv.
+fn decompress(body: &[u8]) -> Result<AlignedVec<16>, ProtocolError> {
+    let raw = zstd::bulk::decompress(body, TOPIC_BODY_BYTES_MAX).map_err(|e| bad(&e))?;
+    let mut aligned = AlignedVec::<16>::with_capacity(raw.len());
+    aligned.extend_from_slice(&raw);
+    Ok(aligned)
+}
+
+fn bad(e: &dyn std::fmt::Display) -> ProtocolError {
+    ProtocolError::BadHeader(format!("topic table body: {e}"))
+}
+
 /// The body of a registration carrying `topics`.
 pub fn encode_topic_body(topics: &[TopicConfig]) -> Result<Vec<u8>, ProtocolError> {
     let table = TopicTable {
@@ -23,19 +44,32 @@ pub fn encode_topic_body(topics: &[TopicConfig]) -> Result<Vec<u8>, ProtocolErro
     };
     let raw = rkyv::to_bytes::<rkyv::rancor::Error>(&table)
         .map_err(|e| ProtocolError::Encode(e.to_string()))?;
-    zstd::bulk::compress(&raw, 3).map_err(ProtocolError::Io)
+    compress(&raw)
 }
 
 /// The topics of a registration body: decompressed within [`TOPIC_BODY_BYTES_MAX`] and
 /// validated (rkyv checked access) before use.
 pub fn decode_topic_body(body: &[u8]) -> Result<Vec<TopicConfig>, ProtocolError> {
-    let raw = zstd::bulk::decompress(body, TOPIC_BODY_BYTES_MAX)
-        .map_err(|e| ProtocolError::BadHeader(format!("topic table body: {e}")))?;
-    let mut aligned = AlignedVec::<16>::with_capacity(raw.len());
-    aligned.extend_from_slice(&raw);
-    rkyv::from_bytes::<TopicTable, rkyv::rancor::Error>(&aligned)
+    rkyv::from_bytes::<TopicTable, rkyv::rancor::Error>(&decompress(body)?)
         .map(|t| t.topics)
-        .map_err(|e| ProtocolError::BadHeader(format!("topic table body: {e}")))
+        .map_err(|e| bad(&e))
+}
+
+/// The body of a topic list answer (`Command::TopicListBody`).
+pub fn encode_topic_names(names: &[String]) -> Result<Vec<u8>, ProtocolError> {
+    let list = TopicNames {
+        names: names.to_vec(),
+    };
+    let raw = rkyv::to_bytes::<rkyv::rancor::Error>(&list)
+        .map_err(|e| ProtocolError::Encode(e.to_string()))?;
+    compress(&raw)
+}
+
+/// The names of a topic list answer's body, bounded and validated as above.
+pub fn decode_topic_names(body: &[u8]) -> Result<Vec<String>, ProtocolError> {
+    rkyv::from_bytes::<TopicNames, rkyv::rancor::Error>(&decompress(body)?)
+        .map(|t| t.names)
+        .map_err(|e| bad(&e))
 }
 
 #[cfg(test)]
@@ -55,6 +89,11 @@ mod tests {
         let body = encode_topic_body(&topics).unwrap();
         assert!(body.len() < 1 << 20, "{} bytes", body.len());
         assert_eq!(decode_topic_body(&body).unwrap(), topics);
+        let names: Vec<String> = topics.into_iter().map(|t| t.name).collect();
+        let body = encode_topic_names(&names).unwrap();
+        assert!(body.len() < 1 << 20, "{} bytes", body.len());
+        assert_eq!(decode_topic_names(&body).unwrap(), names);
+        assert!(decode_topic_names(b"not zstd").is_err());
     }
 
     #[test]

@@ -67,6 +67,10 @@ impl Client {
 
     /// Sends a request and returns its response, checking the echoed id and response flag.
     pub fn call(&mut self, command: Command) -> Header {
+        self.call_with_body(command).header
+    }
+
+    pub fn call_with_body(&mut self, command: Command) -> protocol::Frame {
         let id = self.next_id();
         self.send(&Header::request(id, command), &[]);
         let frame = self
@@ -78,7 +82,7 @@ impl Client {
             "response echoes the request id"
         );
         assert!(frame.header.is_response(), "response flag set");
-        frame.header
+        frame
     }
 
     pub fn register(&mut self, reg: RegisterBroker) {
@@ -93,8 +97,13 @@ impl Client {
     }
 
     pub fn topic_list(&mut self) -> Vec<String> {
-        match self.call(Command::GetTopicList).command {
-            Command::TopicList(t) => t,
+        let frame = self.call_with_body(Command::GetTopicList);
+        match frame.header.command {
+            Command::TopicListBody { count } => {
+                let names = protocol::decode_topic_names(&frame.body).expect("a valid body");
+                assert_eq!(names.len(), count as usize);
+                names
+            }
             other => panic!("expected a topic list, got {other:?}"),
         }
     }
