@@ -314,6 +314,20 @@ pub fn mqadmin(namesrv: &str, args: &[&str]) -> Output {
     child.wait_with_output().unwrap()
 }
 
+/// Runs `mqadmin --json <args>` and returns what it printed, parsed; fails the test with
+/// its stderr when it fails.
+pub fn mqadmin_json(namesrv: &str, args: &[&str]) -> serde_json::Value {
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    let out = mqadmin(namesrv, &all);
+    assert!(
+        out.status.success(),
+        "mqadmin {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 /// Polls `f` until it returns Some or the timeout passes.
 pub fn wait_for<T>(timeout: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
     let deadline = Instant::now() + timeout;

@@ -8,7 +8,7 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use client::Message;
-use integration::{mqadmin, producer, Cluster};
+use integration::{mqadmin, mqadmin_json, producer, Cluster};
 
 const TOML: &str =
     "connections_max = 8\nconnection_idle_timeout_ms = 2000\nframe_deadline_ms = 1000\n";
@@ -76,13 +76,7 @@ fn a_full_broker_closes_new_connections_and_idle_ones_leave_by_themselves() {
         "{} idle connections still open",
         open.len()
     );
-    let out = mqadmin(&ns, &["--json", "broker-status", "-b", &c.broker.addr]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = mqadmin_json(&ns, &["broker-status", "-b", &c.broker.addr]);
     let core = &v["cores"][0];
     assert_eq!(core["connections_max"], 8, "{v}");
     assert!(core["connections_refused"].as_u64().unwrap() >= 16, "{v}");
@@ -111,13 +105,7 @@ fn a_frame_trickled_in_too_slowly_is_cut_off_though_bytes_keep_coming() {
     }
     assert!(cut, "the broker kept a frame trickling in for 20 s");
     let ns = c.namesrv.addr.clone();
-    let out = mqadmin(&ns, &["--json", "broker-status", "-b", &c.broker.addr]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = mqadmin_json(&ns, &["broker-status", "-b", &c.broker.addr]);
     assert!(
         v["cores"][0]["connections_timed_out"].as_u64().unwrap() >= 1,
         "{v}"

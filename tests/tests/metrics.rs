@@ -204,13 +204,7 @@ fn send_stages_count_every_send_in_each_stage_and_a_reset_clears_them() {
             .unwrap();
     }
     // An operator's view first: one row per core and stage, every send counted.
-    let out = mqadmin(&ns, &["--json", "send-stages", "-b", &c.broker.addr]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = integration::mqadmin_json(&ns, &["send-stages", "-b", &c.broker.addr]);
     let total = rows
         .as_array()
         .unwrap()
