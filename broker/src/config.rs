@@ -77,6 +77,10 @@ pub struct BrokerConfig {
     pub namesrv_heartbeat_interval_ms: u64,
     pub auto_create_topic_enable: bool,
     pub default_topic_queue_nums: u32,
+    /// Queues of all topics together (each topic counting the larger of its read and write
+    /// queues) that topic creation may bring the broker to; a creation past it is refused
+    /// with the count. Each queue with data has its own ConsumeQueue files and mappings.
+    pub queues_max: u64,
 
     // ---- storage ----
     pub flush_disk_type: FlushDiskType,
@@ -173,6 +177,7 @@ impl Default for BrokerConfig {
             cores: 0,
             register_interval_ms: 30_000,
             namesrv_heartbeat_interval_ms: 1_000,
+            queues_max: 100_000,
             auto_create_topic_enable: true,
             default_topic_queue_nums: 4,
             flush_disk_type: FlushDiskType::Async,
@@ -321,6 +326,7 @@ impl BrokerConfig {
             "100 to 60000 ms"
         );
         bound!(self, default_topic_queue_nums, 1, 1024, "1 to 1024");
+        bound!(self, queues_max, 1, 10_000_000, "1 to 10000000");
         bound!(self, flush_interval_ms, 1, 10_000, "1 to 10000 ms");
         bound!(self, flush_dirty_bytes_max, 4096, 1 << 30, "4 KiB to 1 GiB");
         bound!(

@@ -637,6 +637,16 @@ impl Core {
                 other => Err(unexpected(other)),
             };
         }
+        // A bound on all queues together: each one with data has its ConsumeQueue files
+        // and mappings (vm.max_map_count is 65,530 by default).
+        let queues = self.topics.borrow().queues_with(&cfg);
+        let queues_max = self.shared.config.queues_max;
+        if queues > queues_max {
+            return Err(BrokerError::BadRequest(format!(
+                "topic {} would bring the broker to {queues} queues, over queues_max ({queues_max})",
+                cfg.name
+            )));
+        }
         self.topics.borrow_mut().upsert(cfg.clone());
         // Written and fsynced on the blocking thread (3.5-11 ms here, which held every send
         // of core 0 when it ran on the core), one write at a time, each of the whole table

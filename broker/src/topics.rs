@@ -144,6 +144,19 @@ impl TopicTable {
     pub fn all(&self) -> Vec<TopicConfig> {
         self.topics.values().cloned().collect()
     }
+
+    /// The queues the table would hold with `cfg` upserted: each topic counts the larger of
+    /// its read and write queue counts.
+    pub fn queues_with(&self, cfg: &TopicConfig) -> u64 {
+        let queues = |t: &TopicConfig| u64::from(t.read_queues.max(t.write_queues));
+        let others: u64 = self
+            .topics
+            .values()
+            .filter(|t| t.name != cfg.name)
+            .map(queues)
+            .sum();
+        others + queues(cfg)
+    }
 }
 
 #[cfg(test)]

@@ -258,3 +258,31 @@ fn a_lease_asked_for_past_the_broker_maximum_ends_at_the_maximum() {
     });
     assert!(got.is_some(), "client-b never got the queue");
 }
+
+#[test]
+fn topics_past_the_queue_bound_are_refused_with_the_count() {
+    let c = Cluster::start_with(1, "small", |o| {
+        o.config_toml = Some("queues_max = 10\n".into())
+    });
+    let ns = c.namesrv.addr.clone();
+    assert!(mqadmin(&ns, &["update-topic", "-t", "Big", "-q", "8"])
+        .status
+        .success());
+    // 8 + 4 > 10: refused, saying why.
+    let out = mqadmin(&ns, &["update-topic", "-t", "More", "-q", "4"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("queues_max") && err.contains("12"), "{err}");
+    // Growing the first one to the bound is fine: a topic counts once.
+    assert!(mqadmin(&ns, &["update-topic", "-t", "Big", "-q", "10"])
+        .status
+        .success());
+    // A send to an unknown topic would auto-create one past the bound: a clear error, and
+    // the topics there are still served.
+    let p = integration::producer_without_retries(&ns, "bound");
+    let e = p.send(Message::new("Unknown", &b"x"[..])).unwrap_err();
+    assert!(e.to_string().contains("queues_max"), "{e}");
+    producer(&ns)
+        .send(Message::new("Big", &b"still served"[..]))
+        .unwrap();
+}
