@@ -65,22 +65,18 @@ const RECORD_OVERHEAD_BYTES: u64 = 256;
 /// broker's `disk_clean_ratio` (0.75) and force-clean ratio (0.85).
 const DISK_USE_MAX: f64 = 0.70;
 
-/// How many more bytes the filesystem of `dir` takes before its use (as `df` counts it:
-/// used / (used + available)) reaches [`DISK_USE_MAX`].
+/// How many more bytes the filesystem of `dir` takes before its use reaches
+/// [`DISK_USE_MAX`], measured as the broker measures it for its thresholds
+/// (`shard::statvfs_used_ratio`: used / (used + available), as `df` shows it).
 fn disk_room_bytes(dir: &std::path::Path) -> Option<u64> {
-    use std::os::unix::ffi::OsStrExt;
-    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
-    // SAFETY: an all-zero statvfs is a valid value for the call to overwrite.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: `path` is a valid C string and `st` a valid out-pointer for the call.
-    if unsafe { libc::statvfs(path.as_ptr(), &mut st) } != 0 {
-        return None;
+    let ratio = shard::statvfs_used_ratio(dir).ok()?;
+    let avail = shard::statvfs_free_bytes(dir).ok()? as f64;
+    if ratio >= DISK_USE_MAX {
+        return Some(0);
     }
-    let block = st.f_frsize as f64;
-    let used = st.f_blocks.saturating_sub(st.f_bfree) as f64 * block;
-    let avail = st.f_bavail as f64 * block;
-    let room = (DISK_USE_MAX * (used + avail) - used).max(0.0);
-    Some(room as u64)
+    // avail = (1 - ratio) of used + available.
+    let usable = avail / (1.0 - ratio);
+    Some(((DISK_USE_MAX - ratio) * usable) as u64)
 }
 
 fn note(json: bool, msg: &str) {
@@ -747,12 +743,7 @@ mod tests {
     fn the_disk_room_stays_under_what_the_filesystem_has_free() {
         let dir = tempfile::tempdir().unwrap();
         let room = disk_room_bytes(dir.path()).unwrap();
-        let path = std::ffi::CString::new(dir.path().to_str().unwrap()).unwrap();
-        // SAFETY: as in disk_room_bytes.
-        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-        // SAFETY: a valid C string and out-pointer.
-        assert_eq!(unsafe { libc::statvfs(path.as_ptr(), &mut st) }, 0);
-        let avail = st.f_bavail * st.f_frsize;
+        let avail = shard::statvfs_free_bytes(dir.path()).unwrap();
         assert!(room <= avail, "{room} > {avail}");
         assert!(disk_room_bytes(std::path::Path::new("/no/such/dir")).is_none());
     }
