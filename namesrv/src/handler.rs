@@ -17,7 +17,7 @@ pub(crate) fn lock(table: &Mutex<RouteTable>) -> MutexGuard<'_, RouteTable> {
 
 /// Answers one request (with its frame's body): the response header and its body. The
 /// caller decides whether to send the answer (not for oneway).
-pub(crate) fn handle_request_with_body(
+pub(crate) fn handle_request(
     table: &Mutex<RouteTable>,
     request: Header,
     body: &[u8],
@@ -44,11 +44,11 @@ pub(crate) fn handle_request_with_body(
             ),
         };
     }
-    (handle_request(table, request, body, now), Vec::new())
+    (answer_in_header(table, request, body, now), Vec::new())
 }
 
-/// Answers one request whose answer is a header alone.
-pub(crate) fn handle_request(
+/// Answers every request whose answer is a header alone (all but the topic list).
+fn answer_in_header(
     table: &Mutex<RouteTable>,
     request: Header,
     body: &[u8],
@@ -125,10 +125,6 @@ pub(crate) fn handle_request(
             let info = lock(table).cluster_info(now);
             Header::response(id, ResponseCode::Success, Command::ClusterInfo(info))
         }
-        Command::GetTopicList => {
-            let topics = lock(table).topic_list(now);
-            Header::response(id, ResponseCode::Success, Command::TopicList(topics))
-        }
         other => Header::error(
             id,
             ResponseCode::RequestCodeNotSupported,
@@ -151,7 +147,7 @@ mod tests {
     #[test]
     fn unknown_topic_names_the_topic() {
         let t = table();
-        let resp = handle_request(
+        let (resp, _) = handle_request(
             &t,
             Header::request(
                 5,
@@ -171,7 +167,7 @@ mod tests {
     #[test]
     fn broker_commands_are_not_supported() {
         let t = table();
-        let resp = handle_request(
+        let (resp, _) = handle_request(
             &t,
             Header::request(9, Command::BrokerStatus),
             &[],
@@ -201,7 +197,7 @@ mod tests {
                 perm: 6,
             }],
         };
-        let resp = handle_request(
+        let (resp, _) = handle_request(
             &t,
             Header::request(1, Command::RegisterBroker(reg)),
             &[],

@@ -25,7 +25,7 @@ use protocol::blocking::write_frame;
 use protocol::{Decoded, FrameDecoder, Header, ResponseCode};
 
 use crate::connections::{eviction_victim, Activity, CapLog, Expiry, ReadDeadline};
-use crate::handler::{handle_request_with_body, lock};
+use crate::handler::{handle_request, lock};
 use crate::{NameServerConfig, RouteTable};
 
 /// A peer that stops reading its responses cannot hold a connection thread longer than this.
@@ -487,8 +487,7 @@ fn answer(
             }
             let oneway = frame.header.is_oneway();
             shared.metrics.count_request(frame.header.command.name());
-            let response =
-                handle_request_with_body(&shared.table, frame.header, &frame.body, Instant::now());
+            let response = handle_request(&shared.table, frame.header, &frame.body, Instant::now());
             if response.0.code != 0 {
                 shared.metrics.count_error(response.0.response_code());
             }
