@@ -505,6 +505,22 @@ impl AckedSends {
         r
     }
 
+    /// Sends until one is refused and returns how many were tried and the refusal; panics
+    /// if none is within 10,000 sends or 120 s (a storage shortage is met within a segment
+    /// and the chunks in memory).
+    pub fn send_until_refused(&mut self, p: &client::Producer) -> (u32, client::ClientError) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(120);
+        let mut tries = 0;
+        loop {
+            assert!(std::time::Instant::now() < deadline, "no send was refused");
+            tries += 1;
+            match self.send(p) {
+                Ok(_) => assert!(tries < 10_000, "no send was refused in 10,000"),
+                Err(e) => return (tries, e),
+            }
+        }
+    }
+
     /// Panics unless `consumer` is served every acknowledged message, byte for byte, when
     /// it reads the topic from start to end (bounded by `timeout`).
     pub fn assert_served(&self, consumer: &client::PullConsumer, timeout: Duration) {

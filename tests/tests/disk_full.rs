@@ -7,7 +7,7 @@
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use client::{ClientError, Message, Producer, PullConsumer};
 use integration::{mqadmin, producer, producer_without_retries, wait_for, AckedSends, Cluster};
@@ -246,16 +246,7 @@ fn a_disk_filled_by_another_process_refuses_sends_and_recovers_without_a_restart
     // (preallocated) and are refused once the next one cannot be made: at most a segment
     // (4 MiB) and the chunks in memory later, bounded here by count and time.
     let filler = fs.fill();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let mut tries = 0;
-    let err = loop {
-        assert!(Instant::now() < deadline, "no send was refused");
-        tries += 1;
-        match sends.send(&p) {
-            Ok(_) => assert!(tries < 10_000, "no send was refused in 10,000"),
-            Err(e) => break e,
-        }
-    };
+    let (tries, err) = sends.send_until_refused(&p);
     eprintln!("disk_full: refused after {tries} sends into a full disk: {err}");
     assert_disk_full(&err);
     // It stays up and answers: more sends get the same answer, reads are served.

@@ -118,16 +118,7 @@ fn emfile_at_a_segment_roll_answers_busy_and_sends_resume_once_descriptors_retur
 
     // Sends go on in the current segment and are refused once the next one cannot be
     // opened: within a segment (4 MiB, about 1,400 of these) and the chunks in memory.
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let mut tries = 0;
-    let err = loop {
-        assert!(Instant::now() < deadline, "no send was refused");
-        tries += 1;
-        match sends.send(&p) {
-            Ok(_) => assert!(tries < 10_000, "no send was refused in 10,000"),
-            Err(e) => break e,
-        }
-    };
+    let (tries, err) = sends.send_until_refused(&p);
     eprintln!("open_files: refused after {tries} sends: {err}");
     match &err {
         ClientError::Broker { code, remark, .. } => {
