@@ -61,6 +61,23 @@ impl Running {
 
 /// Checks that io_uring can be used here, with a message that says what to change.
 pub fn preflight(config: &BrokerConfig) -> anyhow::Result<()> {
+    // Mappings the process needs besides ConsumeQueue files: libraries, thread stacks,
+    // executors' io memory, IndexFiles, the allocator's arenas.
+    const OTHER_MAPPINGS: u64 = 16_384;
+    if let Some(max) = std::fs::read_to_string("/proc/sys/vm/max_map_count")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+    {
+        if config.consume_queue_maps_max + OTHER_MAPPINGS > max {
+            bail!(
+                "consume_queue_maps_max = {} leaves too few of the kernel's {max} mappings per \
+                 process (vm.max_map_count) for the rest of the broker ({OTHER_MAPPINGS}): lower \
+                 it to at most {} or raise vm.max_map_count",
+                config.consume_queue_maps_max,
+                max.saturating_sub(OTHER_MAPPINGS)
+            );
+        }
+    }
     if let Ok(v) = std::fs::read_to_string("/proc/sys/kernel/io_uring_disabled") {
         if v.trim() != "0" {
             bail!(
@@ -167,8 +184,14 @@ fn shard_config(
     c.disk_force_clean_ratio = config.disk_force_clean_ratio;
     c.disk_refuse_ratio = config.disk_refuse_ratio;
     c.disk_reserve_bytes = config.disk_reserve_bytes;
+    c.consume_queue_maps_max = consume_queue_maps_per_shard(config, layout.shard_dirs.len());
     c.retention_check_interval_ms = config.disk_check_interval_ms;
     c
+}
+
+/// Each shard's even share of `consume_queue_maps_max`.
+fn consume_queue_maps_per_shard(config: &BrokerConfig, shards: usize) -> usize {
+    (config.consume_queue_maps_max / shards.max(1) as u64).max(1) as usize
 }
 
 /// Chunk buffers each of a core's `shards` keeps in its pool: the core's io_uring buffer

@@ -100,6 +100,10 @@ pub struct BrokerConfig {
     /// Free space every new file (segment, warm spare, ConsumeQueue or IndexFile blocks)
     /// must leave; below it sends get "disk full" until space returns.
     pub disk_reserve_bytes: u64,
+    /// ConsumeQueue files the broker keeps mapped at once, shared out evenly among its
+    /// shards; past a shard's share the least recently used file is unmapped to map
+    /// another. Bounds the broker's use of the kernel's `vm.max_map_count`.
+    pub consume_queue_maps_max: u64,
     /// How often the disk use is measured and retention runs.
     pub disk_check_interval_ms: u64,
     /// Where each shard keeps its tail ring: the copy of the acknowledged but not yet
@@ -194,6 +198,7 @@ impl Default for BrokerConfig {
             disk_force_clean_ratio: 0.85,
             disk_refuse_ratio: 0.90,
             disk_reserve_bytes: 64 << 20,
+            consume_queue_maps_max: 16_384,
             disk_check_interval_ms: 10_000,
             tail_ring_dir: PathBuf::from("/dev/shm"),
             tail_ring_bytes: 128 << 20,
@@ -378,6 +383,7 @@ impl BrokerConfig {
             });
         }
         bound!(self, disk_reserve_bytes, 0, 64 << 30, "0 to 64 GiB");
+        bound!(self, consume_queue_maps_max, 16, 1 << 22, "16 to 4194304");
         bound!(
             self,
             disk_check_interval_ms,

@@ -623,6 +623,8 @@ impl Core {
             s.busy_refusals += st.busy_refusals;
             s.tail_ring_records += st.tail_ring_records;
             s.writes_blocked_shards += u64::from(st.writes_blocked);
+            s.cq_files_mapped += st.cq_files_mapped;
+            s.cq_files_unmapped += st.cq_files_unmapped;
         }
         s
     }

@@ -59,6 +59,8 @@ pub struct BrokerMetrics {
     quarantined_bytes: Family<CoreLabel, Gauge>,
     skipped_records: Family<CoreLabel, Counter>,
     busy_refusals: Family<CoreLabel, Counter>,
+    cq_files_mapped: Family<CoreLabel, Gauge>,
+    cq_files_unmapped: Family<CoreLabel, Counter>,
     tail_ring_records: Family<CoreLabel, Gauge>,
     writes_blocked_shards: Family<CoreLabel, Gauge>,
     uptime_seconds: GaugeF,
@@ -98,6 +100,8 @@ impl BrokerMetrics {
             quarantined_bytes: Family::default(),
             skipped_records: Family::default(),
             busy_refusals: Family::default(),
+            cq_files_mapped: Family::default(),
+            cq_files_unmapped: Family::default(),
             tail_ring_records: Family::default(),
             writes_blocked_shards: Family::default(),
             uptime_seconds: GaugeF::default(),
@@ -190,6 +194,16 @@ impl BrokerMetrics {
             "corvus_busy_refusals",
             "Sends answered SYSTEM_BUSY because the disk was behind (unwritten or unsynced bytes at their bounds), per core",
             m.busy_refusals.clone(),
+        );
+        r.register(
+            "corvus_consume_queue_files_mapped",
+            "ConsumeQueue files mapped now (at most consume_queue_maps_max per broker), per core",
+            m.cq_files_mapped.clone(),
+        );
+        r.register(
+            "corvus_consume_queue_files_unmapped",
+            "ConsumeQueue files unmapped to map others (more queues in use than consume_queue_maps_max), per core",
+            m.cq_files_unmapped.clone(),
         );
         r.register(
             "corvus_tail_ring_records",
@@ -290,6 +304,12 @@ impl BrokerMetrics {
             last.skipped_records,
         );
         add(&self.busy_refusals, now.busy_refusals, last.busy_refusals);
+        set(&self.cq_files_mapped, now.cq_files_mapped);
+        add(
+            &self.cq_files_unmapped,
+            now.cq_files_unmapped,
+            last.cq_files_unmapped,
+        );
         set(&self.tail_ring_records, now.tail_ring_records);
         set(&self.writes_blocked_shards, now.writes_blocked_shards);
         set(&self.quarantined_ranges, now.quarantined_ranges);

@@ -425,6 +425,10 @@ pub struct CoreStatus {
     pub connections_timed_out: u64,
     /// Connections closed after a malformed frame, since start.
     pub connections_bad_frames: u64,
+    /// ConsumeQueue files this core's shards have mapped now (at most
+    /// `consume_queue_maps_max`), and those unmapped since start to map others.
+    pub cq_files_mapped: u64,
+    pub cq_files_unmapped: u64,
 }
 
 /// One stage of one core's send path: how long it took, as the recorded values (ns, at

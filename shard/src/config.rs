@@ -198,6 +198,10 @@ pub struct ShardConfig {
     pub disk_reserve_bytes: u64,
     /// Entries per ConsumeQueue file (20 bytes each). Default 300_000.
     pub consume_queue_file_entries: u64,
+    /// ConsumeQueue files this shard keeps mapped at once; past it the least recently used
+    /// one is unmapped to map another. Bounds the shard's share of the kernel's
+    /// `vm.max_map_count`. Default 8192; 1 to 2^20.
+    pub consume_queue_maps_max: usize,
     /// Hash slots per IndexFile. Default 5_000_000.
     pub index_file_slots: u32,
     /// Entries per IndexFile. Default 20_000_000.
@@ -246,6 +250,7 @@ impl ShardConfig {
             disk_refuse_ratio: 0.90,
             disk_reserve_bytes: 64 << 20,
             consume_queue_file_entries: 300_000,
+            consume_queue_maps_max: 8192,
             index_file_slots: 5_000_000,
             index_file_entries: 20_000_000,
             retention_check_interval_ms: 10_000,
@@ -317,6 +322,12 @@ impl ShardConfig {
         }
         if self.consume_queue_file_entries == 0 || self.consume_queue_file_entries > 1 << 26 {
             return bad("consume_queue_file_entries must be in 1..=2^26".into());
+        }
+        if !(1..=1 << 20).contains(&self.consume_queue_maps_max) {
+            return bad(format!(
+                "consume_queue_maps_max {} must be 1 to 2^20",
+                self.consume_queue_maps_max
+            ));
         }
         if self.index_file_slots == 0
             || self.index_file_entries < 2

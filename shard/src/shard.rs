@@ -151,6 +151,10 @@ pub struct ShardStats {
     /// Segment creation is refused for lack of space or descriptors: appends get
     /// `NoSpace` / `TooManyOpenFiles` until a retry succeeds.
     pub writes_blocked: bool,
+    /// ConsumeQueue files mapped now (at most `consume_queue_maps_max`), and those
+    /// unmapped since open to map others.
+    pub cq_files_mapped: u64,
+    pub cq_files_unmapped: u64,
 }
 
 /// What a retention pass did.
@@ -259,6 +263,7 @@ impl Shard {
         let mut cqs = ConsumeQueues::open(
             config.dir.join(CONSUME_QUEUE_DIR),
             config.consume_queue_file_entries,
+            config.consume_queue_maps_max,
             space.clone(),
         )?;
         let mut index = IndexService::open(
@@ -317,7 +322,7 @@ impl Shard {
                     tag_hash: props.tag_hash(),
                 };
                 let cq = cqs.get_or_create(view.topic(), view.queue_id());
-                if cq.get(q) != Some(want) {
+                if cq.get(q)? != Some(want) {
                     cq.put(q, want)?;
                 }
                 if phys >= index_from {
@@ -351,12 +356,12 @@ impl Shard {
         for cq in cqs.queues.values_mut() {
             while cq.max > cq.min {
                 let last = QueueOffset(cq.max.0 - 1);
-                match cq.get(last) {
+                match cq.get(last)? {
                     Some(e) if e.end() <= log.write_offset => break,
-                    _ => cq.truncate(last),
+                    _ => cq.truncate(last)?,
                 }
             }
-            doomed.extend(cq.trim_below(CommitLogOffset(log.min_offset)));
+            doomed.extend(cq.trim_below(CommitLogOffset(log.min_offset))?);
         }
         remove_off_core(doomed).await?;
         index.clamp_indexed_end(log.write_offset)?;
@@ -603,7 +608,9 @@ impl Shard {
                     Ok(())
                 })();
                 if result.is_err() {
-                    cq.truncate(first_q);
+                    if let Err(e) = cq.truncate(first_q) {
+                        tracing::warn!(topic, queue_id, error = %e, "cannot clear the ConsumeQueue entries of a failed append; the queue ends before them");
+                    }
                 }
                 result
             })?;
@@ -750,8 +757,10 @@ impl Shard {
         let mut m = cq.max.0;
         while m > cq.min.0 {
             match cq.get(QueueOffset(m - 1)) {
-                Some(e) if e.end() > visible => m -= 1,
-                _ => break,
+                Ok(Some(e)) if e.end() > visible => m -= 1,
+                Ok(_) => break,
+                // Its entries cannot be read now: none is taken as visible.
+                Err(_) => return cq.min.0,
             }
         }
         m
@@ -1283,18 +1292,25 @@ impl Shard {
     /// The (offset, size) spans of the records `req` reads from queue offset `from` (below
     /// `max`), the queue offset after the last one looked at, and the entries stepped over
     /// (quarantined, or missing); `None` without the queue.
-    fn pick(&self, req: &ReadRequest<'_>, from: u64, max: u64) -> Option<Picked> {
+    fn pick(
+        &self,
+        req: &ReadRequest<'_>,
+        from: u64,
+        max: u64,
+    ) -> Result<Option<Picked>, ShardError> {
         let mut picked: Vec<(u64, usize)> = Vec::new();
         let mut skipped: Vec<Skip> = Vec::new();
         let mut next = from;
         let cqs = self.inner.cqs.borrow();
         let quarantine = self.inner.quarantine.borrow();
         let log_min = self.inner.log.borrow().min_offset;
-        let cq = cqs.get(req.topic, req.queue_id)?;
+        let Some(cq) = cqs.get(req.topic, req.queue_id) else {
+            return Ok(None);
+        };
         let mut bytes = 0u64;
         let scan_end = max.min(next + FILTER_SCAN_ENTRIES_MAX.max(req.max_messages as u64));
         while next < scan_end && picked.len() < req.max_messages as usize {
-            let Some(e) = cq.get(QueueOffset(next)) else {
+            let Some(e) = cq.get(QueueOffset(next))? else {
                 // Below the queue's max, so a hole: the entry of a record recovery could
                 // not read (damaged, and its ConsumeQueue entry lost too). Stepping over it
                 // is the only way on; stopping here would stall the queue for good.
@@ -1328,11 +1344,11 @@ impl Shard {
             picked.push((e.offset.0, e.size as usize));
             next += 1;
         }
-        Some(Picked {
+        Ok(Some(Picked {
             spans: picked,
             next,
             skipped,
-        })
+        }))
     }
 
     /// Counts the entries a read stepped over, and logs each quarantined range (and each
@@ -1445,7 +1461,7 @@ impl Shard {
             spans: picked,
             next,
             skipped,
-        }) = self.pick(req, req.queue_offset, visible)
+        }) = self.pick(req, req.queue_offset, visible)?
         else {
             return Ok(result(ReadStatus::NoNewMessage, 0));
         };
@@ -1454,7 +1470,10 @@ impl Shard {
         }
         // A consumer catching up from disk asks next for the window after this one.
         let ahead = || {
+            // Only a hint: an entry that cannot be read now is read by the pull that needs it.
             self.pick(req, next, visible)
+                .ok()
+                .flatten()
                 .map(|p| p.spans)
                 .unwrap_or_default()
         };
@@ -1514,6 +1533,8 @@ impl Shard {
         (from..to)
             .find(|&q| {
                 cq.get(QueueOffset(q))
+                    .ok()
+                    .flatten()
                     .is_some_and(|e| e.offset.0 == span.0 && e.size as usize == span.1)
             })
             .unwrap_or(from)
@@ -1651,7 +1672,9 @@ impl Shard {
                 .cqs
                 .borrow()
                 .get(topic, queue_id)
-                .and_then(|cq| cq.get(QueueOffset(mid)));
+                .map(|cq| cq.get(QueueOffset(mid)))
+                .transpose()?
+                .flatten();
             // A record gone, damaged or missing has no time: it counts as older, so the
             // search moves on past it.
             let quarantined = entry.is_some_and(|e| {
@@ -1816,7 +1839,7 @@ impl Shard {
         if deleted > 0 {
             let mut doomed = Vec::new();
             for cq in inner.cqs.borrow_mut().queues.values_mut() {
-                doomed.extend(cq.trim_below(CommitLogOffset(min)));
+                doomed.extend(cq.trim_below(CommitLogOffset(min))?);
             }
             doomed.extend(inner.index.borrow_mut().trim_below(min));
             inner.quarantine.borrow_mut().forget_below(min);
@@ -1835,6 +1858,7 @@ impl Shard {
         let inner = &self.inner;
         let log = inner.log.borrow();
         let (ratio, level) = inner.disk.get();
+        let (cq_mapped, cq_unmapped) = inner.cqs.borrow().map_counts();
         ShardStats {
             write_offset: log.write_offset,
             written_offset: log.written_offset,
@@ -1859,6 +1883,8 @@ impl Shard {
             quarantined_bytes: inner.quarantine.borrow().bytes(),
             skipped_records: inner.quarantine.borrow().skipped_records,
             writes_blocked: inner.blocked.borrow().is_some(),
+            cq_files_mapped: cq_mapped as u64,
+            cq_files_unmapped: cq_unmapped,
         }
     }
 
