@@ -304,7 +304,13 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
         cores,
         advertise_addr: advertise.to_string(),
         core_addrs: Mutex::new(core_addrs.clone()),
-        topics: Mutex::new(topics.all()),
+        topics: Mutex::new(
+            topics
+                .all()
+                .into_iter()
+                .map(|t| (t.name.clone(), t))
+                .collect(),
+        ),
         topics_version: AtomicU64::new(1),
         registered_version: AtomicU64::new(0),
         shutdown: AtomicBool::new(false),
@@ -518,6 +524,7 @@ async fn core_main(
         sends_in_flight: std::cell::Cell::new(0),
         stages: crate::stages::SendStages::new(),
         topics_persist: glommio::sync::Semaphore::new(1),
+        topic_store: std::cell::RefCell::new(crate::topics::TopicStore::default()),
         connections: crate::connections::Connections::new(crate::connections::per_core_max(
             shared.config.connections_max,
             shared.cores,

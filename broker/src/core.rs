@@ -41,7 +41,7 @@ pub struct Shared {
     /// Each core's direct address, filled in as the cores bind.
     pub core_addrs: Mutex<Vec<String>>,
     /// Latest topic table, for the NameServer registration thread.
-    pub topics: Mutex<Vec<TopicConfig>>,
+    pub topics: Mutex<std::collections::BTreeMap<String, TopicConfig>>,
     /// Bumped by core 0 on every topic change; the registration thread registers again.
     pub topics_version: AtomicU64,
     /// The topics_version last registered with every reachable NameServer.
@@ -125,8 +125,11 @@ pub struct Core {
     pub sends_in_flight: Cell<usize>,
     /// Where this core's sends spend their time, per stage.
     pub stages: SendStages,
-    /// Held while topics.json is written (core 0), so that writes never overtake each other.
+    /// Held while topics.json or its journal is written (core 0), so that writes never
+    /// overtake each other.
     pub topics_persist: glommio::sync::Semaphore,
+    /// When the topic table is rewritten rather than appended to (core 0).
+    pub topic_store: RefCell<crate::topics::TopicStore>,
     /// The client connections this core keeps open, and why it closed others.
     pub connections: crate::connections::Connections,
 }
@@ -650,24 +653,25 @@ impl Core {
             )));
         }
         self.topics.borrow_mut().upsert(cfg.clone());
-        // Written and fsynced on the blocking thread (3.5-11 ms here, which held every send
-        // of core 0 when it ran on the core), one write at a time, each of the whole table
-        // as it is when the write starts: the last to finish holds every change before it.
-        let table = {
+        // Written and fdatasynced on the blocking thread (a sync held every send of core 0
+        // when it ran on the core), one write at a time so none overtakes another: one row
+        // appended to the journal, or now and then the whole table (`TopicStore`).
+        {
             let _one_writer = self
                 .topics_persist
                 .acquire_permit(1)
                 .await
                 .map_err(|e| BrokerError::Storage(e.to_string()))?;
-            let table = self.topics.borrow().clone();
-            let snapshot = table.clone();
+            let write = self
+                .topic_store
+                .borrow_mut()
+                .write_for(&self.topics.borrow(), &cfg);
             let dir = self.shared.config.data_dir.clone();
             glommio::executor()
-                .spawn_blocking(move || snapshot.persist(&dir))
+                .spawn_blocking(move || write.apply(&dir))
                 .await
                 .map_err(|e| BrokerError::Storage(e.to_string()))?;
-            table
-        };
+        }
         for core in 1..self.shared.cores {
             match self
                 .mesh
@@ -680,7 +684,7 @@ impl Core {
         }
         let version = {
             if let Ok(mut t) = self.shared.topics.lock() {
-                *t = table.all();
+                t.insert(cfg.name.clone(), cfg.clone());
             }
             self.shared.topics_version.fetch_add(1, Ordering::SeqCst) + 1
         };

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use protocol::blocking::{write_frame, FrameReader};
-use protocol::{BrokerKey, Command, Header, RegisterBroker, ResponseCode};
+use protocol::{BrokerKey, Command, Header, RegisterBroker, ResponseCode, TopicConfig};
 
 use crate::core::Shared;
 use crate::topics::{topic_config, AUTO_CREATE_TOPIC_KEY};
@@ -32,7 +32,11 @@ fn key(shared: &Shared) -> BrokerKey {
 }
 
 fn registration(shared: &Shared) -> RegisterBroker {
-    let mut topics = shared.topics.lock().map(|t| t.clone()).unwrap_or_default();
+    let mut topics: Vec<TopicConfig> = shared
+        .topics
+        .lock()
+        .map(|t| t.values().cloned().collect())
+        .unwrap_or_default();
     if shared.config.auto_create_topic_enable {
         let mut tbw = topic_config(
             AUTO_CREATE_TOPIC_KEY,

@@ -13,6 +13,63 @@ pub const AUTO_CREATE_TOPIC_KEY: &str = "TBW102";
 #[derive(Debug, Clone, Default)]
 pub struct TopicTable {
     topics: BTreeMap<String, TopicConfig>,
+    /// Queues of all topics together (each counting the larger of its read and write
+    /// queues), kept as topics change so that checking `queues_max` costs nothing.
+    queues: u64,
+}
+
+/// One row of topics.json and of the journal: name, read queues, write queues, perm.
+type Row = (String, u32, u32, u32);
+
+fn row(t: &TopicConfig) -> Row {
+    (t.name.clone(), t.read_queues, t.write_queues, t.perm)
+}
+
+fn queues_of(t: &TopicConfig) -> u64 {
+    u64::from(t.read_queues.max(t.write_queues))
+}
+
+/// How topics.json is kept on disk: each change appended to a journal (`topics.log`, one
+/// JSON row per line, fdatasynced) and the whole table rewritten only when the journal
+/// holds more rows than `max(JOURNAL_ROWS_MIN, topics / 2)`: a creation costs one small
+/// append, whatever the number of topics, and a rewrite of the table is paid once per
+/// as many creations as half the table (amortised O(1) per creation).
+#[derive(Debug, Default)]
+pub struct TopicStore {
+    journal_rows: usize,
+}
+
+/// Journal rows below which the table is never rewritten.
+const JOURNAL_ROWS_MIN: usize = 1024;
+
+/// What core 0 writes for one topic change, on the blocking thread.
+pub enum TopicWrite {
+    /// Append this row to the journal.
+    Append(TopicConfig),
+    /// Rewrite topics.json with this table and empty the journal.
+    Rewrite(TopicTable),
+}
+
+impl TopicStore {
+    /// The write that persists `changed` (already upserted into `table`).
+    pub fn write_for(&mut self, table: &TopicTable, changed: &TopicConfig) -> TopicWrite {
+        if self.journal_rows + 1 > JOURNAL_ROWS_MIN.max(table.len() / 2) {
+            self.journal_rows = 0;
+            TopicWrite::Rewrite(table.clone())
+        } else {
+            self.journal_rows += 1;
+            TopicWrite::Append(changed.clone())
+        }
+    }
+}
+
+impl TopicWrite {
+    pub fn apply(&self, data_dir: &Path) -> Result<(), TopicError> {
+        match self {
+            TopicWrite::Append(t) => TopicTable::append(data_dir, t),
+            TopicWrite::Rewrite(table) => table.persist(data_dir),
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -66,42 +123,68 @@ impl TopicTable {
         data_dir.join("config").join("topics.json")
     }
 
-    /// Loads the table; a missing file is an empty table.
+    pub fn journal(data_dir: &Path) -> PathBuf {
+        data_dir.join("config").join("topics.log")
+    }
+
+    /// Loads the table: topics.json, then the journal's rows over it; a missing file is an
+    /// empty table. A journal is folded into topics.json at once (so appends always start
+    /// from an empty one). Its last line may be torn by a crash during an append that was
+    /// never acknowledged: it is dropped, with a warning; a bad row before it is corruption.
     pub fn load(data_dir: &Path) -> Result<TopicTable, TopicError> {
         let path = Self::file(data_dir);
-        let text = match std::fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(TopicTable::default()),
-            Err(e) => {
-                return Err(TopicError::Corrupt {
-                    path,
-                    message: e.to_string(),
-                })
-            }
+        let corrupt = |path: &Path, message: String| TopicError::Corrupt {
+            path: path.to_owned(),
+            message,
         };
-        let rows: Vec<(String, u32, u32, u32)> =
-            serde_json::from_str(&text).map_err(|e| TopicError::Corrupt {
-                path: path.clone(),
-                message: e.to_string(),
-            })?;
         let mut table = TopicTable::default();
-        for (name, read_queues, write_queues, perm) in rows {
-            let cfg = TopicConfig {
-                name,
-                read_queues,
-                write_queues,
-                perm,
-            };
-            validate_topic(&cfg).map_err(|e| TopicError::Corrupt {
-                path: path.clone(),
-                message: e.to_string(),
-            })?;
-            table.topics.insert(cfg.name.clone(), cfg);
+        if let Some(text) = read_if_there(&path).map_err(|e| corrupt(&path, e.to_string()))? {
+            let rows: Vec<Row> =
+                serde_json::from_str(&text).map_err(|e| corrupt(&path, e.to_string()))?;
+            for r in rows {
+                table
+                    .load_row(r)
+                    .map_err(|e| corrupt(&path, e.to_string()))?;
+            }
         }
+        let journal = Self::journal(data_dir);
+        let Some(text) = read_if_there(&journal).map_err(|e| corrupt(&journal, e.to_string()))?
+        else {
+            return Ok(table);
+        };
+        let lines: Vec<&str> = text.split_inclusive('\n').collect();
+        for (i, line) in lines.iter().enumerate() {
+            let parsed = line
+                .strip_suffix('\n')
+                .ok_or_else(|| "no line end".to_owned())
+                .and_then(|l| serde_json::from_str::<Row>(l).map_err(|e| e.to_string()))
+                .and_then(|r| table.load_row(r).map_err(|e| e.to_string()));
+            match parsed {
+                Ok(()) => {}
+                Err(e) if i + 1 == lines.len() => {
+                    tracing::warn!(path = %journal.display(), error = %e, "dropped the torn last row of the topic journal (a creation that was never acknowledged)");
+                }
+                Err(e) => return Err(corrupt(&journal, format!("line {}: {e}", i + 1))),
+            }
+        }
+        table.persist(data_dir)?;
         Ok(table)
     }
 
-    /// Writes the table durably: a temporary file, fsync, rename, fsync of the directory.
+    fn load_row(&mut self, (name, read_queues, write_queues, perm): Row) -> Result<(), TopicError> {
+        let cfg = TopicConfig {
+            name,
+            read_queues,
+            write_queues,
+            perm,
+        };
+        validate_topic(&cfg)?;
+        self.upsert(cfg);
+        Ok(())
+    }
+
+    /// Writes the table durably (a temporary file, fsync, rename, fsync of the directory),
+    /// then removes the journal it includes.
     pub fn persist(&self, data_dir: &Path) -> Result<(), TopicError> {
         let path = Self::file(data_dir);
         let err = |e: std::io::Error| TopicError::Persist {
@@ -110,11 +193,7 @@ impl TopicTable {
         };
         let dir = path.parent().unwrap_or(data_dir);
         std::fs::create_dir_all(dir).map_err(err)?;
-        let rows: Vec<(&str, u32, u32, u32)> = self
-            .topics
-            .values()
-            .map(|t| (t.name.as_str(), t.read_queues, t.write_queues, t.perm))
-            .collect();
+        let rows: Vec<Row> = self.topics.values().map(row).collect();
         let text = serde_json::to_string_pretty(&rows).map_err(|e| TopicError::Persist {
             path: path.clone(),
             message: e.to_string(),
@@ -127,9 +206,43 @@ impl TopicTable {
             f.sync_all().map_err(err)?;
         }
         std::fs::rename(&tmp, &path).map_err(err)?;
-        std::fs::File::open(dir)
-            .and_then(|d| d.sync_all())
+        sync_dir(dir).map_err(err)?;
+        // Only once the table holding its rows is durable.
+        match std::fs::remove_file(Self::journal(data_dir)) {
+            Ok(()) => sync_dir(dir).map_err(err)?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(err(e)),
+        }
+        Ok(())
+    }
+
+    /// Appends one topic's row to the journal and fdatasyncs it (and the directory, when
+    /// this append created the journal).
+    fn append(data_dir: &Path, t: &TopicConfig) -> Result<(), TopicError> {
+        use std::io::Write;
+        let path = Self::journal(data_dir);
+        let err = |e: std::io::Error| TopicError::Persist {
+            path: path.clone(),
+            message: e.to_string(),
+        };
+        let dir = path.parent().unwrap_or(data_dir);
+        std::fs::create_dir_all(dir).map_err(err)?;
+        let mut line = serde_json::to_string(&row(t)).map_err(|e| TopicError::Persist {
+            path: path.clone(),
+            message: e.to_string(),
+        })?;
+        line.push('\n');
+        let created = !path.exists();
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
             .map_err(err)?;
+        f.write_all(line.as_bytes()).map_err(err)?;
+        f.sync_data().map_err(err)?;
+        if created {
+            sync_dir(dir).map_err(err)?;
+        }
         Ok(())
     }
 
@@ -137,8 +250,19 @@ impl TopicTable {
         self.topics.get(name)
     }
 
+    pub fn len(&self) -> usize {
+        self.topics.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.topics.is_empty()
+    }
+
     pub fn upsert(&mut self, cfg: TopicConfig) {
-        self.topics.insert(cfg.name.clone(), cfg);
+        self.queues += queues_of(&cfg);
+        if let Some(old) = self.topics.insert(cfg.name.clone(), cfg) {
+            self.queues -= queues_of(&old);
+        }
     }
 
     pub fn all(&self) -> Vec<TopicConfig> {
@@ -148,15 +272,21 @@ impl TopicTable {
     /// The queues the table would hold with `cfg` upserted: each topic counts the larger of
     /// its read and write queue counts.
     pub fn queues_with(&self, cfg: &TopicConfig) -> u64 {
-        let queues = |t: &TopicConfig| u64::from(t.read_queues.max(t.write_queues));
-        let others: u64 = self
-            .topics
-            .values()
-            .filter(|t| t.name != cfg.name)
-            .map(queues)
-            .sum();
-        others + queues(cfg)
+        let replaced = self.topics.get(&cfg.name).map_or(0, queues_of);
+        self.queues - replaced + queues_of(cfg)
     }
+}
+
+fn read_if_there(path: &Path) -> std::io::Result<Option<String>> {
+    match std::fs::read_to_string(path) {
+        Ok(t) => Ok(Some(t)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir).and_then(|d| d.sync_all())
 }
 
 #[cfg(test)]
@@ -185,5 +315,56 @@ mod tests {
             .unwrap()
             .all()
             .is_empty());
+    }
+
+    #[test]
+    fn creations_append_to_a_journal_until_it_is_worth_rewriting_the_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut table = TopicTable::default();
+        let mut store = TopicStore::default();
+        let mut rewrites = 0;
+        for i in 0..3000 {
+            let t = topic_config(&format!("T{i}"), 1 + i % 8);
+            table.upsert(t.clone());
+            let w = store.write_for(&table, &t);
+            rewrites += usize::from(matches!(w, TopicWrite::Rewrite(_)));
+            w.apply(dir.path()).unwrap();
+        }
+        // 1024 appends, then a rewrite by the 1025th creation; 1025 more (the bound is now
+        // half the table), a rewrite by the 2051st; the 949 since are in the journal.
+        assert_eq!(rewrites, 2);
+        let journal = std::fs::read_to_string(TopicTable::journal(dir.path())).unwrap();
+        assert_eq!(journal.lines().count(), 3000 - 2051);
+        // An update counts its queues once.
+        let t = topic_config("T0", 64);
+        assert_eq!(table.queues_with(&t), table.queues - 1 + 64);
+        table.upsert(t.clone());
+        store.write_for(&table, &t).apply(dir.path()).unwrap();
+        let back = TopicTable::load(dir.path()).unwrap();
+        assert_eq!(back.all(), table.all());
+        assert_eq!(back.queues, table.queues);
+        // Loading folded the journal into topics.json.
+        assert!(!TopicTable::journal(dir.path()).exists());
+    }
+
+    #[test]
+    fn a_torn_last_journal_row_is_dropped_and_an_earlier_bad_one_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut table = TopicTable::default();
+        let a = topic_config("A", 4);
+        table.upsert(a.clone());
+        table.persist(dir.path()).unwrap();
+        let b = topic_config("B", 2);
+        TopicWrite::Append(b.clone()).apply(dir.path()).unwrap();
+        let journal = TopicTable::journal(dir.path());
+        let mut text = std::fs::read_to_string(&journal).unwrap();
+        text.push_str("[\"C\",2,");
+        std::fs::write(&journal, &text).unwrap();
+        let back = TopicTable::load(dir.path()).unwrap();
+        assert_eq!(back.all(), vec![a.clone(), b.clone()]);
+
+        std::fs::write(&journal, "[\"C\",2\n[\"D\",1,1,6]\n").unwrap();
+        let err = TopicTable::load(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("line 1"), "{err}");
     }
 }

@@ -45,3 +45,56 @@ fn fifty_thousand_topics_are_all_routed_and_served() {
     let log = c.broker.stderr();
     assert!(!log.contains("cannot register"), "{log}");
 }
+
+/// Creating a topic on a broker with 50,000 appends one row to the topic journal instead of
+/// rewriting and fsyncing the whole table (3.5-11 ms per creation, growing with the table),
+/// and every creation survives a kill -9.
+#[test]
+fn a_creation_among_fifty_thousand_topics_appends_one_row_and_survives_kill_9() {
+    let mut c = Cluster::start_with(1, "small", |o| {
+        let rows: Vec<(String, u32, u32, u32)> = (0..TOPICS)
+            .map(|i| (name(i), 1, 1, protocol::perm::READ_WRITE))
+            .collect();
+        let config = o.data_dir.join("config");
+        std::fs::create_dir_all(&config).unwrap();
+        std::fs::write(
+            config.join("topics.json"),
+            serde_json::to_string(&rows).unwrap(),
+        )
+        .unwrap();
+    });
+    let ns = c.namesrv.addr.clone();
+    let config = c.opts.data_dir.join("config");
+    let table_before = std::fs::read(config.join("topics.json")).unwrap();
+    let created: Vec<String> = (0..20).map(|i| format!("Fresh-{i}")).collect();
+    for t in &created {
+        let out = integration::mqadmin(&ns, &["update-topic", "-t", t, "-q", "3"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert_eq!(
+        std::fs::read(config.join("topics.json")).unwrap(),
+        table_before,
+        "the table was rewritten by a creation"
+    );
+    let journal = std::fs::read_to_string(config.join("topics.log")).unwrap();
+    assert_eq!(journal.lines().count(), created.len(), "{journal}");
+
+    c.restart_broker();
+    let admin = Admin::new(&ns).unwrap();
+    for t in created.iter().chain([&name(7)]) {
+        let route = wait_for(Duration::from_secs(30), || {
+            admin
+                .topic_route(t)
+                .ok()
+                .filter(|r| r.write_queues().len() == if t.starts_with("Fresh") { 3 } else { 1 })
+        });
+        assert!(
+            route.is_some(),
+            "{t} is not routed after kill -9 and restart"
+        );
+    }
+}
