@@ -1,7 +1,14 @@
 //! Registration with the NameServers: a plain thread, off the cores. It registers at start,
 //! every `register_interval_ms`, and at once when core 0 reports a topic change; it
 //! unregisters at shutdown. Each NameServer is independent: one being down only logs.
+//!
+//! Everything goes over one long-lived connection per NameServer ([`NameServerLink`]), as
+//! RocketMQ's broker keeps its channel: the NameServer drops the broker from its routes when
+//! that connection closes, so a killed broker is gone at once instead of after the expiry.
+//! The heartbeats every `namesrv_heartbeat_interval_ms` (1 s; at most 60 s) keep the
+//! connection well inside the NameServer's idle timeout (120 s).
 
+use std::io::ErrorKind;
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -58,48 +65,176 @@ fn registration(shared: &Shared) -> RegisterBroker {
     }
 }
 
-fn call(addr: &str, header: &Header, body: &[u8]) -> Result<(), String> {
-    match exchange(addr, header, body, IO_TIMEOUT)? {
-        ResponseCode::Success => Ok(()),
-        code => Err(code.to_string()),
+/// Why an exchange with a NameServer got no answer.
+struct ExchangeError {
+    detail: String,
+    /// The NameServer had closed the connection before this request (EOF, reset, broken
+    /// pipe on a connection opened earlier): worth one more try on a fresh connection.
+    closed_before: bool,
+}
+
+/// The broker's one connection to one NameServer, kept open for every registration and
+/// heartbeat: the NameServer ties the broker to it and drops the broker from its routes the
+/// moment it closes (a killed broker's kernel closes it), rather than at its expiry. A
+/// failed or timed-out exchange closes it, so no late answer can be taken for a later
+/// request; the next exchange dials again.
+struct NameServerLink {
+    addr: String,
+    conn: Option<FrameReader<TcpStream>>,
+    next_request_id: u64,
+    /// The last exchange failed (each change is logged once).
+    failing: bool,
+}
+
+impl NameServerLink {
+    fn new(addr: &str) -> NameServerLink {
+        NameServerLink {
+            addr: addr.to_owned(),
+            conn: None,
+            next_request_id: 0,
+            failing: false,
+        }
+    }
+
+    /// One request: the code the NameServer answered, or why there was none. A connection
+    /// that the NameServer had closed meanwhile (it restarted, or closed it as idle) is
+    /// replaced at once and the request sent again on the new one.
+    fn exchange(
+        &mut self,
+        command: &Command,
+        body: &[u8],
+        timeout: Duration,
+    ) -> Result<ResponseCode, String> {
+        let reused = self.conn.is_some();
+        match self.try_exchange(command, body, timeout) {
+            Err(e) if reused && e.closed_before => {
+                tracing::debug!(namesrv = %self.addr, "connection was closed ({}); redialing", e.detail);
+                self.try_exchange(command, body, timeout)
+                    .map_err(|e| e.detail)
+            }
+            other => other.map_err(|e| e.detail),
+        }
+    }
+
+    fn try_exchange(
+        &mut self,
+        command: &Command,
+        body: &[u8],
+        timeout: Duration,
+    ) -> Result<ResponseCode, ExchangeError> {
+        let result = self.send_and_read(command, body, timeout);
+        if result.is_err() {
+            // Half-read answers or a late one must not meet the next request.
+            self.conn = None;
+        }
+        result
+    }
+
+    fn send_and_read(
+        &mut self,
+        command: &Command,
+        body: &[u8],
+        timeout: Duration,
+    ) -> Result<ResponseCode, ExchangeError> {
+        let other = |detail: String| ExchangeError {
+            detail,
+            closed_before: false,
+        };
+        let reader = match &mut self.conn {
+            Some(r) => r,
+            empty => empty.insert(dial(&self.addr, timeout).map_err(other)?),
+        };
+        let stream = reader.get_ref();
+        stream
+            .set_read_timeout(Some(timeout))
+            .and_then(|()| stream.set_write_timeout(Some(timeout)))
+            .map_err(|e| other(e.to_string()))?;
+        self.next_request_id += 1;
+        let id = self.next_request_id;
+        let header = Header::request(id, command.clone());
+        if let Err(e) = write_frame(&mut &*stream, &header, body) {
+            return Err(ExchangeError {
+                closed_before: peer_closed(&e),
+                detail: e.to_string(),
+            });
+        }
+        match reader.next_frame() {
+            Ok(Some(f)) if !f.header.is_response() || f.header.request_id != id => Err(other(
+                format!("answer to another request (id {})", f.header.request_id),
+            )),
+            Ok(Some(f)) => {
+                let code = f.header.response_code();
+                if code != ResponseCode::Success {
+                    tracing::debug!(namesrv = %self.addr, remark = %f.header.remark, "NameServer refused");
+                }
+                Ok(code)
+            }
+            Ok(None) => Err(ExchangeError {
+                detail: "connection closed".into(),
+                closed_before: true,
+            }),
+            Err(e) => Err(ExchangeError {
+                closed_before: peer_closed(&e),
+                detail: e.to_string(),
+            }),
+        }
+    }
+
+    fn call(&mut self, command: &Command, body: &[u8]) -> Result<(), String> {
+        match self.exchange(command, body, IO_TIMEOUT)? {
+            ResponseCode::Success => Ok(()),
+            code => Err(code.to_string()),
+        }
+    }
+
+    /// Registers in full; says so when that changes (failing or back).
+    fn register(&mut self, frame: &(Command, Vec<u8>)) -> bool {
+        match self.call(&frame.0, &frame.1) {
+            Ok(()) => {
+                if self.failing {
+                    tracing::info!(namesrv = %self.addr, "registered with NameServer again");
+                }
+                self.failing = false;
+                true
+            }
+            Err(e) => {
+                if !self.failing {
+                    tracing::warn!(namesrv = %self.addr, "cannot register with NameServer: {e}");
+                }
+                self.failing = true;
+                false
+            }
+        }
     }
 }
 
-/// One request to a NameServer: the code it answered, or why there was no answer.
-fn exchange(
-    addr: &str,
-    header: &Header,
-    body: &[u8],
-    timeout: Duration,
-) -> Result<ResponseCode, String> {
+fn dial(addr: &str, timeout: Duration) -> Result<FrameReader<TcpStream>, String> {
     let sa: SocketAddr = addr
         .parse()
         .map_err(|e| format!("bad address {addr}: {e}"))?;
-    let mut s = TcpStream::connect_timeout(&sa, timeout).map_err(|e| e.to_string())?;
-    s.set_read_timeout(Some(timeout))
-        .map_err(|e| e.to_string())?;
-    s.set_write_timeout(Some(timeout))
-        .map_err(|e| e.to_string())?;
+    let s = TcpStream::connect_timeout(&sa, timeout).map_err(|e| e.to_string())?;
     let _ = s.set_nodelay(true);
-    write_frame(&mut s, header, body).map_err(|e| e.to_string())?;
-    let mut r = FrameReader::new(&s, protocol::FRAME_BYTES_MAX_DEFAULT);
-    match r.next_frame() {
-        Ok(Some(f)) if f.header.response_code() == ResponseCode::Success => {
-            Ok(ResponseCode::Success)
-        }
-        Ok(Some(f)) => {
-            tracing::debug!(namesrv = addr, remark = %f.header.remark, "NameServer refused");
-            Ok(f.header.response_code())
-        }
-        Ok(None) => Err("connection closed".into()),
-        Err(e) => Err(e.to_string()),
+    Ok(FrameReader::new(s, protocol::FRAME_BYTES_MAX_DEFAULT))
+}
+
+/// Whether an error says the peer had closed the connection (rather than being slow).
+fn peer_closed(e: &protocol::ProtocolError) -> bool {
+    match e {
+        protocol::ProtocolError::Io(io) => matches!(
+            io.kind(),
+            ErrorKind::BrokenPipe
+                | ErrorKind::ConnectionReset
+                | ErrorKind::ConnectionAborted
+                | ErrorKind::UnexpectedEof
+        ),
+        _ => false,
     }
 }
 
-/// The full registration: the header, and the topic table compressed in the body (any
+/// The full registration: the command, and the topic table compressed in the body (any
 /// number of topics fits in a frame, where a header of them passed its 1 MiB limit at
 /// 7,000-9,800 topics).
-fn registration_frame(shared: &Shared) -> (Header, Vec<u8>) {
+fn registration_frame(shared: &Shared) -> (Command, Vec<u8>) {
     let mut reg = registration(shared);
     let body = match protocol::encode_topic_body(&reg.topics) {
         Ok(b) => {
@@ -111,34 +246,14 @@ fn registration_frame(shared: &Shared) -> (Header, Vec<u8>) {
             Vec::new()
         }
     };
-    (Header::request(1, Command::RegisterBroker(reg)), body)
+    (Command::RegisterBroker(reg), body)
 }
 
-/// Registers with one NameServer; says so when that changes (failing or back).
-fn register_with(ns: &str, frame: &(Header, Vec<u8>), failing: &mut bool) -> bool {
-    match call(ns, &frame.0, &frame.1) {
-        Ok(()) => {
-            if *failing {
-                tracing::info!(namesrv = ns, "registered with NameServer again");
-            }
-            *failing = false;
-            true
-        }
-        Err(e) => {
-            if !*failing {
-                tracing::warn!(namesrv = ns, "cannot register with NameServer: {e}");
-            }
-            *failing = true;
-            false
-        }
-    }
-}
-
-fn register_all(shared: &Shared, failing: &mut [bool]) -> bool {
+fn register_all(shared: &Shared, links: &mut [NameServerLink]) -> bool {
     let frame = registration_frame(shared);
     let mut any = false;
-    for (i, ns) in shared.config.namesrv_list().iter().enumerate() {
-        any |= register_with(ns, &frame, &mut failing[i]);
+    for link in links {
+        any |= link.register(&frame);
     }
     any
 }
@@ -147,26 +262,26 @@ fn register_all(shared: &Shared, failing: &mut [bool]) -> bool {
 /// broker (it restarted empty, or dropped it) gets the full registration at once; one that
 /// does not answer is tried again at the next beat, with a short timeout, so that a frozen
 /// NameServer does not delay the others' heartbeats past their expiry.
-fn heartbeat_all(shared: &Shared, failing: &mut [bool]) {
-    let beat = Header::request(3, Command::BrokerHeartbeat(key(shared)));
+fn heartbeat_all(shared: &Shared, links: &mut [NameServerLink]) {
+    let beat = Command::BrokerHeartbeat(key(shared));
     let mut frame = None;
-    for (i, ns) in shared.config.namesrv_list().iter().enumerate() {
-        match exchange(ns, &beat, &[], HEARTBEAT_TIMEOUT) {
+    for link in links {
+        match link.exchange(&beat, &[], HEARTBEAT_TIMEOUT) {
             Ok(ResponseCode::Success) => {
-                if failing[i] {
-                    tracing::info!(namesrv = ns, "NameServer answers heartbeats again");
+                if link.failing {
+                    tracing::info!(namesrv = %link.addr, "NameServer answers heartbeats again");
                 }
-                failing[i] = false;
+                link.failing = false;
             }
             Ok(_) => {
                 let frame = frame.get_or_insert_with(|| registration_frame(shared));
-                register_with(ns, frame, &mut failing[i]);
+                link.register(frame);
             }
             Err(e) => {
-                if !failing[i] {
-                    tracing::warn!(namesrv = ns, "NameServer does not answer heartbeats: {e}");
+                if !link.failing {
+                    tracing::warn!(namesrv = %link.addr, "NameServer does not answer heartbeats: {e}");
                 }
-                failing[i] = true;
+                link.failing = true;
             }
         }
     }
@@ -177,7 +292,7 @@ fn run(shared: Arc<Shared>) {
     if namesrvs.is_empty() {
         return;
     }
-    let mut failing = vec![false; namesrvs.len()];
+    let mut links: Vec<NameServerLink> = namesrvs.iter().map(|a| NameServerLink::new(a)).collect();
     let interval = Duration::from_millis(shared.config.register_interval_ms);
     let beat = Duration::from_millis(shared.config.namesrv_heartbeat_interval_ms);
     let mut next = Instant::now();
@@ -189,7 +304,7 @@ fn run(shared: Arc<Shared>) {
         let wanted = shared.topics_version.load(Ordering::SeqCst);
         let registered = shared.registered_version.load(Ordering::SeqCst);
         if Instant::now() >= next || wanted > registered {
-            register_all(&shared, &mut failing);
+            register_all(&shared, &mut links);
             // Even if every NameServer is down, do not hold topic creation hostage.
             shared
                 .registered_version
@@ -197,7 +312,7 @@ fn run(shared: Arc<Shared>) {
             next = Instant::now() + interval;
             next_beat = Instant::now() + beat;
         } else if Instant::now() >= next_beat {
-            heartbeat_all(&shared, &mut failing);
+            heartbeat_all(&shared, &mut links);
             next_beat = Instant::now() + beat;
         }
         // Sleep until the next heartbeat or registration, a topic change or shutdown.
@@ -215,10 +330,10 @@ fn run(shared: Arc<Shared>) {
             let _ = shared.registry_wake.1.wait_timeout(guard, left);
         }
     }
-    let header = Header::request(2, Command::UnregisterBroker(key(&shared)));
-    for ns in &namesrvs {
-        if let Err(e) = call(ns, &header, &[]) {
-            tracing::debug!(namesrv = ns, "unregister failed: {e}");
+    let goodbye = Command::UnregisterBroker(key(&shared));
+    for link in &mut links {
+        if let Err(e) = link.call(&goodbye, &[]) {
+            tracing::debug!(namesrv = %link.addr, "unregister failed: {e}");
         }
     }
 }

@@ -207,8 +207,9 @@ impl PullInner {
         let future = self
             .inst
             .pool
-            .get(&target.addr)?
-            .send_request(command, &[], timeout)?;
+            .get(&target.addr)
+            .and_then(|conn| conn.send_request(command, &[], timeout))
+            .inspect_err(|e| self.inst.note_failure(&queue.topic, e))?;
         Ok(WirePull {
             target,
             offset,
@@ -232,10 +233,8 @@ impl PullInner {
     ) -> Result<PulledBatch> {
         let result = frame.and_then(|f| self.parse_pull(pending, f));
         if let Err(e) = &result {
-            if e.is_connection_failure() {
-                // The broker may have moved or died: look again before the next pull.
-                let _ = self.inst.routes.refresh(&pending.target.queue.topic);
-            }
+            // The broker may have moved or died: look again before the next pull.
+            self.inst.note_failure(&pending.target.queue.topic, e);
         }
         result
     }

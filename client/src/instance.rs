@@ -137,33 +137,57 @@ impl Instance {
         self.routes.refresh(topic)
     }
 
+    /// A request to a broker of `topic` failed with `e`: when the connection failed (refused,
+    /// reset, closed, timed out), the broker may have died or come back on other ports, so
+    /// the route is fetched again at once (at most once per topic per
+    /// `FAILURE_REFRESH_INTERVAL`) rather than at the next periodic refresh.
+    pub fn note_failure(&self, topic: &str, e: &ClientError) {
+        if e.is_connection_failure() {
+            self.routes.refresh_after_failure(topic);
+        }
+    }
+
+    /// One request about `queue` to the broker serving it: that broker's address and its
+    /// successful answer. A failed connection refreshes the route (see `note_failure`).
+    fn queue_request(&self, queue: &MessageQueue, command: Command) -> Result<(String, Command)> {
+        let target = self.queue_target(queue)?;
+        match self.broker_request(&target.addr, command) {
+            Ok(answer) => Ok((target.addr, answer)),
+            Err(e) => {
+                self.note_failure(&queue.topic, &e);
+                Err(e)
+            }
+        }
+    }
+
     /// (min, max) offsets of a queue: max is the offset the next message will get.
     pub fn queue_offsets(&self, queue: &MessageQueue) -> Result<(QueueOffset, QueueOffset)> {
-        let target = self.queue_target(queue)?;
         let cmd = Command::GetQueueOffsets {
             topic: queue.topic.clone(),
             queue_id: queue.queue_id,
         };
-        match self.broker_request(&target.addr, cmd)? {
-            Command::QueueOffsets {
-                min_offset,
-                max_offset,
-            } => Ok((QueueOffset(min_offset), QueueOffset(max_offset))),
-            other => Err(unexpected(&target.addr, "queue offsets", &other)),
+        match self.queue_request(queue, cmd)? {
+            (
+                _,
+                Command::QueueOffsets {
+                    min_offset,
+                    max_offset,
+                },
+            ) => Ok((QueueOffset(min_offset), QueueOffset(max_offset))),
+            (addr, other) => Err(unexpected(&addr, "queue offsets", &other)),
         }
     }
 
     /// The offset of the first message stored at or after `timestamp_ms`.
     pub fn search_offset(&self, queue: &MessageQueue, timestamp_ms: i64) -> Result<QueueOffset> {
-        let target = self.queue_target(queue)?;
         let cmd = Command::SearchOffsetByTime {
             topic: queue.topic.clone(),
             queue_id: queue.queue_id,
             timestamp_ms,
         };
-        match self.broker_request(&target.addr, cmd)? {
-            Command::Offset(o) => Ok(QueueOffset(o)),
-            other => Err(unexpected(&target.addr, "offset", &other)),
+        match self.queue_request(queue, cmd)? {
+            (_, Command::Offset(o)) => Ok(QueueOffset(o)),
+            (addr, other) => Err(unexpected(&addr, "offset", &other)),
         }
     }
 
@@ -293,9 +317,9 @@ impl Instance {
     }
 
     pub fn query_group_offset(&self, group: &str, queue: &MessageQueue) -> Result<GroupOffset> {
-        let target = self.queue_target(queue)?;
         let cmd = Command::QueryConsumerOffset(Self::group_queue(group, queue));
-        Self::group_offset_of(&target.addr, self.broker_request(&target.addr, cmd)?)
+        let (addr, answer) = self.queue_request(queue, cmd)?;
+        Self::group_offset_of(&addr, answer)
     }
 
     pub fn commit_group_offset(
@@ -307,7 +331,6 @@ impl Instance {
         client_id: &str,
         release: bool,
     ) -> Result<GroupOffset> {
-        let target = self.queue_target(queue)?;
         let cmd = Command::CommitConsumerOffset(CommitOffset {
             queue: Self::group_queue(group, queue),
             offset: offset.0,
@@ -315,7 +338,8 @@ impl Instance {
             client_id: client_id.to_owned(),
             release,
         });
-        Self::group_offset_of(&target.addr, self.broker_request(&target.addr, cmd)?)
+        let (addr, answer) = self.queue_request(queue, cmd)?;
+        Self::group_offset_of(&addr, answer)
     }
 
     pub fn reset_group_offset(
@@ -324,12 +348,12 @@ impl Instance {
         queue: &MessageQueue,
         offset: QueueOffset,
     ) -> Result<GroupOffset> {
-        let target = self.queue_target(queue)?;
         let cmd = Command::ResetConsumerOffset {
             queue: Self::group_queue(group, queue),
             offset: offset.0,
         };
-        Self::group_offset_of(&target.addr, self.broker_request(&target.addr, cmd)?)
+        let (addr, answer) = self.queue_request(queue, cmd)?;
+        Self::group_offset_of(&addr, answer)
     }
 
     /// Takes or renews the lease on a queue: false when another member holds it.
@@ -340,13 +364,12 @@ impl Instance {
         client_id: &str,
         lease_ms: u64,
     ) -> Result<bool> {
-        let target = self.queue_target(queue)?;
         let cmd = Command::LockQueue {
             queue: Self::group_queue(group, queue),
             client_id: client_id.to_owned(),
             lease_ms,
         };
-        match self.broker_request(&target.addr, cmd) {
+        match self.queue_request(queue, cmd) {
             Ok(_) => Ok(true),
             Err(e) if e.code() == Some(ResponseCode::QueueLocked) => Ok(false),
             Err(e) => Err(e),

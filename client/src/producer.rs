@@ -492,9 +492,10 @@ impl ProducerInner {
     }
 
     /// Whether to try again after `e` on attempt number `attempt` (0-based). First refreshes
-    /// the route when the failure suggests it is stale, retry or not: a broker restarted on
-    /// new ports was otherwise sent to at its old ones until the next periodic refresh
-    /// (30 s) by a producer without retries.
+    /// the route when the failure suggests it is stale, retry or not (at most once per
+    /// topic per `FAILURE_REFRESH_INTERVAL`): a broker restarted on new ports was otherwise
+    /// sent to at its old ones until the next periodic refresh (30 s) by a producer without
+    /// retries.
     fn should_retry(&self, p: &Prepared, e: &ClientError, attempt: u32, deadline: Instant) -> bool {
         // A broker in its graceful stop (ServiceNotAvailable) has unregistered from the
         // NameServers or is about to: a fresh route leads the retry elsewhere, or to
@@ -502,9 +503,7 @@ impl ProducerInner {
         let stale = e.is_connection_failure()
             || e.code() == Some(protocol::ResponseCode::ServiceNotAvailable);
         if stale {
-            if let Err(re) = self.inst.routes.refresh(&p.topic) {
-                tracing::debug!(topic = %p.topic, error = %re, "route refresh after send failure");
-            }
+            self.inst.routes.refresh_after_failure(&p.topic);
         }
         if !e.is_retriable() || attempt >= self.retries || Instant::now() >= deadline {
             return false;
@@ -960,5 +959,95 @@ mod tests {
         rx.recv_timeout(WAIT).unwrap();
         std::thread::sleep(Duration::from_millis(100));
         assert_eq!(*calls.lock().unwrap(), vec![true]);
+    }
+
+    #[test]
+    fn a_dead_broker_refreshes_the_route_at_once_but_at_most_once_per_interval() {
+        use crate::route::FAILURE_REFRESH_INTERVAL;
+        use crate::testing::{error, ok};
+        use crate::{PullConsumer, PullOptions, QueueOffset};
+        use protocol::ResponseCode;
+
+        // An address nothing listens on any more: connections are refused at once.
+        let dead = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .to_string();
+        let current = Arc::new(Mutex::new(route(vec![broker("b", &dead, &[], 1)], 2)));
+        let served = Arc::clone(&current);
+        let ns = FakeServer::start(move |f| match &f.header.command {
+            Command::GetRoute { topic } if topic == "T" => {
+                ok(f, Command::Route(served.lock().unwrap().clone()))
+            }
+            Command::GetRoute { .. } => error(f, ResponseCode::TopicNotExist),
+            _ => error(f, ResponseCode::RequestCodeNotSupported),
+        });
+        let p = Producer::builder()
+            .namesrv(&ns.addr)
+            .retries(0)
+            .build()
+            .unwrap();
+        let consumer = PullConsumer::new(&ns.addr, "g").unwrap();
+        let queue = MessageQueue {
+            topic: "T".into(),
+            broker_name: "b".into(),
+            queue_id: 0,
+        };
+
+        // Sends and pulls to the dead broker as fast as they fail, for a while.
+        let started = Instant::now();
+        let mut failures = 0u32;
+        while started.elapsed() < Duration::from_millis(1000) {
+            assert!(p.send(Message::new("T", "x")).is_err());
+            let pulled = consumer.pull(&queue, QueueOffset(0), &PullOptions::default());
+            assert!(pulled.is_err());
+            failures += 2;
+            assert!(failures < 1_000_000);
+        }
+        let spent = started.elapsed();
+        // Each client looked the route up once at first, then at most once per interval.
+        let per_client = 2 + (spent.as_millis() / FAILURE_REFRESH_INTERVAL.as_millis()) as usize;
+        let lookups = ns.request_count("get_route");
+        assert!(
+            lookups >= 4,
+            "the failures never refreshed the route ({lookups} look-ups)"
+        );
+        assert!(
+            lookups <= 2 * per_client,
+            "{lookups} route look-ups for {failures} failures in {spent:?}"
+        );
+
+        // The broker is back at another address: the next attempts find it within moments,
+        // not at the 30 s periodic refresh.
+        let (live, state) = fake_broker(0);
+        *current.lock().unwrap() = route(vec![broker("b", &live.addr, &[], 1)], 2);
+        let back = Instant::now();
+        let sent = loop {
+            if let Ok(r) = p.send(Message::new("T", "back")) {
+                break r;
+            }
+            assert!(
+                back.elapsed() < WAIT,
+                "the producer never found the broker again"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert_eq!(state.total(), 1);
+        let sent_to = MessageQueue {
+            queue_id: sent.queue_id,
+            ..queue
+        };
+        let pulled = loop {
+            if let Ok(r) = consumer.pull(&sent_to, sent.queue_offset, &PullOptions::default()) {
+                break r;
+            }
+            assert!(
+                back.elapsed() < WAIT,
+                "the consumer never found the broker again"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert_eq!(pulled.messages.len(), 1);
     }
 }

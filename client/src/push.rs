@@ -551,7 +551,13 @@ impl PushInner {
         for addr in self.group_addrs() {
             match self.pull.inst.heartbeat(&addr, hb.clone()) {
                 Ok(view) => changed |= self.update_view(&addr, view),
-                Err(e) => tracing::warn!(%addr, error = %e, "heartbeat failed"),
+                Err(e) => {
+                    tracing::warn!(%addr, error = %e, "heartbeat failed");
+                    // The broker may be back elsewhere: the next beat goes by a fresh route.
+                    for topic in &hb.topics {
+                        self.pull.inst.note_failure(topic, &e);
+                    }
+                }
             }
         }
         if changed {

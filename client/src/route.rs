@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use protocol::{perm, BrokerData, RouteData};
 
@@ -134,17 +134,38 @@ impl TopicRoute {
     }
 }
 
-/// Routes by topic, fetched on first use, refreshed on errors and periodically.
+/// After a failure, a topic's route is fetched again at most once per this interval: a dead
+/// broker cannot make a client ask the NameServers for every send or pull. Short next to a
+/// broker restart (a route the restarted broker registered is picked up within it).
+pub(crate) const FAILURE_REFRESH_INTERVAL: Duration = Duration::from_millis(300);
+
+/// Routes by topic, fetched on first use, again at once (rate limited) when a connection to
+/// one of its brokers fails, and periodically.
 pub(crate) struct RouteCache {
     namesrv: Arc<NameServerClient>,
     routes: RwLock<HashMap<String, Arc<TopicRoute>>>,
+    /// The latest fetch of each topic's route (the outcome, and when), which answers for
+    /// [`FAILURE_REFRESH_INTERVAL`] those look-ups that may be rate limited.
+    fetched: Mutex<HashMap<String, Fetched>>,
+    failure_refresh_interval: Duration,
 }
+
+struct Fetched {
+    at: Instant,
+    outcome: Result<RouteData>,
+}
+
+/// Entries of `fetched` past which old ones are pruned (they answer nothing once older than
+/// the interval).
+const FETCHED_PRUNE_LEN: usize = 1024;
 
 impl RouteCache {
     pub fn new(namesrv: Arc<NameServerClient>) -> RouteCache {
         RouteCache {
             namesrv,
             routes: RwLock::new(HashMap::new()),
+            fetched: Mutex::new(HashMap::new()),
+            failure_refresh_interval: FAILURE_REFRESH_INTERVAL,
         }
     }
 
@@ -152,27 +173,34 @@ impl RouteCache {
         &self.namesrv
     }
 
-    /// The cached route, fetching it if the topic is new.
+    /// The cached route, fetching it if the topic is new. A topic without a route that was
+    /// asked for less than [`FAILURE_REFRESH_INTERVAL`] ago gets that answer again, so a
+    /// topic whose only broker died is not looked up for every send or pull.
     pub fn get(&self, topic: &str) -> Result<Arc<TopicRoute>> {
-        if let Some(r) = self
-            .routes
+        if let Some(r) = self.cached(topic) {
+            return Ok(r);
+        }
+        let data = self.fetch_limited(topic);
+        self.store(topic, data)
+    }
+
+    fn cached(&self, topic: &str) -> Option<Arc<TopicRoute>> {
+        self.routes
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .get(topic)
-        {
-            return Ok(Arc::clone(r));
-        }
-        self.refresh(topic)
+            .map(Arc::clone)
     }
 
     /// The route a producer sends by. A topic nobody created yet has no route; like RocketMQ's
     /// producer, fall back to the brokers that registered the default topic `TBW102` (those
     /// that allow auto-creation): the first send creates the topic there, the broker
-    /// registers it, and the next look-up finds the real route. The fallback is not cached.
+    /// registers it, and the next look-up finds the real route. The fallback is not cached
+    /// (but rate limited as a failure refresh is).
     pub fn get_for_send(&self, topic: &str) -> Result<Arc<TopicRoute>> {
         match self.get(topic) {
             Err(e @ ClientError::NoRoute { .. }) if topic != AUTO_CREATE_TOPIC => {
-                match self.namesrv.route(AUTO_CREATE_TOPIC) {
+                match self.fetch_limited(AUTO_CREATE_TOPIC) {
                     Ok(data) => Ok(Arc::new(TopicRoute::new(topic, data))),
                     Err(_) => Err(e),
                 }
@@ -184,7 +212,56 @@ impl RouteCache {
     /// Fetches the route from a NameServer and caches it. A topic that no longer exists is
     /// dropped from the cache.
     pub fn refresh(&self, topic: &str) -> Result<Arc<TopicRoute>> {
-        match self.namesrv.route(topic) {
+        let data = self.fetch(topic);
+        self.store(topic, data)
+    }
+
+    /// A request to one of the topic's brokers failed in a way that says the route may be
+    /// stale (connection refused, reset, closed, timed out; a broker shutting down): fetch
+    /// it again, unless it was fetched less than [`FAILURE_REFRESH_INTERVAL`] ago, so the
+    /// next attempt goes where the NameServers say the broker is now.
+    pub fn refresh_after_failure(&self, topic: &str) {
+        let data = self.fetch_limited(topic);
+        if let Err(e) = self.store(topic, data) {
+            tracing::debug!(%topic, error = %e, "route refresh after a failure");
+        }
+    }
+
+    /// Asks a NameServer, and remembers the answer for the rate limit.
+    fn fetch(&self, topic: &str) -> Result<RouteData> {
+        let outcome = self.namesrv.route(topic);
+        let mut fetched = self.fetched.lock().unwrap_or_else(PoisonError::into_inner);
+        let now = Instant::now();
+        if fetched.len() >= FETCHED_PRUNE_LEN {
+            let interval = self.failure_refresh_interval;
+            fetched.retain(|_, f| now.saturating_duration_since(f.at) < interval);
+        }
+        fetched.insert(
+            topic.to_owned(),
+            Fetched {
+                at: now,
+                outcome: outcome.clone(),
+            },
+        );
+        outcome
+    }
+
+    /// The answer of a fetch less than the interval ago, else a new fetch.
+    fn fetch_limited(&self, topic: &str) -> Result<RouteData> {
+        {
+            let fetched = self.fetched.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(f) = fetched.get(topic) {
+                if f.at.elapsed() < self.failure_refresh_interval {
+                    return f.outcome.clone();
+                }
+            }
+        }
+        self.fetch(topic)
+    }
+
+    /// Caches what a fetch found: the route, or, when the topic has none, no entry.
+    fn store(&self, topic: &str, data: Result<RouteData>) -> Result<Arc<TopicRoute>> {
+        match data {
             Ok(data) => {
                 let route = Arc::new(TopicRoute::new(topic, data));
                 self.routes

@@ -4,7 +4,9 @@
 //! * [`ReadDeadline`]: when a connection's read gives up. Between frames a connection may
 //!   stay silent for `connection_idle_timeout_ms` after its last complete request (or its
 //!   accept); once the first byte of a frame has arrived, the whole frame must arrive within
-//!   `frame_timeout_ms`, so a slow-loris half frame cannot hold a slot either.
+//!   `frame_timeout_ms`, so a slow-loris half frame cannot hold a slot either. A connection
+//!   that speaks for a broker is not closed as idle before `broker_expiry_ms` either
+//!   ([`ReadDeadline::raise_idle_timeout`]): its closing drops the broker from the routes.
 //! * [`eviction_victim`]: at `connections_max` (or out of file descriptors), the newcomer is
 //!   served and an open connection is closed instead: one that has never completed a
 //!   request before one that has, then the one idle longest. A flood of mute connections
@@ -59,6 +61,12 @@ impl ReadDeadline {
         } else {
             None
         };
+    }
+
+    /// Makes the idle timeout at least `at_least` (a connection that speaks for a broker
+    /// is not closed as idle before the broker would expire).
+    pub(crate) fn raise_idle_timeout(&mut self, at_least: Duration) {
+        self.idle_timeout = self.idle_timeout.max(at_least);
     }
 
     /// When the connection is closed unless more bytes arrive, and why. Between frames the
@@ -193,6 +201,16 @@ mod tests {
         // A response frame (not a request) does not count as activity.
         d.observe(at(t0, 200_000), false, false);
         assert_eq!(d.deadline(), (at(t0, 100_000) + IDLE, Expiry::Idle));
+    }
+
+    #[test]
+    fn a_raised_idle_timeout_never_shortens_it() {
+        let t0 = Instant::now();
+        let mut d = ReadDeadline::new(t0, Duration::from_secs(1), FRAME);
+        d.raise_idle_timeout(Duration::from_secs(10));
+        assert_eq!(d.deadline(), (at(t0, 10_000), Expiry::Idle));
+        d.raise_idle_timeout(Duration::from_secs(5));
+        assert_eq!(d.deadline(), (at(t0, 10_000), Expiry::Idle));
     }
 
     #[test]

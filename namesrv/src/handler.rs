@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use protocol::{Command, Header, ResponseCode};
 
+use crate::route_table::ConnectionId;
 use crate::{Registered, RouteTable};
 
 /// Locks the table. A panic while the lock was held cannot leave the table half-updated in a
@@ -15,10 +16,12 @@ pub(crate) fn lock(table: &Mutex<RouteTable>) -> MutexGuard<'_, RouteTable> {
     table.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Answers one request (with its frame's body): the response header and its body. The
-/// caller decides whether to send the answer (not for oneway).
+/// Answers one request (with its frame's body), received on connection `conn`: the response
+/// header and its body. The caller decides whether to send the answer (not for oneway). A
+/// broker that registers or heartbeats is bound to `conn`, whose closing drops it.
 pub(crate) fn handle_request(
     table: &Mutex<RouteTable>,
+    conn: ConnectionId,
     request: Header,
     body: &[u8],
     now: Instant,
@@ -44,12 +47,16 @@ pub(crate) fn handle_request(
             ),
         };
     }
-    (answer_in_header(table, request, body, now), Vec::new())
+    (
+        answer_in_header(table, conn, request, body, now),
+        Vec::new(),
+    )
 }
 
 /// Answers every request whose answer is a header alone (all but the topic list).
 fn answer_in_header(
     table: &Mutex<RouteTable>,
+    conn: ConnectionId,
     request: Header,
     body: &[u8],
     now: Instant,
@@ -71,7 +78,14 @@ fn answer_in_header(
             let key = reg.key.clone();
             let addr = reg.addr.clone();
             let topics = reg.topics.len();
-            let outcome = lock(table).register(reg, now);
+            let outcome = {
+                let mut table = lock(table);
+                let outcome = table.register(reg, now);
+                if outcome.is_ok() {
+                    table.bind_connection(&key, conn);
+                }
+                outcome
+            };
             match outcome {
                 Ok(Registered::New) => tracing::info!(
                     cluster = %key.cluster, broker_name = %key.broker_name,
@@ -92,7 +106,11 @@ fn answer_in_header(
             }
         }
         Command::BrokerHeartbeat(key) => {
-            if lock(table).heartbeat(&key, now) {
+            let known = {
+                let mut table = lock(table);
+                table.heartbeat(&key, now) && table.bind_connection(&key, conn)
+            };
+            if known {
                 Header::response(id, ResponseCode::Success, Command::Empty)
             } else {
                 Header::error(
@@ -149,6 +167,7 @@ mod tests {
         let t = table();
         let (resp, _) = handle_request(
             &t,
+            ConnectionId(0),
             Header::request(
                 5,
                 Command::GetRoute {
@@ -169,6 +188,7 @@ mod tests {
         let t = table();
         let (resp, _) = handle_request(
             &t,
+            ConnectionId(0),
             Header::request(9, Command::BrokerStatus),
             &[],
             Instant::now(),
@@ -199,6 +219,7 @@ mod tests {
         };
         let (resp, _) = handle_request(
             &t,
+            ConnectionId(0),
             Header::request(1, Command::RegisterBroker(reg)),
             &[],
             Instant::now(),

@@ -1,7 +1,10 @@
 //! The NameServer: a light, stateless registry of live brokers and topic routes.
 //!
-//! Brokers register with every NameServer and re-register every 30 s as a heartbeat; a broker
-//! silent for longer than [`NameServerConfig::broker_expiry_ms`] is dropped from the routes.
+//! Brokers register with every NameServer, re-register every 30 s and heartbeat every second
+//! over one long-lived connection each; a broker leaves the routes as soon as the connection
+//! it last registered or heartbeated over closes, and, as a fallback for one that freezes
+//! with its connection open, once silent for longer than
+//! [`NameServerConfig::broker_expiry_ms`].
 //! Producers and consumers ask for the route of a topic. Several NameServers run side by side
 //! without talking to each other; all state is in memory.
 //!

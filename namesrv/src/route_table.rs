@@ -8,6 +8,13 @@
 //! sleeping. A broker is live while `now - last_seen <= broker_expiry`; the server's scan
 //! thread removes expired brokers, and every query also skips them, so a route never names a
 //! broker that has been silent for longer than the expiry even between two scans.
+//!
+//! Each broker also remembers the connection that last registered or heartbeated it
+//! ([`RouteTable::bind_connection`]); when that connection closes, the server drops the broker
+//! at once ([`RouteTable::connection_closed`]), as RocketMQ's BrokerHousekeepingService does
+//! on a channel close. A broker that has since registered over a newer connection belongs to
+//! that one, so its old connection closing leaves it alone. The expiry stays as the fallback
+//! for a broker that freezes with its connection open.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -20,6 +27,10 @@ use crate::NameSrvError;
 
 /// Longest broker name, address or topic name accepted in a registration.
 pub const NAME_BYTES_MAX: usize = 255;
+
+/// One of the server's connections, as the table remembers which one speaks for a broker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConnectionId(pub u64);
 
 /// What a registration changed, so the caller can log first sightings loudly and
 /// heartbeats quietly.
@@ -41,6 +52,9 @@ struct LiveBroker {
     shard_count: u16,
     topics: BTreeMap<String, TopicConfig>,
     last_seen: Instant,
+    /// The connection that last registered or heartbeated the broker (`None` until one is
+    /// bound): its closing drops the broker. Not part of the registration's identity.
+    connection: Option<ConnectionId>,
 }
 
 impl LiveBroker {
@@ -98,9 +112,16 @@ impl RouteTable {
             shard_count,
             topics,
             last_seen: now,
+            connection: None,
         };
         let group = self.groups.entry(key.broker_name).or_default();
-        let outcome = match group.get(&key.broker_id) {
+        let previous = group.get(&key.broker_id);
+        // A re-registration keeps the connection bound so far until the caller binds its own.
+        let broker = LiveBroker {
+            connection: previous.and_then(|old| old.connection),
+            ..broker
+        };
+        let outcome = match previous {
             Some(old) if self.broker_expiry >= now.saturating_duration_since(old.last_seen) => {
                 if old.same_registration(&broker) {
                     Registered::Heartbeat
@@ -145,6 +166,35 @@ impl RouteTable {
             }
             _ => false,
         }
+    }
+
+    /// Records that `connection` speaks for the (registered, same-cluster) broker `key` now:
+    /// its registration or heartbeat just succeeded there. Returns whether the broker is known.
+    pub fn bind_connection(&mut self, key: &BrokerKey, connection: ConnectionId) -> bool {
+        match self.broker_mut(key) {
+            Some(b) => {
+                b.connection = Some(connection);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// `connection` has closed: drops the broker `key` if that connection still speaks for
+    /// it (a broker that registered over a newer connection since stays). Returns whether
+    /// the broker was dropped.
+    pub fn connection_closed(&mut self, key: &BrokerKey, connection: ConnectionId) -> bool {
+        let owned = self
+            .broker_mut(key)
+            .is_some_and(|b| b.connection == Some(connection));
+        owned && self.unregister(key)
+    }
+
+    fn broker_mut(&mut self, key: &BrokerKey) -> Option<&mut LiveBroker> {
+        self.groups
+            .get_mut(&key.broker_name)
+            .and_then(|g| g.get_mut(&key.broker_id))
+            .filter(|b| b.cluster == key.cluster)
     }
 
     /// Drops every broker silent for longer than the expiry; returns their keys.
@@ -513,5 +563,46 @@ mod tests {
         let long = "x".repeat(NAME_BYTES_MAX + 1);
         assert!(table.register(reg(&long, 0, "a:1", &[]), t0).is_err());
         assert_eq!(table.broker_count(), 0);
+    }
+
+    #[test]
+    fn a_closed_connection_drops_only_the_brokers_it_still_speaks_for() {
+        let t0 = Instant::now();
+        let mut table = RouteTable::new(EXPIRY);
+        let a = reg("broker-a", 0, "a:1", &[topic("T", 1)]);
+        let b = reg("broker-b", 0, "b:1", &[topic("T", 1)]);
+        let (key_a, key_b) = (a.key.clone(), b.key.clone());
+        let (old, new) = (ConnectionId(1), ConnectionId(2));
+        table.register(a.clone(), t0).unwrap();
+        table.register(b, t0).unwrap();
+        assert!(table.bind_connection(&key_a, old));
+        assert!(table.bind_connection(&key_b, old));
+        // broker-a came back over a new connection (a restart): it belongs to that one now,
+        // also through a re-registration that changes nothing.
+        table.register(a, t0).unwrap();
+        assert!(table.bind_connection(&key_a, new));
+        assert!(
+            table.connection_closed(&key_b, old),
+            "broker-b is dropped at once"
+        );
+        assert!(
+            !table.connection_closed(&key_a, old),
+            "broker-a is not the old one's"
+        );
+        let route = table.route("T", t0).unwrap();
+        let names: Vec<&str> = route
+            .brokers
+            .iter()
+            .map(|b| b.broker_name.as_str())
+            .collect();
+        assert_eq!(names, ["broker-a"]);
+        // A heartbeat binds as well; another cluster's key binds nothing.
+        let mut other = key_a.clone();
+        other.cluster = "Other".into();
+        assert!(!table.bind_connection(&other, old));
+        assert!(!table.connection_closed(&other, new));
+        assert!(table.connection_closed(&key_a, new));
+        assert!(table.route("T", t0).is_none());
+        assert!(!table.bind_connection(&key_a, new), "gone: nothing to bind");
     }
 }

@@ -22,10 +22,11 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use protocol::blocking::write_frame;
-use protocol::{Decoded, FrameDecoder, Header, ResponseCode};
+use protocol::{BrokerKey, Command, Decoded, FrameDecoder, Header, ResponseCode};
 
 use crate::connections::{eviction_victim, Activity, CapLog, Expiry, ReadDeadline};
 use crate::handler::{handle_request, lock};
+use crate::route_table::ConnectionId;
 use crate::{NameServerConfig, RouteTable};
 
 /// A peer that stops reading its responses cannot hold a connection thread longer than this.
@@ -60,6 +61,9 @@ struct Shared {
     connections_max: usize,
     idle_timeout: Duration,
     frame_timeout: Duration,
+    /// A connection that speaks for a broker is not closed as idle sooner than this: the
+    /// broker would expire anyway, and its connection closing drops it at once.
+    broker_expiry: Duration,
     /// The origin of [`Activity`]'s millisecond clock.
     epoch: Instant,
     /// Evictions to report: by the accept thread as they happen, rate-limited, and by the
@@ -115,6 +119,7 @@ pub fn start(config: NameServerConfig) -> io::Result<NameServerHandle> {
         connections_max: config.connections_max,
         idle_timeout: config.connection_idle_timeout(),
         frame_timeout: config.frame_timeout(),
+        broker_expiry: config.broker_expiry(),
         epoch: Instant::now(),
         cap_log: Mutex::new(CapLog::new(CAP_LOG_INTERVAL)),
     });
@@ -364,7 +369,7 @@ fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
         let spawned = thread::Builder::new()
             .name(format!("namesrv-conn-{id}"))
             .spawn(move || {
-                serve_connection(&conn_shared, &activity, stream, peer);
+                serve_connection(&conn_shared, ConnectionId(id), &activity, stream, peer);
                 conn_shared.remove(id);
             });
         match spawned {
@@ -385,9 +390,18 @@ fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
 }
 
 /// Serves one connection until the peer closes it, it breaks the framing, its read deadline
-/// passes (see [`ReadDeadline`]), it is evicted, or shutdown.
-fn serve_connection(shared: &Shared, activity: &Activity, stream: TcpStream, peer: SocketAddr) {
+/// passes (see [`ReadDeadline`]), it is evicted, or shutdown. Then the brokers it still
+/// speaks for leave the routes (see [`drop_brokers_of`]).
+fn serve_connection(
+    shared: &Shared,
+    id: ConnectionId,
+    activity: &Activity,
+    stream: TcpStream,
+    peer: SocketAddr,
+) {
     tracing::debug!(%peer, "connection opened");
+    // The brokers that registered or heartbeated over this connection.
+    let mut brokers: Vec<BrokerKey> = Vec::new();
     let mut decoder = FrameDecoder::new(shared.frame_bytes_max);
     let mut buf = BytesMut::new();
     let mut chunk = [0u8; READ_CHUNK_BYTES];
@@ -449,9 +463,14 @@ fn serve_connection(shared: &Shared, activity: &Activity, stream: TcpStream, pee
                     break 'connection;
                 }
             };
-            let Some(response) = answer(shared, peer, decoded) else {
+            let Some(response) = answer(shared, id, peer, decoded, &mut brokers) else {
                 continue;
             };
+            if !brokers.is_empty() {
+                // Its heartbeats keep it busy; should the idle timeout be set shorter than
+                // their interval, the broker must still not flap in and out of the routes.
+                deadline.raise_idle_timeout(shared.broker_expiry);
+            }
             completed = true;
             activity.request_completed(shared.now_ms());
             let Some((response, body)) = response else {
@@ -469,14 +488,44 @@ fn serve_connection(shared: &Shared, activity: &Activity, stream: TcpStream, pee
         );
     }
     tracing::debug!(%peer, "connection closed");
+    drop_brokers_of(shared, id, peer, &brokers);
+}
+
+/// The connection `id` has closed (EOF, reset, read deadline, eviction, bad frame): every
+/// broker it still speaks for leaves the routes now rather than at its expiry, as a killed
+/// broker's socket is closed by its kernel. One that registered over a newer connection
+/// since (it restarted, or reconnected) stays. Not at shutdown, when every connection
+/// closes and the table goes with the process.
+fn drop_brokers_of(shared: &Shared, id: ConnectionId, peer: SocketAddr, brokers: &[BrokerKey]) {
+    if brokers.is_empty() || shared.stopping.load(Ordering::SeqCst) {
+        return;
+    }
+    let dropped: Vec<&BrokerKey> = {
+        let mut table = lock(&shared.table);
+        brokers
+            .iter()
+            .filter(|key| table.connection_closed(key, id))
+            .collect()
+    };
+    for key in dropped {
+        tracing::info!(
+            cluster = %key.cluster, broker_name = %key.broker_name,
+            broker_id = key.broker_id, %peer,
+            "broker dropped from the routes: its registration connection closed"
+        );
+    }
 }
 
 /// Handles one decoded frame: `None` when it was not a request (nothing to count or
 /// answer), `Some(None)` for a oneway request, `Some(Some((response, body)))` otherwise.
+/// A broker whose registration or heartbeat succeeds is added to `brokers`, the ones this
+/// connection speaks for.
 fn answer(
     shared: &Shared,
+    id: ConnectionId,
     peer: SocketAddr,
     decoded: Decoded,
+    brokers: &mut Vec<BrokerKey>,
 ) -> Option<Option<(Header, Vec<u8>)>> {
     let (response, oneway) = match decoded {
         Decoded::Frame(frame) => {
@@ -487,9 +536,19 @@ fn answer(
             }
             let oneway = frame.header.is_oneway();
             shared.metrics.count_request(frame.header.command.name());
-            let response = handle_request(&shared.table, frame.header, &frame.body, Instant::now());
+            let broker = match &frame.header.command {
+                Command::RegisterBroker(reg) => Some(reg.key.clone()),
+                Command::BrokerHeartbeat(key) => Some(key.clone()),
+                _ => None,
+            };
+            let response =
+                handle_request(&shared.table, id, frame.header, &frame.body, Instant::now());
             if response.0.code != 0 {
                 shared.metrics.count_error(response.0.response_code());
+            } else if let Some(key) = broker {
+                if !brokers.contains(&key) {
+                    brokers.push(key);
+                }
             }
             (response, oneway)
         }

@@ -179,12 +179,15 @@ fn concurrent_brokers_and_clients_are_all_served() {
                     });
                     assert_eq!(resp.response_code(), ResponseCode::Success, "round {round}");
                 }
+                // Kept open: a broker leaves the routes when its connection closes.
+                client
             })
         })
         .collect();
-    for w in workers {
-        w.join().expect("worker succeeded");
-    }
+    let _brokers: Vec<Client> = workers
+        .into_iter()
+        .map(|w| w.join().expect("worker succeeded"))
+        .collect();
     let mut client = Client::connect(addr);
     let Command::Route(route) = client
         .call(Command::GetRoute {
