@@ -110,6 +110,15 @@ pub(crate) struct Maps {
     unmapped: Cell<u64>,
     /// Something was stored since open: `flush` has work.
     written: Cell<bool>,
+    /// While the shard recovers, an entry of a file without a mapping is read with
+    /// `pread` instead of mapping the file: recovery reads entries of every queue with a
+    /// record in the log, and with more queues than the bound, mapping each file to read
+    /// one entry and unmapping it again spent the start in mmap/munmap (the process's
+    /// mapping lock and a TLB shootdown per unmap, contended by every core recovering).
+    recovering: Cell<bool>,
+    /// The file the last such read opened, kept for the next (a queue's records often
+    /// follow each other in the log).
+    read_file: RefCell<Option<(Rc<CqSlot>, std::fs::File)>>,
 }
 
 impl Maps {
@@ -121,7 +130,28 @@ impl Maps {
             mapped: Cell::new(0),
             unmapped: Cell::new(0),
             written: Cell::new(false),
+            recovering: Cell::new(true),
+            read_file: RefCell::new(None),
         })
+    }
+
+    /// The entry at byte `at` of `slot`'s file, read without mapping it (see
+    /// `recovering`).
+    fn read_unmapped(&self, slot: &Rc<CqSlot>, at: u64) -> Result<Option<CqEntry>, ShardError> {
+        use std::os::unix::fs::FileExt;
+        let mut held = self.read_file.borrow_mut();
+        if !held.as_ref().is_some_and(|(s, _)| Rc::ptr_eq(s, slot)) {
+            let file = std::fs::File::open(&slot.path).map_err(|e| {
+                ShardError::making_room(&slot.path, "opening a ConsumeQueue file", e)
+            })?;
+            *held = Some((slot.clone(), file));
+        }
+        let Some((_, file)) = held.as_ref() else {
+            unreachable!("set above");
+        };
+        let mut b = [0u8; CQ_ENTRY_BYTES];
+        file.read_exact_at(&mut b, at)?;
+        Ok(entry_at(&b, 0))
     }
 
     /// Runs `f` on `slot`'s mapping, mapping it first if it has none.
@@ -203,6 +233,9 @@ pub(crate) struct ConsumeQueue {
     pub(crate) min: QueueOffset,
     /// Next queue offset to be written.
     pub(crate) max: QueueOffset,
+    /// One past the highest entry recovery checked against a record of the log (0 before
+    /// it): when it is `max`, the queue's last entry is known good and needs no read.
+    pub(crate) recovered_to: QueueOffset,
 }
 
 /// Entries written in the file at `path` of `len` bytes: one past its last non-empty
@@ -215,7 +248,7 @@ fn written_entries(path: &Path, len: u64) -> Result<u64, ShardError> {
     let file = std::fs::File::open(path)
         .map_err(|e| ShardError::making_room(path, "opening a ConsumeQueue file", e))?;
     let mut end = len - len % CQ_ENTRY_BYTES as u64;
-    let mut buf = vec![0u8; CHUNK as usize];
+    let mut buf = vec![0u8; CHUNK.min(end) as usize];
     while end > 0 {
         let from = end.saturating_sub(CHUNK);
         let b = &mut buf[..(end - from) as usize];
@@ -294,6 +327,7 @@ impl ConsumeQueue {
             maps,
             min: QueueOffset(0),
             max: QueueOffset(0),
+            recovered_to: QueueOffset(0),
         };
         let full = cq.file_bytes();
         for entry in std::fs::read_dir(&cq.dir)? {
@@ -339,6 +373,9 @@ impl ConsumeQueue {
         let at = (q.0 - start) * CQ_ENTRY_BYTES as u64;
         if at + CQ_ENTRY_BYTES as u64 > f.len {
             return Ok(None);
+        }
+        if self.maps.recovering.get() && f.slot.map.borrow().is_none() {
+            return self.maps.read_unmapped(&f.slot, at);
         }
         self.maps.with(&f.slot, |m| entry_at(m, at as usize))
     }
@@ -448,6 +485,9 @@ impl ConsumeQueue {
         // "below", it would move the minimum past every record before it that is still
         // there. Counted as kept it can only leave a few entries below the log minimum
         // inside the queue, which reads step over.
+        if log_min.0 == 0 {
+            return Ok(Vec::new());
+        }
         let (mut lo, mut hi) = (self.min.0, self.max.0);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
@@ -475,8 +515,8 @@ impl ConsumeQueue {
     }
 }
 
-fn entry_at(map: &MmapMut, at: usize) -> Option<CqEntry> {
-    let b = map.get(at..at + CQ_ENTRY_BYTES)?;
+fn entry_at(bytes: &[u8], at: usize) -> Option<CqEntry> {
+    let b = bytes.get(at..at + CQ_ENTRY_BYTES)?;
     let mut o = [0u8; 8];
     o.copy_from_slice(&b[0..8]);
     let mut s = [0u8; 4];
@@ -563,12 +603,19 @@ impl ConsumeQueues {
                 maps: maps.clone(),
                 min: QueueOffset(0),
                 max: QueueOffset(0),
+                recovered_to: QueueOffset(0),
             })
     }
 
     /// ConsumeQueue files mapped now, and unmapped since open to map others.
     pub(crate) fn map_counts(&self) -> (usize, u64) {
         self.maps.counts()
+    }
+
+    /// Recovery is over: entries are read through mappings from now on.
+    pub(crate) fn recovered(&self) {
+        self.maps.recovering.set(false);
+        self.maps.read_file.borrow_mut().take();
     }
 
     /// Makes what was stored since open durable: one `syncfs` of the filesystem holding
@@ -657,6 +704,7 @@ mod tests {
         {
             let mut cqs =
                 ConsumeQueues::open(dir.path().to_owned(), 300_000, 8, Space::unchecked()).unwrap();
+            cqs.recovered();
             for round in 0..3u64 {
                 for q in 0..queues {
                     let cq = cqs.get_or_create("T", q);
@@ -685,7 +733,8 @@ mod tests {
             .join("5")
             .join(offset_name(0));
         assert_eq!(std::fs::metadata(&f).unwrap().len(), RESERVE_FIRST_BYTES);
-        // Reopened, nothing is mapped until read, and each queue's end is where it was.
+        // Reopened, nothing is mapped, each queue's end is where it was, and recovery's
+        // reads map nothing either; reads after it map files again, within the bound.
         let cqs =
             ConsumeQueues::open(dir.path().to_owned(), 300_000, 8, Space::unchecked()).unwrap();
         assert_eq!(cqs.map_counts(), (0, 0));
@@ -696,8 +745,16 @@ mod tests {
                 (QueueOffset(0), QueueOffset(3)),
                 "queue {q}"
             );
+            assert_eq!(cq.get(QueueOffset(1)).unwrap(), Some(e(1001 + q as u64)));
         }
         assert_eq!(cqs.map_counts(), (0, 0));
+        cqs.recovered();
+        for q in 0..queues {
+            let cq = cqs.get("T", q).unwrap();
+            assert_eq!(cq.get(QueueOffset(0)).unwrap(), Some(e(1 + q as u64)));
+        }
+        let (mapped, unmapped) = cqs.map_counts();
+        assert_eq!((mapped, unmapped), (8, queues as u64 - 8));
     }
 
     #[test]

@@ -325,6 +325,7 @@ impl Shard {
                 if cq.get(q)? != Some(want) {
                     cq.put(q, want)?;
                 }
+                cq.recovered_to = cq.recovered_to.max(QueueOffset(q.0 + 1));
                 if phys >= index_from {
                     let end = phys + view.len() as u64;
                     index.add_keys(view.topic(), view.store_timestamp_ms(), &props, phys, end)?;
@@ -354,7 +355,8 @@ impl Shard {
         // minimum follows the log minimum.
         let mut doomed = Vec::new();
         for cq in cqs.queues.values_mut() {
-            while cq.max > cq.min {
+            // A last entry recovery just checked against its record is good: no read.
+            while cq.max > cq.min && cq.recovered_to != cq.max {
                 let last = QueueOffset(cq.max.0 - 1);
                 match cq.get(last)? {
                     Some(e) if e.end() <= log.write_offset => break,
@@ -363,6 +365,7 @@ impl Shard {
             }
             doomed.extend(cq.trim_below(CommitLogOffset(log.min_offset))?);
         }
+        cqs.recovered();
         remove_off_core(doomed).await?;
         index.clamp_indexed_end(log.write_offset)?;
         if recovered.truncated_segments > 0 {
