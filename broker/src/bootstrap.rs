@@ -311,6 +311,7 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
                 .map(|t| (t.name.clone(), t))
                 .collect(),
         ),
+        topics_changed: Mutex::new(Vec::new()),
         topics_version: AtomicU64::new(1),
         registered_version: AtomicU64::new(0),
         shutdown: AtomicBool::new(false),

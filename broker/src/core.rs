@@ -42,6 +42,9 @@ pub struct Shared {
     pub core_addrs: Mutex<Vec<String>>,
     /// Latest topic table, for the NameServer registration thread.
     pub topics: Mutex<std::collections::BTreeMap<String, TopicConfig>>,
+    /// Topics created or changed since the registration thread last took them: it sends
+    /// just these to the NameServers (`RegisterTopics`), not the whole table.
+    pub topics_changed: Mutex<Vec<TopicConfig>>,
     /// Bumped by core 0 on every topic change; the registration thread registers again.
     pub topics_version: AtomicU64,
     /// The topics_version last registered with every reachable NameServer.
@@ -685,6 +688,9 @@ impl Core {
         let version = {
             if let Ok(mut t) = self.shared.topics.lock() {
                 t.insert(cfg.name.clone(), cfg.clone());
+            }
+            if let Ok(mut t) = self.shared.topics_changed.lock() {
+                t.push(cfg.clone());
             }
             self.shared.topics_version.fetch_add(1, Ordering::SeqCst) + 1
         };

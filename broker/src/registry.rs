@@ -1,6 +1,7 @@
 //! Registration with the NameServers: a plain thread, off the cores. It registers at start,
-//! every `register_interval_ms`, and at once when core 0 reports a topic change; it
-//! unregisters at shutdown. Each NameServer is independent: one being down only logs.
+//! every `register_interval_ms`, and at once when core 0 reports a topic change (sending
+//! only the changed topics to a NameServer that has its full registration); it unregisters
+//! at shutdown. Each NameServer is independent: one being down only logs.
 //!
 //! Everything goes over one long-lived connection per NameServer ([`NameServerLink`]), as
 //! RocketMQ's broker keeps its channel: the NameServer drops the broker from its routes when
@@ -84,6 +85,9 @@ struct NameServerLink {
     next_request_id: u64,
     /// The last exchange failed (each change is logged once).
     failing: bool,
+    /// The last full registration here succeeded and nothing failed since: topic changes
+    /// may be sent alone (the NameServer answers `BrokerNotRegistered` if it forgot us).
+    registered: bool,
 }
 
 impl NameServerLink {
@@ -93,6 +97,7 @@ impl NameServerLink {
             conn: None,
             next_request_id: 0,
             failing: false,
+            registered: false,
         }
     }
 
@@ -195,6 +200,7 @@ impl NameServerLink {
                     tracing::info!(namesrv = %self.addr, "registered with NameServer again");
                 }
                 self.failing = false;
+                self.registered = true;
                 true
             }
             Err(e) => {
@@ -202,6 +208,28 @@ impl NameServerLink {
                     tracing::warn!(namesrv = %self.addr, "cannot register with NameServer: {e}");
                 }
                 self.failing = true;
+                self.registered = false;
+                false
+            }
+        }
+    }
+
+    /// Sends only the changed topics; `false` when they were not taken (the NameServer does
+    /// not know the broker, or did not answer), so the caller registers in full.
+    fn register_topics(&mut self, frame: &(Command, Vec<u8>)) -> bool {
+        if !self.registered {
+            return false;
+        }
+        match self.exchange(&frame.0, &frame.1, IO_TIMEOUT) {
+            Ok(ResponseCode::Success) => true,
+            Ok(code) => {
+                tracing::debug!(namesrv = %self.addr, %code, "topic changes not taken; registering in full");
+                self.registered = false;
+                false
+            }
+            Err(e) => {
+                tracing::debug!(namesrv = %self.addr, "topic changes not sent ({e}); registering in full");
+                self.registered = false;
                 false
             }
         }
@@ -247,6 +275,32 @@ fn registration_frame(shared: &Shared) -> (Command, Vec<u8>) {
         }
     };
     (Command::RegisterBroker(reg), body)
+}
+
+/// Topic changes sent alone at most: past it the full registration is as cheap.
+const TOPIC_CHANGES_MAX: usize = 1024;
+
+/// Registers the topics created or changed since the last time: alone with a NameServer
+/// that has the broker's full registration (what a creation costs then does not grow with
+/// the number of topics), in full with any other.
+fn register_changes(shared: &Shared, links: &mut [NameServerLink]) {
+    let changed = shared
+        .topics_changed
+        .lock()
+        .map(|mut t| std::mem::take(&mut *t))
+        .unwrap_or_default();
+    let delta = (!changed.is_empty() && changed.len() <= TOPIC_CHANGES_MAX)
+        .then(|| protocol::encode_topic_body(&changed).ok())
+        .flatten()
+        .map(|body| (Command::RegisterTopics(key(shared)), body));
+    let mut full = None;
+    for link in links {
+        if delta.as_ref().is_some_and(|d| link.register_topics(d)) {
+            continue;
+        }
+        let frame = full.get_or_insert_with(|| registration_frame(shared));
+        link.register(frame);
+    }
 }
 
 fn register_all(shared: &Shared, links: &mut [NameServerLink]) -> bool {
@@ -304,7 +358,15 @@ fn run(shared: Arc<Shared>) {
         let wanted = shared.topics_version.load(Ordering::SeqCst);
         let registered = shared.registered_version.load(Ordering::SeqCst);
         if Instant::now() >= next || wanted > registered {
-            register_all(&shared, &mut links);
+            if Instant::now() >= next {
+                // The full table includes every change so far.
+                if let Ok(mut t) = shared.topics_changed.lock() {
+                    t.clear();
+                }
+                register_all(&shared, &mut links);
+            } else {
+                register_changes(&shared, &mut links);
+            }
             // Even if every NameServer is down, do not hold topic creation hostage.
             shared
                 .registered_version

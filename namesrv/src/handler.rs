@@ -105,6 +105,37 @@ fn answer_in_header(
                 Err(e) => Header::error(id, ResponseCode::BadRequest, e.to_string()),
             }
         }
+        Command::RegisterTopics(key) => {
+            let topics = match protocol::decode_topic_body(body) {
+                Ok(t) => t,
+                Err(e) => {
+                    tracing::warn!(broker_name = %key.broker_name, "refused topic registration: {e}");
+                    return Header::error(id, ResponseCode::BadRequest, e.to_string());
+                }
+            };
+            let count = topics.len();
+            let known = {
+                let mut table = lock(table);
+                table
+                    .add_topics(&key, topics, now)
+                    .map(|known| known && table.bind_connection(&key, conn))
+            };
+            match known {
+                Ok(true) => {
+                    tracing::debug!(broker_name = %key.broker_name, topics = count, "broker registered topics");
+                    Header::response(id, ResponseCode::Success, Command::Empty)
+                }
+                Ok(false) => Header::error(
+                    id,
+                    ResponseCode::BrokerNotRegistered,
+                    format!("broker {} is not registered here", key.broker_name),
+                ),
+                Err(e) => {
+                    tracing::warn!(broker_name = %key.broker_name, "refused topic registration: {e}");
+                    Header::error(id, ResponseCode::BadRequest, e.to_string())
+                }
+            }
+        }
         Command::BrokerHeartbeat(key) => {
             let known = {
                 let mut table = lock(table);

@@ -168,6 +168,37 @@ impl RouteTable {
         }
     }
 
+    /// Adds or replaces `topics` of a registered, live broker (the rest of its topics
+    /// stay), and counts as its heartbeat. `false` when the broker is not known here: it
+    /// must register in full.
+    pub fn add_topics(
+        &mut self,
+        key: &BrokerKey,
+        topics: Vec<TopicConfig>,
+        now: Instant,
+    ) -> Result<bool, NameSrvError> {
+        if let Some(t) = topics
+            .iter()
+            .find(|t| t.name.is_empty() || t.name.len() > NAME_BYTES_MAX)
+        {
+            return Err(NameSrvError::BadRegistration(format!(
+                "broker {} registers a topic with an empty or over-long name ({} bytes)",
+                key.broker_name,
+                t.name.len()
+            )));
+        }
+        if !self.heartbeat(key, now) {
+            return Ok(false);
+        }
+        let Some(b) = self.broker_mut(key) else {
+            return Ok(false);
+        };
+        for t in topics {
+            b.topics.insert(t.name.clone(), t);
+        }
+        Ok(true)
+    }
+
     /// Records that `connection` speaks for the (registered, same-cluster) broker `key` now:
     /// its registration or heartbeat just succeeded there. Returns whether the broker is known.
     pub fn bind_connection(&mut self, key: &BrokerKey, connection: ConnectionId) -> bool {
@@ -369,6 +400,34 @@ mod tests {
             shard_count: 4,
             topics: topics.to_vec(),
         }
+    }
+
+    #[test]
+    fn added_topics_join_a_registered_broker_and_an_unknown_one_must_register() {
+        let t0 = Instant::now();
+        let mut table = RouteTable::new(EXPIRY);
+        let a = reg("broker-a", 0, "10.0.0.1:10911", &[topic("T1", 8)]);
+        let key = a.key.clone();
+        table.register(a, t0).unwrap();
+        assert!(table
+            .add_topics(&key, vec![topic("T2", 2), topic("T1", 3)], t0)
+            .unwrap());
+        // Added and replaced; nothing else dropped.
+        assert_eq!(table.route("T1", t0).unwrap().queues[0].write_queues, 3);
+        assert_eq!(table.route("T2", t0).unwrap().queues[0].write_queues, 2);
+        let unknown = BrokerKey {
+            broker_name: "broker-z".into(),
+            ..key.clone()
+        };
+        assert!(!table
+            .add_topics(&unknown, vec![topic("T3", 1)], t0)
+            .unwrap());
+        assert!(table.route("T3", t0).is_none());
+        assert!(table.add_topics(&key, vec![topic("", 1)], t0).is_err());
+        // It counts as a heartbeat: the broker outlives an expiry from its registration.
+        let later = t0 + EXPIRY - Duration::from_secs(1);
+        assert!(table.add_topics(&key, vec![topic("T4", 1)], later).unwrap());
+        assert!(table.route("T1", later + Duration::from_secs(2)).is_some());
     }
 
     #[test]

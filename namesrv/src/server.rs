@@ -538,7 +538,7 @@ fn answer(
             shared.metrics.count_request(frame.header.command.name());
             let broker = match &frame.header.command {
                 Command::RegisterBroker(reg) => Some(reg.key.clone()),
-                Command::BrokerHeartbeat(key) => Some(key.clone()),
+                Command::BrokerHeartbeat(key) | Command::RegisterTopics(key) => Some(key.clone()),
                 _ => None,
             };
             let response =

@@ -198,6 +198,12 @@ pub enum Command {
     TopicListBody {
         count: u32,
     },
+    /// A registered broker's topics created or changed since its last registration, in the
+    /// body ([`crate::encode_topic_body`]): the NameServer adds or replaces them in its
+    /// routes and keeps the rest. Sent on a topic creation instead of the whole table (whose
+    /// size grows with the topics); answered `BrokerNotRegistered` by a NameServer that
+    /// does not know the broker, which then registers in full.
+    RegisterTopics(BrokerKey),
 }
 
 impl Command {
@@ -242,6 +248,7 @@ impl Command {
             Command::SendStagesResult(_) => "send_stages_result",
             Command::BrokerHeartbeat(_) => "broker_heartbeat",
             Command::TopicListBody { .. } => "topic_list_body",
+            Command::RegisterTopics(_) => "register_topics",
         }
     }
 }
