@@ -173,3 +173,53 @@ fn a_restarted_broker_is_routed_at_its_new_addresses_at_once() {
         routed_addrs(&admin, "Moved", &opts.name)
     );
 }
+
+/// A first NameServer that is frozen (it accepts connections and never answers) must not
+/// fail fresh clients that list it first: each NameServer gets its share of the timeout,
+/// so the second one answers in time. (Before, 4 of 5 fresh clients failed with a 3 s
+/// timeout spent on the frozen one.)
+#[test]
+fn a_frozen_first_namesrv_does_not_fail_fresh_clients() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    let ns1 = start_namesrv(&logs);
+    let ns2 = start_namesrv(&logs);
+    let both = format!("{};{}", ns1.addr, ns2.addr);
+    let opts = BrokerOpts::new(&both, &dir.path().join("data"));
+    let _broker = start_broker(&opts, &logs);
+    let out = mqadmin(&both, &["update-topic", "-t", "Frozen", "-q", "2"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // SIGSTOP: the kernel still completes its TCP handshakes, nothing answers.
+    // SAFETY: kill(2) on our own child's pid has no memory-safety preconditions.
+    unsafe {
+        libc::kill(ns1.pid(), libc::SIGSTOP);
+    }
+    let mut failures = Vec::new();
+    for i in 0..5 {
+        // Client defaults: a 3 s send timeout, the NameServers in the order given.
+        let p = client::Producer::builder()
+            .namesrv(&both)
+            .group(format!("fresh-{i}"))
+            .build()
+            .unwrap();
+        let started = Instant::now();
+        if let Err(e) = p.send(Message::new("Frozen", format!("m{i}").into_bytes())) {
+            failures.push(format!("client {i} after {:?}: {e}", started.elapsed()));
+        }
+        p.shutdown();
+    }
+    // SAFETY: as above.
+    unsafe {
+        libc::kill(ns1.pid(), libc::SIGCONT);
+    }
+    assert!(failures.is_empty(), "fresh clients failed: {failures:#?}");
+    let consumer = PullConsumer::new(&ns2.addr, "g").unwrap();
+    let got = drain_topic(&consumer, "Frozen", Duration::from_secs(20));
+    assert_eq!(got.len(), 5);
+}
