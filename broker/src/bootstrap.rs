@@ -221,7 +221,10 @@ pub const RETAINED_FREE_BYTES_MAX: i32 = 128 << 20;
 /// heap and keep them there when freed. By default each allocation above 128 KiB is a fresh
 /// mapping, unmapped when freed: with 1,000-message batches the page faults, zeroing and
 /// unmapping of every frame cost the core more than the data itself (send throughput went
-/// from 930K to 660K msg/s). The memory kept free is bounded by [`RETAINED_FREE_BYTES_MAX`].
+/// from 930K to 660K msg/s). [`RETAINED_FREE_BYTES_MAX`] bounds only the free memory kept at
+/// the top of a heap: what is freed among live allocations stays resident until reused, so
+/// what a connection may hold long (its read buffer, a frame over 4 MiB) lives in mappings
+/// of its own instead (`conn.rs`).
 fn keep_big_allocations() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only sets allocator parameters; it takes no pointers.

@@ -130,15 +130,52 @@ impl FrameDecoder {
                 buf.reserve(total - buf.len());
                 return Ok(None);
             }
-            let mut frame = buf.split_to(total);
-            let header = decode_header(&frame[FRAME_PREFIX_BYTES..header_end])?;
-            frame.advance(header_end);
-            Ok(Some(Decoded::Frame(Frame {
-                header,
-                body: frame.freeze(),
-            })))
+            let frame = buf.split_to(total);
+            decode_complete(frame.freeze()).map(|f| Some(Decoded::Frame(f)))
         }
     }
+
+    /// The whole length (prefix included) of the frame `buf` holds the start of, once its
+    /// length is known, while it is incomplete and within the limit (after `decode` said it
+    /// needs more bytes). A connection may read the rest of a large one elsewhere and hand
+    /// the whole to [`decode_complete`].
+    pub fn partial_frame_len(&self, buf: &BytesMut) -> Option<usize> {
+        if self.discard_remaining > 0 || buf.len() < FRAME_PREFIX_BYTES {
+            return None;
+        }
+        let frame_len = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]);
+        let total = 4 + frame_len as usize;
+        (frame_len <= self.frame_bytes_max && buf.len() < total).then_some(total)
+    }
+}
+
+/// Decodes one whole frame, length prefix included: exactly the bytes of one frame.
+pub fn decode_complete(mut frame: Bytes) -> Result<Frame, ProtocolError> {
+    if frame.len() < FRAME_PREFIX_BYTES {
+        return Err(ProtocolError::BadHeaderLength {
+            len: 0,
+            frame_len: frame.len() as u32,
+        });
+    }
+    let frame_len = u32::from_be_bytes([frame[0], frame[1], frame[2], frame[3]]);
+    let header_len = u32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
+    if frame_len < 4
+        || frame.len() != 4 + frame_len as usize
+        || header_len > HEADER_BYTES_MAX
+        || header_len > frame_len - 4
+    {
+        return Err(ProtocolError::BadHeaderLength {
+            len: header_len,
+            frame_len,
+        });
+    }
+    let header_end = FRAME_PREFIX_BYTES + header_len as usize;
+    let header = decode_header(&frame[FRAME_PREFIX_BYTES..header_end])?;
+    frame.advance(header_end);
+    Ok(Frame {
+        header,
+        body: frame,
+    })
 }
 
 /// Validates (rkyv checked access) and deserializes a header. The bytes are copied into an
@@ -224,6 +261,25 @@ mod tests {
             Decoded::Frame(f) => assert_eq!(f.header.request_id, 2),
             other => panic!("expected frame, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_large_frame_read_elsewhere_decodes_whole() {
+        let frame = encode_frame(&pull_header(9), &[7u8; 5000]).unwrap();
+        let mut dec = FrameDecoder::new(1 << 20);
+        let mut buf = BytesMut::from(&frame[..100]);
+        assert!(dec.decode(&mut buf).unwrap().is_none());
+        assert_eq!(dec.partial_frame_len(&buf), Some(frame.len()));
+        let f = decode_complete(frame.clone().freeze()).unwrap();
+        assert_eq!(f.header.request_id, 9);
+        assert_eq!(&f.body[..], &[7u8; 5000][..]);
+        // Not whole, or not a frame: an error, never a panic.
+        assert!(decode_complete(frame.clone().freeze().slice(..frame.len() - 1)).is_err());
+        assert!(decode_complete(Bytes::from_static(b"\0\0\0")).is_err());
+        // A whole frame in the buffer, or none started, is no partial frame.
+        let whole = BytesMut::from(&frame[..]);
+        assert_eq!(dec.partial_frame_len(&whole), None);
+        assert_eq!(dec.partial_frame_len(&BytesMut::new()), None);
     }
 
     #[test]

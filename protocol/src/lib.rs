@@ -26,7 +26,8 @@ mod messages;
 mod topic_body;
 
 pub use codec::{
-    encode_frame, encode_frame_prefix, Decoded, Frame, FrameDecoder, FRAME_PREFIX_BYTES,
+    decode_complete, encode_frame, encode_frame_prefix, Decoded, Frame, FrameDecoder,
+    FRAME_PREFIX_BYTES,
 };
 pub use codes::ResponseCode;
 pub use messages::*;
