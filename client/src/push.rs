@@ -292,6 +292,8 @@ impl PushConsumerBuilder {
                 permits: (Mutex::new(0), Condvar::new()),
                 local_offsets,
                 subscriptions: Mutex::new(Vec::new()),
+                watched: Mutex::new(BTreeSet::new()),
+                watch_threads: Mutex::new(Vec::new()),
             }),
             threads: Mutex::new(Vec::new()),
         })
@@ -342,6 +344,11 @@ struct PushInner {
     local_offsets: Option<LocalOffsetStore>,
     /// (topic, tag expression) consumed, with the retry topic in clustering mode.
     subscriptions: Mutex<Vec<(String, String)>>,
+    /// The broker (core 0) addresses a membership watch runs for, and the watch threads: a
+    /// broker restarted on other ports gets a watch at its new address, and the watch of the
+    /// old one ends.
+    watched: Mutex<BTreeSet<String>>,
+    watch_threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -430,12 +437,7 @@ impl PushConsumer {
         spawn("mq-heartbeat", Box::new(move || me.heartbeat_loop()))?;
         let me = Arc::clone(inner);
         spawn("mq-rebalance", Box::new(move || me.rebalance_loop()))?;
-        if clustering {
-            for addr in inner.group_addrs() {
-                let me = Arc::clone(inner);
-                spawn("mq-watch", Box::new(move || me.watch_loop(addr)))?;
-            }
-        }
+        inner.ensure_watches()?;
         Ok(())
     }
 
@@ -460,7 +462,8 @@ impl PushConsumer {
         }
         let first = !inner.stop.swap(true, Ordering::AcqRel);
         inner.kick();
-        let threads: Vec<JoinHandle<()>> = lock(&self.threads).drain(..).collect();
+        let mut threads: Vec<JoinHandle<()>> = lock(&self.threads).drain(..).collect();
+        threads.extend(lock(&inner.watch_threads).drain(..));
         for t in threads {
             if t.join().is_err() {
                 tracing::warn!("a push consumer thread panicked");
@@ -560,9 +563,47 @@ impl PushInner {
                 }
             }
         }
+        // A view from an address no longer in the routes (a broker restarted on other ports)
+        // would keep the members it knew, those that left since among them, in every
+        // allocation for good: their queues would go unconsumed.
+        let addrs: BTreeSet<String> = self.group_addrs().into_iter().collect();
+        {
+            let mut views = lock(&self.views);
+            let before = views.len();
+            views.retain(|a, _| addrs.contains(a));
+            changed |= views.len() != before;
+        }
         if changed {
             self.kick();
         }
+    }
+
+    /// Starts a membership watch for each broker address of the routes that has none
+    /// (clustering only); one whose address left the routes ends by itself.
+    fn ensure_watches(self: &Arc<Self>) -> Result<()> {
+        if self.settings.model != MessageModel::Clustering || self.stopped() {
+            return Ok(());
+        }
+        let mut threads = lock(&self.watch_threads);
+        threads.retain(|t| !t.is_finished());
+        for addr in self.group_addrs() {
+            if !lock(&self.watched).insert(addr.clone()) {
+                continue;
+            }
+            let me = Arc::clone(self);
+            let watch_addr = addr.clone();
+            let spawned = thread::Builder::new()
+                .name("mq-watch".into())
+                .spawn(move || me.watch_loop(watch_addr));
+            match spawned {
+                Ok(h) => threads.push(h),
+                Err(e) => {
+                    lock(&self.watched).remove(&addr);
+                    return Err(ClientError::io("push consumer", &e));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Records a broker's membership view; true if it changed.
@@ -585,6 +626,9 @@ impl PushInner {
         let never = AtomicBool::new(false);
         while self.pause(every, &never) {
             self.heartbeat_all();
+            if let Err(e) = self.ensure_watches() {
+                tracing::warn!(error = %e, "cannot start a membership watch");
+            }
         }
     }
 
@@ -592,6 +636,11 @@ impl PushInner {
     fn watch_loop(self: Arc<Self>, addr: String) {
         let never = AtomicBool::new(false);
         while !self.stopped() {
+            if !self.group_addrs().contains(&addr) {
+                // The broker is elsewhere now: its new address has a watch of its own.
+                lock(&self.watched).remove(&addr);
+                return;
+            }
             let known = lock(&self.views).get(&addr).map_or(0, |v| v.version);
             let wait = Duration::from_millis(WATCH_WAIT_MS);
             let fut =
@@ -664,6 +713,9 @@ impl PushInner {
 
     /// Works out this member's queues and starts and stops queue workers to match.
     fn rebalance(self: &Arc<Self>) {
+        if let Err(e) = self.ensure_watches() {
+            tracing::warn!(error = %e, "cannot start a membership watch");
+        }
         let subs = lock(&self.subscriptions).clone();
         let members = self.members();
         let mut wanted: HashMap<MessageQueue, String> = HashMap::new();

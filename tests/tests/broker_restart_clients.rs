@@ -122,3 +122,100 @@ fn a_push_consumer_and_a_producer_carry_on_at_once_after_a_broker_restart() {
     );
     consumer.shutdown();
 }
+
+/// After a broker restart on other ports, a member that leaves the group is gone from the
+/// others' allocation too: the membership view of the dead address is dropped and the
+/// membership watch follows the broker to its new address. (Before, the old address's view
+/// kept every member it had known, so after one of two members left, the other still gave
+/// half of the queues to it and they went unconsumed for good.)
+#[test]
+fn a_member_leaving_after_a_broker_restart_leaves_no_queue_unconsumed() {
+    let mut c = Cluster::start(1, "small");
+    let ns = c.namesrv.addr.clone();
+    let out = mqadmin(&ns, &["update-topic", "-t", "Rejoin", "-q", "4"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let member = |name: &str, seen: &Seen| {
+        let consumer = PushConsumer::builder()
+            .namesrv(&ns)
+            .group("rejoin-group")
+            .instance_name(name)
+            .subscribe("Rejoin", "*")
+            .consume_from(ConsumeFrom::First)
+            .heartbeat_interval_ms(1000)
+            .build()
+            .unwrap();
+        let log = Arc::clone(seen);
+        consumer
+            .start(move |msgs| {
+                log.lock()
+                    .unwrap()
+                    .extend(msgs.iter().map(|m| m.msg_id.clone()));
+                ConsumeStatus::Success
+            })
+            .unwrap();
+        consumer
+    };
+    let seen_a: Seen = Arc::default();
+    let seen_b: Seen = Arc::default();
+    let a = member("member-a", &seen_a);
+    let b = member("member-b", &seen_b);
+    let split = wait_for(Duration::from_secs(30), || {
+        let mine = |m: &PushConsumer| {
+            m.assigned_queues()
+                .iter()
+                .filter(|q| q.topic == "Rejoin")
+                .count()
+        };
+        (mine(&a) == 2 && mine(&b) == 2).then_some(())
+    });
+    assert!(split.is_some(), "the two members never split the 4 queues");
+
+    c.broker.kill9();
+    let logs = c.logs();
+    c.broker = start_broker(&c.opts, &logs);
+    let p = producer(&ns);
+    // Both members see the broker again (its new address) before one leaves.
+    let warm = wait_for(Duration::from_secs(15), || {
+        p.send(Message::new("Rejoin", "warm")).ok()
+    });
+    assert!(warm.is_some(), "no send after the restart");
+    let both = wait_for(Duration::from_secs(15), || {
+        let seen = seen_a.lock().unwrap().len() + seen_b.lock().unwrap().len();
+        (seen >= 1).then_some(())
+    });
+    assert!(both.is_some(), "nothing consumed after the restart");
+    b.shutdown();
+
+    // Every queue gets messages: member-a alone must consume them all.
+    let ids: Vec<String> = (0..4u32)
+        .flat_map(|q| {
+            let queue = p
+                .write_queues("Rejoin")
+                .unwrap()
+                .into_iter()
+                .find(|m| m.queue_id == q)
+                .unwrap();
+            let p = &p;
+            (0..5).map(move |i| {
+                p.send_to_queue(Message::new("Rejoin", format!("q{q}-{i}")), &queue)
+                    .unwrap()
+                    .msg_id
+            })
+        })
+        .collect();
+    let took_over = wait_for(Duration::from_secs(15), || {
+        missing(&seen_a, &ids).is_empty().then_some(())
+    });
+    assert!(
+        took_over.is_some(),
+        "member-a has queues {:?} and lacks {} of {} messages sent to all 4 queues",
+        a.assigned_queues(),
+        missing(&seen_a, &ids).len(),
+        ids.len()
+    );
+    a.shutdown();
+}
