@@ -10,14 +10,13 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
-use glommio::channels::channel_mesh::MeshBuilder;
 use glommio::net::TcpListener;
 use glommio::{LocalExecutorBuilder, Placement};
 use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::config::{BrokerConfig, FlushDiskType};
 use crate::core::{Core, CoreStats, Shared};
-use crate::mesh::{self, CoreMessage, Mesh};
+use crate::mesh;
 use crate::topics::TopicTable;
 
 /// A running broker: `wait` blocks until shutdown is requested and everything has stopped.
@@ -325,7 +324,7 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
     });
 
     let mesh_builder =
-        MeshBuilder::<CoreMessage, _>::full(cores as usize, shared.config.inbox_capacity as usize);
+        crate::mesh::MeshLinks::new(cores as usize, shared.config.inbox_capacity as usize);
     let (ready_tx, ready_rx) = mpsc::channel::<Result<u16, String>>();
     let mut executors = Vec::with_capacity(cores as usize);
     let mut main_iter = main_listeners.into_iter();
@@ -457,7 +456,7 @@ async fn core_main(
     id: u16,
     shared: Arc<Shared>,
     shard_configs: Vec<shard::ShardConfig>,
-    mesh_builder: MeshBuilder<CoreMessage, glommio::channels::channel_mesh::Full>,
+    mesh_builder: crate::mesh::MeshLinks,
     main_fd: RawFd,
     direct_fd: RawFd,
     topics: TopicTable,
@@ -472,11 +471,8 @@ async fn core_main(
         )
     };
     // Join the mesh before anything can fail, so no peer waits for this core forever.
-    let (senders, receivers) = mesh_builder
-        .join()
-        .await
-        .map_err(|_| anyhow!("cannot join the core mesh"))?;
-    let mesh = Rc::new(Mesh::new(id, senders));
+    let (mesh, receivers) = mesh_builder.join(id).await.map_err(|e| anyhow!(e))?;
+    let mesh = Rc::new(mesh);
 
     let mut shards = HashMap::new();
     let mut offsets = HashMap::new();

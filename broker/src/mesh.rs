@@ -5,18 +5,23 @@
 //! token; the serving core answers with a `Reply` carrying the same token over the mesh, and
 //! the asking core completes the waiting task.
 //!
-//! Every inbox is bounded twice: the mesh channel holds at most `inbox_capacity` messages,
-//! and a core works on at most `inbox_capacity` remote requests at once (a semaphore taken
-//! before the next message is received). A request that finds the peer's channel full is
-//! answered "system busy" at once rather than queued without limit. Replies wait for room
-//! (the asking core always drains its inbox, so they cannot deadlock).
+//! Requests and replies travel on two meshes of their own. Every request inbox is bounded
+//! twice: the mesh channel holds at most `inbox_capacity` requests, and a core works on at
+//! most `inbox_capacity` remote requests at once (a semaphore taken before the next request
+//! is received). A request that finds the peer's channel full is answered "system busy" at
+//! once rather than queued without limit. Replies have a lane of their own, read without
+//! any permit: a core whose permits are all held by long requests (forwarded long polls wait
+//! up to 30 s) still completes the calls it made, at once. The reply lane holds
+//! `2 x inbox_capacity` replies per pair of cores, more than can ever be outstanding (a
+//! core's calls to a peer are at most its queued plus its in-progress requests), so a reply
+//! never waits for room either.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
 
 use bytes::Bytes;
-use glommio::channels::channel_mesh::{Receivers, Senders};
+use glommio::channels::channel_mesh::{Full, MeshBuilder, Receivers, Senders};
 use glommio::channels::local_channel::{self, LocalSender};
 use protocol::{CommitOffset, CoreStatus, GroupQueue, StageHistogram, TopicConfig};
 
@@ -193,10 +198,51 @@ pub enum CoreMessage {
     },
 }
 
+/// The two meshes every core joins, before it is started: requests, and replies.
+#[derive(Clone)]
+pub struct MeshLinks {
+    requests: MeshBuilder<CoreMessage, Full>,
+    replies: MeshBuilder<CoreMessage, Full>,
+}
+
+/// A core's receiving ends of both meshes, for [`spawn_receivers`].
+pub struct MeshReceivers {
+    requests: Receivers<CoreMessage>,
+    replies: Receivers<CoreMessage>,
+}
+
+impl MeshLinks {
+    pub fn new(cores: usize, inbox_capacity: usize) -> MeshLinks {
+        MeshLinks {
+            requests: MeshBuilder::full(cores, inbox_capacity),
+            replies: MeshBuilder::full(cores, inbox_capacity.saturating_mul(2)),
+        }
+    }
+
+    /// Joins both meshes (every core must, in this order) and returns this core's end.
+    pub async fn join(self, core: u16) -> Result<(Mesh, MeshReceivers), String> {
+        let (senders, requests) = self
+            .requests
+            .join()
+            .await
+            .map_err(|e| format!("cannot join the request mesh: {e}"))?;
+        let (reply_senders, replies) = self
+            .replies
+            .join()
+            .await
+            .map_err(|e| format!("cannot join the reply mesh: {e}"))?;
+        Ok((
+            Mesh::new(core, senders, reply_senders),
+            MeshReceivers { requests, replies },
+        ))
+    }
+}
+
 /// One core's end of the mesh.
 pub struct Mesh {
     core: u16,
     senders: Senders<CoreMessage>,
+    reply_senders: Senders<CoreMessage>,
     pending: RefCell<HashMap<u64, LocalSender<ShardReply>>>,
     next_token: Cell<u64>,
     /// Remote requests taken from the inbox and not yet answered.
@@ -204,10 +250,11 @@ pub struct Mesh {
 }
 
 impl Mesh {
-    pub fn new(core: u16, senders: Senders<CoreMessage>) -> Mesh {
+    fn new(core: u16, senders: Senders<CoreMessage>, reply_senders: Senders<CoreMessage>) -> Mesh {
         Mesh {
             core,
             senders,
+            reply_senders,
             pending: RefCell::new(HashMap::new()),
             next_token: Cell::new(1),
             in_progress: Cell::new(0),
@@ -242,12 +289,12 @@ impl Mesh {
         rx.recv().await.ok_or(BrokerError::ShuttingDown)
     }
 
-    /// Sends a request to `core` without waiting for its answer beyond the enqueue; used for
-    /// broadcasts whose answers are awaited together.
+    /// Answers a request of core `to`, on the reply lane.
     pub async fn reply(&self, to: u16, token: u64, reply: ShardReply) {
-        // Room always comes: the asking core drains its inbox continuously.
+        // Room is always there (see the module docs), and the asking core reads the lane
+        // without waiting for anything.
         let _ = self
-            .senders
+            .reply_senders
             .send_to(to as usize, CoreMessage::Reply { token, reply })
             .await;
     }
@@ -273,19 +320,41 @@ impl Mesh {
     }
 }
 
-/// Runs the receive loops of one core: replies complete local waiters; requests are handed to
-/// `serve`, at most `inbox_capacity` at once.
+/// Runs the receive loops of one core: replies complete local waiters, as they come;
+/// requests are handed to `serve`, at most `inbox_capacity` at once.
 pub fn spawn_receivers<F, Fut>(
     mesh: Rc<Mesh>,
-    mut receivers: Receivers<CoreMessage>,
+    receivers: MeshReceivers,
     inbox_capacity: u64,
     serve: F,
 ) where
     F: Fn(u16, u64, ShardRequest) -> Fut + Clone + 'static,
     Fut: std::future::Future<Output = ()> + 'static,
 {
+    let MeshReceivers {
+        mut requests,
+        mut replies,
+    } = receivers;
+    for (peer, stream) in replies.streams() {
+        let mesh = mesh.clone();
+        glommio::spawn_local(async move {
+            use futures_lite::StreamExt;
+            let mut stream = stream;
+            while let Some(msg) = stream.next().await {
+                match msg {
+                    CoreMessage::Reply { token, reply } => mesh.complete(token, reply),
+                    CoreMessage::Request { .. } => {
+                        debug_assert!(false, "a request on the reply lane");
+                        tracing::error!(peer, "a request on the reply lane: dropped");
+                    }
+                }
+            }
+            tracing::debug!(peer, "mesh reply lane closed");
+        })
+        .detach();
+    }
     let permits = Rc::new(glommio::sync::Semaphore::new(inbox_capacity));
-    for (peer, stream) in receivers.streams() {
+    for (peer, stream) in requests.streams() {
         let mesh = mesh.clone();
         let permits = permits.clone();
         let serve = serve.clone();

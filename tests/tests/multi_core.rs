@@ -111,3 +111,94 @@ fn two_cores_serve_every_queue_without_cross_core_hops() {
     assert_eq!(st.cores.len(), 1);
     assert_eq!(st.cores[0].shards, vec![0, 1]);
 }
+
+/// A core whose inbox permits are all held by long polls forwarded from the other core still
+/// gets the replies to its own forwarded requests at once: replies travel on a lane of their
+/// own. (Before, they waited behind the permits, so a send forwarded from that core took as
+/// long as the longest poll, here 15 s.)
+#[test]
+fn forwarded_long_polls_cannot_hold_up_replies() {
+    let c = Cluster::start_with(2, "small", |o| {
+        o.config_toml = Some("inbox_capacity = 4\n".into())
+    });
+    let ns = c.namesrv.addr.clone();
+    assert!(mqadmin(&ns, &["update-topic", "-t", "Lanes", "-q", "8"])
+        .status
+        .success());
+    let admin = Admin::new(&ns).unwrap();
+    let route = admin.topic_route("Lanes").unwrap();
+    let cores = &route.data.brokers[0].core_addrs;
+    assert_eq!(cores.len(), 2);
+    let owner = |q: u32| protocol::shard_core(queue_owner_shard("Lanes", q, 2), 2);
+    let on_core0: Vec<u32> = (0..8).filter(|&q| owner(q) == 0).collect();
+    let on_core1: Vec<u32> = (0..8).filter(|&q| owner(q) == 1).collect();
+    assert!(!on_core0.is_empty() && !on_core1.is_empty());
+
+    // Four long polls (the inbox's permits) for core 0's queues, sent to core 1's port:
+    // forwarded, they hold every permit of core 0 for 15 s.
+    let polls: Vec<std::net::TcpStream> = (0..4u64)
+        .map(|i| {
+            let mut s = std::net::TcpStream::connect(&cores[1]).unwrap();
+            let h = Header::request(
+                i,
+                Command::Pull(protocol::PullRequest {
+                    consumer_group: "lanes".into(),
+                    topic: "Lanes".into(),
+                    queue_id: on_core0[i as usize % on_core0.len()],
+                    queue_offset: 0,
+                    max_messages: 32,
+                    max_bytes: 1 << 20,
+                    tag_expression: "*".into(),
+                    suspend_timeout_ms: 15_000,
+                }),
+            );
+            protocol::blocking::write_frame(&mut s, &h, &[]).unwrap();
+            s
+        })
+        .collect();
+    let held = integration::wait_for(Duration::from_secs(10), || {
+        let st = status(&ns, &c.broker.addr);
+        (st.cores.iter().find(|s| s.core == 0)?.inbox_depth >= 4).then_some(())
+    });
+    assert!(held.is_some(), "the long polls never held core 0's inbox");
+
+    // A send for one of core 1's queues, through core 0's port: forwarded to core 1, whose
+    // reply core 0 must read although it has no permit left.
+    let mut conn = std::net::TcpStream::connect(&cores[0]).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut reader = protocol::blocking::FrameReader::new(conn.try_clone().unwrap(), 64 << 20);
+    let props = [("UNIQ_KEY", "00112233445566778899AABBCCDDEEFF")];
+    let fields = message::MessageFields {
+        topic: "Lanes",
+        body: b"past the polls",
+        properties: &props,
+        ..Default::default()
+    };
+    let mut rec = Vec::new();
+    message::encode_record(&fields, &mut rec).unwrap();
+    let h = Header::request(
+        99,
+        Command::Send(SendRequest {
+            producer_group: "raw".into(),
+            topic: "Lanes".into(),
+            queue_id: on_core1[0],
+            count: 1,
+        }),
+    );
+    let started = std::time::Instant::now();
+    protocol::blocking::write_frame(&mut conn, &h, &rec).unwrap();
+    let f = reader.next_frame().unwrap().unwrap();
+    let took = started.elapsed();
+    assert_eq!(
+        f.header.response_code(),
+        ResponseCode::Success,
+        "{}",
+        f.header.remark
+    );
+    assert!(
+        took < Duration::from_secs(5),
+        "the forwarded send's reply waited {took:?} behind the long polls"
+    );
+    drop(polls);
+}
