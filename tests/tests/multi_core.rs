@@ -156,8 +156,10 @@ fn forwarded_long_polls_cannot_hold_up_replies() {
             s
         })
         .collect();
+    // Asked of core 0 itself (its direct port): a status request arriving on core 1 would
+    // queue for core 0's permits like any other request.
     let held = integration::wait_for(Duration::from_secs(10), || {
-        let st = status(&ns, &c.broker.addr);
+        let st = status(&ns, &cores[0]);
         (st.cores.iter().find(|s| s.core == 0)?.inbox_depth >= 4).then_some(())
     });
     assert!(held.is_some(), "the long polls never held core 0's inbox");
