@@ -24,7 +24,8 @@ use crate::connections::ClosedFor;
 use crate::error::BrokerError;
 use crate::groups::{self, MemberView, Membership, OffsetTable, StoredOffset};
 use crate::mesh::{
-    Appended, GroupOp, Mesh, OffsetOp, PullArgs, PullOutcome, PullStatus, ShardReply, ShardRequest,
+    Appended, CoreAnswer, CoreOp, GroupOp, Mesh, OffsetOp, PullArgs, PullOutcome, PullStatus,
+    ShardAnswer, ShardOp, ShardReply, ShardRequest,
 };
 use crate::stages::{SendStages, Stage};
 use crate::topics::{self, TopicTable, AUTO_CREATE_TOPIC_KEY};
@@ -104,6 +105,15 @@ pub enum PullBody {
     Owned(Vec<Bytes>),
 }
 
+impl std::fmt::Debug for PullBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PullBody::Local(v) => write!(f, "Local({} records)", v.len()),
+            PullBody::Owned(v) => write!(f, "Owned({} records)", v.len()),
+        }
+    }
+}
+
 pub struct SendOutcome {
     pub appended: Appended,
     pub queue_id: u32,
@@ -169,6 +179,116 @@ impl Core {
         bump(&self.stats.cross_core_hops, 1);
     }
 
+    /// The front door of every shard: `op` is served here when this core hosts `shard`, or
+    /// forwarded to the core that does (counted as a hop), and either way by the same
+    /// [`Core::serve_shard`]. A rule for every request to a shard belongs here.
+    async fn at_shard(
+        &self,
+        shard: u16,
+        op: ShardOp,
+    ) -> Result<ShardAnswer<PullBody>, BrokerError> {
+        let core = shard_core(shard, self.shared.cores);
+        if core == self.id {
+            return Ok(self.serve_shard(shard, op).await?.map_body(PullBody::Local));
+        }
+        self.hop();
+        match self
+            .mesh
+            .call(core, ShardRequest::Shard { shard, op })
+            .await?
+        {
+            ShardReply::Shard(r) => Ok(r?.map_body(PullBody::Owned)),
+            other => Err(mismatch(other)),
+        }
+    }
+
+    /// What a core is asked, here or on `core`, served by [`Core::serve_core`] either way.
+    async fn at_core(&self, core: u16, op: CoreOp) -> Result<CoreAnswer, BrokerError> {
+        if core == self.id {
+            return Box::pin(self.serve_core(op)).await;
+        }
+        match self.mesh.call(core, ShardRequest::Core(op)).await? {
+            ShardReply::Core(r) => r,
+            other => Err(mismatch(other)),
+        }
+    }
+
+    /// Serves `op` on the shard this core hosts.
+    async fn serve_shard(
+        &self,
+        shard: u16,
+        op: ShardOp,
+    ) -> Result<ShardAnswer<Vec<StoredSlice>>, BrokerError> {
+        debug_assert!(
+            self.shards.contains_key(&shard),
+            "shard {shard} asked of core {}, which does not host it",
+            self.id
+        );
+        Ok(match op {
+            ShardOp::Append {
+                topic,
+                queue_id,
+                records,
+                count,
+            } => ShardAnswer::Appended(
+                self.append_local(shard, &topic, queue_id, &records, count)
+                    .await?,
+            ),
+            ShardOp::Pull(args) => ShardAnswer::Pulled(self.pull_local(shard, &args).await?),
+            ShardOp::QueueOffsets { topic, queue_id } => {
+                let o = self.local_shard(shard)?.queue_offsets(&topic, queue_id);
+                ShardAnswer::Offsets {
+                    min: o.min,
+                    max: o.max,
+                }
+            }
+            ShardOp::SearchOffset {
+                topic,
+                queue_id,
+                timestamp_ms,
+            } => ShardAnswer::Offset(
+                self.local_shard(shard)?
+                    .search_offset_by_time(&topic, queue_id, timestamp_ms)
+                    .await?,
+            ),
+            ShardOp::ViewByOffset { commit_log_offset } => {
+                ShardAnswer::Records(self.view_local(shard, commit_log_offset).await?)
+            }
+            ShardOp::GroupOffset(op) => {
+                ShardAnswer::GroupOffset(self.group_offset_local(shard, op)?)
+            }
+        })
+    }
+
+    /// Serves `op` on this core.
+    async fn serve_core(&self, op: CoreOp) -> Result<CoreAnswer, BrokerError> {
+        Ok(match op {
+            CoreOp::QueryByKey {
+                topic,
+                key,
+                begin_ms,
+                end_ms,
+                max,
+            } => CoreAnswer::Records(
+                self.query_local(&topic, &key, begin_ms, end_ms, max)
+                    .await?,
+            ),
+            CoreOp::Status => CoreAnswer::Status(self.local_status()),
+            CoreOp::SendStages { reset } => {
+                CoreAnswer::SendStages(self.stages.snapshot(self.id, reset))
+            }
+            CoreOp::CreateTopic(cfg) => {
+                Box::pin(self.create_topic(cfg)).await?;
+                CoreAnswer::Done
+            }
+            CoreOp::TopicChanged(cfg) => {
+                self.topics.borrow_mut().upsert(cfg);
+                CoreAnswer::Done
+            }
+            CoreOp::Group(op) => CoreAnswer::Members(Box::pin(self.group(op)).await?),
+        })
+    }
+
     pub fn count_request(&self) {
         bump(&self.stats.requests, 1);
     }
@@ -232,26 +352,20 @@ impl Core {
         // count in its one pass over the batch, before anything is stored.
         let bytes = records.len() as u64;
         let (shard, core) = self.owner(topic, queue_id);
-        let appended = if core == self.id {
-            self.append_local(shard, topic, queue_id, &records, count)
-                .await?
-        } else {
-            self.hop();
-            let req = ShardRequest::Append {
-                shard,
-                topic: topic.to_owned(),
-                queue_id,
-                records,
-                count,
-            };
-            let forwarded_at = Instant::now();
-            let appended = match self.mesh.call(core, req).await? {
-                ShardReply::Appended(r) => r?,
-                other => return Err(unexpected(other)),
-            };
-            self.stages.record(Stage::Forward, forwarded_at.elapsed());
-            appended
+        let forwarded_at = (core != self.id).then(Instant::now);
+        let op = ShardOp::Append {
+            topic: topic.to_owned(),
+            queue_id,
+            records,
+            count,
         };
+        let appended = match self.at_shard(shard, op).await? {
+            ShardAnswer::Appended(a) => a,
+            other => return Err(mismatch(other)),
+        };
+        if let Some(at) = forwarded_at {
+            self.stages.record(Stage::Forward, at.elapsed());
+        }
         bump(&self.stats.produced_messages, appended.count as u64);
         bump(&self.stats.produced_bytes, bytes);
         self.send_latency.observe(started.elapsed().as_secs_f64());
@@ -294,39 +408,11 @@ impl Core {
                 queues: cfg.read_queues,
             });
         }
-        let (shard, core) = self.owner(&args.topic, args.queue_id);
-        let out = if core == self.id {
-            let o = self.pull_local(shard, &args).await?;
-            PullOutcome {
-                status: o.status,
-                next_offset: o.next_offset,
-                min_offset: o.min_offset,
-                max_offset: o.max_offset,
-                count: o.count,
-                body: PullBody::Local(o.body),
-            }
-        } else {
-            self.hop();
-            match self
-                .mesh
-                .call(core, ShardRequest::Pull { shard, args })
-                .await?
-            {
-                ShardReply::Pulled(r) => {
-                    let o = r?;
-                    PullOutcome {
-                        status: o.status,
-                        next_offset: o.next_offset,
-                        min_offset: o.min_offset,
-                        max_offset: o.max_offset,
-                        count: o.count,
-                        body: PullBody::Owned(o.body),
-                    }
-                }
-                other => return Err(unexpected(other)),
-            }
-        };
-        Ok(out)
+        let (shard, _) = self.owner(&args.topic, args.queue_id);
+        match self.at_shard(shard, ShardOp::Pull(args)).await? {
+            ShardAnswer::Pulled(o) => Ok(o),
+            other => Err(mismatch(other)),
+        }
     }
 
     async fn pull_local(&self, shard_id: u16, args: &PullArgs) -> Result<LocalPull, BrokerError> {
@@ -392,26 +478,14 @@ impl Core {
         queue_id: u32,
     ) -> Result<(u64, u64), BrokerError> {
         self.topic_for_read(topic)?;
-        let (shard, core) = self.owner(topic, queue_id);
-        if core == self.id {
-            let o = self.local_shard(shard)?.queue_offsets(topic, queue_id);
-            return Ok((o.min, o.max));
-        }
-        self.hop();
-        match self
-            .mesh
-            .call(
-                core,
-                ShardRequest::QueueOffsets {
-                    shard,
-                    topic: topic.to_owned(),
-                    queue_id,
-                },
-            )
-            .await?
-        {
-            ShardReply::Offsets(r) => r,
-            other => Err(unexpected(other)),
+        let (shard, _) = self.owner(topic, queue_id);
+        let op = ShardOp::QueueOffsets {
+            topic: topic.to_owned(),
+            queue_id,
+        };
+        match self.at_shard(shard, op).await? {
+            ShardAnswer::Offsets { min, max } => Ok((min, max)),
+            other => Err(mismatch(other)),
         }
     }
 
@@ -422,29 +496,15 @@ impl Core {
         timestamp_ms: i64,
     ) -> Result<u64, BrokerError> {
         self.topic_for_read(topic)?;
-        let (shard, core) = self.owner(topic, queue_id);
-        if core == self.id {
-            return Ok(self
-                .local_shard(shard)?
-                .search_offset_by_time(topic, queue_id, timestamp_ms)
-                .await?);
-        }
-        self.hop();
-        match self
-            .mesh
-            .call(
-                core,
-                ShardRequest::SearchOffset {
-                    shard,
-                    topic: topic.to_owned(),
-                    queue_id,
-                    timestamp_ms,
-                },
-            )
-            .await?
-        {
-            ShardReply::Offset(r) => r,
-            other => Err(unexpected(other)),
+        let (shard, _) = self.owner(topic, queue_id);
+        let op = ShardOp::SearchOffset {
+            topic: topic.to_owned(),
+            queue_id,
+            timestamp_ms,
+        };
+        match self.at_shard(shard, op).await? {
+            ShardAnswer::Offset(o) => Ok(o),
+            other => Err(mismatch(other)),
         }
     }
 
@@ -458,24 +518,12 @@ impl Core {
                 "shard {shard} does not exist"
             )));
         }
-        let core = shard_core(shard, self.shared.cores);
-        if core == self.id {
-            return self.view_local(shard, commit_log_offset).await;
-        }
-        self.hop();
         match self
-            .mesh
-            .call(
-                core,
-                ShardRequest::ViewByOffset {
-                    shard,
-                    commit_log_offset,
-                },
-            )
+            .at_shard(shard, ShardOp::ViewByOffset { commit_log_offset })
             .await?
         {
-            ShardReply::Records(r) => r,
-            other => Err(unexpected(other)),
+            ShardAnswer::Records(r) => Ok(r),
+            other => Err(mismatch(other)),
         }
     }
 
@@ -506,16 +554,16 @@ impl Core {
             if core == self.id {
                 continue;
             }
-            let req = ShardRequest::QueryByKey {
+            let op = CoreOp::QueryByKey {
                 topic: topic.to_owned(),
                 key: key.to_owned(),
                 begin_ms,
                 end_ms,
                 max,
             };
-            match self.mesh.call(core, req).await? {
-                ShardReply::Records(r) => out.extend(r?),
-                other => return Err(unexpected(other)),
+            match self.at_core(core, op).await? {
+                CoreAnswer::Records(r) => out.extend(r),
+                other => return Err(mismatch(other)),
             }
         }
         out.truncate(max as usize);
@@ -546,13 +594,9 @@ impl Core {
     pub async fn status(&self) -> Result<Vec<CoreStatus>, BrokerError> {
         let mut out = Vec::with_capacity(self.shared.cores as usize);
         for core in 0..self.shared.cores {
-            if core == self.id {
-                out.push(self.local_status());
-            } else {
-                match self.mesh.call(core, ShardRequest::Status).await? {
-                    ShardReply::Status(s) => out.push(s),
-                    other => return Err(unexpected(other)),
-                }
+            match self.at_core(core, CoreOp::Status).await? {
+                CoreAnswer::Status(s) => out.push(s),
+                other => return Err(mismatch(other)),
             }
         }
         Ok(out)
@@ -562,17 +606,9 @@ impl Core {
     pub async fn send_stages(&self, reset: bool) -> Result<Vec<StageHistogram>, BrokerError> {
         let mut out = Vec::new();
         for core in 0..self.shared.cores {
-            if core == self.id {
-                out.extend(self.stages.snapshot(self.id, reset));
-            } else {
-                match self
-                    .mesh
-                    .call(core, ShardRequest::SendStages { reset })
-                    .await?
-                {
-                    ShardReply::SendStages(s) => out.extend(s),
-                    other => return Err(unexpected(other)),
-                }
+            match self.at_core(core, CoreOp::SendStages { reset }).await? {
+                CoreAnswer::SendStages(s) => out.extend(s),
+                other => return Err(mismatch(other)),
             }
         }
         Ok(out)
@@ -640,9 +676,9 @@ impl Core {
     pub async fn create_topic(&self, cfg: TopicConfig) -> Result<(), BrokerError> {
         topics::validate_topic(&cfg).map_err(|e| BrokerError::BadRequest(e.to_string()))?;
         if self.id != 0 {
-            return match self.mesh.call(0, ShardRequest::CreateTopic(cfg)).await? {
-                ShardReply::Done(r) => r,
-                other => Err(unexpected(other)),
+            return match self.at_core(0, CoreOp::CreateTopic(cfg)).await? {
+                CoreAnswer::Done => Ok(()),
+                other => Err(mismatch(other)),
             };
         }
         // A bound on all queues together: each one with data has its ConsumeQueue files
@@ -677,12 +713,11 @@ impl Core {
         }
         for core in 1..self.shared.cores {
             match self
-                .mesh
-                .call(core, ShardRequest::TopicChanged(cfg.clone()))
+                .at_core(core, CoreOp::TopicChanged(cfg.clone()))
                 .await?
             {
-                ShardReply::Done(r) => r?,
-                other => return Err(unexpected(other)),
+                CoreAnswer::Done => {}
+                other => return Err(mismatch(other)),
             }
         }
         let version = {
@@ -719,9 +754,9 @@ impl Core {
     pub async fn group(&self, op: GroupOp) -> Result<MemberView, BrokerError> {
         let Some(m) = &self.membership else {
             self.hop();
-            return match self.mesh.call(0, ShardRequest::Group(op)).await? {
-                ShardReply::Members(v) => Ok(v),
-                other => Err(unexpected(other)),
+            return match self.at_core(0, CoreOp::Group(op)).await? {
+                CoreAnswer::Members(v) => Ok(v),
+                other => Err(mismatch(other)),
             };
         };
         Ok(match op {
@@ -747,18 +782,10 @@ impl Core {
                 "consumer group must be 1..=255 bytes".into(),
             ));
         }
-        let (shard, core) = self.owner(&q.topic, q.queue_id);
-        if core == self.id {
-            return self.group_offset_local(shard, op);
-        }
-        self.hop();
-        match self
-            .mesh
-            .call(core, ShardRequest::GroupOffset { shard, op })
-            .await?
-        {
-            ShardReply::GroupOffset(r) => r,
-            other => Err(unexpected(other)),
+        let (shard, _) = self.owner(&q.topic, q.queue_id);
+        match self.at_shard(shard, ShardOp::GroupOffset(op)).await? {
+            ShardAnswer::GroupOffset(g) => Ok(g),
+            other => Err(mismatch(other)),
         }
     }
 
@@ -812,83 +839,24 @@ impl Core {
         }
     }
 
-    /// Serves a request that came over the mesh.
+    /// Serves a request that came over the mesh, as [`Core::at_shard`] and
+    /// [`Core::at_core`] serve local ones.
     pub async fn serve_remote(&self, request: ShardRequest) -> ShardReply {
         match request {
-            ShardRequest::Append {
-                shard,
-                topic,
-                queue_id,
-                records,
-                count,
-            } => ShardReply::Appended(
-                self.append_local(shard, &topic, queue_id, &records, count)
-                    .await,
-            ),
-            ShardRequest::Pull { shard, args } => {
-                ShardReply::Pulled(self.pull_local(shard, &args).await.map(|o| PullOutcome {
-                    status: o.status,
-                    next_offset: o.next_offset,
-                    min_offset: o.min_offset,
-                    max_offset: o.max_offset,
-                    count: o.count,
-                    // The one copy of a cross-core pull: the slices are core-local.
-                    body: o.body.iter().map(StoredSlice::to_bytes).collect(),
-                }))
-            }
-            ShardRequest::QueueOffsets {
-                shard,
-                topic,
-                queue_id,
-            } => ShardReply::Offsets(self.local_shard(shard).map(|s| {
-                let o = s.queue_offsets(&topic, queue_id);
-                (o.min, o.max)
-            })),
-            ShardRequest::SearchOffset {
-                shard,
-                topic,
-                queue_id,
-                timestamp_ms,
-            } => ShardReply::Offset(match self.local_shard(shard) {
-                Ok(s) => s
-                    .search_offset_by_time(&topic, queue_id, timestamp_ms)
+            ShardRequest::Shard { shard, op } => ShardReply::Shard(
+                self.serve_shard(shard, op)
                     .await
-                    .map_err(Into::into),
-                Err(e) => Err(e),
-            }),
-            ShardRequest::ViewByOffset {
-                shard,
-                commit_log_offset,
-            } => ShardReply::Records(self.view_local(shard, commit_log_offset).await),
-            ShardRequest::QueryByKey {
-                topic,
-                key,
-                begin_ms,
-                end_ms,
-                max,
-            } => ShardReply::Records(self.query_local(&topic, &key, begin_ms, end_ms, max).await),
-            ShardRequest::Status => ShardReply::Status(self.local_status()),
-            ShardRequest::SendStages { reset } => {
-                ShardReply::SendStages(self.stages.snapshot(self.id, reset))
-            }
-            ShardRequest::CreateTopic(cfg) => {
-                ShardReply::Done(Box::pin(self.create_topic(cfg)).await)
-            }
-            ShardRequest::TopicChanged(cfg) => {
-                self.topics.borrow_mut().upsert(cfg);
-                ShardReply::Done(Ok(()))
-            }
-            ShardRequest::Group(op) => match Box::pin(self.group(op)).await {
-                Ok(v) => ShardReply::Members(v),
-                Err(e) => ShardReply::GroupOffset(Err(e)),
-            },
-            ShardRequest::GroupOffset { shard, op } => {
-                ShardReply::GroupOffset(self.group_offset_local(shard, op))
-            }
+                    // The one copy of a cross-core pull: the slices are core-local.
+                    .map(|a| a.map_body(|b| b.iter().map(StoredSlice::to_bytes).collect())),
+            ),
+            ShardRequest::Core(op) => ShardReply::Core(Box::pin(self.serve_core(op)).await),
         }
     }
 }
 
-fn unexpected(reply: ShardReply) -> BrokerError {
-    BrokerError::Storage(format!("internal: unexpected cross-core reply {reply:?}"))
+/// An answer of another kind than the request asked for: a bug of the broker, caught by
+/// debug builds (tests); a release build answers an internal error instead of crashing.
+fn mismatch(answer: impl std::fmt::Debug) -> BrokerError {
+    debug_assert!(false, "an answer of the wrong kind: {answer:?}");
+    BrokerError::Storage(format!("internal: an answer of the wrong kind: {answer:?}"))
 }

@@ -68,36 +68,70 @@ pub struct Appended {
     pub count: u32,
 }
 
-/// A request for the core that owns a shard (or, for topic changes, for core 0).
+/// What a shard is asked: served by the core that hosts it (`Core::at_shard` decides
+/// local or remote, in one place; the shard id travels beside it).
 #[derive(Debug)]
-pub enum ShardRequest {
+pub enum ShardOp {
     Append {
-        shard: u16,
         topic: String,
         queue_id: u32,
         records: Bytes,
         /// How many records the sender said the batch holds (checked by the shard).
         count: u32,
     },
-    Pull {
-        shard: u16,
-        args: PullArgs,
-    },
+    Pull(PullArgs),
     QueueOffsets {
-        shard: u16,
         topic: String,
         queue_id: u32,
     },
     SearchOffset {
-        shard: u16,
         topic: String,
         queue_id: u32,
         timestamp_ms: i64,
     },
     ViewByOffset {
-        shard: u16,
         commit_log_offset: u64,
     },
+    /// A group's offset or lease of one of the shard's queues.
+    GroupOffset(OffsetOp),
+}
+
+/// A shard's answer to a [`ShardOp`], one variant per op; `B` is a pull's body (slices on
+/// the hosting core, owned bytes once it has crossed cores).
+#[derive(Debug)]
+pub enum ShardAnswer<B> {
+    Appended(Appended),
+    Pulled(PullOutcome<B>),
+    Offsets { min: u64, max: u64 },
+    Offset(u64),
+    Records(Vec<Bytes>),
+    GroupOffset(Option<StoredOffset>),
+}
+
+impl<B> ShardAnswer<B> {
+    /// The same answer with a pull's body converted.
+    pub fn map_body<C>(self, f: impl FnOnce(B) -> C) -> ShardAnswer<C> {
+        match self {
+            ShardAnswer::Appended(a) => ShardAnswer::Appended(a),
+            ShardAnswer::Pulled(o) => ShardAnswer::Pulled(PullOutcome {
+                status: o.status,
+                next_offset: o.next_offset,
+                min_offset: o.min_offset,
+                max_offset: o.max_offset,
+                count: o.count,
+                body: f(o.body),
+            }),
+            ShardAnswer::Offsets { min, max } => ShardAnswer::Offsets { min, max },
+            ShardAnswer::Offset(o) => ShardAnswer::Offset(o),
+            ShardAnswer::Records(r) => ShardAnswer::Records(r),
+            ShardAnswer::GroupOffset(g) => ShardAnswer::GroupOffset(g),
+        }
+    }
+}
+
+/// What a core is asked, whatever shards it hosts (`Core::at_core`).
+#[derive(Debug)]
+pub enum CoreOp {
     /// Every shard of the serving core.
     QueryByKey {
         topic: String,
@@ -109,20 +143,37 @@ pub enum ShardRequest {
     /// The serving core's counters.
     Status,
     /// The serving core's send-stage histograms (cleared after, with `reset`).
-    SendStages {
-        reset: bool,
-    },
+    SendStages { reset: bool },
     /// To core 0: create or update a topic (persist, broadcast, register).
     CreateTopic(TopicConfig),
     /// From core 0 to every other core: the topic table changed.
     TopicChanged(TopicConfig),
     /// To core 0, which keeps group membership.
     Group(GroupOp),
-    /// To the core owning `shard`: a group's offset or lease of one of its queues.
-    GroupOffset {
-        shard: u16,
-        op: OffsetOp,
-    },
+}
+
+/// A core's answer to a [`CoreOp`], one variant per op.
+#[derive(Debug)]
+pub enum CoreAnswer {
+    Records(Vec<Bytes>),
+    Status(CoreStatus),
+    SendStages(Vec<StageHistogram>),
+    Done,
+    Members(MemberView),
+}
+
+/// A request that crosses cores: for a shard, or for a core.
+#[derive(Debug)]
+pub enum ShardRequest {
+    Shard { shard: u16, op: ShardOp },
+    Core(CoreOp),
+}
+
+/// Its reply; a pull's body crosses as owned bytes.
+#[derive(Debug)]
+pub enum ShardReply {
+    Shard(Result<ShardAnswer<Vec<Bytes>>, BrokerError>),
+    Core(Result<CoreAnswer, BrokerError>),
 }
 
 /// A membership request (served by core 0).
@@ -168,20 +219,6 @@ impl OffsetOp {
             OffsetOp::Commit(c) => &c.queue,
         }
     }
-}
-
-#[derive(Debug)]
-pub enum ShardReply {
-    Appended(Result<Appended, BrokerError>),
-    Pulled(Result<PullOutcome<Vec<Bytes>>, BrokerError>),
-    Offsets(Result<(u64, u64), BrokerError>),
-    Offset(Result<u64, BrokerError>),
-    Records(Result<Vec<Bytes>, BrokerError>),
-    Status(CoreStatus),
-    SendStages(Vec<StageHistogram>),
-    Done(Result<(), BrokerError>),
-    Members(MemberView),
-    GroupOffset(Result<Option<StoredOffset>, BrokerError>),
 }
 
 /// Everything that crosses cores.
