@@ -525,6 +525,7 @@ async fn core_main(
         stages: crate::stages::SendStages::new(),
         topics_persist: glommio::sync::Semaphore::new(1),
         topic_store: std::cell::RefCell::new(crate::topics::TopicStore::default()),
+        clients: Default::default(),
         connections: crate::connections::Connections::new(crate::connections::per_core_max(
             shared.config.connections_max,
             shared.cores,

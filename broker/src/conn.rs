@@ -16,6 +16,7 @@ use protocol::{
     ResponseCode, SendResult,
 };
 
+use crate::client_conn::ClientConn;
 use crate::connections::ClosedFor;
 use crate::core::{Core, PullBody};
 use crate::error::BrokerError;
@@ -59,6 +60,11 @@ fn ok(request_id: u64, command: Command) -> Outgoing {
         Header::response(request_id, ResponseCode::Success, command),
         Body::None,
     )
+}
+
+/// A request of the broker's own to the client (see `client_conn`).
+pub(crate) fn request_to_client(header: Header) -> Outgoing {
+    answer(header, Body::None)
 }
 
 fn answer(header: Header, body: Body) -> Outgoing {
@@ -162,6 +168,7 @@ impl LargeFrame {
 /// Starts the task that serves one request (holding one of the connection's permits).
 fn start_request(
     core: &Rc<Core>,
+    client: &Rc<ClientConn>,
     tx: &Rc<LocalSender<Outgoing>>,
     queued: &Rc<std::cell::Cell<usize>>,
     permit: glommio::sync::StaticPermit,
@@ -169,6 +176,7 @@ fn start_request(
     read_at: Instant,
 ) {
     let core = core.clone();
+    let client = client.clone();
     let tx = tx.clone();
     let queued = queued.clone();
     glommio::spawn_local(async move {
@@ -179,7 +187,7 @@ fn start_request(
             core.stages.record(Stage::Queued, read_at.elapsed());
         }
         core.count_request();
-        let out = handle(&core, frame.header.command, frame.body).await;
+        let out = handle(&core, &client, frame.header.command, frame.body).await;
         let out = out.unwrap_or_else(|e| error_response(id, &e));
         if out.header.code != 0 {
             core.shared.metrics.count_error(out.header.response_code());
@@ -254,6 +262,13 @@ pub async fn serve_connection(core: Rc<Core>, stream: TcpStream) {
     // Responses queued for the writer: it flushes when none is waiting, so a burst of
     // pipelined responses leaves in one write.
     let queued = Rc::new(std::cell::Cell::new(0usize));
+    let client = Rc::new(ClientConn::new(
+        core.clients.next_id(core.id),
+        peer.clone(),
+        tx.clone(),
+        queued.clone(),
+    ));
+    core.clients.opened(client.clone());
     let writer_queued = queued.clone();
     let permits = Rc::new(glommio::sync::Semaphore::new(inflight_max as u64));
 
@@ -316,6 +331,11 @@ pub async fn serve_connection(core: Rc<Core>, stream: TcpStream) {
         loop {
             match decoder.decode(&mut buf) {
                 Ok(None) => break,
+                Ok(Some(Decoded::Frame(frame))) if frame.header.is_response() => {
+                    // The client's answer to a request of the broker's.
+                    partial_since = None;
+                    client.answered(frame);
+                }
                 Ok(Some(Decoded::Frame(frame))) => {
                     // The deadline runs per frame: a stream of pipelined frames usually
                     // ends each read part-way into the next one.
@@ -323,7 +343,7 @@ pub async fn serve_connection(core: Rc<Core>, stream: TcpStream) {
                     let Ok(permit) = permits.clone().acquire_static_permit(1).await else {
                         break 'conn;
                     };
-                    start_request(&core, &tx, &queued, permit, frame, read_at);
+                    start_request(&core, &client, &tx, &queued, permit, frame, read_at);
                 }
                 Ok(Some(Decoded::Oversized { header, frame_len })) => {
                     partial_since = None;
@@ -392,12 +412,13 @@ pub async fn serve_connection(core: Rc<Core>, stream: TcpStream) {
                         }
                         partial_since = None;
                         match protocol::decode_complete(l.into_bytes()) {
+                            Ok(frame) if frame.header.is_response() => client.answered(frame),
                             Ok(frame) => {
                                 let Ok(permit) = permits.clone().acquire_static_permit(1).await
                                 else {
                                     break 'conn;
                                 };
-                                start_request(&core, &tx, &queued, permit, frame, read_at);
+                                start_request(&core, &client, &tx, &queued, permit, frame, read_at);
                             }
                             Err(e) => {
                                 bad_frame(&core, &tx, &queued, &peer, &e.to_string()).await;
@@ -434,6 +455,8 @@ pub async fn serve_connection(core: Rc<Core>, stream: TcpStream) {
             Err(_) => break,
         }
     }
+    // Before the queue closes: the connection's entry holds a sender of it.
+    core.clients.closed(client.id);
     drop(tx);
     // Let in-flight requests finish and their responses drain before the socket closes.
     writer_task.await;
@@ -483,7 +506,12 @@ async fn write_joined<W: futures_lite::AsyncWrite + Unpin>(
 }
 
 /// Maps one request to its handler and the handler's answer to a response.
-async fn handle(core: &Rc<Core>, command: Command, body: Bytes) -> Result<Outgoing, BrokerError> {
+async fn handle(
+    core: &Rc<Core>,
+    client: &Rc<ClientConn>,
+    command: Command,
+    body: Bytes,
+) -> Result<Outgoing, BrokerError> {
     match command {
         Command::Send(req) => {
             let out = core.send(&req.topic, req.queue_id, body, req.count).await?;
@@ -584,6 +612,7 @@ async fn handle(core: &Rc<Core>, command: Command, body: Bytes) -> Result<Outgoi
         Command::GetTopicConfigs => Ok(ok(0, Command::TopicConfigs(core.topics.borrow().all()))),
         Command::ConsumerHeartbeat(hb) => {
             check_name("client id", &hb.client_id)?;
+            core.clients.identified(client, &hb.client_id);
             let v = core
                 .group(GroupOp::Heartbeat {
                     group: hb.group,
@@ -591,6 +620,11 @@ async fn handle(core: &Rc<Core>, command: Command, body: Bytes) -> Result<Outgoi
                 })
                 .await?;
             Ok(members_response(core, v))
+        }
+        Command::GetClientRunningInfo { client_id } => {
+            check_name("client id", &client_id)?;
+            let info = core.client_running_info(&client_id).await?;
+            Ok(ok(0, Command::ClientRunningInfoResult(info)))
         }
         Command::UnregisterConsumer { group, client_id } => {
             let v = core.group(GroupOp::Unregister { group, client_id }).await?;

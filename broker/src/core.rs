@@ -145,6 +145,8 @@ pub struct Core {
     pub topic_store: RefCell<crate::topics::TopicStore>,
     /// The client connections this core keeps open, and why it closed others.
     pub connections: crate::connections::Connections,
+    /// The same connections by id and client id, for requests to a client.
+    pub clients: crate::client_conn::ClientConns,
 }
 
 /// Counts a send in flight on its core for as long as it lives.
@@ -286,7 +288,45 @@ impl Core {
                 CoreAnswer::Done
             }
             CoreOp::Group(op) => CoreAnswer::Members(Box::pin(self.group(op)).await?),
+            CoreOp::AskClient { client_id, command } => match self.clients.of_client(&client_id) {
+                Some(conn) => CoreAnswer::ClientAnswer(Some(
+                    conn.request(command, crate::client_conn::CLIENT_ANSWER_TIMEOUT)
+                        .await?,
+                )),
+                None => CoreAnswer::ClientAnswer(None),
+            },
         })
+    }
+
+    /// What a client says it is doing, asked on its own connection, on whichever core
+    /// serves it.
+    pub async fn client_running_info(
+        &self,
+        client_id: &str,
+    ) -> Result<protocol::ClientRunningInfo, BrokerError> {
+        for core in 0..self.shared.cores {
+            let op = CoreOp::AskClient {
+                client_id: client_id.to_owned(),
+                command: protocol::Command::ClientRunningInfo,
+            };
+            match self.at_core(core, op).await? {
+                CoreAnswer::ClientAnswer(None) => continue,
+                CoreAnswer::ClientAnswer(Some(frame)) => {
+                    return match frame.header.command {
+                        protocol::Command::ClientRunningInfoResult(info) => Ok(info),
+                        _ => Err(BrokerError::BadRequest(format!(
+                            "client {client_id} answered {}: {}",
+                            frame.header.command.name(),
+                            frame.header.remark
+                        ))),
+                    };
+                }
+                other => return Err(mismatch(other)),
+            }
+        }
+        Err(BrokerError::NotFound(format!(
+            "no connection of client {client_id} is open"
+        )))
     }
 
     pub fn count_request(&self) {

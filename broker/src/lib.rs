@@ -9,6 +9,7 @@
 
 pub mod bootstrap;
 pub mod cli;
+pub mod client_conn;
 pub mod config;
 pub mod conn;
 pub mod connections;

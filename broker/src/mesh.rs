@@ -23,7 +23,7 @@ use std::rc::Rc;
 use bytes::Bytes;
 use glommio::channels::channel_mesh::{Full, MeshBuilder, Receivers, Senders};
 use glommio::channels::local_channel::{self, LocalSender};
-use protocol::{CommitOffset, CoreStatus, GroupQueue, StageHistogram, TopicConfig};
+use protocol::{Command, CommitOffset, CoreStatus, Frame, GroupQueue, StageHistogram, TopicConfig};
 
 use crate::error::BrokerError;
 use crate::groups::{MemberView, StoredOffset};
@@ -150,6 +150,9 @@ pub enum CoreOp {
     TopicChanged(TopicConfig),
     /// To core 0, which keeps group membership.
     Group(GroupOp),
+    /// To every core: if a connection of `client_id` is open here, send it `command` and
+    /// bring back its answer.
+    AskClient { client_id: String, command: Command },
 }
 
 /// A core's answer to a [`CoreOp`], one variant per op.
@@ -160,6 +163,8 @@ pub enum CoreAnswer {
     SendStages(Vec<StageHistogram>),
     Done,
     Members(MemberView),
+    /// The client's answer; `None` when no connection of that client is open there.
+    ClientAnswer(Option<Frame>),
 }
 
 /// A request that crosses cores: for a shard, or for a core.

@@ -129,6 +129,18 @@ impl Admin {
 
     /// Where the broker's sends spent their time: one latency histogram per stage of the
     /// request path and core, since start or the last call with `reset` (which clears them).
+    /// What client `client_id` is doing (its consumer groups and their topics), as the
+    /// client itself answers when the broker at `broker_addr` asks it over the client's own
+    /// connection (RocketMQ's consumer running info). `NotFound` when no connection of that
+    /// client is open there.
+    pub fn client_running_info(
+        &self,
+        broker_addr: &str,
+        client_id: &str,
+    ) -> Result<protocol::ClientRunningInfo> {
+        self.inst.client_running_info(broker_addr, client_id)
+    }
+
     pub fn send_stages(&self, broker_addr: &str, reset: bool) -> Result<Vec<StageHistogram>> {
         self.inst.send_stages(broker_addr, reset)
     }

@@ -1,8 +1,9 @@
 //! What producers, consumers and the admin share: the connection pool, the NameServer client,
 //! the route cache and its refresher, and the requests every role makes of brokers.
 
+use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr, ToSocketAddrs, UdpSocket};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use protocol::{
@@ -13,7 +14,7 @@ use protocol::{
 use crate::error::{ClientError, Result};
 use crate::model::{MessageQueue, QueueOffset};
 use crate::namesrv::{parse_namesrv_list, NameServerClient};
-use crate::remoting::{expect_success, unexpected, ConnectionPool, PoolConfig};
+use crate::remoting::{expect_success, unexpected, ConnectionPool, PoolConfig, RequestServer};
 use crate::route::{QueueTarget, RouteCache, RouteRefresher, TopicRoute};
 
 /// Settings common to every client role.
@@ -65,12 +66,51 @@ pub(crate) struct Instance {
     refresher: RouteRefresher,
     /// This host's address as the brokers see it (best effort), for born hosts and ids.
     pub local_ip: Ipv4Addr,
+    /// What this client tells a broker that asks what it is doing.
+    running: Arc<Mutex<Running>>,
+}
+
+/// The consumer groups this client heartbeats, with their topics, and its client id.
+#[derive(Default)]
+struct Running {
+    client_id: String,
+    groups: BTreeMap<String, Vec<String>>,
+}
+
+impl Running {
+    fn info(&self) -> protocol::ClientRunningInfo {
+        protocol::ClientRunningInfo {
+            client_id: self.client_id.clone(),
+            groups: self
+                .groups
+                .iter()
+                .map(|(group, topics)| protocol::GroupRunningInfo {
+                    group: group.clone(),
+                    topics: topics.clone(),
+                })
+                .collect(),
+        }
+    }
+}
+
+fn lock_running(m: &Mutex<Running>) -> std::sync::MutexGuard<'_, Running> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Instance {
     pub fn start(config: ClientConfig) -> Result<Arc<Instance>> {
         config.validate()?;
-        let pool = Arc::new(ConnectionPool::new(config.pool.clone()));
+        // The requests a broker may send on this client's connections, answered from what
+        // the client holds.
+        let running: Arc<Mutex<Running>> = Arc::default();
+        let answers = Arc::clone(&running);
+        let server: RequestServer = Arc::new(move |command: &Command| match command {
+            Command::ClientRunningInfo => Some(Command::ClientRunningInfoResult(
+                lock_running(&answers).info(),
+            )),
+            _ => None,
+        });
+        let pool = Arc::new(ConnectionPool::with_server(config.pool.clone(), server));
         let namesrv = Arc::new(NameServerClient::new(
             config.namesrv_addrs.clone(),
             Arc::clone(&pool),
@@ -88,6 +128,7 @@ impl Instance {
             routes,
             refresher,
             local_ip,
+            running,
         }))
     }
 
@@ -203,6 +244,22 @@ impl Instance {
         }
     }
 
+    /// What client `client_id` says it is doing: the broker at `addr` asks it on the
+    /// client's own connection.
+    pub fn client_running_info(
+        &self,
+        addr: &str,
+        client_id: &str,
+    ) -> Result<protocol::ClientRunningInfo> {
+        let cmd = Command::GetClientRunningInfo {
+            client_id: client_id.to_owned(),
+        };
+        match self.broker_request(addr, cmd)? {
+            Command::ClientRunningInfoResult(info) => Ok(info),
+            other => Err(unexpected(addr, "client running info", &other)),
+        }
+    }
+
     pub fn send_stages(&self, addr: &str, reset: bool) -> Result<Vec<StageHistogram>> {
         match self.broker_request(addr, Command::SendStages { reset })? {
             Command::SendStagesResult(s) => Ok(s),
@@ -257,6 +314,11 @@ impl Instance {
     }
 
     pub fn heartbeat(&self, addr: &str, hb: protocol::ConsumerHeartbeat) -> Result<GroupMembers> {
+        {
+            let mut r = lock_running(&self.running);
+            r.client_id.clone_from(&hb.client_id);
+            r.groups.insert(hb.group.clone(), hb.topics.clone());
+        }
         Self::members(
             addr,
             self.broker_request(addr, Command::ConsumerHeartbeat(hb))?,
@@ -264,6 +326,7 @@ impl Instance {
     }
 
     pub fn unregister_consumer(&self, addr: &str, group: &str, client_id: &str) -> Result<()> {
+        lock_running(&self.running).groups.remove(group);
         let cmd = Command::UnregisterConsumer {
             group: group.to_owned(),
             client_id: client_id.to_owned(),

@@ -214,10 +214,16 @@ impl Shared {
     }
 }
 
+/// Answers a request the broker sends on a client's connection (a broker-initiated
+/// request, such as the consumer running info): the answer's command, or `None` for one
+/// this client does not serve (answered REQUEST_CODE_NOT_SUPPORTED).
+pub type RequestServer = Arc<dyn Fn(&Command) -> Option<Command> + Send + Sync>;
+
 /// One pipelined connection to a broker core or a NameServer.
 pub struct Connection {
     shared: Arc<Shared>,
-    writer: Mutex<TcpStream>,
+    /// Shared with the reader thread, which writes the answers to the broker's requests.
+    writer: Arc<Mutex<TcpStream>>,
     /// A handle for shutting the socket down without waiting for a stalled writer.
     control: TcpStream,
     next_id: AtomicU64,
@@ -269,7 +275,11 @@ impl Drop for ResponseFuture {
 }
 
 impl Connection {
-    fn dial(addr: &str, config: &PoolConfig) -> Result<Arc<Connection>> {
+    fn dial(
+        addr: &str,
+        config: &PoolConfig,
+        server: Option<RequestServer>,
+    ) -> Result<Arc<Connection>> {
         let sock_addr = addr
             .to_socket_addrs()
             .map_err(|e| ClientError::io(addr, &e))?
@@ -308,9 +318,11 @@ impl Connection {
         });
         let reader_shared = Arc::clone(&shared);
         let frame_bytes_max = config.frame_bytes_max;
+        let writer = Arc::new(Mutex::new(stream));
+        let answers = server.map(|s| (s, Arc::clone(&writer)));
         thread::Builder::new()
             .name(format!("mq-read-{addr}"))
-            .spawn(move || reader_loop(reader_shared, read_half, frame_bytes_max))
+            .spawn(move || reader_loop(reader_shared, read_half, frame_bytes_max, answers))
             .map_err(|e| ClientError::io(addr, &e))?;
         let completion = thread::Builder::new()
             .name(format!("mq-done-{addr}"))
@@ -320,13 +332,13 @@ impl Connection {
                 }
             });
         if let Err(e) = completion {
-            let _ = stream.shutdown(Shutdown::Both);
+            let _ = control.shutdown(Shutdown::Both);
             return Err(ClientError::io(addr, &e));
         }
         tracing::debug!(%addr, "connected");
         Ok(Arc::new(Connection {
             shared,
-            writer: Mutex::new(stream),
+            writer,
             control,
             next_id: AtomicU64::new(1),
         }))
@@ -476,7 +488,12 @@ fn fail_inline(waiter: Waiter, e: ClientError) {
     }
 }
 
-fn reader_loop(shared: Arc<Shared>, stream: TcpStream, frame_bytes_max: u32) {
+fn reader_loop(
+    shared: Arc<Shared>,
+    stream: TcpStream,
+    frame_bytes_max: u32,
+    answers: Option<(RequestServer, Arc<Mutex<TcpStream>>)>,
+) {
     let mut reader = FrameReader::new(stream, frame_bytes_max);
     let mut last_sweep = Instant::now();
     let reason = loop {
@@ -485,6 +502,28 @@ fn reader_loop(shared: Arc<Shared>, stream: TcpStream, frame_bytes_max: u32) {
                 if frame.header.is_response() {
                     if let Some(p) = shared.take(frame.header.request_id) {
                         shared.deliver(p, Ok(frame));
+                    }
+                } else if let Some((server, writer)) = &answers {
+                    // A request of the broker's: answered here, on this thread (the
+                    // answers are small and computed from what the client holds).
+                    if !frame.header.is_oneway() {
+                        let id = frame.header.request_id;
+                        let answer = match server(&frame.header.command) {
+                            Some(command) => {
+                                Header::response(id, protocol::ResponseCode::Success, command)
+                            }
+                            None => Header::error(
+                                id,
+                                protocol::ResponseCode::RequestCodeNotSupported,
+                                format!(
+                                    "this client does not serve `{}` requests",
+                                    frame.header.command.name()
+                                ),
+                            ),
+                        };
+                        if let Err(e) = write_frame(&mut *lock(writer), &answer, &[]) {
+                            break format!("cannot answer the broker's request: {e}");
+                        }
                     }
                 }
             }
@@ -521,6 +560,8 @@ fn reader_loop(shared: Arc<Shared>, stream: TcpStream, frame_bytes_max: u32) {
 /// Connections by address, dialed on first use and re-dialed after a failure.
 pub struct ConnectionPool {
     config: PoolConfig,
+    /// What the connections answer to requests the broker sends on them.
+    server: Option<RequestServer>,
     conns: RwLock<HashMap<String, Arc<Connection>>>,
     shut_down: AtomicBool,
 }
@@ -529,9 +570,17 @@ impl ConnectionPool {
     pub fn new(config: PoolConfig) -> ConnectionPool {
         ConnectionPool {
             config,
+            server: None,
             conns: RwLock::new(HashMap::new()),
             shut_down: AtomicBool::new(false),
         }
+    }
+
+    /// A pool whose connections answer the broker's requests with `server`.
+    pub fn with_server(config: PoolConfig, server: RequestServer) -> ConnectionPool {
+        let mut pool = ConnectionPool::new(config);
+        pool.server = Some(server);
+        pool
     }
 
     pub fn config(&self) -> &PoolConfig {
@@ -553,7 +602,7 @@ impl ConnectionPool {
         }
         // Dial outside the lock so one unreachable address does not hold up the others.
         // Two threads may race to dial; the loser closes its spare connection.
-        let fresh = Connection::dial(addr, &self.config)?;
+        let fresh = Connection::dial(addr, &self.config, self.server.clone())?;
         let mut conns = self.conns.write().unwrap_or_else(PoisonError::into_inner);
         if self.shut_down.load(Ordering::Acquire) {
             fresh.close("client shut down");

@@ -204,6 +204,18 @@ pub enum Command {
     /// size grows with the topics); answered `BrokerNotRegistered` by a NameServer that
     /// does not know the broker, which then registers in full.
     RegisterTopics(BrokerKey),
+
+    // ---- broker-initiated requests (appended) ----
+    /// An admin asks the broker for what one client of a consumer group is doing; the broker
+    /// asks that client over the client's own connection (`ClientRunningInfo`) and answers
+    /// with the client's answer (`ClientRunningInfoResult`), or `NotFound` when no
+    /// connection of that client is open. RocketMQ's GET_CONSUMER_RUNNING_INFO.
+    GetClientRunningInfo {
+        client_id: String,
+    },
+    /// From the broker to a client, on the client's connection: what it is doing.
+    ClientRunningInfo,
+    ClientRunningInfoResult(ClientRunningInfo),
 }
 
 impl Command {
@@ -249,6 +261,9 @@ impl Command {
             Command::BrokerHeartbeat(_) => "broker_heartbeat",
             Command::TopicListBody { .. } => "topic_list_body",
             Command::RegisterTopics(_) => "register_topics",
+            Command::GetClientRunningInfo { .. } => "get_client_running_info",
+            Command::ClientRunningInfo => "client_running_info",
+            Command::ClientRunningInfoResult(_) => "client_running_info_result",
         }
     }
 }
@@ -460,6 +475,20 @@ pub struct GroupQueue {
     pub group: String,
     pub topic: String,
     pub queue_id: u32,
+}
+
+/// What a client answers about itself: its id, and each consumer group it heartbeats with
+/// the topics it consumes there.
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
+pub struct ClientRunningInfo {
+    pub client_id: String,
+    pub groups: Vec<GroupRunningInfo>,
+}
+
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
+pub struct GroupRunningInfo {
+    pub group: String,
+    pub topics: Vec<String>,
 }
 
 #[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]

@@ -1,0 +1,168 @@
+//! A client connection as the broker sees it: an id, the peer, who it is (the client id its
+//! consumer heartbeats named), and the requests the broker has sent on it. The broker can
+//! ask a client something on the client's own connection (RocketMQ's broker-initiated
+//! requests: consumer running info, transaction checks, membership notices) and match the
+//! answer by request id. Each core keeps the connections it serves
+//! ([`ClientConns`]); a request for a client reaches its core through `CoreOp::AskClient`.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::time::Duration;
+
+use glommio::channels::local_channel::{self, LocalSender};
+use protocol::{Command, Frame, Header};
+
+use crate::conn::Outgoing;
+use crate::error::BrokerError;
+
+/// How long the broker waits for a client's answer to its request.
+pub const CLIENT_ANSWER_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Requests the broker may have in flight on one connection at once.
+const CLIENT_REQUESTS_MAX: usize = 64;
+
+/// A connection's response queue, and the count of what waits in it (the writer flushes
+/// when it is 0).
+type ResponseQueue = (Rc<LocalSender<Outgoing>>, Rc<Cell<usize>>);
+
+pub struct ClientConn {
+    /// Unique in the broker: the core's id in the top 16 bits.
+    pub id: u64,
+    pub peer: String,
+    client_id: RefCell<Option<String>>,
+    /// The connection's response queue (and its count, which the writer flushes by);
+    /// taken when the connection closes, so that nothing holds the writer open.
+    out: RefCell<Option<ResponseQueue>>,
+    next_request_id: Cell<u64>,
+    pending: RefCell<HashMap<u64, LocalSender<Frame>>>,
+}
+
+impl ClientConn {
+    pub fn new(
+        id: u64,
+        peer: String,
+        out: Rc<LocalSender<Outgoing>>,
+        queued: Rc<Cell<usize>>,
+    ) -> ClientConn {
+        ClientConn {
+            id,
+            peer,
+            client_id: RefCell::new(None),
+            out: RefCell::new(Some((out, queued))),
+            next_request_id: Cell::new(1),
+            pending: RefCell::new(HashMap::new()),
+        }
+    }
+
+    pub fn client_id(&self) -> Option<String> {
+        self.client_id.borrow().clone()
+    }
+
+    /// Sends `command` to the client and waits (up to `timeout`) for its answer.
+    pub async fn request(&self, command: Command, timeout: Duration) -> Result<Frame, BrokerError> {
+        if self.pending.borrow().len() >= CLIENT_REQUESTS_MAX {
+            return Err(BrokerError::Busy(format!(
+                "{CLIENT_REQUESTS_MAX} requests to client {} are already waiting",
+                self.peer
+            )));
+        }
+        let closed =
+            || BrokerError::NotFound(format!("the connection of client {} closed", self.peer));
+        let Some((out, queued)) = self.out.borrow().clone() else {
+            return Err(closed());
+        };
+        let id = self.next_request_id.get();
+        self.next_request_id.set(id + 1);
+        let (tx, rx) = local_channel::new_bounded(1);
+        self.pending.borrow_mut().insert(id, tx);
+        queued.set(queued.get() + 1);
+        let sent = out
+            .send(crate::conn::request_to_client(Header::request(id, command)))
+            .await;
+        drop(out);
+        if sent.is_err() {
+            self.pending.borrow_mut().remove(&id);
+            return Err(closed());
+        }
+        let answer = futures_lite::future::or(async { rx.recv().await }, async {
+            glommio::timer::sleep(timeout).await;
+            None
+        })
+        .await;
+        self.pending.borrow_mut().remove(&id);
+        answer.ok_or_else(|| {
+            BrokerError::Busy(format!(
+                "client {} did not answer within {} ms",
+                self.peer,
+                timeout.as_millis()
+            ))
+        })
+    }
+
+    /// The connection is closing: requests waiting for an answer fail at once, and no new
+    /// one is sent.
+    pub fn close(&self) {
+        self.out.borrow_mut().take();
+        self.pending.borrow_mut().clear();
+    }
+
+    /// A frame the client sent that answers one of the broker's requests; a late or unknown
+    /// one is dropped.
+    pub fn answered(&self, frame: Frame) {
+        if let Some(tx) = self.pending.borrow_mut().remove(&frame.header.request_id) {
+            let _ = tx.try_send(frame);
+        }
+    }
+}
+
+/// The client connections one core serves, by connection id and by client id.
+#[derive(Default)]
+pub struct ClientConns {
+    by_id: RefCell<HashMap<u64, Rc<ClientConn>>>,
+    by_client: RefCell<HashMap<String, u64>>,
+    next: Cell<u64>,
+}
+
+impl ClientConns {
+    /// A new connection's id: the core in the top 16 bits, a count below.
+    pub fn next_id(&self, core: u16) -> u64 {
+        let n = self.next.get() + 1;
+        self.next.set(n);
+        (u64::from(core) << 48) | (n & ((1 << 48) - 1))
+    }
+
+    pub fn opened(&self, conn: Rc<ClientConn>) {
+        self.by_id.borrow_mut().insert(conn.id, conn);
+    }
+
+    pub fn closed(&self, id: u64) {
+        let removed = self.by_id.borrow_mut().remove(&id);
+        if let Some(conn) = removed {
+            conn.close();
+            if let Some(client) = conn.client_id() {
+                let mut by_client = self.by_client.borrow_mut();
+                if by_client.get(&client) == Some(&id) {
+                    by_client.remove(&client);
+                }
+            }
+        }
+    }
+
+    /// The connection `conn` speaks for `client_id` (its heartbeat said so); the latest
+    /// connection of a client wins.
+    pub fn identified(&self, conn: &ClientConn, client_id: &str) {
+        if conn.client_id.borrow().as_deref() != Some(client_id) {
+            *conn.client_id.borrow_mut() = Some(client_id.to_owned());
+        }
+        let mut by_client = self.by_client.borrow_mut();
+        if by_client.get(client_id) != Some(&conn.id) {
+            by_client.insert(client_id.to_owned(), conn.id);
+        }
+    }
+
+    pub fn of_client(&self, client_id: &str) -> Option<Rc<ClientConn>> {
+        let id = *self.by_client.borrow().get(client_id)?;
+        self.by_id.borrow().get(&id).cloned()
+    }
+}

@@ -1,0 +1,62 @@
+//! The broker sends a request of its own to a client, on the client's own connection, and
+//! brings back the client's answer: an admin asks the broker what a consumer is doing
+//! (RocketMQ's consumer running info), and the consumer itself answers, whichever core
+//! serves its connection and whichever core the admin reached.
+
+use std::time::Duration;
+
+use client::{Admin, ConsumeFrom, ConsumeStatus, PushConsumer};
+use integration::{mqadmin, wait_for, Cluster};
+
+#[test]
+fn a_broker_asks_a_consumer_what_it_is_doing_and_gets_its_answer() {
+    let c = Cluster::start(2, "small");
+    let ns = c.namesrv.addr.clone();
+    assert!(mqadmin(&ns, &["update-topic", "-t", "Asked", "-q", "4"])
+        .status
+        .success());
+    let consumer = PushConsumer::builder()
+        .namesrv(&ns)
+        .group("asked-group")
+        .subscribe("Asked", "*")
+        .consume_from(ConsumeFrom::First)
+        .build()
+        .unwrap();
+    consumer.start(|_| ConsumeStatus::Success).unwrap();
+    let client_id = consumer.client_id().to_owned();
+    let admin = Admin::new(&ns).unwrap();
+
+    // Asked through the shared port a few times: the admin's connection lands on either
+    // core, and the consumer's connection is on core 0.
+    for _ in 0..4 {
+        let info = wait_for(Duration::from_secs(10), || {
+            admin.client_running_info(&c.broker.addr, &client_id).ok()
+        })
+        .expect("the broker never brought back the consumer's answer");
+        assert_eq!(info.client_id, client_id);
+        let group = info
+            .groups
+            .iter()
+            .find(|g| g.group == "asked-group")
+            .unwrap_or_else(|| panic!("the consumer did not name its group: {info:?}"));
+        assert!(group.topics.iter().any(|t| t == "Asked"), "{info:?}");
+    }
+
+    // An unknown client, and a client gone: a clear "not found", not a hang.
+    let err = admin
+        .client_running_info(&c.broker.addr, "nobody@0")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("no connection of client nobody@0"), "{err}");
+    consumer.shutdown();
+    let gone = wait_for(Duration::from_secs(10), || {
+        admin
+            .client_running_info(&c.broker.addr, &client_id)
+            .err()
+            .map(|e| e.to_string())
+    });
+    assert!(
+        gone.is_some_and(|e| e.contains("no connection")),
+        "the broker still reaches a consumer that shut down"
+    );
+}
