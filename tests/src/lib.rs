@@ -314,6 +314,36 @@ pub fn mqadmin(namesrv: &str, args: &[&str]) -> Output {
     child.wait_with_output().unwrap()
 }
 
+/// Writes the topic table a broker that had created `topics` (name, queues) would have
+/// written into its data directory, so a broker started on it serves them all at once.
+pub fn write_topic_table(data_dir: &Path, topics: impl IntoIterator<Item = (String, u32)>) {
+    let rows: Vec<(String, u32, u32, u32)> = topics
+        .into_iter()
+        .map(|(name, queues)| (name, queues, queues, protocol::perm::READ_WRITE))
+        .collect();
+    let config = data_dir.join("config");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("topics.json"),
+        serde_json::to_string(&rows).unwrap(),
+    )
+    .unwrap();
+}
+
+/// Creates (or updates) `topic` with `queues` read and write queues through `mqadmin
+/// update-topic`, failing the test with mqadmin's stderr if it fails.
+pub fn create_topic(namesrv: &str, topic: &str, queues: u32) {
+    let out = mqadmin(
+        namesrv,
+        &["update-topic", "-t", topic, "-q", &queues.to_string()],
+    );
+    assert!(
+        out.status.success(),
+        "update-topic {topic}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Runs `mqadmin --json <args>` and returns what it printed, parsed; fails the test with
 /// its stderr when it fails.
 pub fn mqadmin_json(namesrv: &str, args: &[&str]) -> serde_json::Value {

@@ -39,9 +39,7 @@ fn send_header(topic: &str, id: u64) -> Header {
 fn oversized_message_gets_message_too_large_and_others_keep_working() {
     let c = Cluster::start(1, "small"); // max_message_size_bytes = 1 MiB
     let ns = c.namesrv.addr.clone();
-    assert!(mqadmin(&ns, &["update-topic", "-t", "Big", "-q", "1"])
-        .status
-        .success());
+    integration::create_topic(&ns, "Big", 1);
     let good = producer(&ns);
     good.send(Message::new("Big", &b"before"[..])).unwrap();
 
@@ -72,9 +70,7 @@ fn oversized_message_gets_message_too_large_and_others_keep_working() {
 fn oversized_frame_is_answered_and_the_connection_stays_usable() {
     let c = Cluster::start(1, "small"); // max_frame_bytes = 2 MiB
     let ns = c.namesrv.addr.clone();
-    assert!(mqadmin(&ns, &["update-topic", "-t", "Frames", "-q", "1"])
-        .status
-        .success());
+    integration::create_topic(&ns, "Frames", 1);
     let addr = c.broker.addr.clone();
     let mut s = TcpStream::connect(&addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
@@ -100,9 +96,7 @@ fn oversized_frame_is_answered_and_the_connection_stays_usable() {
 fn garbage_frame_is_refused_and_other_clients_keep_working() {
     let c = Cluster::start(1, "small");
     let ns = c.namesrv.addr.clone();
-    assert!(mqadmin(&ns, &["update-topic", "-t", "Garbage", "-q", "1"])
-        .status
-        .success());
+    integration::create_topic(&ns, "Garbage", 1);
     let good = producer(&ns);
     good.send(Message::new("Garbage", &b"before"[..])).unwrap();
 
@@ -219,9 +213,7 @@ fn unknown_topic_with_auto_create_off_is_a_clear_error() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("NoSuchTopic"));
     // Created topics still work.
-    assert!(mqadmin(&ns, &["update-topic", "-t", "Known", "-q", "1"])
-        .status
-        .success());
+    integration::create_topic(&ns, "Known", 1);
     p.send(Message::new("Known", &b"ok"[..])).unwrap();
 }
 
@@ -231,9 +223,7 @@ fn a_lease_asked_for_past_the_broker_maximum_ends_at_the_maximum() {
         o.config_toml = Some("queue_lock_lease_max_ms = 1000\n".into())
     });
     let ns = c.namesrv.addr.clone();
-    assert!(mqadmin(&ns, &["update-topic", "-t", "Leased", "-q", "1"])
-        .status
-        .success());
+    integration::create_topic(&ns, "Leased", 1);
     let lock = |client: &str, id: u64| {
         let h = Header::request(
             id,
@@ -265,18 +255,14 @@ fn topics_past_the_queue_bound_are_refused_with_the_count() {
         o.config_toml = Some("queues_max = 10\n".into())
     });
     let ns = c.namesrv.addr.clone();
-    assert!(mqadmin(&ns, &["update-topic", "-t", "Big", "-q", "8"])
-        .status
-        .success());
+    integration::create_topic(&ns, "Big", 8);
     // 8 + 4 > 10: refused, saying why.
     let out = mqadmin(&ns, &["update-topic", "-t", "More", "-q", "4"]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("queues_max") && err.contains("12"), "{err}");
     // Growing the first one to the bound is fine: a topic counts once.
-    assert!(mqadmin(&ns, &["update-topic", "-t", "Big", "-q", "10"])
-        .status
-        .success());
+    integration::create_topic(&ns, "Big", 10);
     // A send to an unknown topic would auto-create one past the bound: a clear error, and
     // the topics there are still served.
     let p = integration::producer_without_retries(&ns, "bound");

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use client::{ConsumeFrom, ConsumeStatus, Message, PushConsumer};
-use integration::{mqadmin, producer, start_broker, wait_for, Cluster};
+use integration::{producer, start_broker, wait_for, Cluster};
 
 const TOPIC: &str = "Restarted";
 /// From the restarted broker's ready line to the consumer having every new message. The old
@@ -31,12 +31,7 @@ fn missing(seen: &Seen, ids: &[String]) -> Vec<String> {
 fn a_push_consumer_and_a_producer_carry_on_at_once_after_a_broker_restart() {
     let mut c = Cluster::start(1, "small");
     let ns = c.namesrv.addr.clone();
-    let out = mqadmin(&ns, &["update-topic", "-t", TOPIC, "-q", "2"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    integration::create_topic(&ns, TOPIC, 2);
 
     // The client defaults for everything that refreshes routes (rebalance every 20 s, route
     // refresh every 30 s): only a failed connection may make them look again.
@@ -132,12 +127,7 @@ fn a_push_consumer_and_a_producer_carry_on_at_once_after_a_broker_restart() {
 fn a_member_leaving_after_a_broker_restart_leaves_no_queue_unconsumed() {
     let mut c = Cluster::start(1, "small");
     let ns = c.namesrv.addr.clone();
-    let out = mqadmin(&ns, &["update-topic", "-t", "Rejoin", "-q", "4"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    integration::create_topic(&ns, "Rejoin", 4);
     let member = |name: &str, seen: &Seen| {
         let consumer = PushConsumer::builder()
             .namesrv(&ns)

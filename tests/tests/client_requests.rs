@@ -6,15 +6,13 @@
 use std::time::Duration;
 
 use client::{Admin, ConsumeFrom, ConsumeStatus, PushConsumer};
-use integration::{mqadmin, wait_for, Cluster};
+use integration::{wait_for, Cluster};
 
 #[test]
 fn a_broker_asks_a_consumer_what_it_is_doing_and_gets_its_answer() {
     let c = Cluster::start(2, "small");
     let ns = c.namesrv.addr.clone();
-    assert!(mqadmin(&ns, &["update-topic", "-t", "Asked", "-q", "4"])
-        .status
-        .success());
+    integration::create_topic(&ns, "Asked", 4);
     let consumer = PushConsumer::builder()
         .namesrv(&ns)
         .group("asked-group")

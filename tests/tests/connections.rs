@@ -8,7 +8,7 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use client::Message;
-use integration::{mqadmin, mqadmin_json, producer, Cluster};
+use integration::{mqadmin_json, producer, Cluster};
 
 const TOML: &str =
     "connections_max = 8\nconnection_idle_timeout_ms = 2000\nframe_deadline_ms = 1000\n";
@@ -28,9 +28,7 @@ fn closed_by_peer(s: &mut TcpStream) -> bool {
 fn a_full_broker_closes_new_connections_and_idle_ones_leave_by_themselves() {
     let c = Cluster::start_with(1, "small", |o| o.config_toml = Some(TOML.into()));
     let ns = c.namesrv.addr.clone();
-    assert!(mqadmin(&ns, &["update-topic", "-t", "Conns", "-q", "2"])
-        .status
-        .success());
+    integration::create_topic(&ns, "Conns", 2);
     let p = producer(&ns);
     p.send(Message::new("Conns", b"first".to_vec())).unwrap();
 
@@ -213,9 +211,7 @@ fn a_batch_frame_over_four_mib_is_stored_and_served_intact() {
         )
     });
     let ns = c.namesrv.addr.clone();
-    assert!(mqadmin(&ns, &["update-topic", "-t", "Big", "-q", "1"])
-        .status
-        .success());
+    integration::create_topic(&ns, "Big", 1);
     let p = client::Producer::builder()
         .namesrv(&ns)
         .group("big-producer")

@@ -42,15 +42,7 @@ fn cluster() -> Cluster {
 }
 
 fn topic(c: &Cluster, name: &str, queues: u32) {
-    let out = mqadmin(
-        &c.namesrv.addr,
-        &["update-topic", "-t", name, "-q", &queues.to_string()],
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    integration::create_topic(&c.namesrv.addr, name, queues);
 }
 
 fn member(ns: &str, group: &str, topic: &str) -> PushConsumerBuilder {

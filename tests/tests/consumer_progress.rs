@@ -30,9 +30,7 @@ fn backlog_is_exact_before_and_after_consumption_and_after_retention() {
     let cfg = "disk_clean_ratio = 0.01\ndisk_force_clean_ratio = 0.98\ndisk_refuse_ratio = 0.99\ndisk_check_interval_ms = 200\n";
     let c = Cluster::start_with(1, "small", |o| o.config_toml = Some(cfg.to_owned()));
     let ns = c.namesrv.addr.clone();
-    assert!(mqadmin(&ns, &["update-topic", "-t", "Progress", "-q", "1"])
-        .status
-        .success());
+    integration::create_topic(&ns, "Progress", 1);
     let p = producer(&ns);
     for i in 0..10 {
         p.send(Message::new("Progress", format!("m{i}").into_bytes()))

@@ -21,7 +21,7 @@ use client::{
     ClientError, ConsumeFrom, ConsumeStatus, Message, MessageExt, Producer, PullConsumer,
     PullOptions, PushConsumer, QueueOffset, SendResult,
 };
-use integration::{mqadmin, wait_for, Cluster};
+use integration::{wait_for, Cluster};
 use protocol::ResponseCode;
 
 const QUEUES: u32 = 8;
@@ -473,15 +473,7 @@ fn judge_against(
 }
 
 fn create_topic(c: &Cluster, topic: &str) {
-    let out = mqadmin(
-        &c.namesrv.addr,
-        &["update-topic", "-t", topic, "-q", &QUEUES.to_string()],
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    integration::create_topic(&c.namesrv.addr, topic, QUEUES);
 }
 
 /// One round's kill point: a random number of acknowledgements into the round.

@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use client::{ClientError, Message, Producer, PullConsumer};
-use integration::{mqadmin, producer, producer_without_retries, wait_for, AckedSends, Cluster};
+use integration::{producer, producer_without_retries, wait_for, AckedSends, Cluster};
 use protocol::ResponseCode;
 
 #[test]
@@ -19,9 +19,7 @@ fn sends_are_refused_above_the_refuse_ratio_and_accepted_again_below_it() {
     let low = "disk_clean_ratio = 0.01\ndisk_force_clean_ratio = 0.01\ndisk_refuse_ratio = 0.01\ndisk_check_interval_ms = 200\n";
     let mut c = Cluster::start_with(1, "small", |o| o.config_toml = Some(low.to_owned()));
     let ns = c.namesrv.addr.clone();
-    assert!(mqadmin(&ns, &["update-topic", "-t", "Full", "-q", "1"])
-        .status
-        .success());
+    integration::create_topic(&ns, "Full", 1);
     let p = Producer::builder()
         .namesrv(&ns)
         .group("g")
@@ -233,9 +231,7 @@ fn a_disk_filled_by_another_process_refuses_sends_and_recovers_without_a_restart
         o.config_toml = Some(config.to_owned());
     });
     let ns = c.namesrv.addr.clone();
-    assert!(mqadmin(&ns, &["update-topic", "-t", "Fill", "-q", "1"])
-        .status
-        .success());
+    integration::create_topic(&ns, "Fill", 1);
     let p = producer_without_retries(&ns, "disk-full");
     let mut sends = AckedSends::new("Fill");
     for _ in 0..300 {

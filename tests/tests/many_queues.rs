@@ -40,16 +40,7 @@ fn mapped_files(admin: &Admin, broker: &str) -> u64 {
 fn a_hundred_thousand_queues_take_sends_and_restart_within_seconds() {
     let mut c = Cluster::start_with(2, "small", |o| {
         o.config_toml = Some(format!("consume_queue_maps_max = {MAPS_MAX}\n"));
-        let rows: Vec<(String, u32, u32, u32)> = (0..TOPICS)
-            .map(|i| (topic(i), QUEUES, QUEUES, protocol::perm::READ_WRITE))
-            .collect();
-        let config = o.data_dir.join("config");
-        std::fs::create_dir_all(&config).unwrap();
-        std::fs::write(
-            config.join("topics.json"),
-            serde_json::to_string(&rows).unwrap(),
-        )
-        .unwrap();
+        integration::write_topic_table(&o.data_dir, (0..TOPICS).map(|i| (topic(i), QUEUES)));
     });
     let ns = c.namesrv.addr.clone();
     let admin = Admin::new(&ns).unwrap();

@@ -18,16 +18,7 @@ fn name(i: usize) -> String {
 fn fifty_thousand_topics_are_all_routed_and_served() {
     let c = Cluster::start_with(1, "small", |o| {
         // The table a broker that created them all would have written.
-        let rows: Vec<(String, u32, u32, u32)> = (0..TOPICS)
-            .map(|i| (name(i), 2, 2, protocol::perm::READ_WRITE))
-            .collect();
-        let config = o.data_dir.join("config");
-        std::fs::create_dir_all(&config).unwrap();
-        std::fs::write(
-            config.join("topics.json"),
-            serde_json::to_string(&rows).unwrap(),
-        )
-        .unwrap();
+        integration::write_topic_table(&o.data_dir, (0..TOPICS).map(|i| (name(i), 2)));
     });
     let ns = c.namesrv.addr.clone();
     let admin = Admin::new(&ns).unwrap();
@@ -52,28 +43,14 @@ fn fifty_thousand_topics_are_all_routed_and_served() {
 #[test]
 fn a_creation_among_fifty_thousand_topics_appends_one_row_and_survives_kill_9() {
     let mut c = Cluster::start_with(1, "small", |o| {
-        let rows: Vec<(String, u32, u32, u32)> = (0..TOPICS)
-            .map(|i| (name(i), 1, 1, protocol::perm::READ_WRITE))
-            .collect();
-        let config = o.data_dir.join("config");
-        std::fs::create_dir_all(&config).unwrap();
-        std::fs::write(
-            config.join("topics.json"),
-            serde_json::to_string(&rows).unwrap(),
-        )
-        .unwrap();
+        integration::write_topic_table(&o.data_dir, (0..TOPICS).map(|i| (name(i), 1)));
     });
     let ns = c.namesrv.addr.clone();
     let config = c.opts.data_dir.join("config");
     let table_before = std::fs::read(config.join("topics.json")).unwrap();
     let created: Vec<String> = (0..20).map(|i| format!("Fresh-{i}")).collect();
     for t in &created {
-        let out = integration::mqadmin(&ns, &["update-topic", "-t", t, "-q", "3"]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        integration::create_topic(&ns, t, 3);
     }
     assert_eq!(
         std::fs::read(config.join("topics.json")).unwrap(),

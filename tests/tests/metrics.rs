@@ -48,9 +48,7 @@ fn broker_metrics_follow_the_sends() {
         .preamble_addr("broker metrics on ")
         .expect("metrics address printed");
     let ns = c.namesrv.addr.clone();
-    assert!(mqadmin(&ns, &["update-topic", "-t", "Metered", "-q", "2"])
-        .status
-        .success());
+    integration::create_topic(&ns, "Metered", 2);
     let p = producer(&ns);
     for i in 0..50 {
         p.send(Message::new("Metered", format!("m{i}").into_bytes()))
@@ -110,9 +108,7 @@ fn broker_status_reports_sends_and_their_rate_and_flushes_are_timed() {
         .preamble_addr("broker metrics on ")
         .expect("metrics address printed");
     let ns = c.namesrv.addr.clone();
-    assert!(mqadmin(&ns, &["update-topic", "-t", "Status", "-q", "2"])
-        .status
-        .success());
+    integration::create_topic(&ns, "Status", 2);
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let sender = {
         let ns = ns.clone();
@@ -194,9 +190,7 @@ fn namesrv_metrics_count_brokers_and_requests() {
 fn send_stages_count_every_send_in_each_stage_and_a_reset_clears_them() {
     let c = Cluster::start(1, "small");
     let ns = c.namesrv.addr.clone();
-    assert!(mqadmin(&ns, &["update-topic", "-t", "Stages", "-q", "2"])
-        .status
-        .success());
+    integration::create_topic(&ns, "Stages", 2);
     let p = producer(&ns);
     let sends = 300u64;
     for i in 0..sends {

@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use client::{Admin, Message, PullConsumer};
-use integration::{drain_topic, mqadmin, producer, Cluster};
+use integration::{drain_topic, producer, Cluster};
 use protocol::{queue_owner_shard, Command, Header, ResponseCode, SendRequest};
 
 fn status(ns: &str, broker: &str) -> protocol::BrokerStatus {
@@ -19,9 +19,7 @@ fn two_cores_serve_every_queue_without_cross_core_hops() {
     let mut c = Cluster::start(2, "small");
     let ns = c.namesrv.addr.clone();
     let broker = c.broker.addr.clone();
-    assert!(mqadmin(&ns, &["update-topic", "-t", "Spread", "-q", "8"])
-        .status
-        .success());
+    integration::create_topic(&ns, "Spread", 8);
     let owners: HashSet<u16> = (0..8).map(|q| queue_owner_shard("Spread", q, 2)).collect();
     assert_eq!(owners.len(), 2, "the topic's queues live on both shards");
 
@@ -122,9 +120,7 @@ fn forwarded_long_polls_cannot_hold_up_replies() {
         o.config_toml = Some("inbox_capacity = 4\n".into())
     });
     let ns = c.namesrv.addr.clone();
-    assert!(mqadmin(&ns, &["update-topic", "-t", "Lanes", "-q", "8"])
-        .status
-        .success());
+    integration::create_topic(&ns, "Lanes", 8);
     let admin = Admin::new(&ns).unwrap();
     let route = admin.topic_route("Lanes").unwrap();
     let cores = &route.data.brokers[0].core_addrs;

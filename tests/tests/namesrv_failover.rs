@@ -24,12 +24,7 @@ fn routes_survive_one_namesrv_being_down() {
     let opts = BrokerOpts::new(&both, &dir.path().join("data"));
     let _broker = start_broker(&opts, &logs);
 
-    let out = mqadmin(&both, &["update-topic", "-t", "Failover", "-q", "2"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    integration::create_topic(&both, "Failover", 2);
     // Each NameServer knows the route on its own: they never talk to each other.
     for ns in [&ns1.addr, &ns2.addr] {
         let out = mqadmin(ns, &["topic-route", "-t", "Failover"]);
@@ -67,11 +62,7 @@ fn a_killed_broker_leaves_the_routes_and_a_restarted_namesrv_learns_them_at_once
     let mut ns = start_namesrv(&logs);
     let opts = BrokerOpts::new(&ns.addr, &dir.path().join("data"));
     let mut broker = start_broker(&opts, &logs);
-    assert!(
-        mqadmin(&ns.addr, &["update-topic", "-t", "Live", "-q", "2"])
-            .status
-            .success()
-    );
+    integration::create_topic(&ns.addr, "Live", 2);
     let admin = client::Admin::new(&ns.addr).unwrap();
     assert!(admin.topic_route("Live").is_ok());
 
@@ -139,11 +130,7 @@ fn a_restarted_broker_is_routed_at_its_new_addresses_at_once() {
     let ns = start_namesrv(&logs);
     let opts = BrokerOpts::new(&ns.addr, &dir.path().join("data"));
     let mut broker = start_broker(&opts, &logs);
-    assert!(
-        mqadmin(&ns.addr, &["update-topic", "-t", "Moved", "-q", "2"])
-            .status
-            .success()
-    );
+    integration::create_topic(&ns.addr, "Moved", 2);
     let admin = client::Admin::new(&ns.addr).unwrap();
     let before = listening_addrs(&broker);
     assert!(
@@ -188,12 +175,7 @@ fn a_frozen_first_namesrv_does_not_fail_fresh_clients() {
     let both = format!("{};{}", ns1.addr, ns2.addr);
     let opts = BrokerOpts::new(&both, &dir.path().join("data"));
     let _broker = start_broker(&opts, &logs);
-    let out = mqadmin(&both, &["update-topic", "-t", "Frozen", "-q", "2"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    integration::create_topic(&both, "Frozen", 2);
 
     // SIGSTOP: the kernel still completes its TCP handshakes, nothing answers.
     // SAFETY: kill(2) on our own child's pid has no memory-safety preconditions.

@@ -12,7 +12,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use client::{ClientError, PullConsumer};
-use integration::{drain_topic, mqadmin, producer_without_retries, wait_for, AckedSends, Cluster};
+use integration::{drain_topic, producer_without_retries, wait_for, AckedSends, Cluster};
 use protocol::ResponseCode;
 
 fn open_fds(pid: i32) -> usize {
@@ -62,9 +62,7 @@ fn emfile_at_a_segment_roll_answers_busy_and_sends_resume_once_descriptors_retur
     let started = Instant::now();
     let mut c = Cluster::start_with(1, "small", |o| o.config_toml = Some(config.to_owned()));
     let ns = c.namesrv.addr.clone();
-    assert!(mqadmin(&ns, &["update-topic", "-t", "Files", "-q", "1"])
-        .status
-        .success());
+    integration::create_topic(&ns, "Files", 1);
     let p = producer_without_retries(&ns, "open-files");
     let mut sends = AckedSends::new("Files");
     for _ in 0..50 {

@@ -21,9 +21,7 @@ fn json_lines(out: &std::process::Output) -> Vec<serde_json::Value> {
 fn every_message_is_found_by_key_id_and_offset() {
     let c = Cluster::start(2, "small");
     let ns = c.namesrv.addr.clone();
-    assert!(mqadmin(&ns, &["update-topic", "-t", "Queried", "-q", "4"])
-        .status
-        .success());
+    integration::create_topic(&ns, "Queried", 4);
     let p = producer(&ns);
     let mut sent = Vec::new();
     for i in 0..20 {

@@ -36,9 +36,7 @@ fn segment_files(commitlog: &Path) -> Vec<PathBuf> {
 fn a_flipped_byte_in_an_old_segment_costs_only_its_message() {
     let mut c = Cluster::start(1, "small");
     let ns = c.namesrv.addr.clone();
-    assert!(mqadmin(&ns, &["update-topic", "-t", "Flip", "-q", "2"])
-        .status
-        .success());
+    integration::create_topic(&ns, "Flip", 2);
     // About 9.5 MiB: three of the small profile's 4 MiB segments.
     let p = producer(&ns);
     let ids: Vec<String> = (0..4500)
@@ -193,9 +191,7 @@ fn a_flipped_byte_in_an_old_segment_costs_only_its_message() {
 fn a_store_whose_meta_and_shard_directories_disagree_is_refused() {
     let mut c = Cluster::start(2, "small");
     let ns = c.namesrv.addr.clone();
-    assert!(mqadmin(&ns, &["update-topic", "-t", "Meta", "-q", "4"])
-        .status
-        .success());
+    integration::create_topic(&ns, "Meta", 4);
     let p = producer(&ns);
     let ids: Vec<String> = (0..40)
         .map(|i| {
@@ -265,9 +261,7 @@ fn a_store_whose_meta_and_shard_directories_disagree_is_refused() {
 fn a_torn_tail_is_cut_and_the_cut_is_said() {
     let mut c = Cluster::start(1, "small");
     let ns = c.namesrv.addr.clone();
-    assert!(mqadmin(&ns, &["update-topic", "-t", "Torn", "-q", "1"])
-        .status
-        .success());
+    integration::create_topic(&ns, "Torn", 1);
     let p = producer(&ns);
     for i in 0..100 {
         p.send(Message::new("Torn", body(i))).unwrap();

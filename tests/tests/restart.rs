@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use client::{Message, PullConsumer};
-use integration::{drain_topic, mqadmin, producer, Cluster};
+use integration::{drain_topic, producer, Cluster};
 
 fn send_n(ns: &str, topic: &str, n: usize) -> Vec<String> {
     let p = producer(ns);
@@ -42,9 +42,7 @@ fn check_all(ns: &str, topic: &str, ids: &[String]) {
 fn sigterm_then_restart_serves_every_acknowledged_message() {
     let mut c = Cluster::start(1, "small");
     let ns = c.namesrv.addr.clone();
-    assert!(mqadmin(&ns, &["update-topic", "-t", "Durable", "-q", "3"])
-        .status
-        .success());
+    integration::create_topic(&ns, "Durable", 3);
     // Enough to roll over the small profile's 4 MiB segments.
     let ids = send_n(&ns, "Durable", 3000);
     assert_eq!(c.broker.terminate(), Some(0), "clean exit on SIGTERM");
@@ -62,9 +60,7 @@ fn sigterm_then_restart_serves_every_acknowledged_message() {
 fn kill_9_after_sync_flushed_sends_loses_nothing() {
     let mut c = Cluster::start(1, "durable");
     let ns = c.namesrv.addr.clone();
-    assert!(mqadmin(&ns, &["update-topic", "-t", "Sync", "-q", "2"])
-        .status
-        .success());
+    integration::create_topic(&ns, "Sync", 2);
     let ids = send_n(&ns, "Sync", 500);
     c.broker.kill9();
     c.restart_broker();
@@ -75,9 +71,7 @@ fn kill_9_after_sync_flushed_sends_loses_nothing() {
 fn a_second_broker_on_the_same_data_directory_is_refused_and_the_first_keeps_serving() {
     let c = Cluster::start(1, "small");
     let ns = c.namesrv.addr.clone();
-    assert!(mqadmin(&ns, &["update-topic", "-t", "Locked", "-q", "2"])
-        .status
-        .success());
+    integration::create_topic(&ns, "Locked", 2);
     let before = send_n(&ns, "Locked", 20);
     // Same data directory (and so the same tail rings), another listener.
     let mut second = c.opts.clone();

@@ -20,12 +20,7 @@ fn body_of(i: usize) -> Vec<u8> {
 fn messages_are_consumed_intact_in_queue_order_with_keys_and_tags() {
     let c = Cluster::start(1, "small");
     let ns = c.namesrv.addr.clone();
-    let out = mqadmin(&ns, &["update-topic", "-t", "Orders", "-q", "4"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    integration::create_topic(&ns, "Orders", 4);
 
     let p = producer(&ns);
     let mut sent = Vec::new();

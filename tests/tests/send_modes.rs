@@ -7,15 +7,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use client::{ConsumeFrom, ConsumeStatus, Message, PullConsumer, PushConsumer};
-use integration::{drain_topic, mqadmin, producer, Cluster};
+use integration::{drain_topic, producer, Cluster};
 
 #[test]
 fn async_batch_and_oneway_sends_are_all_stored() {
     let c = Cluster::start(1, "small");
     let ns = c.namesrv.addr.clone();
-    assert!(mqadmin(&ns, &["update-topic", "-t", "Modes", "-q", "4"])
-        .status
-        .success());
+    integration::create_topic(&ns, "Modes", 4);
     let p = producer(&ns);
 
     let (tx, rx) = mpsc::channel();
@@ -101,9 +99,7 @@ fn async_batch_and_oneway_sends_are_all_stored() {
 fn push_consumer_receives_messages_sent_after_it_started() {
     let c = Cluster::start(1, "small");
     let ns = c.namesrv.addr.clone();
-    assert!(mqadmin(&ns, &["update-topic", "-t", "Pushed", "-q", "2"])
-        .status
-        .success());
+    integration::create_topic(&ns, "Pushed", 2);
     let seen = Arc::new(Mutex::new(Vec::new()));
     let sink = seen.clone();
     let consumer = PushConsumer::builder()
