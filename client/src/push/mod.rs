@@ -13,6 +13,8 @@
 //! * Orderly listeners: one thread per queue, in queue order, under the lease; a failed batch
 //!   is retried in place (the queue waits), and goes to the DLQ after `max_reconsume_times`.
 
+mod offsets;
+
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -30,6 +32,8 @@ use crate::model::{
     now_ms, ConsumeStatus, Message, MessageExt, MessageQueue, PullResult, PullStatus, QueueOffset,
 };
 use crate::producer::Producer;
+
+use offsets::LocalOffsetStore;
 
 /// Property holding the earliest time (ms since the epoch) a retried message may be consumed.
 pub const PROPERTY_DELIVER_AT_MS: &str = "__DELIVER_AT_MS";
@@ -1279,66 +1283,10 @@ impl QueueWorker {
     }
 }
 
-/// Broadcasting offsets: one JSON file per group, written with a temporary file and a rename.
-struct LocalOffsetStore {
-    path: PathBuf,
-    offsets: Mutex<BTreeMap<String, u64>>,
-}
-
-impl LocalOffsetStore {
-    fn key(q: &MessageQueue) -> String {
-        format!("{}@{}@{}", q.topic, q.broker_name, q.queue_id)
-    }
-
-    fn open(path: PathBuf) -> Result<LocalOffsetStore> {
-        let offsets = match std::fs::read_to_string(&path) {
-            Ok(text) => serde_json::from_str(&text).map_err(|e| {
-                ClientError::Config(format!("offsets file {} is corrupt: {e}", path.display()))
-            })?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
-            Err(e) => return Err(ClientError::io(&path.display().to_string(), &e)),
-        };
-        Ok(LocalOffsetStore {
-            path,
-            offsets: Mutex::new(offsets),
-        })
-    }
-
-    fn get(&self, q: &MessageQueue) -> Option<QueueOffset> {
-        lock(&self.offsets)
-            .get(&Self::key(q))
-            .copied()
-            .map(QueueOffset)
-    }
-
-    fn set(&self, q: &MessageQueue, off: QueueOffset) {
-        lock(&self.offsets).insert(Self::key(q), off.0);
-    }
-
-    fn persist(&self) {
-        let text = match serde_json::to_string(&*lock(&self.offsets)) {
-            Ok(t) => t,
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot encode offsets");
-                return;
-            }
-        };
-        let tmp = self.path.with_extension("json.tmp");
-        let r = self
-            .path
-            .parent()
-            .map_or(Ok(()), std::fs::create_dir_all)
-            .and_then(|_| std::fs::write(&tmp, text))
-            .and_then(|_| std::fs::rename(&tmp, &self.path));
-        if let Err(e) = r {
-            tracing::warn!(path = %self.path.display(), error = %e, "cannot write offsets");
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::Message;
     use crate::producer::Producer;
     use crate::testing::{broker, fake_broker, namesrv, route};
     use std::sync::mpsc;
