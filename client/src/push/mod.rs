@@ -13,6 +13,7 @@
 //! * Orderly listeners: one thread per queue, in queue order, under the lease; a failed batch
 //!   is retried in place (the queue waits), and goes to the DLQ after `max_reconsume_times`.
 
+mod membership;
 mod offsets;
 mod retry;
 
@@ -24,7 +25,6 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use message::prop;
-use protocol::ConsumerHeartbeat;
 
 use crate::allocate::{AllocateStrategy, Averagely};
 use crate::consumer::{PullConsumer, PullInner, PullOptions};
@@ -34,6 +34,7 @@ use crate::model::{
 };
 use crate::producer::Producer;
 
+use membership::View;
 use offsets::LocalOffsetStore;
 pub use retry::{dlq_topic, retry_topic, PROPERTY_DELIVER_AT_MS};
 
@@ -313,9 +314,6 @@ struct WorkerHandle {
     thread: JoinHandle<()>,
 }
 
-/// Membership as one broker sees it.
-type View = protocol::GroupMembers;
-
 struct PushInner {
     pull: Arc<PullInner>,
     pull_handle: PullConsumer,
@@ -354,8 +352,6 @@ const STOP_CHECK_MS: u64 = 50;
 const ERROR_BACKOFF_MS: u64 = 500;
 /// Pause between attempts to take a queue another member still holds.
 const LOCK_RETRY_MS: u64 = 100;
-/// Longest `WaitGroupChange` long poll.
-const WATCH_WAIT_MS: u64 = 10_000;
 
 impl PushConsumer {
     pub fn builder() -> PushConsumerBuilder {
@@ -536,143 +532,6 @@ impl PushInner {
         self.pull.inst.group_addrs(&self.topics())
     }
 
-    fn heartbeat_all(&self) {
-        let hb = ConsumerHeartbeat {
-            group: self.settings.group.clone(),
-            client_id: self.client_id.clone(),
-            topics: self.topics(),
-            broadcasting: self.settings.model == MessageModel::Broadcasting,
-        };
-        let mut changed = false;
-        for addr in self.group_addrs() {
-            match self.pull.inst.heartbeat(&addr, hb.clone()) {
-                Ok(view) => changed |= self.update_view(&addr, view),
-                Err(e) => {
-                    tracing::warn!(%addr, error = %e, "heartbeat failed");
-                    // The broker may be back elsewhere: the next beat goes by a fresh route.
-                    for topic in &hb.topics {
-                        self.pull.inst.note_failure(topic, &e);
-                    }
-                }
-            }
-        }
-        // A view from an address no longer in the routes (a broker restarted on other ports)
-        // would keep the members it knew, those that left since among them, in every
-        // allocation for good: their queues would go unconsumed.
-        let addrs: BTreeSet<String> = self.group_addrs().into_iter().collect();
-        {
-            let mut views = lock(&self.views);
-            let before = views.len();
-            views.retain(|a, _| addrs.contains(a));
-            changed |= views.len() != before;
-        }
-        if changed {
-            self.kick();
-        }
-    }
-
-    /// Starts a membership watch for each broker address of the routes that has none
-    /// (clustering only); one whose address left the routes ends by itself.
-    fn ensure_watches(self: &Arc<Self>) -> Result<()> {
-        if self.settings.model != MessageModel::Clustering || self.stopped() {
-            return Ok(());
-        }
-        let mut threads = lock(&self.watch_threads);
-        threads.retain(|t| !t.is_finished());
-        for addr in self.group_addrs() {
-            if !lock(&self.watched).insert(addr.clone()) {
-                continue;
-            }
-            let me = Arc::clone(self);
-            let watch_addr = addr.clone();
-            let spawned = thread::Builder::new()
-                .name("mq-watch".into())
-                .spawn(move || me.watch_loop(watch_addr));
-            match spawned {
-                Ok(h) => threads.push(h),
-                Err(e) => {
-                    lock(&self.watched).remove(&addr);
-                    return Err(ClientError::io("push consumer", &e));
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Records a broker's membership view; true if it changed.
-    fn update_view(&self, addr: &str, view: View) -> bool {
-        if !view.retry_delay_levels_ms.is_empty() {
-            *lock(&self.retry_levels_ms) = view.retry_delay_levels_ms.clone();
-        }
-        let mut views = lock(&self.views);
-        let old = views.get(addr);
-        let changed = match old {
-            Some(o) => o.version != view.version || o.members != view.members,
-            None => true,
-        };
-        views.insert(addr.to_owned(), view);
-        changed
-    }
-
-    fn heartbeat_loop(self: Arc<Self>) {
-        let every = Duration::from_millis(self.settings.heartbeat_interval_ms);
-        let never = AtomicBool::new(false);
-        while self.pause(every, &never) {
-            self.heartbeat_all();
-            if let Err(e) = self.ensure_watches() {
-                tracing::warn!(error = %e, "cannot start a membership watch");
-            }
-        }
-    }
-
-    /// Long-polls one broker for membership changes and triggers a rebalance on each.
-    fn watch_loop(self: Arc<Self>, addr: String) {
-        let never = AtomicBool::new(false);
-        while !self.stopped() {
-            if !self.group_addrs().contains(&addr) {
-                // The broker is elsewhere now: its new address has a watch of its own.
-                lock(&self.watched).remove(&addr);
-                return;
-            }
-            let known = lock(&self.views).get(&addr).map_or(0, |v| v.version);
-            let wait = Duration::from_millis(WATCH_WAIT_MS);
-            let fut =
-                match self
-                    .pull
-                    .inst
-                    .wait_group_change(&addr, &self.settings.group, known, wait)
-                {
-                    Ok(f) => f,
-                    Err(e) => {
-                        tracing::debug!(%addr, error = %e, "membership watch failed");
-                        self.pause(Duration::from_millis(ERROR_BACKOFF_MS), &never);
-                        continue;
-                    }
-                };
-            let frame = loop {
-                if self.stopped() {
-                    return;
-                }
-                if let Some(f) = fut.wait_for(Duration::from_millis(STOP_CHECK_MS)) {
-                    break f;
-                }
-            };
-            match frame.and_then(|f| crate::remoting::expect_success(&addr, f)) {
-                Ok(f) => {
-                    if let protocol::Command::GroupMembers(view) = f.header.command {
-                        if self.update_view(&addr, view) {
-                            self.kick();
-                        }
-                    }
-                }
-                Err(e) => {
-                    tracing::debug!(%addr, error = %e, "membership watch failed");
-                    self.pause(Duration::from_millis(ERROR_BACKOFF_MS), &never);
-                }
-            }
-        }
-    }
-
     fn rebalance_loop(self: Arc<Self>) {
         let every = Duration::from_millis(self.settings.rebalance_interval_ms);
         while !self.stopped() {
@@ -692,16 +551,6 @@ impl PushInner {
             }
             *wanted = false;
         }
-    }
-
-    /// The members every broker reports, with this one (it has just heartbeated).
-    fn members(&self) -> Vec<String> {
-        let mut all: BTreeSet<String> = lock(&self.views)
-            .values()
-            .flat_map(|v| v.members.iter().cloned())
-            .collect();
-        all.insert(self.client_id.clone());
-        all.into_iter().collect()
     }
 
     /// Works out this member's queues and starts and stops queue workers to match.
