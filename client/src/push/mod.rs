@@ -12,9 +12,16 @@
 //!   `max_reconsume_times` failures it goes to `%DLQ%<group>`.
 //! * Orderly listeners: one thread per queue, in queue order, under the lease; a failed batch
 //!   is retried in place (the queue waits), and goes to the DLQ after `max_reconsume_times`.
+//!
+//! The jobs live in their own files: `membership` (heartbeats, the brokers' membership
+//! views and their watches), `rebalance` (allocation, starting and stopping queue workers),
+//! `worker` (one queue's lease, pull, listener and commit loop), `retry` (the retry and
+//! dead-letter topics, sending failed messages back) and `offsets` (broadcasting's local
+//! offsets file). This file holds the consumer, its builder, its start and stop.
 
 mod membership;
 mod offsets;
+mod rebalance;
 mod retry;
 mod worker;
 
@@ -26,15 +33,15 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use crate::allocate::{AllocateStrategy, Averagely};
-use crate::consumer::{PullConsumer, PullInner, PullOptions};
+use crate::consumer::{PullConsumer, PullInner};
 use crate::error::{ClientError, Result};
 use crate::model::{ConsumeStatus, MessageExt, MessageQueue};
 use crate::producer::Producer;
 
 use membership::View;
 use offsets::LocalOffsetStore;
+use rebalance::WorkerHandle;
 pub use retry::{dlq_topic, retry_topic, PROPERTY_DELIVER_AT_MS};
-use worker::QueueWorker;
 
 /// Where a group starts reading a queue it has no committed offset for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -307,11 +314,6 @@ pub struct PushConsumer {
     threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
-struct WorkerHandle {
-    stop: Arc<AtomicBool>,
-    thread: JoinHandle<()>,
-}
-
 struct PushInner {
     pull: Arc<PullInner>,
     pull_handle: PullConsumer,
@@ -526,128 +528,6 @@ impl PushInner {
 
     fn group_addrs(&self) -> Vec<String> {
         self.pull.inst.group_addrs(&self.topics())
-    }
-
-    fn rebalance_loop(self: Arc<Self>) {
-        let every = Duration::from_millis(self.settings.rebalance_interval_ms);
-        while !self.stopped() {
-            self.rebalance();
-            let (m, cv) = &self.trigger;
-            let mut wanted = lock(m);
-            let deadline = Instant::now() + every;
-            while !*wanted && !self.stopped() {
-                let left = deadline.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    break;
-                }
-                wanted = cv
-                    .wait_timeout(wanted, left)
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .0;
-            }
-            *wanted = false;
-        }
-    }
-
-    /// Works out this member's queues and starts and stops queue workers to match.
-    fn rebalance(self: &Arc<Self>) {
-        if let Err(e) = self.ensure_watches() {
-            tracing::warn!(error = %e, "cannot start a membership watch");
-        }
-        let subs = lock(&self.subscriptions).clone();
-        let members = self.members();
-        let mut wanted: HashMap<MessageQueue, String> = HashMap::new();
-        for (topic, expr) in &subs {
-            // A fresh route at every rebalance: a broker restarted on other ports (or moved)
-            // was otherwise pulled from, leased from and heartbeated at its old addresses
-            // until the instance's periodic refresh (30 s). The cached route serves when no
-            // NameServer answers.
-            let route = match self
-                .pull
-                .inst
-                .fresh_route(topic)
-                .or_else(|_| self.pull.inst.routes.get(topic))
-            {
-                Ok(r) => r,
-                Err(e) => {
-                    tracing::warn!(topic, error = %e, "no route; keeping current queues");
-                    for q in lock(&self.workers).keys().filter(|q| &q.topic == topic) {
-                        wanted.insert(q.clone(), expr.clone());
-                    }
-                    continue;
-                }
-            };
-            let all: Vec<MessageQueue> = route
-                .read_queues()
-                .iter()
-                .map(|t| t.queue.clone())
-                .collect();
-            let mine = match self.settings.model {
-                MessageModel::Broadcasting => all,
-                MessageModel::Clustering => self.settings.strategy.allocate(
-                    &self.settings.group,
-                    &self.client_id,
-                    &all,
-                    &members,
-                ),
-            };
-            for q in mine {
-                wanted.insert(q, expr.clone());
-            }
-        }
-        // Give up queues first (each commits and releases), then take new ones.
-        self.stop_workers(|q| !wanted.contains_key(q));
-        let Some(listener) = lock(&self.listener).clone() else {
-            return;
-        };
-        let mut workers = lock(&self.workers);
-        for (q, expr) in wanted {
-            if workers.contains_key(&q) || self.stopped() {
-                continue;
-            }
-            let stop = Arc::new(AtomicBool::new(false));
-            let opts = PullOptions {
-                max_messages: self.settings.batch_max,
-                tag_expression: expr,
-                suspend_timeout_ms: self.settings.suspend_timeout_ms,
-                ..PullOptions::default()
-            };
-            let worker = QueueWorker::new(
-                Arc::clone(self),
-                q.clone(),
-                opts,
-                Arc::clone(&stop),
-                listener.clone(),
-            );
-            match thread::Builder::new()
-                .name(format!("mq-queue-{q}"))
-                .spawn(move || worker.run())
-            {
-                Ok(thread) => {
-                    tracing::debug!(queue = %q, client = %self.client_id, "queue taken");
-                    workers.insert(q, WorkerHandle { stop, thread });
-                }
-                Err(e) => tracing::warn!(queue = %q, error = %e, "cannot start a queue thread"),
-            }
-        }
-    }
-
-    fn stop_workers(&self, which: impl Fn(&MessageQueue) -> bool) {
-        let stopping: Vec<(MessageQueue, WorkerHandle)> = {
-            let mut workers = lock(&self.workers);
-            let keys: Vec<MessageQueue> = workers.keys().filter(|q| which(q)).cloned().collect();
-            keys.into_iter()
-                .filter_map(|k| workers.remove(&k).map(|w| (k, w)))
-                .collect()
-        };
-        for (_, w) in &stopping {
-            w.stop.store(true, Ordering::Release);
-        }
-        for (q, w) in stopping {
-            if w.thread.join().is_err() {
-                tracing::warn!(queue = %q, "a queue thread panicked");
-            }
-        }
     }
 }
 
