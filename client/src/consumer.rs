@@ -1,5 +1,5 @@
 //! The pull consumer: the caller drives offsets (group offsets can be committed to the
-//! broker). The push consumer built on it lives in `push.rs`.
+//! broker). The push consumer built on it lives in `push/`.
 
 use std::sync::Arc;
 use std::time::Duration;

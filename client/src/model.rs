@@ -460,6 +460,29 @@ pub(crate) fn decompress(body: &[u8], bytes_max: usize) -> std::io::Result<Vec<u
     Ok(out)
 }
 
+/// The decompressed body of a compressed record; `None` for one stored as is.
+pub(crate) fn inflate(
+    view: &RecordView<'_>,
+    addr: &str,
+    body_bytes_max: usize,
+) -> Result<Option<Bytes>> {
+    let sys = view.sys_flag();
+    if sys & sys_flag::COMPRESSED == 0 {
+        return Ok(None);
+    }
+    if sys & sys_flag::COMPRESSION_MASK != sys_flag::COMPRESSION_ZSTD {
+        return Err(ClientError::Protocol {
+            addr: addr.to_owned(),
+            detail: format!("unsupported compression in sys flag {sys:#x}"),
+        });
+    }
+    let body = decompress(view.body(), body_bytes_max).map_err(|e| ClientError::Protocol {
+        addr: addr.to_owned(),
+        detail: format!("cannot decompress body: {e}"),
+    })?;
+    Ok(Some(Bytes::from(body)))
+}
+
 /// A record's body as owned bytes, decompressed if it was stored compressed (refusing to grow
 /// past `body_bytes_max`).
 pub(crate) fn owned_body(
@@ -467,7 +490,7 @@ pub(crate) fn owned_body(
     addr: &str,
     body_bytes_max: usize,
 ) -> Result<Bytes> {
-    Ok(match crate::pulled::inflate(view, addr, body_bytes_max)? {
+    Ok(match inflate(view, addr, body_bytes_max)? {
         Some(b) => b,
         None => Bytes::copy_from_slice(view.body()),
     })
@@ -535,119 +558,7 @@ pub(crate) fn message_ext_with_body(view: &RecordView<'_>, shard: u16, body: Byt
 #[cfg(test)]
 mod tests {
     use super::*;
-    use message::TagFilter;
-
-    fn opts() -> EncodeOptions {
-        EncodeOptions {
-            compress_threshold_bytes: 4096,
-            compress_level: 3,
-            message_bytes_max: 4 * 1024 * 1024,
-            born_host: "10.1.2.3:0".parse().unwrap(),
-        }
-    }
-
-    /// Decodes a pull body as a pull of shard 2 does.
-    fn decode_records(
-        stored: &[u8],
-        filter: &TagFilter,
-        bytes_max: usize,
-    ) -> Result<Vec<MessageExt>> {
-        let frame = Bytes::copy_from_slice(stored);
-        let source = crate::pulled::BatchSource {
-            addr: "test",
-            shard: 2,
-            status: PullStatus::Found,
-            next_offset: QueueOffset(0),
-            min_offset: QueueOffset(0),
-            max_offset: QueueOffset(0),
-        };
-        let batch = crate::pulled::PulledBatch::decode(frame, filter, source, bytes_max)?;
-        Ok(batch.into_result().messages)
-    }
-
-    #[test]
-    fn pulled_bodies_share_the_frame() {
-        let mut body = Vec::new();
-        encode_message(&Message::new("T", &b"hello"[..]), "U", &opts(), &mut body).unwrap();
-        let stored = Bytes::from(crate::testing::stored(&body, 0, 7));
-        let source = crate::pulled::BatchSource {
-            addr: "test",
-            shard: 2,
-            status: PullStatus::Found,
-            next_offset: QueueOffset(8),
-            min_offset: QueueOffset(0),
-            max_offset: QueueOffset(8),
-        };
-        let batch =
-            crate::pulled::PulledBatch::decode(stored.clone(), &TagFilter::All, source, 1 << 20)
-                .unwrap();
-        let m = batch.iter().next().unwrap();
-        assert_eq!(m.body(), b"hello");
-        assert_eq!(m.queue_offset(), QueueOffset(7));
-        let frame = stored.as_ptr() as usize..stored.as_ptr() as usize + stored.len();
-        assert!(frame.contains(&(m.body().as_ptr() as usize)), "no copy");
-        let shared = m.body_bytes();
-        assert_eq!(shared.as_ptr(), m.body().as_ptr(), "no copy");
-        let ext = batch.into_result().messages.remove(0);
-        assert_eq!(ext.body.as_ptr(), shared.as_ptr(), "no copy");
-    }
-
-    fn round_trip(msg: &Message) -> (Vec<u8>, MessageExt) {
-        let mut body = Vec::new();
-        let len = encode_message(msg, "UNIQ0001", &opts(), &mut body).unwrap();
-        assert_eq!(len, body.len());
-        let stored = crate::testing::stored(&body, 5, 40);
-        let mut got = decode_records(&stored, &TagFilter::All, 1 << 24).unwrap();
-        assert_eq!(got.len(), 1);
-        (body, got.remove(0))
-    }
-
-    #[test]
-    fn large_bodies_are_compressed_and_come_back_whole() {
-        let text: Vec<u8> = b"the quick brown fox jumps over the lazy dog "
-            .iter()
-            .copied()
-            .cycle()
-            .take(64 * 1024)
-            .collect();
-        let msg = Message::new("TopicTest", text.clone())
-            .with_tags("TagA")
-            .with_keys(["k1", "k2"])
-            .with_property("color", "blue");
-        let (record, ext) = round_trip(&msg);
-        assert!(
-            record.len() < text.len() / 4,
-            "record of {} bytes",
-            record.len()
-        );
-        assert_eq!(
-            ext.sys_flag & (sys_flag::COMPRESSED | sys_flag::COMPRESSION_MASK),
-            sys_flag::COMPRESSED | sys_flag::COMPRESSION_ZSTD
-        );
-        assert_eq!(&ext.body[..], &text[..]);
-        assert_eq!(ext.tags.as_deref(), Some("TagA"));
-        assert_eq!(ext.keys, vec!["k1", "k2"]);
-        assert_eq!(ext.msg_id, "UNIQ0001");
-        assert_eq!(ext.property("color"), Some("blue"));
-        // Properties are written TAGS, KEYS, UNIQ_KEY, then the user's.
-        let names: Vec<&str> = ext.properties.iter().map(|(k, _)| k.as_str()).collect();
-        assert_eq!(names, vec!["TAGS", "KEYS", "UNIQ_KEY", "color"]);
-        assert_eq!(ext.queue_id, 5);
-        assert_eq!(ext.queue_offset, QueueOffset(40));
-        assert_eq!(ext.born_host.ip().to_string(), "10.1.2.3");
-    }
-
-    #[test]
-    fn small_and_incompressible_bodies_are_sent_as_is() {
-        let (_, ext) = round_trip(&Message::new("T", &b"hello"[..]));
-        assert_eq!(ext.sys_flag & sys_flag::COMPRESSED, 0);
-        assert_eq!(&ext.body[..], b"hello");
-        // Random bytes do not shrink: they go uncompressed although over the threshold.
-        let noise: Vec<u8> = (0..10_000).map(|_| rand::random::<u8>()).collect();
-        let (_, ext) = round_trip(&Message::new("T", noise.clone()));
-        assert_eq!(ext.sys_flag & sys_flag::COMPRESSED, 0);
-        assert_eq!(&ext.body[..], &noise[..]);
-    }
+    use crate::testing::encode_options as opts;
 
     #[test]
     fn oversized_and_invalid_messages_are_refused_client_side() {
@@ -707,33 +618,6 @@ mod tests {
             assert_eq!((r.queue_id, r.broker_name.as_str()), (3, "broker-a"));
         }
         assert_eq!(results[1].msg_id, "Bb");
-    }
-
-    #[test]
-    fn pulled_messages_are_filtered_by_the_real_tag() {
-        let mut body = Vec::new();
-        for tag in ["TagA", "TagB", "TagA"] {
-            let m = Message::new("T", &b"x"[..]).with_tags(tag);
-            encode_message(&m, "U", &opts(), &mut body).unwrap();
-        }
-        let stored = crate::testing::stored(&body, 0, 0);
-        let got = decode_records(&stored, &TagFilter::parse("TagA"), 1 << 20).unwrap();
-        let offsets: Vec<u64> = got.iter().map(|m| m.queue_offset.0).collect();
-        assert_eq!(offsets, vec![0, 2]);
-        // The offset id names the shard the queue lives on and the record's position.
-        let id = MsgOffsetId::parse(&got[1].offset_msg_id).unwrap();
-        assert_eq!(id.shard, 2);
-        assert_eq!(id.commit_log_offset, got[1].commit_log_offset.0);
-    }
-
-    #[test]
-    fn corrupt_pull_bodies_are_errors_not_panics() {
-        let mut body = Vec::new();
-        encode_message(&Message::new("T", &b"x"[..]), "U", &opts(), &mut body).unwrap();
-        let stored = crate::testing::stored(&body, 0, 0);
-        for cut in 1..stored.len() {
-            assert!(decode_records(&stored[..cut], &TagFilter::All, 1 << 20).is_err());
-        }
     }
 
     #[test]

@@ -403,3 +403,13 @@ fn handle_broker(st: &BrokerState, f: &Frame) -> Reply {
         _ => error(f, ResponseCode::RequestCodeNotSupported),
     }
 }
+
+/// The encode settings the record tests use: compression above 4 KiB, 4 MiB messages.
+pub(crate) fn encode_options() -> crate::model::EncodeOptions {
+    crate::model::EncodeOptions {
+        compress_threshold_bytes: 4096,
+        compress_level: 3,
+        message_bytes_max: 4 * 1024 * 1024,
+        born_host: "10.1.2.3:0".parse().unwrap(),
+    }
+}
