@@ -23,6 +23,8 @@ use std::time::{Duration, Instant};
 use protocol::GroupQueue;
 use shard::signal::Signal;
 
+use crate::clock::Clock;
+
 #[derive(Debug, thiserror::Error)]
 pub enum GroupError {
     #[error("cannot write consumer offsets to {path}: {message}")]
@@ -73,6 +75,8 @@ pub struct OffsetTable {
     leases: HashMap<GroupQueue, Lease>,
     /// Changes not yet written to disk.
     dirty: bool,
+    /// What leases are timed by.
+    clock: Clock,
 }
 
 /// A row of the offsets file: group, topic, queue, offset, epoch.
@@ -88,6 +92,7 @@ impl OffsetTable {
             offsets: BTreeMap::new(),
             leases: HashMap::new(),
             dirty: false,
+            clock: Clock::System,
         };
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,
@@ -120,6 +125,12 @@ impl OffsetTable {
         Ok(table)
     }
 
+    /// The same table, its leases timed by `clock`.
+    pub fn with_clock(mut self, clock: Clock) -> OffsetTable {
+        self.clock = clock;
+        self
+    }
+
     pub fn query(&self, key: &GroupQueue) -> Option<StoredOffset> {
         self.offsets.get(key).copied()
     }
@@ -141,7 +152,7 @@ impl OffsetTable {
         client_id: &str,
         release: bool,
     ) -> Option<StoredOffset> {
-        let now = Instant::now();
+        let now = self.clock.now();
         let held_by_other = self
             .lease_holder(key, now)
             .is_some_and(|holder| holder != client_id);
@@ -192,7 +203,7 @@ impl OffsetTable {
 
     /// Grants or renews the lease; `Err(holder)` when another client holds it.
     pub fn lock(&mut self, key: &GroupQueue, client_id: &str, lease_ms: u64) -> Result<(), String> {
-        let now = Instant::now();
+        let now = self.clock.now();
         if let Some(holder) = self.lease_holder(key, now) {
             if holder != client_id {
                 return Err(holder.to_owned());
@@ -220,7 +231,8 @@ impl OffsetTable {
             return None;
         }
         self.dirty = false;
-        self.leases.retain(|_, l| l.until > Instant::now());
+        let now = self.clock.now();
+        self.leases.retain(|_, l| l.until > now);
         let rows: Vec<Row> = self
             .offsets
             .iter()
@@ -286,6 +298,8 @@ pub struct Membership {
     timeout: Duration,
     next_version: Cell<u64>,
     changed: Signal,
+    /// What heartbeats and expiry are timed by.
+    clock: Clock,
 }
 
 impl Membership {
@@ -296,7 +310,14 @@ impl Membership {
             timeout,
             next_version: Cell::new(version_base),
             changed: Signal::default(),
+            clock: Clock::System,
         }
+    }
+
+    /// The same membership, timed by `clock`.
+    pub fn with_clock(mut self, clock: Clock) -> Membership {
+        self.clock = clock;
+        self
     }
 
     fn bump(&self) -> u64 {
@@ -319,7 +340,7 @@ impl Membership {
     }
 
     pub fn heartbeat(&self, group: &str, client_id: &str) -> MemberView {
-        let now = Instant::now();
+        let now = self.clock.now();
         let joined = {
             let mut groups = self.groups.borrow_mut();
             let g = groups.entry(group.to_owned()).or_insert_with(|| Group {
@@ -362,7 +383,7 @@ impl Membership {
 
     /// Drops members silent for longer than the timeout; true if any was dropped.
     pub fn expire(&self) -> bool {
-        let now = Instant::now();
+        let now = self.clock.now();
         let mut any = false;
         {
             let mut groups = self.groups.borrow_mut();
@@ -453,21 +474,27 @@ mod tests {
     #[test]
     fn a_lease_excludes_others_until_released_with_the_commit() {
         let dir = tempfile::tempdir().unwrap();
-        let mut t = OffsetTable::load(dir.path()).unwrap();
+        let clock = Clock::manual();
+        let mut t = OffsetTable::load(dir.path())
+            .unwrap()
+            .with_clock(clock.clone());
         t.lock(&key(0), "a", 60_000).unwrap();
         assert_eq!(t.lock(&key(0), "b", 60_000), Err("a".to_owned()));
         // The non-holder's commit is not applied.
         assert_eq!(t.commit(&key(0), 4, 0, "b", false), None);
         assert_eq!(t.commit(&key(0), 6, 0, "a", true).unwrap().offset, 6);
-        t.lock(&key(0), "b", 1).unwrap();
-        std::thread::sleep(Duration::from_millis(5));
+        t.lock(&key(0), "b", 1_000).unwrap();
+        clock.advance(Duration::from_millis(999));
+        assert_eq!(t.lock(&key(0), "c", 60_000), Err("b".to_owned()));
+        clock.advance(Duration::from_millis(1));
         // An expired lease is free.
         t.lock(&key(0), "c", 60_000).unwrap();
     }
 
     #[test]
     fn membership_versions_change_on_join_leave_and_expiry() {
-        let m = Membership::new(Duration::from_millis(50), 1000);
+        let clock = Clock::manual();
+        let m = Membership::new(Duration::from_millis(50), 1000).with_clock(clock.clone());
         let v0 = m.view("g").version;
         let v1 = m.heartbeat("g", "a").version;
         assert_ne!(v0, v1);
@@ -481,7 +508,9 @@ mod tests {
         let v3 = m.unregister("g", "b");
         assert_eq!(v3.members, vec!["a".to_owned()]);
         assert!(v3.version > v2.version);
-        std::thread::sleep(Duration::from_millis(60));
+        clock.advance(Duration::from_millis(49));
+        assert!(!m.expire(), "not yet silent for the timeout");
+        clock.advance(Duration::from_millis(1));
         assert!(m.expire());
         assert!(m.view("g").members.is_empty());
     }

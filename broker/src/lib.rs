@@ -10,6 +10,7 @@
 pub mod bootstrap;
 pub mod cli;
 pub mod client_conn;
+pub mod clock;
 pub mod config;
 pub mod conn;
 pub mod connections;
