@@ -12,25 +12,7 @@ use message::{prop, sys_flag, MessageFields, MsgOffsetId, RecordView};
 
 use crate::error::{ClientError, Result};
 
-/// A position in a queue's ConsumeQueue (message count, not bytes).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub struct QueueOffset(pub u64);
-
-/// A byte position in one shard's CommitLog.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub struct CommitLogOffset(pub u64);
-
-impl fmt::Display for QueueOffset {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
-    }
-}
-
-impl fmt::Display for CommitLogOffset {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
-    }
-}
+pub use message::offsets::{CommitLogOffset, QueueOffset};
 
 /// One queue of a topic on one broker.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -38,6 +38,7 @@ use std::fmt;
 use std::net::{Ipv4Addr, SocketAddrV4};
 
 pub mod ids;
+pub mod offsets;
 pub mod properties;
 
 pub use ids::{MsgOffsetId, UniqKeyGenerator, UNIQ_KEY_CHARS};
