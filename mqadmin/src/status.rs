@@ -48,6 +48,8 @@ pub struct CoreView {
     connections_refused: u64,
     connections_timed_out: u64,
     connections_bad_frames: u64,
+    cq_files_mapped: u64,
+    cq_files_unmapped: u64,
 }
 
 impl CoreView {
@@ -82,6 +84,8 @@ impl CoreView {
             connections_refused: c.connections_refused,
             connections_timed_out: c.connections_timed_out,
             connections_bad_frames: c.connections_bad_frames,
+            cq_files_mapped: c.cq_files_mapped,
+            cq_files_unmapped: c.cq_files_unmapped,
         }
     }
 }
@@ -97,7 +101,7 @@ impl Render for BrokerStatusView {
             let shards: Vec<String> = c.shards.iter().map(u16::to_string).collect();
             writeln!(
                 w,
-                "core={} shards=[{}] produce_tps={:.1} consume_tps={:.1} requests={} cross_core_hops={} inbox_depth={} produced_messages={} produced_bytes={} consumed_messages={} consumed_bytes={} commit_log_bytes={} durable_lag_bytes={} disk_use_ratio={:.4} quarantined_ranges={} quarantined_bytes={} skipped_records={} busy_refusals={} tail_ring_records={} writes_blocked_shards={}",
+                "core={} shards=[{}] produce_tps={:.1} consume_tps={:.1} requests={} cross_core_hops={} inbox_depth={} produced_messages={} produced_bytes={} consumed_messages={} consumed_bytes={} commit_log_bytes={} durable_lag_bytes={} disk_use_ratio={:.4} quarantined_ranges={} quarantined_bytes={} skipped_records={} busy_refusals={} tail_ring_records={} writes_blocked_shards={} connections_open={} connections_max={} connections_refused={} connections_timed_out={} connections_bad_frames={} cq_files_mapped={} cq_files_unmapped={}",
                 c.core,
                 shards.join(","),
                 c.produce_tps,
@@ -117,7 +121,14 @@ impl Render for BrokerStatusView {
                 c.skipped_records,
                 c.busy_refusals,
                 c.tail_ring_records,
-                c.writes_blocked_shards
+                c.writes_blocked_shards,
+                c.connections_open,
+                c.connections_max,
+                c.connections_refused,
+                c.connections_timed_out,
+                c.connections_bad_frames,
+                c.cq_files_mapped,
+                c.cq_files_unmapped
             )?;
             if c.writes_blocked_shards > 0 {
                 writeln!(
