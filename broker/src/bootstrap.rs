@@ -165,7 +165,7 @@ fn shard_config(
     c.unsynced_bytes_max = config.unsynced_bytes_max;
     c.busy_wait_ms = config.send_busy_wait_ms;
     c.store_host = store_host;
-    c.segment_size_bytes = config.commit_log_segment_bytes;
+    c.segment_bytes = config.commit_log_segment_bytes;
     c.write_chunk_bytes = config.write_chunk_bytes as usize;
     c.write_queue_depth = config.write_queue_depth as usize;
     c.hot_bytes_max = config.hot_bytes_max;
@@ -177,7 +177,7 @@ fn shard_config(
         },
         FlushDiskType::Sync => shard::FlushPolicy::Sync,
     };
-    c.message_size_max_bytes = config.max_message_size_bytes as usize;
+    c.message_bytes_max = config.message_bytes_max as usize;
     c.file_reserved_hours = config.file_reserved_hours;
     c.disk_clean_ratio = config.disk_clean_ratio;
     c.disk_force_clean_ratio = config.disk_force_clean_ratio;

@@ -41,6 +41,13 @@ pub enum ConfigError {
     Invalid { key: &'static str, message: String },
 }
 
+/// Keys renamed to one name per value (units last, `_max` last), by their former names,
+/// which configs may still use.
+pub const RENAMED_KEYS: &[(&str, &str)] = &[
+    ("max_message_size_bytes", "message_bytes_max"),
+    ("max_frame_bytes", "frame_bytes_max"),
+];
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum FlushDiskType {
     #[serde(rename = "ASYNC_FLUSH")]
@@ -92,7 +99,10 @@ pub struct BrokerConfig {
     pub hot_bytes_max: u64,
     /// Zero-fill each CommitLog segment ahead of the log (RocketMQ's warmMapedFileEnable).
     pub warm_segments: bool,
-    pub max_message_size_bytes: u64,
+    /// The largest stored record (a batch counts as one). Formerly `max_message_size_bytes`,
+    /// still accepted.
+    #[serde(alias = "max_message_size_bytes")]
+    pub message_bytes_max: u64,
     pub file_reserved_hours: u64,
     pub disk_clean_ratio: f64,
     pub disk_force_clean_ratio: f64,
@@ -112,7 +122,7 @@ pub struct BrokerConfig {
     /// to a disk); a ring is `tail_ring_bytes` of locked-in shared memory per shard.
     pub tail_ring_dir: PathBuf,
     /// Bytes of each shard's tail ring; bounds the bytes acknowledged and not yet written
-    /// (async flush). At least 4 x (write_chunk_bytes + max_frame_bytes).
+    /// (async flush). At least 4 x (write_chunk_bytes + frame_bytes_max).
     pub tail_ring_bytes: u64,
     /// Bytes acknowledged but not yet fdatasynced per shard, at most (async flush): past
     /// it, sends wait up to `send_busy_wait_ms` for a sync and are then answered
@@ -124,7 +134,9 @@ pub struct BrokerConfig {
 
     // ---- request path ----
     pub inbox_capacity: u64,
-    pub max_frame_bytes: u64,
+    /// The largest request frame. Formerly `max_frame_bytes`, still accepted.
+    #[serde(alias = "max_frame_bytes")]
+    pub frame_bytes_max: u64,
     pub connection_inflight_max: u64,
     /// Client connections the broker keeps open at once, shared out evenly among its cores
     /// and never more than the descriptor limit leaves after a reserve for the storage's
@@ -192,7 +204,7 @@ impl Default for BrokerConfig {
             write_queue_depth: 4,
             hot_bytes_max: 256 << 20,
             warm_segments: false,
-            max_message_size_bytes: 4 << 20,
+            message_bytes_max: 4 << 20,
             file_reserved_hours: 72,
             disk_clean_ratio: 0.75,
             disk_force_clean_ratio: 0.85,
@@ -205,7 +217,7 @@ impl Default for BrokerConfig {
             unsynced_bytes_max: 512 << 20,
             send_busy_wait_ms: 200,
             inbox_capacity: 1024,
-            max_frame_bytes: 16 << 20,
+            frame_bytes_max: 16 << 20,
             connection_inflight_max: 1024,
             connections_max: 10_000,
             connection_idle_timeout_ms: 120_000,
@@ -252,7 +264,8 @@ impl BrokerConfig {
         })
     }
 
-    /// Overlays the keys set in a TOML document onto `self`.
+    /// Overlays the keys set in a TOML document onto `self` (a key's former name, see
+    /// [`RENAMED_KEYS`], sets it too).
     pub fn overlay_str(&mut self, text: &str, origin: &str) -> Result<(), ConfigError> {
         let overlay: toml::Table = toml::from_str(text).map_err(|e| ConfigError::Parse {
             origin: origin.to_owned(),
@@ -263,6 +276,10 @@ impl BrokerConfig {
             message: e.to_string(),
         })?;
         for (k, v) in overlay {
+            let k = RENAMED_KEYS
+                .iter()
+                .find(|(old, _)| *old == k)
+                .map_or(k, |(_, new)| (*new).to_owned());
             base.insert(k, v);
         }
         *self = base
@@ -356,16 +373,10 @@ impl BrokerConfig {
         );
         bound!(self, write_queue_depth, 1, 64, "1 to 64");
         bound!(self, hot_bytes_max, 0, 64 << 30, "0 to 64 GiB");
-        bound!(
-            self,
-            max_message_size_bytes,
-            1024,
-            64 << 20,
-            "1 KiB to 64 MiB"
-        );
-        if self.max_message_size_bytes + 4096 > self.commit_log_segment_bytes {
+        bound!(self, message_bytes_max, 1024, 64 << 20, "1 KiB to 64 MiB");
+        if self.message_bytes_max + 4096 > self.commit_log_segment_bytes {
             return Err(ConfigError::Invalid {
-                key: "max_message_size_bytes",
+                key: "message_bytes_max",
                 message: "must fit in one CommitLog segment (commit_log_segment_bytes)".into(),
             });
         }
@@ -396,17 +407,17 @@ impl BrokerConfig {
             tail_ring_bytes,
             1 << 20,
             16 << 30,
-            "1 MiB to 16 GiB, and at least 4 x (write_chunk_bytes + max_frame_bytes)"
+            "1 MiB to 16 GiB, and at least 4 x (write_chunk_bytes + frame_bytes_max)"
         );
         if !self.tail_ring_bytes.is_multiple_of(4096)
-            || self.tail_ring_bytes < 4 * (self.write_chunk_bytes + self.max_frame_bytes)
+            || self.tail_ring_bytes < 4 * (self.write_chunk_bytes + self.frame_bytes_max)
         {
             return Err(ConfigError::Invalid {
                 key: "tail_ring_bytes",
                 message: format!(
-                    "{} must be a multiple of 4096 and at least 4 x (write_chunk_bytes + max_frame_bytes) = {}",
+                    "{} must be a multiple of 4096 and at least 4 x (write_chunk_bytes + frame_bytes_max) = {}",
                     self.tail_ring_bytes,
-                    4 * (self.write_chunk_bytes + self.max_frame_bytes)
+                    4 * (self.write_chunk_bytes + self.frame_bytes_max)
                 ),
             });
         }
@@ -427,15 +438,15 @@ impl BrokerConfig {
         bound!(self, inbox_capacity, 1, 1 << 20, "1 to 1048576");
         bound!(
             self,
-            max_frame_bytes,
+            frame_bytes_max,
             64 << 10,
             256 << 20,
             "64 KiB to 256 MiB"
         );
-        if self.max_frame_bytes < self.max_message_size_bytes + 4096 {
+        if self.frame_bytes_max < self.message_bytes_max + 4096 {
             return Err(ConfigError::Invalid {
-                key: "max_frame_bytes",
-                message: "must exceed max_message_size_bytes by at least 4096".into(),
+                key: "frame_bytes_max",
+                message: "must exceed message_bytes_max by at least 4096".into(),
             });
         }
         bound!(self, connection_inflight_max, 1, 1 << 16, "1 to 65536");
@@ -534,6 +545,20 @@ mod tests {
         cfg.overlay_str("idle_poll_us = 20000", "test").unwrap();
         let err = cfg.validate().unwrap_err().to_string();
         assert!(err.contains("idle_poll_us"), "{err}");
+    }
+
+    #[test]
+    fn a_renamed_key_is_still_accepted_under_its_former_name() {
+        let mut cfg = BrokerConfig::default();
+        cfg.overlay_str(
+            "max_message_size_bytes = 2097152\nmax_frame_bytes = 8388608",
+            "test",
+        )
+        .unwrap();
+        assert_eq!(cfg.message_bytes_max, 2 << 20);
+        assert_eq!(cfg.frame_bytes_max, 8 << 20);
+        let parsed = BrokerConfig::parse_str("max_message_size_bytes = 1048576", "test").unwrap();
+        assert_eq!(parsed.message_bytes_max, 1 << 20);
     }
 
     #[test]

@@ -317,7 +317,7 @@ pub async fn serve_connection(core: Rc<Core>, stream: TcpStream) {
         let _ = w.close().await;
     });
 
-    let mut decoder = FrameDecoder::new(core.shared.config.max_frame_bytes as u32);
+    let mut decoder = FrameDecoder::new(core.shared.config.frame_bytes_max as u32);
     // Both start small and grow with what arrives; an idle connection gives them back.
     let mut buf = BytesMut::new();
     let mut chunk = ReadChunk::new(READ_CHUNK_MIN_BYTES);
@@ -349,7 +349,7 @@ pub async fn serve_connection(core: Rc<Core>, stream: TcpStream) {
                     partial_since = None;
                     let e = BrokerError::MessageTooLarge {
                         size: frame_len,
-                        max: core.shared.config.max_frame_bytes,
+                        max: core.shared.config.frame_bytes_max,
                     };
                     if !header.is_oneway() {
                         let _ = send_out(&tx, &queued, error_response(header.request_id, &e)).await;

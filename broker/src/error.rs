@@ -12,7 +12,7 @@ pub enum BrokerError {
         queue_id: u32,
         queues: u32,
     },
-    #[error("message of {size} bytes exceeds max_message_size_bytes = {max}")]
+    #[error("message of {size} bytes exceeds message_bytes_max = {max}")]
     MessageTooLarge { size: u64, max: u64 },
     #[error("disk full: use ratio {ratio:.3} is above the refuse threshold {threshold:.3}; sends are refused until space returns")]
     DiskFull { ratio: f64, threshold: f64 },

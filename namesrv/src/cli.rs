@@ -41,7 +41,7 @@ struct Args {
     #[arg(
         long,
         default_value_t = NameServerConfig::CONNECTIONS_MAX_DEFAULT as u64,
-        value_parser = clap::value_parser!(u64).range(1..=NameServerConfig::CONNECTIONS_MAX_MAX as u64),
+        value_parser = clap::value_parser!(u64).range(1..=NameServerConfig::CONNECTIONS_LIMIT as u64),
     )]
     connections_max: u64,
 
@@ -88,7 +88,7 @@ where
         listen_addr: args.listen,
         broker_expiry_ms: args.broker_expiry_ms,
         scan_interval_ms: args.scan_interval_ms,
-        // Bounded by the parser to 1..=CONNECTIONS_MAX_MAX, so it fits a usize.
+        // Bounded by the parser to 1..=CONNECTIONS_LIMIT, so it fits a usize.
         connections_max: usize::try_from(args.connections_max)
             .context("--connections-max does not fit this platform")?,
         connection_idle_timeout_ms: args.connection_idle_timeout_ms,

@@ -47,7 +47,7 @@ impl NameServerConfig {
     pub const FRAME_BYTES_MAX_DEFAULT: u32 = 4 * 1024 * 1024;
     pub const FRAME_BYTES_MAX_MIN: u32 = 64 * 1024;
     pub const CONNECTIONS_MAX_DEFAULT: usize = 4096;
-    pub const CONNECTIONS_MAX_MAX: usize = 65536;
+    pub const CONNECTIONS_LIMIT: usize = 65536;
     pub const CONNECTION_IDLE_TIMEOUT_MS_DEFAULT: u64 = 120_000;
     pub const FRAME_TIMEOUT_MS_DEFAULT: u64 = 30_000;
     /// One day: a longer timeout is no timeout.
@@ -77,10 +77,10 @@ impl NameServerConfig {
                 self.frame_bytes_max
             )));
         }
-        if self.connections_max == 0 || self.connections_max > Self::CONNECTIONS_MAX_MAX {
+        if self.connections_max == 0 || self.connections_max > Self::CONNECTIONS_LIMIT {
             return Err(NameSrvError::Config(format!(
                 "connections_max must be in 1..={}, got {}",
-                Self::CONNECTIONS_MAX_MAX,
+                Self::CONNECTIONS_LIMIT,
                 self.connections_max
             )));
         }

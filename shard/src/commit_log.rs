@@ -78,7 +78,7 @@ pub(crate) enum Located {
 
 pub(crate) struct CommitLog {
     pub(crate) dir: PathBuf,
-    pub(crate) segment_size: u64,
+    pub(crate) segment_bytes: u64,
     chunk_bytes: usize,
     hot_bytes_max: u64,
     pub(crate) faults: Option<std::sync::Arc<FaultInjector>>,
@@ -106,7 +106,7 @@ pub(crate) struct CommitLog {
 
 impl CommitLog {
     pub(crate) fn segment_start(&self, offset: u64) -> u64 {
-        offset - offset % self.segment_size
+        offset - offset % self.segment_bytes
     }
 
     fn check_offsets(&self) {
@@ -151,7 +151,7 @@ impl CommitLog {
     fn new_chunk(&mut self, at: u64, needed: usize, partial: &[u8]) {
         let base = align_down(at);
         debug_assert_eq!(partial.len() as u64, at - base);
-        let seg_end = self.segment_start(at) + self.segment_size;
+        let seg_end = self.segment_start(at) + self.segment_bytes;
         let need = align_up((at - base) + needed as u64);
         let cap = need.max(self.chunk_bytes as u64).min(seg_end - base) as usize;
         // Recycled buffers spare the page faults of fresh allocations, and the heap the
@@ -267,11 +267,11 @@ impl CommitLog {
         len: usize,
         fill: impl FnOnce(u64, &mut [u8]) -> Result<(), ShardError>,
     ) -> Result<(u64, bool), ShardError> {
-        assert!(len as u64 + BLANK_RECORD_MIN_BYTES as u64 <= self.segment_size);
+        assert!(len as u64 + BLANK_RECORD_MIN_BYTES as u64 <= self.segment_bytes);
         let mut sealed = false;
         let at = loop {
             let at = self.write_offset;
-            let seg_end = self.segment_start(at) + self.segment_size;
+            let seg_end = self.segment_start(at) + self.segment_bytes;
             let remaining = seg_end - at;
             if !(len as u64 == remaining || len as u64 + BLANK_RECORD_MIN_BYTES as u64 <= remaining)
             {
@@ -579,7 +579,7 @@ pub(crate) struct Recovered {
 
 pub(crate) struct LogParams {
     pub(crate) dir: PathBuf,
-    pub(crate) segment_size: u64,
+    pub(crate) segment_bytes: u64,
     pub(crate) chunk_bytes: usize,
     pub(crate) hot_bytes_max: u64,
     pub(crate) chunk_pool: usize,
@@ -610,27 +610,27 @@ pub(crate) async fn recover(
             path: path.display().to_string(),
             reason,
         };
-        if s % p.segment_size != 0 {
+        if s % p.segment_bytes != 0 {
             return Err(bad(format!(
-                "segment start is not a multiple of segment_size_bytes {} (was it changed?)",
-                p.segment_size
+                "segment start is not a multiple of segment_bytes {} (was it changed?)",
+                p.segment_bytes
             )));
         }
-        if i > 0 && starts[i - 1] + p.segment_size != s {
+        if i > 0 && starts[i - 1] + p.segment_bytes != s {
             return Err(bad("a segment before this one is missing".into()));
         }
         let len = std::fs::metadata(&path)?.len();
-        if len > p.segment_size {
+        if len > p.segment_bytes {
             return Err(bad(format!(
-                "segment is {len} bytes, more than segment_size_bytes {}",
-                p.segment_size
+                "segment is {len} bytes, more than segment_bytes {}",
+                p.segment_bytes
             )));
         }
     }
 
     let mut log = CommitLog {
         dir: p.dir.clone(),
-        segment_size: p.segment_size,
+        segment_bytes: p.segment_bytes,
         chunk_bytes: p.chunk_bytes,
         hot_bytes_max: p.hot_bytes_max,
         faults: p.faults.clone(),
@@ -658,10 +658,10 @@ pub(crate) async fn recover(
     for &start in &starts {
         let path = log.segment_path(start);
         let file = Rc::new(
-            SegmentFile::open(&path, start, p.segment_size, false, p.faults.clone()).await?,
+            SegmentFile::open(&path, start, p.segment_bytes, false, p.faults.clone()).await?,
         );
         log.segments.insert(start, file.clone());
-        let seg_end = start + p.segment_size;
+        let seg_end = start + p.segment_bytes;
         let mut pos = start;
         let mut window: Option<(u64, ReadBytes)> = None;
         while pos < seg_end {
@@ -751,7 +751,7 @@ pub(crate) async fn recover(
     let seg = log.segment_start(end);
     let mut partial = Vec::new();
     if let Some(file) = log.segments.get(&seg).cloned() {
-        let seg_end = seg + p.segment_size;
+        let seg_end = seg + p.segment_bytes;
         if end < seg_end {
             let block = align_down(end);
             if block != end {
@@ -946,7 +946,7 @@ fn quarantine(log: &CommitLog, from: u64, to: u64, out: &mut Vec<QuarantinedRang
     let mut start = from;
     while start < to {
         let seg = log.segment_start(start);
-        let end = to.min(seg + log.segment_size);
+        let end = to.min(seg + log.segment_bytes);
         let r = QuarantinedRange {
             segment: log.segment_path(seg),
             start,

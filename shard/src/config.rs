@@ -155,7 +155,7 @@ pub struct ShardConfig {
     /// Stamped into every record (RocketMQ's STOREHOST). Default 127.0.0.1:10911.
     pub store_host: SocketAddrV4,
     /// Size of one CommitLog segment file. Default 1 GiB; a multiple of 4096, >= 64 KiB.
-    pub segment_size_bytes: u64,
+    pub segment_bytes: u64,
     /// Size of one in-memory tail chunk (one O_DIRECT write when full). Default 4 MiB;
     /// a multiple of 4096, >= 4096.
     pub write_chunk_bytes: usize,
@@ -179,7 +179,7 @@ pub struct ShardConfig {
     pub warm_segments: bool,
     pub flush: FlushPolicy,
     /// Largest single record. Default 4 MiB; >= 1 KiB; must fit a segment.
-    pub message_size_max_bytes: usize,
+    pub message_bytes_max: usize,
     /// Segments whose last write is older than this are deleted. Default 72.
     pub file_reserved_hours: u64,
     /// Disk-use ratio from which retention deletes the oldest segment each pass even if
@@ -236,14 +236,14 @@ impl ShardConfig {
             dir,
             shard_id,
             store_host: SocketAddrV4::new(Ipv4Addr::LOCALHOST, 10911),
-            segment_size_bytes: 1 << 30,
+            segment_bytes: 1 << 30,
             write_chunk_bytes: 4 << 20,
             write_queue_depth: 4,
             hot_bytes_max: 256 << 20,
             chunk_pool: 0,
             warm_segments: false,
             flush: FlushPolicy::default(),
-            message_size_max_bytes: 4 << 20,
+            message_bytes_max: 4 << 20,
             file_reserved_hours: 72,
             disk_clean_ratio: 0.75,
             disk_force_clean_ratio: 0.85,
@@ -265,10 +265,10 @@ impl ShardConfig {
 
     pub fn validate(&self) -> Result<(), ShardError> {
         let bad = |s: String| Err(ShardError::Config(s));
-        if !self.segment_size_bytes.is_multiple_of(4096) || self.segment_size_bytes < 64 << 10 {
+        if !self.segment_bytes.is_multiple_of(4096) || self.segment_bytes < 64 << 10 {
             return bad(format!(
-                "segment_size_bytes {} must be a multiple of 4096 and >= 65536",
-                self.segment_size_bytes
+                "segment_bytes {} must be a multiple of 4096 and >= 65536",
+                self.segment_bytes
             ));
         }
         if !self.write_chunk_bytes.is_multiple_of(4096) || self.write_chunk_bytes < 4096 {
@@ -289,13 +289,13 @@ impl ShardConfig {
                 self.write_queue_depth
             ));
         }
-        if self.message_size_max_bytes < 1024
-            || self.message_size_max_bytes as u64 + 8 > self.segment_size_bytes
-            || self.message_size_max_bytes > i32::MAX as usize
+        if self.message_bytes_max < 1024
+            || self.message_bytes_max as u64 + 8 > self.segment_bytes
+            || self.message_bytes_max > i32::MAX as usize
         {
             return bad(format!(
-                "message_size_max_bytes {} must be >= 1024 and leave 8 bytes of a segment",
-                self.message_size_max_bytes
+                "message_bytes_max {} must be >= 1024 and leave 8 bytes of a segment",
+                self.message_bytes_max
             ));
         }
         if let FlushPolicy::Async { interval_ms, .. } = self.flush {
@@ -337,11 +337,11 @@ impl ShardConfig {
             return bad("index_file_slots must be >= 1 and index_file_entries >= 2".into());
         }
         if let Some(r) = &self.tail_ring {
-            let need = 4 * (self.write_chunk_bytes as u64 + self.message_size_max_bytes as u64);
+            let need = 4 * (self.write_chunk_bytes as u64 + self.message_bytes_max as u64);
             if !r.ring_bytes.is_multiple_of(4096) || r.ring_bytes < need {
                 return bad(format!(
                     "tail ring bytes {} must be a multiple of 4096 and at least 4 x \
-                     (write_chunk_bytes + message_size_max_bytes) = {need}",
+                     (write_chunk_bytes + message_bytes_max) = {need}",
                     r.ring_bytes
                 ));
             }
@@ -374,13 +374,13 @@ mod tests {
         let c = ShardConfig::new("/tmp/x".into(), 0);
         c.validate().unwrap();
         let mut bad = c.clone();
-        bad.segment_size_bytes = 1000;
+        bad.segment_bytes = 1000;
         assert!(matches!(bad.validate(), Err(ShardError::Config(_))));
         let mut bad = c.clone();
         bad.disk_clean_ratio = 0.95;
         assert!(bad.validate().is_err());
         let mut bad = c;
-        bad.message_size_max_bytes = 2 << 30;
+        bad.message_bytes_max = 2 << 30;
         assert!(bad.validate().is_err());
     }
 

@@ -36,9 +36,9 @@ impl Input<'_> {
 
 fn config(dir: &Path) -> ShardConfig {
     let mut c = ShardConfig::new(dir.to_owned(), 0);
-    c.segment_size_bytes = 64 << 10;
+    c.segment_bytes = 64 << 10;
     c.write_chunk_bytes = 8 << 10;
-    c.message_size_max_bytes = 8 << 10;
+    c.message_bytes_max = 8 << 10;
     c.flush = FlushPolicy::Sync;
     c.consume_queue_file_entries = 64;
     c.index_file_slots = 16;

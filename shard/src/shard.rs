@@ -277,12 +277,12 @@ impl Shard {
         // ring: put it into the segment files first, so the scan below finds it.
         let mut ring_records = 0;
         if let Some(rc) = &config.tail_ring {
-            if let Some(replay) = tail_ring::read_back(&rc.path, config.segment_size_bytes)? {
+            if let Some(replay) = tail_ring::read_back(&rc.path, config.segment_bytes)? {
                 if replay.records > 0 {
                     tail_ring::write_back(
                         &replay,
                         &config.dir.join(COMMIT_LOG_DIR),
-                        config.segment_size_bytes,
+                        config.segment_bytes,
                     )
                     .await
                     .map_err(|e| ShardError::TailRing {
@@ -306,7 +306,7 @@ impl Shard {
         let recovered = commit_log::recover(
             LogParams {
                 dir: config.dir.join(COMMIT_LOG_DIR),
-                segment_size: config.segment_size_bytes,
+                segment_bytes: config.segment_bytes,
                 chunk_bytes: config.write_chunk_bytes,
                 hot_bytes_max: config.hot_bytes_max,
                 chunk_pool: config.chunk_pool,
@@ -338,7 +338,7 @@ impl Shard {
         if let Some(rc) = &config.tail_ring {
             match config.flush {
                 FlushPolicy::Async { .. } => {
-                    let mut ring = TailRing::create(rc, config.segment_size_bytes)?;
+                    let mut ring = TailRing::create(rc, config.segment_bytes)?;
                     ring.set_written(log.written_offset);
                     log.ring = Some(ring);
                 }
@@ -514,7 +514,7 @@ impl Shard {
         self.check_writable()?;
         // Validate the whole batch before touching anything. Each record is parsed only
         // here; the views carry its layout to the copy, stamp and index steps below.
-        let max = inner.config.message_size_max_bytes;
+        let max = inner.config.message_bytes_max;
         let mut views: Vec<RecordView<'_>> = Vec::with_capacity(64);
         let mut seen = 0usize;
         for r in message::records(records) {
@@ -542,7 +542,7 @@ impl Shard {
             });
         }
         debug_assert_eq!(seen, records.len());
-        let batch_max = (inner.config.segment_size_bytes - 8) as usize;
+        let batch_max = (inner.config.segment_bytes - 8) as usize;
         if records.len() > batch_max {
             return Err(ShardError::MessageTooLarge {
                 size: records.len(),
@@ -838,7 +838,7 @@ impl Shard {
             (
                 log.dir.clone(),
                 log.segment_path(start),
-                log.segment_size,
+                log.segment_bytes,
                 log.faults.clone(),
             )
         };
@@ -907,7 +907,7 @@ impl Shard {
             let current = log.segment_start(log.write_offset);
             (
                 log.dir.clone(),
-                log.segment_size,
+                log.segment_bytes,
                 !log.segments.contains_key(&current),
             )
         };
@@ -948,7 +948,7 @@ impl Shard {
         inner.spare.set(Spare::Filling);
         let (dir, size) = {
             let log = inner.log.borrow();
-            (log.dir.clone(), log.segment_size)
+            (log.dir.clone(), log.segment_bytes)
         };
         let weak = Rc::downgrade(inner);
         let log_of = weak.clone();
@@ -1560,7 +1560,7 @@ impl Shard {
         let write = self.visible_end();
         let seg_end = {
             let log = self.inner.log.borrow();
-            log.segment_start(off) + log.segment_size
+            log.segment_start(off) + log.segment_bytes
         };
         let head_len = (message::FIXED_BYTES as u64).min(write.saturating_sub(off)) as usize;
         if head_len < message::FIXED_BYTES {
@@ -1584,7 +1584,7 @@ impl Shard {
         let magic = i32::from_be_bytes([b[4], b[5], b[6], b[7]]);
         if magic != message::MAGIC_CODE
             || total < message::FIXED_BYTES as i32
-            || total as usize > self.inner.config.message_size_max_bytes.max(head_len)
+            || total as usize > self.inner.config.message_bytes_max.max(head_len)
             || off + total as u64 > seg_end.min(write)
         {
             return Ok(None);
@@ -1793,7 +1793,7 @@ impl Shard {
                     .iter()
                     .next()
                     .map(|(&s, f)| (s, f.clone()))
-                    .filter(|(s, _)| *s < active && s + log.segment_size <= log.durable_offset)
+                    .filter(|(s, _)| *s < active && s + log.segment_bytes <= log.durable_offset)
             };
             let Some((start, file)) = candidate else {
                 break;
@@ -1819,7 +1819,7 @@ impl Shard {
             {
                 let mut log = inner.log.borrow_mut();
                 log.segments.remove(&start);
-                let next = start + log.segment_size;
+                let next = start + log.segment_bytes;
                 log.forget_below(next);
             }
             // A cold read in flight still holds the file: then only unlink it.
@@ -1867,7 +1867,7 @@ impl Shard {
             written_offset: log.written_offset,
             durable_offset: log.durable_offset,
             min_offset: log.min_offset,
-            commit_log_bytes: log.segments.len() as u64 * log.segment_size,
+            commit_log_bytes: log.segments.len() as u64 * log.segment_bytes,
             disk_use_ratio: ratio,
             disk_level: level,
             appends: inner.appends.get(),

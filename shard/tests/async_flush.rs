@@ -16,7 +16,7 @@ fn async_flush_makes_appends_durable_while_they_continue_and_after_they_stop() {
     let p = dir.path().to_owned();
     shard::run_local(move || async move {
         let mut c = small_config(&p);
-        c.segment_size_bytes = 1 << 20;
+        c.segment_bytes = 1 << 20;
         c.flush = FlushPolicy::Async {
             interval_ms: 10,
             dirty_bytes_max: 64 << 10,

@@ -13,11 +13,11 @@ const CHUNK: usize = 1 << 20;
 
 fn config(dir: &std::path::Path) -> shard::ShardConfig {
     let mut c = small_config(dir);
-    c.segment_size_bytes = 16 << 20;
+    c.segment_bytes = 16 << 20;
     c.write_chunk_bytes = CHUNK;
     c.write_queue_depth = 2;
     c.hot_bytes_max = 4 * CHUNK as u64;
-    c.message_size_max_bytes = 4 << 10;
+    c.message_bytes_max = 4 << 10;
     // Chunks are sealed because they are full, never by the flush timer.
     c.flush = FlushPolicy::Async {
         interval_ms: 60_000,

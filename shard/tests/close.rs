@@ -20,7 +20,7 @@ fn close_refuses_appends_first_and_syncs_every_accepted_one() {
     shard::run_local(move || async move {
         let config = || {
             let mut c = small_config(&p);
-            c.segment_size_bytes = 4 << 20;
+            c.segment_bytes = 4 << 20;
             c.consume_queue_file_entries = 4096;
             // Only close syncs: the background sync never comes due during the test.
             c.flush = FlushPolicy::Async {

@@ -79,7 +79,7 @@ fn a_tailing_read_of_the_open_chunk_is_one_copy() {
     let p = dir.path().to_owned();
     shard::run_local(move || async move {
         let mut c = small_config(&p);
-        c.segment_size_bytes = 4 << 20;
+        c.segment_bytes = 4 << 20;
         c.write_chunk_bytes = 1 << 20;
         c.hot_bytes_max = 4 << 20;
         c.flush = shard::FlushPolicy::Async {

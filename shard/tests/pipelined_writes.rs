@@ -11,7 +11,7 @@ use shard::{FlushPolicy, Shard};
 
 fn pipelined_config(dir: &std::path::Path) -> shard::ShardConfig {
     let mut c = small_config(dir);
-    c.segment_size_bytes = 256 << 10;
+    c.segment_bytes = 256 << 10;
     c.write_chunk_bytes = 16 << 10;
     c.write_queue_depth = 4;
     // Nothing stays in memory after its write: reads come from the segment files.

@@ -37,7 +37,7 @@ fn send_header(topic: &str, id: u64) -> Header {
 
 #[test]
 fn oversized_message_gets_message_too_large_and_others_keep_working() {
-    let c = Cluster::start(1, "small"); // max_message_size_bytes = 1 MiB
+    let c = Cluster::start(1, "small"); // message_bytes_max = 1 MiB
     let ns = c.namesrv.addr.clone();
     integration::create_topic(&ns, "Big", 1);
     let good = producer(&ns);
@@ -68,7 +68,7 @@ fn oversized_message_gets_message_too_large_and_others_keep_working() {
 
 #[test]
 fn oversized_frame_is_answered_and_the_connection_stays_usable() {
-    let c = Cluster::start(1, "small"); // max_frame_bytes = 2 MiB
+    let c = Cluster::start(1, "small"); // frame_bytes_max = 2 MiB
     let ns = c.namesrv.addr.clone();
     integration::create_topic(&ns, "Frames", 1);
     let addr = c.broker.addr.clone();

@@ -139,7 +139,7 @@ fn rss_settles_below(pid: i32, mib: u64) -> u64 {
 #[test]
 fn idle_connections_are_cheap_and_closed_ones_give_their_memory_back() {
     let c = Cluster::start_with(1, "small", |o| {
-        o.config_toml = Some("max_frame_bytes = 16777216\ntail_ring_bytes = 134217728\n".into())
+        o.config_toml = Some("frame_bytes_max = 16777216\ntail_ring_bytes = 134217728\n".into())
     });
     let pid = c.broker.pid();
     let ns = c.namesrv.addr.clone();
@@ -206,7 +206,7 @@ fn idle_connections_are_cheap_and_closed_ones_give_their_memory_back() {
 fn a_batch_frame_over_four_mib_is_stored_and_served_intact() {
     let c = Cluster::start_with(1, "small", |o| {
         o.config_toml = Some(
-            "max_frame_bytes = 16777216\nmax_message_size_bytes = 8388608\ncommit_log_segment_bytes = 67108864\ntail_ring_bytes = 134217728\n"
+            "frame_bytes_max = 16777216\nmessage_bytes_max = 8388608\ncommit_log_segment_bytes = 67108864\ntail_ring_bytes = 134217728\n"
                 .into(),
         )
     });

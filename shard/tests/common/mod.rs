@@ -10,10 +10,10 @@ pub const TOPIC: &str = "TopicTest";
 /// A config with tiny segments and files so roll-over and retention are exercised.
 pub fn small_config(dir: &Path) -> ShardConfig {
     let mut c = ShardConfig::new(dir.to_owned(), 0);
-    c.segment_size_bytes = 64 << 10;
+    c.segment_bytes = 64 << 10;
     c.write_chunk_bytes = 16 << 10;
     c.hot_bytes_max = 32 << 10;
-    c.message_size_max_bytes = 16 << 10;
+    c.message_bytes_max = 16 << 10;
     c.flush = FlushPolicy::Sync;
     c.consume_queue_file_entries = 32;
     c.index_file_slots = 64;
@@ -106,7 +106,7 @@ pub fn bodies_of(records: &[Vec<u8>]) -> Vec<Vec<u8>> {
 /// reads come from the segment files.
 pub fn cold_config(dir: &Path) -> ShardConfig {
     let mut c = small_config(dir);
-    c.segment_size_bytes = 4 << 20;
+    c.segment_bytes = 4 << 20;
     c.hot_bytes_max = 0;
     c.consume_queue_file_entries = 4096;
     c
