@@ -9,6 +9,7 @@
 mod commit_log;
 mod config;
 mod consume_queue;
+mod derived;
 mod error;
 pub mod fuzzing;
 mod index_file;

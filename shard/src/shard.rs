@@ -9,7 +9,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use message::{RecordView, StoreStamp, TagFilter};
 
 use crate::commit_log::{self, CommitLog, Located, LogParams};
-use crate::consume_queue::{ConsumeQueues, CqEntry};
+use crate::consume_queue::ConsumeQueues;
+use crate::derived::{derive, Derive, StoredRecord};
 use crate::index_file::IndexService;
 use crate::layout::{COMMIT_LOG_DIR, CONSUME_QUEUE_DIR, INDEX_DIR};
 use crate::offsets::{CommitLogOffset, QueueOffset};
@@ -313,24 +314,17 @@ impl Shard {
                 faults: config.faults.clone(),
             },
             |view, phys| {
-                // ConsumeQueue: rewrite any entry that lags or disagrees with the log.
-                let q = QueueOffset(view.queue_offset());
                 let props = view.indexed_properties();
-                let want = CqEntry {
-                    offset: CommitLogOffset(phys),
-                    size: view.len() as u32,
-                    tag_hash: props.tag_hash(),
+                let rec = StoredRecord {
+                    topic: view.topic(),
+                    queue_offset: QueueOffset(view.queue_offset()),
+                    commit_log_offset: CommitLogOffset(phys),
+                    len: view.len() as u32,
+                    store_timestamp_ms: view.store_timestamp_ms(),
+                    props: &props,
                 };
                 let cq = cqs.get_or_create(view.topic(), view.queue_id());
-                if cq.get(q)? != Some(want) {
-                    cq.put(q, want)?;
-                }
-                cq.recovered_to = cq.recovered_to.max(QueueOffset(q.0 + 1));
-                if phys >= index_from {
-                    let end = phys + view.len() as u64;
-                    index.add_keys(view.topic(), view.store_timestamp_ms(), &props, phys, end)?;
-                }
-                Ok(())
+                derive(cq, &mut index, &rec, Derive::Recover { index_from })
             },
         )
         .await?;
@@ -596,14 +590,15 @@ impl Shard {
                             Some(p) => p,
                             None => RecordView::parse(rec)?.indexed_properties(),
                         };
-                        let e = CqEntry {
-                            offset: CommitLogOffset(phys),
-                            size: len as u32,
-                            tag_hash: props.tag_hash(),
+                        let stored = StoredRecord {
+                            topic,
+                            queue_offset: QueueOffset(q),
+                            commit_log_offset: CommitLogOffset(phys),
+                            len: len as u32,
+                            store_timestamp_ms: store_ts,
+                            props: &props,
                         };
-                        cq.put(QueueOffset(q), e)?;
-                        let end = phys + len as u64;
-                        index.add_keys(topic, store_ts, &props, phys, end)?;
+                        derive(cq, &mut index, &stored, Derive::Append)?;
                         pos += len;
                         q += 1;
                     }
