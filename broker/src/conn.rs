@@ -21,7 +21,7 @@ use crate::connections::ClosedFor;
 use crate::core::{Core, PullBody};
 use crate::error::BrokerError;
 use crate::groups::{MemberView, StoredOffset};
-use crate::mesh::{GroupOp, OffsetOp, PullArgs, PullStatus};
+use crate::mesh::{GroupOp, OffsetOp, PullStatus};
 use crate::stages::{SendTrace, Stage};
 
 /// A response on its way to the socket.
@@ -527,16 +527,7 @@ async fn handle(
             ))
         }
         Command::Pull(req) => {
-            let args = PullArgs {
-                topic: req.topic,
-                queue_id: req.queue_id,
-                queue_offset: req.queue_offset,
-                max_messages: req.max_messages,
-                max_bytes: req.max_bytes,
-                tag_expression: req.tag_expression,
-                suspend_timeout_ms: req.suspend_timeout_ms,
-            };
-            let out = core.pull(args).await?;
+            let out = core.pull(req).await?;
             let code = match out.status {
                 PullStatus::Found => ResponseCode::Success,
                 PullStatus::NoNewMessage => ResponseCode::PullNotFound,
@@ -593,9 +584,7 @@ async fn handle(
             ))
         }
         Command::QueryByKey(q) => {
-            let recs = core
-                .query_by_key(&q.topic, &q.key, q.begin_ms, q.end_ms, q.max)
-                .await?;
+            let recs = core.query_by_key(q).await?;
             records_response(recs)
         }
         Command::ViewByOffset {

@@ -24,8 +24,8 @@ use crate::connections::ClosedFor;
 use crate::error::BrokerError;
 use crate::groups::{self, MemberView, Membership, OffsetTable, StoredOffset};
 use crate::mesh::{
-    Appended, CoreAnswer, CoreOp, GroupOp, Mesh, OffsetOp, PullArgs, PullOutcome, PullStatus,
-    ShardAnswer, ShardOp, ShardReply, ShardRequest,
+    Appended, CoreAnswer, CoreOp, GroupOp, Mesh, OffsetOp, PullOutcome, PullStatus, ShardAnswer,
+    ShardOp, ShardReply, ShardRequest,
 };
 use crate::stages::{SendStages, Stage};
 use crate::topics::{self, TopicTable, AUTO_CREATE_TOPIC_KEY};
@@ -265,16 +265,7 @@ impl Core {
     /// Serves `op` on this core.
     async fn serve_core(&self, op: CoreOp) -> Result<CoreAnswer, BrokerError> {
         Ok(match op {
-            CoreOp::QueryByKey {
-                topic,
-                key,
-                begin_ms,
-                end_ms,
-                max,
-            } => CoreAnswer::Records(
-                self.query_local(&topic, &key, begin_ms, end_ms, max)
-                    .await?,
-            ),
+            CoreOp::QueryByKey(q) => CoreAnswer::Records(self.query_local(&q).await?),
             CoreOp::Status => CoreAnswer::Status(self.local_status()),
             CoreOp::SendStages { reset } => {
                 CoreAnswer::SendStages(self.stages.snapshot(self.id, reset))
@@ -439,7 +430,10 @@ impl Core {
     }
 
     /// Reads a queue, waiting up to `suspend_timeout_ms` (long polling) when nothing is new.
-    pub async fn pull(&self, args: PullArgs) -> Result<PullOutcome<PullBody>, BrokerError> {
+    pub async fn pull(
+        &self,
+        args: protocol::PullRequest,
+    ) -> Result<PullOutcome<PullBody>, BrokerError> {
         let cfg = self.topic_for_read(&args.topic)?;
         if args.queue_id >= cfg.read_queues.max(cfg.write_queues) {
             return Err(BrokerError::QueueNotExist {
@@ -455,7 +449,11 @@ impl Core {
         }
     }
 
-    async fn pull_local(&self, shard_id: u16, args: &PullArgs) -> Result<LocalPull, BrokerError> {
+    async fn pull_local(
+        &self,
+        shard_id: u16,
+        args: &protocol::PullRequest,
+    ) -> Result<LocalPull, BrokerError> {
         let shard = self.local_shard(shard_id)?;
         let filter = TagFilter::parse(&args.tag_expression);
         let wait_ms = args
@@ -581,47 +579,27 @@ impl Core {
     }
 
     /// Asks every core (every shard) for messages by key.
-    pub async fn query_by_key(
-        &self,
-        topic: &str,
-        key: &str,
-        begin_ms: i64,
-        end_ms: i64,
-        max: u32,
-    ) -> Result<Vec<Bytes>, BrokerError> {
-        let mut out = self.query_local(topic, key, begin_ms, end_ms, max).await?;
+    pub async fn query_by_key(&self, q: protocol::QueryByKey) -> Result<Vec<Bytes>, BrokerError> {
+        let mut out = self.query_local(&q).await?;
+        let max = q.max as usize;
         for core in 0..self.shared.cores {
             if core == self.id {
                 continue;
             }
-            let op = CoreOp::QueryByKey {
-                topic: topic.to_owned(),
-                key: key.to_owned(),
-                begin_ms,
-                end_ms,
-                max,
-            };
-            match self.at_core(core, op).await? {
+            match self.at_core(core, CoreOp::QueryByKey(q.clone())).await? {
                 CoreAnswer::Records(r) => out.extend(r),
                 other => return Err(mismatch(other)),
             }
         }
-        out.truncate(max as usize);
+        out.truncate(max);
         Ok(out)
     }
 
-    async fn query_local(
-        &self,
-        topic: &str,
-        key: &str,
-        begin_ms: i64,
-        end_ms: i64,
-        max: u32,
-    ) -> Result<Vec<Bytes>, BrokerError> {
+    async fn query_local(&self, q: &protocol::QueryByKey) -> Result<Vec<Bytes>, BrokerError> {
         let mut out = Vec::new();
         for shard in self.shards.values() {
             for s in shard
-                .query_by_key(topic, key, begin_ms, end_ms, max as usize)
+                .query_by_key(&q.topic, &q.key, q.begin_ms, q.end_ms, q.max as usize)
                 .await?
             {
                 out.push(s.to_bytes());

@@ -23,22 +23,13 @@ use std::rc::Rc;
 use bytes::Bytes;
 use glommio::channels::channel_mesh::{Full, MeshBuilder, Receivers, Senders};
 use glommio::channels::local_channel::{self, LocalSender};
-use protocol::{Command, CommitOffset, CoreStatus, Frame, GroupQueue, StageHistogram, TopicConfig};
+use protocol::{
+    Command, CommitOffset, CoreStatus, Frame, GroupQueue, PullRequest, QueryByKey, StageHistogram,
+    TopicConfig,
+};
 
 use crate::error::BrokerError;
 use crate::groups::{MemberView, StoredOffset};
-
-/// Arguments of a pull, as they travel between cores.
-#[derive(Debug, Clone)]
-pub struct PullArgs {
-    pub topic: String,
-    pub queue_id: u32,
-    pub queue_offset: u64,
-    pub max_messages: u32,
-    pub max_bytes: u32,
-    pub tag_expression: String,
-    pub suspend_timeout_ms: u64,
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PullStatus {
@@ -79,7 +70,8 @@ pub enum ShardOp {
         /// How many records the sender said the batch holds (checked by the shard).
         count: u32,
     },
-    Pull(PullArgs),
+    /// The wire's own request, as it arrived.
+    Pull(PullRequest),
     QueueOffsets {
         topic: String,
         queue_id: u32,
@@ -133,13 +125,7 @@ impl<B> ShardAnswer<B> {
 #[derive(Debug)]
 pub enum CoreOp {
     /// Every shard of the serving core.
-    QueryByKey {
-        topic: String,
-        key: String,
-        begin_ms: i64,
-        end_ms: i64,
-        max: u32,
-    },
+    QueryByKey(QueryByKey),
     /// The serving core's counters.
     Status,
     /// The serving core's send-stage histograms (cleared after, with `reset`).
