@@ -507,6 +507,86 @@ impl BrokerConfig {
 mod tests {
     use super::*;
 
+    /// tuning/README.md's key table: key -> default column.
+    fn documented_keys() -> Vec<(String, String)> {
+        let text = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../tuning/README.md"));
+        let mut rows = Vec::new();
+        let mut in_table = false;
+        for line in text.lines() {
+            if line.starts_with("| key | default |") {
+                in_table = true;
+                continue;
+            }
+            if in_table && !line.starts_with('|') {
+                break;
+            }
+            let cols: Vec<&str> = line.split('|').map(str::trim).collect();
+            if in_table && cols.len() > 3 && cols[1].starts_with('`') {
+                rows.push((cols[1].trim_matches('`').to_owned(), cols[2].to_owned()));
+            }
+        }
+        rows
+    }
+
+    /// A default as the README writes it, as a JSON value when it is one of the plain forms
+    /// (a number, a size in KiB/MiB/GiB, a bool, a `string`, "empty", "unset"); `None` for
+    /// the descriptive ones.
+    fn readme_value(text: &str) -> Option<serde_json::Value> {
+        let first = text.split(" (").next().unwrap_or(text).trim();
+        let size = |n: &str, unit: u64| n.parse::<u64>().ok().map(|n| serde_json::json!(n * unit));
+        match first.split_whitespace().collect::<Vec<_>>()[..] {
+            [n, "KiB"] => size(n, 1 << 10),
+            [n, "MiB"] => size(n, 1 << 20),
+            [n, "GiB"] => size(n, 1 << 30),
+            ["empty"] => Some(serde_json::json!("")),
+            ["unset"] => Some(serde_json::Value::Null),
+            ["true"] => Some(serde_json::json!(true)),
+            ["false"] => Some(serde_json::json!(false)),
+            [one] if one.starts_with('`') && !one.contains('[') => {
+                Some(serde_json::json!(one.trim_matches('`')))
+            }
+            [one] => one
+                .parse::<u64>()
+                .map(|n| serde_json::json!(n))
+                .or_else(|_| one.parse::<f64>().map(|f| serde_json::json!(f)))
+                .ok(),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn every_key_is_documented_with_its_default_and_every_documented_key_exists() {
+        let defaults = serde_json::to_value(BrokerConfig::default()).unwrap();
+        let defaults = defaults.as_object().unwrap();
+        let documented = documented_keys();
+        let names: Vec<&str> = documented.iter().map(|(k, _)| k.as_str()).collect();
+        let undocumented: Vec<&String> = defaults
+            .keys()
+            .filter(|k| !names.contains(&k.as_str()))
+            .collect();
+        assert!(
+            undocumented.is_empty(),
+            "keys missing from tuning/README.md: {undocumented:?}"
+        );
+        let mut checked = 0;
+        for (key, text) in &documented {
+            let Some(actual) = defaults.get(key) else {
+                panic!("tuning/README.md documents `{key}`, which is no config key");
+            };
+            if let Some(want) = readme_value(text) {
+                let same = match (&want, actual) {
+                    (serde_json::Value::Number(a), serde_json::Value::Number(b)) => {
+                        a.as_f64() == b.as_f64()
+                    }
+                    (a, b) => a == b,
+                };
+                assert!(same, "`{key}`: README says {text}, the default is {actual}");
+                checked += 1;
+            }
+        }
+        assert!(checked >= 40, "only {checked} defaults could be compared");
+    }
+
     #[test]
     fn every_profile_parses_and_validates() {
         for (name, _) in PROFILES {
