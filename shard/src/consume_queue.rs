@@ -255,7 +255,7 @@ fn written_entries(path: &Path, len: u64) -> Result<u64, ShardError> {
         file.read_exact_at(b, from)?;
         let last = b
             .chunks_exact(CQ_ENTRY_BYTES)
-            .rposition(|e| e[8..12] != [0u8; 4]);
+            .rposition(|e| entry_at(e, 0).is_some());
         if let Some(i) = last {
             return Ok(from / CQ_ENTRY_BYTES as u64 + i as u64 + 1);
         }
@@ -394,19 +394,16 @@ impl ConsumeQueue {
             let path = self.dir.join(offset_name(start));
             let len = create_file(&self.space, &path, full, want)?;
             let file = self.new_file(start, len, want);
-            if let Some((_, prev)) = self.files.range(..start).next_back() {
-                if self.files.range(start..).next().is_none() {
-                    // The file before it is complete, and read in order from now on: it
-                    // gets readahead back.
-                    prev.slot.tail.set(false);
-                    if let Some(m) = prev.slot.map.borrow().as_ref() {
-                        let _ = m.advise(memmap2::Advice::Normal);
-                    }
+            let is_last = self.files.range(start..).next().is_none();
+            if let Some((_, prev)) = self.files.range(..start).next_back().filter(|_| is_last) {
+                // The file before it is complete, and read in order from now on: it gets
+                // readahead back.
+                prev.slot.tail.set(false);
+                if let Some(m) = prev.slot.map.borrow().as_ref() {
+                    let _ = m.advise(memmap2::Advice::Normal);
                 }
             }
-            file.slot
-                .tail
-                .set(self.files.range(start..).next().is_none());
+            file.slot.tail.set(is_last);
             if self.files.is_empty() {
                 self.min = q;
             }
