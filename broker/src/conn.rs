@@ -165,6 +165,29 @@ impl LargeFrame {
     }
 }
 
+/// A whole frame from the client: the answer to a request of the broker's, or a request,
+/// started once one of the connection's permits is free. `false` once the permits are
+/// gone (the connection is closing).
+async fn take_frame(
+    core: &Rc<Core>,
+    client: &Rc<ClientConn>,
+    tx: &Rc<LocalSender<Outgoing>>,
+    queued: &Rc<std::cell::Cell<usize>>,
+    permits: &Rc<glommio::sync::Semaphore>,
+    frame: protocol::Frame,
+    read_at: Instant,
+) -> bool {
+    if frame.header.is_response() {
+        client.answered(frame);
+        return true;
+    }
+    let Ok(permit) = permits.clone().acquire_static_permit(1).await else {
+        return false;
+    };
+    start_request(core, client, tx, queued, permit, frame, read_at);
+    true
+}
+
 /// Starts the task that serves one request (holding one of the connection's permits).
 fn start_request(
     core: &Rc<Core>,
@@ -331,19 +354,13 @@ pub async fn serve_connection(core: Rc<Core>, stream: TcpStream) {
         loop {
             match decoder.decode(&mut buf) {
                 Ok(None) => break,
-                Ok(Some(Decoded::Frame(frame))) if frame.header.is_response() => {
-                    // The client's answer to a request of the broker's.
-                    partial_since = None;
-                    client.answered(frame);
-                }
                 Ok(Some(Decoded::Frame(frame))) => {
                     // The deadline runs per frame: a stream of pipelined frames usually
                     // ends each read part-way into the next one.
                     partial_since = None;
-                    let Ok(permit) = permits.clone().acquire_static_permit(1).await else {
+                    if !take_frame(&core, &client, &tx, &queued, &permits, frame, read_at).await {
                         break 'conn;
-                    };
-                    start_request(&core, &client, &tx, &queued, permit, frame, read_at);
+                    }
                 }
                 Ok(Some(Decoded::Oversized { header, frame_len })) => {
                     partial_since = None;
@@ -412,13 +429,14 @@ pub async fn serve_connection(core: Rc<Core>, stream: TcpStream) {
                         }
                         partial_since = None;
                         match protocol::decode_complete(l.into_bytes()) {
-                            Ok(frame) if frame.header.is_response() => client.answered(frame),
                             Ok(frame) => {
-                                let Ok(permit) = permits.clone().acquire_static_permit(1).await
-                                else {
+                                let went = take_frame(
+                                    &core, &client, &tx, &queued, &permits, frame, read_at,
+                                )
+                                .await;
+                                if !went {
                                     break 'conn;
-                                };
-                                start_request(&core, &client, &tx, &queued, permit, frame, read_at);
+                                }
                             }
                             Err(e) => {
                                 bad_frame(&core, &tx, &queued, &peer, &e.to_string()).await;
