@@ -330,6 +330,17 @@ pub fn write_topic_table(data_dir: &Path, topics: impl IntoIterator<Item = (Stri
     .unwrap();
 }
 
+/// The resident memory of process `pid` now (VmRSS), in bytes.
+pub fn rss_bytes(pid: i32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    kib * 1024
+}
+
 /// Creates (or updates) `topic` with `queues` read and write queues through `mqadmin
 /// update-topic`, failing the test with mqadmin's stderr if it fails.
 pub fn create_topic(namesrv: &str, topic: &str, queues: u32) {

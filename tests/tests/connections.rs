@@ -111,13 +111,7 @@ fn a_frame_trickled_in_too_slowly_is_cut_off_though_bytes_keep_coming() {
 }
 
 fn rss_mib(pid: i32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .unwrap()
-        / 1024
+    integration::rss_bytes(pid) >> 20
 }
 
 /// Waits (bounded) until the broker's RSS is at most `mib`; the last value seen.

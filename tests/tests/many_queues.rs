@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use client::{Admin, Message, PullConsumer, PullOptions, QueueOffset};
-use integration::{wait_for, Cluster};
+use integration::{rss_bytes, wait_for, Cluster};
 
 const TOPICS: usize = 100;
 const QUEUES: u32 = 1000;
@@ -19,16 +19,6 @@ const MAPS_MAX: u64 = 4096;
 
 fn topic(i: usize) -> String {
     format!("Wide-{i:03}")
-}
-
-fn rss_bytes(pid: i32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kb: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap();
-    kb * 1024
 }
 
 fn mapped_files(admin: &Admin, broker: &str) -> u64 {
