@@ -27,14 +27,9 @@ impl PushInner {
             broadcasting: self.settings.model == MessageModel::Broadcasting,
         };
         let mut changed = false;
-        let addrs: BTreeSet<String> = self.group_addrs().into_iter().collect();
-        let mut answered = 0;
-        for addr in &addrs {
-            match self.pull.inst.heartbeat(addr, hb.clone()) {
-                Ok(view) => {
-                    answered += 1;
-                    changed |= self.update_view(addr, view);
-                }
+        for addr in self.group_addrs() {
+            match self.pull.inst.heartbeat(&addr, hb.clone()) {
+                Ok(view) => changed |= self.update_view(&addr, view),
                 Err(e) => {
                     tracing::warn!(%addr, error = %e, "heartbeat failed");
                     // The broker may be back elsewhere: the next beat goes by a fresh route.
@@ -43,18 +38,6 @@ impl PushInner {
                     }
                 }
             }
-        }
-        // A view from an address no longer in the routes (a broker restarted on other ports)
-        // would keep the members it knew, those that left since among them, in every
-        // allocation for good: their queues would go unconsumed. It is dropped once every
-        // address of the routes has answered this beat with a view of its own, never
-        // before: dropping views while the brokers are away left each member alone in its
-        // allocation, and the members' allocations then kept disagreeing.
-        if answered > 0 && answered == addrs.len() {
-            let mut views = lock(&self.views);
-            let before = views.len();
-            views.retain(|a, _| addrs.contains(a));
-            changed |= views.len() != before;
         }
         if changed {
             self.kick();
