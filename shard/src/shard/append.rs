@@ -1,0 +1,315 @@
+//! The write path: a batch is validated, stamped, indexed (ConsumeQueue, IndexFile) and
+//! copied into the CommitLog's in-memory tail; the async profiles acknowledge here, the sync
+//! one once a group commit covers it. Back-pressure (`wait_for_room`) holds sends while too
+//! much is not yet safe on disk.
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use message::{RecordView, StoreStamp};
+
+use crate::derived::{derive, Derive, StoredRecord};
+use crate::offsets::{CommitLogOffset, QueueOffset};
+use crate::{FlushPolicy, ShardError};
+
+use super::{AppendResult, AppendTiming, Shard};
+
+impl Shard {
+    /// Appends a batch of records (encoded with `message::encode_record`, back to back) to
+    /// one queue. Async flush: returns once in memory. Sync flush: returns once durable.
+    pub async fn append(
+        &self,
+        topic: &str,
+        queue_id: u32,
+        records: &[u8],
+    ) -> Result<AppendResult, ShardError> {
+        self.append_batch(topic, queue_id, records, None).await
+    }
+
+    /// [`Shard::append`] for a batch whose sender said how many records it holds: a batch
+    /// holding another number is refused (`CountMismatch`) before anything is stored. The
+    /// count is checked in the same pass that validates the records.
+    pub async fn append_counted(
+        &self,
+        topic: &str,
+        queue_id: u32,
+        records: &[u8],
+        expected_count: u32,
+    ) -> Result<AppendResult, ShardError> {
+        self.append_batch(topic, queue_id, records, Some(expected_count))
+            .await
+    }
+
+    async fn append_batch(
+        &self,
+        topic: &str,
+        queue_id: u32,
+        records: &[u8],
+        expected_count: Option<u32>,
+    ) -> Result<AppendResult, ShardError> {
+        let inner = &self.inner;
+        self.check_writable()?;
+        // Validate the whole batch before touching anything. Each record is parsed only
+        // here; the views carry its layout to the copy, stamp and index steps below.
+        let max = inner.config.message_bytes_max;
+        let mut views: Vec<RecordView<'_>> = Vec::with_capacity(64);
+        let mut seen = 0usize;
+        for r in message::records(records) {
+            let v = r?;
+            if v.len() > max {
+                return Err(ShardError::MessageTooLarge { size: v.len(), max });
+            }
+            if v.topic() != topic {
+                return Err(ShardError::TopicMismatch {
+                    expected: topic.to_owned(),
+                    found: v.topic().to_owned(),
+                });
+            }
+            seen += v.len();
+            views.push(v);
+        }
+        if views.is_empty() {
+            return Err(ShardError::EmptyBatch);
+        }
+        let count = views.len() as u32;
+        if let Some(expected) = expected_count.filter(|&e| e != count) {
+            return Err(ShardError::CountMismatch {
+                expected,
+                found: count,
+            });
+        }
+        debug_assert_eq!(seen, records.len());
+        let batch_max = (inner.config.segment_bytes - 8) as usize;
+        if records.len() > batch_max {
+            return Err(ShardError::MessageTooLarge {
+                size: records.len(),
+                max: batch_max,
+            });
+        }
+        let room_from = Instant::now();
+        self.wait_for_room(records.len()).await?;
+        let append_from = Instant::now();
+
+        let store_ts = now_ms();
+        let host = inner.config.store_host;
+        let (first_q, at, sealed) = {
+            let mut log = inner.log.borrow_mut();
+            let mut cqs = inner.cqs.borrow_mut();
+            let mut index = inner.index.borrow_mut();
+            let cq = cqs.get_or_create(topic, queue_id);
+            let first_q = cq.max;
+            let (at, sealed) = log.append_with(records.len(), |at, buf| {
+                let limit = message::ids::LOCAL_OFFSET_MAX;
+                if at + records.len() as u64 > limit {
+                    return Err(ShardError::OffsetSpaceExhausted {
+                        offset: at,
+                        max: limit,
+                    });
+                }
+                // One pass per record while it is hot in cache: copy, stamp and CRC, then
+                // its ConsumeQueue and IndexFile entries. A failure undoes the CQ entries
+                // and the log does not advance, so the two never disagree.
+                let mut pos = 0usize;
+                let mut q = first_q.0;
+                let result = (|| {
+                    for v in &views {
+                        let phys = at + pos as u64;
+                        let len = v.len();
+                        let rec = &mut buf[pos..pos + len];
+                        v.write_stamped(
+                            rec,
+                            &StoreStamp {
+                                queue_id,
+                                queue_offset: q,
+                                physical_offset: phys,
+                                store_timestamp_ms: store_ts,
+                                store_host: host,
+                            },
+                        )?;
+                        debug_assert!(RecordView::parse(rec).is_ok_and(|s| s.verify_crc().is_ok()));
+                        // Scanned in the batch (cache-hot) rather than in the chunk; only a
+                        // record whose stamping could change them is scanned after it.
+                        let props = match v.indexed_properties_after_stamp() {
+                            Some(p) => p,
+                            None => RecordView::parse(rec)?.indexed_properties(),
+                        };
+                        let stored = StoredRecord {
+                            topic,
+                            queue_offset: QueueOffset(q),
+                            commit_log_offset: CommitLogOffset(phys),
+                            len: len as u32,
+                            store_timestamp_ms: store_ts,
+                            props: &props,
+                        };
+                        derive(cq, &mut index, &stored, Derive::Append)?;
+                        pos += len;
+                        q += 1;
+                    }
+                    debug_assert_eq!(pos, buf.len());
+                    Ok(())
+                })();
+                if result.is_err() {
+                    if let Err(e) = cq.truncate(first_q) {
+                        tracing::warn!(topic, queue_id, error = %e, "cannot clear the ConsumeQueue entries of a failed append; the queue ends before them");
+                    }
+                }
+                result
+            })?;
+            (first_q, at, sealed)
+        };
+        inner.appends.set(inner.appends.get() + 1);
+        inner
+            .appended_bytes
+            .set(inner.appended_bytes.get() + records.len() as u64);
+        inner.signals.new_message.notify_all();
+        let appended_at = Instant::now();
+        let end = at + records.len() as u64;
+        match inner.config.flush {
+            FlushPolicy::Sync => loop {
+                if inner.log.borrow().durable_offset >= end {
+                    break;
+                }
+                self.check_poisoned()?;
+                // Not durable while the segment cannot be made: said now, not at a timeout.
+                // The record stays queued and is stored once space returns (like a timeout).
+                self.check_blocked()?;
+                if inner.closed.get() {
+                    return Err(ShardError::Closed);
+                }
+                let wait = inner.signals.progress.wait();
+                inner.signals.flush_wake.notify_all();
+                wait.await;
+            },
+            FlushPolicy::Async {
+                dirty_bytes_max, ..
+            } => {
+                if sealed || inner.log.borrow().dirty_bytes() >= dirty_bytes_max {
+                    inner.signals.flush_wake.notify_all();
+                    // Let the flusher submit the sealed chunk now, so the disk writes it
+                    // while we keep appending, instead of CPU and disk taking turns.
+                    futures_lite::future::yield_now().await;
+                }
+            }
+        }
+        Ok(AppendResult {
+            first_queue_offset: first_q.0,
+            first_commit_log_offset: at,
+            count,
+            timing: AppendTiming {
+                room: append_from - room_from,
+                append: appended_at - append_from,
+                durable: match inner.config.flush {
+                    FlushPolicy::Sync => appended_at.elapsed(),
+                    FlushPolicy::Async { .. } => Duration::ZERO,
+                },
+            },
+        })
+    }
+
+    /// Back-pressure: waits until an append of `len` bytes keeps the unwritten bytes within
+    /// a few chunks and the tail ring, and (async) the unsynced bytes within
+    /// `unsynced_bytes_max`; refuses it with `Busy` if that takes longer than `busy_wait_ms`,
+    /// so a slow disk is an answer to the sender, not a stall.
+    async fn wait_for_room(&self, len: usize) -> Result<(), ShardError> {
+        let inner = &self.inner;
+        let unwritten_max = (inner.config.write_chunk_bytes as u64 * 4).max(16 << 20);
+        {
+            let log = inner.log.borrow();
+            if let Some(ring) = &log.ring {
+                let reach = log.append_reach(len);
+                if reach > ring.ring_bytes() {
+                    return Err(ShardError::MessageTooLarge {
+                        size: len,
+                        max: len - (reach - ring.ring_bytes()) as usize / 2,
+                    });
+                }
+            }
+        }
+        let mut deadline = None;
+        loop {
+            self.check_writable()?;
+            // Why the disk is behind this append, if it is (not the `blocked` state: that
+            // one refuses at once, in `check_writable`).
+            let behind = {
+                let log = inner.log.borrow();
+                if log.unwritten_bytes() > unwritten_max {
+                    Some(format!(
+                        "{} bytes acknowledged are not yet written (bound {unwritten_max}): the disk is behind",
+                        log.unwritten_bytes()
+                    ))
+                } else if !log.ring_has_room(len) {
+                    Some(format!(
+                        "{} bytes acknowledged are not yet written and the tail ring is full: the disk is behind",
+                        log.unwritten_bytes()
+                    ))
+                } else {
+                    match inner.config.flush {
+                        FlushPolicy::Async { .. }
+                            if log.dirty_bytes() > inner.config.unsynced_bytes_max =>
+                        {
+                            Some(format!(
+                                "{} bytes acknowledged are not yet fdatasynced (unsynced_bytes_max {}): the disk is behind",
+                                log.dirty_bytes(),
+                                inner.config.unsynced_bytes_max
+                            ))
+                        }
+                        _ => None,
+                    }
+                }
+            };
+            let Some(reason) = behind else {
+                return Ok(());
+            };
+            let now = Instant::now();
+            let until =
+                *deadline.get_or_insert(now + Duration::from_millis(inner.config.busy_wait_ms));
+            if now >= until {
+                inner.busy_refusals.set(inner.busy_refusals.get() + 1);
+                return Err(ShardError::Busy { reason });
+            }
+            let wait = inner.signals.progress.wait_timeout(until - now);
+            inner.signals.flush_wake.notify_all();
+            wait.await;
+        }
+    }
+
+    /// The end of what readers may be served: what a crash cannot take away, so that no
+    /// (queue, offset) a consumer saw is ever given to another message. Sync flush: the
+    /// fdatasynced prefix. Async: everything appended, which the tail ring keeps across a
+    /// crash of the process. (An async shard without a ring, as tests and tools open, is
+    /// served as it acknowledges: from memory.)
+    pub(super) fn visible_end(&self) -> u64 {
+        let log = self.inner.log.borrow();
+        match self.inner.config.flush {
+            FlushPolicy::Sync => log.durable_offset,
+            FlushPolicy::Async { .. } => log.write_offset,
+        }
+    }
+
+    /// The queue offset below which every entry of the queue may be served (see
+    /// [`Shard::visible_end`]); at most the few entries of appends still waiting are above.
+    /// A long poll waits for this to pass what the consumer has.
+    pub fn visible_max(&self, topic: &str, queue_id: u32) -> u64 {
+        let visible = self.visible_end();
+        let cqs = self.inner.cqs.borrow();
+        let Some(cq) = cqs.get(topic, queue_id) else {
+            return 0;
+        };
+        let mut m = cq.max.0;
+        while m > cq.min.0 {
+            match cq.get(QueueOffset(m - 1)) {
+                Ok(Some(e)) if e.end() > visible => m -= 1,
+                Ok(_) => break,
+                // Its entries cannot be read now: none is taken as visible.
+                Err(_) => return cq.min.0,
+            }
+        }
+        m
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,156 @@
+//! Retention: disk use is measured against the clean, force-clean and refuse ratios, and
+//! expired (or, on a full disk, the oldest) segments are deleted with the ConsumeQueue and
+//! IndexFile files below the new log minimum.
+
+use std::rc::{Rc, Weak};
+use std::time::{Duration, Instant};
+
+use crate::offsets::CommitLogOffset;
+use crate::storage::{remove_off_core, Doomed};
+use crate::ShardError;
+
+use super::{DiskLevel, Inner, RetentionReport, Shard, Signals};
+
+impl Shard {
+    pub(super) fn measure_disk(&self) -> (f64, DiskLevel) {
+        let c = &self.inner.config;
+        let ratio = match c.disk_usage.used_ratio(&c.dir) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot measure disk use; assuming it is fine");
+                0.0
+            }
+        };
+        let level = if ratio >= c.disk_refuse_ratio {
+            DiskLevel::Full
+        } else if ratio >= c.disk_force_clean_ratio {
+            DiskLevel::ForceClean
+        } else if ratio >= c.disk_clean_ratio {
+            DiskLevel::Clean
+        } else {
+            DiskLevel::Normal
+        };
+        // Logged once per change of level, never per message.
+        let previous = self.inner.disk.get().1;
+        if previous != level {
+            let shard = c.shard_id;
+            match level {
+                DiskLevel::Full => tracing::error!(
+                    shard, ratio, threshold = c.disk_refuse_ratio,
+                    "disk full: use ratio {ratio:.3} >= disk_refuse_ratio {:.3}; refusing sends until space returns",
+                    c.disk_refuse_ratio
+                ),
+                DiskLevel::ForceClean => tracing::warn!(
+                    shard, ratio, threshold = c.disk_force_clean_ratio,
+                    "disk use {ratio:.3} >= disk_force_clean_ratio {:.3}: deleting the oldest segments early",
+                    c.disk_force_clean_ratio
+                ),
+                DiskLevel::Clean => tracing::warn!(
+                    shard, ratio, threshold = c.disk_clean_ratio,
+                    "disk use {ratio:.3} >= disk_clean_ratio {:.3}: cleaning segments",
+                    c.disk_clean_ratio
+                ),
+                DiskLevel::Normal => tracing::info!(shard, ratio, "disk use {ratio:.3} is back below every threshold"),
+            }
+        }
+        self.inner.disk.set((ratio, level));
+        self.inner.disk_measured.set(Instant::now());
+        (ratio, level)
+    }
+
+    /// One retention pass: measure the disk, delete expired segments (and, when the disk is
+    /// filling, the oldest ones), and move ConsumeQueue and IndexFile minimums after them.
+    pub async fn run_retention(&self) -> Result<RetentionReport, ShardError> {
+        let inner = &self.inner;
+        let (mut ratio, mut level) = self.measure_disk();
+        let reserved = Duration::from_secs(inner.config.file_reserved_hours * 3600);
+        let mut deleted = 0usize;
+        loop {
+            // Never the segment being written, nor one holding bytes not yet durable.
+            let candidate = {
+                let log = inner.log.borrow();
+                let active = log.segment_start(log.write_offset);
+                log.segments
+                    .iter()
+                    .next()
+                    .map(|(&s, f)| (s, f.clone()))
+                    .filter(|(s, _)| *s < active && s + log.segment_bytes <= log.durable_offset)
+            };
+            let Some((start, file)) = candidate else {
+                break;
+            };
+            let expired = std::fs::metadata(&file.path)
+                .and_then(|m| m.modified())
+                .map(|t| t.elapsed().unwrap_or_default() >= reserved)
+                .unwrap_or(false);
+            let pressure = match level {
+                DiskLevel::Normal => false,
+                DiskLevel::Clean => deleted == 0,
+                DiskLevel::ForceClean | DiskLevel::Full => true,
+            };
+            if !expired && !pressure {
+                break;
+            }
+            tracing::info!(
+                segment = start,
+                expired,
+                ?level,
+                "retention deletes a segment"
+            );
+            {
+                let mut log = inner.log.borrow_mut();
+                log.segments.remove(&start);
+                let next = start + log.segment_bytes;
+                log.forget_below(next);
+            }
+            // A cold read in flight still holds the file: then only unlink it.
+            let segment = Doomed {
+                path: file.path.clone(),
+                map: None,
+                truncate: Rc::strong_count(&file) == 1,
+            };
+            drop(file);
+            remove_off_core(vec![segment]).await?;
+            deleted += 1;
+            if level >= DiskLevel::ForceClean {
+                (ratio, level) = self.measure_disk();
+                if level < DiskLevel::Clean {
+                    break;
+                }
+            }
+        }
+        let min = inner.log.borrow().min_offset;
+        if deleted > 0 {
+            let mut doomed = Vec::new();
+            for cq in inner.cqs.borrow_mut().queues.values_mut() {
+                doomed.extend(cq.trim_below(CommitLogOffset(min))?);
+            }
+            doomed.extend(inner.index.borrow_mut().trim_below(min));
+            inner.quarantine.borrow_mut().forget_below(min);
+            remove_off_core(doomed).await?;
+            (ratio, level) = self.measure_disk();
+        }
+        Ok(RetentionReport {
+            deleted_segments: deleted,
+            min_offset: min,
+            disk_use_ratio: ratio,
+            disk_level: level,
+        })
+    }
+}
+
+pub(super) async fn retention_task(weak: Weak<Inner>, signals: Rc<Signals>, every: Duration) {
+    loop {
+        futures_lite::future::or(signals.stop.wait(), glommio::timer::sleep(every)).await;
+        let Some(inner) = weak.upgrade() else {
+            return;
+        };
+        if inner.closed.get() {
+            return;
+        }
+        let shard = Shard { inner };
+        if let Err(e) = shard.run_retention().await {
+            tracing::warn!(error = %e, "retention pass failed");
+        }
+    }
+}
