@@ -28,11 +28,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use memmap2::{MmapMut, MmapOptions};
+use memmap2::MmapMut;
 
 use crate::layout::{offset_name, parse_offset_name, topic_dir_name, topic_from_dir_name};
 use crate::offsets::{CommitLogOffset, QueueOffset};
-use crate::storage::{self, Doomed, Space};
+use crate::storage::{self, Doomed, Storage};
 use crate::ShardError;
 
 pub(crate) const CQ_ENTRY_BYTES: usize = 20;
@@ -78,17 +78,16 @@ struct CqSlot {
 }
 
 impl CqSlot {
-    fn map_file(&self) -> Result<MmapMut, ShardError> {
+    fn map_file(&self, storage: &Storage) -> Result<MmapMut, ShardError> {
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
             .open(&self.path)
             .map_err(|e| ShardError::making_room(&self.path, "opening a ConsumeQueue file", e))?;
-        // SAFETY: the file belongs to this shard alone (one core, one owner) and is never
-        // truncated while mapped (only after its mapping is dropped, when retention removes
-        // it), so the mapping stays valid for the MmapMut's lifetime. Past the file's
-        // length it is never touched (every access is checked against `CqFile::len`).
-        let map = unsafe { MmapOptions::new().len(self.map_len).map_mut(&file) }
+        // Past the file's length the mapping is never touched: every access is checked
+        // against `CqFile::len`.
+        let map = storage
+            .map(&file, Some(self.map_len))
             .map_err(|e| ShardError::making_room(&self.path, "mapping a ConsumeQueue file", e))?;
         // A queue's last file is written an entry at a time: a write fault should bring in
         // its one page. With readahead one fault zeroed a large folio, up to 2-3 ms on the
@@ -103,6 +102,7 @@ impl CqSlot {
 /// The mapped ConsumeQueue files of one shard: at most `max`, the least recently used
 /// one unmapped (second chance: a clock hand over the ring) to map another.
 pub(crate) struct Maps {
+    storage: Storage,
     max: usize,
     ring: RefCell<Vec<Rc<CqSlot>>>,
     hand: Cell<usize>,
@@ -122,8 +122,9 @@ pub(crate) struct Maps {
 }
 
 impl Maps {
-    pub(crate) fn new(max: usize) -> Rc<Maps> {
+    pub(crate) fn new(max: usize, storage: Storage) -> Rc<Maps> {
         Rc::new(Maps {
+            storage,
             max: max.max(1),
             ring: RefCell::new(Vec::new()),
             hand: Cell::new(0),
@@ -138,7 +139,6 @@ impl Maps {
     /// The entry at byte `at` of `slot`'s file, read without mapping it (see
     /// `recovering`).
     fn read_unmapped(&self, slot: &Rc<CqSlot>, at: u64) -> Result<Option<CqEntry>, ShardError> {
-        use std::os::unix::fs::FileExt;
         let mut held = self.read_file.borrow_mut();
         if !held.as_ref().is_some_and(|(s, _)| Rc::ptr_eq(s, slot)) {
             let file = std::fs::File::open(&slot.path).map_err(|e| {
@@ -150,7 +150,7 @@ impl Maps {
             unreachable!("set above");
         };
         let mut b = [0u8; CQ_ENTRY_BYTES];
-        file.read_exact_at(&mut b, at)?;
+        self.storage.pread(file, &mut b, at)?;
         Ok(entry_at(&b, 0))
     }
 
@@ -164,7 +164,7 @@ impl Maps {
         if let Some(m) = slot.map.borrow_mut().as_mut() {
             return Ok(f(m));
         }
-        let map = slot.map_file()?;
+        let map = slot.map_file(&self.storage)?;
         self.admit(slot);
         let mut held = slot.map.borrow_mut();
         Ok(f(held.insert(map)))
@@ -227,7 +227,7 @@ pub(crate) struct ConsumeQueue {
     dir: PathBuf,
     file_entries: u64,
     files: BTreeMap<u64, CqFile>,
-    space: Space,
+    storage: Storage,
     maps: Rc<Maps>,
     /// First queue offset still served (entries below point into deleted segments).
     pub(crate) min: QueueOffset,
@@ -242,8 +242,7 @@ pub(crate) struct ConsumeQueue {
 /// slot. Read from the end back with `pread`, mapping nothing: a file grows with its
 /// entries, so this reads about its last reservation step (a file of an older version,
 /// as long as a full file, is read back to its last entry).
-fn written_entries(path: &Path, len: u64) -> Result<u64, ShardError> {
-    use std::os::unix::fs::FileExt;
+fn written_entries(storage: &Storage, path: &Path, len: u64) -> Result<u64, ShardError> {
     const CHUNK: u64 = (64 << 10) / CQ_ENTRY_BYTES as u64 * CQ_ENTRY_BYTES as u64;
     let file = std::fs::File::open(path)
         .map_err(|e| ShardError::making_room(path, "opening a ConsumeQueue file", e))?;
@@ -252,7 +251,7 @@ fn written_entries(path: &Path, len: u64) -> Result<u64, ShardError> {
     while end > 0 {
         let from = end.saturating_sub(CHUNK);
         let b = &mut buf[..(end - from) as usize];
-        file.read_exact_at(b, from)?;
+        storage.pread(&file, b, from)?;
         let last = b
             .chunks_exact(CQ_ENTRY_BYTES)
             .rposition(|e| entry_at(e, 0).is_some());
@@ -267,7 +266,7 @@ fn written_entries(path: &Path, len: u64) -> Result<u64, ShardError> {
 /// Creates a ConsumeQueue file with its first `reserve` bytes' blocks reserved (which
 /// makes it that long). On any failure the new file is removed: the append that needed it
 /// fails (`NoSpace` on a full disk) and changes nothing.
-fn create_file(space: &Space, path: &Path, full: u64, reserve: u64) -> Result<u64, ShardError> {
+fn create_file(storage: &Storage, path: &Path, full: u64, reserve: u64) -> Result<u64, ShardError> {
     let existed = path.exists();
     let made = (|| {
         let file = std::fs::OpenOptions::new()
@@ -285,7 +284,7 @@ fn create_file(space: &Space, path: &Path, full: u64, reserve: u64) -> Result<u6
             });
         }
         drop(file);
-        storage::reserve_mapped(space, path, 0, reserve)?;
+        storage::reserve_mapped(storage, path, 0, reserve)?;
         Ok(actual.max(reserve))
     })();
     if made.is_err() && !existed {
@@ -316,14 +315,14 @@ impl ConsumeQueue {
     fn open(
         dir: PathBuf,
         file_entries: u64,
-        space: Space,
+        storage: Storage,
         maps: Rc<Maps>,
     ) -> Result<Self, ShardError> {
         let mut cq = ConsumeQueue {
             dir,
             file_entries,
             files: BTreeMap::new(),
-            space,
+            storage,
             maps,
             min: QueueOffset(0),
             max: QueueOffset(0),
@@ -355,7 +354,7 @@ impl ConsumeQueue {
         // max: one past the last non-empty entry of the last file.
         if let Some((&start, last)) = cq.files.iter().next_back() {
             last.slot.tail.set(true);
-            cq.max = QueueOffset(start + written_entries(&last.slot.path, last.len)?);
+            cq.max = QueueOffset(start + written_entries(&cq.storage, &last.slot.path, last.len)?);
         }
         if let Some(&first) = cq.files.keys().next() {
             cq.min = QueueOffset(first);
@@ -392,7 +391,7 @@ impl ConsumeQueue {
                 ShardError::making_room(&self.dir, "creating a ConsumeQueue directory", e)
             })?;
             let path = self.dir.join(offset_name(start));
-            let len = create_file(&self.space, &path, full, want)?;
+            let len = create_file(&self.storage, &path, full, want)?;
             let file = self.new_file(start, len, want);
             let is_last = self.files.range(start..).next().is_none();
             if let Some((_, prev)) = self.files.range(..start).next_back().filter(|_| is_last) {
@@ -415,7 +414,7 @@ impl ConsumeQueue {
         if f.reserved < need {
             // Before the store, never after: a store into a page without a block raises
             // SIGBUS on a full disk. A failure leaves the queue as it was.
-            storage::reserve_mapped(&self.space, &f.slot.path, f.reserved, want)?;
+            storage::reserve_mapped(&self.storage, &f.slot.path, f.reserved, want)?;
             f.reserved = want;
             f.len = f.len.max(want);
         }
@@ -533,7 +532,7 @@ fn entry_at(bytes: &[u8], at: usize) -> Option<CqEntry> {
 pub(crate) struct ConsumeQueues {
     root: PathBuf,
     file_entries: u64,
-    space: Space,
+    storage: Storage,
     maps: Rc<Maps>,
     pub(crate) queues: HashMap<(String, u32), ConsumeQueue>,
 }
@@ -543,10 +542,10 @@ impl ConsumeQueues {
         root: PathBuf,
         file_entries: u64,
         maps_max: usize,
-        space: Space,
+        storage: Storage,
     ) -> Result<Self, ShardError> {
         std::fs::create_dir_all(&root)?;
-        let maps = Maps::new(maps_max);
+        let maps = Maps::new(maps_max, storage.clone());
         let mut queues = HashMap::new();
         for topic_entry in std::fs::read_dir(&root)? {
             let topic_entry = topic_entry?;
@@ -566,15 +565,19 @@ impl ConsumeQueues {
                 else {
                     continue;
                 };
-                let cq =
-                    ConsumeQueue::open(q_entry.path(), file_entries, space.clone(), maps.clone())?;
+                let cq = ConsumeQueue::open(
+                    q_entry.path(),
+                    file_entries,
+                    storage.clone(),
+                    maps.clone(),
+                )?;
                 queues.insert((topic.clone(), queue_id), cq);
             }
         }
         Ok(ConsumeQueues {
             root,
             file_entries,
-            space,
+            storage,
             maps,
             queues,
         })
@@ -588,7 +591,7 @@ impl ConsumeQueues {
     pub(crate) fn get_or_create(&mut self, topic: &str, queue_id: u32) -> &mut ConsumeQueue {
         let root = &self.root;
         let file_entries = self.file_entries;
-        let space = &self.space;
+        let storage = &self.storage;
         let maps = &self.maps;
         self.queues
             .entry((topic.to_owned(), queue_id))
@@ -596,7 +599,7 @@ impl ConsumeQueues {
                 dir: root.join(topic_dir_name(topic)).join(queue_id.to_string()),
                 file_entries,
                 files: BTreeMap::new(),
-                space: space.clone(),
+                storage: storage.clone(),
                 maps: maps.clone(),
                 min: QueueOffset(0),
                 max: QueueOffset(0),
@@ -622,13 +625,7 @@ impl ConsumeQueues {
         if !self.maps.written.get() {
             return Ok(());
         }
-        use std::os::fd::AsRawFd;
-        let dir = std::fs::File::open(&self.root)?;
-        // SAFETY: syncfs on a descriptor we own; it touches no memory of ours.
-        if unsafe { libc::syncfs(dir.as_raw_fd()) } != 0 {
-            return Err(std::io::Error::last_os_error().into());
-        }
-        Ok(())
+        Ok(self.storage.syncfs(&self.root)?)
     }
 }
 
@@ -649,7 +646,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         {
             let mut cqs =
-                ConsumeQueues::open(dir.path().to_owned(), 4, 16, Space::unchecked()).unwrap();
+                ConsumeQueues::open(dir.path().to_owned(), 4, 16, Storage::unchecked()).unwrap();
             let cq = cqs.get_or_create("T/x", 3);
             for i in 0..10 {
                 cq.put(QueueOffset(i), e(i * 100)).unwrap();
@@ -658,7 +655,7 @@ mod tests {
             cqs.flush().unwrap();
         }
         let mut cqs =
-            ConsumeQueues::open(dir.path().to_owned(), 4, 16, Space::unchecked()).unwrap();
+            ConsumeQueues::open(dir.path().to_owned(), 4, 16, Storage::unchecked()).unwrap();
         let cq = cqs.queues.get_mut(&("T/x".to_string(), 3)).unwrap();
         assert_eq!((cq.min, cq.max), (QueueOffset(0), QueueOffset(10)));
         assert_eq!(cq.get(QueueOffset(9)).unwrap(), Some(e(900)));
@@ -677,7 +674,7 @@ mod tests {
     fn a_missing_entry_never_moves_the_minimum_past_kept_entries() {
         let dir = tempfile::tempdir().unwrap();
         let mut cqs =
-            ConsumeQueues::open(dir.path().to_owned(), 64, 16, Space::unchecked()).unwrap();
+            ConsumeQueues::open(dir.path().to_owned(), 64, 16, Storage::unchecked()).unwrap();
         let cq = cqs.get_or_create("T", 0);
         // Entry 1 is missing (its record was lost to damage); the rest are kept.
         for i in [0, 2, 3, 4, 5, 6, 7] {
@@ -700,7 +697,8 @@ mod tests {
         let queues = 40u32;
         {
             let mut cqs =
-                ConsumeQueues::open(dir.path().to_owned(), 300_000, 8, Space::unchecked()).unwrap();
+                ConsumeQueues::open(dir.path().to_owned(), 300_000, 8, Storage::unchecked())
+                    .unwrap();
             cqs.recovered();
             for round in 0..3u64 {
                 for q in 0..queues {
@@ -733,7 +731,7 @@ mod tests {
         // Reopened, nothing is mapped, each queue's end is where it was, and recovery's
         // reads map nothing either; reads after it map files again, within the bound.
         let cqs =
-            ConsumeQueues::open(dir.path().to_owned(), 300_000, 8, Space::unchecked()).unwrap();
+            ConsumeQueues::open(dir.path().to_owned(), 300_000, 8, Storage::unchecked()).unwrap();
         assert_eq!(cqs.map_counts(), (0, 0));
         for q in 0..queues {
             let cq = cqs.get("T", q).unwrap();
@@ -781,7 +779,7 @@ mod tests {
         f.write_all_at(&rec, 10 * CQ_ENTRY_BYTES as u64).unwrap();
         drop(f);
         let mut cqs =
-            ConsumeQueues::open(dir.path().to_owned(), 64, 4, Space::unchecked()).unwrap();
+            ConsumeQueues::open(dir.path().to_owned(), 64, 4, Storage::unchecked()).unwrap();
         let cq = cqs.queues.get_mut(&("Old".to_string(), 0)).unwrap();
         assert_eq!(cq.max, QueueOffset(11));
         assert_eq!(

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use memmap2::MmapMut;
 
 use crate::layout::{offset_name, parse_offset_name};
-use crate::storage::{self, Doomed, Space};
+use crate::storage::{self, Doomed, Storage};
 use crate::ShardError;
 
 const HEADER_BYTES: usize = 40;
@@ -78,13 +78,13 @@ impl IndexFile {
     /// maps it. On any failure nothing is mapped and the new file is removed, so the append
     /// that needed it fails (`NoSpace` on a full disk) and changes nothing.
     fn create(
-        space: &Space,
+        storage: &Storage,
         path: &Path,
         slots: u32,
         entries_max: u32,
     ) -> Result<Self, ShardError> {
         let existed = path.exists();
-        let made = Self::create_at(space, path, slots, entries_max);
+        let made = Self::create_at(storage, path, slots, entries_max);
         if made.is_err() && !existed {
             storage::remove_half_made(path);
         }
@@ -92,7 +92,7 @@ impl IndexFile {
     }
 
     fn create_at(
-        space: &Space,
+        storage: &Storage,
         path: &Path,
         slots: u32,
         entries_max: u32,
@@ -109,9 +109,8 @@ impl IndexFile {
         file.set_len(len)?;
         let slot_end = HEADER_BYTES as u64 + slots as u64 * SLOT_BYTES as u64;
         let reserved = (slot_end + RESERVE_STEP_BYTES).min(len);
-        storage::reserve_mapped(space, path, 0, reserved)?;
-        // SAFETY: the file belongs to this shard alone and is never truncated while mapped.
-        let map = unsafe { MmapMut::map_mut(&file)? };
+        storage::reserve_mapped(storage, path, 0, reserved)?;
+        let map = storage.map(&file, None)?;
         // Slots are hit at random: a fault should bring in its page, not read ahead (on a
         // new file that zeroed 16 pages per fault, 4% of the core at 600K msg/s).
         let _ = map.advise(memmap2::Advice::Random);
@@ -129,7 +128,7 @@ impl IndexFile {
 
     /// Maps an existing IndexFile as it is: nothing is stored into it here and nothing is
     /// reserved, so a restart on a full disk still serves its lookups.
-    fn open(path: &Path) -> Result<Self, ShardError> {
+    fn open(storage: &Storage, path: &Path) -> Result<Self, ShardError> {
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -141,8 +140,7 @@ impl IndexFile {
                 reason: format!("index file of {actual} bytes"),
             });
         }
-        // SAFETY: the file belongs to this shard alone and is never truncated while mapped.
-        let map = unsafe { MmapMut::map_mut(&file)? };
+        let map = storage.map(&file, None)?;
         let _ = map.advise(memmap2::Advice::Random);
         // An existing file keeps the geometry it was made with, whatever the config says now.
         let slots = u32::try_from(rd_i32(&map, 32)).unwrap_or(0);
@@ -164,13 +162,13 @@ impl IndexFile {
     }
 
     /// Reserves the blocks below `end` (and a step more) before anything is stored there.
-    fn ensure_reserved(&mut self, space: &Space, end: u64) -> Result<(), ShardError> {
+    fn ensure_reserved(&mut self, storage: &Storage, end: u64) -> Result<(), ShardError> {
         if end <= self.reserved {
             return Ok(());
         }
         let len = self.map.len() as u64;
         let want = end.next_multiple_of(RESERVE_STEP_BYTES).min(len);
-        storage::reserve_mapped(space, &self.path, self.reserved, want)?;
+        storage::reserve_mapped(storage, &self.path, self.reserved, want)?;
         self.reserved = want;
         Ok(())
     }
@@ -201,12 +199,18 @@ impl IndexFile {
         HEADER_BYTES + (hash as u32 % self.slots) as usize * SLOT_BYTES
     }
 
-    fn put(&mut self, space: &Space, hash: i32, phys: u64, ts_ms: i64) -> Result<(), ShardError> {
+    fn put(
+        &mut self,
+        storage: &Storage,
+        hash: i32,
+        phys: u64,
+        ts_ms: i64,
+    ) -> Result<(), ShardError> {
         let idx = self.count();
         debug_assert!(idx < self.entries_max);
         let at = HEADER_BYTES + self.slots as usize * SLOT_BYTES + idx as usize * ENTRY_BYTES;
         // Covers the header and every slot too (they come first in the file).
-        self.ensure_reserved(space, (at + ENTRY_BYTES) as u64)?;
+        self.ensure_reserved(storage, (at + ENTRY_BYTES) as u64)?;
         if idx == 1 {
             self.map[0..8].copy_from_slice(&ts_ms.to_be_bytes());
         }
@@ -229,8 +233,8 @@ impl IndexFile {
         Ok(())
     }
 
-    fn set_end_phys(&mut self, space: &Space, end: u64) -> Result<(), ShardError> {
-        self.ensure_reserved(space, HEADER_BYTES as u64)?;
+    fn set_end_phys(&mut self, storage: &Storage, end: u64) -> Result<(), ShardError> {
+        self.ensure_reserved(storage, HEADER_BYTES as u64)?;
         self.map[24..32].copy_from_slice(&(end as i64).to_be_bytes());
         Ok(())
     }
@@ -267,7 +271,7 @@ pub(crate) struct IndexService {
     slots: u32,
     entries_max: u32,
     files: Vec<IndexFile>,
-    space: Space,
+    storage: Storage,
 }
 
 impl IndexService {
@@ -275,7 +279,7 @@ impl IndexService {
         dir: PathBuf,
         slots: u32,
         entries_max: u32,
-        space: Space,
+        storage: Storage,
     ) -> Result<Self, ShardError> {
         std::fs::create_dir_all(&dir)?;
         let mut names: Vec<(u64, PathBuf)> = std::fs::read_dir(&dir)?
@@ -288,14 +292,14 @@ impl IndexService {
         names.sort();
         let mut files = Vec::new();
         for (_, path) in names {
-            files.push(IndexFile::open(&path)?);
+            files.push(IndexFile::open(&storage, &path)?);
         }
         Ok(IndexService {
             dir,
             slots,
             entries_max,
             files,
-            space,
+            storage,
         })
     }
 
@@ -309,7 +313,7 @@ impl IndexService {
     pub(crate) fn clamp_indexed_end(&mut self, end: u64) -> Result<(), ShardError> {
         if let Some(f) = self.files.last_mut() {
             if f.end_phys() > end {
-                f.set_end_phys(&self.space, end)?;
+                f.set_end_phys(&self.storage, end)?;
             }
         }
         Ok(())
@@ -340,17 +344,17 @@ impl IndexService {
         for key in props.index_keys() {
             if self.files.last().is_none_or(|f| f.is_full()) {
                 let path = self.dir.join(offset_name(phys));
-                let mut f = IndexFile::create(&self.space, &path, self.slots, self.entries_max)?;
+                let mut f = IndexFile::create(&self.storage, &path, self.slots, self.entries_max)?;
                 f.map[16..24].copy_from_slice(&(phys as i64).to_be_bytes());
                 self.files.push(f);
             }
             let Some(f) = self.files.last_mut() else {
                 unreachable!("pushed above");
             };
-            f.put(&self.space, topic_key_hash(topic, key), phys, ts)?;
+            f.put(&self.storage, topic_key_hash(topic, key), phys, ts)?;
         }
         if let Some(f) = self.files.last_mut() {
-            f.set_end_phys(&self.space, end)?;
+            f.set_end_phys(&self.storage, end)?;
         }
         Ok(())
     }
@@ -400,7 +404,7 @@ impl IndexService {
 
     pub(crate) fn flush(&self) -> Result<(), ShardError> {
         for f in &self.files {
-            f.map.flush()?;
+            self.storage.msync(&f.map)?;
         }
         Ok(())
     }
@@ -469,7 +473,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         {
             let mut idx =
-                IndexService::open(dir.path().to_owned(), 7, 4, Space::unchecked()).unwrap();
+                IndexService::open(dir.path().to_owned(), 7, 4, Storage::unchecked()).unwrap();
             for i in 0..10u64 {
                 let key = format!("k{}", i % 3);
                 let rec = record(&key, i * 1000, 1_000_000 + i as i64 * 1000);
@@ -480,7 +484,7 @@ mod tests {
             assert_eq!(idx.indexed_end(), 9000 + record("k0", 0, 0).len() as u64);
             idx.flush().unwrap();
         }
-        let idx = IndexService::open(dir.path().to_owned(), 7, 4, Space::unchecked()).unwrap();
+        let idx = IndexService::open(dir.path().to_owned(), 7, 4, Storage::unchecked()).unwrap();
         let mut hits = idx.lookup("T", "k1", 0, i64::MAX / 2, 10);
         hits.sort();
         assert_eq!(hits, vec![1000, 4000, 7000]);

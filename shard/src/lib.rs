@@ -36,7 +36,7 @@ pub use shard::{
     RetentionReport, Shard, ShardStats,
 };
 pub use slice::StoredSlice;
-pub use storage::{FaultInjector, BLOCK_BYTES};
+pub use storage::{FaultInjector, FileOp, BLOCK_BYTES};
 pub use tail_ring::TailRingConfig;
 
 /// Runs `f` on a fresh single-threaded glommio executor and returns its output: for tests,

@@ -1,21 +1,30 @@
-//! The storage seam: every CommitLog segment file goes through [`SegmentFile`], which writes
-//! with O_DIRECT through io_uring (glommio's `DmaFile`), falls back to buffered I/O where
-//! the filesystem refuses O_DIRECT, and consults an optional [`FaultInjector`] so tests can
-//! tear writes, fail fdatasyncs and flip bits on the way to disk, and fail the creation of
-//! segments and the block reservations of mapped files with an errno (ENOSPC, EMFILE).
+//! The storage seam: every file operation of a shard goes through here, so that a test can
+//! fail any of them.
 //!
-//! Every new block a shard takes goes through here too: [`Space`] checks the free space
-//! against `disk_reserve_bytes` before a segment, a spare or a mapped file's blocks are
-//! taken, and [`allocate`] reserves the blocks of a mapped file before anything is stored
-//! into them, so a full disk is an error returned to an append, never a SIGBUS.
+//! - CommitLog segments go through [`SegmentFile`], which writes with O_DIRECT through
+//!   io_uring (glommio's `DmaFile`) and falls back to buffered I/O where the filesystem
+//!   refuses O_DIRECT.
+//! - Mapped files (ConsumeQueue, IndexFile) are mapped, synced, read without a mapping and
+//!   have their blocks reserved through [`Storage`].
+//! - Deletes (retention, trimmed derived files) go through [`Storage::remove`], off the core.
+//!
+//! Each of these consults the optional [`FaultInjector`]: set faults (tear a write, fail
+//! fdatasyncs, flip a bit, fail a creation with an errno) and a seeded plan that fails a
+//! chosen kind of operation ([`FileOp`]) at random, reproducibly from its seed.
+//!
+//! Every new block a shard takes goes through here too: [`Storage::check`] tests the free
+//! space against `disk_reserve_bytes` before a segment, a spare or a mapped file's blocks
+//! are taken, and [`allocate`] reserves the blocks of a mapped file before anything is
+//! stored into them, so a full disk is an error returned to an append, never a SIGBUS.
 
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Once};
 
 use bytes::Bytes;
 use glommio::io::{DmaBuffer, DmaFile, OpenOptions, ReadResult};
+use memmap2::MmapMut;
 
 use crate::error::glommio_io;
 use crate::{DiskUsageSource, ShardConfig, ShardError};
@@ -44,6 +53,61 @@ pub struct FaultInjector {
     segment_create_errno: AtomicI32,
     /// errno for block reservations of ConsumeQueue and IndexFile files; 0 = none.
     map_reserve_errno: AtomicI32,
+    /// The seeded plan: the operations it may fail (a bit per [`FileOp`]), one in how many
+    /// it fails (0 = off), its generator's state, and the faults it has injected.
+    plan_ops: AtomicU32,
+    plan_one_in: AtomicU32,
+    plan_state: AtomicU64,
+    plan_injected: AtomicU64,
+}
+
+/// A kind of file operation a seeded fault plan can fail, with the errno it fails with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileOp {
+    /// Creating a CommitLog segment or a warm spare (ENOSPC, after the file was made).
+    SegmentCreate,
+    /// Writing a chunk to a segment (EIO, nothing written).
+    SegmentWrite,
+    /// fdatasync of a segment (EIO).
+    SegmentSync,
+    /// Reading a segment for a consumer (EIO).
+    SegmentRead,
+    /// Reserving the blocks of a ConsumeQueue or IndexFile file (ENOSPC).
+    MapReserve,
+    /// Mapping a ConsumeQueue or IndexFile file (ENOMEM).
+    Map,
+    /// Syncing mapped files to disk (EIO).
+    MapSync,
+    /// Reading a mapped file's entries without a mapping, as recovery does (EIO).
+    MapRead,
+    /// Deleting a file retention or a trim is done with (EIO; the file stays).
+    Delete,
+}
+
+impl FileOp {
+    pub const ALL: [FileOp; 9] = [
+        FileOp::SegmentCreate,
+        FileOp::SegmentWrite,
+        FileOp::SegmentSync,
+        FileOp::SegmentRead,
+        FileOp::MapReserve,
+        FileOp::Map,
+        FileOp::MapSync,
+        FileOp::MapRead,
+        FileOp::Delete,
+    ];
+
+    fn bit(self) -> u32 {
+        1 << self as u32
+    }
+
+    fn errno(self) -> i32 {
+        match self {
+            FileOp::SegmentCreate | FileOp::MapReserve => libc::ENOSPC,
+            FileOp::Map => libc::ENOMEM,
+            _ => libc::EIO,
+        }
+    }
 }
 
 impl Default for FaultInjector {
@@ -55,6 +119,10 @@ impl Default for FaultInjector {
             slow_sync_ms: AtomicU64::new(0),
             segment_create_errno: AtomicI32::new(0),
             map_reserve_errno: AtomicI32::new(0),
+            plan_ops: AtomicU32::new(0),
+            plan_one_in: AtomicU32::new(0),
+            plan_state: AtomicU64::new(0),
+            plan_injected: AtomicU64::new(0),
         }
     }
 }
@@ -100,20 +168,62 @@ impl FaultInjector {
         self.map_reserve_errno
             .store(errno.unwrap_or(0), Ordering::SeqCst);
     }
+
+    /// From now on, each operation of a kind in `ops` fails with probability `1/one_in`
+    /// (with the errno [`FileOp`] names), the sequence of failures fixed by `seed`, so a
+    /// failing run is replayed by its seed. `one_in = 0` turns the plan off.
+    pub fn seeded(&self, seed: u64, one_in: u32, ops: &[FileOp]) {
+        let mask = ops.iter().fold(0, |m, op| m | op.bit());
+        // Never zero: xorshift stays at zero.
+        self.plan_state.store(seed | 1 << 63, Ordering::SeqCst);
+        self.plan_ops.store(mask, Ordering::SeqCst);
+        self.plan_one_in.store(one_in, Ordering::SeqCst);
+    }
+
+    /// Faults the seeded plan has injected so far.
+    pub fn injected(&self) -> u64 {
+        self.plan_injected.load(Ordering::SeqCst)
+    }
+
+    /// The seeded plan's verdict on one `op`: an error to fail it with, or `None`.
+    pub(crate) fn planned(&self, op: FileOp) -> Option<std::io::Error> {
+        let one_in = self.plan_one_in.load(Ordering::SeqCst);
+        if one_in == 0 || self.plan_ops.load(Ordering::SeqCst) & op.bit() == 0 {
+            return None;
+        }
+        // xorshift64: one step per consulted operation. Shards of one test share nothing
+        // but this state, so the sequence is fixed per executor's order of operations.
+        let mut x = self.plan_state.load(Ordering::SeqCst);
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.plan_state.store(x, Ordering::SeqCst);
+        if !x.is_multiple_of(u64::from(one_in)) {
+            return None;
+        }
+        self.plan_injected.fetch_add(1, Ordering::SeqCst);
+        tracing::debug!(?op, "injected fault");
+        Some(std::io::Error::from_raw_os_error(op.errno()))
+    }
 }
 
-/// The check every new block of a shard's files goes through: free space against the
-/// reserve (`ShardConfig::disk_reserve_bytes`), and the injected faults.
+/// `faults`' verdict on `op`, where there are faults at all.
+fn planned(faults: &Option<Arc<FaultInjector>>, op: FileOp) -> Option<std::io::Error> {
+    faults.as_ref().and_then(|f| f.planned(op))
+}
+
+/// The handle a shard's mapped files and deletes go through: the free-space check every new
+/// block passes (against `ShardConfig::disk_reserve_bytes`), and the injected faults.
 #[derive(Clone, Debug)]
-pub(crate) struct Space {
+pub(crate) struct Storage {
     disk: DiskUsageSource,
     reserve_bytes: u64,
     faults: Option<Arc<FaultInjector>>,
 }
 
-impl Space {
-    pub(crate) fn new(config: &ShardConfig) -> Space {
-        Space {
+impl Storage {
+    pub(crate) fn new(config: &ShardConfig) -> Storage {
+        Storage {
             disk: config.disk_usage.clone(),
             reserve_bytes: config.disk_reserve_bytes,
             faults: config.faults.clone(),
@@ -122,8 +232,8 @@ impl Space {
 
     /// No reserve, no faults: for unit tests of the file formats.
     #[cfg(test)]
-    pub(crate) fn unchecked() -> Space {
-        Space {
+    pub(crate) fn unchecked() -> Storage {
+        Storage {
             disk: DiskUsageSource::statvfs(),
             reserve_bytes: 0,
             faults: None,
@@ -160,12 +270,81 @@ impl Space {
         self.faults
             .as_ref()
             .and_then(|f| injected(&f.segment_create_errno))
+            .or_else(|| planned(&self.faults, FileOp::SegmentCreate))
     }
 
     fn map_fault(&self) -> Option<std::io::Error> {
         self.faults
             .as_ref()
             .and_then(|f| injected(&f.map_reserve_errno))
+            .or_else(|| planned(&self.faults, FileOp::MapReserve))
+    }
+
+    pub(crate) fn faults(&self) -> Option<Arc<FaultInjector>> {
+        self.faults.clone()
+    }
+
+    /// Fails with the planned fault for `op`, if any.
+    pub(crate) fn fault(&self, op: FileOp) -> std::io::Result<()> {
+        match planned(&self.faults, op) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Maps `len` bytes of `file` (the whole file when `None`) read-write.
+    pub(crate) fn map(&self, file: &std::fs::File, len: Option<usize>) -> std::io::Result<MmapMut> {
+        self.fault(FileOp::Map)?;
+        let mut options = memmap2::MmapOptions::new();
+        if let Some(len) = len {
+            options.len(len);
+        }
+        // SAFETY: every file mapped here belongs to one shard alone (one core, one owner:
+        // the data directory is locked by one process) and is never truncated while
+        // mapped (only after its mapping is dropped, when retention removes it), so the
+        // mapping stays valid for the MmapMut's lifetime. Callers never touch a mapping
+        // past the file's length (every access is checked against it).
+        unsafe { options.map_mut(file) }
+    }
+
+    /// Writes a mapping's dirty pages to disk.
+    pub(crate) fn msync(&self, map: &MmapMut) -> std::io::Result<()> {
+        self.fault(FileOp::MapSync)?;
+        map.flush()
+    }
+
+    /// Writes every dirty page of the filesystem holding `dir` to disk (one `syncfs`
+    /// instead of a sync per file).
+    pub(crate) fn syncfs(&self, dir: &Path) -> std::io::Result<()> {
+        use std::os::fd::AsRawFd;
+        self.fault(FileOp::MapSync)?;
+        let dir = std::fs::File::open(dir)?;
+        // SAFETY: syncfs on a descriptor we own; it touches no memory of ours.
+        if unsafe { libc::syncfs(dir.as_raw_fd()) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Reads exactly `buf.len()` bytes of a mapped file at `at` without mapping it.
+    pub(crate) fn pread(
+        &self,
+        file: &std::fs::File,
+        buf: &mut [u8],
+        at: u64,
+    ) -> std::io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        self.fault(FileOp::MapRead)?;
+        file.read_exact_at(buf, at)
+    }
+
+    /// Deletes files a shard is done with, off the core (see [`remove_off_core`]). A
+    /// planned fault fails the whole step before anything is removed.
+    pub(crate) async fn remove(&self, doomed: Vec<Doomed>) -> std::io::Result<()> {
+        if !doomed.is_empty() {
+            self.fault(FileOp::Delete)?;
+        }
+        remove_off_core(doomed).await
     }
 }
 
@@ -175,7 +354,7 @@ impl Space {
 /// there, so this is safe over written data too. Errors are classified for the append:
 /// `NoSpace`, `TooManyOpenFiles` (the file is opened here), or I/O.
 pub(crate) fn reserve_mapped(
-    space: &Space,
+    storage: &Storage,
     path: &Path,
     from: u64,
     to: u64,
@@ -184,7 +363,7 @@ pub(crate) fn reserve_mapped(
         return Ok(());
     }
     let doing = "reserving blocks of a mapped file";
-    if let Some(e) = space.map_fault() {
+    if let Some(e) = storage.map_fault() {
         return Err(ShardError::making_room(path, doing, e));
     }
     let file = std::fs::OpenOptions::new()
@@ -203,7 +382,7 @@ pub(crate) fn reserve_mapped(
     } else {
         to - from
     };
-    space.check(path, new_bytes)?;
+    storage.check(path, new_bytes)?;
     allocate(&file, from, to).map_err(|e| ShardError::making_room(path, doing, e))
 }
 
@@ -374,6 +553,7 @@ impl SegmentFile {
             if let Some(e) = faults
                 .as_ref()
                 .and_then(|f| injected(&f.segment_create_errno))
+                .or_else(|| planned(&faults, FileOp::SegmentCreate))
             {
                 return Err(e);
             }
@@ -433,6 +613,9 @@ impl SegmentFile {
         debug_assert_eq!(at % BLOCK_BYTES, 0);
         debug_assert_eq!(buf.len() as u64 % BLOCK_BYTES, 0);
         let end = at + buf.len() as u64;
+        if let Some(e) = planned(&self.faults, FileOp::SegmentWrite) {
+            return Err(e);
+        }
         let mut result_err = None;
         let mut buf = buf;
         if let Some(f) = &self.faults {
@@ -477,6 +660,9 @@ impl SegmentFile {
     }
 
     pub(crate) async fn fdatasync(&self) -> std::io::Result<()> {
+        if let Some(e) = planned(&self.faults, FileOp::SegmentSync) {
+            return Err(e);
+        }
         if let Some(f) = &self.faults {
             if f.fail_fsync.load(Ordering::SeqCst) {
                 return Err(std::io::Error::from_raw_os_error(libc::EIO));
@@ -495,6 +681,9 @@ impl SegmentFile {
     /// One aligned read of `len` bytes at commit-log offset `at` (both block aligned).
     pub(crate) async fn read_aligned(&self, at: u64, len: usize) -> std::io::Result<ReadBytes> {
         debug_assert_eq!(at % BLOCK_BYTES, 0);
+        if let Some(e) = planned(&self.faults, FileOp::SegmentRead) {
+            return Err(e);
+        }
         let pos = at - self.start;
         match &self.backend {
             Backend::Direct(f) => {
@@ -621,13 +810,13 @@ pub(crate) async fn spare_ready(dir: &Path, size: u64) -> std::io::Result<bool> 
 pub(crate) async fn fill_spare(
     dir: PathBuf,
     size: u64,
-    space: &Space,
+    storage: &Storage,
     pace: impl FnMut(u64) -> Option<std::time::Duration>,
 ) -> Result<Filled, ShardError> {
     let n = SPARE_FILLS.fetch_add(1, Ordering::Relaxed);
     let filling = dir.join(format!("{SPARE_FILLING_PREFIX}-{n}"));
-    space.check(&filling, size)?;
-    let fault = space.segment_fault();
+    storage.check(&filling, size)?;
+    let fault = storage.segment_fault();
     let filled = fill_spare_at(dir, filling.clone(), size, fault, pace).await;
     if filled.is_err() {
         let doomed = vec![Doomed {

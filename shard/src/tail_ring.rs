@@ -31,6 +31,7 @@ use memmap2::{MmapMut, MmapOptions};
 use message::{BLANK_MAGIC_CODE, BLANK_RECORD_MIN_BYTES, FIXED_BYTES};
 
 use crate::commit_log::{blank_at, is_record_at, Blank};
+use crate::storage::{FileOp, SegmentFile, Storage};
 use crate::ShardError;
 
 /// The header block before the data.
@@ -312,6 +313,7 @@ pub(crate) async fn write_back(
     replay: &Replay,
     dir: &Path,
     segment_bytes: u64,
+    storage: &Storage,
 ) -> Result<(), ShardError> {
     use std::os::unix::fs::FileExt;
     let mut open: Option<(u64, File)> = None;
@@ -320,26 +322,26 @@ pub(crate) async fn write_back(
         let seg = piece.offset - piece.offset % segment_bytes;
         if open.as_ref().map(|(s, _)| *s) != Some(seg) {
             if let Some((_, f)) = open.take() {
+                storage.fault(FileOp::SegmentSync)?;
                 f.sync_data()?;
             }
             let path = dir.join(crate::layout::offset_name(seg));
             if !path.exists() {
                 std::fs::create_dir_all(dir)?;
                 // The usual creation (a real first block, preallocated), then closed again.
-                drop(
-                    crate::storage::SegmentFile::open(&path, seg, segment_bytes, true, None)
-                        .await?,
-                );
+                drop(SegmentFile::open(&path, seg, segment_bytes, true, storage.faults()).await?);
                 synced.push(path.clone());
             }
             let f = std::fs::OpenOptions::new().write(true).open(&path)?;
             open = Some((seg, f));
         }
         if let Some((_, f)) = &open {
+            storage.fault(FileOp::SegmentWrite)?;
             f.write_all_at(&piece.bytes, piece.offset - seg)?;
         }
     }
     if let Some((_, f)) = open.take() {
+        storage.fault(FileOp::SegmentSync)?;
         f.sync_data()?;
     }
     if !synced.is_empty() {

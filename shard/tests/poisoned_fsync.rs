@@ -65,7 +65,11 @@ fn async_flush_failure_poisons_the_next_append() {
             .append(TOPIC, 0, &record(TOPIC, b"in memory", None, None))
             .await
             .unwrap();
-        glommio::timer::sleep(std::time::Duration::from_millis(100)).await;
+        // The background sync (every 5 ms) fails and poisons the shard.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !shard.stats().poisoned && std::time::Instant::now() < deadline {
+            glommio::timer::sleep(std::time::Duration::from_millis(2)).await;
+        }
         assert!(shard.stats().poisoned);
         assert!(matches!(
             shard

@@ -100,7 +100,7 @@ impl Shard {
         }
         if !from_spare {
             // A spare has its blocks already; a new segment takes a whole segment's worth.
-            self.inner.space.check(&path, size)?;
+            self.inner.storage.check(&path, size)?;
         }
         let f = SegmentFile::open(&path, start, size, !from_spare, faults)
             .await

@@ -29,7 +29,7 @@ use crate::quarantine::{Quarantine, QuarantinedRange};
 use crate::readahead::Readahead;
 use crate::signal::Signal;
 use crate::slice::StoredSlice;
-use crate::storage::{self, remove_off_core};
+use crate::storage;
 use crate::tail_ring::{self, TailRing};
 use crate::{FlushPolicy, ShardConfig, ShardError};
 
@@ -229,7 +229,7 @@ struct Inner {
     /// succeeds. Never poison: nothing was written or lost.
     blocked: RefCell<Option<ShardError>>,
     /// Checks every new file's blocks against `disk_reserve_bytes` (and the fault plan).
-    space: storage::Space,
+    storage: storage::Storage,
     closed: Cell<bool>,
     last_sync: Cell<Instant>,
     appends: Cell<u64>,
@@ -265,18 +265,18 @@ impl Shard {
     pub async fn open(config: ShardConfig) -> Result<Shard, ShardError> {
         config.validate()?;
         std::fs::create_dir_all(&config.dir)?;
-        let space = storage::Space::new(&config);
+        let storage = storage::Storage::new(&config);
         let mut cqs = ConsumeQueues::open(
             config.dir.join(CONSUME_QUEUE_DIR),
             config.consume_queue_file_entries,
             config.consume_queue_maps_max,
-            space.clone(),
+            storage.clone(),
         )?;
         let mut index = IndexService::open(
             config.dir.join(INDEX_DIR),
             config.index_file_slots,
             config.index_file_entries,
-            space.clone(),
+            storage.clone(),
         )?;
         let index_from = index.indexed_end();
         // What an async run acknowledged but had not written when it died is in its tail
@@ -289,6 +289,7 @@ impl Shard {
                         &replay,
                         &config.dir.join(COMMIT_LOG_DIR),
                         config.segment_bytes,
+                        &storage,
                     )
                     .await
                     .map_err(|e| ShardError::TailRing {
@@ -365,7 +366,7 @@ impl Shard {
             doomed.extend(cq.trim_below(CommitLogOffset(log.min_offset))?);
         }
         cqs.recovered();
-        remove_off_core(doomed).await?;
+        storage.remove(doomed).await?;
         index.clamp_indexed_end(log.write_offset)?;
         if recovered.truncated_segments > 0 {
             tracing::warn!(
@@ -402,7 +403,7 @@ impl Shard {
             signals: Rc::new(Signals::default()),
             poisoned: RefCell::new(None),
             blocked: RefCell::new(None),
-            space,
+            storage,
             closed: Cell::new(false),
             last_sync: Cell::new(Instant::now()),
             appends: Cell::new(0),

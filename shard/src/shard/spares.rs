@@ -78,9 +78,9 @@ impl Shard {
             let behind = filled < (2 * into).min(size);
             Some(Duration::from_millis(if behind { 1 } else { 20 }))
         };
-        let space = inner.space.clone();
+        let storage = inner.storage.clone();
         glommio::spawn_local(async move {
-            let filled = storage::fill_spare(dir, size, &space, pace).await;
+            let filled = storage::fill_spare(dir, size, &storage, pace).await;
             let Some(inner) = weak.upgrade() else {
                 return;
             };
