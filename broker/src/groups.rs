@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use protocol::GroupQueue;
 use shard::signal::Signal;
 
-use crate::clock::Clock;
+use shard::Clock;
 
 #[derive(Debug, thiserror::Error)]
 pub enum GroupError {

@@ -10,7 +10,6 @@
 pub mod bootstrap;
 pub mod cli;
 pub mod client_conn;
-pub mod clock;
 pub mod config;
 pub mod conn;
 pub mod connections;

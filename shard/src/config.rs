@@ -212,6 +212,8 @@ pub struct ShardConfig {
     pub disk_usage: DiskUsageSource,
     /// The storage seam's fault plan; `None` in production.
     pub faults: Option<Arc<FaultInjector>>,
+    /// Where retention and the store timestamps read the time. Default the system's.
+    pub clock: crate::Clock,
     /// Told how long each durable flush took; `None` = not measured.
     pub flush_observer: Option<FlushObserver>,
     /// The shared-memory copy of the unwritten tail that makes async-flush appends safe
@@ -256,6 +258,7 @@ impl ShardConfig {
             retention_check_interval_ms: 10_000,
             disk_usage: DiskUsageSource::statvfs(),
             faults: None,
+            clock: crate::Clock::System,
             flush_observer: None,
             tail_ring: None,
             unsynced_bytes_max: 512 << 20,

@@ -6,6 +6,7 @@
 // Tests may unwrap: a panic there is a failed test, not a crashed broker.
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+mod clock;
 mod commit_log;
 mod config;
 mod consume_queue;
@@ -23,6 +24,7 @@ mod slice;
 mod storage;
 mod tail_ring;
 
+pub use clock::Clock;
 pub use config::{
     statvfs_free_bytes, statvfs_used_ratio, DiskUsageSource, FlushObserver, FlushPolicy,
     ShardConfig,

@@ -9,7 +9,9 @@ use std::sync::Arc;
 
 use common::*;
 use message::TagFilter;
-use shard::{DiskLevel, DiskUsageSource, ReadRequest, ReadStatus, Shard, ShardError};
+use std::time::Duration;
+
+use shard::{Clock, DiskLevel, DiskUsageSource, ReadRequest, ReadStatus, Shard, ShardError};
 
 #[test]
 fn expired_segments_go_and_readers_behind_are_moved() {
@@ -64,6 +66,63 @@ fn expired_segments_go_and_readers_behind_are_moved() {
         c.file_reserved_hours = 0;
         let shard = Shard::open(c).await.unwrap();
         assert_eq!(shard.queue_offsets(TOPIC, 0), q);
+        shard.close().await.unwrap();
+    });
+}
+
+/// A segment goes once it is `file_reserved_hours` old by the shard's clock, not before;
+/// and records carry that clock's time, so a search by time finds them by it.
+#[test]
+fn a_segment_expires_when_the_clock_passes_its_reserved_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().to_owned();
+    shard::run_local(move || async move {
+        let clock = Clock::manual();
+        let mut c = small_config(&p);
+        c.file_reserved_hours = 2;
+        c.clock = clock.clone();
+        let shard = Shard::open(c).await.unwrap();
+        let first_at = clock.wall_ms();
+        for i in 0..100 {
+            shard
+                .append(TOPIC, 0, &record(TOPIC, &body(i, 900), None, None))
+                .await
+                .unwrap();
+        }
+        clock.advance(Duration::from_secs(3600));
+        let later_at = clock.wall_ms();
+        for i in 100..200 {
+            shard
+                .append(TOPIC, 0, &record(TOPIC, &body(i, 900), None, None))
+                .await
+                .unwrap();
+        }
+        // The first record stamped after the hour is found by that time.
+        assert_eq!(
+            shard
+                .search_offset_by_time(TOPIC, 0, first_at)
+                .await
+                .unwrap(),
+            0
+        );
+        assert_eq!(
+            shard
+                .search_offset_by_time(TOPIC, 0, later_at)
+                .await
+                .unwrap(),
+            100
+        );
+        let before = std::fs::read_dir(p.join("commitlog")).unwrap().count();
+        assert!(before >= 3);
+        // Written at most an hour ago by the clock: kept.
+        assert_eq!(shard.run_retention().await.unwrap().deleted_segments, 0);
+        clock.advance(Duration::from_secs(3600 - 60));
+        assert_eq!(shard.run_retention().await.unwrap().deleted_segments, 0);
+        // Two hours and more after the files were written: all but the active one go.
+        clock.advance(Duration::from_secs(120));
+        let r = shard.run_retention().await.unwrap();
+        assert_eq!(r.deleted_segments, before - 1);
+        assert!(shard.queue_offsets(TOPIC, 0).min > 0);
         shard.close().await.unwrap();
     });
 }

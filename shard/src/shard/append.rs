@@ -3,7 +3,7 @@
 //! one once a group commit covers it. Back-pressure (`wait_for_room`) holds sends while too
 //! much is not yet safe on disk.
 
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use message::{RecordView, StoreStamp};
 
@@ -89,7 +89,7 @@ impl Shard {
         self.wait_for_room(records.len()).await?;
         let append_from = Instant::now();
 
-        let store_ts = now_ms();
+        let store_ts = inner.config.clock.wall_ms();
         let host = inner.config.store_host;
         let (first_q, at, sealed) = {
             let mut log = inner.log.borrow_mut();
@@ -305,11 +305,4 @@ impl Shard {
         }
         m
     }
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }

@@ -6,7 +6,7 @@ use std::rc::{Rc, Weak};
 use std::time::{Duration, Instant};
 
 use crate::offsets::CommitLogOffset;
-use crate::storage::{remove_off_core, Doomed};
+use crate::storage::Doomed;
 use crate::ShardError;
 
 use super::{DiskLevel, Inner, RetentionReport, Shard, Signals};
@@ -79,9 +79,10 @@ impl Shard {
             let Some((start, file)) = candidate else {
                 break;
             };
+            let now = inner.config.clock.wall();
             let expired = std::fs::metadata(&file.path)
                 .and_then(|m| m.modified())
-                .map(|t| t.elapsed().unwrap_or_default() >= reserved)
+                .map(|t| now.duration_since(t).unwrap_or_default() >= reserved)
                 .unwrap_or(false);
             let pressure = match level {
                 DiskLevel::Normal => false,
@@ -110,7 +111,7 @@ impl Shard {
                 truncate: Rc::strong_count(&file) == 1,
             };
             drop(file);
-            remove_off_core(vec![segment]).await?;
+            inner.storage.remove(vec![segment]).await?;
             deleted += 1;
             if level >= DiskLevel::ForceClean {
                 (ratio, level) = self.measure_disk();
@@ -127,7 +128,7 @@ impl Shard {
             }
             doomed.extend(inner.index.borrow_mut().trim_below(min));
             inner.quarantine.borrow_mut().forget_below(min);
-            remove_off_core(doomed).await?;
+            inner.storage.remove(doomed).await?;
             (ratio, level) = self.measure_disk();
         }
         Ok(RetentionReport {
