@@ -764,6 +764,16 @@ impl BrokerConfig {
         Ok(())
     }
 
+    /// The built-in default of `key` as one would type it (`127.0.0.1:10911`, `./data`,
+    /// `0`); `None` for a key that is unset by default, and for a name that is no key.
+    pub fn default_text(key: &str) -> Option<String> {
+        let defaults = toml::Table::try_from(BrokerConfig::default()).ok()?;
+        match defaults.get(key)? {
+            toml::Value::String(s) => Some(s.clone()),
+            value => Some(value.to_string()),
+        }
+    }
+
     pub fn listen_addr(&self) -> Result<SocketAddr, ConfigError> {
         self.listen.parse().map_err(|e| ConfigError::Invalid {
             key: "listen",
