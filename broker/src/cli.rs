@@ -22,8 +22,7 @@ struct Cli {
     /// Tuning profile: throughput (default), latency, durable, small.
     #[arg(long)]
     profile: Option<String>,
-    /// Address every core accepts on [default: 127.0.0.1:10911].
-    #[arg(long)]
+    #[arg(long, help = key_help("listen", "Address every core accepts on"))]
     listen: Option<String>,
     /// Address given to clients (defaults to --listen).
     #[arg(long)]
@@ -34,20 +33,19 @@ struct Cli {
     /// Serve Prometheus metrics at http://ADDR/metrics (off when unset).
     #[arg(long)]
     metrics_addr: Option<String>,
-    /// Data directory [default: ./data].
-    #[arg(long)]
+    #[arg(long, help = key_help("data_dir", "Data directory"))]
     data_dir: Option<PathBuf>,
-    /// Where the shards' tail rings live: a tmpfs [default: /dev/shm].
-    #[arg(long)]
+    #[arg(
+        long,
+        help = key_help("tail_ring_dir", "Where the shards' tail rings live: a tmpfs")
+    )]
     tail_ring_dir: Option<PathBuf>,
     /// Cores to run on, one executor pinned per core [default: all].
     #[arg(long)]
     cores: Option<u16>,
-    /// Broker name [default: broker-a].
-    #[arg(long)]
+    #[arg(long, help = key_help("broker_name", "Broker name"))]
     name: Option<String>,
-    /// Cluster name [default: DefaultCluster].
-    #[arg(long)]
+    #[arg(long, help = key_help("cluster_name", "Cluster name"))]
     cluster: Option<String>,
     /// Refuse sends to unknown topics instead of creating them.
     #[arg(long)]
@@ -55,6 +53,15 @@ struct Cli {
     /// Log level: error, warn, info, debug, trace.
     #[arg(long, default_value = "info")]
     log_level: String,
+}
+
+/// The help of a flag that sets config `key`: `text` and the key's built-in default, as
+/// `config.rs` declares it.
+fn key_help(key: &str, text: &str) -> String {
+    match BrokerConfig::default_text(key) {
+        Some(default) => format!("{text} [default: {default}]"),
+        None => text.to_owned(),
+    }
 }
 
 fn load_config(cli: &Cli) -> anyhow::Result<BrokerConfig> {
@@ -167,4 +174,37 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
     running.wait()?;
     tracing::info!("broker stopped");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn a_flag_that_sets_a_key_shows_the_key_s_default() {
+        let cli = Cli::command();
+        for (flag, default) in [
+            ("listen", "127.0.0.1:10911"),
+            ("data-dir", "./data"),
+            ("tail-ring-dir", "/dev/shm"),
+            ("name", "broker-a"),
+            ("cluster", "DefaultCluster"),
+        ] {
+            let help = cli
+                .get_arguments()
+                .find(|a| a.get_long() == Some(flag))
+                .and_then(|a| a.get_help())
+                .map(|h| h.to_string())
+                .unwrap_or_default();
+            assert!(
+                help.ends_with(&format!(" [default: {default}]")),
+                "--{flag}: {help}"
+            );
+        }
+        assert_eq!(BrokerConfig::default_text("advertise_addr"), None);
+        assert_eq!(BrokerConfig::default_text("cores").as_deref(), Some("0"));
+        assert_eq!(BrokerConfig::default_text("no_such_key"), None);
+    }
 }

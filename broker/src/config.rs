@@ -1,9 +1,14 @@
 //! The broker's one config struct: defaults, bounds, TOML loading, tuning profiles.
 //!
 //! Precedence: built-in defaults < the tuning profile (`--profile`, default `throughput`) <
-//! the config file (`--config`) < command-line flags. Every key is documented in
-//! `tuning/README.md` with its default, bounds and whether it needs a restart (today every
-//! key is read at start, so every change needs a restart).
+//! the config file (`--config`) < command-line flags.
+//!
+//! Every key is declared once, in the `config_keys!` list below: its name, type, doc,
+//! default, bounds (for a numeric key the range `validate` checks, and the same bounds in
+//! words), its RocketMQ name and whether a change needs a restart (today every key is read
+//! at start, so every change does). The struct, its `Default`, [`KEYS`] and
+//! [`RENAMED_KEYS`] are generated from that list; `tuning/README.md`'s key table documents
+//! it, and a test holds the table to [`KEYS`].
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -41,13 +46,6 @@ pub enum ConfigError {
     Invalid { key: &'static str, message: String },
 }
 
-/// Keys renamed to one name per value (units last, `_max` last), by their former names,
-/// which configs may still use.
-pub const RENAMED_KEYS: &[(&str, &str)] = &[
-    ("max_message_size_bytes", "message_bytes_max"),
-    ("max_frame_bytes", "frame_bytes_max"),
-];
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum FlushDiskType {
     #[serde(rename = "ASYNC_FLUSH")]
@@ -56,120 +54,559 @@ pub enum FlushDiskType {
     Sync,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct BrokerConfig {
+/// One config key as `config_keys!` declares it: what `validate` checks and what
+/// `tuning/README.md`'s key table says (a test holds the two together).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct KeySpec {
+    pub name: &'static str,
+    /// The Rust type of the value.
+    pub ty: &'static str,
+    /// The default as the declaration writes it (`4 << 20`); `BrokerConfig::default()`
+    /// holds its value.
+    pub default: &'static str,
+    /// For a numeric key, the lowest and the highest value accepted (both inclusive).
+    pub range: Option<(f64, f64)>,
+    /// The accepted values for people: in the README's bounds column and in the error
+    /// for a value out of `range`.
+    pub bounds: &'static str,
+    /// The key of RocketMQ's broker config that means the same, if there is one.
+    pub rocketmq: Option<&'static str>,
+    /// The key's former name, still accepted (see [`RENAMED_KEYS`]).
+    pub alias: Option<&'static str>,
+    /// Whether a change takes effect only after a restart (today every key is read once,
+    /// at start).
+    pub restart: bool,
+    /// The doc comment of the key's field.
+    pub doc: &'static str,
+}
+
+/// Declares every key once, and generates from that one list the [`BrokerConfig`] struct
+/// (with its serde attributes), its `Default`, [`KEYS`], [`RENAMED_KEYS`] and the check of
+/// every `range` (`BrokerConfig::check_ranges`). A key is
+///
+/// ```text
+/// /// doc comment
+/// name: Type {
+///     default: expression,
+///     range: [lo, hi],           // numeric keys: the values accepted, both inclusive
+///     bounds: "text",            // the accepted values for people
+///     rocketmq: Some("name"),    // or None
+///     alias: "former_name",      // only for a renamed key
+///     restart: true,             // a change needs a restart
+/// }
+/// ```
+macro_rules! config_keys {
+    ($(
+        $(#[doc = $doc:literal])*
+        $name:ident: $ty:ty {
+            default: $default:expr,
+            $(range: [$lo:expr, $hi:expr],)?
+            bounds: $bounds:literal,
+            rocketmq: $rocketmq:expr,
+            $(alias: $alias:literal,)?
+            restart: $restart:literal,
+        }
+    )*) => {
+        #[derive(Debug, Clone, Serialize, Deserialize)]
+        #[serde(deny_unknown_fields, default)]
+        pub struct BrokerConfig {
+            $(
+                $(#[doc = $doc])*
+                $(#[serde(alias = $alias)])?
+                pub $name: $ty,
+            )*
+        }
+
+        impl Default for BrokerConfig {
+            fn default() -> Self {
+                BrokerConfig {
+                    $($name: $default,)*
+                }
+            }
+        }
+
+        /// Every key, in the order of the struct and of `tuning/README.md`'s key table.
+        pub const KEYS: &[KeySpec] = &[$(
+            KeySpec {
+                name: stringify!($name),
+                ty: stringify!($ty),
+                default: stringify!($default),
+                range: key_range!($ty; $($lo, $hi)?),
+                bounds: $bounds,
+                rocketmq: $rocketmq,
+                alias: key_alias!($($alias)?),
+                restart: $restart,
+                doc: concat!($($doc, "\n",)*),
+            },
+        )*];
+
+        /// Keys renamed to one name per value (units last, `_max` last), by their former
+        /// names, which configs may still use.
+        pub const RENAMED_KEYS: &[(&str, &str)] = &[$($(($alias, stringify!($name)),)?)*];
+
+        impl BrokerConfig {
+            /// Checks every key that has a `range`; the error names the key, the value and
+            /// the bounds.
+            fn check_ranges(&self) -> Result<(), ConfigError> {
+                $($(
+                    if !($lo..=$hi).contains(&self.$name) {
+                        return Err(ConfigError::OutOfBounds {
+                            key: stringify!($name),
+                            value: format!("{:?}", self.$name),
+                            bounds: $bounds,
+                        });
+                    }
+                )?)*
+                Ok(())
+            }
+        }
+    };
+}
+
+/// A key's range as f64s, from `lo` and `hi` typed as the key (so `16 << 30` is a u64).
+macro_rules! key_range {
+    ($ty:ty;) => {
+        None
+    };
+    ($ty:ty; $lo:expr, $hi:expr) => {
+        Some((
+            {
+                let lo: $ty = $lo;
+                lo as f64
+            },
+            {
+                let hi: $ty = $hi;
+                hi as f64
+            },
+        ))
+    };
+}
+
+macro_rules! key_alias {
+    () => {
+        None
+    };
+    ($alias:literal) => {
+        Some($alias)
+    };
+}
+
+config_keys! {
     // ---- identity and network ----
-    pub broker_name: String,
-    pub cluster_name: String,
+
+    /// The broker's name in routes.
+    broker_name: String {
+        default: "broker-a".into(),
+        bounds: "1 to 127 bytes",
+        rocketmq: Some("brokerName"),
+        restart: true,
+    }
+    /// The cluster the broker registers in.
+    cluster_name: String {
+        default: "DefaultCluster".into(),
+        bounds: "non-empty",
+        rocketmq: Some("brokerClusterName"),
+        restart: true,
+    }
     /// 0 = master.
-    pub broker_id: u64,
-    pub listen: String,
+    broker_id: u64 {
+        default: 0,
+        bounds: "u64",
+        rocketmq: Some("brokerId"),
+        restart: true,
+    }
+    /// Every core accepts client connections here (SO_REUSEPORT).
+    listen: String {
+        default: "127.0.0.1:10911".into(),
+        bounds: "ip:port",
+        rocketmq: Some("listenPort"),
+        restart: true,
+    }
     /// The address clients are told to use; defaults to `listen` (an unspecified listen IP
     /// is replaced by 127.0.0.1).
-    pub advertise_addr: Option<String>,
+    advertise_addr: Option<String> {
+        default: None,
+        bounds: "IPv4 ip:port",
+        rocketmq: Some("brokerIP1"),
+        restart: true,
+    }
     /// Core i's direct port is `direct_port_base + i`; 0 = an ephemeral port per core.
-    pub direct_port_base: u16,
+    direct_port_base: u16 {
+        default: 0,
+        bounds: "0 to 65535",
+        rocketmq: None,
+        restart: true,
+    }
     /// NameServers, `;`-separated. Empty = run without registering.
-    pub namesrv_addr: String,
+    namesrv_addr: String {
+        default: String::new(),
+        bounds: "`ip:port;ip:port`",
+        rocketmq: Some("namesrvAddr"),
+        restart: true,
+    }
     /// Serve Prometheus metrics at http://ADDR/metrics; off when unset.
-    pub metrics_addr: Option<String>,
-    pub data_dir: PathBuf,
+    metrics_addr: Option<String> {
+        default: None,
+        bounds: "ip:port",
+        rocketmq: None,
+        restart: true,
+    }
+    /// The data directory: topics, offsets and each shard's CommitLog, ConsumeQueues and
+    /// IndexFiles.
+    data_dir: PathBuf {
+        default: PathBuf::from("./data"),
+        bounds: "path",
+        rocketmq: Some("storePathRootDir"),
+        restart: true,
+    }
     /// Executors to run, one pinned per core; 0 = every core of the host.
-    pub cores: u16,
-    pub register_interval_ms: u64,
+    cores: u16 {
+        default: 0,
+        range: [0, 1024],
+        bounds: "0 (all cores) to 1024, at most the CPUs allowed",
+        rocketmq: None,
+        restart: true,
+    }
+    /// How often the broker registers in full (its topic table) with every NameServer.
+    register_interval_ms: u64 {
+        default: 30_000,
+        range: [1_000, 60_000],
+        bounds: "1000 to 60000 ms",
+        rocketmq: Some("registerNameServerPeriod"),
+        restart: true,
+    }
     /// Between full registrations, the broker tells each NameServer it is alive this often
     /// (a few bytes); a NameServer that does not know it (restarted empty) gets the full
     /// registration at once. The NameServer drops a broker silent for `broker_expiry_ms`.
-    pub namesrv_heartbeat_interval_ms: u64,
-    pub auto_create_topic_enable: bool,
-    pub default_topic_queue_nums: u32,
+    namesrv_heartbeat_interval_ms: u64 {
+        default: 1_000,
+        range: [100, 60_000],
+        bounds: "100 to 60000 ms",
+        rocketmq: None,
+        restart: true,
+    }
+    /// Create an unknown topic on its first send.
+    auto_create_topic_enable: bool {
+        default: true,
+        bounds: "bool",
+        rocketmq: Some("autoCreateTopicEnable"),
+        restart: true,
+    }
+    /// Queues of an auto-created topic.
+    default_topic_queue_nums: u32 {
+        default: 4,
+        range: [1, 1024],
+        bounds: "1 to 1024",
+        rocketmq: Some("defaultTopicQueueNums"),
+        restart: true,
+    }
     /// Queues of all topics together (each topic counting the larger of its read and write
     /// queues) that topic creation may bring the broker to; a creation past it is refused
     /// with the count. Each queue with data has its own ConsumeQueue files and mappings.
-    pub queues_max: u64,
+    queues_max: u64 {
+        default: 100_000,
+        range: [1, 10_000_000],
+        bounds: "1 to 10000000",
+        rocketmq: None,
+        restart: true,
+    }
 
     // ---- storage ----
-    pub flush_disk_type: FlushDiskType,
-    pub flush_interval_ms: u64,
-    pub flush_dirty_bytes_max: u64,
-    pub commit_log_segment_bytes: u64,
-    pub write_chunk_bytes: u64,
-    pub write_queue_depth: u64,
-    pub hot_bytes_max: u64,
+
+    /// When a send is answered: once its bytes are written to the page cache and the tail
+    /// ring (`ASYNC_FLUSH`), or once they are fdatasync'ed (`SYNC_FLUSH`).
+    flush_disk_type: FlushDiskType {
+        default: FlushDiskType::Async,
+        bounds: "`ASYNC_FLUSH`, `SYNC_FLUSH`",
+        rocketmq: Some("flushDiskType"),
+        restart: true,
+    }
+    /// Async flush period.
+    flush_interval_ms: u64 {
+        default: 10,
+        range: [1, 10_000],
+        bounds: "1 to 10000 ms",
+        rocketmq: Some("flushIntervalCommitLog"),
+        restart: true,
+    }
+    /// Async flush also when this much is dirty.
+    flush_dirty_bytes_max: u64 {
+        default: 4 << 20,
+        range: [4096, 1 << 30],
+        bounds: "4 KiB to 1 GiB",
+        rocketmq: Some("flushCommitLogLeastPages"),
+        restart: true,
+    }
+    /// CommitLog segment file size.
+    commit_log_segment_bytes: u64 {
+        default: 1 << 30,
+        range: [64 << 10, 16 << 30],
+        bounds: "64 KiB to 16 GiB, multiple of 4096",
+        rocketmq: Some("mappedFileSizeCommitLog"),
+        restart: true,
+    }
+    /// The in-memory tail chunk, written with one O_DIRECT write.
+    write_chunk_bytes: u64 {
+        default: 4 << 20,
+        range: [64 << 10, 256 << 20],
+        bounds: "64 KiB to 256 MiB",
+        rocketmq: None,
+        restart: true,
+    }
+    /// Chunk writes in flight at once; 1 leaves the disk idle between a write's completion
+    /// and the next submission.
+    write_queue_depth: u64 {
+        default: 4,
+        range: [1, 64],
+        bounds: "1 to 64",
+        rocketmq: None,
+        restart: true,
+    }
+    /// Recent log kept in memory per shard for reads, counted in whole chunk buffers.
+    hot_bytes_max: u64 {
+        default: 256 << 20,
+        range: [0, 64 << 30],
+        bounds: "0 to 64 GiB",
+        rocketmq: None,
+        restart: true,
+    }
     /// Zero-fill each CommitLog segment ahead of the log (RocketMQ's warmMapedFileEnable).
-    pub warm_segments: bool,
+    warm_segments: bool {
+        default: false,
+        bounds: "bool",
+        rocketmq: Some("warmMapedFileEnable"),
+        restart: true,
+    }
     /// The largest stored record (a batch counts as one). Formerly `max_message_size_bytes`,
     /// still accepted.
-    #[serde(alias = "max_message_size_bytes")]
-    pub message_bytes_max: u64,
-    pub file_reserved_hours: u64,
-    pub disk_clean_ratio: f64,
-    pub disk_force_clean_ratio: f64,
-    pub disk_refuse_ratio: f64,
+    message_bytes_max: u64 {
+        default: 4 << 20,
+        range: [1024, 64 << 20],
+        bounds: "1 KiB to 64 MiB, at most `commit_log_segment_bytes` - 4 KiB",
+        rocketmq: Some("maxMessageSize"),
+        alias: "max_message_size_bytes",
+        restart: true,
+    }
+    /// CommitLog segments older than this are deleted.
+    file_reserved_hours: u64 {
+        default: 72,
+        range: [1, 24 * 365],
+        bounds: "1 to 8760 hours",
+        rocketmq: Some("fileReservedTime"),
+        restart: true,
+    }
+    /// Disk use above which expired segments are cleaned.
+    disk_clean_ratio: f64 {
+        default: 0.75,
+        range: [0.01, 0.99],
+        bounds: "0.01 to 0.99, at most `disk_force_clean_ratio`",
+        rocketmq: Some("diskMaxUsedSpaceRatio"),
+        restart: true,
+    }
+    /// Disk use above which the oldest segments are cleaned early.
+    disk_force_clean_ratio: f64 {
+        default: 0.85,
+        range: [0.01, 0.99],
+        bounds: "0.01 to 0.99, at most `disk_refuse_ratio`",
+        rocketmq: Some("diskSpaceCleanForciblyRatio"),
+        restart: true,
+    }
+    /// Disk use above which sends are refused ("disk full").
+    disk_refuse_ratio: f64 {
+        default: 0.90,
+        range: [0.01, 0.995],
+        bounds: "0.01 to 0.995",
+        rocketmq: Some("diskSpaceWarningLevelRatio"),
+        restart: true,
+    }
     /// Free space every new file (segment, warm spare, ConsumeQueue or IndexFile blocks)
     /// must leave; below it sends get "disk full" until space returns.
-    pub disk_reserve_bytes: u64,
+    disk_reserve_bytes: u64 {
+        default: 64 << 20,
+        range: [0, 64 << 30],
+        bounds: "0 to 64 GiB",
+        rocketmq: None,
+        restart: true,
+    }
     /// ConsumeQueue files the broker keeps mapped at once, shared out evenly among its
     /// shards; past a shard's share the least recently used file is unmapped to map
     /// another. Bounds the broker's use of the kernel's `vm.max_map_count`.
-    pub consume_queue_maps_max: u64,
+    consume_queue_maps_max: u64 {
+        default: 16_384,
+        range: [16, 1 << 22],
+        bounds: "16 to 4194304",
+        rocketmq: None,
+        restart: true,
+    }
     /// How often the disk use is measured and retention runs.
-    pub disk_check_interval_ms: u64,
+    disk_check_interval_ms: u64 {
+        default: 10_000,
+        range: [100, 600_000],
+        bounds: "100 to 600000 ms",
+        rocketmq: Some("cleanResourceInterval"),
+        restart: true,
+    }
     /// Where each shard keeps its tail ring: the copy of the acknowledged but not yet
     /// written CommitLog tail that makes async flush safe against a crash of the broker
     /// process. Must be a tmpfs (its pages outlive the process and are never written back
     /// to a disk); a ring is `tail_ring_bytes` of locked-in shared memory per shard.
-    pub tail_ring_dir: PathBuf,
+    tail_ring_dir: PathBuf {
+        default: PathBuf::from("/dev/shm"),
+        bounds: "a directory, on a tmpfs",
+        rocketmq: None,
+        restart: true,
+    }
     /// Bytes of each shard's tail ring; bounds the bytes acknowledged and not yet written
     /// (async flush). At least 4 x (write_chunk_bytes + frame_bytes_max).
-    pub tail_ring_bytes: u64,
+    tail_ring_bytes: u64 {
+        default: 128 << 20,
+        range: [1 << 20, 16 << 30],
+        bounds: "1 MiB to 16 GiB, multiple of 4096, \
+            at least 4 x (`write_chunk_bytes` + `frame_bytes_max`)",
+        rocketmq: None,
+        restart: true,
+    }
     /// Bytes acknowledged but not yet fdatasynced per shard, at most (async flush): past
     /// it, sends wait up to `send_busy_wait_ms` for a sync and are then answered
     /// SYSTEM_BUSY.
-    pub unsynced_bytes_max: u64,
+    unsynced_bytes_max: u64 {
+        default: 512 << 20,
+        range: [1 << 20, 64 << 30],
+        bounds: "1 MiB to 64 GiB",
+        rocketmq: None,
+        restart: true,
+    }
     /// How long a send may wait for the disk to make room before it is answered
     /// SYSTEM_BUSY (RocketMQ's waitTimeMillsInSendQueue).
-    pub send_busy_wait_ms: u64,
+    send_busy_wait_ms: u64 {
+        default: 200,
+        range: [1, 60_000],
+        bounds: "1 to 60000 ms",
+        rocketmq: Some("waitTimeMillsInSendQueue"),
+        restart: true,
+    }
 
     // ---- request path ----
-    pub inbox_capacity: u64,
+
+    /// Each core's cross-core inbox: requests queued for the core, and the most it serves
+    /// at once; a full inbox answers "system busy".
+    inbox_capacity: u64 {
+        default: 1024,
+        range: [1, 1 << 20],
+        bounds: "1 to 1048576",
+        rocketmq: None,
+        restart: true,
+    }
     /// The largest request frame. Formerly `max_frame_bytes`, still accepted.
-    #[serde(alias = "max_frame_bytes")]
-    pub frame_bytes_max: u64,
-    pub connection_inflight_max: u64,
+    frame_bytes_max: u64 {
+        default: 16 << 20,
+        range: [64 << 10, 256 << 20],
+        bounds: "64 KiB to 256 MiB, at least `message_bytes_max` + 4 KiB",
+        rocketmq: None,
+        alias: "max_frame_bytes",
+        restart: true,
+    }
+    /// Pipelined requests per connection.
+    connection_inflight_max: u64 {
+        default: 1024,
+        range: [1, 1 << 16],
+        bounds: "1 to 65536",
+        rocketmq: None,
+        restart: true,
+    }
     /// Client connections the broker keeps open at once, shared out evenly among its cores
     /// and never more than the descriptor limit leaves after a reserve for the storage's
     /// files: a connection past it is closed at once (one log line per interval says so).
-    pub connections_max: u64,
+    connections_max: u64 {
+        default: 10_000,
+        range: [1, 1 << 20],
+        bounds: "1 to 1048576",
+        rocketmq: None,
+        restart: true,
+    }
     /// A connection with no request in flight that sends nothing for this long is closed
     /// (RocketMQ's serverChannelMaxIdleTimeSeconds, 120 s).
-    pub connection_idle_timeout_ms: u64,
+    connection_idle_timeout_ms: u64 {
+        default: 120_000,
+        range: [1_000, 86_400_000],
+        bounds: "1000 ms to 1 day",
+        rocketmq: None,
+        restart: true,
+    }
     /// A frame that has begun to arrive must be complete within this long, or the
     /// connection is closed: a half-sent frame holds its buffer.
-    pub frame_deadline_ms: u64,
-    pub long_polling_max_ms: u64,
+    frame_deadline_ms: u64 {
+        default: 30_000,
+        range: [100, 3_600_000],
+        bounds: "100 ms to 1 hour",
+        rocketmq: None,
+        restart: true,
+    }
+    /// The longest a pull may wait for new messages.
+    long_polling_max_ms: u64 {
+        default: 30_000,
+        range: [0, 300_000],
+        bounds: "0 to 300000 ms",
+        rocketmq: None,
+        restart: true,
+    }
     /// glommio io_uring buffer memory per executor (locked memory).
-    pub io_memory_bytes: u64,
+    io_memory_bytes: u64 {
+        default: 4 << 20,
+        range: [64 << 10, 1 << 30],
+        bounds: "64 KiB to 1 GiB",
+        rocketmq: None,
+        restart: true,
+    }
     /// How long an idle core keeps polling for work before it sleeps (Seastar's
     /// `--idle-poll-time-us`): a request arriving within that time is picked up without a
     /// wake-up of the thread (or, in a VM, of the virtual CPU). 0 = sleep at once. Applies
     /// only to cores pinned to their own CPU; unpinned cores never poll.
-    pub idle_poll_us: u64,
+    idle_poll_us: u64 {
+        default: 0,
+        range: [0, 10_000],
+        bounds: "0 to 10000 µs",
+        rocketmq: None,
+        restart: true,
+    }
 
     // ---- consumer groups ----
+
     /// A group member silent for this long is dropped and the group rebalances.
-    pub consumer_timeout_ms: u64,
+    consumer_timeout_ms: u64 {
+        default: 30_000,
+        range: [500, 600_000],
+        bounds: "500 to 600000 ms",
+        rocketmq: Some("channelExpiredTimeout"),
+        restart: true,
+    }
     /// The longest lease on a queue a member of an orderly group gets, whatever it asks
     /// for (RocketMQ's rebalance lock lifetime, 60 s): a member that vanished holding a
     /// queue frees it within this long.
-    pub queue_lock_lease_max_ms: u64,
+    queue_lock_lease_max_ms: u64 {
+        default: 60_000,
+        range: [1_000, crate::groups::LEASE_MS_MAX],
+        bounds: "1000 to 600000 ms",
+        rocketmq: None,
+        restart: true,
+    }
     /// Committed offsets are written to disk this often: a kill -9 loses at most this much
     /// of the latest commits.
-    pub offset_flush_interval_ms: u64,
+    offset_flush_interval_ms: u64 {
+        default: 1_000,
+        range: [10, 60_000],
+        bounds: "10 to 60000 ms",
+        rocketmq: Some("flushConsumerOffsetInterval"),
+        restart: true,
+    }
     /// Delay of each retry level (RocketMQ's messageDelayLevel, level 1 first). A message
     /// that failed `n` times comes back after level `n + 3` (the last level beyond).
-    pub retry_delay_levels_ms: Vec<u64>,
+    retry_delay_levels_ms: Vec<u64> {
+        default: RETRY_DELAY_LEVELS_MS_DEFAULT.to_vec(),
+        bounds: "1 to 64 levels, each 1 ms to 7 days",
+        rocketmq: Some("messageDelayLevel"),
+        restart: true,
+    }
 }
 
 /// RocketMQ's delay levels: 1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h.
@@ -177,73 +614,6 @@ pub const RETRY_DELAY_LEVELS_MS_DEFAULT: [u64; 18] = [
     1_000, 5_000, 10_000, 30_000, 60_000, 120_000, 180_000, 240_000, 300_000, 360_000, 420_000,
     480_000, 540_000, 600_000, 1_200_000, 1_800_000, 3_600_000, 7_200_000,
 ];
-
-impl Default for BrokerConfig {
-    fn default() -> Self {
-        BrokerConfig {
-            broker_name: "broker-a".into(),
-            cluster_name: "DefaultCluster".into(),
-            broker_id: 0,
-            listen: "127.0.0.1:10911".into(),
-            advertise_addr: None,
-            direct_port_base: 0,
-            namesrv_addr: String::new(),
-            metrics_addr: None,
-            data_dir: PathBuf::from("./data"),
-            cores: 0,
-            register_interval_ms: 30_000,
-            namesrv_heartbeat_interval_ms: 1_000,
-            queues_max: 100_000,
-            auto_create_topic_enable: true,
-            default_topic_queue_nums: 4,
-            flush_disk_type: FlushDiskType::Async,
-            flush_interval_ms: 10,
-            flush_dirty_bytes_max: 4 << 20,
-            commit_log_segment_bytes: 1 << 30,
-            write_chunk_bytes: 4 << 20,
-            write_queue_depth: 4,
-            hot_bytes_max: 256 << 20,
-            warm_segments: false,
-            message_bytes_max: 4 << 20,
-            file_reserved_hours: 72,
-            disk_clean_ratio: 0.75,
-            disk_force_clean_ratio: 0.85,
-            disk_refuse_ratio: 0.90,
-            disk_reserve_bytes: 64 << 20,
-            consume_queue_maps_max: 16_384,
-            disk_check_interval_ms: 10_000,
-            tail_ring_dir: PathBuf::from("/dev/shm"),
-            tail_ring_bytes: 128 << 20,
-            unsynced_bytes_max: 512 << 20,
-            send_busy_wait_ms: 200,
-            inbox_capacity: 1024,
-            frame_bytes_max: 16 << 20,
-            connection_inflight_max: 1024,
-            connections_max: 10_000,
-            connection_idle_timeout_ms: 120_000,
-            frame_deadline_ms: 30_000,
-            long_polling_max_ms: 30_000,
-            io_memory_bytes: 4 << 20,
-            idle_poll_us: 0,
-            consumer_timeout_ms: 30_000,
-            queue_lock_lease_max_ms: 60_000,
-            offset_flush_interval_ms: 1_000,
-            retry_delay_levels_ms: RETRY_DELAY_LEVELS_MS_DEFAULT.to_vec(),
-        }
-    }
-}
-
-macro_rules! bound {
-    ($cfg:expr, $field:ident, $lo:expr, $hi:expr, $text:expr) => {
-        if !($lo..=$hi).contains(&$cfg.$field) {
-            return Err(ConfigError::OutOfBounds {
-                key: stringify!($field),
-                value: format!("{:?}", $cfg.$field),
-                bounds: $text,
-            });
-        }
-    };
-}
 
 impl BrokerConfig {
     /// Defaults overlaid with a named profile.
@@ -299,7 +669,8 @@ impl BrokerConfig {
         self.overlay_str(&text, &path.display().to_string())
     }
 
-    /// Checks every bound; the error names the key.
+    /// Checks every key: each `range` of [`KEYS`], then the rules a range cannot say
+    /// (names, addresses, and the relations between keys). The error names the key.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.broker_name.is_empty() || self.broker_name.len() > 127 {
             return Err(ConfigError::Invalid {
@@ -332,58 +703,19 @@ impl BrokerConfig {
                 message: format!("`{ns}` is not ip:port ({e})"),
             })?;
         }
-        bound!(self, cores, 0, 1024, "0 (all cores) to 1024");
-        bound!(
-            self,
-            register_interval_ms,
-            1_000,
-            60_000,
-            "1000 to 60000 ms"
-        );
-        bound!(
-            self,
-            namesrv_heartbeat_interval_ms,
-            100,
-            60_000,
-            "100 to 60000 ms"
-        );
-        bound!(self, default_topic_queue_nums, 1, 1024, "1 to 1024");
-        bound!(self, queues_max, 1, 10_000_000, "1 to 10000000");
-        bound!(self, flush_interval_ms, 1, 10_000, "1 to 10000 ms");
-        bound!(self, flush_dirty_bytes_max, 4096, 1 << 30, "4 KiB to 1 GiB");
-        bound!(
-            self,
-            commit_log_segment_bytes,
-            64 << 10,
-            16 << 30,
-            "64 KiB to 16 GiB"
-        );
+        self.check_ranges()?;
         if !self.commit_log_segment_bytes.is_multiple_of(4096) {
             return Err(ConfigError::Invalid {
                 key: "commit_log_segment_bytes",
                 message: "must be a multiple of 4096".into(),
             });
         }
-        bound!(
-            self,
-            write_chunk_bytes,
-            64 << 10,
-            256 << 20,
-            "64 KiB to 256 MiB"
-        );
-        bound!(self, write_queue_depth, 1, 64, "1 to 64");
-        bound!(self, hot_bytes_max, 0, 64 << 30, "0 to 64 GiB");
-        bound!(self, message_bytes_max, 1024, 64 << 20, "1 KiB to 64 MiB");
         if self.message_bytes_max + 4096 > self.commit_log_segment_bytes {
             return Err(ConfigError::Invalid {
                 key: "message_bytes_max",
                 message: "must fit in one CommitLog segment (commit_log_segment_bytes)".into(),
             });
         }
-        bound!(self, file_reserved_hours, 1, 24 * 365, "1 to 8760 hours");
-        bound!(self, disk_clean_ratio, 0.01, 0.99, "0.01 to 0.99");
-        bound!(self, disk_force_clean_ratio, 0.01, 0.99, "0.01 to 0.99");
-        bound!(self, disk_refuse_ratio, 0.01, 0.995, "0.01 to 0.995");
         if !(self.disk_clean_ratio <= self.disk_force_clean_ratio
             && self.disk_force_clean_ratio <= self.disk_refuse_ratio)
         {
@@ -393,22 +725,6 @@ impl BrokerConfig {
                     .into(),
             });
         }
-        bound!(self, disk_reserve_bytes, 0, 64 << 30, "0 to 64 GiB");
-        bound!(self, consume_queue_maps_max, 16, 1 << 22, "16 to 4194304");
-        bound!(
-            self,
-            disk_check_interval_ms,
-            100,
-            600_000,
-            "100 to 600000 ms"
-        );
-        bound!(
-            self,
-            tail_ring_bytes,
-            1 << 20,
-            16 << 30,
-            "1 MiB to 16 GiB, and at least 4 x (write_chunk_bytes + frame_bytes_max)"
-        );
         if !self.tail_ring_bytes.is_multiple_of(4096)
             || self.tail_ring_bytes < 4 * (self.write_chunk_bytes + self.frame_bytes_max)
         {
@@ -427,50 +743,12 @@ impl BrokerConfig {
                 message: "must name a directory (a tmpfs such as /dev/shm)".into(),
             });
         }
-        bound!(
-            self,
-            unsynced_bytes_max,
-            1 << 20,
-            64 << 30,
-            "1 MiB to 64 GiB"
-        );
-        bound!(self, send_busy_wait_ms, 1, 60_000, "1 to 60000 ms");
-        bound!(self, inbox_capacity, 1, 1 << 20, "1 to 1048576");
-        bound!(
-            self,
-            frame_bytes_max,
-            64 << 10,
-            256 << 20,
-            "64 KiB to 256 MiB"
-        );
         if self.frame_bytes_max < self.message_bytes_max + 4096 {
             return Err(ConfigError::Invalid {
                 key: "frame_bytes_max",
                 message: "must exceed message_bytes_max by at least 4096".into(),
             });
         }
-        bound!(self, connection_inflight_max, 1, 1 << 16, "1 to 65536");
-        bound!(self, connections_max, 1, 1 << 20, "1 to 1048576");
-        bound!(
-            self,
-            connection_idle_timeout_ms,
-            1_000,
-            86_400_000,
-            "1000 ms to 1 day"
-        );
-        bound!(self, frame_deadline_ms, 100, 3_600_000, "100 ms to 1 hour");
-        bound!(self, long_polling_max_ms, 0, 300_000, "0 to 300000 ms");
-        bound!(self, io_memory_bytes, 64 << 10, 1 << 30, "64 KiB to 1 GiB");
-        bound!(self, idle_poll_us, 0, 10_000, "0 to 10000 µs");
-        bound!(self, consumer_timeout_ms, 500, 600_000, "500 to 600000 ms");
-        bound!(
-            self,
-            queue_lock_lease_max_ms,
-            1_000,
-            crate::groups::LEASE_MS_MAX,
-            "1000 to 600000 ms"
-        );
-        bound!(self, offset_flush_interval_ms, 10, 60_000, "10 to 60000 ms");
         let levels = &self.retry_delay_levels_ms;
         if levels.is_empty()
             || levels.len() > 64
@@ -484,6 +762,16 @@ impl BrokerConfig {
             });
         }
         Ok(())
+    }
+
+    /// The built-in default of `key` as one would type it (`127.0.0.1:10911`, `./data`,
+    /// `0`); `None` for a key that is unset by default, and for a name that is no key.
+    pub fn default_text(key: &str) -> Option<String> {
+        let defaults = toml::Table::try_from(BrokerConfig::default()).ok()?;
+        match defaults.get(key)? {
+            toml::Value::String(s) => Some(s.clone()),
+            value => Some(value.to_string()),
+        }
     }
 
     pub fn listen_addr(&self) -> Result<SocketAddr, ConfigError> {
@@ -507,8 +795,16 @@ impl BrokerConfig {
 mod tests {
     use super::*;
 
-    /// tuning/README.md's key table: key -> default column.
-    fn documented_keys() -> Vec<(String, String)> {
+    /// One row of tuning/README.md's key table.
+    struct Row {
+        key: String,
+        default: String,
+        bounds: String,
+        rocketmq: String,
+    }
+
+    /// tuning/README.md's key table, in its order.
+    fn documented_keys() -> Vec<Row> {
         let text = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../tuning/README.md"));
         let mut rows = Vec::new();
         let mut in_table = false;
@@ -521,8 +817,13 @@ mod tests {
                 break;
             }
             let cols: Vec<&str> = line.split('|').map(str::trim).collect();
-            if in_table && cols.len() > 3 && cols[1].starts_with('`') {
-                rows.push((cols[1].trim_matches('`').to_owned(), cols[2].to_owned()));
+            if in_table && cols.len() > 5 && cols[1].starts_with('`') {
+                rows.push(Row {
+                    key: cols[1].trim_matches('`').to_owned(),
+                    default: cols[2].to_owned(),
+                    bounds: cols[3].to_owned(),
+                    rocketmq: cols[4].to_owned(),
+                });
             }
         }
         rows
@@ -559,7 +860,7 @@ mod tests {
         let defaults = serde_json::to_value(BrokerConfig::default()).unwrap();
         let defaults = defaults.as_object().unwrap();
         let documented = documented_keys();
-        let names: Vec<&str> = documented.iter().map(|(k, _)| k.as_str()).collect();
+        let names: Vec<&str> = documented.iter().map(|row| row.key.as_str()).collect();
         let undocumented: Vec<&String> = defaults
             .keys()
             .filter(|k| !names.contains(&k.as_str()))
@@ -569,7 +870,10 @@ mod tests {
             "keys missing from tuning/README.md: {undocumented:?}"
         );
         let mut checked = 0;
-        for (key, text) in &documented {
+        for Row {
+            key, default: text, ..
+        } in &documented
+        {
             let Some(actual) = defaults.get(key) else {
                 panic!("tuning/README.md documents `{key}`, which is no config key");
             };
@@ -585,6 +889,127 @@ mod tests {
             }
         }
         assert!(checked >= 40, "only {checked} defaults could be compared");
+    }
+
+    #[test]
+    fn the_readme_key_table_is_keys_in_order_with_their_bounds_and_rocketmq_names() {
+        let documented = documented_keys();
+        let readme: Vec<&str> = documented.iter().map(|row| row.key.as_str()).collect();
+        let code: Vec<&str> = KEYS.iter().map(|k| k.name).collect();
+        assert_eq!(readme, code, "tuning/README.md's key table, against KEYS");
+        for (row, key) in documented.iter().zip(KEYS) {
+            assert_eq!(row.bounds, key.bounds, "`{}`: bounds", key.name);
+            let rocketmq = key.rocketmq.unwrap_or("-");
+            assert_eq!(row.rocketmq, rocketmq, "`{}`: RocketMQ name", key.name);
+        }
+        // The README says once, for the whole table, that every change needs a restart;
+        // a key that does not would need a column of its own.
+        let text = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../tuning/README.md"));
+        assert!(text.contains("changing any of them needs a restart"));
+        let live: Vec<&str> = KEYS.iter().filter(|k| !k.restart).map(|k| k.name).collect();
+        assert!(live.is_empty(), "keys without a restart: {live:?}");
+    }
+
+    /// `text` (`64 KiB`, `1 day`, `8760 hours`, `0 (all cores)`) in the key's own unit.
+    fn quantity(text: &str) -> f64 {
+        let text = text.split(" (").next().unwrap_or(text).trim();
+        let (n, unit) = text.split_once(' ').unwrap_or((text, ""));
+        let n: f64 = n
+            .parse()
+            .unwrap_or_else(|_| panic!("not a number: `{text}`"));
+        let scale = match unit {
+            "" | "ms" | "µs" | "hours" => 1.0,
+            "KiB" => 1024.0,
+            "MiB" => 1024.0 * 1024.0,
+            "GiB" => 1024.0 * 1024.0 * 1024.0,
+            "hour" => 3_600_000.0,
+            "day" => 86_400_000.0,
+            _ => panic!("unknown unit in `{text}`"),
+        };
+        n * scale
+    }
+
+    #[test]
+    fn every_range_is_the_one_its_bounds_text_says() {
+        let mut checked = 0;
+        for key in KEYS {
+            let Some((lo, hi)) = key.range else { continue };
+            let first = key.bounds.split(',').next().unwrap_or(key.bounds);
+            let (lo_text, hi_text) = first
+                .split_once(" to ")
+                .unwrap_or_else(|| panic!("`{}`: bounds `{}` name no range", key.name, key.bounds));
+            assert_eq!(
+                (quantity(lo_text), quantity(hi_text)),
+                (lo, hi),
+                "`{}`: bounds `{}`",
+                key.name,
+                key.bounds
+            );
+            checked += 1;
+        }
+        assert!(checked >= 30, "only {checked} ranges");
+    }
+
+    #[test]
+    fn a_value_just_outside_its_range_is_refused_naming_the_key_the_value_and_the_bounds(
+    ) -> Result<(), ConfigError> {
+        for key in KEYS {
+            let Some((lo, hi)) = key.range else { continue };
+            let outside = if key.ty == "f64" {
+                vec![lo - 0.001, hi + 0.001]
+            } else if lo > 0.0 {
+                vec![lo - 1.0, hi + 1.0]
+            } else {
+                vec![hi + 1.0]
+            };
+            for value in outside {
+                let value = if key.ty == "f64" {
+                    format!("{value}")
+                } else {
+                    format!("{}", value as u64)
+                };
+                let mut cfg = BrokerConfig::default();
+                cfg.overlay_str(&format!("{} = {value}", key.name), "test")?;
+                let Err(err) = cfg.validate() else {
+                    panic!("`{}` = {value} was accepted", key.name);
+                };
+                assert_eq!(
+                    err.to_string(),
+                    format!(
+                        "config key `{}` = {value} is out of bounds: {}",
+                        key.name, key.bounds
+                    )
+                );
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn a_huge_frame_bytes_max_is_out_of_bounds_not_an_overflow() -> Result<(), ConfigError> {
+        // Its range is checked before 4 x (write_chunk_bytes + frame_bytes_max) is computed
+        // for the tail ring rule.
+        let mut cfg = BrokerConfig::default();
+        cfg.overlay_str("frame_bytes_max = 4611686018427387904", "test")?;
+        let Err(err) = cfg.validate() else {
+            panic!("frame_bytes_max = 2^62 was accepted");
+        };
+        let err = err.to_string();
+        assert!(
+            err.contains("`frame_bytes_max` = 4611686018427387904"),
+            "{err}"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn renamed_keys_come_from_the_aliases_of_keys() {
+        let aliases: Vec<(&str, &str)> = KEYS
+            .iter()
+            .filter_map(|k| k.alias.map(|a| (a, k.name)))
+            .collect();
+        assert_eq!(RENAMED_KEYS, aliases.as_slice());
+        assert!(RENAMED_KEYS.contains(&("max_frame_bytes", "frame_bytes_max")));
     }
 
     #[test]
