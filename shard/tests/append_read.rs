@@ -9,9 +9,7 @@ use shard::{ReadRequest, ReadStatus, Shard};
 
 #[test]
 fn appended_batches_read_back_hot_and_cold() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().to_owned();
-    shard::run_local(move || async move {
+    in_temp_dir(move |p| async move {
         let shard = Shard::open(small_config(&p)).await.unwrap();
         let mut expected = Vec::new();
         for b in 0..20 {
@@ -58,9 +56,7 @@ fn appended_batches_read_back_hot_and_cold() {
 
 #[test]
 fn read_statuses_follow_rocketmq() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().to_owned();
-    shard::run_local(move || async move {
+    in_temp_dir(move |p| async move {
         let shard = Shard::open(small_config(&p)).await.unwrap();
         let all = TagFilter::All;
         let req = |q| ReadRequest {
@@ -111,9 +107,7 @@ fn read_statuses_follow_rocketmq() {
 
 #[test]
 fn bad_batches_are_refused_before_anything_is_stored() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().to_owned();
-    shard::run_local(move || async move {
+    in_temp_dir(move |p| async move {
         let shard = Shard::open(small_config(&p)).await.unwrap();
         let mut batch = record(TOPIC, b"ok", None, None);
         batch.extend(record("Other", b"wrong topic", None, None));

@@ -15,9 +15,7 @@ use shard::{FlushPolicy, Shard, ShardError};
 
 #[test]
 fn close_refuses_appends_first_and_syncs_every_accepted_one() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().to_owned();
-    shard::run_local(move || async move {
+    in_temp_dir(move |p| async move {
         let config = || {
             let mut c = small_config(&p);
             c.segment_bytes = 4 << 20;

@@ -98,9 +98,7 @@ fn assert_acked_read_back(got: &[Vec<u8>], acked: &[Vec<u8>], failed: &[Vec<u8>]
 }
 
 fn roll_refused_then_resumes(errno: i32, flush: FlushPolicy) {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().to_owned();
-    shard::run_local(move || async move {
+    in_temp_dir(move |p| async move {
         let mut c = small_config(&p);
         c.flush = flush;
         let (c, f) = with_faults(c);
@@ -201,9 +199,7 @@ fn emfile_at_a_segment_roll_is_not_poison_and_async_appends_resume() {
 /// message naming the reserve; with the space back, appends resume.
 #[test]
 fn a_segment_that_would_eat_the_reserve_is_refused_until_space_returns() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().to_owned();
-    shard::run_local(move || async move {
+    in_temp_dir(move |p| async move {
         let free = Arc::new(AtomicU64::new(u64::MAX));
         let fr = free.clone();
         let mut c = small_config(&p);
@@ -237,9 +233,7 @@ fn a_segment_that_would_eat_the_reserve_is_refused_until_space_returns() {
 /// entry, no record, nothing mapped. Once the fault is gone the same append succeeds.
 #[test]
 fn mapped_files_that_cannot_get_blocks_refuse_the_append_and_change_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().to_owned();
-    shard::run_local(move || async move {
+    in_temp_dir(move |p| async move {
         let (c, f) = with_faults(small_config(&p));
         let shard = Shard::open(c.clone()).await.unwrap();
         for errno in [libc::ENOSPC, libc::EMFILE] {
@@ -379,9 +373,7 @@ fn a_restart_on_a_full_disk_opens_and_serves_reads() {
 /// (an hour apart here).
 #[test]
 fn a_full_disk_level_clears_by_itself_soon_after_space_returns() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().to_owned();
-    shard::run_local(move || async move {
+    in_temp_dir(move |p| async move {
         let ratio = Arc::new(AtomicU64::new(0.95f64.to_bits()));
         let r2 = ratio.clone();
         let mut c = small_config(&p);
@@ -413,9 +405,7 @@ fn a_full_disk_level_clears_by_itself_soon_after_space_returns() {
 /// segment reuses the file.
 #[test]
 fn a_segment_half_made_by_a_crash_is_harmless_and_reused() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().to_owned();
-    shard::run_local(move || async move {
+    in_temp_dir(move |p| async move {
         let (c, f) = with_faults(small_config(&p));
         let shard = Shard::open(c.clone()).await.unwrap();
         let mut acked = append_numbered(&shard, 0..20, 1000).await;

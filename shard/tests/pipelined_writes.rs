@@ -26,9 +26,7 @@ fn pipelined_config(dir: &std::path::Path) -> shard::ShardConfig {
 
 #[test]
 fn records_written_by_the_pipeline_read_back_from_disk_and_survive_restart() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().to_owned();
-    shard::run_local(move || async move {
+    in_temp_dir(move |p| async move {
         let shard = Shard::open(pipelined_config(&p)).await.unwrap();
         let mut expected = Vec::new();
         let mut i = 0;

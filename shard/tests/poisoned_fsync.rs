@@ -11,9 +11,7 @@ use shard::{FlushPolicy, Shard, ShardError};
 
 #[test]
 fn failed_fsync_poisons_and_refuses_writes() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().to_owned();
-    shard::run_local(move || async move {
+    in_temp_dir(move |p| async move {
         let (c, f) = with_faults(small_config(&p));
         let shard = Shard::open(c).await.unwrap();
         append_one(&shard, 0, b"durable").await.unwrap();
@@ -38,9 +36,7 @@ fn failed_fsync_poisons_and_refuses_writes() {
 
 #[test]
 fn async_flush_failure_poisons_the_next_append() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().to_owned();
-    shard::run_local(move || async move {
+    in_temp_dir(move |p| async move {
         let mut c = small_config(&p);
         c.flush = FlushPolicy::Async {
             interval_ms: 5,

@@ -15,9 +15,7 @@ use shard::{Clock, DiskLevel, DiskUsageSource, ReadRequest, ReadStatus, Shard, S
 
 #[test]
 fn expired_segments_go_and_readers_behind_are_moved() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().to_owned();
-    shard::run_local(move || async move {
+    in_temp_dir(move |p| async move {
         let mut c = small_config(&p);
         c.file_reserved_hours = 0; // everything not active is expired
         let shard = Shard::open(c).await.unwrap();
@@ -74,9 +72,7 @@ fn expired_segments_go_and_readers_behind_are_moved() {
 /// and records carry that clock's time, so a search by time finds them by it.
 #[test]
 fn a_segment_expires_when_the_clock_passes_its_reserved_time() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().to_owned();
-    shard::run_local(move || async move {
+    in_temp_dir(move |p| async move {
         let clock = Clock::manual();
         let mut c = small_config(&p);
         c.file_reserved_hours = 2;

@@ -10,9 +10,7 @@ use shard::Shard;
 
 #[test]
 fn appends_roll_over_to_new_segments_and_read_back() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().to_owned();
-    shard::run_local(move || async move {
+    in_temp_dir(move |p| async move {
         let shard = Shard::open(small_config(&p)).await.unwrap();
         let mut expected = Vec::new();
         for i in 0..120 {

@@ -132,9 +132,7 @@ fn a_torn_write_is_made_whole_from_the_ring() {
 
 #[test]
 fn sync_readers_are_served_only_durable_records() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().to_owned();
-    shard::run_local(move || async move {
+    in_temp_dir(move |p| async move {
         let (c, f) = with_faults(small_config(&p));
         let shard = Shard::open(c).await.unwrap();
         append_one(&shard, 0, b"durable").await.unwrap();
@@ -166,9 +164,7 @@ fn sync_readers_are_served_only_durable_records() {
 
 #[test]
 fn a_disk_falling_behind_gets_busy_answers_not_a_stall() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().to_owned();
-    shard::run_local(move || async move {
+    in_temp_dir(move |p| async move {
         let mut c = async_config(&p, true);
         c.flush = FlushPolicy::Async {
             interval_ms: 1,

@@ -44,9 +44,7 @@ async fn ready_spare(p: &Path) -> u64 {
 
 #[test]
 fn the_log_rolls_into_filled_spares_and_survives_restarts() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().to_owned();
-    shard::run_local(move || async move {
+    in_temp_dir(move |p| async move {
         let shard = Shard::open(warm_config(&p)).await.unwrap();
         // An empty log's first segment is made from a spare filled before the shard serves.
         let spare = commitlog(&p).join("spare.warm");

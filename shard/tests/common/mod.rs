@@ -1,7 +1,8 @@
 #![allow(dead_code)]
 
+use std::future::Future;
 use std::ops::Range;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -239,4 +240,16 @@ pub async fn append_numbered_offsets(
         offsets.push(r.first_commit_log_offset);
     }
     offsets
+}
+
+/// Runs `test` on a local executor, given the path of a new temporary directory that is
+/// removed afterwards.
+pub fn in_temp_dir<Fut, T>(test: impl FnOnce(PathBuf) -> Fut + Send + 'static) -> T
+where
+    Fut: Future<Output = T> + 'static,
+    T: Send + 'static,
+{
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().to_owned();
+    shard::run_local(move || test(p))
 }
