@@ -91,10 +91,7 @@ fn a_tailing_read_of_the_open_chunk_is_one_copy() {
                 if q == 0 {
                     expected.push(b.clone());
                 }
-                shard
-                    .append(TOPIC, q, &record(TOPIC, &b, None, None))
-                    .await
-                    .unwrap();
+                append_one(&shard, q, &b).await.unwrap();
             }
         }
         let (r, got) = read_queue_0(&shard).await;

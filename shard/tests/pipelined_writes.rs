@@ -59,10 +59,7 @@ fn records_written_by_the_pipeline_read_back_from_disk_and_survive_restart() {
         );
         // Appends continue after the recovered end.
         let more = body(i, 333);
-        shard
-            .append(TOPIC, 0, &record(TOPIC, &more, None, None))
-            .await
-            .unwrap();
+        append_one(&shard, 0, &more).await.unwrap();
         expected.push(more);
         shard.close().await.unwrap();
         let shard = Shard::open(pipelined_config(&p)).await.unwrap();

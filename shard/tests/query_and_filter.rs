@@ -207,10 +207,7 @@ fn async_flush_becomes_durable_within_the_interval() {
             dirty_bytes_max: 1 << 30,
         };
         let shard = Shard::open(c).await.unwrap();
-        shard
-            .append(TOPIC, 0, &record(TOPIC, b"soon", None, None))
-            .await
-            .unwrap();
+        append_one(&shard, 0, b"soon").await.unwrap();
         let end = shard.stats().write_offset;
         for _ in 0..200 {
             if shard.stats().durable_offset >= end {
