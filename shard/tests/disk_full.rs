@@ -430,130 +430,8 @@ fn a_segment_half_made_by_a_crash_is_harmless_and_reused() {
 
 // ---- a real full disk: a loop-mounted ext4 filled by another process ----
 
-/// A small ext4 in a file, loop-mounted in a temp dir, unmounted when dropped. `None`
-/// (with the reason on stderr) where that cannot be done, unless `CORVUS_REQUIRE_LOOP_MOUNT`
-/// is set (`.ci/run` sets it: CI runs as root, so there the test must run).
-struct LoopFs {
-    _dir: tempfile::TempDir,
-    mnt: std::path::PathBuf,
-}
-
-impl LoopFs {
-    fn mount(size_mib: u64) -> Option<LoopFs> {
-        let skip = |why: String| {
-            if std::env::var_os("CORVUS_REQUIRE_LOOP_MOUNT").is_some() {
-                panic!("CORVUS_REQUIRE_LOOP_MOUNT is set but {why}");
-            }
-            eprintln!("skipped: {why}");
-            None
-        };
-        // SAFETY: geteuid has no preconditions and touches no memory.
-        if unsafe { libc::geteuid() } != 0 {
-            return skip("not root: a loop mount needs root".into());
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let image = dir.path().join("fs.img");
-        let mnt = dir.path().join("mnt");
-        std::fs::create_dir_all(&mnt).unwrap();
-        let run = |args: &[&std::ffi::OsStr]| -> Result<(), String> {
-            let out = std::process::Command::new(args[0])
-                .args(&args[1..])
-                .output();
-            match out {
-                Ok(o) if o.status.success() => Ok(()),
-                Ok(o) => Err(format!("{args:?}: {}", String::from_utf8_lossy(&o.stderr))),
-                Err(e) => Err(format!("{args:?} cannot run: {e}")),
-            }
-        };
-        let size = format!("{size_mib}M");
-        let made = run(&[
-            "truncate".as_ref(),
-            "-s".as_ref(),
-            size.as_ref(),
-            image.as_ref(),
-        ])
-        .and_then(|()| {
-            run(&[
-                "mkfs.ext4".as_ref(),
-                "-q".as_ref(),
-                "-F".as_ref(),
-                "-m".as_ref(),
-                "0".as_ref(),
-                image.as_ref(),
-            ])
-        })
-        .and_then(|()| {
-            run(&[
-                "mount".as_ref(),
-                "-o".as_ref(),
-                "loop".as_ref(),
-                image.as_ref(),
-                mnt.as_ref(),
-            ])
-        });
-        match made {
-            Ok(()) => Some(LoopFs { _dir: dir, mnt }),
-            Err(why) => skip(why),
-        }
-    }
-}
-
-/// Takes every free block of the filesystem at `mnt`, from other processes.
-fn fill(mnt: &Path) {
-    let free = shard::statvfs_free_bytes(mnt).unwrap();
-    let status = std::process::Command::new("fallocate")
-        .arg("-l")
-        .arg(free.saturating_sub(1 << 20).max(4096).to_string())
-        .arg(mnt.join("filler-big"))
-        .status()
-        .unwrap();
-    assert!(status.success());
-    // dd stops at ENOSPC: that is the point.
-    let _ = std::process::Command::new("dd")
-        .arg("if=/dev/zero")
-        .arg("bs=64k")
-        .arg(format!("of={}", mnt.join("filler-rest").display()))
-        .stderr(std::process::Stdio::null())
-        .status();
-    let _ = std::process::Command::new("sync")
-        .arg("-f")
-        .arg(mnt)
-        .status();
-    let free = shard::statvfs_free_bytes(mnt).unwrap();
-    assert!(free < 1 << 20, "not full: {free} bytes free");
-}
-
-/// Gives back what [`fill`] took.
-fn unfill(mnt: &Path) {
-    std::fs::remove_file(mnt.join("filler-big")).unwrap();
-    std::fs::remove_file(mnt.join("filler-rest")).unwrap();
-    let _ = std::process::Command::new("sync")
-        .arg("-f")
-        .arg(mnt)
-        .status();
-}
-
-impl Drop for LoopFs {
-    fn drop(&mut self) {
-        // The kernel lets go of files an exited process had in io_uring a moment after it
-        // exits: try a few times, bounded, then detach it lazily (it goes once free).
-        for _ in 0..40 {
-            let unmounted = std::process::Command::new("umount")
-                .arg(&self.mnt)
-                .stderr(std::process::Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success());
-            if unmounted {
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        let _ = std::process::Command::new("umount")
-            .arg("-l")
-            .arg(&self.mnt)
-            .status();
-    }
-}
+#[path = "common/loop_fs.rs"]
+mod loop_fs;
 
 /// On a real full disk, new ConsumeQueue and IndexFile pages are refused before anything is
 /// stored into them: each append to a new queue (a new, 6 MB ConsumeQueue file, of which
@@ -561,7 +439,7 @@ impl Drop for LoopFs {
 /// mapping raises there (which kills this test process). Once space returns they succeed.
 #[test]
 fn on_a_really_full_disk_new_mapped_pages_are_refused_not_a_sigbus() {
-    let Some(fs) = LoopFs::mount(64) else {
+    let Some(fs) = loop_fs::loop_fs_or_skip(64) else {
         return;
     };
     let p = fs.mnt.join("shard");
@@ -580,7 +458,7 @@ fn on_a_really_full_disk_new_mapped_pages_are_refused_not_a_sigbus() {
                 .unwrap();
         }
         shard.sync().await.unwrap();
-        fill(&mnt);
+        let filler = loop_fs::fill(&mnt);
         // Hundreds of new queues, each a new file: far more pages than any slack the
         // filesystem keeps.
         let mut refused = 0;
@@ -599,7 +477,7 @@ fn on_a_really_full_disk_new_mapped_pages_are_refused_not_a_sigbus() {
             let got = queue_bodies(&shard, q).await;
             assert_eq!(got, vec![b"before".to_vec()]);
         }
-        unfill(&mnt);
+        loop_fs::unfill(&mnt, &filler);
         append_one(&shard, 399, b"room again").await.unwrap();
         shard.close().await.unwrap();
     });
