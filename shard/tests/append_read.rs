@@ -9,9 +9,7 @@ use shard::{ReadRequest, ReadStatus, Shard};
 
 #[test]
 fn appended_batches_read_back_hot_and_cold() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().to_owned();
-    shard::run_local(move || async move {
+    in_temp_dir(move |p| async move {
         let shard = Shard::open(small_config(&p)).await.unwrap();
         let mut expected = Vec::new();
         for b in 0..20 {
@@ -47,10 +45,7 @@ fn appended_batches_read_back_hot_and_cold() {
         assert_eq!(bodies_of(&got), expected);
         assert_eq!(shard.topics(), vec![(TOPIC.to_string(), 1)]);
         // Appends continue after the recovered end.
-        let r = shard
-            .append(TOPIC, 1, &record(TOPIC, b"more", None, None))
-            .await
-            .unwrap();
+        let r = append_one(&shard, 1, b"more").await.unwrap();
         assert_eq!(r.first_queue_offset, 100);
         shard.close().await.unwrap();
     });
@@ -58,9 +53,7 @@ fn appended_batches_read_back_hot_and_cold() {
 
 #[test]
 fn read_statuses_follow_rocketmq() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().to_owned();
-    shard::run_local(move || async move {
+    in_temp_dir(move |p| async move {
         let shard = Shard::open(small_config(&p)).await.unwrap();
         let all = TagFilter::All;
         let req = |q| ReadRequest {
@@ -75,12 +68,7 @@ fn read_statuses_follow_rocketmq() {
             shard.read(&req(0)).await.unwrap().status,
             ReadStatus::NoNewMessage
         );
-        for i in 0..3 {
-            shard
-                .append(TOPIC, 0, &record(TOPIC, &body(i, 10), None, None))
-                .await
-                .unwrap();
-        }
+        append_numbered(&shard, 0..3, 10).await;
         let r = shard.read(&req(0)).await.unwrap();
         assert_eq!(
             (r.status, r.records.len(), r.next_queue_offset),
@@ -101,9 +89,7 @@ fn read_statuses_follow_rocketmq() {
         assert_eq!(shard.read(&small).await.unwrap().records.len(), 1);
         shard.close().await.unwrap();
         assert!(matches!(
-            shard
-                .append(TOPIC, 0, &record(TOPIC, b"x", None, None))
-                .await,
+            append_one(&shard, 0, b"x").await,
             Err(shard::ShardError::Closed)
         ));
     });
@@ -111,9 +97,7 @@ fn read_statuses_follow_rocketmq() {
 
 #[test]
 fn bad_batches_are_refused_before_anything_is_stored() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().to_owned();
-    shard::run_local(move || async move {
+    in_temp_dir(move |p| async move {
         let shard = Shard::open(small_config(&p)).await.unwrap();
         let mut batch = record(TOPIC, b"ok", None, None);
         batch.extend(record("Other", b"wrong topic", None, None));

@@ -12,9 +12,7 @@ use shard::{FlushPolicy, Shard};
 
 #[test]
 fn async_flush_makes_appends_durable_while_they_continue_and_after_they_stop() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().to_owned();
-    shard::run_local(move || async move {
+    in_temp_dir(move |p| async move {
         let mut c = small_config(&p);
         c.segment_bytes = 1 << 20;
         c.flush = FlushPolicy::Async {

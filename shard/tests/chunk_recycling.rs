@@ -31,9 +31,7 @@ fn config(dir: &std::path::Path) -> shard::ShardConfig {
 
 #[test]
 fn full_chunks_of_large_batches_reuse_their_buffers() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().to_owned();
-    shard::run_local(move || async move {
+    in_temp_dir(move |p| async move {
         let shard = Shard::open(config(&p)).await.unwrap();
         let mut expected = Vec::new();
         let mut i = 0;

@@ -15,9 +15,7 @@ use shard::{FlushPolicy, Shard, ShardError};
 
 #[test]
 fn close_refuses_appends_first_and_syncs_every_accepted_one() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().to_owned();
-    shard::run_local(move || async move {
+    in_temp_dir(move |p| async move {
         let config = || {
             let mut c = small_config(&p);
             c.segment_bytes = 4 << 20;
@@ -37,10 +35,7 @@ fn close_refuses_appends_first_and_syncs_every_accepted_one() {
                 let mut refused = 0;
                 for i in 0..50_000 {
                     let b = body(i, 900 + (i * 37) % 200);
-                    match shard
-                        .append(TOPIC, (i % 3) as u32, &record(TOPIC, &b, None, None))
-                        .await
-                    {
+                    match append_one(&shard, (i % 3) as u32, &b).await {
                         Ok(_) => accepted.borrow_mut().push(b),
                         Err(ShardError::Closed) => {
                             refused += 1;

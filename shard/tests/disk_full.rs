@@ -14,8 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
-use message::TagFilter;
-use shard::{DiskUsageSource, FaultInjector, FlushPolicy, Shard, ShardConfig, ShardError};
+use shard::{DiskUsageSource, FlushPolicy, Shard, ShardConfig, ShardError};
 
 /// How long a test waits for appends to resume once the fault is cleared: many times the
 /// flusher's retry interval, so a slow 1-core machine still passes.
@@ -51,7 +50,7 @@ async fn append_until_error(
     for _ in 0..max {
         let b = body(*next, 1000);
         *next += 1;
-        match shard.append(TOPIC, 0, &record(TOPIC, &b, None, None)).await {
+        match append_one(shard, 0, &b).await {
             Ok(_) => acked.push(b),
             Err(e) => return (b, e),
         }
@@ -70,7 +69,7 @@ async fn append_until_ok(shard: &Shard, next: &mut usize, acked: &mut Vec<Vec<u8
     loop {
         let b = body(*next, 1000);
         *next += 1;
-        match shard.append(TOPIC, 0, &record(TOPIC, &b, None, None)).await {
+        match append_one(shard, 0, &b).await {
             Ok(_) => {
                 acked.push(b);
                 return refused;
@@ -99,26 +98,14 @@ fn assert_acked_read_back(got: &[Vec<u8>], acked: &[Vec<u8>], failed: &[Vec<u8>]
 }
 
 fn roll_refused_then_resumes(errno: i32, flush: FlushPolicy) {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().to_owned();
-    let faults = Arc::new(FaultInjector::default());
-    let f = faults.clone();
-    shard::run_local(move || async move {
+    in_temp_dir(move |p| async move {
         let mut c = small_config(&p);
         c.flush = flush;
-        c.faults = Some(f.clone());
+        let (c, f) = with_faults(c);
         let shard = Shard::open(c.clone()).await.unwrap();
-        let (mut next, mut acked, mut failed) = (0usize, Vec::new(), Vec::new());
         // Some records in the first segment, then the next segment cannot be created.
-        for _ in 0..10 {
-            let b = body(next, 1000);
-            next += 1;
-            shard
-                .append(TOPIC, 0, &record(TOPIC, &b, None, None))
-                .await
-                .unwrap();
-            acked.push(b);
-        }
+        let mut acked = append_numbered(&shard, 0..10, 1000).await;
+        let (mut next, mut failed) = (10, Vec::new());
         shard.sync().await.unwrap();
         f.fail_segment_create(Some(errno));
         // Segments are 64 KiB: the roll comes within ~64 appends of 1 KiB.
@@ -145,10 +132,8 @@ fn roll_refused_then_resumes(errno: i32, flush: FlushPolicy) {
         );
         // Later appends get the same clear error, without waiting for anything.
         for _ in 0..3 {
-            let b = body(next, 1000);
+            let e = append_one(&shard, 0, &body(next, 1000)).await.unwrap_err();
             next += 1;
-            let r = shard.append(TOPIC, 0, &record(TOPIC, &b, None, None)).await;
-            let e = r.unwrap_err();
             assert!(is_shortage_for(&e, errno), "{e:?}");
         }
         // The half-made segment was removed; only the first one is there.
@@ -158,21 +143,13 @@ fn roll_refused_then_resumes(errno: i32, flush: FlushPolicy) {
             "a half-created segment is left"
         );
         // Everything acknowledged is readable meanwhile (from memory where not written).
-        let got = bodies_of(&read_all(&shard, TOPIC, 0, &TagFilter::All).await);
+        let got = queue_bodies(&shard, 0).await;
         assert_acked_read_back(&got, &acked, &failed);
 
         // The disk has room again: appends succeed by themselves, no reopen.
         f.fail_segment_create(None);
         append_until_ok(&shard, &mut next, &mut acked).await;
-        for _ in 0..80 {
-            let b = body(next, 1000);
-            next += 1;
-            shard
-                .append(TOPIC, 0, &record(TOPIC, &b, None, None))
-                .await
-                .unwrap();
-            acked.push(b);
-        }
+        acked.extend(append_numbered(&shard, next..next + 80, 1000).await);
         assert!(!shard.stats().poisoned);
         assert!(!shard.stats().writes_blocked);
         shard.close().await.unwrap();
@@ -180,7 +157,7 @@ fn roll_refused_then_resumes(errno: i32, flush: FlushPolicy) {
         assert!(segment_files(&p).len() >= 3, "{:?}", segment_files(&p));
 
         let shard = Shard::open(c).await.unwrap();
-        let got = bodies_of(&read_all(&shard, TOPIC, 0, &TagFilter::All).await);
+        let got = queue_bodies(&shard, 0).await;
         assert_acked_read_back(&got, &acked, &failed);
         shard.close().await.unwrap();
     });
@@ -222,9 +199,7 @@ fn emfile_at_a_segment_roll_is_not_poison_and_async_appends_resume() {
 /// message naming the reserve; with the space back, appends resume.
 #[test]
 fn a_segment_that_would_eat_the_reserve_is_refused_until_space_returns() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().to_owned();
-    shard::run_local(move || async move {
+    in_temp_dir(move |p| async move {
         let free = Arc::new(AtomicU64::new(u64::MAX));
         let fr = free.clone();
         let mut c = small_config(&p);
@@ -248,7 +223,7 @@ fn a_segment_that_would_eat_the_reserve_is_refused_until_space_returns() {
         append_until_ok(&shard, &mut next, &mut acked).await;
         shard.close().await.unwrap();
         let shard = Shard::open(c).await.unwrap();
-        let got = bodies_of(&read_all(&shard, TOPIC, 0, &TagFilter::All).await);
+        let got = queue_bodies(&shard, 0).await;
         assert_acked_read_back(&got, &acked, &failed);
     });
 }
@@ -258,22 +233,14 @@ fn a_segment_that_would_eat_the_reserve_is_refused_until_space_returns() {
 /// entry, no record, nothing mapped. Once the fault is gone the same append succeeds.
 #[test]
 fn mapped_files_that_cannot_get_blocks_refuse_the_append_and_change_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().to_owned();
-    let faults = Arc::new(FaultInjector::default());
-    let f = faults.clone();
-    shard::run_local(move || async move {
-        let mut c = small_config(&p);
-        c.faults = Some(f.clone());
+    in_temp_dir(move |p| async move {
+        let (c, f) = with_faults(small_config(&p));
         let shard = Shard::open(c.clone()).await.unwrap();
         for errno in [libc::ENOSPC, libc::EMFILE] {
             // A new queue needs a new ConsumeQueue file.
             f.fail_map_reserve(Some(errno));
             let before = shard.stats().write_offset;
-            let r = shard
-                .append(TOPIC, 7, &record(TOPIC, b"new queue", None, None))
-                .await;
-            let e = r.unwrap_err();
+            let e = append_one(&shard, 7, b"new queue").await.unwrap_err();
             assert!(is_shortage_for(&e, errno), "{e:?}");
             assert!(!shard.stats().poisoned);
             assert_eq!(shard.queue_offsets(TOPIC, 7).max, 0);
@@ -288,10 +255,7 @@ fn mapped_files_that_cannot_get_blocks_refuse_the_append_and_change_nothing() {
             );
             f.fail_map_reserve(None);
         }
-        shard
-            .append(TOPIC, 7, &record(TOPIC, b"new queue", None, None))
-            .await
-            .unwrap();
+        append_one(&shard, 7, b"new queue").await.unwrap();
 
         // The first IndexFile: a record with a key, in a queue whose file has its blocks.
         f.fail_map_reserve(Some(libc::ENOSPC));
@@ -317,29 +281,20 @@ fn mapped_files_that_cannot_get_blocks_refuse_the_append_and_change_nothing() {
 
         // The next ConsumeQueue file of a queue (32 entries per file here).
         for i in 0..30 {
-            shard
-                .append(TOPIC, 7, &record(TOPIC, &body(i, 100), None, None))
-                .await
-                .unwrap();
+            append_one(&shard, 7, &body(i, 100)).await.unwrap();
         }
         assert_eq!(shard.queue_offsets(TOPIC, 7).max, 32);
         f.fail_map_reserve(Some(libc::ENOSPC));
-        let e = shard
-            .append(TOPIC, 7, &record(TOPIC, b"second file", None, None))
-            .await
-            .unwrap_err();
+        let e = append_one(&shard, 7, b"second file").await.unwrap_err();
         assert!(matches!(e, ShardError::NoSpace { .. }), "{e:?}");
         assert_eq!(shard.queue_offsets(TOPIC, 7).max, 32);
         assert!(!shard.stats().poisoned);
         f.fail_map_reserve(None);
-        shard
-            .append(TOPIC, 7, &record(TOPIC, b"second file", None, None))
-            .await
-            .unwrap();
+        append_one(&shard, 7, b"second file").await.unwrap();
         shard.close().await.unwrap();
 
         let shard = Shard::open(c).await.unwrap();
-        let got = bodies_of(&read_all(&shard, TOPIC, 7, &TagFilter::All).await);
+        let got = queue_bodies(&shard, 7).await;
         assert_eq!(got.len(), 33);
         assert_eq!(got[0], b"new queue");
         assert_eq!(got[1], b"keyed");
@@ -361,14 +316,12 @@ fn a_restart_on_a_full_disk_opens_and_serves_reads() {
     for warm in [false, true] {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().to_owned();
-        let faults = Arc::new(FaultInjector::default());
-        let f = faults.clone();
         shard::run_local(move || async move {
             let free = Arc::new(AtomicU64::new(u64::MAX));
             let fr = free.clone();
             let mut c: ShardConfig = small_config(&p);
             c.warm_segments = warm;
-            c.faults = Some(f.clone());
+            let (mut c, f) = with_faults(c);
             c.disk_usage = DiskUsageSource::from_fn(|_| Ok(0.1))
                 .with_free_bytes(move |_| Ok(fr.load(Ordering::SeqCst)));
             let shard = Shard::open(c.clone()).await.unwrap();
@@ -389,7 +342,7 @@ fn a_restart_on_a_full_disk_opens_and_serves_reads() {
             f.fail_segment_create(Some(libc::ENOSPC));
             f.fail_map_reserve(Some(libc::ENOSPC));
             let shard = Shard::open(c.clone()).await.unwrap();
-            let got = bodies_of(&read_all(&shard, TOPIC, 0, &TagFilter::All).await);
+            let got = queue_bodies(&shard, 0).await;
             assert_eq!(got, acked);
             let hits = shard
                 .query_by_key(TOPIC, "key-149", 0, i64::MAX / 2, 10)
@@ -397,10 +350,7 @@ fn a_restart_on_a_full_disk_opens_and_serves_reads() {
                 .unwrap();
             assert_eq!(hits.len(), 1);
             // An append to a queue that has no file yet needs new blocks: refused, clearly.
-            let e = shard
-                .append(TOPIC, 1, &record(TOPIC, b"x", None, None))
-                .await
-                .unwrap_err();
+            let e = append_one(&shard, 1, b"x").await.unwrap_err();
             assert!(matches!(e, ShardError::NoSpace { .. }), "{e:?}");
             assert!(!shard.stats().poisoned);
             let leftovers: Vec<String> = segment_files(&p)
@@ -412,10 +362,7 @@ fn a_restart_on_a_full_disk_opens_and_serves_reads() {
             free.store(u64::MAX, Ordering::SeqCst);
             f.fail_segment_create(None);
             f.fail_map_reserve(None);
-            shard
-                .append(TOPIC, 1, &record(TOPIC, b"x", None, None))
-                .await
-                .unwrap();
+            append_one(&shard, 1, b"x").await.unwrap();
             shard.close().await.unwrap();
         });
     }
@@ -426,27 +373,19 @@ fn a_restart_on_a_full_disk_opens_and_serves_reads() {
 /// (an hour apart here).
 #[test]
 fn a_full_disk_level_clears_by_itself_soon_after_space_returns() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().to_owned();
-    shard::run_local(move || async move {
+    in_temp_dir(move |p| async move {
         let ratio = Arc::new(AtomicU64::new(0.95f64.to_bits()));
         let r2 = ratio.clone();
         let mut c = small_config(&p);
         c.disk_usage =
             DiskUsageSource::from_fn(move |_| Ok(f64::from_bits(r2.load(Ordering::SeqCst))));
         let shard = Shard::open(c).await.unwrap();
-        let e = shard
-            .append(TOPIC, 0, &record(TOPIC, b"x", None, None))
-            .await
-            .unwrap_err();
+        let e = append_one(&shard, 0, b"x").await.unwrap_err();
         assert!(matches!(e, ShardError::DiskFull { .. }), "{e:?}");
         ratio.store(0.5f64.to_bits(), Ordering::SeqCst);
         let deadline = Instant::now() + RESUME_WITHIN;
         loop {
-            match shard
-                .append(TOPIC, 0, &record(TOPIC, b"x", None, None))
-                .await
-            {
+            match append_one(&shard, 0, b"x").await {
                 Ok(_) => break,
                 Err(e) => {
                     assert!(matches!(e, ShardError::DiskFull { .. }), "{e:?}");
@@ -466,23 +405,10 @@ fn a_full_disk_level_clears_by_itself_soon_after_space_returns() {
 /// segment reuses the file.
 #[test]
 fn a_segment_half_made_by_a_crash_is_harmless_and_reused() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().to_owned();
-    let faults = Arc::new(FaultInjector::default());
-    let f = faults.clone();
-    shard::run_local(move || async move {
-        let mut c = small_config(&p);
-        c.faults = Some(f.clone());
+    in_temp_dir(move |p| async move {
+        let (c, f) = with_faults(small_config(&p));
         let shard = Shard::open(c.clone()).await.unwrap();
-        let mut acked = Vec::new();
-        for i in 0..20 {
-            let b = body(i, 1000);
-            shard
-                .append(TOPIC, 0, &record(TOPIC, &b, None, None))
-                .await
-                .unwrap();
-            acked.push(b);
-        }
+        let mut acked = append_numbered(&shard, 0..20, 1000).await;
         shard.close().await.unwrap();
         drop(shard);
         // What a crash after the first block of the next segment was written leaves.
@@ -490,151 +416,22 @@ fn a_segment_half_made_by_a_crash_is_harmless_and_reused() {
         std::fs::write(&half, vec![0u8; 4096]).unwrap();
         f.fail_segment_create(Some(libc::ENOSPC));
         let shard = Shard::open(c.clone()).await.unwrap();
-        let got = bodies_of(&read_all(&shard, TOPIC, 0, &TagFilter::All).await);
+        let got = queue_bodies(&shard, 0).await;
         assert_eq!(got, acked);
         f.fail_segment_create(None);
-        for i in 20..100 {
-            let b = body(i, 1000);
-            shard
-                .append(TOPIC, 0, &record(TOPIC, &b, None, None))
-                .await
-                .unwrap();
-            acked.push(b);
-        }
+        acked.extend(append_numbered(&shard, 20..100, 1000).await);
         shard.close().await.unwrap();
         assert!(!half.exists(), "the half-made file was not reused");
         let shard = Shard::open(c).await.unwrap();
-        let got = bodies_of(&read_all(&shard, TOPIC, 0, &TagFilter::All).await);
+        let got = queue_bodies(&shard, 0).await;
         assert_eq!(got, acked);
     });
 }
 
 // ---- a real full disk: a loop-mounted ext4 filled by another process ----
 
-/// A small ext4 in a file, loop-mounted in a temp dir, unmounted when dropped. `None`
-/// (with the reason on stderr) where that cannot be done, unless `CORVUS_REQUIRE_LOOP_MOUNT`
-/// is set (`.ci/run` sets it: CI runs as root, so there the test must run).
-struct LoopFs {
-    _dir: tempfile::TempDir,
-    mnt: std::path::PathBuf,
-}
-
-impl LoopFs {
-    fn mount(size_mib: u64) -> Option<LoopFs> {
-        let skip = |why: String| {
-            if std::env::var_os("CORVUS_REQUIRE_LOOP_MOUNT").is_some() {
-                panic!("CORVUS_REQUIRE_LOOP_MOUNT is set but {why}");
-            }
-            eprintln!("skipped: {why}");
-            None
-        };
-        // SAFETY: geteuid has no preconditions and touches no memory.
-        if unsafe { libc::geteuid() } != 0 {
-            return skip("not root: a loop mount needs root".into());
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let image = dir.path().join("fs.img");
-        let mnt = dir.path().join("mnt");
-        std::fs::create_dir_all(&mnt).unwrap();
-        let run = |args: &[&std::ffi::OsStr]| -> Result<(), String> {
-            let out = std::process::Command::new(args[0])
-                .args(&args[1..])
-                .output();
-            match out {
-                Ok(o) if o.status.success() => Ok(()),
-                Ok(o) => Err(format!("{args:?}: {}", String::from_utf8_lossy(&o.stderr))),
-                Err(e) => Err(format!("{args:?} cannot run: {e}")),
-            }
-        };
-        let size = format!("{size_mib}M");
-        let made = run(&[
-            "truncate".as_ref(),
-            "-s".as_ref(),
-            size.as_ref(),
-            image.as_ref(),
-        ])
-        .and_then(|()| {
-            run(&[
-                "mkfs.ext4".as_ref(),
-                "-q".as_ref(),
-                "-F".as_ref(),
-                "-m".as_ref(),
-                "0".as_ref(),
-                image.as_ref(),
-            ])
-        })
-        .and_then(|()| {
-            run(&[
-                "mount".as_ref(),
-                "-o".as_ref(),
-                "loop".as_ref(),
-                image.as_ref(),
-                mnt.as_ref(),
-            ])
-        });
-        match made {
-            Ok(()) => Some(LoopFs { _dir: dir, mnt }),
-            Err(why) => skip(why),
-        }
-    }
-}
-
-/// Takes every free block of the filesystem at `mnt`, from other processes.
-fn fill(mnt: &Path) {
-    let free = shard::statvfs_free_bytes(mnt).unwrap();
-    let status = std::process::Command::new("fallocate")
-        .arg("-l")
-        .arg(free.saturating_sub(1 << 20).max(4096).to_string())
-        .arg(mnt.join("filler-big"))
-        .status()
-        .unwrap();
-    assert!(status.success());
-    // dd stops at ENOSPC: that is the point.
-    let _ = std::process::Command::new("dd")
-        .arg("if=/dev/zero")
-        .arg("bs=64k")
-        .arg(format!("of={}", mnt.join("filler-rest").display()))
-        .stderr(std::process::Stdio::null())
-        .status();
-    let _ = std::process::Command::new("sync")
-        .arg("-f")
-        .arg(mnt)
-        .status();
-    let free = shard::statvfs_free_bytes(mnt).unwrap();
-    assert!(free < 1 << 20, "not full: {free} bytes free");
-}
-
-/// Gives back what [`fill`] took.
-fn unfill(mnt: &Path) {
-    std::fs::remove_file(mnt.join("filler-big")).unwrap();
-    std::fs::remove_file(mnt.join("filler-rest")).unwrap();
-    let _ = std::process::Command::new("sync")
-        .arg("-f")
-        .arg(mnt)
-        .status();
-}
-
-impl Drop for LoopFs {
-    fn drop(&mut self) {
-        // The kernel lets go of files an exited process had in io_uring a moment after it
-        // exits: try a few times, bounded, then detach it lazily (it goes once free).
-        for _ in 0..40 {
-            let unmounted = std::process::Command::new("umount")
-                .arg(&self.mnt)
-                .stderr(std::process::Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success());
-            if unmounted {
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        let _ = std::process::Command::new("umount")
-            .arg("-l")
-            .arg(&self.mnt)
-            .status();
-    }
-}
+#[path = "common/loop_fs.rs"]
+mod loop_fs;
 
 /// On a real full disk, new ConsumeQueue and IndexFile pages are refused before anything is
 /// stored into them: each append to a new queue (a new, 6 MB ConsumeQueue file, of which
@@ -642,7 +439,7 @@ impl Drop for LoopFs {
 /// mapping raises there (which kills this test process). Once space returns they succeed.
 #[test]
 fn on_a_really_full_disk_new_mapped_pages_are_refused_not_a_sigbus() {
-    let Some(fs) = LoopFs::mount(64) else {
+    let Some(fs) = loop_fs::loop_fs_or_skip(64) else {
         return;
     };
     let p = fs.mnt.join("shard");
@@ -661,15 +458,12 @@ fn on_a_really_full_disk_new_mapped_pages_are_refused_not_a_sigbus() {
                 .unwrap();
         }
         shard.sync().await.unwrap();
-        fill(&mnt);
+        let filler = loop_fs::fill(&mnt);
         // Hundreds of new queues, each a new file: far more pages than any slack the
         // filesystem keeps.
         let mut refused = 0;
         for q in 100..400 {
-            match shard
-                .append(TOPIC, q, &record(TOPIC, b"full", None, None))
-                .await
-            {
+            match append_one(&shard, q, b"full").await {
                 Ok(_) => {}
                 Err(e) => {
                     assert!(matches!(e, ShardError::NoSpace { .. }), "{e:?}");
@@ -680,14 +474,11 @@ fn on_a_really_full_disk_new_mapped_pages_are_refused_not_a_sigbus() {
         assert!(refused > 250, "only {refused} of 300 refused");
         assert!(!shard.stats().poisoned);
         for q in 0..4 {
-            let got = bodies_of(&read_all(&shard, TOPIC, q, &TagFilter::All).await);
+            let got = queue_bodies(&shard, q).await;
             assert_eq!(got, vec![b"before".to_vec()]);
         }
-        unfill(&mnt);
-        shard
-            .append(TOPIC, 399, &record(TOPIC, b"room again", None, None))
-            .await
-            .unwrap();
+        loop_fs::unfill(&mnt, &filler);
+        append_one(&shard, 399, b"room again").await.unwrap();
         shard.close().await.unwrap();
     });
     drop(fs);

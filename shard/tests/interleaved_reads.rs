@@ -33,9 +33,7 @@ async fn read_queue_0(shard: &Shard) -> (ReadResult, Vec<Vec<u8>>) {
 
 #[test]
 fn a_queue_reads_back_whole_without_reading_its_neighbours() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().to_owned();
-    shard::run_local(move || async move {
+    in_temp_dir(move |p| async move {
         let shard = Shard::open(cold_config(&p)).await.unwrap();
         let (expected, queue_bytes) = append_interleaved(&shard, QUEUES, 12, BATCH).await;
         shard.close().await.unwrap();
@@ -75,9 +73,7 @@ fn a_queue_reads_back_whole_without_reading_its_neighbours() {
 /// back whole and in order, copied together, so the whole pull goes out as one run.
 #[test]
 fn a_tailing_read_of_the_open_chunk_is_one_copy() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().to_owned();
-    shard::run_local(move || async move {
+    in_temp_dir(move |p| async move {
         let mut c = small_config(&p);
         c.segment_bytes = 4 << 20;
         c.write_chunk_bytes = 1 << 20;
@@ -95,10 +91,7 @@ fn a_tailing_read_of_the_open_chunk_is_one_copy() {
                 if q == 0 {
                     expected.push(b.clone());
                 }
-                shard
-                    .append(TOPIC, q, &record(TOPIC, &b, None, None))
-                    .await
-                    .unwrap();
+                append_one(&shard, q, &b).await.unwrap();
             }
         }
         let (r, got) = read_queue_0(&shard).await;

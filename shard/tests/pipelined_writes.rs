@@ -26,9 +26,7 @@ fn pipelined_config(dir: &std::path::Path) -> shard::ShardConfig {
 
 #[test]
 fn records_written_by_the_pipeline_read_back_from_disk_and_survive_restart() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().to_owned();
-    shard::run_local(move || async move {
+    in_temp_dir(move |p| async move {
         let shard = Shard::open(pipelined_config(&p)).await.unwrap();
         let mut expected = Vec::new();
         let mut i = 0;
@@ -61,10 +59,7 @@ fn records_written_by_the_pipeline_read_back_from_disk_and_survive_restart() {
         );
         // Appends continue after the recovered end.
         let more = body(i, 333);
-        shard
-            .append(TOPIC, 0, &record(TOPIC, &more, None, None))
-            .await
-            .unwrap();
+        append_one(&shard, 0, &more).await.unwrap();
         expected.push(more);
         shard.close().await.unwrap();
         let shard = Shard::open(pipelined_config(&p)).await.unwrap();

@@ -4,39 +4,27 @@
 
 mod common;
 
-use std::sync::Arc;
+use std::time::Duration;
 
 use common::*;
-use shard::{FaultInjector, FlushPolicy, Shard, ShardError};
+use shard::{FlushPolicy, Shard, ShardError};
 
 #[test]
 fn failed_fsync_poisons_and_refuses_writes() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().to_owned();
-    let faults = Arc::new(FaultInjector::default());
-    let f = faults.clone();
-    shard::run_local(move || async move {
-        let mut c = small_config(&p);
-        c.faults = Some(f.clone());
+    in_temp_dir(move |p| async move {
+        let (c, f) = with_faults(small_config(&p));
         let shard = Shard::open(c).await.unwrap();
-        shard
-            .append(TOPIC, 0, &record(TOPIC, b"durable", None, None))
-            .await
-            .unwrap();
+        append_one(&shard, 0, b"durable").await.unwrap();
         let durable = shard.stats().durable_offset;
         f.fail_fsyncs(true);
-        let r = shard
-            .append(TOPIC, 0, &record(TOPIC, b"lost", None, None))
-            .await;
+        let r = append_one(&shard, 0, b"lost").await;
         assert!(
             matches!(r, Err(ShardError::Poisoned { ref operation, .. }) if operation == "fdatasync"),
             "{r:?}"
         );
         // Even with the disk healthy again, the shard does not retry and pretend.
         f.fail_fsyncs(false);
-        let r = shard
-            .append(TOPIC, 0, &record(TOPIC, b"later", None, None))
-            .await;
+        let r = append_one(&shard, 0, b"later").await;
         let msg = r.unwrap_err().to_string();
         assert!(msg.contains("poisoned"), "{msg}");
         let s = shard.stats();
@@ -48,33 +36,24 @@ fn failed_fsync_poisons_and_refuses_writes() {
 
 #[test]
 fn async_flush_failure_poisons_the_next_append() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().to_owned();
-    let faults = Arc::new(FaultInjector::default());
-    let f = faults.clone();
-    shard::run_local(move || async move {
+    in_temp_dir(move |p| async move {
         let mut c = small_config(&p);
         c.flush = FlushPolicy::Async {
             interval_ms: 5,
             dirty_bytes_max: 1 << 20,
         };
-        c.faults = Some(f.clone());
+        let (c, f) = with_faults(c);
         let shard = Shard::open(c).await.unwrap();
         f.fail_fsyncs(true);
-        shard
-            .append(TOPIC, 0, &record(TOPIC, b"in memory", None, None))
-            .await
-            .unwrap();
+        append_one(&shard, 0, b"in memory").await.unwrap();
         // The background sync (every 5 ms) fails and poisons the shard.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        while !shard.stats().poisoned && std::time::Instant::now() < deadline {
-            glommio::timer::sleep(std::time::Duration::from_millis(2)).await;
-        }
+        eventually(Duration::from_secs(5), Duration::from_millis(2), || {
+            shard.stats().poisoned
+        })
+        .await;
         assert!(shard.stats().poisoned);
         assert!(matches!(
-            shard
-                .append(TOPIC, 0, &record(TOPIC, b"x", None, None))
-                .await,
+            append_one(&shard, 0, b"x").await,
             Err(ShardError::Poisoned { .. })
         ));
     });

@@ -12,9 +12,7 @@ use shard::{FlushPolicy, ReadRequest, ReadStatus, Shard};
 
 #[test]
 fn tag_filter_returns_only_matching_records() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().to_owned();
-    shard::run_local(move || async move {
+    in_temp_dir(move |p| async move {
         let shard = Shard::open(small_config(&p)).await.unwrap();
         for i in 0..30 {
             let tag = ["TagA", "TagB", "TagC"][i % 3];
@@ -67,9 +65,7 @@ fn tag_filter_returns_only_matching_records() {
 
 #[test]
 fn query_by_key_verifies_topic_and_key_and_time() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().to_owned();
-    shard::run_local(move || async move {
+    in_temp_dir(move |p| async move {
         let shard = Shard::open(small_config(&p)).await.unwrap();
         for i in 0..300 {
             let keys = format!("k{} shared", i % 50);
@@ -146,9 +142,7 @@ fn query_by_key_verifies_topic_and_key_and_time() {
 
 #[test]
 fn long_polling_wakes_on_append_and_times_out() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().to_owned();
-    shard::run_local(move || async move {
+    in_temp_dir(move |p| async move {
         let shard = Shard::open(small_config(&p)).await.unwrap();
         assert!(
             !shard
@@ -174,9 +168,7 @@ fn long_polling_wakes_on_append_and_times_out() {
 
 #[test]
 fn sync_flush_group_commit_makes_every_append_durable() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().to_owned();
-    shard::run_local(move || async move {
+    in_temp_dir(move |p| async move {
         let mut c = small_config(&p);
         c.flush = FlushPolicy::Sync;
         let shard = Shard::open(c).await.unwrap();
@@ -208,19 +200,14 @@ fn sync_flush_group_commit_makes_every_append_durable() {
 
 #[test]
 fn async_flush_becomes_durable_within_the_interval() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().to_owned();
-    shard::run_local(move || async move {
+    in_temp_dir(move |p| async move {
         let mut c = small_config(&p);
         c.flush = FlushPolicy::Async {
             interval_ms: 10,
             dirty_bytes_max: 1 << 30,
         };
         let shard = Shard::open(c).await.unwrap();
-        shard
-            .append(TOPIC, 0, &record(TOPIC, b"soon", None, None))
-            .await
-            .unwrap();
+        append_one(&shard, 0, b"soon").await.unwrap();
         let end = shard.stats().write_offset;
         for _ in 0..200 {
             if shard.stats().durable_offset >= end {

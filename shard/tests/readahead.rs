@@ -20,9 +20,7 @@ const WINDOW: u32 = 24;
 
 #[test]
 fn windows_read_ahead_come_back_whole_and_in_order() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().to_owned();
-    shard::run_local(move || async move {
+    in_temp_dir(move |p| async move {
         let shard = Shard::open(cold_config(&p)).await.unwrap();
         let (expected, queue_bytes) = append_interleaved(&shard, QUEUES, ROUNDS, BATCH).await;
         shard.sync().await.unwrap();

@@ -5,33 +5,23 @@
 
 mod common;
 
-use std::sync::Arc;
-
 use common::*;
 use message::TagFilter;
-use shard::{FaultInjector, Shard};
+use shard::Shard;
 
 fn check(flip: impl FnOnce(&std::path::Path, &[u64]) + Send + 'static, use_seam: bool) {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().to_owned();
-    let faults = Arc::new(FaultInjector::default());
-    let f = faults.clone();
     let (offsets, end) = shard::run_local(move || async move {
-        let mut c = small_config(&p);
-        c.faults = Some(f.clone());
+        let (c, f) = with_faults(small_config(&p));
         let shard = Shard::open(c).await.unwrap();
-        let mut offsets = Vec::new();
-        for i in 0..120 {
+        let offsets = append_numbered_offsets(&shard, 0..120, 600, false, |i| {
             if use_seam && i == 20 {
                 // Silent media corruption of record 20 on its way to disk.
                 f.flip_bit_on_write_at(shard.stats().write_offset + 120);
             }
-            let r = shard
-                .append(TOPIC, 0, &record(TOPIC, &body(i, 600), None, None))
-                .await
-                .unwrap();
-            offsets.push(r.first_commit_log_offset);
-        }
+        })
+        .await;
         let end = shard.stats().write_offset;
         shard.close().await.unwrap();
         (offsets, end)

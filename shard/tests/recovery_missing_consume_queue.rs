@@ -61,10 +61,7 @@ fn consume_queue_entries_past_the_log_end_are_dropped() {
         let shard = Shard::open(small_config(&p)).await.unwrap();
         let mut cut = 0;
         for i in 0..10 {
-            let r = shard
-                .append(TOPIC, 0, &record(TOPIC, &body(i, 200), None, None))
-                .await
-                .unwrap();
+            let r = append_one(&shard, 0, &body(i, 200)).await.unwrap();
             if i == 6 {
                 cut = r.first_commit_log_offset;
             }
@@ -82,10 +79,7 @@ fn consume_queue_entries_past_the_log_end_are_dropped() {
         let shard = Shard::open(small_config(&p)).await.unwrap();
         assert_eq!(shard.queue_offsets(TOPIC, 0).max, 6);
         assert_eq!(read_all(&shard, TOPIC, 0, &TagFilter::All).await.len(), 6);
-        let r = shard
-            .append(TOPIC, 0, &record(TOPIC, b"new", None, None))
-            .await
-            .unwrap();
+        let r = append_one(&shard, 0, b"new").await.unwrap();
         assert_eq!((r.first_queue_offset, r.first_commit_log_offset), (6, cut));
         shard.close().await.unwrap();
     });

@@ -8,11 +8,10 @@
 mod common;
 
 use std::path::Path;
-use std::sync::Arc;
 
 use common::*;
 use message::TagFilter;
-use shard::{FaultInjector, ReadRequest, ReadStatus, Shard};
+use shard::{ReadRequest, ReadStatus, Shard};
 
 const SEGMENT: u64 = 64 << 10;
 const RECORDS: usize = 300;
@@ -37,15 +36,7 @@ fn write_log(dir: &Path) -> (Vec<u64>, u64) {
     let p = dir.to_owned();
     shard::run_local(move || async move {
         let shard = Shard::open(small_config(&p)).await.unwrap();
-        let mut offsets = Vec::new();
-        for i in 0..RECORDS {
-            let key = format!("k{i}");
-            let r = shard
-                .append(TOPIC, 0, &record(TOPIC, &body(i, 600), None, Some(&key)))
-                .await
-                .unwrap();
-            offsets.push(r.first_commit_log_offset);
-        }
+        let offsets = append_numbered_offsets(&shard, 0..RECORDS, 600, true, |_| {}).await;
         let end = shard.stats().write_offset;
         shard.close().await.unwrap();
         (offsets, end)
@@ -118,10 +109,7 @@ fn check_quarantined(dir: &Path, offsets: Vec<u64>, end: u64, damaged: Vec<usize
             }
         }
         // The log takes appends after the damage, and a second recovery finds the same.
-        shard
-            .append(TOPIC, 0, &record(TOPIC, b"after", None, None))
-            .await
-            .unwrap();
+        append_one(&shard, 0, b"after").await.unwrap();
         shard.close().await.unwrap();
         let shard = Shard::open(small_config(&p)).await.unwrap();
         let got = read_all(&shard, TOPIC, 0, &TagFilter::All).await;
@@ -201,10 +189,7 @@ fn a_torn_tail_after_a_quarantined_record_is_still_cut() {
         assert_eq!(st.write_offset, offsets[torn], "cut at the torn record");
         assert_eq!(st.quarantined_ranges, 1, "the tail is cut, not quarantined");
         assert_eq!(shard.queue_offsets(TOPIC, 0).max, torn as u64);
-        let r = shard
-            .append(TOPIC, 0, &record(TOPIC, b"after", None, None))
-            .await
-            .unwrap();
+        let r = append_one(&shard, 0, b"after").await.unwrap();
         assert_eq!(r.first_queue_offset, torn as u64);
         assert_eq!(r.first_commit_log_offset, offsets[torn]);
         shard.close().await.unwrap();
@@ -254,25 +239,17 @@ fn a_tear_in_an_older_segment_deletes_only_segments_without_a_valid_record() {
 fn a_record_corrupt_on_disk_at_run_time_is_stepped_over_not_retried() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().to_owned();
-    let faults = Arc::new(FaultInjector::default());
-    let f = faults.clone();
     shard::run_local(move || async move {
         // Nothing stays in memory after its write: reads come from the segment file.
-        let mut c = cold_config(&p);
-        c.faults = Some(f.clone());
+        let (c, f) = with_faults(cold_config(&p));
         let shard = Shard::open(c).await.unwrap();
-        let mut offsets = Vec::new();
-        for i in 0..100 {
+        let offsets = append_numbered_offsets(&shard, 0..100, 1000, false, |i| {
             if i == 40 {
                 // The media flips a bit of record 40's body as it is written.
                 f.flip_bit_on_write_at(shard.stats().write_offset + 300);
             }
-            let r = shard
-                .append(TOPIC, 0, &record(TOPIC, &body(i, 1000), None, None))
-                .await
-                .unwrap();
-            offsets.push(r.first_commit_log_offset);
-        }
+        })
+        .await;
         shard.sync().await.unwrap();
         let reads_before = shard.stats().disk_reads;
 
@@ -393,14 +370,7 @@ fn a_damaged_run_longer_than_a_scan_window_is_one_range() {
     let p = dir.path().to_owned();
     let (offsets, end) = shard::run_local(move || async move {
         let shard = Shard::open(cold_config(&p)).await.unwrap();
-        let mut offsets = Vec::new();
-        for i in 0..3000 {
-            let r = shard
-                .append(TOPIC, 0, &record(TOPIC, &body(i, 1000), None, None))
-                .await
-                .unwrap();
-            offsets.push(r.first_commit_log_offset);
-        }
+        let offsets = append_numbered_offsets(&shard, 0..3000, 1000, false, |_| {}).await;
         let end = shard.stats().write_offset;
         shard.close().await.unwrap();
         (offsets, end)

@@ -20,21 +20,12 @@ fn torn_write_is_truncated_and_acknowledged_records_survive() {
         let mut c = small_config(&p);
         c.faults = Some(f.clone());
         let shard = Shard::open(c).await.unwrap();
-        let mut acked = Vec::new();
-        for i in 0..10 {
-            shard
-                .append(TOPIC, 0, &record(TOPIC, &body(i, 500), None, None))
-                .await
-                .unwrap();
-            acked.push(body(i, 500));
-        }
+        let acked = append_numbered(&shard, 0..10, 500).await;
         // The next write tears in the middle of the next record: the append fails and the
         // "process dies" (the shard is dropped without close).
         let tear_at = shard.stats().write_offset + 200;
         f.tear_write_at(tear_at);
-        let r = shard
-            .append(TOPIC, 0, &record(TOPIC, &body(10, 500), None, None))
-            .await;
+        let r = append_one(&shard, 0, &body(10, 500)).await;
         assert!(matches!(r, Err(ShardError::Poisoned { .. })), "{r:?}");
         acked
     });
@@ -48,10 +39,7 @@ fn torn_write_is_truncated_and_acknowledged_records_survive() {
             10,
             "CQ entry of the torn record dropped"
         );
-        let r = shard
-            .append(TOPIC, 0, &record(TOPIC, b"after", None, None))
-            .await
-            .unwrap();
+        let r = append_one(&shard, 0, b"after").await.unwrap();
         assert_eq!(r.first_queue_offset, 10);
         shard.close().await.unwrap();
         let shard = Shard::open(small_config(&p)).await.unwrap();
@@ -66,12 +54,7 @@ fn garbage_appended_to_the_tail_is_cut() {
     let p = dir.path().to_owned();
     let end = shard::run_local(move || async move {
         let shard = Shard::open(small_config(&p)).await.unwrap();
-        for i in 0..5 {
-            shard
-                .append(TOPIC, 0, &record(TOPIC, &body(i, 100), None, None))
-                .await
-                .unwrap();
-        }
+        append_numbered(&shard, 0..5, 100).await;
         let end = shard.stats().write_offset;
         shard.close().await.unwrap();
         end

@@ -15,18 +15,11 @@ use shard::{Clock, DiskLevel, DiskUsageSource, ReadRequest, ReadStatus, Shard, S
 
 #[test]
 fn expired_segments_go_and_readers_behind_are_moved() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().to_owned();
-    shard::run_local(move || async move {
+    in_temp_dir(move |p| async move {
         let mut c = small_config(&p);
         c.file_reserved_hours = 0; // everything not active is expired
         let shard = Shard::open(c).await.unwrap();
-        for i in 0..200 {
-            shard
-                .append(TOPIC, 0, &record(TOPIC, &body(i, 900), None, None))
-                .await
-                .unwrap();
-        }
+        append_numbered(&shard, 0..200, 900).await;
         let before = std::fs::read_dir(p.join("commitlog")).unwrap().count();
         assert!(before >= 3);
         let report = shard.run_retention().await.unwrap();
@@ -74,29 +67,17 @@ fn expired_segments_go_and_readers_behind_are_moved() {
 /// and records carry that clock's time, so a search by time finds them by it.
 #[test]
 fn a_segment_expires_when_the_clock_passes_its_reserved_time() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().to_owned();
-    shard::run_local(move || async move {
+    in_temp_dir(move |p| async move {
         let clock = Clock::manual();
         let mut c = small_config(&p);
         c.file_reserved_hours = 2;
         c.clock = clock.clone();
         let shard = Shard::open(c).await.unwrap();
         let first_at = clock.wall_ms();
-        for i in 0..100 {
-            shard
-                .append(TOPIC, 0, &record(TOPIC, &body(i, 900), None, None))
-                .await
-                .unwrap();
-        }
+        append_numbered(&shard, 0..100, 900).await;
         clock.advance(Duration::from_secs(3600));
         let later_at = clock.wall_ms();
-        for i in 100..200 {
-            shard
-                .append(TOPIC, 0, &record(TOPIC, &body(i, 900), None, None))
-                .await
-                .unwrap();
-        }
+        append_numbered(&shard, 100..200, 900).await;
         // The first record stamped after the hour is found by that time.
         assert_eq!(
             shard
@@ -138,12 +119,7 @@ fn disk_pressure_cleans_and_a_full_disk_refuses_writes() {
         c.disk_usage =
             DiskUsageSource::from_fn(move |_| Ok(f64::from_bits(r2.load(Ordering::SeqCst))));
         let shard = Shard::open(c).await.unwrap();
-        for i in 0..200 {
-            shard
-                .append(TOPIC, 0, &record(TOPIC, &body(i, 900), None, None))
-                .await
-                .unwrap();
-        }
+        append_numbered(&shard, 0..200, 900).await;
         // Not expired (72 h) and the disk is fine: nothing goes.
         assert_eq!(shard.run_retention().await.unwrap().deleted_segments, 0);
         // Above the clean ratio: the oldest segment goes, one per pass.
@@ -154,10 +130,7 @@ fn disk_pressure_cleans_and_a_full_disk_refuses_writes() {
         ratio.store(0.95f64.to_bits(), Ordering::SeqCst);
         let r = shard.run_retention().await.unwrap();
         assert!(r.deleted_segments >= 1);
-        let err = shard
-            .append(TOPIC, 0, &record(TOPIC, b"x", None, None))
-            .await
-            .unwrap_err();
+        let err = append_one(&shard, 0, b"x").await.unwrap_err();
         assert!(matches!(err, ShardError::DiskFull { threshold, .. } if threshold == 0.90));
         let msg = err.to_string();
         assert!(
@@ -167,10 +140,7 @@ fn disk_pressure_cleans_and_a_full_disk_refuses_writes() {
         // Space freed: writes resume.
         ratio.store(0.5f64.to_bits(), Ordering::SeqCst);
         shard.run_retention().await.unwrap();
-        shard
-            .append(TOPIC, 0, &record(TOPIC, b"x", None, None))
-            .await
-            .unwrap();
+        append_one(&shard, 0, b"x").await.unwrap();
         shard.close().await.unwrap();
     });
 }

@@ -105,10 +105,7 @@ async fn run_under_faults(
     for i in 0..APPENDS {
         let queue = i as u32 % QUEUES;
         let b = body_for(queue, i);
-        match shard
-            .append(TOPIC, queue, &record(TOPIC, &b, None, None))
-            .await
-        {
+        match append_one(&shard, queue, &b).await {
             Ok(r) => {
                 let again = acked.insert((queue, r.first_queue_offset), b);
                 assert!(

@@ -10,18 +10,13 @@ use shard::Shard;
 
 #[test]
 fn appends_roll_over_to_new_segments_and_read_back() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().to_owned();
-    shard::run_local(move || async move {
+    in_temp_dir(move |p| async move {
         let shard = Shard::open(small_config(&p)).await.unwrap();
         let mut expected = Vec::new();
         for i in 0..120 {
             let len = 700 + (i * 37) % 3000;
             expected.push(body(i, len));
-            let r = shard
-                .append(TOPIC, 0, &record(TOPIC, &expected[i], None, None))
-                .await
-                .unwrap();
+            let r = append_one(&shard, 0, &expected[i]).await.unwrap();
             let seg = 64u64 << 10;
             let start = r.first_commit_log_offset;
             let rec_len = record(TOPIC, &expected[i], None, None).len() as u64;

@@ -8,12 +8,11 @@
 mod common;
 
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
 use message::TagFilter;
-use shard::{FaultInjector, FlushPolicy, ReadRequest, ReadStatus, Shard, ShardConfig, ShardError};
+use shard::{FlushPolicy, ReadRequest, ReadStatus, Shard, ShardConfig, ShardError};
 
 fn async_config(dir: &Path, ring: bool) -> ShardConfig {
     let mut c = small_config(dir);
@@ -37,10 +36,7 @@ async fn append_acked(shard: &Shard, from: usize, n: usize) -> Vec<Vec<u8>> {
     let mut bodies = Vec::new();
     for i in from..from + n {
         let b = body(i, 700 + (i * 31) % 300);
-        let r = shard
-            .append(TOPIC, 0, &record(TOPIC, &b, None, None))
-            .await
-            .unwrap();
+        let r = append_one(shard, 0, &b).await.unwrap();
         assert_eq!(r.first_queue_offset, i as u64, "offsets are never reused");
         bodies.push(b);
     }
@@ -60,7 +56,7 @@ fn crash_then_reopen(dir: &Path, ring: bool, appends: usize) -> (Vec<Vec<u8>>, V
     let p = dir.to_owned();
     let (got, replayed) = shard::run_local(move || async move {
         let shard = Shard::open(async_config(&p, ring)).await.unwrap();
-        let got = bodies_of(&read_all(&shard, TOPIC, 0, &TagFilter::All).await);
+        let got = queue_bodies(&shard, 0).await;
         let replayed = shard.stats().tail_ring_records;
         shard.close().await.unwrap();
         (got, replayed)
@@ -80,7 +76,7 @@ fn acknowledged_appends_survive_a_crash_before_their_write() {
     shard::run_local(move || async move {
         let shard = Shard::open(async_config(&p, true)).await.unwrap();
         let more = append_acked(&shard, 150, 10).await;
-        let got = bodies_of(&read_all(&shard, TOPIC, 0, &TagFilter::All).await);
+        let got = queue_bodies(&shard, 0).await;
         assert_eq!(got.len(), 160);
         assert_eq!(&got[150..], &more[..]);
         shard.close().await.unwrap();
@@ -103,11 +99,8 @@ fn without_a_ring_the_unwritten_tail_is_lost() {
 fn a_torn_write_is_made_whole_from_the_ring() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().to_owned();
-    let faults = Arc::new(FaultInjector::default());
-    let f = faults.clone();
     let acked = shard::run_local(move || async move {
-        let mut c = async_config(&p, true);
-        c.faults = Some(f.clone());
+        let (c, f) = with_faults(async_config(&p, true));
         let shard = Shard::open(c).await.unwrap();
         let mut acked = append_acked(&shard, 0, 20).await;
         // The next chunk's write lands torn and fails: the shard is poisoned, but what it
@@ -116,7 +109,7 @@ fn a_torn_write_is_made_whole_from_the_ring() {
         let mut i = 20;
         loop {
             let b = body(i, 900);
-            match shard.append(TOPIC, 0, &record(TOPIC, &b, None, None)).await {
+            match append_one(&shard, 0, &b).await {
                 Ok(_) => acked.push(b),
                 Err(ShardError::Poisoned { .. }) => break,
                 Err(e) => panic!("{e}"),
@@ -132,32 +125,21 @@ fn a_torn_write_is_made_whole_from_the_ring() {
     let p = dir.path().to_owned();
     let got = shard::run_local(move || async move {
         let shard = Shard::open(async_config(&p, true)).await.unwrap();
-        bodies_of(&read_all(&shard, TOPIC, 0, &TagFilter::All).await)
+        queue_bodies(&shard, 0).await
     });
     assert_eq!(got, acked);
 }
 
 #[test]
 fn sync_readers_are_served_only_durable_records() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().to_owned();
-    let faults = Arc::new(FaultInjector::default());
-    let f = faults.clone();
-    shard::run_local(move || async move {
-        let mut c = small_config(&p);
-        c.faults = Some(f.clone());
+    in_temp_dir(move |p| async move {
+        let (c, f) = with_faults(small_config(&p));
         let shard = Shard::open(c).await.unwrap();
-        shard
-            .append(TOPIC, 0, &record(TOPIC, b"durable", None, None))
-            .await
-            .unwrap();
+        append_one(&shard, 0, b"durable").await.unwrap();
         f.fail_fsyncs(true);
-        assert!(shard
-            .append(TOPIC, 0, &record(TOPIC, b"never durable", None, None))
-            .await
-            .is_err());
+        assert!(append_one(&shard, 0, b"never durable").await.is_err());
         // The second record is in the queue's index but not on disk for sure: never served.
-        let got = bodies_of(&read_all(&shard, TOPIC, 0, &TagFilter::All).await);
+        let got = queue_bodies(&shard, 0).await;
         assert_eq!(got, vec![b"durable".to_vec()]);
         let r = shard
             .read(&ReadRequest {
@@ -182,11 +164,7 @@ fn sync_readers_are_served_only_durable_records() {
 
 #[test]
 fn a_disk_falling_behind_gets_busy_answers_not_a_stall() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().to_owned();
-    let faults = Arc::new(FaultInjector::default());
-    let f = faults.clone();
-    shard::run_local(move || async move {
+    in_temp_dir(move |p| async move {
         let mut c = async_config(&p, true);
         c.flush = FlushPolicy::Async {
             interval_ms: 1,
@@ -194,7 +172,7 @@ fn a_disk_falling_behind_gets_busy_answers_not_a_stall() {
         };
         c.unsynced_bytes_max = 1 << 20;
         c.busy_wait_ms = 20;
-        c.faults = Some(f.clone());
+        let (c, f) = with_faults(c);
         let shard = Shard::open(c).await.unwrap();
         f.slow_fsyncs_ms(400);
         let batch: Vec<u8> = (0..8)
@@ -238,18 +216,15 @@ fn a_disk_falling_behind_gets_busy_answers_not_a_stall() {
 fn a_stop_while_the_disk_is_full_keeps_the_ring_and_the_next_start_writes_it_back() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().to_owned();
-    let faults = Arc::new(FaultInjector::default());
-    let f = faults.clone();
     let acked = shard::run_local(move || async move {
-        let mut c = async_config(&p, true);
-        c.faults = Some(f.clone());
+        let (c, f) = with_faults(async_config(&p, true));
         let shard = Shard::open(c).await.unwrap();
         // No new segment can be made: the roll out of the first 64 KiB segment is refused.
         f.fail_segment_create(Some(libc::ENOSPC));
         let mut acked = Vec::new();
         for i in 0..1000 {
             let b = body(i, 900);
-            match shard.append(TOPIC, 0, &record(TOPIC, &b, None, None)).await {
+            match append_one(&shard, 0, &b).await {
                 Ok(_) => acked.push(b),
                 Err(ShardError::NoSpace { .. }) => break,
                 Err(e) => panic!("{e}"),
@@ -272,7 +247,7 @@ fn a_stop_while_the_disk_is_full_keeps_the_ring_and_the_next_start_writes_it_bac
     let got = shard::run_local(move || async move {
         let shard = Shard::open(async_config(&p, true)).await.unwrap();
         assert!(shard.stats().tail_ring_records > 0);
-        let got = bodies_of(&read_all(&shard, TOPIC, 0, &TagFilter::All).await);
+        let got = queue_bodies(&shard, 0).await;
         shard.close().await.unwrap();
         got
     });

@@ -44,9 +44,7 @@ async fn ready_spare(p: &Path) -> u64 {
 
 #[test]
 fn the_log_rolls_into_filled_spares_and_survives_restarts() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().to_owned();
-    shard::run_local(move || async move {
+    in_temp_dir(move |p| async move {
         let shard = Shard::open(warm_config(&p)).await.unwrap();
         // An empty log's first segment is made from a spare filled before the shard serves.
         let spare = commitlog(&p).join("spare.warm");
@@ -66,10 +64,7 @@ fn the_log_rolls_into_filled_spares_and_survives_restarts() {
             // returns once written and synced).
             while shard.stats().write_offset <= start {
                 let b = body(i, 300 + (i * 131) % 700);
-                shard
-                    .append(TOPIC, (i % 4) as u32, &record(TOPIC, &b, None, None))
-                    .await
-                    .unwrap();
+                append_one(&shard, (i % 4) as u32, &b).await.unwrap();
                 expected.push(b);
                 i += 1;
             }
@@ -97,10 +92,7 @@ fn the_log_rolls_into_filled_spares_and_survives_restarts() {
         let next = (shard.stats().write_offset / SEGMENT + 1) * SEGMENT;
         while shard.stats().write_offset <= next {
             let b = body(i, 500);
-            shard
-                .append(TOPIC, 0, &record(TOPIC, &b, None, None))
-                .await
-                .unwrap();
+            append_one(&shard, 0, &b).await.unwrap();
             i += 1;
         }
         assert_eq!(
@@ -133,10 +125,7 @@ fn no_spare_is_filled_on_a_full_disk() {
         // Space returns: the log starts without a spare, and the next roll's is filled.
         ratio.store(0.5f64.to_bits(), Ordering::SeqCst);
         shard.run_retention().await.unwrap();
-        shard
-            .append(TOPIC, 0, &record(TOPIC, &body(0, 500), None, None))
-            .await
-            .unwrap();
+        append_one(&shard, 0, &body(0, 500)).await.unwrap();
         ready_spare(&p).await;
         shard.close().await.unwrap();
     });

@@ -480,6 +480,27 @@ pub fn drain_topic_with(
     out
 }
 
+/// The commit interval of a [`group_member`], in milliseconds.
+pub const GROUP_COMMIT_MS: u64 = 100;
+/// The queue lease of a [`group_member`], in milliseconds.
+pub const GROUP_LEASE_MS: u64 = 1500;
+
+/// A push consumer of `group` on every tag of `topic` from its first message, with short
+/// heartbeat (200 ms), rebalance (1 s), commit, lease and suspend (500 ms) intervals, so
+/// membership changes take a second, not minutes.
+pub fn group_member(namesrv: &str, group: &str, topic: &str) -> client::PushConsumerBuilder {
+    client::PushConsumer::builder()
+        .namesrv(namesrv)
+        .group(group)
+        .subscribe(topic, "*")
+        .consume_from(client::ConsumeFrom::First)
+        .heartbeat_interval_ms(200)
+        .rebalance_interval_ms(1000)
+        .commit_interval_ms(GROUP_COMMIT_MS)
+        .queue_lease_ms(GROUP_LEASE_MS)
+        .suspend_timeout_ms(500)
+}
+
 /// A producer for tests: short timeouts, no compression unless asked.
 pub fn producer(namesrv: &str) -> client::Producer {
     client::Producer::builder()

@@ -18,8 +18,8 @@ use integration::{mqadmin, producer, wait_for, Cluster};
 /// Short timeouts so membership changes take a second, not minutes.
 const BROKER_TOML: &str = "consumer_timeout_ms = 1500\noffset_flush_interval_ms = 100\n\
                            retry_delay_levels_ms = [50, 50, 200, 200, 300, 300]\n";
-const LEASE_MS: u64 = 1500;
-const COMMIT_MS: u64 = 100;
+const LEASE_MS: u64 = integration::GROUP_LEASE_MS;
+const COMMIT_MS: u64 = integration::GROUP_COMMIT_MS;
 const WAIT: Duration = Duration::from_secs(30);
 
 #[derive(Debug, Clone)]
@@ -41,23 +41,41 @@ fn cluster() -> Cluster {
     Cluster::start_with(2, "small", |o| o.config_toml = Some(BROKER_TOML.into()))
 }
 
-fn topic(c: &Cluster, name: &str, queues: u32) {
-    integration::create_topic(&c.namesrv.addr, name, queues);
+/// A [`cluster`] with `name` created with `queues` queues, and its NameServer's address.
+fn cluster_with_topic(name: &str, queues: u32) -> (Cluster, String) {
+    let c = cluster();
+    let ns = c.namesrv.addr.clone();
+    integration::create_topic(&ns, name, queues);
+    (c, ns)
 }
 
 fn member(ns: &str, group: &str, topic: &str) -> PushConsumerBuilder {
-    PushConsumer::builder()
-        .namesrv(ns)
-        .group(group)
-        .subscribe(topic, "*")
-        .consume_from(ConsumeFrom::First)
-        .heartbeat_interval_ms(200)
-        .rebalance_interval_ms(1000)
-        .commit_interval_ms(COMMIT_MS)
-        .queue_lease_ms(LEASE_MS)
-        .suspend_timeout_ms(500)
+    integration::group_member(ns, group, topic)
         .reconsume_delay_ms(50)
         .batch_max(4)
+}
+
+/// A [`member`] of `group` on `topic`, started, logging what it consumes as member `i`.
+fn started(ns: &str, group: &str, topic: &str, log: &Log, i: usize) -> PushConsumer {
+    let m = member(ns, group, topic).build().unwrap();
+    m.start(record(log, i)).unwrap();
+    m
+}
+
+fn shutdown_all(members: &[PushConsumer]) {
+    for m in members {
+        m.shutdown();
+    }
+}
+
+/// Every delivery of the message `msg_id` in the log, in order.
+fn deliveries_of(log: &Log, msg_id: &str) -> Vec<Got> {
+    log.lock()
+        .unwrap()
+        .iter()
+        .filter(|g| g.msg_id == msg_id)
+        .cloned()
+        .collect()
 }
 
 fn record(log: &Log, member: usize) -> impl Fn(&[client::MessageExt]) -> ConsumeStatus {
@@ -167,9 +185,7 @@ fn wait_partition(members: &[&PushConsumer], topic: &str, queues: u32) -> Vec<Ve
 
 #[test]
 fn three_members_share_the_queues_by_each_strategy_and_each_message_goes_to_one() {
-    let c = cluster();
-    let ns = c.namesrv.addr.clone();
-    topic(&c, "Shared", 8);
+    let (_cluster, ns) = cluster_with_topic("Shared", 8);
     let q = |id| MessageQueue {
         topic: "Shared".into(),
         broker_name: "broker-a".into(),
@@ -245,9 +261,7 @@ fn three_members_share_the_queues_by_each_strategy_and_each_message_goes_to_one(
                 g.queue_id
             );
         }
-        for m in &members {
-            m.shutdown();
-        }
+        shutdown_all(&members);
     }
 }
 
@@ -264,9 +278,7 @@ impl<T: AllocateStrategy + 'static> AllocateStrategyBox for T {
 
 #[test]
 fn a_crashed_members_queues_move_within_the_stated_time_and_nothing_is_lost() {
-    let c = cluster();
-    let ns = c.namesrv.addr.clone();
-    topic(&c, "Crash", 6);
+    let (_cluster, ns) = cluster_with_topic("Crash", 6);
     let log: Log = Arc::default();
     // Member 0 never commits on its own (a long commit interval), so its crash re-delivers
     // everything it consumed: the stated bound is "what the member consumed since its last
@@ -325,29 +337,22 @@ fn a_crashed_members_queues_move_within_the_stated_time_and_nothing_is_lost() {
     assert_eq!(dups, by_crashed, "re-delivered after the crash");
     assert!(c.values().all(|n| *n <= 2));
     drop(l);
-    for m in &members[1..] {
-        m.shutdown();
-    }
+    shutdown_all(&members[1..]);
 }
 
 #[test]
 fn a_clean_shutdown_and_a_join_redeliver_nothing() {
-    let c = cluster();
-    let ns = c.namesrv.addr.clone();
-    topic(&c, "Clean", 4);
+    let (_cluster, ns) = cluster_with_topic("Clean", 4);
     let log: Log = Arc::default();
-    let a = member(&ns, "clean", "Clean").build().unwrap();
-    a.start(record(&log, 0)).unwrap();
-    let b = member(&ns, "clean", "Clean").build().unwrap();
-    b.start(record(&log, 1)).unwrap();
+    let a = started(&ns, "clean", "Clean", &log, 0);
+    let b = started(&ns, "clean", "Clean", &log, 1);
     wait_partition(&[&a, &b], "Clean", 4);
     // Messages keep flowing while members leave and join.
     let mut ids = send(&ns, "Clean", 0, 40);
     b.shutdown();
     ids.extend(send(&ns, "Clean", 40, 40));
     wait_partition(&[&a], "Clean", 4);
-    let d = member(&ns, "clean", "Clean").build().unwrap();
-    d.start(record(&log, 2)).unwrap();
+    let d = started(&ns, "clean", "Clean", &log, 2);
     ids.extend(send(&ns, "Clean", 80, 40));
     wait_partition(&[&a, &d], "Clean", 4);
     ids.extend(send(&ns, "Clean", 120, 40));
@@ -366,9 +371,7 @@ fn a_clean_shutdown_and_a_join_redeliver_nothing() {
 
 #[test]
 fn broadcasting_delivers_everything_to_everyone_and_keeps_offsets_locally() {
-    let c = cluster();
-    let ns = c.namesrv.addr.clone();
-    topic(&c, "Bcast", 3);
+    let (_cluster, ns) = cluster_with_topic("Bcast", 3);
     let log: Log = Arc::default();
     let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
     let make = |i: usize| {
@@ -413,19 +416,14 @@ fn broadcasting_delivers_everything_to_everyone_and_keeps_offsets_locally() {
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(log2.lock().unwrap().len(), 6, "old messages came back");
     again.shutdown();
-    for m in &members[1..] {
-        m.shutdown();
-    }
+    shutdown_all(&members[1..]);
 }
 
 #[test]
 fn committed_offsets_survive_a_broker_kill_9() {
-    let mut c = cluster();
-    let ns = c.namesrv.addr.clone();
-    topic(&c, "Durable", 4);
+    let (mut c, ns) = cluster_with_topic("Durable", 4);
     let log: Log = Arc::default();
-    let m = member(&ns, "durable", "Durable").build().unwrap();
-    m.start(record(&log, 0)).unwrap();
+    let m = started(&ns, "durable", "Durable", &log, 0);
     let first = send(&ns, "Durable", 0, 40);
     wait_all(&log, &first);
     // Commit interval plus offset flush interval, with room.
@@ -440,8 +438,7 @@ fn committed_offsets_survive_a_broker_kill_9() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("total backlog 0"), "{text}");
     let log2: Log = Arc::default();
-    let m2 = member(&ns, "durable", "Durable").build().unwrap();
-    m2.start(record(&log2, 1)).unwrap();
+    let m2 = started(&ns, "durable", "Durable", &log2, 1);
     let second = send(&ns, "Durable", 40, 8);
     wait_all(&log2, &second);
     std::thread::sleep(Duration::from_millis(300));
@@ -457,9 +454,7 @@ fn committed_offsets_survive_a_broker_kill_9() {
 
 #[test]
 fn groups_start_from_first_last_or_a_timestamp_and_reset_offset_moves_them() {
-    let c = cluster();
-    let ns = c.namesrv.addr.clone();
-    topic(&c, "Start", 2);
+    let (_cluster, ns) = cluster_with_topic("Start", 2);
     let old = send(&ns, "Start", 0, 10);
     std::thread::sleep(Duration::from_millis(50));
     let t = std::time::SystemTime::now()
@@ -523,16 +518,12 @@ fn groups_start_from_first_last_or_a_timestamp_and_reset_offset_moves_them() {
         "reset not adopted: {}",
         logs[1].lock().unwrap().len()
     );
-    for m in &members {
-        m.shutdown();
-    }
+    shutdown_all(&members);
 }
 
 #[test]
 fn push_consumers_filter_by_tag_expression() {
-    let c = cluster();
-    let ns = c.namesrv.addr.clone();
-    topic(&c, "Tags", 2);
+    let (_cluster, ns) = cluster_with_topic("Tags", 2);
     let p = producer(&ns);
     for i in 0..30 {
         let tag = ["TagA", "TagB", "TagC"][i % 3];
@@ -603,9 +594,7 @@ fn push_consumers_filter_by_tag_expression() {
 
 #[test]
 fn a_failing_message_goes_through_retry_into_the_dead_letter_topic() {
-    let c = cluster();
-    let ns = c.namesrv.addr.clone();
-    topic(&c, "Fail", 2);
+    let (_cluster, ns) = cluster_with_topic("Fail", 2);
     let log: Log = Arc::default();
     let m = member(&ns, "fail", "Fail")
         .max_reconsume_times(2)
@@ -635,22 +624,10 @@ fn a_failing_message_goes_through_retry_into_the_dead_letter_topic() {
     wait_all(&log, &good);
     // Three deliveries (the first and two retries), then the DLQ.
     let ok = wait_for(WAIT, || {
-        let n = log
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|g| g.msg_id == bad.msg_id)
-            .count();
-        (n >= 3).then_some(())
+        (deliveries_of(&log, &bad.msg_id).len() >= 3).then_some(())
     });
     assert!(ok.is_some(), "retries did not come back");
-    let deliveries: Vec<Got> = log
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|g| g.msg_id == bad.msg_id)
-        .cloned()
-        .collect();
+    let deliveries = deliveries_of(&log, &bad.msg_id);
     let times: Vec<i32> = deliveries.iter().map(|g| g.reconsume_times).collect();
     assert_eq!(times, vec![0, 1, 2], "reconsume counts of the deliveries");
     for g in &deliveries {
@@ -680,21 +657,14 @@ fn a_failing_message_goes_through_retry_into_the_dead_letter_topic() {
     assert_eq!(found["reconsume_times"], 3, "{found}");
     assert!(found.to_string().contains("bad"), "keys kept: {found}");
     std::thread::sleep(Duration::from_millis(500));
-    let n = log
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|g| g.msg_id == bad.msg_id)
-        .count();
+    let n = deliveries_of(&log, &bad.msg_id).len();
     assert_eq!(n, 3, "no delivery after the DLQ");
     m.shutdown();
 }
 
 #[test]
 fn ordered_consumption_keeps_queue_order_through_a_rebalance() {
-    let c = cluster();
-    let ns = c.namesrv.addr.clone();
-    topic(&c, "Ordered", 4);
+    let (_cluster, ns) = cluster_with_topic("Ordered", 4);
     let log: Log = Arc::default();
     let slow = |i: usize| {
         let rec = record(&log, i);

@@ -18,8 +18,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use client::{
-    ClientError, ConsumeFrom, ConsumeStatus, Message, MessageExt, Producer, PullConsumer,
-    PullOptions, PushConsumer, QueueOffset, SendResult,
+    ClientError, ConsumeStatus, Message, MessageExt, Producer, PullConsumer, PullOptions,
+    PushConsumer, QueueOffset, SendResult,
 };
 use integration::{wait_for, Cluster};
 use protocol::ResponseCode;
@@ -622,16 +622,7 @@ fn sigterm_under_load_refuses_sends_and_keeps_every_acknowledged_one() {
 type Deliveries = Arc<Mutex<Vec<(u32, u64, Option<String>, Instant)>>>;
 
 fn member(ns: &str, group: &str, topic: &str) -> PushConsumer {
-    PushConsumer::builder()
-        .namesrv(ns)
-        .group(group)
-        .subscribe(topic, "*")
-        .consume_from(ConsumeFrom::First)
-        .heartbeat_interval_ms(200)
-        .rebalance_interval_ms(1000)
-        .commit_interval_ms(100)
-        .queue_lease_ms(1500)
-        .suspend_timeout_ms(500)
+    integration::group_member(ns, group, topic)
         .batch_max(32)
         .build()
         .unwrap()

@@ -37,8 +37,9 @@ fn value(s: &prometheus_parse::Scrape, name: &str) -> Option<f64> {
     total
 }
 
-#[test]
-fn broker_metrics_follow_the_sends() {
+/// A one-core cluster whose broker serves metrics, the metrics address, and the NameServer's
+/// address, with `topic` created with 2 queues.
+fn metered_cluster(topic: &str) -> (Cluster, String, String) {
     let c = Cluster::start_with(1, "small", |o| {
         o.extra
             .extend(["--metrics-addr".into(), "127.0.0.1:0".into()])
@@ -48,7 +49,13 @@ fn broker_metrics_follow_the_sends() {
         .preamble_addr("broker metrics on ")
         .expect("metrics address printed");
     let ns = c.namesrv.addr.clone();
-    integration::create_topic(&ns, "Metered", 2);
+    integration::create_topic(&ns, topic, 2);
+    (c, url, ns)
+}
+
+#[test]
+fn broker_metrics_follow_the_sends() {
+    let (_c, url, ns) = metered_cluster("Metered");
     let p = producer(&ns);
     for i in 0..50 {
         p.send(Message::new("Metered", format!("m{i}").into_bytes()))
@@ -99,16 +106,7 @@ fn histogram_count(s: &prometheus_parse::Scrape, name: &str) -> f64 {
 
 #[test]
 fn broker_status_reports_sends_and_their_rate_and_flushes_are_timed() {
-    let c = Cluster::start_with(1, "small", |o| {
-        o.extra
-            .extend(["--metrics-addr".into(), "127.0.0.1:0".into()])
-    });
-    let url = c
-        .broker
-        .preamble_addr("broker metrics on ")
-        .expect("metrics address printed");
-    let ns = c.namesrv.addr.clone();
-    integration::create_topic(&ns, "Status", 2);
+    let (c, url, ns) = metered_cluster("Status");
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let sender = {
         let ns = ns.clone();

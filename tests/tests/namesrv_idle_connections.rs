@@ -27,6 +27,25 @@ fn closed_by_server(s: &TcpStream) -> bool {
 }
 
 /// Waits (bounded by `timeout`) until the server closes `s`; returns how long that took.
+/// `n` connections to `addr` that never send anything (non-blocking, kept open here).
+fn connect_mute(addr: &str, n: usize) -> Vec<TcpStream> {
+    (0..n)
+        .map(|_| {
+            let s = TcpStream::connect(addr).unwrap();
+            s.set_nonblocking(true).unwrap();
+            s
+        })
+        .collect()
+}
+
+/// Waits (up to 20 s) until the server has closed at least `at_least` of `conns`; how many.
+fn wait_closed_by_server(conns: &[TcpStream], at_least: usize) -> Option<usize> {
+    wait_for(Duration::from_secs(20), || {
+        let n = conns.iter().filter(|s| closed_by_server(s)).count();
+        (n >= at_least).then_some(n)
+    })
+}
+
 fn wait_closed(s: &mut TcpStream, timeout: Duration) -> Option<Duration> {
     let start = Instant::now();
     s.set_read_timeout(Some(Duration::from_millis(100)))
@@ -61,18 +80,9 @@ fn idle_connections_beyond_the_cap_do_not_lock_out_clients_or_brokers() {
     );
 
     // Mute connections, more than the cap, all kept open by this side.
-    let mute: Vec<TcpStream> = (0..CAP + EXTRA)
-        .map(|_| {
-            let s = TcpStream::connect(&ns.addr).unwrap();
-            s.set_nonblocking(true).unwrap();
-            s
-        })
-        .collect();
+    let mute = connect_mute(&ns.addr, CAP + EXTRA);
     // The server took them all in: it closed the surplus to stay at its cap.
-    let closed = wait_for(Duration::from_secs(20), || {
-        let n = mute.iter().filter(|s| closed_by_server(s)).count();
-        (n >= EXTRA).then_some(n)
-    });
+    let closed = wait_closed_by_server(&mute, EXTRA);
     assert!(
         closed.is_some(),
         "the server should close {EXTRA} of {} mute connections to stay at {CAP}",
@@ -234,17 +244,8 @@ fn running_out_of_descriptors_before_the_cap_does_not_lock_out_clients() {
     assert!(status.success(), "prlimit failed");
 
     // Two descriptors per connection on the server side: 100 cannot all be held.
-    let mute: Vec<TcpStream> = (0..100)
-        .map(|_| {
-            let s = TcpStream::connect(&ns.addr).unwrap();
-            s.set_nonblocking(true).unwrap();
-            s
-        })
-        .collect();
-    let closed = wait_for(Duration::from_secs(20), || {
-        let n = mute.iter().filter(|s| closed_by_server(s)).count();
-        (n >= 50).then_some(n)
-    });
+    let mute = connect_mute(&ns.addr, 100);
+    let closed = wait_closed_by_server(&mute, 50);
     assert!(
         closed.is_some(),
         "out of descriptors, the server should close idle connections to take new ones; \

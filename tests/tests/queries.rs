@@ -17,6 +17,23 @@ fn json_lines(out: &std::process::Output) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// What `mqadmin --json search-offset` prints for queue `queue` of `Queried` at `time_ms`.
+fn search_offset(ns: &str, queue: &str, time_ms: &str) -> Vec<serde_json::Value> {
+    json_lines(&mqadmin(
+        ns,
+        &[
+            "--json",
+            "search-offset",
+            "-t",
+            "Queried",
+            "-q",
+            queue,
+            "--time-ms",
+            time_ms,
+        ],
+    ))
+}
+
 #[test]
 fn every_message_is_found_by_key_id_and_offset() {
     let c = Cluster::start(2, "small");
@@ -101,19 +118,7 @@ fn every_message_is_found_by_key_id_and_offset() {
     assert!(!out.status.success());
 
     // search-offset: before everything is offset 0; after everything is the queue's end.
-    let out = json_lines(&mqadmin(
-        &ns,
-        &[
-            "--json",
-            "search-offset",
-            "-t",
-            "Queried",
-            "-q",
-            "1",
-            "--time-ms",
-            "0",
-        ],
-    ));
+    let out = search_offset(&ns, "1", "0");
     assert_eq!(out[0]["offset"], 0);
     let later = (std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -121,18 +126,6 @@ fn every_message_is_found_by_key_id_and_offset() {
         .as_millis()
         + 60_000)
         .to_string();
-    let out = json_lines(&mqadmin(
-        &ns,
-        &[
-            "--json",
-            "search-offset",
-            "-t",
-            "Queried",
-            "-q",
-            "1",
-            "--time-ms",
-            &later,
-        ],
-    ));
+    let out = search_offset(&ns, "1", &later);
     assert_eq!(out[0]["offset"], 5, "queue 1 holds 5 messages");
 }

@@ -1,9 +1,16 @@
 #![allow(dead_code)]
 
-use std::path::Path;
+use std::future::Future;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use message::{encode_record, MessageFields, TagFilter};
-use shard::{FlushPolicy, ReadRequest, ReadResult, Shard, ShardConfig};
+use shard::{
+    AppendResult, FaultInjector, FlushPolicy, ReadRequest, ReadResult, Shard, ShardConfig,
+    ShardError,
+};
 
 pub const TOPIC: &str = "TopicTest";
 
@@ -157,4 +164,92 @@ pub fn numbered_batch(
         *i += 1;
     }
     batch
+}
+
+/// `c` with a new fault injector in its storage seam, and that injector.
+pub fn with_faults(mut c: ShardConfig) -> (ShardConfig, Arc<FaultInjector>) {
+    let faults = Arc::new(FaultInjector::default());
+    c.faults = Some(faults.clone());
+    (c, faults)
+}
+
+/// Appends one record of `body` (no tag, no key) to queue `queue_id` of [`TOPIC`].
+pub async fn append_one(
+    shard: &Shard,
+    queue_id: u32,
+    body: &[u8],
+) -> Result<AppendResult, ShardError> {
+    shard
+        .append(TOPIC, queue_id, &record(TOPIC, body, None, None))
+        .await
+}
+
+/// Appends the records numbered `numbers` (bodies of `len` bytes) to queue 0 one by one,
+/// each acknowledged; returns their bodies.
+pub async fn append_numbered(shard: &Shard, numbers: Range<usize>, len: usize) -> Vec<Vec<u8>> {
+    let mut acked = Vec::new();
+    for i in numbers {
+        let b = body(i, len);
+        append_one(shard, 0, &b).await.unwrap();
+        acked.push(b);
+    }
+    acked
+}
+
+/// The bodies of every record in queue `queue_id` of [`TOPIC`], in order.
+pub async fn queue_bodies(shard: &Shard, queue_id: u32) -> Vec<Vec<u8>> {
+    bodies_of(&read_all(shard, TOPIC, queue_id, &TagFilter::All).await)
+}
+
+/// Polls `cond` every `every` until it holds or `within` has passed; says whether it held.
+pub async fn eventually(within: Duration, every: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        glommio::timer::sleep(every).await;
+    }
+}
+
+/// Appends the records numbered `numbers` (bodies of `len` bytes, keyed `k<number>` when
+/// `keyed`) to queue 0, calling `before(number)` ahead of each; returns their commit-log
+/// offsets.
+pub async fn append_numbered_offsets(
+    shard: &Shard,
+    numbers: Range<usize>,
+    len: usize,
+    keyed: bool,
+    mut before: impl FnMut(usize),
+) -> Vec<u64> {
+    let mut offsets = Vec::new();
+    for i in numbers {
+        before(i);
+        let key = keyed.then(|| format!("k{i}"));
+        let r = shard
+            .append(
+                TOPIC,
+                0,
+                &record(TOPIC, &body(i, len), None, key.as_deref()),
+            )
+            .await
+            .unwrap();
+        offsets.push(r.first_commit_log_offset);
+    }
+    offsets
+}
+
+/// Runs `test` on a local executor, given the path of a new temporary directory that is
+/// removed afterwards.
+pub fn in_temp_dir<Fut, T>(test: impl FnOnce(PathBuf) -> Fut + Send + 'static) -> T
+where
+    Fut: Future<Output = T> + 'static,
+    T: Send + 'static,
+{
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().to_owned();
+    shard::run_local(move || test(p))
 }
