@@ -8,7 +8,7 @@ use std::collections::VecDeque;
 use std::rc::{Rc, Weak};
 use std::time::{Duration, Instant};
 
-use crate::storage::{self, remove_off_core, Doomed, SegmentFile};
+use crate::storage::{self, SegmentFile};
 use crate::{FlushPolicy, ShardError};
 
 use super::{Inner, Shard, Signals, Spare, SEGMENT_CREATE_RETRY};
@@ -125,14 +125,7 @@ impl Shard {
         if let Err(e) = synced {
             drop(f);
             if e.is_shortage() {
-                let doomed = vec![Doomed {
-                    path: path.clone(),
-                    map: None,
-                    truncate: true,
-                }];
-                if let Err(r) = remove_off_core(doomed).await {
-                    tracing::warn!(error = %r, path = %path.display(), "cannot remove a half-created segment");
-                }
+                storage::remove_half_made_off_core(&path, "segment").await;
             }
             return Err(e);
         }
