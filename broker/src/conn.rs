@@ -537,8 +537,8 @@ async fn handle(
                 0,
                 Command::SendResult(SendResult {
                     queue_id: out.queue_id,
-                    first_queue_offset: out.appended.first_queue_offset,
-                    first_commit_log_offset: out.appended.first_commit_log_offset,
+                    first_queue_offset: out.appended.first_queue_offset.into(),
+                    first_commit_log_offset: out.appended.first_commit_log_offset.into(),
                     shard: out.appended.shard,
                     store_host: out.store_host.to_string(),
                 }),
@@ -552,9 +552,9 @@ async fn handle(
                 PullStatus::OffsetMoved => ResponseCode::PullOffsetMoved,
             };
             let result = PullResult {
-                next_offset: out.next_offset,
-                min_offset: out.min_offset,
-                max_offset: out.max_offset,
+                next_offset: out.next_offset.into(),
+                min_offset: out.min_offset.into(),
+                max_offset: out.max_offset.into(),
                 count: out.count,
             };
             let body = match out.body {

@@ -464,7 +464,7 @@ impl Core {
             let req = ReadRequest {
                 topic: &args.topic,
                 queue_id: args.queue_id,
-                queue_offset: args.queue_offset,
+                queue_offset: shard::QueueOffset(args.queue_offset),
                 max_messages: args.max_messages.clamp(1, 1024),
                 max_bytes: args.max_bytes.max(1),
                 filter: &filter,
@@ -522,7 +522,7 @@ impl Core {
             queue_id,
         };
         match self.at_shard(shard, op).await? {
-            ShardAnswer::Offsets { min, max } => Ok((min, max)),
+            ShardAnswer::Offsets { min, max } => Ok((min.into(), max.into())),
             other => Err(mismatch(other)),
         }
     }
@@ -541,7 +541,7 @@ impl Core {
             timestamp_ms,
         };
         match self.at_shard(shard, op).await? {
-            ShardAnswer::Offset(o) => Ok(o),
+            ShardAnswer::Offset(o) => Ok(o.into()),
             other => Err(mismatch(other)),
         }
     }
@@ -570,7 +570,11 @@ impl Core {
         shard: u16,
         commit_log_offset: u64,
     ) -> Result<Vec<Bytes>, BrokerError> {
-        match self.local_shard(shard)?.read_at(commit_log_offset).await? {
+        match self
+            .local_shard(shard)?
+            .read_at(shard::CommitLogOffset(commit_log_offset))
+            .await?
+        {
             Some(s) => Ok(vec![s.to_bytes()]),
             None => Err(BrokerError::NotFound(format!(
                 "no message at offset {commit_log_offset} of shard {shard}"
@@ -641,7 +645,7 @@ impl Core {
             };
             for (gq, stored) in table.borrow().entries() {
                 let q = shard.queue_offsets(&gq.topic, gq.queue_id);
-                let backlog = q.max.saturating_sub(stored.offset.max(q.min));
+                let backlog = q.max.0.saturating_sub(stored.offset.max(q.min.0));
                 self.shared
                     .metrics
                     .set_backlog(&gq.group, &gq.topic, gq.queue_id, backlog);
@@ -675,7 +679,7 @@ impl Core {
         for shard in self.shards.values() {
             let st = shard.stats();
             s.commit_log_bytes += st.commit_log_bytes;
-            s.durable_lag_bytes += st.write_offset.saturating_sub(st.durable_offset);
+            s.durable_lag_bytes += st.write_offset.0.saturating_sub(st.durable_offset.0);
             s.disk_use_ratio = s.disk_use_ratio.max(st.disk_use_ratio);
             s.quarantined_ranges += st.quarantined_ranges;
             s.quarantined_bytes += st.quarantined_bytes;

@@ -23,6 +23,7 @@ use std::rc::Rc;
 use bytes::Bytes;
 use glommio::channels::channel_mesh::{Full, MeshBuilder, Receivers, Senders};
 use glommio::channels::local_channel::{self, LocalSender};
+use message::offsets::{CommitLogOffset, QueueOffset};
 use protocol::{
     Command, CommitOffset, CoreStatus, Frame, GroupQueue, PullRequest, QueryByKey, StageHistogram,
     TopicConfig,
@@ -43,9 +44,9 @@ pub enum PullStatus {
 #[derive(Debug)]
 pub struct PullOutcome<B> {
     pub status: PullStatus,
-    pub next_offset: u64,
-    pub min_offset: u64,
-    pub max_offset: u64,
+    pub next_offset: QueueOffset,
+    pub min_offset: QueueOffset,
+    pub max_offset: QueueOffset,
     pub count: u32,
     pub body: B,
 }
@@ -53,8 +54,8 @@ pub struct PullOutcome<B> {
 #[derive(Debug, Clone, Copy)]
 pub struct Appended {
     pub shard: u16,
-    pub first_queue_offset: u64,
-    pub first_commit_log_offset: u64,
+    pub first_queue_offset: QueueOffset,
+    pub first_commit_log_offset: CommitLogOffset,
     /// Records stored.
     pub count: u32,
 }
@@ -94,8 +95,8 @@ pub enum ShardOp {
 pub enum ShardAnswer<B> {
     Appended(Appended),
     Pulled(PullOutcome<B>),
-    Offsets { min: u64, max: u64 },
-    Offset(u64),
+    Offsets { min: QueueOffset, max: QueueOffset },
+    Offset(QueueOffset),
     Records(Vec<Bytes>),
     GroupOffset(Option<StoredOffset>),
 }

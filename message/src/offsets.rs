@@ -23,3 +23,53 @@ impl fmt::Display for CommitLogOffset {
         self.0.fmt(f)
     }
 }
+
+impl From<QueueOffset> for u64 {
+    fn from(o: QueueOffset) -> u64 {
+        o.0
+    }
+}
+
+impl From<CommitLogOffset> for u64 {
+    fn from(o: CommitLogOffset) -> u64 {
+        o.0
+    }
+}
+
+// Compared with plain numbers (a count, a literal in a test), never with each other.
+macro_rules! compare_with_u64 {
+    ($t:ty) => {
+        impl PartialEq<u64> for $t {
+            fn eq(&self, other: &u64) -> bool {
+                self.0 == *other
+            }
+        }
+        impl PartialOrd<u64> for $t {
+            fn partial_cmp(&self, other: &u64) -> Option<std::cmp::Ordering> {
+                self.0.partial_cmp(other)
+            }
+        }
+    };
+}
+compare_with_u64!(QueueOffset);
+compare_with_u64!(CommitLogOffset);
+
+// An offset moves by a plain number, and two offsets of one kind are a distance apart.
+macro_rules! arithmetic {
+    ($t:ident) => {
+        impl std::ops::Add<u64> for $t {
+            type Output = $t;
+            fn add(self, n: u64) -> $t {
+                $t(self.0 + n)
+            }
+        }
+        impl std::ops::Sub for $t {
+            type Output = u64;
+            fn sub(self, other: $t) -> u64 {
+                self.0 - other.0
+            }
+        }
+    };
+}
+arithmetic!(QueueOffset);
+arithmetic!(CommitLogOffset);

@@ -11,7 +11,7 @@ use std::path::Path;
 
 use message::{encode_record, MessageFields, RecordView, TagFilter};
 
-use crate::{FlushPolicy, ReadRequest, Shard, ShardConfig};
+use crate::{FlushPolicy, QueueOffset, ReadRequest, Shard, ShardConfig};
 
 const TOPIC: &str = "FuzzTopic";
 
@@ -110,7 +110,7 @@ fn check_recovery(data: &[u8]) -> Outcome {
                 .await
                 .expect("read");
             let stored = stored.expect("just appended").as_bytes().to_vec();
-            acked.push((r.first_commit_log_offset, stored));
+            acked.push((r.first_commit_log_offset.0, stored));
         }
         shard.close().await.expect("close");
         acked
@@ -183,7 +183,7 @@ fn check_recovery(data: &[u8]) -> Outcome {
         let shard = Shard::open(config(&p)).await.expect("reopen");
         let filter = TagFilter::All;
         let mut out = Vec::new();
-        let mut q = 0;
+        let mut q = QueueOffset(0);
         // Bounded: every pull either ends the walk or moves past at least one entry.
         for _ in 0..=acked_count + 1 {
             let r = shard

@@ -146,14 +146,14 @@ impl FaultInjector {
     }
     /// The next write covering `offset` stores only the bytes before it (the rest of the
     /// written range becomes garbage) and then fails, like a crash in the middle of a write.
-    pub fn tear_write_at(&self, offset: u64) {
-        self.tear_at.store(offset, Ordering::SeqCst);
+    pub fn tear_write_at(&self, offset: impl Into<u64>) {
+        self.tear_at.store(offset.into(), Ordering::SeqCst);
     }
     /// Every write covering `offset` flips the low bit of that byte on disk and reports
     /// success, like a bad spot on the media (sticky, since a rewrite of the same block
     /// lands on the same bad spot).
-    pub fn flip_bit_on_write_at(&self, offset: u64) {
-        self.flip_at.store(offset, Ordering::SeqCst);
+    pub fn flip_bit_on_write_at(&self, offset: impl Into<u64>) {
+        self.flip_at.store(offset.into(), Ordering::SeqCst);
     }
     /// While `Some(errno)`, creating a CommitLog segment (or a warm spare) fails with that
     /// errno after the file was created and its first block written, the way a real
@@ -436,6 +436,21 @@ pub(crate) fn remove_half_made(path: &Path) {
     }
 }
 
+/// [`remove_half_made`] for a file as large as a segment: truncated and removed off the
+/// core. `what` names it in the warning a failure leaves.
+pub(crate) async fn remove_half_made_off_core(path: &Path, what: &str) {
+    let doomed = vec![Doomed {
+        path: path.to_owned(),
+        map: None,
+        truncate: true,
+    }];
+    if let Err(e) = remove_off_core(doomed).await {
+        if e.kind() != std::io::ErrorKind::NotFound {
+            tracing::warn!(error = %e, path = %path.display(), "cannot remove a half-made {what}");
+        }
+    }
+}
+
 /// Bytes read from a segment file: an aligned glommio read result, or owned bytes on the
 /// buffered fallback.
 #[derive(Clone)]
@@ -508,16 +523,7 @@ impl SegmentFile {
         };
         if made.is_err() {
             // Off the core: a partly preallocated segment can be large.
-            let doomed = vec![Doomed {
-                path: making.clone(),
-                map: None,
-                truncate: true,
-            }];
-            if let Err(e) = remove_off_core(doomed).await {
-                if e.kind() != std::io::ErrorKind::NotFound {
-                    tracing::warn!(error = %e, path = %making.display(), "cannot remove a half-created segment");
-                }
-            }
+            remove_half_made_off_core(&making, "segment").await;
         }
         made
     }
@@ -819,16 +825,7 @@ pub(crate) async fn fill_spare(
     let fault = storage.segment_fault();
     let filled = fill_spare_at(dir, filling.clone(), size, fault, pace).await;
     if filled.is_err() {
-        let doomed = vec![Doomed {
-            path: filling.clone(),
-            map: None,
-            truncate: true,
-        }];
-        if let Err(e) = remove_off_core(doomed).await {
-            if e.kind() != std::io::ErrorKind::NotFound {
-                tracing::warn!(error = %e, "cannot remove a half-filled spare");
-            }
-        }
+        remove_half_made_off_core(&filling, "warm spare").await;
     }
     filled.map_err(|e| ShardError::making_room(&filling, "filling a warm spare segment", e))
 }

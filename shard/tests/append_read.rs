@@ -65,26 +65,26 @@ fn read_statuses_follow_rocketmq() {
             filter: &all,
         };
         assert_eq!(
-            shard.read(&req(0)).await.unwrap().status,
+            shard.read(&req(QueueOffset(0))).await.unwrap().status,
             ReadStatus::NoNewMessage
         );
         append_numbered(&shard, 0..3, 10).await;
-        let r = shard.read(&req(0)).await.unwrap();
+        let r = shard.read(&req(QueueOffset(0))).await.unwrap();
         assert_eq!(
             (r.status, r.records.len(), r.next_queue_offset),
-            (ReadStatus::Found, 3, 3)
+            (ReadStatus::Found, 3, QueueOffset(3))
         );
         assert_eq!(
-            shard.read(&req(3)).await.unwrap().status,
+            shard.read(&req(QueueOffset(3))).await.unwrap().status,
             ReadStatus::NoNewMessage
         );
-        let r = shard.read(&req(7)).await.unwrap();
+        let r = shard.read(&req(QueueOffset(7))).await.unwrap();
         assert_eq!(
             (r.status, r.next_queue_offset),
-            (ReadStatus::OffsetOverflow, 3)
+            (ReadStatus::OffsetOverflow, QueueOffset(3))
         );
         // max_bytes limits the batch but never below one record.
-        let mut small = req(0);
+        let mut small = req(QueueOffset(0));
         small.max_bytes = 1;
         assert_eq!(shard.read(&small).await.unwrap().records.len(), 1);
         shard.close().await.unwrap();

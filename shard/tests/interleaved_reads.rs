@@ -20,7 +20,7 @@ async fn read_queue_0(shard: &Shard) -> (ReadResult, Vec<Vec<u8>>) {
         .read(&ReadRequest {
             topic: TOPIC,
             queue_id: 0,
-            queue_offset: 0,
+            queue_offset: QueueOffset(0),
             max_messages: 1024,
             max_bytes: 8 << 20,
             filter: &TagFilter::All,

@@ -32,7 +32,7 @@ fn tag_filter_returns_only_matching_records() {
             .read(&ReadRequest {
                 topic: TOPIC,
                 queue_id: 0,
-                queue_offset: 0,
+                queue_offset: QueueOffset(0),
                 max_messages: 1,
                 max_bytes: 1 << 20,
                 filter: &only_b,
@@ -41,14 +41,14 @@ fn tag_filter_returns_only_matching_records() {
             .unwrap();
         assert_eq!(
             (r.status, r.next_queue_offset, r.records.len()),
-            (ReadStatus::Found, 2, 1)
+            (ReadStatus::Found, QueueOffset(2), 1)
         );
         let none = TagFilter::parse("TagZ");
         let r = shard
             .read(&ReadRequest {
                 topic: TOPIC,
                 queue_id: 0,
-                queue_offset: 0,
+                queue_offset: QueueOffset(0),
                 max_messages: 32,
                 max_bytes: 1 << 20,
                 filter: &none,
@@ -57,7 +57,7 @@ fn tag_filter_returns_only_matching_records() {
             .unwrap();
         assert_eq!(
             (r.status, r.next_queue_offset),
-            (ReadStatus::NoMatchedMessage, 30)
+            (ReadStatus::NoMatchedMessage, QueueOffset(30))
         );
         shard.close().await.unwrap();
     });
@@ -146,7 +146,7 @@ fn long_polling_wakes_on_append_and_times_out() {
         let shard = Shard::open(small_config(&p)).await.unwrap();
         assert!(
             !shard
-                .wait_for_message(TOPIC, 0, 0, Duration::from_millis(20))
+                .wait_for_message(TOPIC, 0, QueueOffset(0), Duration::from_millis(20))
                 .await
         );
         let s2 = shard.clone();
@@ -158,7 +158,7 @@ fn long_polling_wakes_on_append_and_times_out() {
         });
         assert!(
             shard
-                .wait_for_message(TOPIC, 0, 0, Duration::from_secs(5))
+                .wait_for_message(TOPIC, 0, QueueOffset(0), Duration::from_secs(5))
                 .await
         );
         t.await;

@@ -39,7 +39,7 @@ fn windows_read_ahead_come_back_whole_and_in_order() {
                     .read(&ReadRequest {
                         topic: TOPIC,
                         queue_id: q as u32,
-                        queue_offset: next[q],
+                        queue_offset: QueueOffset(next[q]),
                         max_messages: WINDOW,
                         max_bytes: 1 << 20,
                         filter: &TagFilter::All,
@@ -54,7 +54,7 @@ fn windows_read_ahead_come_back_whole_and_in_order() {
                 for s in &r.records {
                     got[q].push(s.as_bytes().to_vec());
                 }
-                next[q] = r.next_queue_offset;
+                next[q] = r.next_queue_offset.into();
                 pulls += 1;
             }
             assert!(pulls < 1000, "reads do not advance");

@@ -57,9 +57,17 @@ fn check(flip: impl FnOnce(&std::path::Path, &[u64]) + Send + 'static, use_seam:
         assert!(q[0].found_by_recovery);
         assert!(q[0].segment.ends_with(format!("commitlog/{:020}", 0)));
         // The flipped record is not served by offset either; its neighbours are.
-        assert!(shard.read_at(offsets[20]).await.unwrap().is_none());
+        assert!(shard
+            .read_at(CommitLogOffset(offsets[20]))
+            .await
+            .unwrap()
+            .is_none());
         for i in [19, 21, 25, 119] {
-            let s = shard.read_at(offsets[i]).await.unwrap().unwrap();
+            let s = shard
+                .read_at(CommitLogOffset(offsets[i]))
+                .await
+                .unwrap()
+                .unwrap();
             assert_eq!(bodies_of(&[s.as_bytes().to_vec()]), vec![body(i, 600)]);
         }
         shard.close().await.unwrap();

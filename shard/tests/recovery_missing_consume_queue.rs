@@ -63,7 +63,7 @@ fn consume_queue_entries_past_the_log_end_are_dropped() {
         for i in 0..10 {
             let r = append_one(&shard, 0, &body(i, 200)).await.unwrap();
             if i == 6 {
-                cut = r.first_commit_log_offset;
+                cut = r.first_commit_log_offset.into();
             }
         }
         shard.close().await.unwrap();
@@ -80,7 +80,10 @@ fn consume_queue_entries_past_the_log_end_are_dropped() {
         assert_eq!(shard.queue_offsets(TOPIC, 0).max, 6);
         assert_eq!(read_all(&shard, TOPIC, 0, &TagFilter::All).await.len(), 6);
         let r = append_one(&shard, 0, b"new").await.unwrap();
-        assert_eq!((r.first_queue_offset, r.first_commit_log_offset), (6, cut));
+        assert_eq!(
+            (r.first_queue_offset, r.first_commit_log_offset),
+            (QueueOffset(6), CommitLogOffset(cut))
+        );
         shard.close().await.unwrap();
     });
 }

@@ -37,7 +37,7 @@ fn write_log(dir: &Path) -> (Vec<u64>, u64) {
     shard::run_local(move || async move {
         let shard = Shard::open(small_config(&p)).await.unwrap();
         let offsets = append_numbered_offsets(&shard, 0..RECORDS, 600, true, |_| {}).await;
-        let end = shard.stats().write_offset;
+        let end = shard.stats().write_offset.0;
         shard.close().await.unwrap();
         (offsets, end)
     })
@@ -94,7 +94,7 @@ fn check_quarantined(dir: &Path, offsets: Vec<u64>, end: u64, damaged: Vec<usize
             );
         }
         for (i, &o) in offsets.iter().enumerate() {
-            let s = shard.read_at(o).await.unwrap();
+            let s = shard.read_at(CommitLogOffset(o)).await.unwrap();
             assert_eq!(s.is_some(), !d.contains(&i), "read_at of record {i}");
         }
         // Nor by key: the index still points at the damaged records.
@@ -259,7 +259,7 @@ fn a_record_corrupt_on_disk_at_run_time_is_stepped_over_not_retried() {
         let one = |q: u64| ReadRequest {
             topic: TOPIC,
             queue_id: 0,
-            queue_offset: q,
+            queue_offset: QueueOffset(q),
             max_messages: 1,
             max_bytes: 1 << 20,
             filter: &filter,
@@ -296,14 +296,25 @@ fn a_record_corrupt_on_disk_at_run_time_is_stepped_over_not_retried() {
         // Once quarantined it is stepped over without being read: the one-record window
         // from 40 is filled with record 41.
         let r = shard.read(&one(40)).await.unwrap();
-        assert_eq!((r.status, r.next_queue_offset), (ReadStatus::Found, 42));
+        assert_eq!(
+            (r.status, r.next_queue_offset),
+            (ReadStatus::Found, QueueOffset(42))
+        );
         assert_eq!(
             bodies_of(&[r.records[0].as_bytes().to_vec()]),
             vec![body(41, 1000)]
         );
         assert_eq!(shard.stats().skipped_records, 3);
-        assert!(shard.read_at(offsets[40]).await.unwrap().is_none());
-        assert!(shard.read_at(offsets[41]).await.unwrap().is_some());
+        assert!(shard
+            .read_at(CommitLogOffset(offsets[40]))
+            .await
+            .unwrap()
+            .is_none());
+        assert!(shard
+            .read_at(CommitLogOffset(offsets[41]))
+            .await
+            .unwrap()
+            .is_some());
         shard.close().await.unwrap();
     });
     // After a restart, recovery finds it too and keeps the rest.
@@ -346,14 +357,17 @@ fn a_damaged_record_whose_consume_queue_entry_is_lost_too_is_stepped_over() {
             .read(&ReadRequest {
                 topic: TOPIC,
                 queue_id: 0,
-                queue_offset: 50,
+                queue_offset: QueueOffset(50),
                 max_messages: 1,
                 max_bytes: 1 << 20,
                 filter: &filter,
             })
             .await
             .unwrap();
-        assert_eq!((r.status, r.next_queue_offset), (ReadStatus::Found, 52));
+        assert_eq!(
+            (r.status, r.next_queue_offset),
+            (ReadStatus::Found, QueueOffset(52))
+        );
         assert_eq!(
             bodies_of(&[r.records[0].as_bytes().to_vec()]),
             vec![body(51, 600)]
@@ -371,7 +385,7 @@ fn a_damaged_run_longer_than_a_scan_window_is_one_range() {
     let (offsets, end) = shard::run_local(move || async move {
         let shard = Shard::open(cold_config(&p)).await.unwrap();
         let offsets = append_numbered_offsets(&shard, 0..3000, 1000, false, |_| {}).await;
-        let end = shard.stats().write_offset;
+        let end = shard.stats().write_offset.0;
         shard.close().await.unwrap();
         (offsets, end)
     });

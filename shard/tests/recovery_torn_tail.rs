@@ -63,7 +63,7 @@ fn garbage_appended_to_the_tail_is_cut() {
     let seg = dir.path().join("commitlog").join(format!("{:020}", 0));
     let mut bytes = std::fs::read(&seg).unwrap();
     let rec = record(TOPIC, b"half", None, None);
-    bytes[end as usize..end as usize + 60].copy_from_slice(&rec[..60]);
+    bytes[end.0 as usize..end.0 as usize + 60].copy_from_slice(&rec[..60]);
     std::fs::write(&seg, &bytes).unwrap();
     let p = dir.path().to_owned();
     shard::run_local(move || async move {
@@ -74,7 +74,7 @@ fn garbage_appended_to_the_tail_is_cut() {
     });
     // The stale half record was zeroed on disk.
     let bytes = std::fs::read(&seg).unwrap();
-    assert!(bytes[end as usize..end as usize + 60]
+    assert!(bytes[end.0 as usize..end.0 as usize + 60]
         .iter()
         .all(|&b| b == 0));
 }

@@ -31,7 +31,7 @@ fn expired_segments_go_and_readers_behind_are_moved() {
         assert_eq!(std::fs::read_dir(p.join("commitlog")).unwrap().count(), 1);
         let s = shard.stats();
         assert_eq!(s.min_offset, report.min_offset);
-        assert_eq!(s.min_offset % (64 << 10), 0);
+        assert_eq!(s.min_offset.0 % (64 << 10), 0);
         let q = shard.queue_offsets(TOPIC, 0);
         assert!(q.min > 0 && q.max == 200);
         let all = TagFilter::All;
@@ -39,7 +39,7 @@ fn expired_segments_go_and_readers_behind_are_moved() {
             .read(&ReadRequest {
                 topic: TOPIC,
                 queue_id: 0,
-                queue_offset: 0,
+                queue_offset: QueueOffset(0),
                 max_messages: 4,
                 max_bytes: 1 << 20,
                 filter: &all,
@@ -51,8 +51,8 @@ fn expired_segments_go_and_readers_behind_are_moved() {
             (ReadStatus::OffsetMoved, q.min)
         );
         let got = read_all(&shard, TOPIC, 0, &all).await;
-        assert_eq!(got.len() as u64, 200 - q.min);
-        assert!(shard.read_at(0).await.unwrap().is_none());
+        assert_eq!(got.len() as u64, 200 - q.min.0);
+        assert!(shard.read_at(CommitLogOffset(0)).await.unwrap().is_none());
         shard.close().await.unwrap();
         // After a restart the minimums are where retention left them.
         let mut c = small_config(&p);

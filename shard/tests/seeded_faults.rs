@@ -107,7 +107,7 @@ async fn run_under_faults(
         let b = body_for(queue, i);
         match append_one(&shard, queue, &b).await {
             Ok(r) => {
-                let again = acked.insert((queue, r.first_queue_offset), b);
+                let again = acked.insert((queue, r.first_queue_offset.into()), b);
                 assert!(
                     again.is_none(),
                     "seed {seed}: queue offset {} acknowledged twice",
@@ -135,7 +135,7 @@ async fn run_under_faults(
             if let Ok(r) = read {
                 let served: Vec<Vec<u8>> =
                     r.records.iter().map(|s| s.as_bytes().to_vec()).collect();
-                check_served(&acked, queue, from, &served, seed);
+                check_served(&acked, queue, from.into(), &served, seed);
             }
         }
         if i % 100 == 99 {
@@ -158,7 +158,7 @@ fn check_reopened(dir: &Path, sync: bool, seed: u64, acked: Acked) {
         for queue in 0..QUEUES {
             let all = read_all(&shard, TOPIC, queue, &TagFilter::All).await;
             let min = shard.queue_offsets(TOPIC, queue).min;
-            check_served(&acked, queue, min, &all, seed);
+            check_served(&acked, queue, min.into(), &all, seed);
             let at: BTreeMap<u64, Vec<u8>> = all
                 .iter()
                 .map(|r| {
@@ -166,7 +166,7 @@ fn check_reopened(dir: &Path, sync: bool, seed: u64, acked: Acked) {
                     (v.queue_offset(), v.body().to_vec())
                 })
                 .collect();
-            for ((q, off), body) in acked.range((queue, min)..(queue + 1, 0)) {
+            for ((q, off), body) in acked.range((queue, min.0)..(queue + 1, 0)) {
                 assert_eq!(*q, queue);
                 assert_eq!(
                     at.get(off),

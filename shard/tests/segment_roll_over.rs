@@ -18,7 +18,7 @@ fn appends_roll_over_to_new_segments_and_read_back() {
             expected.push(body(i, len));
             let r = append_one(&shard, 0, &expected[i]).await.unwrap();
             let seg = 64u64 << 10;
-            let start = r.first_commit_log_offset;
+            let start = r.first_commit_log_offset.0;
             let rec_len = record(TOPIC, &expected[i], None, None).len() as u64;
             assert_eq!(
                 start / seg,

@@ -145,7 +145,7 @@ fn sync_readers_are_served_only_durable_records() {
             .read(&ReadRequest {
                 topic: TOPIC,
                 queue_id: 0,
-                queue_offset: 1,
+                queue_offset: QueueOffset(1),
                 max_messages: 32,
                 max_bytes: 1 << 20,
                 filter: &TagFilter::All,
@@ -156,7 +156,7 @@ fn sync_readers_are_served_only_durable_records() {
         assert!(r.records.is_empty());
         assert!(
             !shard
-                .wait_for_message(TOPIC, 0, 1, Duration::from_millis(50))
+                .wait_for_message(TOPIC, 0, QueueOffset(1), Duration::from_millis(50))
                 .await
         );
     });

@@ -89,7 +89,7 @@ fn the_log_rolls_into_filled_spares_and_survives_restarts() {
 
         // The spare left from the last run is found again and serves the next roll.
         let spare_ino = ready_spare(&p).await;
-        let next = (shard.stats().write_offset / SEGMENT + 1) * SEGMENT;
+        let next = (shard.stats().write_offset.0 / SEGMENT + 1) * SEGMENT;
         while shard.stats().write_offset <= next {
             let b = body(i, 500);
             append_one(&shard, 0, &b).await.unwrap();

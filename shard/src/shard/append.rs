@@ -191,8 +191,8 @@ impl Shard {
             }
         }
         Ok(AppendResult {
-            first_queue_offset: first_q.0,
-            first_commit_log_offset: at,
+            first_queue_offset: first_q,
+            first_commit_log_offset: CommitLogOffset(at),
             count,
             timing: AppendTiming {
                 room: append_from - room_from,
@@ -288,11 +288,11 @@ impl Shard {
     /// The queue offset below which every entry of the queue may be served (see
     /// [`Shard::visible_end`]); at most the few entries of appends still waiting are above.
     /// A long poll waits for this to pass what the consumer has.
-    pub fn visible_max(&self, topic: &str, queue_id: u32) -> u64 {
+    pub fn visible_max(&self, topic: &str, queue_id: u32) -> QueueOffset {
         let visible = self.visible_end();
         let cqs = self.inner.cqs.borrow();
         let Some(cq) = cqs.get(topic, queue_id) else {
-            return 0;
+            return QueueOffset(0);
         };
         let mut m = cq.max.0;
         while m > cq.min.0 {
@@ -300,9 +300,9 @@ impl Shard {
                 Ok(Some(e)) if e.end() > visible => m -= 1,
                 Ok(_) => break,
                 // Its entries cannot be read now: none is taken as visible.
-                Err(_) => return cq.min.0,
+                Err(_) => return cq.min,
             }
         }
-        m
+        QueueOffset(m)
     }
 }

@@ -58,8 +58,8 @@ const SEGMENT_CREATE_RETRY: Duration = Duration::from_millis(200);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AppendResult {
-    pub first_queue_offset: u64,
-    pub first_commit_log_offset: u64,
+    pub first_queue_offset: QueueOffset,
+    pub first_commit_log_offset: CommitLogOffset,
     pub count: u32,
     /// Where the append's time went, for the broker's per-stage latency histograms.
     pub timing: AppendTiming,
@@ -80,7 +80,7 @@ pub struct AppendTiming {
 pub struct ReadRequest<'a> {
     pub topic: &'a str,
     pub queue_id: u32,
-    pub queue_offset: u64,
+    pub queue_offset: QueueOffset,
     pub max_messages: u32,
     pub max_bytes: u32,
     pub filter: &'a TagFilter,
@@ -100,17 +100,17 @@ pub enum ReadStatus {
 #[derive(Debug)]
 pub struct ReadResult {
     pub status: ReadStatus,
-    pub next_queue_offset: u64,
-    pub min_offset: u64,
-    pub max_offset: u64,
+    pub next_queue_offset: QueueOffset,
+    pub min_offset: QueueOffset,
+    pub max_offset: QueueOffset,
     /// One slice per record.
     pub records: Vec<StoredSlice>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct QueueOffsets {
-    pub min: u64,
-    pub max: u64,
+    pub min: QueueOffset,
+    pub max: QueueOffset,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
@@ -127,10 +127,10 @@ pub enum DiskLevel {
 
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct ShardStats {
-    pub write_offset: u64,
-    pub written_offset: u64,
-    pub durable_offset: u64,
-    pub min_offset: u64,
+    pub write_offset: CommitLogOffset,
+    pub written_offset: CommitLogOffset,
+    pub durable_offset: CommitLogOffset,
+    pub min_offset: CommitLogOffset,
     pub commit_log_bytes: u64,
     pub disk_use_ratio: f64,
     pub disk_level: DiskLevel,
@@ -174,7 +174,7 @@ pub struct ShardStats {
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct RetentionReport {
     pub deleted_segments: usize,
-    pub min_offset: u64,
+    pub min_offset: CommitLogOffset,
     pub disk_use_ratio: f64,
     pub disk_level: DiskLevel,
 }
@@ -484,10 +484,10 @@ impl Shard {
         let (ratio, level) = inner.disk.get();
         let (cq_mapped, cq_unmapped) = inner.cqs.borrow().map_counts();
         ShardStats {
-            write_offset: log.write_offset,
-            written_offset: log.written_offset,
-            durable_offset: log.durable_offset,
-            min_offset: log.min_offset,
+            write_offset: CommitLogOffset(log.write_offset),
+            written_offset: CommitLogOffset(log.written_offset),
+            durable_offset: CommitLogOffset(log.durable_offset),
+            min_offset: CommitLogOffset(log.min_offset),
             commit_log_bytes: log.segments.len() as u64 * log.segment_bytes,
             disk_use_ratio: ratio,
             disk_level: level,

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use message::{RecordView, TagFilter};
 
 use crate::commit_log::Located;
-use crate::offsets::QueueOffset;
+use crate::offsets::{CommitLogOffset, QueueOffset};
 use crate::quarantine::QuarantinedRange;
 use crate::readahead::SlotWait;
 use crate::slice::StoredSlice;
@@ -318,7 +318,7 @@ impl Shard {
         let QueueOffsets { min, max } = self.queue_offsets(req.topic, req.queue_id);
         // Entries not yet safe (sync flush: not yet durable) are not served yet: to the
         // reader they do not exist until they are.
-        let visible = self.visible_max(req.topic, req.queue_id);
+        let visible = self.visible_max(req.topic, req.queue_id).0;
         let result = |status, next| ReadResult {
             status,
             next_queue_offset: next,
@@ -326,22 +326,23 @@ impl Shard {
             max_offset: max,
             records: Vec::new(),
         };
-        if req.queue_offset < min {
+        let from = req.queue_offset;
+        if from < min {
             return Ok(result(ReadStatus::OffsetMoved, min));
         }
-        if req.queue_offset > max {
+        if from > max {
             return Ok(result(ReadStatus::OffsetOverflow, max));
         }
-        if req.queue_offset >= visible {
-            return Ok(result(ReadStatus::NoNewMessage, req.queue_offset));
+        if from.0 >= visible {
+            return Ok(result(ReadStatus::NoNewMessage, from));
         }
         let Some(Picked {
             spans: picked,
             next,
             skipped,
-        }) = self.pick(req, req.queue_offset, visible)?
+        }) = self.pick(req, from.0, visible)?
         else {
-            return Ok(result(ReadStatus::NoNewMessage, 0));
+            return Ok(result(ReadStatus::NoNewMessage, QueueOffset(0)));
         };
         if !skipped.is_empty() {
             self.report_skips(req, &skipped);
@@ -365,7 +366,7 @@ impl Shard {
                     // Corrupt on disk since it was written (or a garbled entry): the pull
                     // serves the rest and its next offset is past this one, so the group
                     // moves on instead of retrying it forever.
-                    let q = self.queue_offset_of(req, req.queue_offset, next, picked[i]);
+                    let q = self.queue_offset_of(req, from.0, next, picked[i]);
                     self.quarantine_bad_read(req, q, picked[i], segment, &reason);
                     continue;
                 }
@@ -388,7 +389,7 @@ impl Shard {
         };
         Ok(ReadResult {
             status,
-            next_queue_offset: next,
+            next_queue_offset: QueueOffset(next),
             min_offset: min,
             max_offset: max,
             records,
@@ -422,16 +423,19 @@ impl Shard {
         let cqs = self.inner.cqs.borrow();
         cqs.get(topic, queue_id)
             .map(|cq| QueueOffsets {
-                min: cq.min.0,
-                max: cq.max.0,
+                min: cq.min,
+                max: cq.max,
             })
             .unwrap_or_default()
     }
 
     /// The record starting at `commit_log_offset`; `None` if no record starts there or its
     /// segment was deleted.
-    pub async fn read_at(&self, commit_log_offset: u64) -> Result<Option<StoredSlice>, ShardError> {
-        let off = commit_log_offset;
+    pub async fn read_at(
+        &self,
+        commit_log_offset: CommitLogOffset,
+    ) -> Result<Option<StoredSlice>, ShardError> {
+        let off = commit_log_offset.0;
         let write = self.visible_end();
         let seg_end = {
             let log = self.inner.log.borrow();
@@ -518,7 +522,7 @@ impl Shard {
             if out.len() >= max {
                 break;
             }
-            let Some(s) = self.read_at(off).await? else {
+            let Some(s) = self.read_at(CommitLogOffset(off)).await? else {
                 continue;
             };
             // The index only holds hashes: check topic, key and time on the record itself.
@@ -540,9 +544,9 @@ impl Shard {
         topic: &str,
         queue_id: u32,
         timestamp_ms: i64,
-    ) -> Result<u64, ShardError> {
+    ) -> Result<QueueOffset, ShardError> {
         let QueueOffsets { min, max } = self.queue_offsets(topic, queue_id);
-        let (mut lo, mut hi) = (min, max);
+        let (mut lo, mut hi) = (min.0, max.0);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
             let entry = self
@@ -577,7 +581,7 @@ impl Shard {
                 lo = mid + 1;
             }
         }
-        Ok(lo)
+        Ok(QueueOffset(lo))
     }
 
     /// Resolves when the queue's max offset exceeds `after_queue_offset` (true) or the
@@ -586,7 +590,7 @@ impl Shard {
         &self,
         topic: &str,
         queue_id: u32,
-        after_queue_offset: u64,
+        after_queue_offset: QueueOffset,
         timeout: Duration,
     ) -> bool {
         let deadline = Instant::now() + timeout;

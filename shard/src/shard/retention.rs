@@ -133,7 +133,7 @@ impl Shard {
         }
         Ok(RetentionReport {
             deleted_segments: deleted,
-            min_offset: min,
+            min_offset: CommitLogOffset(min),
             disk_use_ratio: ratio,
             disk_level: level,
         })

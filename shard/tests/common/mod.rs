@@ -12,6 +12,9 @@ use shard::{
     ShardError,
 };
 
+#[allow(unused_imports)]
+pub use shard::{CommitLogOffset, QueueOffset};
+
 pub const TOPIC: &str = "TopicTest";
 
 /// A config with tiny segments and files so roll-over and retention are exercised.
@@ -237,7 +240,7 @@ pub async fn append_numbered_offsets(
             )
             .await
             .unwrap();
-        offsets.push(r.first_commit_log_offset);
+        offsets.push(r.first_commit_log_offset.0);
     }
     offsets
 }
