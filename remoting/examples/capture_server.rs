@@ -123,7 +123,10 @@ impl Server {
         let kind = if cmd.is_response() { "resp" } else { "req" };
         let hex: String = wire.iter().map(|b| format!("{b:02x}")).collect();
         let file = format!("{seq:03}-{role}-{kind}-{}-{name}.hex", cmd.code);
-        std::fs::write(self.out_dir.join(file), hex + "\n").unwrap();
+        let _ = std::fs::create_dir_all(&self.out_dir);
+        if let Err(e) = std::fs::write(self.out_dir.join(&file), hex + "\n") {
+            println!("cannot write {file}: {e}");
+        }
         println!(
             "{role} <- {name} ({}) {:?} lang={:?} v={} opaque={} flag={} ext={:?} body={}B",
             cmd.code,
@@ -195,19 +198,21 @@ impl Server {
             }
             request::SEND_MESSAGE | request::SEND_MESSAGE_V2 | request::SEND_BATCH_MESSAGE => {
                 let h: SendMessageRequestHeader = req.ext_header().unwrap();
-                let parts: Vec<(i32, Bytes, String)> = if req.code == request::SEND_BATCH_MESSAGE {
-                    message::decode_batch(&frame.body)
-                        .unwrap()
-                        .into_iter()
-                        .map(|m| (m.flag, m.body, m.properties))
-                        .collect()
-                } else {
-                    vec![(
-                        h.flag,
-                        frame.body.clone(),
-                        h.properties.clone().unwrap_or_default(),
-                    )]
-                };
+                // The C++ client 0.4.4 sends batches as SEND_MESSAGE (10) with `batch` set.
+                let parts: Vec<(i32, Bytes, String)> =
+                    if req.code == request::SEND_BATCH_MESSAGE || h.batch {
+                        message::decode_batch(&frame.body)
+                            .unwrap()
+                            .into_iter()
+                            .map(|m| (m.flag, m.body, m.properties))
+                            .collect()
+                    } else {
+                        vec![(
+                            h.flag,
+                            frame.body.clone(),
+                            h.properties.clone().unwrap_or_default(),
+                        )]
+                    };
                 let mut st = self.state.lock().unwrap();
                 let mut ids = Vec::new();
                 let mut first_offset = None;

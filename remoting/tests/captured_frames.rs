@@ -1,7 +1,9 @@
-//! Frames a real Apache RocketMQ Java client (rocketmq-client 4.9.8, `version` 409) sent to
-//! `examples/capture_server.rs` on loopback, stored as hex under `fixtures/`. The `json-`
-//! files are the default serialize type, the `rocketmq-` ones were sent with
-//! `-Drocketmq.serialize.type=ROCKETMQ`. See `tests/rocketmq-java/` for the driver.
+//! Frames real RocketMQ clients sent to `examples/capture_server.rs` on loopback, stored as
+//! hex under `fixtures/`: the Apache Java client (rocketmq-client 4.9.8, `version` 409;
+//! `java-…-json-` with default headers, `java-…-rocketmq-` sent with
+//! `-Drocketmq.serialize.type=ROCKETMQ`; driver in `tests/rocketmq-java/`) and the C++ client
+//! 0.4.4 from PyPI (`cpp-…`; driver in `tests/rocketmq-cpp/`). Each client also round-tripped
+//! its messages through the capture server's answers, which this crate encoded.
 
 #![allow(clippy::unwrap_used)]
 
@@ -307,4 +309,123 @@ fn damaged_fixtures_never_panic() {
             }
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The C++ client 0.4.4 (PyPI `rocketmq`), driven by `tests/rocketmq-cpp/capture.py`.
+
+fn assert_cpp_request(f: &Frame, code: i32) {
+    assert_eq!(f.command.code, code);
+    assert_eq!(f.command.language, LanguageCode::Cpp);
+    assert_eq!(f.command.version, 63, "MQVersion V3_1_8");
+    assert_eq!(f.command.serialize_type, SerializeType::Json);
+    assert_eq!(f.command.remark.as_deref(), Some(""));
+    // ACL fields are sent even without credentials; they must be ignored, not rejected.
+    assert_eq!(f.command.ext("AccessKey"), Some(""));
+    assert_eq!(f.command.ext("OnsChannel"), Some("ALIYUN"));
+}
+
+#[test]
+fn cpp_headers_end_in_a_newline() {
+    let wire = fixture(include_str!("fixtures/cpp-0.4.4-route.hex"));
+    let header_len = u32::from_be_bytes([0, wire[5], wire[6], wire[7]]) as usize;
+    assert_eq!(wire[8 + header_len - 1], b'\n');
+    let f = decode(include_str!("fixtures/cpp-0.4.4-route.hex"));
+    assert_cpp_request(&f, request::GET_ROUTEINFO_BY_TOPIC);
+    let h: GetRouteInfoRequestHeader = f.command.ext_header().unwrap();
+    assert_eq!(h.topic, "TopicTest");
+    assert!(
+        !h.wants_standard_json(&f.command),
+        "an old client: the Java NameServer would answer in fastjson's form"
+    );
+}
+
+#[test]
+fn cpp_send_with_numeric_ext_fields() {
+    let wire = fixture(include_str!("fixtures/cpp-0.4.4-send.hex"));
+    let raw = String::from_utf8_lossy(&wire);
+    assert!(
+        raw.contains(r#""queueId":0,"#),
+        "the C++ client writes numbers unquoted"
+    );
+    let f = decode(include_str!("fixtures/cpp-0.4.4-send.hex"));
+    assert_cpp_request(&f, request::SEND_MESSAGE);
+    let h: SendMessageRequestHeader = f.command.ext_header().unwrap();
+    assert_eq!(h.producer_group, "CppCaptureProducerGroup");
+    assert_eq!(h.default_topic_queue_nums, 4);
+    assert_eq!(h.queue_id, 0);
+    assert!(!h.batch, "batch \"0\"");
+    assert!(!h.unit_mode, "unitMode \"0\"");
+    assert_eq!(h.broker_name, None);
+    let props = message::decode_properties(h.properties.as_deref().unwrap());
+    assert_eq!(message::property(&props, property::TAGS), Some("TagA"));
+    // C++ writes the IPv4 bytes of UNIQ_KEY little-endian: 0100007F is 127.0.0.1.
+    let uniq = message::property(&props, property::UNIQ_CLIENT_MESSAGE_ID_KEYIDX).unwrap();
+    assert!(uniq.starts_with("0100007F"));
+    assert_eq!(&f.body[..], b"hello from cpp");
+}
+
+#[test]
+fn cpp_sends_batches_as_send_message() {
+    // Not SEND_BATCH_MESSAGE (320): code 10 with batch "1" and a batch body.
+    let f = decode(include_str!("fixtures/cpp-0.4.4-send-batch.hex"));
+    assert_cpp_request(&f, request::SEND_MESSAGE);
+    let h: SendMessageRequestHeader = f.command.ext_header().unwrap();
+    assert!(h.batch);
+    let msgs = message::decode_batch(&f.body).unwrap();
+    let bodies: Vec<&[u8]> = msgs.iter().map(|m| &m.body[..]).collect();
+    assert_eq!(bodies, vec![&b"cpp batch one"[..], &b"cpp batch two"[..]]);
+    assert_eq!(message::encode_batch(&msgs).unwrap(), f.body.to_vec());
+}
+
+#[test]
+fn cpp_heartbeat_uses_ordinals() {
+    let f = decode(include_str!("fixtures/cpp-0.4.4-heartbeat.hex"));
+    assert_cpp_request(&f, request::HEART_BEAT);
+    assert_eq!(
+        f.body.last(),
+        Some(&b'\n'),
+        "the body ends in a newline too"
+    );
+    let hb: HeartbeatData = body::from_json(&f.body).unwrap();
+    assert!(hb.client_id.ends_with("@DEFAULT"));
+    assert_eq!(
+        hb.producer_data_set[0].group_name,
+        "CppCaptureProducerGroup"
+    );
+    let c = &hb.consumer_data_set[0];
+    assert_eq!(c.consume_type, ConsumeType::Passively, "ordinal 1");
+    assert_eq!(c.message_model, MessageModel::Clustering, "ordinal 1");
+    assert_eq!(
+        c.consume_from_where,
+        ConsumeFromWhere::LastOffset,
+        "ordinal 0"
+    );
+    let retry = &c.subscription_data_set[0];
+    assert_eq!(retry.sub_string, "*");
+    assert!(retry.tags_set.is_empty() && retry.expression_type.is_none());
+    let sub = &c.subscription_data_set[1];
+    assert_eq!(sub.tags_set, vec!["TagA", "TagB"]);
+    assert!(sub.sub_version > 0, "subVersion sent as a string");
+    // The C++ client sends zeros, not hash codes: a server must not trust codeSet.
+    assert_eq!(sub.code_set, vec![0, 0]);
+}
+
+#[test]
+fn cpp_pull_and_offset() {
+    let f = decode(include_str!("fixtures/cpp-0.4.4-pull.hex"));
+    assert_cpp_request(&f, request::PULL_MESSAGE);
+    let h: PullMessageRequestHeader = f.command.ext_header().unwrap();
+    assert_eq!(
+        h.sys_flag,
+        message::pull_sys_flag::SUSPEND | message::pull_sys_flag::SUBSCRIPTION
+    );
+    assert_eq!(h.subscription.as_deref(), Some("*"));
+    assert_eq!(h.expression_type, None);
+    assert_eq!(h.max_msg_nums, 32);
+    let f = decode(include_str!("fixtures/cpp-0.4.4-query-consumer-offset.hex"));
+    assert_cpp_request(&f, request::QUERY_CONSUMER_OFFSET);
+    let q: QueryConsumerOffsetRequestHeader = f.command.ext_header().unwrap();
+    assert_eq!(q.queue_id, 0);
+    assert_eq!(q.topic, "%RETRY%CppCaptureConsumerGroup");
 }
