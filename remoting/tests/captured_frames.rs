@@ -2,7 +2,8 @@
 //! hex under `fixtures/`: the Apache Java client (rocketmq-client 4.9.8, `version` 409;
 //! `java-…-json-` with default headers, `java-…-rocketmq-` sent with
 //! `-Drocketmq.serialize.type=ROCKETMQ`; driver in `tests/rocketmq-java/`) and the C++ client
-//! 0.4.4 from PyPI (`cpp-…`; driver in `tests/rocketmq-cpp/`). Each client also round-tripped
+//! 0.4.4 from PyPI (`cpp-…`; driver in `tests/rocketmq-cpp/`) and the Go client v2.1.2
+//! (`go-…`; driver in `tests/rocketmq-go/`). Each client also round-tripped
 //! its messages through the capture server's answers, which this crate encoded.
 
 #![allow(clippy::unwrap_used)]
@@ -428,4 +429,75 @@ fn cpp_pull_and_offset() {
     let q: QueryConsumerOffsetRequestHeader = f.command.ext_header().unwrap();
     assert_eq!(q.queue_id, 0);
     assert_eq!(q.topic, "%RETRY%CppCaptureConsumerGroup");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The Go client (apache/rocketmq-client-go v2.1.2), driven by `tests/rocketmq-go/main.go`.
+
+fn assert_go_request(f: &Frame, code: i32) {
+    assert_eq!(f.command.code, code);
+    assert_eq!(f.command.language, LanguageCode::Go);
+    assert_eq!(f.command.version, 317);
+    assert_eq!(f.command.serialize_type, SerializeType::Json);
+}
+
+#[test]
+fn go_route_and_send() {
+    let f = decode(include_str!("fixtures/go-2.1.2-route.hex"));
+    assert_go_request(&f, request::GET_ROUTEINFO_BY_TOPIC);
+    let h: GetRouteInfoRequestHeader = f.command.ext_header().unwrap();
+    assert!(!h.wants_standard_json(&f.command), "version 317 < 401");
+
+    // Single sends use SEND_MESSAGE (10) with the long names.
+    let f = decode(include_str!("fixtures/go-2.1.2-send.hex"));
+    assert_go_request(&f, request::SEND_MESSAGE);
+    let h: SendMessageRequestHeader = f.command.ext_header().unwrap();
+    assert_eq!(h.producer_group, "GoCaptureProducerGroup");
+    assert_eq!(h.max_reconsume_times, Some(0));
+    assert!(!h.batch);
+    let props = message::decode_properties(h.properties.as_deref().unwrap());
+    assert_eq!(message::property(&props, property::KEYS), Some("key1 key2"));
+    assert_eq!(&f.body[..], b"hello from go");
+
+    // Batches use SEND_BATCH_MESSAGE (320) with the V2 names and empty properties.
+    let f = decode(include_str!("fixtures/go-2.1.2-send-batch.hex"));
+    assert_go_request(&f, request::SEND_BATCH_MESSAGE);
+    let h: SendMessageRequestHeader = f.command.ext_header().unwrap();
+    assert!(h.batch);
+    assert_eq!(h.properties.as_deref(), Some(""));
+    let msgs = message::decode_batch(&f.body).unwrap();
+    assert_eq!(msgs.len(), 2);
+    assert_eq!(&msgs[1].body[..], b"go batch two");
+}
+
+#[test]
+fn go_heartbeat_sends_code_set_as_strings() {
+    let f = decode(include_str!("fixtures/go-2.1.2-heartbeat.hex"));
+    assert_go_request(&f, request::HEART_BEAT);
+    let hb: HeartbeatData = body::from_json(&f.body).unwrap();
+    let c = &hb.consumer_data_set[0];
+    assert_eq!(c.consume_from_where, ConsumeFromWhere::FirstOffset);
+    let sub = &c.subscription_data_set[0];
+    assert_eq!(sub.topic, "TopicTest");
+    assert_eq!(sub.code_set, vec![2_598_919, 2_598_920]);
+    assert!(
+        sub.sub_version > 1_000_000_000_000_000_000,
+        "nanoseconds, not millis"
+    );
+}
+
+#[test]
+fn go_pull_and_commit() {
+    let f = decode(include_str!("fixtures/go-2.1.2-pull.hex"));
+    assert_go_request(&f, request::PULL_MESSAGE);
+    let h: PullMessageRequestHeader = f.command.ext_header().unwrap();
+    assert_eq!(h.sys_flag, message::pull_sys_flag::SUSPEND);
+    assert_eq!(h.subscription.as_deref(), Some(""));
+    assert_eq!(h.sub_version, 0);
+    assert_eq!(h.suspend_timeout_millis, 20_000);
+    let f = decode(include_str!("fixtures/go-2.1.2-update-consumer-offset.hex"));
+    assert_go_request(&f, request::UPDATE_CONSUMER_OFFSET);
+    assert!(!f.command.is_oneway(), "Go commits offsets with a reply");
+    let u: UpdateConsumerOffsetRequestHeader = f.command.ext_header().unwrap();
+    assert_eq!(u.queue_id, 3);
 }
