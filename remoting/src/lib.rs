@@ -41,6 +41,37 @@
 //! helpers: properties, batch bodies, stored records, offset message ids, tag hash codes
 //! ([`message`]).
 //!
+//! # Example
+//!
+//! ```
+//! use bytes::BytesMut;
+//! use remoting::body::{self, JsonForm, TopicRouteData};
+//! use remoting::codes::{request, response};
+//! use remoting::headers::GetRouteInfoRequestHeader;
+//! use remoting::{Decoded, RemotingCommand, RemotingDecoder};
+//!
+//! // What a client sends: a route request.
+//! let mut req = RemotingCommand::request(request::GET_ROUTEINFO_BY_TOPIC, 7);
+//! req.ext_fields.insert("topic".into(), "TopicTest".into());
+//! let mut read_buf = BytesMut::from(&remoting::encode(&req, b"").unwrap()[..]);
+//!
+//! // What a server does with it.
+//! let mut decoder = RemotingDecoder::default();
+//! let Some(Decoded::Frame(frame)) = decoder.decode(&mut read_buf).unwrap() else {
+//!     panic!("one whole frame was buffered");
+//! };
+//! let header: GetRouteInfoRequestHeader = frame.command.ext_header().unwrap();
+//! let form = if header.wants_standard_json(&frame.command) {
+//!     JsonForm::Standard
+//! } else {
+//!     JsonForm::Fastjson
+//! };
+//! let route = TopicRouteData::default();
+//! let answer = RemotingCommand::response_to(&frame.command, response::SUCCESS, None);
+//! let wire = remoting::encode(&answer, &body::to_json(&route, form).unwrap()).unwrap();
+//! assert_eq!(remoting::decode_frame(wire).unwrap().command.opaque, 7);
+//! ```
+//!
 //! # What is not
 //!
 //! No I/O, no connection state, no request dispatch, no RPC hooks, no ACL signing, no
@@ -57,7 +88,7 @@ pub mod headers;
 pub mod message;
 
 pub use codec::{
-    decode_frame, decode_header, encode, encode_header, encode_into, Decoded, Frame,
+    decode_frame, decode_header, encode, encode_header, encode_into, encode_prefix, Decoded, Frame,
     RemotingDecoder, FRAME_BYTES_MAX_DEFAULT, FRAME_PREFIX_BYTES, HEADER_BYTES_MAX,
 };
 pub use command::{

@@ -688,7 +688,11 @@ mod tests {
         );
         let v6: SocketAddr = "[fe80::1]:10911".parse().unwrap();
         let id6 = encode_offset_msg_id(v6, i64::MAX);
-        assert_eq!(id6.len(), 56);
+        // What rocketmq-common 4.9.8's MessageDecoder.createMessageId returns for the same.
+        assert_eq!(
+            id6,
+            "FE80000000000000000000000000000100002A9F7FFFFFFFFFFFFFFF"
+        );
         assert_eq!(decode_offset_msg_id(&id6).unwrap(), (v6, i64::MAX));
         for bad in [
             "",
