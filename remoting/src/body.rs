@@ -628,6 +628,37 @@ mod tests {
         );
     }
 
+    /// `TopicRouteData.encode()` of the same route in rocketmq-common 4.9.8 (fastjson
+    /// 1.2.69), printed by a JVM. 4.x has no `enableActingMaster`; 5.x adds it.
+    const JAVA_4_9_8: &str = r#"{"brokerDatas":[{"brokerAddrs":{0:"127.0.0.1:10911",1:"127.0.0.1:10921"},"brokerName":"broker-a","cluster":"DefaultCluster"}],"filterServerTable":{},"queueDatas":[{"brokerName":"broker-a","perm":6,"readQueueNums":4,"topicSysFlag":0,"writeQueueNums":4}]}"#;
+
+    #[test]
+    fn fastjson_form_matches_java() {
+        let ours = String::from_utf8(to_json(&route(), JsonForm::Fastjson).unwrap()).unwrap();
+        let java_with_5x_field = JAVA_4_9_8.replace(
+            r#""cluster":"DefaultCluster"}"#,
+            r#""cluster":"DefaultCluster","enableActingMaster":false}"#,
+        );
+        assert_eq!(ours, java_with_5x_field);
+        assert_eq!(
+            from_json::<TopicRouteData>(JAVA_4_9_8.as_bytes()).unwrap(),
+            route()
+        );
+        // fastjson 1.2.69 writes LockBatchResponseBody as
+        // {"lockOKMQSet":[{"brokerName":"broker-a","queueId":1,"topic":"T"}]}.
+        let lock = LockBatchResponseBody {
+            lock_ok_mq_set: vec![MessageQueue {
+                broker_name: "broker-a".into(),
+                queue_id: 1,
+                topic: "T".into(),
+            }],
+        };
+        assert_eq!(
+            to_json(&lock, JsonForm::Fastjson).unwrap(),
+            br#"{"lockOKMQSet":[{"brokerName":"broker-a","queueId":1,"topic":"T"}]}"#.to_vec()
+        );
+    }
+
     #[test]
     fn fastjson_form_quotes_string_keys_and_escapes() {
         // Only integer keys lose their quotes; string keys (empty, escaped) keep them.
