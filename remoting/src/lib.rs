@@ -39,7 +39,11 @@
 //! headers read from and written to `extFields` ([`headers`]); serde bodies with a writer for
 //! fastjson's unquoted integer map keys and a parser that accepts them ([`body`]); message
 //! helpers: properties, batch bodies, stored records, offset message ids, tag hash codes
-//! ([`message`]).
+//! ([`message`]); and [`fuzzing::check_decoder`], the property a fuzz target would check.
+//!
+//! `examples/capture_server.rs` is a loopback NameServer + broker stub made from this crate
+//! that real Java, C++ and Go clients round-trip messages through; the frames they sent are the
+//! fixtures of `tests/captured_frames.rs`.
 //!
 //! # Example
 //!
@@ -84,6 +88,7 @@ pub mod body;
 mod codec;
 pub mod codes;
 mod command;
+pub mod fuzzing;
 pub mod headers;
 pub mod message;
 
