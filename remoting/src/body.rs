@@ -391,7 +391,8 @@ pub struct QueueData {
     pub perm: i32,
     #[serde(deserialize_with = "lenient_i32")]
     pub read_queue_nums: i32,
-    #[serde(deserialize_with = "lenient_i32")]
+    /// Spelled `topicSynFlag` by RocketMQ before 4.9; read under either name.
+    #[serde(alias = "topicSynFlag", deserialize_with = "lenient_i32")]
     pub topic_sys_flag: i32,
     #[serde(deserialize_with = "lenient_i32")]
     pub write_queue_nums: i32,
@@ -644,6 +645,8 @@ mod tests {
             from_json::<TopicRouteData>(JAVA_4_9_8.as_bytes()).unwrap(),
             route()
         );
+        let old: QueueData = from_json(br#"{"brokerName":"b","topicSynFlag":3}"#).unwrap();
+        assert_eq!(old.topic_sys_flag, 3);
         // fastjson 1.2.69 writes LockBatchResponseBody as
         // {"lockOKMQSet":[{"brokerName":"broker-a","queueId":1,"topic":"T"}]}.
         let lock = LockBatchResponseBody {
