@@ -21,6 +21,7 @@
 pub mod blocking;
 mod codec;
 mod codes;
+pub mod core_view;
 pub mod fuzzing;
 mod messages;
 mod topic_body;

@@ -1,0 +1,119 @@
+//! How a RocketMQ (remoting) client sees a broker of several cores: each core as a broker of
+//! its own, so that a client that only knows the addresses in the route sends every request
+//! straight to the core that owns its queue.
+//!
+//! Core `c` of broker `name` is the broker `name` when the broker runs one core and
+//! `name-c<c>` otherwise, at the core's direct address. It holds the topic's queues whose
+//! owning shard that core hosts, numbered `0..` in the order of their queue ids (the ids the
+//! native protocol and the stored records use). Pure, and shared by the NameServer (which
+//! writes routes) and the broker (which translates the queue ids of requests), so both
+//! agree without asking.
+
+use crate::{queue_owner_shard, shard_core};
+
+/// The broker name core `core` of `broker_name` has in RocketMQ routes.
+pub fn core_broker_name(broker_name: &str, core: u16, cores: u16) -> String {
+    if cores <= 1 {
+        broker_name.to_owned()
+    } else {
+        format!("{broker_name}-c{core}")
+    }
+}
+
+/// The core a RocketMQ broker name of `broker_name` stands for; `None` when it names
+/// another broker or a core the broker does not run.
+pub fn core_of_broker_name(broker_name: &str, name: &str, cores: u16) -> Option<u16> {
+    if cores <= 1 {
+        return (name == broker_name).then_some(0);
+    }
+    let core: u16 = name
+        .strip_prefix(broker_name)?
+        .strip_prefix("-c")?
+        .parse()
+        .ok()?;
+    (core < cores).then_some(core)
+}
+
+/// The queues of a topic with `queue_count` queues that core `core` holds: their queue ids,
+/// in order (position `i` is the core's RocketMQ queue `i`).
+pub fn core_queue_ids(
+    topic: &str,
+    queue_count: u32,
+    shard_count: u16,
+    cores: u16,
+    core: u16,
+) -> Vec<u32> {
+    (0..queue_count)
+        .filter(|&q| shard_core(queue_owner_shard(topic, q, shard_count), cores) == core)
+        .collect()
+}
+
+/// How many of the core's queues (see [`core_queue_ids`]) have an id below `count`: the
+/// core's share of a topic's `count` write (or read) queues.
+pub fn core_queue_count(ids: &[u32], count: u32) -> u32 {
+    ids.partition_point(|&q| q < count) as u32
+}
+
+/// The queue id of the core's RocketMQ queue `local`; `None` past the core's queues.
+pub fn global_queue_id(ids: &[u32], local: u32) -> Option<u32> {
+    ids.get(local as usize).copied()
+}
+
+/// The core's RocketMQ queue number of queue id `global`; `None` when the core does not hold
+/// it.
+pub fn local_queue_id(ids: &[u32], global: u32) -> Option<u32> {
+    ids.binary_search(&global).ok().map(|i| i as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_core_is_the_broker_itself() {
+        assert_eq!(core_broker_name("broker-a", 0, 1), "broker-a");
+        assert_eq!(core_of_broker_name("broker-a", "broker-a", 1), Some(0));
+        assert_eq!(core_queue_ids("T", 4, 1, 1, 0), vec![0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn cores_are_brokers_named_after_them_and_names_map_back() {
+        assert_eq!(core_broker_name("broker-a", 1, 2), "broker-a-c1");
+        assert_eq!(core_of_broker_name("broker-a", "broker-a-c1", 2), Some(1));
+        assert_eq!(core_of_broker_name("broker-a", "broker-a-c2", 2), None);
+        assert_eq!(core_of_broker_name("broker-a", "broker-b-c0", 2), None);
+        assert_eq!(core_of_broker_name("broker-a", "broker-a", 2), None);
+    }
+
+    #[test]
+    fn every_queue_belongs_to_exactly_one_core_and_maps_both_ways() {
+        for (shards, cores) in [(2u16, 2u16), (4, 2), (3, 2), (8, 3), (2, 1)] {
+            let mut seen = Vec::new();
+            for core in 0..cores {
+                let ids = core_queue_ids("TopicTest", 16, shards, cores, core);
+                for (local, &global) in ids.iter().enumerate() {
+                    assert_eq!(global_queue_id(&ids, local as u32), Some(global));
+                    assert_eq!(local_queue_id(&ids, global), Some(local as u32));
+                    let owner = queue_owner_shard("TopicTest", global, shards);
+                    assert_eq!(shard_core(owner, cores), core);
+                }
+                assert_eq!(global_queue_id(&ids, ids.len() as u32), None);
+                seen.extend(ids);
+            }
+            seen.sort_unstable();
+            assert_eq!(
+                seen,
+                (0..16).collect::<Vec<_>>(),
+                "{shards} shards, {cores} cores"
+            );
+        }
+    }
+
+    #[test]
+    fn a_core_s_share_of_fewer_write_queues_is_a_prefix() {
+        let ids = [1, 3, 5, 7];
+        assert_eq!(core_queue_count(&ids, 8), 4);
+        assert_eq!(core_queue_count(&ids, 4), 2);
+        assert_eq!(core_queue_count(&ids, 0), 0);
+    }
+}
