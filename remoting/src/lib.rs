@@ -88,6 +88,7 @@ pub mod body;
 mod codec;
 pub mod codes;
 mod command;
+pub mod detect;
 pub mod fuzzing;
 pub mod headers;
 pub mod message;
