@@ -22,6 +22,7 @@ mod config;
 mod connections;
 mod handler;
 pub mod metrics;
+mod rocketmq;
 pub mod route_table;
 mod server;
 

@@ -47,9 +47,14 @@ impl Metrics {
     }
 
     pub fn count_error(&self, code: protocol::ResponseCode) {
+        self.count_error_named(code.name());
+    }
+
+    /// [`Metrics::count_error`] by the code's name (a remoting response code's, too).
+    pub fn count_error_named(&self, code: &str) {
         self.errors
             .get_or_create(&CodeLabel {
-                code: code.name().to_owned(),
+                code: code.to_owned(),
             })
             .inc();
     }

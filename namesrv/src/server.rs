@@ -23,6 +23,8 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 use protocol::blocking::write_frame;
 use protocol::{BrokerKey, Command, Decoded, FrameDecoder, Header, ResponseCode};
+use remoting::detect::Detected;
+use remoting::{Decoded as RemotingDecoded, RemotingCommand, RemotingDecoder};
 
 use crate::connections::{eviction_victim, Activity, CapLog, Expiry, ReadDeadline};
 use crate::handler::{handle_request, lock};
@@ -402,7 +404,8 @@ fn serve_connection(
     tracing::debug!(%peer, "connection opened");
     // The brokers that registered or heartbeated over this connection.
     let mut brokers: Vec<BrokerKey> = Vec::new();
-    let mut decoder = FrameDecoder::new(shared.frame_bytes_max);
+    // Told by the connection's first bytes.
+    let mut wire = Wire::Undecided;
     let mut buf = BytesMut::new();
     let mut chunk = [0u8; READ_CHUNK_BYTES];
     let mut deadline = ReadDeadline::new(Instant::now(), shared.idle_timeout, shared.frame_timeout);
@@ -425,7 +428,7 @@ fn serve_connection(
         }
         let n = match (&stream).read(&mut chunk) {
             Ok(0) => {
-                if !buf.is_empty() || decoder.is_discarding() {
+                if !buf.is_empty() || wire.is_discarding() {
                     tracing::debug!(%peer, "connection closed in the middle of a frame");
                 }
                 break;
@@ -448,47 +451,192 @@ fn serve_connection(
             }
         };
         buf.extend_from_slice(&chunk[..n]);
-        let mut completed = false;
-        loop {
-            let decoded = match decoder.decode(&mut buf) {
-                Ok(Some(d)) => d,
-                Ok(None) => break,
-                Err(e) => {
-                    // The frame boundaries are lost: answer once if the peer still listens,
-                    // then close. Request id 0: the failing frame's id could not be read.
-                    tracing::warn!(%peer, "bad frame, closing the connection: {e}");
-                    let answer = Header::error(0, ResponseCode::BadFrame, e.to_string());
-                    let _ = write_frame(&mut &stream, &answer, &[]);
-                    let _ = stream.shutdown(Shutdown::Both);
-                    break 'connection;
+        if let Wire::Undecided = wire {
+            match remoting::detect::detect(&buf) {
+                Detected::NeedMore => {
+                    deadline.observe(Instant::now(), false, true);
+                    continue;
                 }
-            };
-            let Some(response) = answer(shared, id, peer, decoded, &mut brokers) else {
-                continue;
-            };
+                Detected::Native => wire = Wire::Native(FrameDecoder::new(shared.frame_bytes_max)),
+                Detected::Remoting => {
+                    wire = Wire::Remoting(RemotingDecoder::new(shared.frame_bytes_max))
+                }
+                Detected::Http2 => {
+                    log_grpc(peer);
+                    let _ = stream.shutdown(Shutdown::Both);
+                    break;
+                }
+            }
+        }
+        let served = match &mut wire {
+            Wire::Undecided => Served::Requests(false),
+            Wire::Native(decoder) => {
+                serve_native(shared, id, peer, &stream, decoder, &mut buf, &mut brokers)
+            }
+            Wire::Remoting(decoder) => serve_remoting(shared, peer, &stream, decoder, &mut buf),
+        };
+        let completed = match served {
+            Served::Requests(completed) => completed,
+            Served::Close => break 'connection,
+        };
+        if completed {
             if !brokers.is_empty() {
                 // Its heartbeats keep it busy; should the idle timeout be set shorter than
                 // their interval, the broker must still not flap in and out of the routes.
                 deadline.raise_idle_timeout(shared.broker_expiry);
             }
-            completed = true;
             activity.request_completed(shared.now_ms());
-            let Some((response, body)) = response else {
-                continue; // oneway
-            };
-            if let Err(e) = write_frame(&mut &stream, &response, &body) {
-                tracing::debug!(%peer, "cannot answer, closing: {e}");
-                break 'connection;
-            }
         }
         deadline.observe(
             Instant::now(),
             completed,
-            !buf.is_empty() || decoder.is_discarding(),
+            !buf.is_empty() || wire.is_discarding(),
         );
     }
     tracing::debug!(%peer, "connection closed");
     drop_brokers_of(shared, id, peer, &brokers);
+}
+
+/// The protocol a connection speaks, told from its first bytes ([`remoting::detect`]).
+enum Wire {
+    Undecided,
+    Native(FrameDecoder),
+    /// RocketMQ's remoting protocol: its clients ask for routes the way they ask RocketMQ's
+    /// NameServer.
+    Remoting(RemotingDecoder),
+}
+
+impl Wire {
+    fn is_discarding(&self) -> bool {
+        match self {
+            Wire::Undecided => false,
+            Wire::Native(d) => d.is_discarding(),
+            Wire::Remoting(d) => d.is_discarding(),
+        }
+    }
+}
+
+/// What serving the buffered frames came to.
+enum Served {
+    /// Whether a request was completed.
+    Requests(bool),
+    Close,
+}
+
+/// Answers every whole native frame in `buf`.
+fn serve_native(
+    shared: &Shared,
+    id: ConnectionId,
+    peer: SocketAddr,
+    stream: &TcpStream,
+    decoder: &mut FrameDecoder,
+    buf: &mut BytesMut,
+    brokers: &mut Vec<BrokerKey>,
+) -> Served {
+    let mut completed = false;
+    loop {
+        let decoded = match decoder.decode(buf) {
+            Ok(Some(d)) => d,
+            Ok(None) => return Served::Requests(completed),
+            Err(e) => {
+                // The frame boundaries are lost: answer once if the peer still listens,
+                // then close. Request id 0: the failing frame's id could not be read.
+                tracing::warn!(%peer, "bad frame, closing the connection: {e}");
+                let answer = Header::error(0, ResponseCode::BadFrame, e.to_string());
+                let _ = write_frame(&mut &*stream, &answer, &[]);
+                let _ = stream.shutdown(Shutdown::Both);
+                return Served::Close;
+            }
+        };
+        let Some(response) = answer(shared, id, peer, decoded, brokers) else {
+            continue;
+        };
+        completed = true;
+        let Some((response, body)) = response else {
+            continue; // oneway
+        };
+        if let Err(e) = write_frame(&mut &*stream, &response, &body) {
+            tracing::debug!(%peer, "cannot answer, closing: {e}");
+            return Served::Close;
+        }
+    }
+}
+
+/// Answers every whole remoting frame in `buf`.
+fn serve_remoting(
+    shared: &Shared,
+    peer: SocketAddr,
+    stream: &TcpStream,
+    decoder: &mut RemotingDecoder,
+    buf: &mut BytesMut,
+) -> Served {
+    let mut completed = false;
+    loop {
+        let (response, body) = match decoder.decode(buf) {
+            Ok(None) => return Served::Requests(completed),
+            Ok(Some(RemotingDecoded::Frame(frame))) => {
+                if frame.command.is_response() {
+                    tracing::debug!(%peer, "ignoring an unsolicited remoting response");
+                    continue;
+                }
+                let name = remoting::codes::request::name(frame.command.code).unwrap_or("UNKNOWN");
+                shared.metrics.count_request(name);
+                let (response, body) =
+                    crate::rocketmq::handle(&shared.table, &frame.command, Instant::now());
+                completed = true;
+                if response.code != 0 {
+                    let code = remoting::codes::response::name(response.code);
+                    shared.metrics.count_error_named(code.unwrap_or("UNKNOWN"));
+                }
+                if frame.command.is_oneway() {
+                    continue;
+                }
+                (response, body)
+            }
+            Ok(Some(RemotingDecoded::Oversized { command, frame_len })) => {
+                tracing::warn!(%peer, frame_len, frame_bytes_max = shared.frame_bytes_max, "oversized remoting frame skipped");
+                let Some(cmd) = command.filter(|c| !c.is_oneway()) else {
+                    continue;
+                };
+                let remark = format!(
+                    "frame of {frame_len} bytes exceeds the name server's limit of {} bytes",
+                    shared.frame_bytes_max
+                );
+                let code = remoting::codes::response::SYSTEM_ERROR;
+                (
+                    RemotingCommand::response_to(&cmd, code, Some(remark)),
+                    Vec::new(),
+                )
+            }
+            Err(e) => {
+                tracing::warn!(%peer, "bad remoting frame, closing the connection: {e}");
+                let _ = stream.shutdown(Shutdown::Both);
+                return Served::Close;
+            }
+        };
+        let written = remoting::encode(&response, &body)
+            .map_err(io::Error::other)
+            .and_then(|frame| io::Write::write_all(&mut &*stream, &frame));
+        if let Err(e) = written {
+            tracing::debug!(%peer, "cannot answer, closing: {e}");
+            return Served::Close;
+        }
+    }
+}
+
+/// Logs (at most once a minute) that a gRPC client connected: RocketMQ 5's gRPC clients
+/// need a proxy that corvus does not have; its remoting clients connect here.
+fn log_grpc(peer: SocketAddr) {
+    static LAST: Mutex<Option<Instant>> = Mutex::new(None);
+    let mut last = LAST.lock().unwrap_or_else(PoisonError::into_inner);
+    if last.is_some_and(|t| t.elapsed() < Duration::from_secs(60)) {
+        return;
+    }
+    *last = Some(Instant::now());
+    tracing::warn!(
+        %peer,
+        "a gRPC (HTTP/2) client connected and was closed: corvus speaks the native protocol and RocketMQ's remoting protocol on this port (RocketMQ 4.x/5.x remoting clients: Java DefaultMQProducer, Go, C++), not RocketMQ 5's gRPC; point a remoting client here"
+    );
 }
 
 /// The connection `id` has closed (EOF, reset, read deadline, eviction, bad frame): every

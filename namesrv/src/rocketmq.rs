@@ -1,0 +1,277 @@
+//! The NameServer's answers to RocketMQ clients (the remoting protocol): routes, cluster
+//! info and topic lists, built from the same route table the native protocol reads.
+//!
+//! A broker of several cores appears as one RocketMQ broker per core (see
+//! `protocol::core_view`): `broker-a-c0`, `broker-a-c1`, … at each core's direct address,
+//! each with the topic's queues its core owns. A client that only knows the route's
+//! addresses therefore sends every request to the core that serves it.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use protocol::core_view::{core_broker_name, core_queue_count, core_queue_ids};
+use remoting::body::{self, JsonForm};
+use remoting::codes::{request, response};
+use remoting::headers::GetRouteInfoRequestHeader;
+use remoting::RemotingCommand;
+
+use crate::handler::lock;
+use crate::RouteTable;
+
+/// The topic a producer asks for before it sends to a topic that does not exist yet
+/// (RocketMQ's `TBW102`): every broker appears in its route, and the first send creates the
+/// topic (`auto_create_topic_enable`).
+pub const AUTO_CREATE_TOPIC: &str = "TBW102";
+/// Queues per core in the route of [`AUTO_CREATE_TOPIC`] (RocketMQ's defaultTopicQueueNums).
+const AUTO_CREATE_QUEUES: i32 = 4;
+
+/// Answers one remoting request: the response and its body.
+pub(crate) fn handle(
+    table: &Mutex<RouteTable>,
+    req: &RemotingCommand,
+    now: Instant,
+) -> (RemotingCommand, Vec<u8>) {
+    let reply = |code: i32, remark: Option<String>| RemotingCommand::response_to(req, code, remark);
+    match req.code {
+        request::GET_ROUTEINFO_BY_TOPIC => {
+            let h: GetRouteInfoRequestHeader = match req.ext_header() {
+                Ok(h) => h,
+                Err(e) => return (reply(response::SYSTEM_ERROR, Some(e.to_string())), Vec::new()),
+            };
+            let form = if h.wants_standard_json(req) {
+                JsonForm::Standard
+            } else {
+                JsonForm::Fastjson
+            };
+            let route = {
+                let table = lock(table);
+                match table.route(&h.topic, now) {
+                    Some(r) => Some(route_data(&h.topic, &r)),
+                    None if h.topic == AUTO_CREATE_TOPIC => {
+                        Some(auto_create_route(&table.cluster_info(now)))
+                    }
+                    None => None,
+                }
+            };
+            match route.filter(|r| !r.queue_datas.is_empty()) {
+                Some(r) => json_answer(req, &r, form),
+                None => (
+                    reply(
+                        response::TOPIC_NOT_EXIST,
+                        Some(format!(
+                            "No topic route info in name server for the topic: {}",
+                            h.topic
+                        )),
+                    ),
+                    Vec::new(),
+                ),
+            }
+        }
+        request::GET_BROKER_CLUSTER_INFO => {
+            let info = cluster_info(&lock(table).cluster_info(now));
+            json_answer(req, &info, JsonForm::Standard)
+        }
+        request::GET_ALL_TOPIC_LIST_FROM_NAMESERVER | request::GET_TOPICS_BY_CLUSTER => {
+            let list = body::TopicList {
+                broker_addr: None,
+                topic_list: lock(table).topic_list(now),
+            };
+            json_answer(req, &list, JsonForm::Standard)
+        }
+        // Order-topic and other KV configs: none is kept, which clients take as "not set".
+        request::GET_KV_CONFIG | request::GET_KVLIST_BY_NAMESPACE => (
+            reply(response::QUERY_NOT_FOUND, Some("no such KV config".into())),
+            Vec::new(),
+        ),
+        code => (
+            reply(
+                response::REQUEST_CODE_NOT_SUPPORTED,
+                Some(format!(
+                    "request code {code} ({}) is not supported by the corvus NameServer; corvus brokers register over the native protocol",
+                    request::name(code).unwrap_or("unknown")
+                )),
+            ),
+            Vec::new(),
+        ),
+    }
+}
+
+fn json_answer<T: serde::Serialize>(
+    req: &RemotingCommand,
+    value: &T,
+    form: JsonForm,
+) -> (RemotingCommand, Vec<u8>) {
+    match body::to_json(value, form) {
+        Ok(b) => (
+            RemotingCommand::response_to(req, response::SUCCESS, None),
+            b,
+        ),
+        Err(e) => (
+            RemotingCommand::response_to(req, response::SYSTEM_ERROR, Some(e.to_string())),
+            Vec::new(),
+        ),
+    }
+}
+
+/// Each core's address of a broker: its direct addresses, or its one address when it
+/// registered none.
+fn core_addrs(b: &protocol::BrokerData) -> Vec<String> {
+    if !b.core_addrs.is_empty() {
+        return b.core_addrs.clone();
+    }
+    b.master_addr().map(str::to_owned).into_iter().collect()
+}
+
+/// The RocketMQ broker entry of one core.
+fn core_broker(b: &protocol::BrokerData, core: u16, cores: u16, addr: &str) -> body::BrokerData {
+    body::BrokerData {
+        broker_addrs: BTreeMap::from([(0, addr.to_owned())]),
+        broker_name: core_broker_name(&b.broker_name, core, cores),
+        cluster: b.cluster.clone(),
+        enable_acting_master: false,
+        zone_name: None,
+    }
+}
+
+/// A topic's route as RocketMQ clients read it: one broker per core that holds some of the
+/// topic's queues.
+fn route_data(topic: &str, route: &protocol::RouteData) -> body::TopicRouteData {
+    let mut out = body::TopicRouteData::default();
+    for (b, q) in route.brokers.iter().zip(&route.queues) {
+        debug_assert_eq!(b.broker_name, q.broker_name);
+        let addrs = core_addrs(b);
+        let cores = addrs.len() as u16;
+        let shards = b.shard_count.max(1);
+        let all = q.read_queues.max(q.write_queues);
+        for (core, addr) in addrs.iter().enumerate() {
+            let core = core as u16;
+            let ids = core_queue_ids(topic, all, shards, cores, core);
+            if ids.is_empty() {
+                continue;
+            }
+            let broker = core_broker(b, core, cores, addr);
+            out.queue_datas.push(body::QueueData {
+                broker_name: broker.broker_name.clone(),
+                perm: q.perm as i32,
+                read_queue_nums: core_queue_count(&ids, q.read_queues) as i32,
+                write_queue_nums: core_queue_count(&ids, q.write_queues) as i32,
+                topic_sys_flag: 0,
+            });
+            out.broker_datas.push(broker);
+        }
+    }
+    out
+}
+
+/// The route of [`AUTO_CREATE_TOPIC`]: every core of every live broker, readable and
+/// writable, with [`AUTO_CREATE_QUEUES`] queues.
+fn auto_create_route(info: &protocol::ClusterInfo) -> body::TopicRouteData {
+    let mut out = body::TopicRouteData::default();
+    for b in &info.brokers {
+        let addrs = core_addrs(b);
+        let cores = addrs.len() as u16;
+        for (core, addr) in addrs.iter().enumerate() {
+            let broker = core_broker(b, core as u16, cores, addr);
+            out.queue_datas.push(body::QueueData {
+                broker_name: broker.broker_name.clone(),
+                perm: body::perm::READ | body::perm::WRITE | body::perm::INHERIT,
+                read_queue_nums: AUTO_CREATE_QUEUES,
+                write_queue_nums: AUTO_CREATE_QUEUES,
+                topic_sys_flag: 0,
+            });
+            out.broker_datas.push(broker);
+        }
+    }
+    out
+}
+
+/// Every live broker's cores as RocketMQ brokers, by cluster.
+fn cluster_info(info: &protocol::ClusterInfo) -> body::ClusterInfo {
+    let mut out = body::ClusterInfo::default();
+    for b in &info.brokers {
+        let addrs = core_addrs(b);
+        let cores = addrs.len() as u16;
+        for (core, addr) in addrs.iter().enumerate() {
+            let broker = core_broker(b, core as u16, cores, addr);
+            out.cluster_addr_table
+                .entry(b.cluster.clone())
+                .or_default()
+                .push(broker.broker_name.clone());
+            out.broker_addr_table
+                .insert(broker.broker_name.clone(), broker);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn broker(cores: usize) -> protocol::BrokerData {
+        protocol::BrokerData {
+            cluster: "DefaultCluster".into(),
+            broker_name: "broker-a".into(),
+            addrs: vec![(0, "127.0.0.1:10911".into())],
+            core_addrs: (0..cores)
+                .map(|c| format!("127.0.0.1:{}", 20000 + c))
+                .collect(),
+            shard_count: cores as u16,
+        }
+    }
+
+    #[test]
+    fn each_core_is_a_broker_with_its_own_queues_and_address() {
+        let route = protocol::RouteData {
+            brokers: vec![broker(2)],
+            queues: vec![protocol::QueueData {
+                broker_name: "broker-a".into(),
+                read_queues: 8,
+                write_queues: 8,
+                perm: 6,
+            }],
+        };
+        let r = route_data("TopicTest", &route);
+        assert_eq!(r.broker_datas.len(), 2);
+        let names: Vec<&str> = r
+            .broker_datas
+            .iter()
+            .map(|b| b.broker_name.as_str())
+            .collect();
+        assert_eq!(names, ["broker-a-c0", "broker-a-c1"]);
+        assert_eq!(r.broker_datas[1].broker_addrs[&0], "127.0.0.1:20001");
+        let total: i32 = r.queue_datas.iter().map(|q| q.write_queue_nums).sum();
+        assert_eq!(total, 8, "every queue is on exactly one core");
+        for (core, q) in r.queue_datas.iter().enumerate() {
+            let ids = core_queue_ids("TopicTest", 8, 2, 2, core as u16);
+            assert_eq!(q.read_queue_nums as usize, ids.len());
+        }
+    }
+
+    #[test]
+    fn one_core_keeps_the_broker_name_and_an_unknown_topic_is_topic_not_exist() {
+        let table = Mutex::new(RouteTable::new(std::time::Duration::from_secs(10)));
+        let mut req = RemotingCommand::request(request::GET_ROUTEINFO_BY_TOPIC, 9);
+        req.ext_fields.insert("topic".into(), "Nope".into());
+        let (resp, body) = handle(&table, &req, Instant::now());
+        assert_eq!((resp.code, resp.opaque), (response::TOPIC_NOT_EXIST, 9));
+        assert!(resp.remark.unwrap_or_default().contains("Nope"));
+        assert!(body.is_empty());
+        let info = protocol::ClusterInfo {
+            brokers: vec![broker(1)],
+        };
+        let c = cluster_info(&info);
+        assert!(c.broker_addr_table.contains_key("broker-a"));
+        assert_eq!(c.cluster_addr_table["DefaultCluster"], ["broker-a"]);
+    }
+
+    #[test]
+    fn unknown_codes_are_not_supported_with_a_remark() {
+        let table = Mutex::new(RouteTable::new(std::time::Duration::from_secs(10)));
+        let req = RemotingCommand::request(request::REGISTER_BROKER, 3);
+        let (resp, _) = handle(&table, &req, Instant::now());
+        assert_eq!(resp.code, response::REQUEST_CODE_NOT_SUPPORTED);
+        assert!(resp.remark.unwrap_or_default().contains("REGISTER_BROKER"));
+    }
+}
