@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use glommio::channels::local_channel::{self, LocalSender};
 use protocol::{Command, Frame, Header};
 
@@ -113,6 +114,26 @@ impl ClientConn {
         if let Some(tx) = self.pending.borrow_mut().remove(&frame.header.request_id) {
             let _ = tx.try_send(frame);
         }
+    }
+    /// A remoting frame the client sent as a response. The broker sends RocketMQ clients
+    /// only oneway requests (NOTIFY_CONSUMER_IDS_CHANGED), so none is expected: dropped.
+    pub fn answered_remoting(&self, frame: remoting::Frame) {
+        tracing::debug!(peer = %self.peer, opaque = frame.command.opaque, "a remoting response nobody waits for");
+    }
+
+    /// Sends a oneway remoting request to the client (nothing is waited for); false when
+    /// the connection has closed.
+    pub async fn notify(&self, cmd: remoting::RemotingCommand, body: Bytes) -> bool {
+        let Some((out, queued)) = self.out.borrow().clone() else {
+            return false;
+        };
+        queued.set(queued.get() + 1);
+        let body = if body.is_empty() {
+            crate::conn::Body::None
+        } else {
+            crate::conn::Body::Owned(vec![body])
+        };
+        out.send(Outgoing::remoting(cmd, body)).await.is_ok()
     }
 }
 

@@ -1,7 +1,9 @@
-//! The native protocol front end: one task reads frames from a connection and starts a task
-//! per request (pipelining; at most `connection_inflight_max` at once); one task writes the
-//! responses as they complete, batching small ones into one write. Wire codes appear here and
-//! nowhere else.
+//! The front end of a client connection: one task reads frames and starts a task per request
+//! (pipelining; at most `connection_inflight_max` at once); one task writes the responses as
+//! they complete, batching small ones into one write. A connection speaks the native
+//! protocol or RocketMQ's remoting protocol, told from its first bytes
+//! (`remoting::detect`); the remoting requests are served in `crate::rocketmq`. Native wire
+//! codes appear here and nowhere else.
 
 use std::io::ErrorKind;
 use std::rc::Rc;
@@ -15,6 +17,8 @@ use protocol::{
     encode_frame_prefix, BrokerStatus, Command, Decoded, FrameDecoder, Header, PullResult,
     ResponseCode, SendResult,
 };
+use remoting::detect::Detected;
+use remoting::{Decoded as RemotingDecoded, RemotingCommand, RemotingDecoder};
 
 use crate::client_conn::ClientConn;
 use crate::connections::ClosedFor;
@@ -26,16 +30,25 @@ use crate::stages::{SendTrace, Stage};
 
 /// A response on its way to the socket.
 pub struct Outgoing {
-    header: Header,
+    header: OutHeader,
     body: Body,
     /// A send's timestamps, for the per-stage histograms the writer completes.
     trace: Option<SendTrace>,
 }
 
-enum Body {
+/// The header of a frame to write, in the connection's protocol.
+pub(crate) enum OutHeader {
+    Native(Header),
+    Remoting(RemotingCommand),
+}
+
+pub(crate) enum Body {
     None,
     Owned(Vec<Bytes>),
     Local(Vec<shard::StoredSlice>),
+    /// Stored records served to a RocketMQ client, written with two fields replaced (see
+    /// `crate::rocketmq::Restamp`).
+    Restamped(Vec<shard::StoredSlice>, crate::rocketmq::Restamp),
 }
 
 impl Body {
@@ -43,7 +56,18 @@ impl Body {
         match self {
             Body::None => 0,
             Body::Owned(v) => v.iter().map(|b| b.len()).sum(),
-            Body::Local(v) => v.iter().map(|s| s.len()).sum(),
+            Body::Local(v) | Body::Restamped(v, _) => v.iter().map(|s| s.len()).sum(),
+        }
+    }
+}
+
+impl Outgoing {
+    /// A remoting frame: a response, or a request of the broker's to the client.
+    pub(crate) fn remoting(cmd: RemotingCommand, body: Body) -> Outgoing {
+        Outgoing {
+            header: OutHeader::Remoting(cmd),
+            body,
+            trace: None,
         }
     }
 }
@@ -69,7 +93,7 @@ pub(crate) fn request_to_client(header: Header) -> Outgoing {
 
 fn answer(header: Header, body: Body) -> Outgoing {
     Outgoing {
-        header,
+        header: OutHeader::Native(header),
         body,
         trace: None,
     }
@@ -165,6 +189,86 @@ impl LargeFrame {
     }
 }
 
+/// A whole frame of either protocol.
+enum AnyFrame {
+    Native(protocol::Frame),
+    Remoting(remoting::Frame),
+}
+
+/// What the connection's decoder found.
+enum AnyDecoded {
+    Frame(AnyFrame),
+    /// A frame over `frame_bytes_max`, skipped; its answer, when it can have one.
+    Oversized(Option<Outgoing>),
+}
+
+/// The protocol a connection speaks, told from its first bytes.
+enum Wire {
+    Native(FrameDecoder),
+    Remoting(RemotingDecoder),
+}
+
+impl Wire {
+    fn decode(
+        &mut self,
+        buf: &mut BytesMut,
+        frame_bytes_max: u64,
+    ) -> Result<Option<AnyDecoded>, String> {
+        let too_large = |frame_len: u64| BrokerError::MessageTooLarge {
+            size: frame_len,
+            max: frame_bytes_max,
+        };
+        match self {
+            Wire::Native(d) => Ok(match d.decode(buf).map_err(|e| e.to_string())? {
+                None => None,
+                Some(Decoded::Frame(f)) => Some(AnyDecoded::Frame(AnyFrame::Native(f))),
+                Some(Decoded::Oversized { header, frame_len }) => {
+                    Some(AnyDecoded::Oversized((!header.is_oneway()).then(|| {
+                        error_response(header.request_id, &too_large(frame_len))
+                    })))
+                }
+            }),
+            Wire::Remoting(d) => Ok(match d.decode(buf).map_err(|e| e.to_string())? {
+                None => None,
+                Some(RemotingDecoded::Frame(f)) => Some(AnyDecoded::Frame(AnyFrame::Remoting(f))),
+                Some(RemotingDecoded::Oversized { command, frame_len }) => {
+                    Some(AnyDecoded::Oversized(
+                        command
+                            .filter(|c| !c.is_oneway())
+                            .map(|c| crate::rocketmq::error_answer(&c, &too_large(frame_len))),
+                    ))
+                }
+            }),
+        }
+    }
+
+    fn partial_frame_len(&self, buf: &BytesMut) -> Option<usize> {
+        match self {
+            Wire::Native(d) => d.partial_frame_len(buf),
+            Wire::Remoting(d) => d.partial_frame_len(buf),
+        }
+    }
+
+    fn is_discarding(&self) -> bool {
+        match self {
+            Wire::Native(d) => d.is_discarding(),
+            Wire::Remoting(d) => d.is_discarding(),
+        }
+    }
+
+    /// Decodes a whole frame read into its own mapping.
+    fn decode_complete(&self, bytes: Bytes) -> Result<AnyFrame, String> {
+        match self {
+            Wire::Native(_) => protocol::decode_complete(bytes)
+                .map(AnyFrame::Native)
+                .map_err(|e| e.to_string()),
+            Wire::Remoting(_) => remoting::decode_frame(bytes)
+                .map(AnyFrame::Remoting)
+                .map_err(|e| e.to_string()),
+        }
+    }
+}
+
 /// A whole frame from the client: the answer to a request of the broker's, or a request,
 /// started once one of the connection's permits is free. `false` once the permits are
 /// gone (the connection is closing).
@@ -174,18 +278,56 @@ async fn take_frame(
     tx: &Rc<LocalSender<Outgoing>>,
     queued: &Rc<std::cell::Cell<usize>>,
     permits: &Rc<glommio::sync::Semaphore>,
-    frame: protocol::Frame,
+    frame: AnyFrame,
     read_at: Instant,
 ) -> bool {
-    if frame.header.is_response() {
-        client.answered(frame);
-        return true;
+    match &frame {
+        AnyFrame::Native(f) if f.header.is_response() => {
+            if let AnyFrame::Native(f) = frame {
+                client.answered(f);
+            }
+            return true;
+        }
+        AnyFrame::Remoting(f) if f.command.is_response() => {
+            if let AnyFrame::Remoting(f) = frame {
+                client.answered_remoting(f);
+            }
+            return true;
+        }
+        _ => {}
     }
     let Ok(permit) = permits.clone().acquire_static_permit(1).await else {
         return false;
     };
-    start_request(core, client, tx, queued, permit, frame, read_at);
+    match frame {
+        AnyFrame::Native(f) => start_request(core, client, tx, queued, permit, f, read_at),
+        AnyFrame::Remoting(f) => start_remoting_request(core, client, tx, queued, permit, f),
+    }
     true
+}
+
+/// Starts the task that serves one remoting request (holding one of the connection's
+/// permits).
+fn start_remoting_request(
+    core: &Rc<Core>,
+    client: &Rc<ClientConn>,
+    tx: &Rc<LocalSender<Outgoing>>,
+    queued: &Rc<std::cell::Cell<usize>>,
+    permit: glommio::sync::StaticPermit,
+    frame: remoting::Frame,
+) {
+    let core = core.clone();
+    let client = client.clone();
+    let tx = tx.clone();
+    let queued = queued.clone();
+    glommio::spawn_local(async move {
+        core.count_request();
+        if let Some(out) = crate::rocketmq::serve(&core, &client, frame).await {
+            let _ = send_out(&tx, &queued, out).await;
+        }
+        drop(permit);
+    })
+    .detach();
 }
 
 /// Starts the task that serves one request (holding one of the connection's permits).
@@ -212,14 +354,21 @@ fn start_request(
         core.count_request();
         let out = handle(&core, &client, frame.header.command, frame.body).await;
         let out = out.unwrap_or_else(|e| error_response(id, &e));
-        if out.header.code != 0 {
-            core.shared.metrics.count_error(out.header.response_code());
+        let header = match out.header {
+            OutHeader::Native(h) => h,
+            OutHeader::Remoting(_) => {
+                debug_assert!(false, "a native request answered in the remoting protocol");
+                Header::error(id, ResponseCode::SystemError, "internal error")
+            }
+        };
+        if header.code != 0 {
+            core.shared.metrics.count_error(header.response_code());
         }
         let out = Outgoing {
-            header: Header {
+            header: OutHeader::Native(Header {
                 request_id: id,
-                ..out.header
-            },
+                ..header
+            }),
             body: out.body,
             trace: is_send.then(|| SendTrace {
                 read_at,
@@ -311,7 +460,14 @@ pub async fn serve_connection(core: Rc<Core>, stream: TcpStream) {
             let taken_at = out.trace.map(|_| Instant::now());
             writer_queued.set(writer_queued.get().saturating_sub(1));
             prefix.clear();
-            if let Err(e) = encode_frame_prefix(&out.header, out.body.len(), &mut prefix) {
+            let encoded = match &out.header {
+                OutHeader::Native(h) => {
+                    encode_frame_prefix(h, out.body.len(), &mut prefix).map_err(|e| e.to_string())
+                }
+                OutHeader::Remoting(c) => remoting::encode_prefix(c, out.body.len(), &mut prefix)
+                    .map_err(|e| e.to_string()),
+            };
+            if let Err(e) = encoded {
                 tracing::warn!("cannot encode a response: {e}");
                 break;
             }
@@ -321,6 +477,7 @@ pub async fn serve_connection(core: Rc<Core>, stream: TcpStream) {
                     Body::None => Ok(()),
                     Body::Owned(v) => write_all_slices(&mut w, v.iter().map(|b| &b[..])).await,
                     Body::Local(v) => write_joined(&mut w, v).await,
+                    Body::Restamped(v, r) => crate::rocketmq::write_restamped(&mut w, v, r).await,
                 };
             }
             if res.is_ok() && writer_queued.get() == 0 {
@@ -340,7 +497,9 @@ pub async fn serve_connection(core: Rc<Core>, stream: TcpStream) {
         let _ = w.close().await;
     });
 
-    let mut decoder = FrameDecoder::new(core.shared.config.frame_bytes_max as u32);
+    let frame_bytes_max = core.shared.config.frame_bytes_max;
+    // Told by the first bytes that arrive.
+    let mut wire: Option<Wire> = None;
     // Both start small and grow with what arrives; an idle connection gives them back.
     let mut buf = BytesMut::new();
     let mut chunk = ReadChunk::new(READ_CHUNK_MIN_BYTES);
@@ -351,10 +510,25 @@ pub async fn serve_connection(core: Rc<Core>, stream: TcpStream) {
     // Since when `buf` has held the start of a frame not yet complete.
     let mut partial_since: Option<Instant> = None;
     'conn: loop {
-        loop {
-            match decoder.decode(&mut buf) {
+        if wire.is_none() && !buf.is_empty() {
+            match remoting::detect::detect(&buf) {
+                Detected::NeedMore => {}
+                Detected::Native => {
+                    wire = Some(Wire::Native(FrameDecoder::new(frame_bytes_max as u32)))
+                }
+                Detected::Remoting => {
+                    wire = Some(Wire::Remoting(RemotingDecoder::new(frame_bytes_max as u32)))
+                }
+                Detected::Http2 => {
+                    crate::rocketmq::refuse_grpc(&core, &peer);
+                    break 'conn;
+                }
+            }
+        }
+        while let Some(w) = wire.as_mut() {
+            match w.decode(&mut buf, frame_bytes_max) {
                 Ok(None) => break,
-                Ok(Some(Decoded::Frame(frame))) => {
+                Ok(Some(AnyDecoded::Frame(frame))) => {
                     // The deadline runs per frame: a stream of pipelined frames usually
                     // ends each read part-way into the next one.
                     partial_since = None;
@@ -362,25 +536,27 @@ pub async fn serve_connection(core: Rc<Core>, stream: TcpStream) {
                         break 'conn;
                     }
                 }
-                Ok(Some(Decoded::Oversized { header, frame_len })) => {
+                Ok(Some(AnyDecoded::Oversized(answer))) => {
                     partial_since = None;
-                    let e = BrokerError::MessageTooLarge {
-                        size: frame_len,
-                        max: core.shared.config.frame_bytes_max,
-                    };
-                    if !header.is_oneway() {
-                        let _ = send_out(&tx, &queued, error_response(header.request_id, &e)).await;
+                    if let Some(answer) = answer {
+                        let _ = send_out(&tx, &queued, answer).await;
                     }
                 }
                 Err(e) => {
-                    bad_frame(&core, &tx, &queued, &peer, &e.to_string()).await;
+                    match w {
+                        Wire::Native(_) => bad_frame(&core, &tx, &queued, &peer, &e).await,
+                        Wire::Remoting(_) => {
+                            core.connections.count_with(ClosedFor::BadFrame, &peer, &e)
+                        }
+                    }
                     break 'conn;
                 }
             }
         }
         if large.is_none() {
-            if let Some(total) = decoder
-                .partial_frame_len(&buf)
+            if let Some(total) = wire
+                .as_ref()
+                .and_then(|w| w.partial_frame_len(&buf))
                 .filter(|&t| t > LARGE_FRAME_BYTES)
             {
                 match LargeFrame::start(total, &buf) {
@@ -395,7 +571,8 @@ pub async fn serve_connection(core: Rc<Core>, stream: TcpStream) {
                 }
             }
         }
-        let partial = large.is_some() || !buf.is_empty() || decoder.is_discarding();
+        let partial =
+            large.is_some() || !buf.is_empty() || wire.as_ref().is_some_and(Wire::is_discarding);
         if !partial {
             partial_since = None;
             if buf.capacity() > READ_BUFFER_KEEP_BYTES {
@@ -428,7 +605,10 @@ pub async fn serve_connection(core: Rc<Core>, stream: TcpStream) {
                             continue;
                         }
                         partial_since = None;
-                        match protocol::decode_complete(l.into_bytes()) {
+                        let Some(w) = wire.as_ref() else {
+                            break 'conn;
+                        };
+                        match w.decode_complete(l.into_bytes()) {
                             Ok(frame) => {
                                 let went = take_frame(
                                     &core, &client, &tx, &queued, &permits, frame, read_at,
@@ -439,7 +619,7 @@ pub async fn serve_connection(core: Rc<Core>, stream: TcpStream) {
                                 }
                             }
                             Err(e) => {
-                                bad_frame(&core, &tx, &queued, &peer, &e.to_string()).await;
+                                bad_frame(&core, &tx, &queued, &peer, &e).await;
                                 break 'conn;
                             }
                         }

@@ -86,6 +86,7 @@ impl Shared {
 pub struct CoreStats {
     pub requests: Cell<u64>,
     pub cross_core_hops: Cell<u64>,
+    pub group_hops: Cell<u64>,
     pub produced_messages: Cell<u64>,
     pub produced_bytes: Cell<u64>,
     pub consumed_messages: Cell<u64>,
@@ -325,7 +326,7 @@ impl Core {
     }
 
     /// The topic's config, creating it when auto-creation allows.
-    async fn topic_for_send(&self, topic: &str) -> Result<TopicConfig, BrokerError> {
+    pub(crate) async fn topic_for_send(&self, topic: &str) -> Result<TopicConfig, BrokerError> {
         if let Some(cfg) = self.topics.borrow().get(topic) {
             return Ok(cfg.clone());
         }
@@ -663,6 +664,7 @@ impl Core {
             },
             requests: self.stats.requests.get(),
             cross_core_hops: self.stats.cross_core_hops.get(),
+            group_hops: self.stats.group_hops.get(),
             inbox_depth: self.mesh.inbox_depth(),
             produced_messages: self.stats.produced_messages.get(),
             produced_bytes: self.stats.produced_bytes.get(),
@@ -775,7 +777,7 @@ impl Core {
     /// A membership request: served here on core 0, forwarded otherwise.
     pub async fn group(&self, op: GroupOp) -> Result<MemberView, BrokerError> {
         let Some(m) = &self.membership else {
-            self.hop();
+            bump(&self.stats.group_hops, 1);
             return match self.at_core(0, CoreOp::Group(op)).await? {
                 CoreAnswer::Members(v) => Ok(v),
                 other => Err(mismatch(other)),

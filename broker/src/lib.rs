@@ -19,6 +19,7 @@ pub mod groups;
 pub mod mesh;
 pub mod metrics;
 pub mod registry;
+pub mod rocketmq;
 pub mod stages;
 pub mod topics;
 

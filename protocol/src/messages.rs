@@ -413,6 +413,9 @@ pub struct CoreStatus {
     pub requests: u64,
     /// Requests this core received for a queue another core owns, and so forwarded.
     pub cross_core_hops: u64,
+    /// Membership requests (heartbeats, member lists) this core forwarded to core 0, which
+    /// keeps the groups' members: a client's control traffic, every few seconds.
+    pub group_hops: u64,
     pub inbox_depth: u64,
     pub produced_messages: u64,
     pub produced_bytes: u64,

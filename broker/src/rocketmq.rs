@@ -1,0 +1,819 @@
+//! RocketMQ's remoting protocol on the broker: what a real RocketMQ client (Java, Go, C++,
+//! Rust) sends, mapped onto the same core requests the native protocol uses, so every rule of
+//! the front doors (`Core::at_shard`, `Core::at_core`) holds for both.
+//!
+//! Each core is a RocketMQ broker of its own (`protocol::core_view`): the NameServer's
+//! RocketMQ routes name core `c` `<broker>-c<c>` (the broker's own name when it runs one
+//! core) at the core's direct address, holding the topic's queues that core owns, numbered
+//! from 0. A request's queue id is therefore a position among the queues of the core it
+//! names (its `bname`/`brokerName` field, or else the core serving the connection), and is
+//! translated to the topic's queue id here. A client that knows only the route's addresses
+//! reaches the owning core with no cross-core hop.
+//!
+//! Stored records are served as RocketMQ stores them (MessageExt), with two fields written
+//! over on the way out ([`Restamp`]): the queue id (the core's number for the queue) and the
+//! physical offset (the shard in its top 16 bits, as in corvus's offset message ids), so the
+//! offset msgId a client computes from STOREHOST + PHYSICALOFFSET is unique across shards and
+//! resolves with VIEW_MESSAGE_BY_ID. The whole-record CRC corvus keeps as the last property
+//! (`__CRC`) is visible to applications among the message's properties.
+
+use std::net::{SocketAddr, SocketAddrV4};
+use std::rc::Rc;
+
+use bytes::{Bytes, BytesMut};
+use futures_lite::io::AsyncWriteExt;
+use message::ids::LOCAL_OFFSET_BITS;
+use message::{encode_record, MessageFields};
+use protocol::core_view::{core_of_broker_name, core_queue_ids, global_queue_id, local_queue_id};
+use protocol::{CommitOffset, GroupQueue, ResponseCode, TopicConfig};
+use remoting::body::{self, JsonForm};
+use remoting::codes::{request, response};
+use remoting::headers::{
+    ConsumerGroupRequestHeader, CreateTopicRequestHeader, GetMaxOffsetRequestHeader,
+    GetMinOffsetRequestHeader, OffsetResponseHeader, PullMessageRequestHeader,
+    PullMessageResponseHeader, QueryConsumerOffsetRequestHeader, QueryMessageRequestHeader,
+    QueryMessageResponseHeader, SearchOffsetRequestHeader, SendMessageRequestHeader,
+    SendMessageResponseHeader, UnregisterClientRequestHeader, UpdateConsumerOffsetRequestHeader,
+    ViewMessageRequestHeader,
+};
+use remoting::{Frame, RemotingCommand};
+
+use crate::client_conn::ClientConn;
+use crate::conn::{Body, Outgoing};
+use crate::core::{Core, PullBody};
+use crate::error::BrokerError;
+use crate::mesh::{GroupOp, OffsetOp, PullStatus};
+
+/// Pull sysFlag bit: the pull carries the consumer's offset to commit (`commitOffset`).
+const PULL_FLAG_COMMIT_OFFSET: i32 = 0x1;
+/// Pull sysFlag bit: the broker may hold the pull (long polling).
+const PULL_FLAG_SUSPEND: i32 = 0x2;
+/// What a pull may carry when the client sets no byte limit.
+const PULL_BYTES_MAX_DEFAULT: u32 = 4 << 20;
+/// How long a RocketMQ client's queue lock lasts (RocketMQ's rebalance lock lifetime): it
+/// renews every 20 s.
+const LOCK_LEASE_MS: u64 = 60_000;
+
+/// The two fields of a stored record written over when it is served to a RocketMQ client.
+#[derive(Debug, Clone, Copy)]
+pub struct Restamp {
+    /// The queue's number among the queues of the core the client asked.
+    pub queue_id: u32,
+    /// The shard the records are from: the top 16 bits of the physical offset served.
+    pub shard: u16,
+}
+
+/// Byte positions in a stored record (RocketMQ's MessageExt layout).
+const QUEUE_ID_AT: usize = 12;
+const PHYSICAL_OFFSET_AT: usize = 28;
+const PHYSICAL_OFFSET_END: usize = 36;
+
+impl Restamp {
+    fn physical_offset(&self, local: &[u8]) -> [u8; 8] {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(local);
+        let off = u64::from_be_bytes(b) | (u64::from(self.shard) << LOCAL_OFFSET_BITS);
+        off.to_be_bytes()
+    }
+
+    /// Writes the two fields of the record at the start of `rec` (in place).
+    fn apply(&self, rec: &mut [u8]) {
+        if rec.len() < PHYSICAL_OFFSET_END {
+            return;
+        }
+        rec[QUEUE_ID_AT..QUEUE_ID_AT + 4].copy_from_slice(&self.queue_id.to_be_bytes());
+        let phys = self.physical_offset(&rec[PHYSICAL_OFFSET_AT..PHYSICAL_OFFSET_END]);
+        rec[PHYSICAL_OFFSET_AT..PHYSICAL_OFFSET_END].copy_from_slice(&phys);
+    }
+}
+
+/// Writes stored records with [`Restamp`]'s fields written over, copying nothing but the
+/// two fields: each record goes out as its head, the new queue id, its middle, the new
+/// offset, and the rest from where it lies.
+pub(crate) async fn write_restamped<W: futures_lite::AsyncWrite + Unpin>(
+    w: &mut W,
+    records: &[shard::StoredSlice],
+    r: &Restamp,
+) -> std::io::Result<()> {
+    for s in records {
+        let rec = s.as_bytes();
+        if rec.len() < PHYSICAL_OFFSET_END {
+            w.write_all(rec).await?;
+            continue;
+        }
+        w.write_all(&rec[..QUEUE_ID_AT]).await?;
+        w.write_all(&r.queue_id.to_be_bytes()).await?;
+        w.write_all(&rec[QUEUE_ID_AT + 4..PHYSICAL_OFFSET_AT])
+            .await?;
+        w.write_all(&r.physical_offset(&rec[PHYSICAL_OFFSET_AT..PHYSICAL_OFFSET_END]))
+            .await?;
+        w.write_all(&rec[PHYSICAL_OFFSET_END..]).await?;
+    }
+    Ok(())
+}
+
+/// The RocketMQ response code for a broker error.
+fn code_of(e: &BrokerError) -> i32 {
+    match e.code() {
+        // Below 1000 corvus's codes are RocketMQ's own.
+        c if (c as u16) < 1000 => i32::from(c as u16),
+        ResponseCode::MessageTooLarge => response::MESSAGE_ILLEGAL,
+        ResponseCode::DiskFull | ResponseCode::StoragePoisoned | ResponseCode::NotLeader => {
+            response::SERVICE_NOT_AVAILABLE
+        }
+        ResponseCode::QueueLocked => response::SYSTEM_BUSY,
+        ResponseCode::BadRequest => response::INVALID_PARAMETER,
+        _ => response::SYSTEM_ERROR,
+    }
+}
+
+/// The answer to `req` for a broker error: its RocketMQ code and the error's text.
+pub(crate) fn error_answer(req: &RemotingCommand, e: &BrokerError) -> Outgoing {
+    Outgoing::remoting(
+        RemotingCommand::response_to(req, code_of(e), Some(e.to_string())),
+        Body::None,
+    )
+}
+
+/// A gRPC (HTTP/2) client connected: RocketMQ 5's gRPC clients need a proxy corvus does not
+/// have. Said once a minute at most; the connection is closed.
+pub(crate) fn refuse_grpc(core: &Core, peer: &str) {
+    if core.connections.grpc_refused_log_due() {
+        tracing::warn!(
+            %peer,
+            "a gRPC (HTTP/2) client connected and was closed: this port speaks corvus's native protocol and RocketMQ's remoting protocol (RocketMQ 4.x/5.x remoting clients such as DefaultMQProducer, rocketmq-client-go, the C++ client), not RocketMQ 5's gRPC"
+        );
+    }
+}
+
+/// Serves one remoting request; `None` for a oneway one.
+pub(crate) async fn serve(
+    core: &Rc<Core>,
+    client: &Rc<ClientConn>,
+    frame: Frame,
+) -> Option<Outgoing> {
+    let req = &frame.command;
+    let answer = match req.code {
+        request::SEND_MESSAGE | request::SEND_MESSAGE_V2 | request::SEND_BATCH_MESSAGE => {
+            send(core, client, req, frame.body.clone()).await
+        }
+        request::PULL_MESSAGE => pull(core, req).await,
+        request::HEART_BEAT => heartbeat(core, client, req, &frame.body).await,
+        request::UNREGISTER_CLIENT => unregister(core, req).await,
+        request::GET_CONSUMER_LIST_BY_GROUP => consumer_list(core, req).await,
+        request::QUERY_CONSUMER_OFFSET => query_offset(core, req).await,
+        request::UPDATE_CONSUMER_OFFSET => update_offset(core, client, req).await,
+        request::GET_MAX_OFFSET => max_offset(core, req).await,
+        request::GET_MIN_OFFSET => min_offset(core, req).await,
+        request::SEARCH_OFFSET_BY_TIMESTAMP => search_offset(core, req).await,
+        request::VIEW_MESSAGE_BY_ID => view_message(core, req).await,
+        request::QUERY_MESSAGE => query_message(core, req).await,
+        request::LOCK_BATCH_MQ => lock_batch(core, req, &frame.body).await,
+        request::UNLOCK_BATCH_MQ => unlock_batch(core, req, &frame.body).await,
+        request::UPDATE_AND_CREATE_TOPIC => create_topic(core, req).await,
+        code => Err(BrokerError::Unsupported(format!(
+            "request code {code} ({}) is not supported by corvus",
+            request::name(code).unwrap_or("unknown")
+        ))),
+    };
+    let out = match answer {
+        Ok(out) => out,
+        Err(e) => error_answer(req, &e),
+    };
+    (!req.is_oneway()).then_some(out)
+}
+
+fn ok(req: &RemotingCommand) -> RemotingCommand {
+    RemotingCommand::response_to(req, response::SUCCESS, None)
+}
+
+fn header<H: remoting::headers::ExtHeader>(req: &RemotingCommand) -> Result<H, BrokerError> {
+    req.ext_header()
+        .map_err(|e| BrokerError::BadRequest(e.to_string()))
+}
+
+fn json_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, BrokerError> {
+    body::from_json(body).map_err(|e| BrokerError::BadRequest(e.to_string()))
+}
+
+fn json_answer<T: serde::Serialize>(
+    req: &RemotingCommand,
+    value: &T,
+) -> Result<Outgoing, BrokerError> {
+    let b = body::to_json(value, JsonForm::Standard)
+        .map_err(|e| BrokerError::Storage(e.to_string()))?;
+    Ok(Outgoing::remoting(
+        ok(req),
+        Body::Owned(vec![Bytes::from(b)]),
+    ))
+}
+
+/// A queue id from the wire, refused when negative.
+fn queue_number(id: i32) -> Result<u32, BrokerError> {
+    u32::try_from(id).map_err(|_| BrokerError::BadRequest(format!("queue id {id} is negative")))
+}
+
+/// The core a request is for: the one its broker name names, or else the one serving the
+/// connection (a client connects to the address the route gives for that name).
+fn target_core(core: &Core, broker_name: Option<&str>) -> u16 {
+    broker_name
+        .and_then(|n| core_of_broker_name(&core.shared.config.broker_name, n, core.shared.cores))
+        .unwrap_or(core.id)
+}
+
+/// How a topic's queues are numbered on one core.
+struct CoreQueues {
+    ids: Vec<u32>,
+}
+
+impl CoreQueues {
+    fn of(core: &Core, topic: &str, cfg: &TopicConfig, of_core: u16) -> CoreQueues {
+        let all = cfg.read_queues.max(cfg.write_queues);
+        CoreQueues {
+            ids: core_queue_ids(
+                topic,
+                all,
+                core.shared.shard_count,
+                core.shared.cores,
+                of_core,
+            ),
+        }
+    }
+
+    /// The topic's queue id of the core's queue `local`.
+    fn global(&self, topic: &str, local: u32) -> Result<u32, BrokerError> {
+        global_queue_id(&self.ids, local).ok_or_else(|| BrokerError::QueueNotExist {
+            topic: topic.to_owned(),
+            queue_id: local,
+            queues: self.ids.len() as u32,
+        })
+    }
+
+    fn local(&self, global: u32) -> Option<u32> {
+        local_queue_id(&self.ids, global)
+    }
+}
+
+/// The topic's config, for reading: `TopicNotExist` when it has none.
+fn topic_config(core: &Core, topic: &str) -> Result<TopicConfig, BrokerError> {
+    core.topics
+        .borrow()
+        .get(topic)
+        .cloned()
+        .ok_or_else(|| BrokerError::TopicNotExist(topic.to_owned()))
+}
+
+/// A queue named by a request (topic, the core's queue number, broker name) as the topic's
+/// queue id.
+fn global_queue(
+    core: &Core,
+    topic: &str,
+    local: i32,
+    broker_name: Option<&str>,
+) -> Result<(u32, CoreQueues), BrokerError> {
+    let cfg = topic_config(core, topic)?;
+    let queues = CoreQueues::of(core, topic, &cfg, target_core(core, broker_name));
+    let global = queues.global(topic, queue_number(local)?)?;
+    Ok((global, queues))
+}
+
+fn ipv4(addr: SocketAddr) -> Option<SocketAddrV4> {
+    match addr {
+        SocketAddr::V4(a) => Some(a),
+        SocketAddr::V6(a) => a
+            .ip()
+            .to_ipv4_mapped()
+            .map(|ip| SocketAddrV4::new(ip, a.port())),
+    }
+}
+
+async fn send(
+    core: &Rc<Core>,
+    client: &ClientConn,
+    req: &RemotingCommand,
+    body: Bytes,
+) -> Result<Outgoing, BrokerError> {
+    let h: SendMessageRequestHeader = header(req)?;
+    let batch = req.code == request::SEND_BATCH_MESSAGE || h.batch;
+    let topic = h.topic.as_str();
+    let cfg = core.topic_for_send(topic).await?;
+    let queues = CoreQueues::of(
+        core,
+        topic,
+        &cfg,
+        target_core(core, h.broker_name.as_deref()),
+    );
+    let local = queue_number(h.queue_id)?;
+    // A producer that learnt its queues from the route of TBW102 (the topic did not exist
+    // yet) numbers them by that route: past this core's queues of the real topic, any queue
+    // serves, at the cost of a hop.
+    let global = match queues.global(topic, local) {
+        Ok(g) => g,
+        Err(_) if cfg.write_queues > 0 => local % cfg.write_queues,
+        Err(e) => return Err(e),
+    };
+    let born_host = client.peer.parse::<SocketAddr>().ok().and_then(ipv4);
+    let mut records = Vec::with_capacity(body.len() + 256);
+    // Each record's length, for its offset message id.
+    let mut lens = Vec::new();
+    let mut add = |body: &[u8], flag: i32, props: &str| -> Result<(), BrokerError> {
+        let start = records.len();
+        let props = remoting::message::decode_properties(props);
+        let pairs: Vec<(&str, &str)> = props
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        encode_record(
+            &MessageFields {
+                topic,
+                body,
+                flag,
+                sys_flag: h.sys_flag,
+                born_timestamp_ms: h.born_timestamp,
+                born_host,
+                reconsume_times: h.reconsume_times.unwrap_or(0),
+                properties: &pairs,
+            },
+            &mut records,
+        )
+        .map_err(|e| BrokerError::MessageIllegal(e.to_string()))?;
+        lens.push((records.len() - start) as u64);
+        Ok(())
+    };
+    if batch {
+        let messages = remoting::message::decode_batch(&body)
+            .map_err(|e| BrokerError::MessageIllegal(format!("batch body: {e}")))?;
+        for m in &messages {
+            add(&m.body, m.flag, &m.properties)?;
+        }
+    } else {
+        add(&body, h.flag, h.properties.as_deref().unwrap_or(""))?;
+    }
+    let count = lens.len() as u32;
+    let out = core
+        .send(topic, global, Bytes::from(records), count)
+        .await?;
+    let a = out.appended;
+    // Offset message ids: the store host and the record's physical offset, the shard in
+    // its top 16 bits; one per record of a batch, comma-separated, as RocketMQ answers.
+    let mut ids = Vec::with_capacity(lens.len());
+    let mut at = a.first_commit_log_offset.0;
+    for len in lens {
+        let off = at | (u64::from(a.shard) << LOCAL_OFFSET_BITS);
+        ids.push(remoting::message::encode_offset_msg_id(
+            SocketAddr::V4(out.store_host),
+            off as i64,
+        ));
+        at += len;
+    }
+    let resp = SendMessageResponseHeader {
+        msg_id: ids.join(","),
+        queue_id: queues.local(global).unwrap_or(local) as i32,
+        queue_offset: a.first_queue_offset.0 as i64,
+        transaction_id: None,
+    };
+    Ok(Outgoing::remoting(ok(req).with_header(&resp), Body::None))
+}
+
+async fn pull(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
+    let h: PullMessageRequestHeader = header(req)?;
+    let (global, queues) = global_queue(core, &h.topic, h.queue_id, h.broker_name.as_deref())?;
+    let local = queue_number(h.queue_id)?;
+    if h.sys_flag & PULL_FLAG_COMMIT_OFFSET != 0 && h.commit_offset >= 0 {
+        commit(
+            core,
+            &h.consumer_group,
+            &h.topic,
+            global,
+            h.commit_offset as u64,
+            "",
+        )
+        .await?;
+    }
+    let suspend = if h.sys_flag & PULL_FLAG_SUSPEND != 0 {
+        h.suspend_timeout_millis.max(0) as u64
+    } else {
+        0
+    };
+    let tag_expression = match h.expression_type.as_deref() {
+        None | Some("TAG") => h.subscription.clone().unwrap_or_else(|| "*".into()),
+        Some(other) => {
+            return Err(BrokerError::BadRequest(format!(
+                "expression type {other} is not supported yet; subscribe with tags"
+            )))
+        }
+    };
+    let pulled = core
+        .pull(protocol::PullRequest {
+            consumer_group: h.consumer_group.clone(),
+            topic: h.topic.clone(),
+            queue_id: global,
+            queue_offset: h.queue_offset.max(0) as u64,
+            max_messages: h.max_msg_nums.clamp(1, 1024) as u32,
+            max_bytes: h
+                .max_msg_bytes
+                .and_then(|b| u32::try_from(b).ok())
+                .filter(|&b| b > 0)
+                .unwrap_or(PULL_BYTES_MAX_DEFAULT),
+            tag_expression,
+            suspend_timeout_ms: suspend,
+        })
+        .await?;
+    let next = pulled.next_offset.0;
+    let code = match pulled.status {
+        PullStatus::Found => response::SUCCESS,
+        // Entries stepped over (filtered out): the client moves to `next` and pulls again.
+        PullStatus::NoNewMessage if next > h.queue_offset.max(0) as u64 => {
+            response::PULL_RETRY_IMMEDIATELY
+        }
+        PullStatus::NoNewMessage => response::PULL_NOT_FOUND,
+        PullStatus::OffsetMoved => response::PULL_OFFSET_MOVED,
+    };
+    let resp = PullMessageResponseHeader {
+        suggest_which_broker_id: 0,
+        next_begin_offset: next as i64,
+        min_offset: pulled.min_offset.0 as i64,
+        max_offset: pulled.max_offset.0 as i64,
+        offset_delta: None,
+        topic_sys_flag: None,
+        group_sys_flag: None,
+    };
+    let restamp = Restamp {
+        queue_id: local,
+        shard: protocol::queue_owner_shard(&h.topic, global, core.shared.shard_count),
+    };
+    debug_assert_eq!(queues.local(global), Some(local));
+    let body = if code != response::SUCCESS {
+        Body::None
+    } else {
+        match pulled.body {
+            PullBody::Local(v) => Body::Restamped(v, restamp),
+            PullBody::Owned(v) => Body::Owned(
+                v.into_iter()
+                    .map(|b| {
+                        let mut m = BytesMut::from(&b[..]);
+                        restamp.apply(&mut m);
+                        m.freeze()
+                    })
+                    .collect(),
+            ),
+        }
+    };
+    Ok(Outgoing::remoting(
+        RemotingCommand::response_to(req, code, None).with_header(&resp),
+        body,
+    ))
+}
+
+async fn commit(
+    core: &Core,
+    group: &str,
+    topic: &str,
+    queue_id: u32,
+    offset: u64,
+    client_id: &str,
+) -> Result<(), BrokerError> {
+    let op = OffsetOp::Commit(CommitOffset {
+        queue: GroupQueue {
+            group: group.to_owned(),
+            topic: topic.to_owned(),
+            queue_id,
+        },
+        offset,
+        // RocketMQ clients know no epochs: their commit is never taken as stale.
+        epoch: u64::MAX,
+        client_id: client_id.to_owned(),
+        release: false,
+    });
+    core.group_offset(op).await.map(|_| ())
+}
+
+async fn heartbeat(
+    core: &Rc<Core>,
+    client: &ClientConn,
+    req: &RemotingCommand,
+    body: &[u8],
+) -> Result<Outgoing, BrokerError> {
+    let hb: body::HeartbeatData = json_body(body)?;
+    if hb.client_id.is_empty() || hb.client_id.len() > 255 {
+        return Err(BrokerError::BadRequest(
+            "clientID must be 1..=255 bytes".into(),
+        ));
+    }
+    core.clients.identified(client, &hb.client_id);
+    for c in &hb.consumer_data_set {
+        // Broadcasting consumers keep their offsets themselves and share no queues.
+        if c.message_model == body::MessageModel::Broadcasting {
+            continue;
+        }
+        core.group(GroupOp::Heartbeat {
+            group: c.group_name.clone(),
+            client_id: hb.client_id.clone(),
+        })
+        .await?;
+    }
+    Ok(Outgoing::remoting(ok(req), Body::None))
+}
+
+async fn unregister(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
+    let h: UnregisterClientRequestHeader = header(req)?;
+    if let Some(group) = h.consumer_group.filter(|g| !g.is_empty()) {
+        core.group(GroupOp::Unregister {
+            group,
+            client_id: h.client_id,
+        })
+        .await?;
+    }
+    Ok(Outgoing::remoting(ok(req), Body::None))
+}
+
+async fn consumer_list(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
+    let h: ConsumerGroupRequestHeader = header(req)?;
+    let v = core
+        .group(GroupOp::WaitChange {
+            group: h.consumer_group,
+            known_version: u64::MAX,
+            timeout_ms: 0,
+        })
+        .await?;
+    json_answer(
+        req,
+        &body::ConsumerListBody {
+            consumer_id_list: v.members,
+        },
+    )
+}
+
+fn offset_answer(req: &RemotingCommand, offset: u64) -> Outgoing {
+    let h = OffsetResponseHeader {
+        offset: offset as i64,
+    };
+    Outgoing::remoting(ok(req).with_header(&h), Body::None)
+}
+
+async fn query_offset(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
+    let h: QueryConsumerOffsetRequestHeader = header(req)?;
+    let (global, _) = global_queue(core, &h.topic, h.queue_id, None)?;
+    let stored = core
+        .group_offset(OffsetOp::Query(GroupQueue {
+            group: h.consumer_group.clone(),
+            topic: h.topic.clone(),
+            queue_id: global,
+        }))
+        .await?;
+    if let Some(s) = stored {
+        return Ok(offset_answer(req, s.offset));
+    }
+    // As RocketMQ answers a group with no offset yet: 0 while the queue still holds its
+    // first message (a new group then reads from the start whatever it asked), else
+    // "not found" and the client starts where its consumeFromWhere says.
+    let (min, _) = core.queue_offsets(&h.topic, global).await?;
+    if min == 0 && h.set_zero_if_not_found != Some(false) {
+        return Ok(offset_answer(req, 0));
+    }
+    Ok(Outgoing::remoting(
+        RemotingCommand::response_to(
+            req,
+            response::QUERY_NOT_FOUND,
+            Some("no committed offset".into()),
+        ),
+        Body::None,
+    ))
+}
+
+async fn update_offset(
+    core: &Rc<Core>,
+    client: &ClientConn,
+    req: &RemotingCommand,
+) -> Result<Outgoing, BrokerError> {
+    let h: UpdateConsumerOffsetRequestHeader = header(req)?;
+    let (global, _) = global_queue(core, &h.topic, h.queue_id, None)?;
+    let client_id = client.client_id().unwrap_or_default();
+    commit(
+        core,
+        &h.consumer_group,
+        &h.topic,
+        global,
+        h.commit_offset.max(0) as u64,
+        &client_id,
+    )
+    .await?;
+    Ok(Outgoing::remoting(ok(req), Body::None))
+}
+
+async fn max_offset(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
+    let h: GetMaxOffsetRequestHeader = header(req)?;
+    let (global, _) = global_queue(core, &h.topic, h.queue_id, None)?;
+    let (_, max) = core.queue_offsets(&h.topic, global).await?;
+    Ok(offset_answer(req, max))
+}
+
+async fn min_offset(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
+    let h: GetMinOffsetRequestHeader = header(req)?;
+    let (global, _) = global_queue(core, &h.topic, h.queue_id, None)?;
+    let (min, _) = core.queue_offsets(&h.topic, global).await?;
+    Ok(offset_answer(req, min))
+}
+
+async fn search_offset(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
+    let h: SearchOffsetRequestHeader = header(req)?;
+    let (global, _) = global_queue(core, &h.topic, h.queue_id, None)?;
+    let off = core.search_offset(&h.topic, global, h.timestamp).await?;
+    Ok(offset_answer(req, off))
+}
+
+/// Records as a remoting body: each restamped with its own shard and its queue's number on
+/// the core that owns it.
+fn records_body(core: &Core, records: Vec<Bytes>) -> Body {
+    Body::Owned(
+        records
+            .into_iter()
+            .map(|b| {
+                let Ok(v) = message::RecordView::parse(&b) else {
+                    return b;
+                };
+                let topic = v.topic();
+                let shard =
+                    protocol::queue_owner_shard(topic, v.queue_id(), core.shared.shard_count);
+                let owner = protocol::shard_core(shard, core.shared.cores);
+                let local = topic_config(core, topic)
+                    .ok()
+                    .and_then(|cfg| CoreQueues::of(core, topic, &cfg, owner).local(v.queue_id()))
+                    .unwrap_or(v.queue_id());
+                let mut m = BytesMut::from(&b[..]);
+                Restamp {
+                    queue_id: local,
+                    shard,
+                }
+                .apply(&mut m);
+                m.freeze()
+            })
+            .collect(),
+    )
+}
+
+async fn view_message(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
+    let h: ViewMessageRequestHeader = header(req)?;
+    let off = u64::try_from(h.offset)
+        .map_err(|_| BrokerError::BadRequest(format!("offset {} is negative", h.offset)))?;
+    let shard = (off >> LOCAL_OFFSET_BITS) as u16;
+    let local = off & message::ids::LOCAL_OFFSET_MAX;
+    let recs = core.view_by_offset(shard, local).await?;
+    Ok(Outgoing::remoting(ok(req), records_body(core, recs)))
+}
+
+async fn query_message(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
+    let h: QueryMessageRequestHeader = header(req)?;
+    let recs = core
+        .query_by_key(protocol::QueryByKey {
+            topic: h.topic,
+            key: h.key,
+            begin_ms: h.begin_timestamp,
+            end_ms: h.end_timestamp,
+            max: h.max_num.clamp(1, 64) as u32,
+        })
+        .await?;
+    if recs.is_empty() {
+        return Ok(Outgoing::remoting(
+            RemotingCommand::response_to(
+                req,
+                response::QUERY_NOT_FOUND,
+                Some("no message with that key".into()),
+            ),
+            Body::None,
+        ));
+    }
+    let resp = QueryMessageResponseHeader {
+        index_last_update_timestamp: 0,
+        index_last_update_phyoffset: 0,
+    };
+    Ok(Outgoing::remoting(
+        ok(req).with_header(&resp),
+        records_body(core, recs),
+    ))
+}
+
+/// The queues of a lock request, each as the topic's queue id; one this broker does not
+/// hold is left out (a client asks each broker for its own).
+fn lock_queues(core: &Core, b: &body::LockBatchRequestBody) -> Vec<(body::MessageQueue, u32)> {
+    b.mq_set
+        .iter()
+        .filter_map(|mq| {
+            let (global, _) =
+                global_queue(core, &mq.topic, mq.queue_id, Some(&mq.broker_name)).ok()?;
+            Some((mq.clone(), global))
+        })
+        .collect()
+}
+
+async fn lock_batch(
+    core: &Rc<Core>,
+    req: &RemotingCommand,
+    body: &[u8],
+) -> Result<Outgoing, BrokerError> {
+    let b: body::LockBatchRequestBody = json_body(body)?;
+    let mut locked = Vec::new();
+    for (mq, global) in lock_queues(core, &b) {
+        let op = OffsetOp::Lock {
+            queue: GroupQueue {
+                group: b.consumer_group.clone(),
+                topic: mq.topic.clone(),
+                queue_id: global,
+            },
+            client_id: b.client_id.clone(),
+            lease_ms: LOCK_LEASE_MS,
+        };
+        match core.group_offset(op).await {
+            Ok(_) => locked.push(mq),
+            Err(BrokerError::QueueLocked(_)) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    json_answer(
+        req,
+        &body::LockBatchResponseBody {
+            lock_ok_mq_set: locked,
+        },
+    )
+}
+
+async fn unlock_batch(
+    core: &Rc<Core>,
+    req: &RemotingCommand,
+    body: &[u8],
+) -> Result<Outgoing, BrokerError> {
+    let b: body::UnlockBatchRequestBody = json_body(body)?;
+    for (mq, global) in lock_queues(core, &b) {
+        // A release: a commit of the offset stored now, with the lease given back.
+        let queue = GroupQueue {
+            group: b.consumer_group.clone(),
+            topic: mq.topic.clone(),
+            queue_id: global,
+        };
+        let stored = core.group_offset(OffsetOp::Query(queue.clone())).await?;
+        if let Some(s) = stored {
+            let op = OffsetOp::Commit(CommitOffset {
+                queue,
+                offset: s.offset,
+                epoch: u64::MAX,
+                client_id: b.client_id.clone(),
+                release: true,
+            });
+            core.group_offset(op).await?;
+        }
+    }
+    Ok(Outgoing::remoting(ok(req), Body::None))
+}
+
+async fn create_topic(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
+    let h: CreateTopicRequestHeader = header(req)?;
+    let count = |n: i32, what: &str| {
+        u32::try_from(n).map_err(|_| BrokerError::BadRequest(format!("{what} {n} is negative")))
+    };
+    core.create_topic(TopicConfig {
+        name: h.topic,
+        read_queues: count(h.read_queue_nums, "readQueueNums")?,
+        write_queues: count(h.write_queue_nums, "writeQueueNums")?,
+        perm: count(h.perm, "perm")?,
+    })
+    .await?;
+    Ok(Outgoing::remoting(ok(req), Body::None))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_restamp_writes_the_queue_number_and_the_shard_bits_only() {
+        let mut rec = vec![0u8; 64];
+        rec[12..16].copy_from_slice(&7u32.to_be_bytes());
+        rec[28..36].copy_from_slice(&4096u64.to_be_bytes());
+        rec[40] = 0xab;
+        let r = Restamp {
+            queue_id: 2,
+            shard: 3,
+        };
+        r.apply(&mut rec);
+        assert_eq!(&rec[12..16], &2u32.to_be_bytes());
+        let phys = u64::from_be_bytes(rec[28..36].try_into().unwrap());
+        assert_eq!(phys >> LOCAL_OFFSET_BITS, 3);
+        assert_eq!(phys & message::ids::LOCAL_OFFSET_MAX, 4096);
+        assert_eq!(rec[40], 0xab);
+    }
+
+    #[test]
+    fn corvus_codes_map_to_codes_rocketmq_clients_know() {
+        let e = BrokerError::TopicNotExist("T".into());
+        assert_eq!(code_of(&e), response::TOPIC_NOT_EXIST);
+        let e = BrokerError::MessageTooLarge { size: 9, max: 1 };
+        assert_eq!(code_of(&e), response::MESSAGE_ILLEGAL);
+        let e = BrokerError::Busy("x".into());
+        assert_eq!(code_of(&e), response::SYSTEM_BUSY);
+        let e = BrokerError::DiskFull {
+            ratio: 0.95,
+            threshold: 0.9,
+        };
+        assert_eq!(code_of(&e), response::SERVICE_NOT_AVAILABLE);
+    }
+}
