@@ -600,6 +600,12 @@ async fn core_main(
             }
         }));
     }
+    if core.membership.is_some() {
+        let core = core.clone();
+        group_tasks.push(glommio::spawn_local(async move {
+            core.notify_group_changes().await;
+        }));
+    }
     if let Some(period) = core.membership.as_ref().map(|m| m.expiry_period()) {
         let core = core.clone();
         group_tasks.push(glommio::spawn_local(async move {

@@ -37,6 +37,8 @@ pub struct ClientConn {
     out: RefCell<Option<ResponseQueue>>,
     next_request_id: Cell<u64>,
     pending: RefCell<HashMap<u64, LocalSender<Frame>>>,
+    /// The connection speaks RocketMQ's remoting protocol.
+    remoting: Cell<bool>,
 }
 
 impl ClientConn {
@@ -53,7 +55,24 @@ impl ClientConn {
             out: RefCell::new(Some((out, queued))),
             next_request_id: Cell::new(1),
             pending: RefCell::new(HashMap::new()),
+            remoting: Cell::new(false),
         }
+    }
+
+    /// The connection turned out to speak RocketMQ's remoting protocol.
+    pub fn mark_remoting(&self) {
+        self.remoting.set(true);
+    }
+
+    pub fn speaks_remoting(&self) -> bool {
+        self.remoting.get()
+    }
+
+    /// A number for the next request the broker sends on this connection.
+    pub fn next_opaque(&self) -> i32 {
+        let id = self.next_request_id.get();
+        self.next_request_id.set(id + 1);
+        id as i32
     }
 
     pub fn client_id(&self) -> Option<String> {

@@ -517,6 +517,7 @@ pub async fn serve_connection(core: Rc<Core>, stream: TcpStream) {
                     wire = Some(Wire::Native(FrameDecoder::new(frame_bytes_max as u32)))
                 }
                 Detected::Remoting => {
+                    client.mark_remoting();
                     wire = Some(Wire::Remoting(RemotingDecoder::new(frame_bytes_max as u32)))
                 }
                 Detected::Http2 => {

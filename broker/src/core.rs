@@ -287,7 +287,32 @@ impl Core {
                 )),
                 None => CoreAnswer::ClientAnswer(None),
             },
+            CoreOp::GroupChanged { group, members } => {
+                crate::rocketmq::notify_members(self, &group, &members).await;
+                CoreAnswer::Done
+            }
         })
+    }
+
+    /// On core 0, for good: tells every core which groups' members changed, as they change,
+    /// so the RocketMQ clients among the members rebalance at once.
+    pub async fn notify_group_changes(&self) {
+        let Some(m) = &self.membership else {
+            return;
+        };
+        loop {
+            for (group, members) in m.take_changed().await {
+                for core in 0..self.shared.cores {
+                    let op = CoreOp::GroupChanged {
+                        group: group.clone(),
+                        members: members.clone(),
+                    };
+                    if let Err(e) = Box::pin(self.at_core(core, op)).await {
+                        tracing::debug!(core, %group, "cannot tell a core of a group change: {e}");
+                    }
+                }
+            }
+        }
     }
 
     /// What a client says it is doing, asked on its own connection, on whichever core

@@ -298,6 +298,10 @@ pub struct Membership {
     timeout: Duration,
     next_version: Cell<u64>,
     changed: Signal,
+    /// Groups whose members changed since [`Membership::take_changed`] last ran, and the
+    /// signal that wakes whoever tells their members (`Core::notify_group_changes`).
+    changed_groups: RefCell<std::collections::BTreeSet<String>>,
+    changed_groups_signal: Signal,
     /// What heartbeats and expiry are timed by.
     clock: Clock,
 }
@@ -310,6 +314,8 @@ impl Membership {
             timeout,
             next_version: Cell::new(version_base),
             changed: Signal::default(),
+            changed_groups: RefCell::new(std::collections::BTreeSet::new()),
+            changed_groups_signal: Signal::default(),
             clock: Clock::System,
         }
     }
@@ -318,6 +324,28 @@ impl Membership {
     pub fn with_clock(mut self, clock: Clock) -> Membership {
         self.clock = clock;
         self
+    }
+
+    /// Notes that `group`'s members changed.
+    fn note_change(&self, group: &str) {
+        self.changed_groups.borrow_mut().insert(group.to_owned());
+        self.changed_groups_signal.notify_all();
+    }
+
+    /// Waits until some group's members have changed, and takes those groups with their
+    /// members now.
+    pub async fn take_changed(&self) -> Vec<(String, Vec<String>)> {
+        while self.changed_groups.borrow().is_empty() {
+            self.changed_groups_signal.wait().await;
+        }
+        let groups = std::mem::take(&mut *self.changed_groups.borrow_mut());
+        groups
+            .into_iter()
+            .map(|g| {
+                let members = self.view(&g).members;
+                (g, members)
+            })
+            .collect()
     }
 
     fn bump(&self) -> u64 {
@@ -355,6 +383,7 @@ impl Membership {
         };
         if joined {
             tracing::info!(group, client_id, "consumer joined");
+            self.note_change(group);
             self.changed.notify_all();
         }
         self.view(group)
@@ -376,6 +405,7 @@ impl Membership {
         };
         if left {
             tracing::info!(group, client_id, "consumer left");
+            self.note_change(group);
             self.changed.notify_all();
         }
         self.view(group)
@@ -398,12 +428,14 @@ impl Membership {
                 });
                 if g.members.len() != before {
                     g.version = self.bump();
+                    self.changed_groups.borrow_mut().insert(name.clone());
                     any = true;
                 }
             }
             groups.retain(|_, g| !g.members.is_empty());
         }
         if any {
+            self.changed_groups_signal.notify_all();
             self.changed.notify_all();
         }
         any

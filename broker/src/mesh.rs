@@ -140,6 +140,10 @@ pub enum CoreOp {
     /// To every core: if a connection of `client_id` is open here, send it `command` and
     /// bring back its answer.
     AskClient { client_id: String, command: Command },
+    /// From core 0 to every core: `group`'s members changed; the RocketMQ clients among
+    /// `members` with a connection here are told (NOTIFY_CONSUMER_IDS_CHANGED) so they
+    /// rebalance at once.
+    GroupChanged { group: String, members: Vec<String> },
 }
 
 /// A core's answer to a [`CoreOp`], one variant per op.

@@ -183,6 +183,28 @@ pub(crate) async fn serve(
     (!req.is_oneway()).then_some(out)
 }
 
+/// Tells the RocketMQ clients among `members` that have a connection on this core that
+/// `group`'s members changed (NOTIFY_CONSUMER_IDS_CHANGED, oneway), so they rebalance now
+/// rather than at their next 20 s rebalance.
+pub(crate) async fn notify_members(core: &Core, group: &str, members: &[String]) {
+    for m in members {
+        let Some(conn) = core.clients.of_client(m) else {
+            continue;
+        };
+        if !conn.speaks_remoting() {
+            continue;
+        }
+        let mut cmd =
+            RemotingCommand::request(request::NOTIFY_CONSUMER_IDS_CHANGED, conn.next_opaque());
+        cmd.set_oneway();
+        cmd.ext_fields
+            .insert("consumerGroup".into(), group.to_owned());
+        if !conn.notify(cmd, Bytes::new()).await {
+            tracing::debug!(client_id = %m, %group, "cannot tell a client of a group change: its connection closed");
+        }
+    }
+}
+
 fn ok(req: &RemotingCommand) -> RemotingCommand {
     RemotingCommand::response_to(req, response::SUCCESS, None)
 }
