@@ -171,6 +171,7 @@ pub(crate) async fn serve(
         request::LOCK_BATCH_MQ => lock_batch(core, req, &frame.body).await,
         request::UNLOCK_BATCH_MQ => unlock_batch(core, req, &frame.body).await,
         request::UPDATE_AND_CREATE_TOPIC => create_topic(core, req).await,
+        request::CONSUMER_SEND_MSG_BACK => send_back(core, req).await,
         code => Err(BrokerError::Unsupported(format!(
             "request code {code} ({}) is not supported by corvus",
             request::name(code).unwrap_or("unknown")
@@ -533,6 +534,9 @@ async fn heartbeat(
             client_id: hb.client_id.clone(),
         })
         .await?;
+        // As RocketMQ does at a group's heartbeat: its retry topic, which its members
+        // subscribe to by themselves, exists from then on.
+        ensure_topic(core, &retry_topic(&c.group_name), perm::READ | perm::WRITE).await?;
     }
     Ok(Outgoing::remoting(ok(req), Body::None))
 }
@@ -783,6 +787,132 @@ async fn unlock_batch(
             });
             core.group_offset(op).await?;
         }
+    }
+    Ok(Outgoing::remoting(ok(req), Body::None))
+}
+
+/// The topic a group's failed messages go back to (RocketMQ's `%RETRY%<group>`).
+fn retry_topic(group: &str) -> String {
+    format!("%RETRY%{group}")
+}
+
+/// Where a group's messages go after too many failures (RocketMQ's `%DLQ%<group>`).
+fn dead_letter_topic(group: &str) -> String {
+    format!("%DLQ%{group}")
+}
+
+/// RocketMQ's permission bits.
+mod perm {
+    pub const READ: u32 = 4;
+    pub const WRITE: u32 = 2;
+}
+
+/// Creates `topic` with RocketMQ's shape for a group's retry or dead-letter topic (one
+/// queue) unless it exists.
+async fn ensure_topic(core: &Core, topic: &str, perm: u32) -> Result<(), BrokerError> {
+    if core.topics.borrow().get(topic).is_some() {
+        return Ok(());
+    }
+    core.create_topic(TopicConfig {
+        name: topic.to_owned(),
+        read_queues: 1,
+        write_queues: 1,
+        perm,
+    })
+    .await
+}
+
+/// How often a message may fail before it goes to the dead-letter topic, when the client
+/// does not say (RocketMQ's maxReconsumeTimes).
+const RECONSUME_TIMES_MAX_DEFAULT: i32 = 16;
+
+/// A consumer could not process a message: it goes back to the group's retry topic (which
+/// its members consume again), or to the dead-letter topic once it failed
+/// `maxReconsumeTimes` times or the client asks for that (delay level < 0). RocketMQ delays
+/// the retry by level `3 + reconsume times` (the `DELAY` property says which); corvus
+/// records the level and delivers the retry at once until scheduled delivery exists.
+async fn send_back(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
+    let h: remoting::headers::ConsumerSendMsgBackRequestHeader = header(req)?;
+    let off = u64::try_from(h.offset)
+        .map_err(|_| BrokerError::BadRequest(format!("offset {} is negative", h.offset)))?;
+    let shard = (off >> LOCAL_OFFSET_BITS) as u16;
+    let local = off & message::ids::LOCAL_OFFSET_MAX;
+    let recs = core.view_by_offset(shard, local).await?;
+    let Some(original) = recs.first() else {
+        return Err(BrokerError::NotFound(format!(
+            "no message at offset {}",
+            h.offset
+        )));
+    };
+    let v = message::RecordView::parse(original)
+        .map_err(|e| BrokerError::Storage(format!("stored record: {e}")))?;
+    let reconsume = v.reconsume_times() + 1;
+    let max = h.max_reconsume_times.unwrap_or(RECONSUME_TIMES_MAX_DEFAULT);
+    let dead = h.delay_level < 0 || reconsume > max;
+    let topic = if dead {
+        let t = dead_letter_topic(&h.group);
+        ensure_topic(core, &t, perm::WRITE).await?;
+        t
+    } else {
+        let t = retry_topic(&h.group);
+        ensure_topic(core, &t, perm::READ | perm::WRITE).await?;
+        t
+    };
+    let origin_topic = v
+        .property(message::prop::RETRY_TOPIC)
+        .unwrap_or(v.topic())
+        .to_owned();
+    let origin_id = match v.property(message::prop::ORIGIN_MESSAGE_ID) {
+        Some(id) => id.to_owned(),
+        None => h.origin_msg_id.clone().unwrap_or_default(),
+    };
+    let level = if h.delay_level > 0 {
+        h.delay_level
+    } else {
+        3 + reconsume - 1
+    };
+    let level = level.to_string();
+    let reconsume_text = reconsume.to_string();
+    let mut props: Vec<(&str, &str)> = v
+        .properties()
+        .iter()
+        .filter(|(k, _)| {
+            ![
+                message::prop::CRC,
+                message::prop::RETRY_TOPIC,
+                message::prop::ORIGIN_MESSAGE_ID,
+                "DELAY",
+                "RECONSUME_TIME",
+            ]
+            .contains(k)
+        })
+        .collect();
+    props.push((message::prop::RETRY_TOPIC, &origin_topic));
+    if !origin_id.is_empty() {
+        props.push((message::prop::ORIGIN_MESSAGE_ID, &origin_id));
+    }
+    props.push(("RECONSUME_TIME", &reconsume_text));
+    if !dead {
+        props.push(("DELAY", &level));
+    }
+    let mut record = Vec::with_capacity(original.len() + 64);
+    encode_record(
+        &MessageFields {
+            topic: &topic,
+            body: v.body(),
+            flag: v.flag(),
+            sys_flag: v.sys_flag(),
+            born_timestamp_ms: v.born_timestamp_ms(),
+            born_host: Some(v.born_host()),
+            reconsume_times: reconsume,
+            properties: &props,
+        },
+        &mut record,
+    )
+    .map_err(|e| BrokerError::MessageIllegal(e.to_string()))?;
+    core.send(&topic, 0, Bytes::from(record), 1).await?;
+    if dead {
+        tracing::info!(group = %h.group, %origin_topic, reconsume, "a message failed too often and went to the dead-letter topic");
     }
     Ok(Outgoing::remoting(ok(req), Body::None))
 }

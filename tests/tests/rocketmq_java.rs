@@ -6,6 +6,11 @@
 //! request hops between the broker's cores: the route leads each to the core that owns its
 //! queue.
 //!
+//! A consumer that fails each message once gets it back from its group's retry topic
+//! (CONSUMER_SEND_MSG_BACK); a second member that joins a group while messages flow gets its
+//! share of the queues at once, without the two consuming the same queues meanwhile
+//! (NOTIFY_CONSUMER_IDS_CHANGED).
+//!
 //! `.ci/run` builds the Java program (`mvn package` there, which writes `cp.txt`); without a
 //! JVM and the build the test says so and fails when `CORVUS_REQUIRE_JAVA` is set, as CI
 //! sets it.
@@ -30,6 +35,51 @@ fn java_classpath() -> Option<String> {
         .then(|| format!("{}:{}", classes.display(), deps.trim()))
 }
 
+/// Runs one of the Java programs to its end (bounded) and returns its output lines; it must
+/// exit 0.
+fn run_java(cp: &str, class: &str, args: &[&str]) -> Vec<String> {
+    let mut child = Command::new("java")
+        .arg("-cp")
+        .arg(cp)
+        .arg(class)
+        .args(args)
+        .env("ROCKETMQ_HOME", std::env::temp_dir())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("java runs");
+    let stdout = child.stdout.take().expect("piped");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let lines: Vec<String> = BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .collect();
+        let _ = tx.send(lines);
+    });
+    let Ok(lines) = rx.recv_timeout(Duration::from_secs(120)) else {
+        let _ = child.kill();
+        panic!("{class} did not finish within 120 s");
+    };
+    let status = child.wait().expect("java exits");
+    for l in &lines {
+        println!("{class}: {l}");
+    }
+    assert!(status.success(), "{class} failed ({status}): {lines:?}");
+    lines
+}
+
+/// The classpath, or `None` after saying why the test does not run.
+fn java_or_skip() -> Option<String> {
+    let cp = java_classpath();
+    if cp.is_none() {
+        let msg = "the Java client program is not built (cd tests/rocketmq-java && mvn -q -B compile dependency:build-classpath -Dmdep.outputFile=cp.txt)";
+        assert!(std::env::var_os("CORVUS_REQUIRE_JAVA").is_none(), "{msg}");
+        eprintln!("skipped: {msg}");
+    }
+    cp
+}
+
 fn hops(ns: &str, broker: &str) -> (u64, u64) {
     let st = Admin::new(ns).unwrap().broker_status(broker).unwrap();
     let data = st.cores.iter().map(|c| c.cross_core_hops).sum();
@@ -39,10 +89,7 @@ fn hops(ns: &str, broker: &str) -> (u64, u64) {
 
 #[test]
 fn a_java_producer_and_push_consumer_round_trip_every_message_without_hops() {
-    let Some(cp) = java_classpath() else {
-        let msg = "the Java client program is not built (cd tests/rocketmq-java && mvn -q -B package dependency:build-classpath -Dmdep.outputFile=cp.txt)";
-        assert!(std::env::var_os("CORVUS_REQUIRE_JAVA").is_none(), "{msg}");
-        eprintln!("skipped: {msg}");
+    let Some(cp) = java_or_skip() else {
         return;
     };
     let c = Cluster::start(2, "small");
@@ -98,4 +145,42 @@ fn a_java_producer_and_push_consumer_round_trip_every_message_without_hops() {
         "{lines:?}"
     );
     assert!(lines.iter().any(|l| l == "VIEWED 5"), "{lines:?}");
+}
+
+#[test]
+fn a_message_the_java_consumer_fails_comes_back_from_the_retry_topic() {
+    let Some(cp) = java_or_skip() else {
+        return;
+    };
+    let c = Cluster::start(2, "small");
+    let ns = c.namesrv.addr.clone();
+    create_topic(&ns, "RetryTopic", 8);
+    let lines = run_java(
+        &cp,
+        "corvus.Retry",
+        &[&ns, "RetryTopic", "20", "RetryGroup"],
+    );
+    assert!(lines.iter().any(|l| l == "ALL RETRIED"), "{lines:?}");
+    // RocketMQ's shape: the group's retry topic has one queue.
+    let route = Admin::new(&ns)
+        .unwrap()
+        .topic_route("%RETRY%RetryGroup")
+        .unwrap();
+    let queues: u32 = route.data.queues.iter().map(|q| q.write_queues).sum();
+    assert_eq!(queues, 1, "{:?}", route.data);
+}
+
+#[test]
+fn a_java_member_joining_a_group_shares_the_queues_at_once() {
+    let Some(cp) = java_or_skip() else {
+        return;
+    };
+    let c = Cluster::start(2, "small");
+    let ns = c.namesrv.addr.clone();
+    create_topic(&ns, "RebTopic", 8);
+    let lines = run_java(&cp, "corvus.Rebalance", &[&ns, "RebTopic", "RebGroup"]);
+    assert!(
+        lines.iter().any(|l| l == "SHARED WITHOUT DUPLICATES"),
+        "{lines:?}"
+    );
 }
