@@ -526,6 +526,7 @@ async fn core_main(
         topics_persist: glommio::sync::Semaphore::new(1),
         topic_store: std::cell::RefCell::new(crate::topics::TopicStore::default()),
         clients: Default::default(),
+        rocketmq: Default::default(),
         connections: crate::connections::Connections::new(crate::connections::per_core_max(
             shared.config.connections_max,
             shared.cores,
@@ -632,6 +633,12 @@ async fn core_main(
         ticks += 1;
         if ticks.is_multiple_of(20) {
             let now = core.local_status();
+            core.stats
+                .put_tps
+                .set(now.produced_messages.saturating_sub(last.produced_messages) as f64);
+            core.stats
+                .get_tps
+                .set(now.consumed_messages.saturating_sub(last.consumed_messages) as f64);
             shared
                 .metrics
                 .publish(&now, &last, shared.started.elapsed().as_secs_f64());

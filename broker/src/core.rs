@@ -87,6 +87,9 @@ pub struct CoreStats {
     pub requests: Cell<u64>,
     pub cross_core_hops: Cell<u64>,
     pub group_hops: Cell<u64>,
+    /// Messages stored and served per second over the last second (the metrics tick).
+    pub put_tps: Cell<f64>,
+    pub get_tps: Cell<f64>,
     pub produced_messages: Cell<u64>,
     pub produced_bytes: Cell<u64>,
     pub consumed_messages: Cell<u64>,
@@ -148,6 +151,8 @@ pub struct Core {
     pub connections: crate::connections::Connections,
     /// The same connections by id and client id, for requests to a client.
     pub clients: crate::client_conn::ClientConns,
+    /// What RocketMQ clients told this core in their heartbeats, for the admin requests.
+    pub rocketmq: crate::rocketmq::Seen,
 }
 
 /// Counts a send in flight on its core for as long as it lives.
@@ -625,7 +630,10 @@ impl Core {
         Ok(out)
     }
 
-    async fn query_local(&self, q: &protocol::QueryByKey) -> Result<Vec<Bytes>, BrokerError> {
+    pub(crate) async fn query_local(
+        &self,
+        q: &protocol::QueryByKey,
+    ) -> Result<Vec<Bytes>, BrokerError> {
         let mut out = Vec::new();
         for shard in self.shards.values() {
             for s in shard

@@ -37,6 +37,9 @@ pub enum GroupError {
 pub const LEASE_MS_MAX: u64 = 600_000;
 
 pub const OFFSETS_FILE: &str = "consumer_offsets.json";
+/// The epoch of a commit from a client that knows none (a RocketMQ client): never taken as
+/// stale, and never stored (the stored epoch stays what it was, 0 for a first commit).
+pub const EPOCH_ANY: u64 = u64::MAX;
 
 /// A committed offset: the next queue offset the group will consume, and the number of
 /// resets it has seen (a commit from before a reset must not undo the reset).
@@ -142,8 +145,8 @@ impl OffsetTable {
             .map(|l| l.client_id.as_str())
     }
 
-    /// Applies a commit unless it is stale (older epoch) or another client holds the lease;
-    /// returns what is stored afterwards.
+    /// Applies a commit unless it is stale (older epoch than stored; [`EPOCH_ANY`] never is)
+    /// or another client holds the lease; returns what is stored afterwards.
     pub fn commit(
         &mut self,
         key: &GroupQueue,
@@ -157,9 +160,10 @@ impl OffsetTable {
             .lease_holder(key, now)
             .is_some_and(|holder| holder != client_id);
         let current = self.offsets.get(key).copied();
-        let stale = current.is_some_and(|c| epoch < c.epoch);
+        let stale = epoch != EPOCH_ANY && current.is_some_and(|c| epoch < c.epoch);
         if !held_by_other && !stale {
-            let epoch = current.map_or(epoch, |c| c.epoch);
+            let first_epoch = if epoch == EPOCH_ANY { 0 } else { epoch };
+            let epoch = current.map_or(first_epoch, |c| c.epoch);
             if current.is_none_or(|c| c.offset != offset || c.epoch != epoch) {
                 let now = now_ms();
                 let mut stored = StoredOffset {
@@ -188,7 +192,10 @@ impl OffsetTable {
     /// Sets the offset (admin reset) and bumps the epoch so that members holding an older
     /// position adopt this one at their next commit.
     pub fn reset(&mut self, key: &GroupQueue, offset: u64) -> StoredOffset {
-        let epoch = self.offsets.get(key).map_or(1, |c| c.epoch + 1);
+        let epoch = self
+            .offsets
+            .get(key)
+            .map_or(1, |c| c.epoch.saturating_add(1).min(EPOCH_ANY - 1));
         let stored = StoredOffset {
             offset,
             epoch,
@@ -477,6 +484,19 @@ mod tests {
             topic: "T".into(),
             queue_id: q,
         }
+    }
+
+    #[test]
+    fn a_commit_without_an_epoch_is_never_stale_and_a_reset_after_it_counts_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut t = OffsetTable::load(dir.path()).unwrap();
+        let first = t.commit(&key(0), 5, EPOCH_ANY, "rocketmq", false).unwrap();
+        assert_eq!((first.offset, first.epoch), (5, 0));
+        let reset = t.reset(&key(0), 1);
+        assert_eq!((reset.offset, reset.epoch), (1, 1));
+        // A client without epochs commits over the reset (it was told the new offset).
+        let after = t.commit(&key(0), 2, EPOCH_ANY, "rocketmq", false).unwrap();
+        assert_eq!((after.offset, after.epoch), (2, 1));
     }
 
     #[test]

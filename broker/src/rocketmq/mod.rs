@@ -44,6 +44,10 @@ use crate::core::{Core, PullBody};
 use crate::error::BrokerError;
 use crate::mesh::{GroupOp, OffsetOp, PullStatus};
 
+mod admin;
+
+pub use admin::Seen;
+
 /// Pull sysFlag bit: the pull carries the consumer's offset to commit (`commitOffset`).
 const PULL_FLAG_COMMIT_OFFSET: i32 = 0x1;
 /// Pull sysFlag bit: the broker may hold the pull (long polling).
@@ -172,10 +176,13 @@ pub(crate) async fn serve(
         request::UNLOCK_BATCH_MQ => unlock_batch(core, req, &frame.body).await,
         request::UPDATE_AND_CREATE_TOPIC => create_topic(core, req).await,
         request::CONSUMER_SEND_MSG_BACK => send_back(core, req).await,
-        code => Err(BrokerError::Unsupported(format!(
-            "request code {code} ({}) is not supported by corvus",
-            request::name(code).unwrap_or("unknown")
-        ))),
+        code => match admin::serve(core, req, &frame.body).await {
+            Some(answer) => answer,
+            None => Err(BrokerError::Unsupported(format!(
+                "request code {code} ({}) is not supported by corvus",
+                request::name(code).unwrap_or("unknown")
+            ))),
+        },
     };
     let out = match answer {
         Ok(out) => out,
@@ -206,7 +213,7 @@ pub(crate) async fn notify_members(core: &Core, group: &str, members: &[String])
     }
 }
 
-fn ok(req: &RemotingCommand) -> RemotingCommand {
+pub(super) fn ok(req: &RemotingCommand) -> RemotingCommand {
     RemotingCommand::response_to(req, response::SUCCESS, None)
 }
 
@@ -215,11 +222,11 @@ fn header<H: remoting::headers::ExtHeader>(req: &RemotingCommand) -> Result<H, B
         .map_err(|e| BrokerError::BadRequest(e.to_string()))
 }
 
-fn json_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, BrokerError> {
+pub(super) fn json_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, BrokerError> {
     body::from_json(body).map_err(|e| BrokerError::BadRequest(e.to_string()))
 }
 
-fn json_answer<T: serde::Serialize>(
+pub(super) fn json_answer<T: serde::Serialize>(
     req: &RemotingCommand,
     value: &T,
 ) -> Result<Outgoing, BrokerError> {
@@ -245,12 +252,12 @@ fn target_core(core: &Core, broker_name: Option<&str>) -> u16 {
 }
 
 /// How a topic's queues are numbered on one core.
-struct CoreQueues {
-    ids: Vec<u32>,
+pub(super) struct CoreQueues {
+    pub(super) ids: Vec<u32>,
 }
 
 impl CoreQueues {
-    fn of(core: &Core, topic: &str, cfg: &TopicConfig, of_core: u16) -> CoreQueues {
+    pub(super) fn of(core: &Core, topic: &str, cfg: &TopicConfig, of_core: u16) -> CoreQueues {
         let all = cfg.read_queues.max(cfg.write_queues);
         CoreQueues {
             ids: core_queue_ids(
@@ -278,7 +285,7 @@ impl CoreQueues {
 }
 
 /// The topic's config, for reading: `TopicNotExist` when it has none.
-fn topic_config(core: &Core, topic: &str) -> Result<TopicConfig, BrokerError> {
+pub(super) fn topic_config(core: &Core, topic: &str) -> Result<TopicConfig, BrokerError> {
     core.topics
         .borrow()
         .get(topic)
@@ -504,7 +511,7 @@ async fn commit(
         },
         offset,
         // RocketMQ clients know no epochs: their commit is never taken as stale.
-        epoch: u64::MAX,
+        epoch: crate::groups::EPOCH_ANY,
         client_id: client_id.to_owned(),
         release: false,
     });
@@ -524,6 +531,21 @@ async fn heartbeat(
         ));
     }
     core.clients.identified(client, &hb.client_id);
+    core.rocketmq.heartbeat(
+        &hb.client_id,
+        admin::SeenClient {
+            addr: client.peer.clone(),
+            language: req.language.name().to_owned(),
+            version: req.version,
+            producer_groups: hb
+                .producer_data_set
+                .iter()
+                .map(|p| p.group_name.clone())
+                .collect(),
+            consumers: hb.consumer_data_set.clone(),
+            at: std::time::Instant::now(),
+        },
+    );
     for c in &hb.consumer_data_set {
         // Broadcasting consumers keep their offsets themselves and share no queues.
         if c.message_model == body::MessageModel::Broadcasting {
@@ -543,6 +565,7 @@ async fn heartbeat(
 
 async fn unregister(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
     let h: UnregisterClientRequestHeader = header(req)?;
+    core.rocketmq.forget(&h.client_id);
     if let Some(group) = h.consumer_group.filter(|g| !g.is_empty()) {
         core.group(GroupOp::Unregister {
             group,
@@ -690,8 +713,10 @@ async fn view_message(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing
 
 async fn query_message(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
     let h: QueryMessageRequestHeader = header(req)?;
+    // Only this core's shards: a RocketMQ client asks every broker of the topic's route,
+    // and each core is one of them.
     let recs = core
-        .query_by_key(protocol::QueryByKey {
+        .query_local(&protocol::QueryByKey {
             topic: h.topic,
             key: h.key,
             begin_ms: h.begin_timestamp,
@@ -781,7 +806,7 @@ async fn unlock_batch(
             let op = OffsetOp::Commit(CommitOffset {
                 queue,
                 offset: s.offset,
-                epoch: u64::MAX,
+                epoch: crate::groups::EPOCH_ANY,
                 client_id: b.client_id.clone(),
                 release: true,
             });
@@ -807,19 +832,23 @@ mod perm {
     pub const WRITE: u32 = 2;
 }
 
-/// Creates `topic` with RocketMQ's shape for a group's retry or dead-letter topic (one
-/// queue) unless it exists.
-async fn ensure_topic(core: &Core, topic: &str, perm: u32) -> Result<(), BrokerError> {
-    if core.topics.borrow().get(topic).is_some() {
-        return Ok(());
+/// Creates `topic` with RocketMQ's shape for a group's retry or dead-letter topic unless it
+/// exists: one queue on every broker, which here is one queue per shard, so that every core
+/// (every RocketMQ broker of the routes) holds at least one. RocketMQ's tools look for a
+/// group's consume stats on the brokers of its retry topic's route.
+async fn ensure_topic(core: &Core, topic: &str, perm: u32) -> Result<TopicConfig, BrokerError> {
+    if let Some(cfg) = core.topics.borrow().get(topic) {
+        return Ok(cfg.clone());
     }
-    core.create_topic(TopicConfig {
+    let queues = u32::from(core.shared.shard_count.max(1));
+    let cfg = TopicConfig {
         name: topic.to_owned(),
-        read_queues: 1,
-        write_queues: 1,
+        read_queues: queues,
+        write_queues: queues,
         perm,
-    })
-    .await
+    };
+    core.create_topic(cfg.clone()).await?;
+    Ok(cfg)
 }
 
 /// How often a message may fail before it goes to the dead-letter topic, when the client
@@ -849,15 +878,21 @@ async fn send_back(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, B
     let reconsume = v.reconsume_times() + 1;
     let max = h.max_reconsume_times.unwrap_or(RECONSUME_TIMES_MAX_DEFAULT);
     let dead = h.delay_level < 0 || reconsume > max;
-    let topic = if dead {
+    let (topic, cfg) = if dead {
         let t = dead_letter_topic(&h.group);
-        ensure_topic(core, &t, perm::WRITE).await?;
-        t
+        let cfg = ensure_topic(core, &t, perm::WRITE).await?;
+        (t, cfg)
     } else {
         let t = retry_topic(&h.group);
-        ensure_topic(core, &t, perm::READ | perm::WRITE).await?;
-        t
+        let cfg = ensure_topic(core, &t, perm::READ | perm::WRITE).await?;
+        (t, cfg)
     };
+    // This core's queue of it, so the send back does not hop.
+    let queue = CoreQueues::of(core, &topic, &cfg, core.id)
+        .ids
+        .first()
+        .copied()
+        .unwrap_or(0);
     let origin_topic = v
         .property(message::prop::RETRY_TOPIC)
         .unwrap_or(v.topic())
@@ -910,7 +945,7 @@ async fn send_back(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, B
         &mut record,
     )
     .map_err(|e| BrokerError::MessageIllegal(e.to_string()))?;
-    core.send(&topic, 0, Bytes::from(record), 1).await?;
+    core.send(&topic, queue, Bytes::from(record), 1).await?;
     if dead {
         tracing::info!(group = %h.group, %origin_topic, reconsume, "a message failed too often and went to the dead-letter topic");
     }

@@ -1,0 +1,578 @@
+//! The admin requests Apache RocketMQ's own `mqadmin` (rocketmq-tools) sends a broker:
+//! runtime info and config, topic stats, consume stats and progress, consumer and producer
+//! connections, offset resets, subscription groups, topic configs. Each core answers for
+//! the queues it holds, as the RocketMQ broker it stands for in the routes.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use protocol::{GroupQueue, TopicConfig};
+use remoting::body::ConsumerData;
+use remoting::codes::request;
+use remoting::RemotingCommand;
+use serde::Serialize;
+
+use super::{json_answer, ok, topic_config, CoreQueues};
+use crate::conn::{Body, Outgoing};
+use crate::core::Core;
+use crate::error::BrokerError;
+use crate::mesh::OffsetOp;
+
+/// The RocketMQ version corvus answers as (`MQVersion.Version.V4_9_8`'s ordinal and name).
+const ROCKETMQ_VERSION: i32 = 433;
+const ROCKETMQ_VERSION_NAME: &str = "V4_9_8";
+
+/// A RocketMQ client as its last heartbeat on this core showed it.
+#[derive(Debug, Clone)]
+pub(crate) struct SeenClient {
+    pub addr: String,
+    pub language: String,
+    pub version: i32,
+    pub producer_groups: Vec<String>,
+    pub consumers: Vec<ConsumerData>,
+    pub at: Instant,
+}
+
+/// What RocketMQ clients told this core in their heartbeats, by client id: enough to answer
+/// "who consumes / produces" for mqadmin. A client silent for the consumer timeout is gone.
+#[derive(Default)]
+pub struct Seen {
+    clients: RefCell<HashMap<String, SeenClient>>,
+}
+
+impl Seen {
+    pub(crate) fn heartbeat(&self, client_id: &str, c: SeenClient) {
+        self.clients.borrow_mut().insert(client_id.to_owned(), c);
+    }
+
+    pub(crate) fn forget(&self, client_id: &str) {
+        self.clients.borrow_mut().remove(client_id);
+    }
+
+    /// The clients heard from within `timeout`, by id.
+    fn live(&self, timeout: Duration) -> Vec<(String, SeenClient)> {
+        let mut clients = self.clients.borrow_mut();
+        clients.retain(|_, c| c.at.elapsed() < timeout);
+        let mut v: Vec<_> = clients
+            .iter()
+            .map(|(k, c)| (k.clone(), c.clone()))
+            .collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    }
+}
+
+/// Serves the admin request `req` if it is one; `None` when the code is not an admin one.
+pub(crate) async fn serve(
+    core: &Rc<Core>,
+    req: &RemotingCommand,
+    body: &Bytes,
+) -> Option<Result<Outgoing, BrokerError>> {
+    Some(match req.code {
+        request::GET_BROKER_RUNTIME_INFO => runtime_info(core, req),
+        request::GET_BROKER_CONFIG => broker_config(core, req),
+        request::UPDATE_BROKER_CONFIG => Err(BrokerError::Unsupported(
+            "corvus reads its config at start: change the config file or flags and restart (tuning/README.md lists every key)".into(),
+        )),
+        request::GET_TOPIC_STATS_INFO => topic_stats(core, req).await,
+        request::GET_CONSUME_STATS => consume_stats(core, req).await,
+        request::GET_CONSUMER_CONNECTION_LIST => consumer_connections(core, req),
+        request::GET_PRODUCER_CONNECTION_LIST => producer_connections(core, req),
+        request::GET_ALL_TOPIC_CONFIG => all_topic_configs(core, req),
+        request::QUERY_TOPIC_CONSUME_BY_WHO => consumed_by(core, req),
+        request::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP => subscription_group(core, req, body),
+        request::GET_ALL_SUBSCRIPTIONGROUP_CONFIG => all_subscription_groups(core, req),
+        request::INVOKE_BROKER_TO_RESET_OFFSET => reset_offset(core, req).await,
+        _ => return None,
+    })
+}
+
+fn kv(table: BTreeMap<&str, String>) -> serde_json::Value {
+    serde_json::json!({ "table": table })
+}
+
+fn runtime_info(core: &Core, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
+    let st = core.local_status();
+    let up = core.shared.started.elapsed();
+    let put = core.stats.put_tps.get();
+    let get = core.stats.get_tps.get();
+    let disk = st.disk_use_ratio;
+    let mut t = BTreeMap::new();
+    t.insert("brokerVersionDesc", ROCKETMQ_VERSION_NAME.to_owned());
+    t.insert("brokerVersion", ROCKETMQ_VERSION.to_string());
+    t.insert("corvusVersion", env!("CARGO_PKG_VERSION").to_owned());
+    t.insert("msgPutTotalTodayNow", st.produced_messages.to_string());
+    t.insert("msgGetTotalTodayNow", st.consumed_messages.to_string());
+    t.insert("msgPutTotalYesterdayMorning", "0".into());
+    t.insert("msgGetTotalYesterdayMorning", "0".into());
+    t.insert("msgPutTotalTodayMorning", "0".into());
+    t.insert("msgGetTotalTodayMorning", "0".into());
+    t.insert("putTps", format!("{put:.2} {put:.2} {put:.2}"));
+    t.insert("getTransferedTps", format!("{get:.2} {get:.2} {get:.2}"));
+    t.insert("getTotalTps", format!("{get:.2} {get:.2} {get:.2}"));
+    t.insert("commitLogDiskRatio", format!("{disk:.4}"));
+    t.insert("commitLogDirCapacity", format!("use ratio {disk:.4}"));
+    t.insert("commitLogMaxOffset", st.commit_log_bytes.to_string());
+    t.insert("pageCacheLockTimeMills", "0".into());
+    t.insert("sendThreadPoolQueueSize", st.inbox_depth.to_string());
+    t.insert("pullThreadPoolQueueSize", "0".into());
+    t.insert("bootTimestamp", {
+        let boot = std::time::SystemTime::now() - up;
+        boot.duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis())
+            .unwrap_or(0)
+            .to_string()
+    });
+    let s = up.as_secs();
+    t.insert(
+        "runtime",
+        format!(
+            "[ {} days, {} hours, {} minutes, {} seconds ]",
+            s / 86_400,
+            s / 3600 % 24,
+            s / 60 % 60,
+            s % 60
+        ),
+    );
+    t.insert("earliestMessageTimeStamp", "0".into());
+    t.insert("dispatchBehindBytes", "0".into());
+    t.insert("crossCoreHops", st.cross_core_hops.to_string());
+    json_answer(req, &kv(t))
+}
+
+fn broker_config(core: &Core, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
+    let c = &core.shared.config;
+    let mut text = String::new();
+    // RocketMQ's names for what corvus has, then every corvus key as it is.
+    let rocketmq = [
+        ("brokerName", c.broker_name.clone()),
+        ("brokerClusterName", c.cluster_name.clone()),
+        ("brokerId", c.broker_id.to_string()),
+        ("namesrvAddr", c.namesrv_addr.clone()),
+        ("brokerIP1", core.shared.advertise_addr.clone()),
+        (
+            "flushDiskType",
+            match c.flush_disk_type {
+                crate::config::FlushDiskType::Async => "ASYNC_FLUSH".into(),
+                crate::config::FlushDiskType::Sync => "SYNC_FLUSH".into(),
+            },
+        ),
+        ("brokerRole", "ASYNC_MASTER".into()),
+        (
+            "autoCreateTopicEnable",
+            c.auto_create_topic_enable.to_string(),
+        ),
+        (
+            "defaultTopicQueueNums",
+            c.default_topic_queue_nums.to_string(),
+        ),
+        ("maxMessageSize", c.message_bytes_max.to_string()),
+        ("fileReservedTime", c.file_reserved_hours.to_string()),
+        ("storePathRootDir", c.data_dir.display().to_string()),
+    ];
+    for (k, v) in rocketmq {
+        let _ = writeln!(text, "{k}={v}");
+    }
+    if let Ok(serde_json::Value::Object(all)) = serde_json::to_value(c) {
+        for (k, v) in all {
+            let v = match v {
+                serde_json::Value::String(s) => s,
+                other => other.to_string(),
+            };
+            let _ = writeln!(text, "{k}={v}");
+        }
+    }
+    Ok(Outgoing::remoting(
+        ok(req),
+        Body::Owned(vec![Bytes::from(text)]),
+    ))
+}
+
+/// A message queue as a fastjson map key: the object itself, its fields in fastjson's
+/// (alphabetical) order. RocketMQ's tools decode maps keyed by queue this way.
+fn mq_key(broker_name: &str, topic: &str, queue_id: u32) -> String {
+    let mq = serde_json::json!({ "brokerName": broker_name, "queueId": queue_id, "topic": topic });
+    mq.to_string()
+}
+
+/// `{"offsetTable":{<mq>:<value>,…},<rest>}` with queue objects as keys, as fastjson writes
+/// RocketMQ's tables keyed by MessageQueue.
+fn mq_table<V: Serialize>(
+    entries: &[(String, V)],
+    rest: &[(&str, serde_json::Value)],
+) -> Result<Vec<u8>, BrokerError> {
+    let mut out = String::from("{\"offsetTable\":{");
+    for (i, (k, v)) in entries.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(k);
+        out.push(':');
+        out.push_str(&serde_json::to_string(v).map_err(|e| BrokerError::Storage(e.to_string()))?);
+    }
+    out.push('}');
+    for (k, v) in rest {
+        let _ = write!(out, ",\"{k}\":{v}");
+    }
+    out.push('}');
+    Ok(out.into_bytes())
+}
+
+fn raw_answer(req: &RemotingCommand, body: Vec<u8>) -> Outgoing {
+    Outgoing::remoting(ok(req), Body::Owned(vec![Bytes::from(body)]))
+}
+
+/// This core's RocketMQ broker name.
+fn own_name(core: &Core) -> String {
+    protocol::core_view::core_broker_name(
+        &core.shared.config.broker_name,
+        core.id,
+        core.shared.cores,
+    )
+}
+
+/// The core's queues of `topic`: (its number for the queue, the topic's queue id).
+fn own_queues(core: &Core, topic: &str, cfg: &TopicConfig) -> Vec<(u32, u32)> {
+    let queues = CoreQueues::of(core, topic, cfg, core.id);
+    queues
+        .ids
+        .iter()
+        .enumerate()
+        .map(|(local, &global)| (local as u32, global))
+        .collect()
+}
+
+async fn topic_stats(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
+    let topic = req
+        .ext("topic")
+        .ok_or_else(|| BrokerError::BadRequest("topic is required".into()))?
+        .to_owned();
+    let cfg = topic_config(core, &topic)?;
+    let name = own_name(core);
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct TopicOffset {
+        min_offset: u64,
+        max_offset: u64,
+        last_update_timestamp: i64,
+    }
+    let mut entries = Vec::new();
+    for (local, global) in own_queues(core, &topic, &cfg) {
+        let (min, max) = core.queue_offsets(&topic, global).await?;
+        entries.push((
+            mq_key(&name, &topic, local),
+            TopicOffset {
+                min_offset: min,
+                max_offset: max,
+                last_update_timestamp: 0,
+            },
+        ));
+    }
+    Ok(raw_answer(req, mq_table(&entries, &[])?))
+}
+
+/// Every (group queue, stored offset) this core's shards hold.
+fn stored_offsets(core: &Core) -> Vec<(GroupQueue, crate::groups::StoredOffset)> {
+    core.offsets
+        .values()
+        .flat_map(|t| {
+            t.borrow()
+                .entries()
+                .map(|(q, o)| (q.clone(), *o))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+async fn consume_stats(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
+    let group = req
+        .ext("consumerGroup")
+        .ok_or_else(|| BrokerError::BadRequest("consumerGroup is required".into()))?
+        .to_owned();
+    let only_topic = req
+        .ext("topic")
+        .filter(|t| !t.is_empty())
+        .map(str::to_owned);
+    let name = own_name(core);
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct OffsetWrapper {
+        broker_offset: u64,
+        consumer_offset: u64,
+        last_timestamp: i64,
+    }
+    let mut topics: Vec<String> = stored_offsets(core)
+        .into_iter()
+        .filter(|(q, _)| q.group == group)
+        .map(|(q, _)| q.topic)
+        .collect();
+    if let Some(t) = &only_topic {
+        topics = vec![t.clone()];
+    }
+    topics.sort();
+    topics.dedup();
+    let mut entries = Vec::new();
+    let mut tps = 0.0;
+    for topic in topics {
+        let Ok(cfg) = topic_config(core, &topic) else {
+            continue;
+        };
+        for (local, global) in own_queues(core, &topic, &cfg) {
+            let (_, max) = core.queue_offsets(&topic, global).await?;
+            let stored = core
+                .group_offset(OffsetOp::Query(GroupQueue {
+                    group: group.clone(),
+                    topic: topic.clone(),
+                    queue_id: global,
+                }))
+                .await?;
+            tps += stored.map_or(0.0, |s| s.consume_tps_milli as f64 / 1000.0);
+            entries.push((
+                mq_key(&name, &topic, local),
+                OffsetWrapper {
+                    broker_offset: max,
+                    consumer_offset: stored.map_or(0, |s| s.offset),
+                    last_timestamp: stored.map_or(0, |s| s.last_commit_ms),
+                },
+            ));
+        }
+    }
+    Ok(raw_answer(
+        req,
+        mq_table(&entries, &[("consumeTps", serde_json::json!(tps))])?,
+    ))
+}
+
+fn connection(client_id: &str, c: &SeenClient) -> serde_json::Value {
+    serde_json::json!({
+        "clientAddr": c.addr,
+        "clientId": client_id,
+        "language": c.language,
+        "version": c.version,
+    })
+}
+
+fn timeout(core: &Core) -> Duration {
+    Duration::from_millis(core.shared.config.consumer_timeout_ms)
+}
+
+fn consumer_connections(core: &Core, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
+    let group = req
+        .ext("consumerGroup")
+        .ok_or_else(|| BrokerError::BadRequest("consumerGroup is required".into()))?;
+    let mut connections = Vec::new();
+    let mut subscriptions = BTreeMap::new();
+    let mut data: Option<ConsumerData> = None;
+    for (id, c) in core.rocketmq.live(timeout(core)) {
+        let Some(d) = c.consumers.iter().find(|d| d.group_name == group) else {
+            continue;
+        };
+        connections.push(connection(&id, &c));
+        for s in &d.subscription_data_set {
+            subscriptions.insert(s.topic.clone(), s.clone());
+        }
+        data.get_or_insert_with(|| d.clone());
+    }
+    let Some(d) = data else {
+        return Err(BrokerError::NotFound(format!(
+            "the consumer group {group} is not online on this broker"
+        )));
+    };
+    json_answer(
+        req,
+        &serde_json::json!({
+            "connectionSet": connections,
+            "subscriptionTable": subscriptions,
+            "consumeType": d.consume_type.name(),
+            "messageModel": d.message_model.name(),
+            "consumeFromWhere": d.consume_from_where.name(),
+        }),
+    )
+}
+
+fn producer_connections(core: &Core, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
+    let group = req
+        .ext("producerGroup")
+        .ok_or_else(|| BrokerError::BadRequest("producerGroup is required".into()))?;
+    let connections: Vec<_> = core
+        .rocketmq
+        .live(timeout(core))
+        .into_iter()
+        .filter(|(_, c)| c.producer_groups.iter().any(|g| g == group))
+        .map(|(id, c)| connection(&id, &c))
+        .collect();
+    if connections.is_empty() {
+        return Err(BrokerError::NotFound(format!(
+            "the producer group {group} is not online on this broker"
+        )));
+    }
+    json_answer(req, &serde_json::json!({ "connectionSet": connections }))
+}
+
+fn all_topic_configs(core: &Core, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
+    let table: BTreeMap<String, serde_json::Value> = core
+        .topics
+        .borrow()
+        .all()
+        .into_iter()
+        .map(|t| {
+            let v = serde_json::json!({
+                "topicName": t.name,
+                "readQueueNums": t.read_queues,
+                "writeQueueNums": t.write_queues,
+                "perm": t.perm,
+                "topicFilterType": "SINGLE_TAG",
+                "topicSysFlag": 0,
+                "order": false,
+            });
+            (t.name, v)
+        })
+        .collect();
+    json_answer(
+        req,
+        &serde_json::json!({
+            "topicConfigTable": table,
+            "dataVersion": { "counter": 0, "timestamp": 0 },
+        }),
+    )
+}
+
+fn consumed_by(core: &Core, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
+    let topic = req
+        .ext("topic")
+        .ok_or_else(|| BrokerError::BadRequest("topic is required".into()))?;
+    let mut groups: Vec<String> = stored_offsets(core)
+        .into_iter()
+        .filter(|(q, _)| q.topic == topic)
+        .map(|(q, _)| q.group)
+        .collect();
+    for (_, c) in core.rocketmq.live(timeout(core)) {
+        for d in &c.consumers {
+            if d.subscription_data_set.iter().any(|s| s.topic == topic) {
+                groups.push(d.group_name.clone());
+            }
+        }
+    }
+    groups.sort();
+    groups.dedup();
+    json_answer(req, &serde_json::json!({ "groupList": groups }))
+}
+
+/// Subscription groups are not configured on a corvus broker (a group exists once a member
+/// heartbeats); an update is accepted so RocketMQ's tools and scripts work, and changes
+/// nothing.
+fn subscription_group(
+    core: &Core,
+    req: &RemotingCommand,
+    body: &Bytes,
+) -> Result<Outgoing, BrokerError> {
+    let cfg: serde_json::Value = super::json_body(body)?;
+    let name = cfg.get("groupName").and_then(|v| v.as_str()).unwrap_or("");
+    tracing::info!(broker = %own_name(core), group = name, "subscription group update accepted (corvus keeps no group configs)");
+    Ok(Outgoing::remoting(ok(req), Body::None))
+}
+
+fn all_subscription_groups(core: &Core, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
+    let mut groups: Vec<String> = stored_offsets(core)
+        .into_iter()
+        .map(|(q, _)| q.group)
+        .collect();
+    for (_, c) in core.rocketmq.live(timeout(core)) {
+        groups.extend(c.consumers.iter().map(|d| d.group_name.clone()));
+    }
+    groups.sort();
+    groups.dedup();
+    let table: BTreeMap<String, serde_json::Value> = groups
+        .into_iter()
+        .map(|g| {
+            let v = serde_json::json!({
+                "groupName": g,
+                "consumeEnable": true,
+                "consumeFromMinEnable": true,
+                "consumeBroadcastEnable": true,
+                "retryQueueNums": 1,
+                "retryMaxTimes": 16,
+                "brokerId": 0,
+                "whichBrokerWhenConsumeSlowly": 1,
+                "notifyConsumerIdsChangedEnable": true,
+            });
+            (g, v)
+        })
+        .collect();
+    json_answer(
+        req,
+        &serde_json::json!({
+            "subscriptionGroupTable": table,
+            "dataVersion": { "counter": 0, "timestamp": 0 },
+        }),
+    )
+}
+
+/// Resets a group's offsets of this core's queues of a topic to the first message stored at
+/// or after `timestamp` (RocketMQ's resetOffsetByTime), and tells the group's online
+/// RocketMQ clients the new offsets (RESET_CONSUMER_CLIENT_OFFSET) so they start there.
+async fn reset_offset(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
+    let topic = req
+        .ext("topic")
+        .ok_or_else(|| BrokerError::BadRequest("topic is required".into()))?
+        .to_owned();
+    let group = req
+        .ext("group")
+        .ok_or_else(|| BrokerError::BadRequest("group is required".into()))?
+        .to_owned();
+    let timestamp: i64 = req
+        .ext("timestamp")
+        .and_then(|t| t.parse().ok())
+        .ok_or_else(|| BrokerError::BadRequest("timestamp is required".into()))?;
+    let cfg = topic_config(core, &topic)?;
+    let name = own_name(core);
+    let mut entries = Vec::new();
+    for (local, global) in own_queues(core, &topic, &cfg) {
+        let (min, max) = core.queue_offsets(&topic, global).await?;
+        let to = if timestamp < 0 {
+            max
+        } else {
+            core.search_offset(&topic, global, timestamp)
+                .await?
+                .clamp(min, max)
+        };
+        core.group_offset(OffsetOp::Reset {
+            queue: GroupQueue {
+                group: group.clone(),
+                topic: topic.clone(),
+                queue_id: global,
+            },
+            offset: to,
+        })
+        .await?;
+        entries.push((mq_key(&name, &topic, local), to));
+    }
+    let body = mq_table(&entries, &[])?;
+    // The group's clients on this core take the new offsets now (their own offsets would
+    // overwrite the reset at their next commit otherwise).
+    let members: Vec<String> = core
+        .rocketmq
+        .live(timeout(core))
+        .into_iter()
+        .filter(|(_, c)| c.consumers.iter().any(|d| d.group_name == group))
+        .map(|(id, _)| id)
+        .collect();
+    for m in members {
+        let Some(conn) = core.clients.of_client(&m) else {
+            continue;
+        };
+        let mut cmd =
+            RemotingCommand::request(request::RESET_CONSUMER_CLIENT_OFFSET, conn.next_opaque());
+        cmd.set_oneway();
+        cmd.ext_fields.insert("topic".into(), topic.clone());
+        cmd.ext_fields.insert("group".into(), group.clone());
+        cmd.ext_fields
+            .insert("timestamp".into(), timestamp.to_string());
+        conn.notify(cmd, Bytes::from(body.clone())).await;
+    }
+    Ok(raw_answer(req, body))
+}
