@@ -1,13 +1,23 @@
-// Drives the real Go RocketMQ client (apache/rocketmq-client-go/v2, remoting protocol)
-// against remoting/examples/capture_server.rs on loopback: one send, one batch send, then a
-// push consumer that must receive all three messages. Exits 0 only if they round-tripped.
+// An unchanged application of the real Go RocketMQ client (apache/rocketmq-client-go/v2,
+// remoting protocol): a producer sends COUNT single messages (SendSync, with tags and keys)
+// and one batch of 10, then a push consumer of a new group, consuming from the first
+// offset, must receive every one of them within a bounded time.
+//
+// Usage: rocketmq-go NAMESRV [TOPIC [COUNT [GROUP]]]. Prints one line per step (SENT,
+// RECEIVED n of m, WRONG for a message whose tag or keys differ from those sent, then ALL
+// RECEIVED or MISSING); exits 0 only when every message sent was received as it was sent, 1 when some were not, 2 on a client error.
+//
+// Against remoting/examples/capture_server.rs it also serves to capture the client's frames
+// (`rocketmq-go 127.0.0.1:19876 TopicTest 1`).
 package main
 
 import (
 	"context"
 	"fmt"
 	"os"
-	"sync/atomic"
+	"sort"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/apache/rocketmq-client-go/v2"
@@ -19,59 +29,146 @@ import (
 
 func main() {
 	ns := "127.0.0.1:19876"
+	topic := "TopicTest"
+	count := 3
+	group := "GoRoundtripGroup"
 	if len(os.Args) > 1 {
 		ns = os.Args[1]
 	}
+	if len(os.Args) > 2 {
+		topic = os.Args[2]
+	}
+	if len(os.Args) > 3 {
+		n, err := strconv.Atoi(os.Args[3])
+		must(err)
+		count = n
+	}
+	if len(os.Args) > 4 {
+		group = os.Args[4]
+	}
 	rlog.SetLogLevel("error")
+
 	p, err := rocketmq.NewProducer(
 		producer.WithNameServer([]string{ns}),
-		producer.WithGroupName("GoCaptureProducerGroup"),
-		producer.WithRetry(0),
+		producer.WithGroupName("GoRoundtripProducer"),
+		producer.WithInstanceName("roundtrip-producer"),
+		producer.WithRetry(2),
 	)
 	must(err)
 	must(p.Start())
-	msg := primitive.NewMessage("TopicTest", []byte("hello from go"))
-	msg.WithTag("TagA")
-	msg.WithKeys([]string{"key1", "key2"})
-	r, err := p.SendSync(context.Background(), msg)
-	must(err)
-	fmt.Println("SEND", r.Status, r.OffsetMsgID, r.QueueOffset)
-	b1 := primitive.NewMessage("TopicTest", []byte("go batch one"))
-	b1.WithTag("TagB")
-	b2 := primitive.NewMessage("TopicTest", []byte("go batch two"))
-	b2.WithTag("TagB")
-	r, err = p.SendSync(context.Background(), b1, b2)
-	must(err)
-	fmt.Println("BATCH", r.Status, r.OffsetMsgID, r.QueueOffset)
 
-	var got int32
+	sent := map[string]bool{}
+	// body -> the tag and keys it was sent with
+	expect := map[string][2]string{}
+	queues := map[primitive.MessageQueue]bool{}
+	for i := 0; i < count; i++ {
+		body := fmt.Sprintf("single-%d", i)
+		m := primitive.NewMessage(topic, []byte(body))
+		tag := "TagB"
+		if i%2 == 0 {
+			tag = "TagA"
+		}
+		key := fmt.Sprintf("key-%d", i)
+		m.WithTag(tag)
+		m.WithKeys([]string{key})
+		expect[body] = [2]string{tag, key}
+		r, err := p.SendSync(context.Background(), m)
+		must(err)
+		if r.Status != primitive.SendOK {
+			fmt.Println("SEND FAILED", r.String())
+			os.Exit(2)
+		}
+		sent[body] = true
+		queues[*r.MessageQueue] = true
+	}
+	batch := make([]*primitive.Message, 0, 10)
+	for i := 0; i < 10; i++ {
+		body := fmt.Sprintf("batch-%d", i)
+		m := primitive.NewMessage(topic, []byte(body))
+		m.WithTag("TagC")
+		expect[body] = [2]string{"TagC", ""}
+		batch = append(batch, m)
+		sent[body] = true
+	}
+	br, err := p.SendSync(context.Background(), batch...)
+	must(err)
+	batchStatus := "SEND_OK"
+	if br.Status != primitive.SendOK {
+		batchStatus = fmt.Sprintf("status %d", br.Status)
+	}
+	fmt.Printf("SENT %d to %d queues, batch %s\n", len(sent), len(queues), batchStatus)
+
+	var mu sync.Mutex
+	received := map[string]bool{}
+	var wrong []string
 	c, err := rocketmq.NewPushConsumer(
 		consumer.WithNameServer([]string{ns}),
-		consumer.WithGroupName("GoCaptureConsumerGroup"),
+		consumer.WithGroupName(group),
+		consumer.WithInstance("roundtrip-consumer"),
 		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
 	)
 	must(err)
-	sel := consumer.MessageSelector{Type: consumer.TAG, Expression: "TagA || TagB"}
-	must(c.Subscribe("TopicTest", sel, func(ctx context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+	sel := consumer.MessageSelector{Type: consumer.TAG, Expression: "*"}
+	must(c.Subscribe(topic, sel, func(ctx context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		mu.Lock()
+		defer mu.Unlock()
 		for _, m := range msgs {
-			fmt.Println("RECV", m.Topic, m.GetTags(), m.GetKeys(), string(m.Body), m.OffsetMsgId, m.QueueOffset)
-			atomic.AddInt32(&got, 1)
+			body := string(m.Body)
+			if want := expect[body]; want != [2]string{m.GetTags(), m.GetKeys()} {
+				wrong = append(wrong, fmt.Sprintf("%s: tag %q keys %q, want %q", body, m.GetTags(), m.GetKeys(), want))
+			}
+			received[body] = true
 		}
 		return consumer.ConsumeSuccess, nil
 	}))
 	must(c.Start())
-	deadline := time.Now().Add(20 * time.Second)
-	for atomic.LoadInt32(&got) < 3 && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
+
+	missing := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		var out []string
+		for b := range sent {
+			if !received[b] {
+				out = append(out, b)
+			}
+		}
+		sort.Strings(out)
+		return out
 	}
-	ok := atomic.LoadInt32(&got) >= 3
+	deadline := time.Now().Add(40 * time.Second)
+	for len(missing()) > 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	miss := missing()
+	mu.Lock()
+	got := 0
+	for b := range received {
+		if sent[b] {
+			got++
+		}
+	}
+	mu.Unlock()
+	if len(miss) == 0 {
+		fmt.Printf("RECEIVED %d of %d\n", got, len(sent))
+	} else {
+		fmt.Printf("RECEIVED %d of %d missing %v\n", got, len(sent), miss)
+	}
+	mu.Lock()
+	for _, w := range wrong {
+		fmt.Println("WRONG", w)
+	}
+	bad := len(wrong) > 0
+	mu.Unlock()
 	_ = c.Shutdown()
 	_ = p.Shutdown()
-	if ok {
+	if bad {
+		os.Exit(1)
+	}
+	if len(miss) == 0 {
 		fmt.Println("ALL RECEIVED")
 		os.Exit(0)
 	}
-	fmt.Println("MISSING", 3-atomic.LoadInt32(&got))
+	fmt.Println("MISSING", len(miss))
 	os.Exit(1)
 }
 
