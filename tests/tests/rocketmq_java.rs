@@ -11,6 +11,11 @@
 //! share of the queues at once, without the two consuming the same queues meanwhile
 //! (NOTIFY_CONSUMER_IDS_CHANGED).
 //!
+//! Apache RocketMQ's own admin tool (rocketmq-tools 4.9.8's mqadmin, `tests/rocketmq-tools`)
+//! lists the cluster, creates a topic, and shows topic status, consumer progress, consumer
+//! and producer connections, messages by key, broker status and config, and resets a
+//! group's offsets, while a Java application runs against it.
+//!
 //! `.ci/run` builds the Java program (`mvn package` there, which writes `cp.txt`); without a
 //! JVM and the build the test says so and fails when `CORVUS_REQUIRE_JAVA` is set, as CI
 //! sets it.
@@ -80,6 +85,42 @@ fn java_or_skip() -> Option<String> {
     cp
 }
 
+/// rocketmq-tools' classpath, when `.ci/run` (or a developer) fetched it.
+fn tools_classpath() -> Option<String> {
+    let deps =
+        std::fs::read_to_string(workspace_root().join("tests/rocketmq-tools/cp.txt")).ok()?;
+    Some(deps.trim().to_owned())
+}
+
+/// Runs RocketMQ's mqadmin with `args` against the NameServer `ns`: its output, once it
+/// exited 0 (bounded: the tool gives up on a broker after its own timeouts).
+fn rocketmq_mqadmin(cp: &str, ns: &str, args: &[&str]) -> String {
+    let out = Command::new("java")
+        .arg("-cp")
+        .arg(cp)
+        .arg("org.apache.rocketmq.tools.command.MQAdminStartup")
+        .args(args)
+        .args(["-n", ns])
+        .env(
+            "ROCKETMQ_HOME",
+            workspace_root().join("tests/rocketmq-tools"),
+        )
+        .output()
+        .expect("java runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    println!("mqadmin {args:?}:\n{text}");
+    assert!(out.status.success(), "mqadmin {args:?} failed: {text}");
+    assert!(
+        !text.contains("Exception"),
+        "mqadmin {args:?} reported an error: {text}"
+    );
+    text
+}
+
 fn hops(ns: &str, broker: &str) -> (u64, u64) {
     let st = Admin::new(ns).unwrap().broker_status(broker).unwrap();
     let data = st.cores.iter().map(|c| c.cross_core_hops).sum();
@@ -97,49 +138,16 @@ fn a_java_producer_and_push_consumer_round_trip_every_message_without_hops() {
     let broker = c.broker.addr.clone();
     create_topic(&ns, "JavaTopic", 8);
 
-    let mut java = Command::new("java")
-        .args(["-cp", &cp, "corvus.Roundtrip", &ns, "JavaTopic", "200"])
-        .env("ROCKETMQ_HOME", std::env::temp_dir())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("java runs");
-    let stdout = java.stdout.take().expect("piped");
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            println!("java: {line}");
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let mut lines = Vec::new();
-    let wait_for = |lines: &mut Vec<String>, what: &str| loop {
-        match rx.recv_timeout(Duration::from_secs(90)) {
-            Ok(l) => {
-                let done = l.starts_with(what);
-                lines.push(l);
-                if done {
-                    return;
-                }
-            }
-            Err(_) => panic!("no `{what}` from the Java program; it said {lines:?}"),
-        }
-    };
-    wait_for(&mut lines, "STEADY DONE");
+    let mut java = Roundtrip::start(&cp, &ns, "JavaTopic", 200, "JavaRoundtripGroup");
+    java.wait_for("STEADY DONE");
     let (data_hops, produced) = hops(&ns, &broker);
     assert_eq!(produced, 210, "every message sent was stored once");
     assert_eq!(
         data_hops, 0,
         "sends, pulls and offset commits of a RocketMQ client stay on the owning core"
     );
-    let mut stdin = java.stdin.take().expect("piped");
-    writeln!(stdin).expect("the Java program reads its go-ahead");
-    wait_for(&mut lines, "ALL RECEIVED");
-    let status = java.wait().expect("java exits");
-    assert!(status.success(), "{status}: {lines:?}");
+    java.go_on();
+    let lines = java.finish();
     assert!(
         lines.iter().any(|l| l.starts_with("RECEIVED 210 of 210")),
         "{lines:?}"
@@ -184,4 +192,208 @@ fn a_java_member_joining_a_group_shares_the_queues_at_once() {
         lines.iter().any(|l| l == "SHARED WITHOUT DUPLICATES"),
         "{lines:?}"
     );
+}
+
+#[test]
+fn rocketmq_s_own_mqadmin_manages_the_cluster() {
+    let Some(cp) = java_or_skip() else {
+        return;
+    };
+    let Some(tools) = tools_classpath() else {
+        let msg = "rocketmq-tools is not fetched (cd tests/rocketmq-tools && mvn -q -B dependency:build-classpath -Dmdep.outputFile=cp.txt)";
+        assert!(std::env::var_os("CORVUS_REQUIRE_JAVA").is_none(), "{msg}");
+        eprintln!("skipped: {msg}");
+        return;
+    };
+    let c = Cluster::start(2, "small");
+    let ns = c.namesrv.addr.clone();
+    let broker = c.broker.addr.clone();
+    let t = |args: &[&str]| rocketmq_mqadmin(&tools, &ns, args);
+
+    let created = t(&[
+        "updateTopic",
+        "-c",
+        "DefaultCluster",
+        "-t",
+        "ToolsTopic",
+        "-r",
+        "8",
+        "-w",
+        "8",
+    ]);
+    assert_eq!(
+        created.matches("success").count(),
+        2,
+        "one per core: {created}"
+    );
+    let clusters = t(&["clusterList"]);
+    for core in ["broker-a-c0", "broker-a-c1"] {
+        assert!(
+            clusters.contains(core) && clusters.contains("V4_9_8"),
+            "{clusters}"
+        );
+    }
+    assert!(t(&["topicList"]).lines().any(|l| l.trim() == "ToolsTopic"));
+
+    // A Java application produces and consumes; the tools look at it while it runs.
+    let mut java = Roundtrip::start(&cp, &ns, "ToolsTopic", 50, "ToolsGroup");
+    java.wait_for("STEADY DONE");
+
+    let status = t(&["topicStatus", "-t", "ToolsTopic"]);
+    let max_total: u64 = status
+        .lines()
+        .filter(|l| l.starts_with("broker-a-c"))
+        .filter_map(|l| l.split_whitespace().nth(3)?.parse::<u64>().ok())
+        .sum();
+    assert_eq!(max_total, 60, "every message counted once: {status}");
+    // The consumer persists its offsets every 5 s: the progress catches up by then.
+    let mut progress = String::new();
+    for _ in 0..20 {
+        progress = t(&["consumerProgress", "-g", "ToolsGroup"]);
+        if progress.contains("Diff Total: 0") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert!(progress.contains("Diff Total: 0"), "{progress}");
+    assert!(
+        progress.contains("broker-a-c0") && progress.contains("broker-a-c1"),
+        "{progress}"
+    );
+    let consumers = t(&["consumerConnection", "-g", "ToolsGroup"]);
+    assert!(
+        consumers.contains("roundtrip-consumer") && consumers.contains("ToolsTopic"),
+        "{consumers}"
+    );
+    let producers = t(&[
+        "producerConnection",
+        "-g",
+        "JavaRoundtripProducer",
+        "-t",
+        "ToolsTopic",
+    ]);
+    assert!(producers.contains("roundtrip-producer"), "{producers}");
+    let by_key = t(&["queryMsgByKey", "-t", "ToolsTopic", "-k", "key-7"]);
+    assert_eq!(
+        by_key
+            .lines()
+            .skip(1)
+            .filter(|l| !l.trim().is_empty())
+            .count(),
+        1,
+        "the message with that key, once: {by_key}"
+    );
+    let runtime = t(&["brokerStatus", "-b", &broker]);
+    assert!(runtime.contains("msgPutTotalTodayNow"), "{runtime}");
+    let config = t(&["getBrokerConfig", "-b", &broker]);
+    assert!(
+        config
+            .lines()
+            .any(|l| l.replace(' ', "") == "brokerName=broker-a"),
+        "{config}"
+    );
+    let reset = t(&[
+        "resetOffsetByTime",
+        "-g",
+        "ToolsGroup",
+        "-t",
+        "ToolsTopic",
+        "-s",
+        "0",
+    ]);
+    assert_eq!(
+        reset
+            .lines()
+            .filter(|l| l.starts_with("broker-a-c"))
+            .count(),
+        8,
+        "every queue reset: {reset}"
+    );
+
+    java.go_on();
+    java.finish();
+}
+
+/// The Roundtrip program running: its output lines as they come, and its stdin for the
+/// go-ahead after its steady state. Killed when dropped (a failed test leaves nothing).
+struct Roundtrip {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    lines: mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Roundtrip {
+    fn start(cp: &str, ns: &str, topic: &str, count: u32, group: &str) -> Roundtrip {
+        let mut child = Command::new("java")
+            .args([
+                "-cp",
+                cp,
+                "corvus.Roundtrip",
+                ns,
+                topic,
+                &count.to_string(),
+                group,
+            ])
+            .env("ROCKETMQ_HOME", std::env::temp_dir())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("java runs");
+        let stdout = child.stdout.take().expect("piped");
+        let stdin = child.stdin.take();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                println!("java: {line}");
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Roundtrip {
+            child,
+            stdin,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Waits (90 s at most) for a line starting with `what`.
+    fn wait_for(&mut self, what: &str) {
+        loop {
+            match self.lines.recv_timeout(Duration::from_secs(90)) {
+                Ok(l) => {
+                    let done = l.starts_with(what);
+                    self.seen.push(l);
+                    if done {
+                        return;
+                    }
+                }
+                Err(_) => panic!("no `{what}` from the Java program; it said {:?}", self.seen),
+            }
+        }
+    }
+
+    /// Lets the program go on past its steady state.
+    fn go_on(&mut self) {
+        let mut stdin = self.stdin.take().expect("the go-ahead is given once");
+        writeln!(stdin).expect("the Java program reads its go-ahead");
+    }
+
+    /// Waits for the end: it must exit 0. Its output lines.
+    fn finish(mut self) -> Vec<String> {
+        self.wait_for("ALL RECEIVED");
+        let status = self.child.wait().expect("java exits");
+        assert!(status.success(), "{status}: {:?}", self.seen);
+        std::mem::take(&mut self.seen)
+    }
+}
+
+impl Drop for Roundtrip {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
