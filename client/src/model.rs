@@ -442,7 +442,24 @@ pub(crate) fn decompress(body: &[u8], bytes_max: usize) -> std::io::Result<Vec<u
     Ok(out)
 }
 
-/// The decompressed body of a compressed record; `None` for one stored as is.
+/// Inflates a zlib body (what RocketMQ's Java, Go and C++ producers compress with),
+/// refusing to grow it beyond `bytes_max`.
+pub(crate) fn decompress_zlib(body: &[u8], bytes_max: usize) -> std::io::Result<Vec<u8>> {
+    let decoder = flate2::read::ZlibDecoder::new(body);
+    let mut out = Vec::with_capacity(body.len().saturating_mul(4).min(bytes_max));
+    decoder.take(bytes_max as u64 + 1).read_to_end(&mut out)?;
+    if out.len() > bytes_max {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("decompressed body exceeds {bytes_max} bytes"),
+        ));
+    }
+    Ok(out)
+}
+
+/// The decompressed body of a compressed record; `None` for one stored as is. zstd is what
+/// this client compresses with; zlib what RocketMQ's clients do (type bits 0, as 4.x
+/// producers leave them, or ZLIB); LZ4 is refused with the reason.
 pub(crate) fn inflate(
     view: &RecordView<'_>,
     addr: &str,
@@ -452,13 +469,17 @@ pub(crate) fn inflate(
     if sys & sys_flag::COMPRESSED == 0 {
         return Ok(None);
     }
-    if sys & sys_flag::COMPRESSION_MASK != sys_flag::COMPRESSION_ZSTD {
-        return Err(ClientError::Protocol {
-            addr: addr.to_owned(),
-            detail: format!("unsupported compression in sys flag {sys:#x}"),
-        });
-    }
-    let body = decompress(view.body(), body_bytes_max).map_err(|e| ClientError::Protocol {
+    let inflated = match sys & sys_flag::COMPRESSION_MASK {
+        sys_flag::COMPRESSION_ZSTD => decompress(view.body(), body_bytes_max),
+        0 | sys_flag::COMPRESSION_ZLIB => decompress_zlib(view.body(), body_bytes_max),
+        _ => {
+            return Err(ClientError::Protocol {
+                addr: addr.to_owned(),
+                detail: format!("unsupported compression in sys flag {sys:#x} (LZ4)"),
+            })
+        }
+    };
+    let body = inflated.map_err(|e| ClientError::Protocol {
         addr: addr.to_owned(),
         detail: format!("cannot decompress body: {e}"),
     })?;
@@ -600,6 +621,38 @@ mod tests {
             assert_eq!((r.queue_id, r.broker_name.as_str()), (3, "broker-a"));
         }
         assert_eq!(results[1].msg_id, "Bb");
+    }
+
+    #[test]
+    fn rocketmq_clients_zlib_bodies_inflate_and_lz4_is_refused_by_name() {
+        use std::io::Write;
+        let body = b"a body a Java producer compressed".repeat(200);
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        z.write_all(&body).unwrap();
+        let zlib = z.finish().unwrap();
+        for (sys, ok) in [
+            (sys_flag::COMPRESSED, true),
+            (sys_flag::COMPRESSED | sys_flag::COMPRESSION_ZLIB, true),
+            (sys_flag::COMPRESSED | sys_flag::COMPRESSION_LZ4, false),
+        ] {
+            let mut rec = Vec::new();
+            message::encode_record(
+                &MessageFields {
+                    topic: "T",
+                    body: &zlib,
+                    sys_flag: sys,
+                    ..Default::default()
+                },
+                &mut rec,
+            )
+            .unwrap();
+            let view = RecordView::parse(&rec).unwrap();
+            match inflate(&view, "b:1", 1 << 20) {
+                Ok(Some(b)) => assert!(ok && b[..] == body[..]),
+                Err(e) => assert!(!ok && e.to_string().contains("LZ4"), "{e}"),
+                Ok(None) => panic!("a compressed record"),
+            }
+        }
     }
 
     #[test]

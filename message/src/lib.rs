@@ -81,8 +81,10 @@ pub mod sys_flag {
     pub const MULTI_TAGS: i32 = 0x2;
     pub const BORN_HOST_V6: i32 = 0x10;
     pub const STORE_HOST_V6: i32 = 0x20;
-    /// Compression type, bits 8-10.
+    /// Compression type, bits 8-10 (0 with COMPRESSED: zlib, as RocketMQ 4.x writes it).
+    pub const COMPRESSION_LZ4: i32 = 0x100;
     pub const COMPRESSION_ZSTD: i32 = 0x200;
+    pub const COMPRESSION_ZLIB: i32 = 0x300;
     pub const COMPRESSION_MASK: i32 = 0x700;
 }
 
