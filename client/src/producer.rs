@@ -432,7 +432,12 @@ impl ProducerInner {
             .round_robin
             .write()
             .unwrap_or_else(PoisonError::into_inner);
-        Arc::clone(map.entry(topic.to_owned()).or_default())
+        // A new producer starts its round robin at a random queue, as RocketMQ's do, so that
+        // many producers started together do not all begin with queue 0.
+        Arc::clone(
+            map.entry(topic.to_owned())
+                .or_insert_with(|| Arc::new(AtomicU64::new(u64::from(rand::random::<u16>())))),
+        )
     }
 
     /// Picks the queue for an attempt; a retry of a round-robin send avoids the broker that
@@ -658,9 +663,12 @@ mod tests {
                 .with_key(format!("k{i}"));
             results.push(p.send(msg).unwrap());
         }
-        // Message i goes to queue i mod 4.
+        // Message i goes to the queue after message i - 1's, from wherever the producer's
+        // round robin started.
         let queues: Vec<u32> = results.iter().map(|r| r.queue_id).collect();
-        assert_eq!(queues, vec![0, 1, 2, 3, 0, 1, 2, 3]);
+        let first = queues[0];
+        let expected: Vec<u32> = (0..8).map(|i| (first + i) % 4).collect();
+        assert_eq!(queues, expected);
         let stored = state.queues.lock().unwrap();
         for (i, r) in results.iter().enumerate() {
             let rec = &stored[&r.queue_id][r.queue_offset.0 as usize];
@@ -676,6 +684,25 @@ mod tests {
         }
         // The route was fetched once and then served from the cache.
         assert_eq!(ns.request_count("get_route"), 1);
+    }
+
+    #[test]
+    fn new_producers_start_their_round_robin_at_random_queues() {
+        let (b, _state) = fake_broker(0);
+        let ns = namesrv("T", route(vec![broker("b", &b.addr, &[], 1)], 8));
+        let firsts: std::collections::HashSet<u32> = (0..20)
+            .map(|i| {
+                producer(&ns)
+                    .send(Message::new("T", format!("{i}")))
+                    .unwrap()
+                    .queue_id
+            })
+            .collect();
+        // 20 producers all starting at one queue of 8: a chance of 8^-19.
+        assert!(
+            firsts.len() > 1,
+            "every producer began with queue {firsts:?}"
+        );
     }
 
     #[test]
