@@ -39,6 +39,8 @@ pub struct ClientConn {
     pending: RefCell<HashMap<u64, LocalSender<Frame>>>,
     /// The connection speaks RocketMQ's remoting protocol.
     remoting: Cell<bool>,
+    /// Remoting requests sent on it that wait for an answer, by opaque.
+    pending_remoting: RefCell<HashMap<i32, LocalSender<remoting::Frame>>>,
 }
 
 impl ClientConn {
@@ -56,6 +58,7 @@ impl ClientConn {
             next_request_id: Cell::new(1),
             pending: RefCell::new(HashMap::new()),
             remoting: Cell::new(false),
+            pending_remoting: RefCell::new(HashMap::new()),
         }
     }
 
@@ -125,6 +128,7 @@ impl ClientConn {
     pub fn close(&self) {
         self.out.borrow_mut().take();
         self.pending.borrow_mut().clear();
+        self.pending_remoting.borrow_mut().clear();
     }
 
     /// A frame the client sent that answers one of the broker's requests; a late or unknown
@@ -134,10 +138,59 @@ impl ClientConn {
             let _ = tx.try_send(frame);
         }
     }
-    /// A remoting frame the client sent as a response. The broker sends RocketMQ clients
-    /// only oneway requests (NOTIFY_CONSUMER_IDS_CHANGED), so none is expected: dropped.
+    /// A remoting frame the client sent that answers one of the broker's requests; a late or
+    /// unknown one is dropped.
     pub fn answered_remoting(&self, frame: remoting::Frame) {
-        tracing::debug!(peer = %self.peer, opaque = frame.command.opaque, "a remoting response nobody waits for");
+        match self
+            .pending_remoting
+            .borrow_mut()
+            .remove(&frame.command.opaque)
+        {
+            Some(tx) => {
+                let _ = tx.try_send(frame);
+            }
+            None => {
+                tracing::debug!(peer = %self.peer, opaque = frame.command.opaque, "a remoting response nobody waits for")
+            }
+        }
+    }
+
+    /// Sends a remoting request to the client and waits (up to `timeout`) for its answer.
+    pub async fn request_remoting(
+        &self,
+        mut cmd: remoting::RemotingCommand,
+        timeout: Duration,
+    ) -> Result<remoting::Frame, BrokerError> {
+        if self.pending_remoting.borrow().len() >= CLIENT_REQUESTS_MAX {
+            return Err(BrokerError::Busy(format!(
+                "{CLIENT_REQUESTS_MAX} requests to client {} are already waiting",
+                self.peer
+            )));
+        }
+        let opaque = self.next_opaque();
+        cmd.opaque = opaque;
+        let (tx, rx) = local_channel::new_bounded(1);
+        self.pending_remoting.borrow_mut().insert(opaque, tx);
+        if !self.notify(cmd, Bytes::new()).await {
+            self.pending_remoting.borrow_mut().remove(&opaque);
+            return Err(BrokerError::NotFound(format!(
+                "the connection of client {} closed",
+                self.peer
+            )));
+        }
+        let answer = futures_lite::future::or(async { rx.recv().await }, async {
+            glommio::timer::sleep(timeout).await;
+            None
+        })
+        .await;
+        self.pending_remoting.borrow_mut().remove(&opaque);
+        answer.ok_or_else(|| {
+            BrokerError::Busy(format!(
+                "client {} did not answer within {} ms",
+                self.peer,
+                timeout.as_millis()
+            ))
+        })
     }
 
     /// Sends a oneway remoting request to the client (nothing is waited for); false when

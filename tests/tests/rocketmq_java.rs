@@ -13,8 +13,9 @@
 //!
 //! Apache RocketMQ's own admin tool (rocketmq-tools 4.9.8's mqadmin, `tests/rocketmq-tools`)
 //! lists the cluster, creates a topic, and shows topic status, consumer progress, consumer
-//! and producer connections, messages by key, broker status and config, and resets a
-//! group's offsets, while a Java application runs against it.
+//! and producer connections, a consumer's own running info (asked of the client through the
+//! broker), messages by key, broker status and config, and resets a group's offsets, while a
+//! Java application runs against it.
 //!
 //! `.ci/run` builds the Java program (`mvn package` there, which writes `cp.txt`); without a
 //! JVM and the build the test says so and fails when `CORVUS_REQUIRE_JAVA` is set, as CI
@@ -264,6 +265,12 @@ fn rocketmq_s_own_mqadmin_manages_the_cluster() {
     assert!(
         consumers.contains("roundtrip-consumer") && consumers.contains("ToolsTopic"),
         "{consumers}"
+    );
+    // Asked of the consumer itself over its connection, through the broker.
+    let running = t(&["consumerStatus", "-g", "ToolsGroup"]);
+    assert!(
+        running.contains("roundtrip-consumer") && running.contains("Rebalance OK"),
+        "{running}"
     );
     let producers = t(&[
         "producerConnection",

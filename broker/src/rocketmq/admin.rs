@@ -87,6 +87,7 @@ pub(crate) async fn serve(
         request::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP => subscription_group(core, req, body),
         request::GET_ALL_SUBSCRIPTIONGROUP_CONFIG => all_subscription_groups(core, req),
         request::INVOKE_BROKER_TO_RESET_OFFSET => reset_offset(core, req).await,
+        request::GET_CONSUMER_RUNNING_INFO => consumer_running_info(core, req).await,
         _ => return None,
     })
 }
@@ -510,6 +511,40 @@ fn all_subscription_groups(core: &Core, req: &RemotingCommand) -> Result<Outgoin
             "dataVersion": { "counter": 0, "timestamp": 0 },
         }),
     )
+}
+
+/// What a consumer says it is doing (mqadmin consumerStatus): asked of the client on its own
+/// connection to this core, and its answer passed on as it is.
+async fn consumer_running_info(
+    core: &Rc<Core>,
+    req: &RemotingCommand,
+) -> Result<Outgoing, BrokerError> {
+    let client_id = req
+        .ext("clientId")
+        .ok_or_else(|| BrokerError::BadRequest("clientId is required".into()))?;
+    let conn = core
+        .clients
+        .of_client(client_id)
+        .filter(|c| c.speaks_remoting())
+        .ok_or_else(|| {
+            BrokerError::NotFound(format!(
+                "client {client_id} is not connected to this broker"
+            ))
+        })?;
+    let mut ask = RemotingCommand::request(request::GET_CONSUMER_RUNNING_INFO, 0);
+    ask.ext_fields = req.ext_fields.clone();
+    let answer = conn
+        .request_remoting(ask, crate::client_conn::CLIENT_ANSWER_TIMEOUT)
+        .await?;
+    let mut out =
+        RemotingCommand::response_to(req, answer.command.code, answer.command.remark.clone());
+    out.ext_fields = answer.command.ext_fields.clone();
+    let body = if answer.body.is_empty() {
+        Body::None
+    } else {
+        Body::Owned(vec![answer.body])
+    };
+    Ok(Outgoing::remoting(out, body))
 }
 
 /// Resets a group's offsets of this core's queues of a topic to the first message stored at
