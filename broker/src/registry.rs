@@ -72,13 +72,18 @@ struct ExchangeError {
     /// The NameServer had closed the connection before this request (EOF, reset, broken
     /// pipe on a connection opened earlier): worth one more try on a fresh connection.
     closed_before: bool,
+    /// The request went out whole and its answer is only late: the connection stays (a
+    /// late answer is told apart by its request id). Closing it would make the NameServer
+    /// drop the broker from its routes at once, so a NameServer slow for a moment (a busy
+    /// host) would make every route of the broker flap.
+    only_late: bool,
 }
 
 /// The broker's one connection to one NameServer, kept open for every registration and
 /// heartbeat: the NameServer ties the broker to it and drops the broker from its routes the
 /// moment it closes (a killed broker's kernel closes it), rather than at its expiry. A
-/// failed or timed-out exchange closes it, so no late answer can be taken for a later
-/// request; the next exchange dials again.
+/// failed exchange closes it and the next one dials again; one whose answer is only late
+/// keeps it, and the late answer is skipped by its request id when it comes.
 struct NameServerLink {
     addr: String,
     conn: Option<FrameReader<TcpStream>>,
@@ -128,8 +133,7 @@ impl NameServerLink {
         timeout: Duration,
     ) -> Result<ResponseCode, ExchangeError> {
         let result = self.send_and_read(command, body, timeout);
-        if result.is_err() {
-            // Half-read answers or a late one must not meet the next request.
+        if result.as_ref().is_err_and(|e| !e.only_late) {
             self.conn = None;
         }
         result
@@ -144,6 +148,7 @@ impl NameServerLink {
         let other = |detail: String| ExchangeError {
             detail,
             closed_before: false,
+            only_late: false,
         };
         let reader = match &mut self.conn {
             Some(r) => r,
@@ -161,27 +166,34 @@ impl NameServerLink {
             return Err(ExchangeError {
                 closed_before: peer_closed(&e),
                 detail: e.to_string(),
+                only_late: false,
             });
         }
-        match reader.next_frame() {
-            Ok(Some(f)) if !f.header.is_response() || f.header.request_id != id => Err(other(
-                format!("answer to another request (id {})", f.header.request_id),
-            )),
-            Ok(Some(f)) => {
-                let code = f.header.response_code();
-                if code != ResponseCode::Success {
-                    tracing::debug!(namesrv = %self.addr, remark = %f.header.remark, "NameServer refused");
+        loop {
+            return match reader.next_frame() {
+                // The late answer to an earlier request: skipped.
+                Ok(Some(f)) if f.header.is_response() && f.header.request_id < id => continue,
+                Ok(Some(f)) if !f.header.is_response() || f.header.request_id != id => Err(other(
+                    format!("answer to another request (id {})", f.header.request_id),
+                )),
+                Ok(Some(f)) => {
+                    let code = f.header.response_code();
+                    if code != ResponseCode::Success {
+                        tracing::debug!(namesrv = %self.addr, remark = %f.header.remark, "NameServer refused");
+                    }
+                    Ok(code)
                 }
-                Ok(code)
-            }
-            Ok(None) => Err(ExchangeError {
-                detail: "connection closed".into(),
-                closed_before: true,
-            }),
-            Err(e) => Err(ExchangeError {
-                closed_before: peer_closed(&e),
-                detail: e.to_string(),
-            }),
+                Ok(None) => Err(ExchangeError {
+                    detail: "connection closed".into(),
+                    closed_before: true,
+                    only_late: false,
+                }),
+                Err(e) => Err(ExchangeError {
+                    closed_before: peer_closed(&e),
+                    only_late: is_timeout(&e),
+                    detail: e.to_string(),
+                }),
+            };
         }
     }
 
@@ -243,6 +255,12 @@ fn dial(addr: &str, timeout: Duration) -> Result<FrameReader<TcpStream>, String>
     let s = TcpStream::connect_timeout(&sa, timeout).map_err(|e| e.to_string())?;
     let _ = s.set_nodelay(true);
     Ok(FrameReader::new(s, protocol::FRAME_BYTES_MAX_DEFAULT))
+}
+
+/// Whether a read ended at its timeout (the answer may still come).
+fn is_timeout(e: &protocol::ProtocolError) -> bool {
+    matches!(e, protocol::ProtocolError::Io(io)
+        if matches!(io.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut))
 }
 
 /// Whether an error says the peer had closed the connection (rather than being slow).
@@ -397,5 +415,74 @@ fn run(shared: Arc<Shared>) {
         if let Err(e) = link.call(&goodbye, &[]) {
             tracing::debug!(namesrv = %link.addr, "unregister failed: {e}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use protocol::blocking::FrameReader;
+
+    /// A NameServer that answers its first request only after `late`, then at once; counts
+    /// the connections it accepted.
+    fn slow_first_answer(
+        late: Duration,
+    ) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = accepted.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { return };
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                std::thread::spawn(move || {
+                    let mut reader = FrameReader::new(stream.try_clone().unwrap(), 1 << 20);
+                    let mut first = true;
+                    while let Ok(Some(f)) = reader.next_frame() {
+                        if first {
+                            std::thread::sleep(late);
+                            first = false;
+                        }
+                        let answer = Header::response(
+                            f.header.request_id,
+                            ResponseCode::Success,
+                            Command::Empty,
+                        );
+                        if write_frame(&mut &stream, &answer, &[]).is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        (addr, accepted)
+    }
+
+    #[test]
+    fn a_late_answer_keeps_the_connection_and_is_skipped_by_its_request_id() {
+        let (addr, accepted) = slow_first_answer(Duration::from_millis(400));
+        let mut link = NameServerLink::new(&addr);
+        let key = BrokerKey {
+            cluster: "c".into(),
+            broker_name: "b".into(),
+            broker_id: 0,
+        };
+        let beat = Command::BrokerHeartbeat(key);
+        assert!(
+            link.exchange(&beat, &[], Duration::from_millis(100))
+                .is_err(),
+            "the first answer is late"
+        );
+        // The next exchanges read past the late answer and get their own, on the same
+        // connection: the NameServer never saw the broker's connection close.
+        for _ in 0..3 {
+            assert_eq!(
+                link.exchange(&beat, &[], Duration::from_secs(2)),
+                Ok(ResponseCode::Success)
+            );
+        }
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 }
