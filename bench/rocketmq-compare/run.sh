@@ -225,10 +225,13 @@ done
 
 if [ "$NATIVE" = 1 ]; then
   echo "== reference: corvus's own bench over its native protocol (its own broker on CPU 0)"
-  (cd "$TMP" && timeout 300 "$BIN/bench" produce --duration "$DURATION" > "$OUT/native-produce.out" 2>&1 || true)
+  # Batched async sends (the bench's defaults), bounded to 5 M messages (5 GB on disk).
+  (cd "$TMP" && timeout 300 "$BIN/bench" produce --messages 5000000 --no-disk \
+     > "$OUT/native-produce.out" 2>&1 || true)
   tail -25 "$OUT/native-produce.out"
-  (cd "$TMP" && timeout 300 "$BIN/bench" produce --sync --batch 1 --threads "$THREADS" --duration "$DURATION" \
-     > "$OUT/native-produce-sync.out" 2>&1 || true)
+  # One message per send, each waited for, as the Java driver sends.
+  (cd "$TMP" && timeout 300 "$BIN/bench" produce --sync --batch 1 --producers 8 --duration "$DURATION" \
+     --no-disk > "$OUT/native-produce-sync.out" 2>&1 || true)
   tail -25 "$OUT/native-produce-sync.out"
 fi
 
