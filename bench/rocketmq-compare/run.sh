@@ -2,7 +2,10 @@
 # Apache RocketMQ 5.x against corvus on this machine, under the same RocketMQ load driver.
 #
 #   bench/rocketmq-compare/run.sh [--runs N] [--warmup S] [--duration S] [--threads T]
-#                                 [--size BYTES] [--queues Q] [--out DIR] [--no-native]
+#                                 [--size BYTES] [--queues Q] [--out DIR] [--no-native] [--perf]
+#
+# --perf: `perf record -e cpu-clock -g` of the corvus broker over each corvus run's measured
+# window (perf-corvus-N.data in the output directory).
 #
 # Each broker runs pinned to CPU 0 (`taskset -c 0`, its NameServer beside it), the load
 # driver on CPU 1. Runs alternate: rocketmq, corvus, rocketmq, corvus, ... Every run starts
@@ -22,6 +25,7 @@ SIZE=1024
 QUEUES=8
 OUT=""
 NATIVE=1
+PERF=0
 INNER=0
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -33,6 +37,7 @@ while [ $# -gt 0 ]; do
     --queues) QUEUES="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
     --no-native) NATIVE=0; shift ;;
+    --perf) PERF=1; shift ;;
     --inner) INNER=1; shift ;;
     -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
@@ -63,6 +68,7 @@ if [ "$INNER" = 0 ]; then
   ARGS=(--runs "$RUNS" --warmup "$WARMUP" --duration "$DURATION" --threads "$THREADS"
         --size "$SIZE" --queues "$QUEUES" --out "$OUT")
   [ "$NATIVE" = 1 ] || ARGS+=(--no-native)
+  [ "$PERF" = 0 ] || ARGS+=(--perf)
   {
     echo "commit $(cd "$ROOT" && git rev-parse --short HEAD)$(cd "$ROOT" && git diff --quiet HEAD -- . ':!BENCHMARKS.md' || echo ' (dirty)')"
     grep -m1 'model name' /proc/cpuinfo
@@ -198,13 +204,19 @@ one_run() {
     sleep 1
   done
   sleep 2
-  local load0 load1
+  local load0 load1 perf_pid=""
   load0=$(cut -d' ' -f1 /proc/loadavg)
+  if [ "$PERF" = 1 ] && [ "$kind" = corvus ]; then
+    (sleep $((WARMUP + 3)); exec taskset -c 1 perf record -q -e cpu-clock -g -p "$BROKER_PID" \
+       -o "$OUT/perf-$kind-$n.data" -- sleep $((DURATION - 5))) > "$dir/perf.out" 2>&1 &
+    perf_pid=$!; PIDS+=("$perf_pid")
+  fi
   ROCKETMQ_HOME="$TMP/home" taskset -c 1 timeout $((WARMUP + DURATION + 120)) \
     java -Xms2g -Xmx2g -XX:+UseG1GC -Duser.home="$dir/driver" -Drocketmq.client.logRoot="$dir/driver/logs" \
     -cp "$CP" corvus.bench.Load "127.0.0.1:$nsport" "$topic" "$THREADS" "$SIZE" "$WARMUP" "$DURATION" \
     "$BROKER_PID" > "$dir/driver.out" 2>&1 || { tail -40 "$dir/driver.out" >&2; return 1; }
   load1=$(cut -d' ' -f1 /proc/loadavg)
+  [ -z "$perf_pid" ] || wait "$perf_pid" || true
   grep -E '^t=' "$dir/driver.out" | tail -3
   line=$(grep '^RESULT ' "$dir/driver.out" | sed 's/^RESULT //')
   local rss
