@@ -6,6 +6,8 @@
 #
 # --perf: `perf record -e cpu-clock -g` of the corvus broker over each corvus run's measured
 # window (perf-corvus-N.data in the output directory).
+# --corvus-idle-poll-us N: the corvus broker's idle_poll_us (the throughput profile's 200 µs
+# of polling after every burst, counted in its CPU time) set to N through --config.
 #
 # Each broker runs pinned to CPU 0 (`taskset -c 0`, its NameServer beside it), the load
 # driver on CPU 1. Runs alternate: rocketmq, corvus, rocketmq, corvus, ... Every run starts
@@ -26,6 +28,7 @@ QUEUES=8
 OUT=""
 NATIVE=1
 PERF=0
+IDLE_POLL=""
 INNER=0
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -38,6 +41,7 @@ while [ $# -gt 0 ]; do
     --out) OUT="$2"; shift 2 ;;
     --no-native) NATIVE=0; shift ;;
     --perf) PERF=1; shift ;;
+    --corvus-idle-poll-us) IDLE_POLL="$2"; shift 2 ;;
     --inner) INNER=1; shift ;;
     -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
@@ -69,6 +73,7 @@ if [ "$INNER" = 0 ]; then
         --size "$SIZE" --queues "$QUEUES" --out "$OUT")
   [ "$NATIVE" = 1 ] || ARGS+=(--no-native)
   [ "$PERF" = 0 ] || ARGS+=(--perf)
+  [ -z "$IDLE_POLL" ] || ARGS+=(--corvus-idle-poll-us "$IDLE_POLL")
   {
     echo "commit $(cd "$ROOT" && git rev-parse --short HEAD)$(cd "$ROOT" && git diff --quiet HEAD -- . ':!BENCHMARKS.md' || echo ' (dirty)')"
     grep -m1 'model name' /proc/cpuinfo
@@ -180,7 +185,12 @@ start_corvus() {
   taskset -c 0 "$BIN/namesrv" --listen "127.0.0.1:$nsport" > "$dir/namesrv.out" 2>&1 &
   NS_PID=$!; PIDS+=("$NS_PID")
   wait_for "$dir/namesrv.out" "namesrv listening on" "$NS_PID" 30
-  taskset -c 0 "$BIN/broker" --cores 1 --profile throughput --listen "127.0.0.1:$port" \
+  local extra=()
+  if [ -n "$IDLE_POLL" ]; then
+    echo "idle_poll_us = $IDLE_POLL" > "$dir/corvus.toml"
+    extra=(--config "$dir/corvus.toml")
+  fi
+  taskset -c 0 "$BIN/broker" --cores 1 --profile throughput "${extra[@]}" --listen "127.0.0.1:$port" \
     --namesrv "127.0.0.1:$nsport" --data-dir "$dir/data" \
     --tail-ring-dir "$SHM/$(basename "$dir")" > "$dir/broker.out" 2>&1 &
   BROKER_PID=$!; PIDS+=("$BROKER_PID")
@@ -223,7 +233,7 @@ one_run() {
   rss=$(awk '/VmHWM/{print $2}' "/proc/$BROKER_PID/status" 2>/dev/null || echo 0)
   echo "$line" | python3 -c "
 import json,sys
-d=json.load(sys.stdin); d.update(broker='$kind', run=$n, load_before=float('$load0'), load_after=float('$load1'), broker_hwm_kib=int('${rss:-0}' or 0))
+d=json.load(sys.stdin); d.update(broker='$kind', run=$n, corvus_idle_poll_us='$IDLE_POLL', load_before=float('$load0'), load_after=float('$load1'), broker_hwm_kib=int('${rss:-0}' or 0))
 print(json.dumps(d))" | tee -a "$RESULTS"
   cp "$dir/driver.out" "$OUT/driver-$kind-$n.out"
   stop_pid "$BROKER_PID"; stop_pid "$NS_PID"
