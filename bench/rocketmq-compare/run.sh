@@ -1,0 +1,262 @@
+#!/usr/bin/env bash
+# Apache RocketMQ 5.x against corvus on this machine, under the same RocketMQ load driver.
+#
+#   bench/rocketmq-compare/run.sh [--runs N] [--warmup S] [--duration S] [--threads T]
+#                                 [--size BYTES] [--queues Q] [--out DIR] [--no-native] [--perf]
+#
+# --perf: `perf record -e cpu-clock -g` of the corvus broker over each corvus run's measured
+# window (perf-corvus-N.data in the output directory).
+# --corvus-idle-poll-us N: the corvus broker's idle_poll_us (the throughput profile's 200 µs
+# of polling after every burst, counted in its CPU time) set to N through --config.
+#
+# Each broker runs pinned to CPU 0 (`taskset -c 0`, its NameServer beside it), the load
+# driver on CPU 1. Runs alternate: rocketmq, corvus, rocketmq, corvus, ... Every run starts
+# both processes afresh on empty stores in a temporary directory and removes it afterwards.
+# The runs happen inside a network namespace of their own (`unshare -n`) with only the
+# loopback device: RocketMQ's HA port binds to the wildcard address, and there it can reach
+# nothing but 127.0.0.1. See README.md beside this file.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$HERE/../.." && pwd)"
+RUNS=2
+WARMUP=10
+DURATION=30
+THREADS=64
+SIZE=1024
+QUEUES=8
+OUT=""
+NATIVE=1
+PERF=0
+IDLE_POLL=""
+INNER=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --runs) RUNS="$2"; shift 2 ;;
+    --warmup) WARMUP="$2"; shift 2 ;;
+    --duration) DURATION="$2"; shift 2 ;;
+    --threads) THREADS="$2"; shift 2 ;;
+    --size) SIZE="$2"; shift 2 ;;
+    --queues) QUEUES="$2"; shift 2 ;;
+    --out) OUT="$2"; shift 2 ;;
+    --no-native) NATIVE=0; shift ;;
+    --perf) PERF=1; shift ;;
+    --corvus-idle-poll-us) IDLE_POLL="$2"; shift 2 ;;
+    --inner) INNER=1; shift ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+done
+
+TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
+BIN="$TARGET/release"
+
+if [ "$INNER" = 0 ]; then
+  # --- Preparation, with the network: RocketMQ from Maven Central, the driver, corvus. ---
+  [ "$(nproc)" -ge 2 ] || { echo "needs 2 CPUs (broker on 0, driver on 1)" >&2; exit 1; }
+  command -v java >/dev/null && command -v javac >/dev/null && command -v mvn >/dev/null ||
+    { echo "needs java, javac and mvn" >&2; exit 1; }
+  BUILD="$TARGET/rocketmq-compare"
+  mkdir -p "$BUILD"
+  if [ ! -s "$BUILD/cp.txt" ] || [ "$HERE/pom.xml" -nt "$BUILD/cp.txt" ]; then
+    echo "== fetching Apache RocketMQ (namesrv, broker, tools, client) from Maven Central"
+    (cd "$HERE" && timeout 900 mvn -q -B dependency:build-classpath -Dmdep.outputFile="$BUILD/cp.txt")
+  fi
+  echo "== compiling the load driver"
+  rm -rf "$BUILD/classes"
+  javac -nowarn -d "$BUILD/classes" -cp "$(cat "$BUILD/cp.txt")" "$HERE"/driver/src/main/java/corvus/bench/*.java
+  echo "== building corvus (release: broker, namesrv, bench)"
+  (cd "$ROOT" && nice -n 10 cargo build --release -q -p broker -p namesrv -p bench)
+  [ -n "$OUT" ] || OUT="$BUILD/results-$(date +%Y%m%d-%H%M%S)"
+  mkdir -p "$OUT"
+  ARGS=(--runs "$RUNS" --warmup "$WARMUP" --duration "$DURATION" --threads "$THREADS"
+        --size "$SIZE" --queues "$QUEUES" --out "$OUT")
+  [ "$NATIVE" = 1 ] || ARGS+=(--no-native)
+  [ "$PERF" = 0 ] || ARGS+=(--perf)
+  [ -z "$IDLE_POLL" ] || ARGS+=(--corvus-idle-poll-us "$IDLE_POLL")
+  {
+    echo "commit $(cd "$ROOT" && git rev-parse --short HEAD)$(cd "$ROOT" && git diff --quiet HEAD -- . ':!BENCHMARKS.md' || echo ' (dirty)')"
+    grep -m1 'model name' /proc/cpuinfo
+    echo "cpus $(nproc); $(uname -sr); $(java -version 2>&1 | head -1)"
+    echo "rocketmq $(grep -o 'rocketmq-broker/[0-9.]*' "$BUILD/cp.txt" | head -1)"
+    echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+  } | tee "$OUT/machine.txt"
+  export CARGO_TARGET_DIR="$TARGET"
+  # Only loopback from here on.
+  exec unshare -n -- bash -c 'ip link set lo up && exec bash "$0" --inner "$@"' "$0" "${ARGS[@]}"
+fi
+
+# --- Inside the network namespace: the runs. ---
+BUILD="$TARGET/rocketmq-compare"
+CP="$BUILD/classes:$(cat "$BUILD/cp.txt")"
+RESULTS="$OUT/results.jsonl"
+: > "$RESULTS"
+TMP="$(mktemp -d /tmp/rmq-compare.XXXXXX)"
+SHM="$(mktemp -d /dev/shm/rmq-compare.XXXXXX)"
+PIDS=()
+
+cleanup() {
+  local p
+  for p in "${PIDS[@]:-}"; do
+    [ -n "$p" ] && kill "$p" 2>/dev/null || true
+  done
+  sleep 1
+  for p in "${PIDS[@]:-}"; do
+    [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true
+  done
+  rm -rf "$TMP" "$SHM"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# wait_for FILE PATTERN PID SECONDS
+wait_for() {
+  local i
+  for ((i = 0; i < $4 * 10; i++)); do
+    grep -q "$2" "$1" 2>/dev/null && return 0
+    kill -0 "$3" 2>/dev/null || { echo "process $3 died; log $1:" >&2; tail -30 "$1" >&2; return 1; }
+    sleep 0.1
+  done
+  echo "timed out waiting for '$2' in $1" >&2; tail -30 "$1" >&2; return 1
+}
+
+stop_pid() {
+  local p="$1" i
+  kill "$p" 2>/dev/null || return 0
+  for ((i = 0; i < 300; i++)); do kill -0 "$p" 2>/dev/null || return 0; sleep 0.1; done
+  kill -9 "$p" 2>/dev/null || true
+}
+
+JAVA_RMQ=(-server -XX:+UseG1GC -XX:G1HeapRegionSize=16m -XX:G1ReservePercent=25
+  -XX:InitiatingHeapOccupancyPercent=30 -XX:SoftRefLRUPolicyMSPerMB=0
+  -XX:-OmitStackTraceInFastThrow -XX:-UseLargePages
+  --add-opens=java.base/java.nio=ALL-UNNAMED --add-opens=java.base/sun.nio.ch=ALL-UNNAMED
+  --add-exports=java.base/sun.nio.ch=ALL-UNNAMED --add-opens=java.base/java.lang=ALL-UNNAMED)
+
+mqadmin() {
+  ROCKETMQ_HOME="$TMP/home" taskset -c 1 timeout 60 java -Xmx256m -Duser.home="$TMP/home" \
+    -cp "$CP" org.apache.rocketmq.tools.command.MQAdminStartup "$@"
+}
+
+NS_PID=""; BROKER_PID=""
+start_rocketmq() {
+  local dir="$1" nsport="$2" port="$3"
+  mkdir -p "$dir/store" "$TMP/home"
+  cat > "$dir/namesrv.conf" <<EOF
+listenPort=$nsport
+bindAddress=127.0.0.1
+EOF
+  cat > "$dir/broker.conf" <<EOF
+brokerClusterName=DefaultCluster
+brokerName=broker-a
+brokerId=0
+brokerRole=ASYNC_MASTER
+flushDiskType=ASYNC_FLUSH
+autoCreateTopicEnable=true
+namesrvAddr=127.0.0.1:$nsport
+listenPort=$port
+bindAddress=127.0.0.1
+brokerIP1=127.0.0.1
+storePathRootDir=$dir/store
+storePathCommitLog=$dir/store/commitlog
+deleteWhen=04
+fileReservedTime=48
+EOF
+  ROCKETMQ_HOME="$TMP/home" taskset -c 0 java -Xms256m -Xmx256m "${JAVA_RMQ[@]}" \
+    -Duser.home="$dir" -cp "$CP" org.apache.rocketmq.namesrv.NamesrvStartup \
+    -c "$dir/namesrv.conf" > "$dir/namesrv.out" 2>&1 &
+  NS_PID=$!; PIDS+=("$NS_PID")
+  wait_for "$dir/namesrv.out" "boot success" "$NS_PID" 60
+  ROCKETMQ_HOME="$TMP/home" taskset -c 0 java -Xms1g -Xmx1g -XX:+AlwaysPreTouch \
+    -XX:MaxDirectMemorySize=8g "${JAVA_RMQ[@]}" \
+    -Duser.home="$dir" -cp "$CP" org.apache.rocketmq.broker.BrokerStartup \
+    -c "$dir/broker.conf" > "$dir/broker.out" 2>&1 &
+  BROKER_PID=$!; PIDS+=("$BROKER_PID")
+  wait_for "$dir/broker.out" "boot success" "$BROKER_PID" 120
+}
+
+start_corvus() {
+  local dir="$1" nsport="$2" port="$3"
+  mkdir -p "$dir/data" "$SHM/$(basename "$dir")"
+  taskset -c 0 "$BIN/namesrv" --listen "127.0.0.1:$nsport" > "$dir/namesrv.out" 2>&1 &
+  NS_PID=$!; PIDS+=("$NS_PID")
+  wait_for "$dir/namesrv.out" "namesrv listening on" "$NS_PID" 30
+  local extra=()
+  if [ -n "$IDLE_POLL" ]; then
+    echo "idle_poll_us = $IDLE_POLL" > "$dir/corvus.toml"
+    extra=(--config "$dir/corvus.toml")
+  fi
+  taskset -c 0 "$BIN/broker" --cores 1 --profile throughput "${extra[@]}" --listen "127.0.0.1:$port" \
+    --namesrv "127.0.0.1:$nsport" --data-dir "$dir/data" \
+    --tail-ring-dir "$SHM/$(basename "$dir")" > "$dir/broker.out" 2>&1 &
+  BROKER_PID=$!; PIDS+=("$BROKER_PID")
+  wait_for "$dir/broker.out" "broker listening on" "$BROKER_PID" 60
+}
+
+one_run() {
+  local kind="$1" n="$2" dir="$TMP/$1-$2" nsport port topic=BenchTopic line
+  nsport=$(free_port); port=$(free_port)
+  mkdir -p "$dir"
+  echo "== run $n: $kind (load $(cut -d' ' -f1 /proc/loadavg))"
+  if [ "$kind" = rocketmq ]; then start_rocketmq "$dir" "$nsport" "$port"; else start_corvus "$dir" "$nsport" "$port"; fi
+  # The topic, created the same way on both (RocketMQ's mqadmin, by cluster), once the broker
+  # has registered with its NameServer.
+  local try
+  for ((try = 1; ; try++)); do
+    mqadmin updateTopic -n "127.0.0.1:$nsport" -c DefaultCluster -t "$topic" -r "$QUEUES" -w "$QUEUES" \
+      > "$dir/updateTopic.out" 2>&1 || true
+    grep -q 'create topic to .* success' "$dir/updateTopic.out" && break
+    [ "$try" -lt 30 ] || { grep -v '|-INFO' "$dir/updateTopic.out" >&2; return 1; }
+    sleep 1
+  done
+  sleep 2
+  local load0 load1 perf_pid=""
+  load0=$(cut -d' ' -f1 /proc/loadavg)
+  if [ "$PERF" = 1 ] && [ "$kind" = corvus ]; then
+    (sleep $((WARMUP + 3)); exec taskset -c 1 perf record -q -e cpu-clock -g -p "$BROKER_PID" \
+       -o "$OUT/perf-$kind-$n.data" -- sleep $((DURATION - 5))) > "$dir/perf.out" 2>&1 &
+    perf_pid=$!; PIDS+=("$perf_pid")
+  fi
+  ROCKETMQ_HOME="$TMP/home" taskset -c 1 timeout $((WARMUP + DURATION + 120)) \
+    java -Xms2g -Xmx2g -XX:+UseG1GC -Duser.home="$dir/driver" -Drocketmq.client.logRoot="$dir/driver/logs" \
+    -cp "$CP" corvus.bench.Load "127.0.0.1:$nsport" "$topic" "$THREADS" "$SIZE" "$WARMUP" "$DURATION" \
+    "$BROKER_PID" > "$dir/driver.out" 2>&1 || { tail -40 "$dir/driver.out" >&2; return 1; }
+  load1=$(cut -d' ' -f1 /proc/loadavg)
+  [ -z "$perf_pid" ] || wait "$perf_pid" || true
+  grep -E '^t=' "$dir/driver.out" | tail -3
+  line=$(grep '^RESULT ' "$dir/driver.out" | sed 's/^RESULT //')
+  local rss
+  rss=$(awk '/VmHWM/{print $2}' "/proc/$BROKER_PID/status" 2>/dev/null || echo 0)
+  echo "$line" | python3 -c "
+import json,sys
+d=json.load(sys.stdin); d.update(broker='$kind', run=$n, corvus_idle_poll_us='$IDLE_POLL', load_before=float('$load0'), load_after=float('$load1'), broker_hwm_kib=int('${rss:-0}' or 0))
+print(json.dumps(d))" | tee -a "$RESULTS"
+  cp "$dir/driver.out" "$OUT/driver-$kind-$n.out"
+  stop_pid "$BROKER_PID"; stop_pid "$NS_PID"
+  rm -rf "$dir" "$SHM/$(basename "$dir")"
+}
+
+for ((i = 1; i <= RUNS; i++)); do
+  one_run rocketmq "$i"
+  one_run corvus "$i"
+done
+
+if [ "$NATIVE" = 1 ]; then
+  echo "== reference: corvus's own bench over its native protocol (its own broker on CPU 0)"
+  # Batched async sends (the bench's defaults), bounded to 5 M messages (5 GB on disk).
+  (cd "$TMP" && timeout 300 "$BIN/bench" produce --messages 5000000 --no-disk \
+     > "$OUT/native-produce.out" 2>&1 || true)
+  tail -25 "$OUT/native-produce.out"
+  # One message per send, each waited for, as the Java driver sends.
+  (cd "$TMP" && timeout 300 "$BIN/bench" produce --sync --batch 1 --producers 8 --duration "$DURATION" \
+     --no-disk > "$OUT/native-produce-sync.out" 2>&1 || true)
+  tail -25 "$OUT/native-produce-sync.out"
+fi
+
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/machine.txt"
+python3 "$HERE/summarize.py" "$RESULTS" | tee "$OUT/summary.md"
+echo "results in $OUT"
