@@ -21,8 +21,8 @@
 //! Apache RocketMQ's own admin tool (rocketmq-tools 4.9.8's mqadmin, `tests/rocketmq-tools`)
 //! lists the cluster, creates a topic, and shows topic status, consumer progress, consumer
 //! and producer connections, a consumer's own running info (asked of the client through the
-//! broker), messages by key, broker status and config, and resets a group's offsets, while a
-//! Java application runs against it.
+//! broker), messages by key and by the offset message id the Java producer got, broker status
+//! and config, and resets a group's offsets, while a Java application runs against it.
 //!
 //! `.ci/run` builds the Java programs (`mvn compile` there, which writes `cp.txt`); without a
 //! JVM and the build the test says so and fails when `CORVUS_REQUIRE_JAVA` is set, as CI
@@ -481,6 +481,25 @@ fn rocketmq_s_own_mqadmin_manages_the_cluster() {
         "ToolsTopic",
     ]);
     assert!(producers.contains("roundtrip-producer"), "{producers}");
+    // The offset message id the Java producer got for its first message (key-0).
+    let offset_id = java
+        .seen
+        .iter()
+        .find_map(|l| l.strip_prefix("OFFSET MSG ID ")?.strip_suffix(" key-0"))
+        .expect("Roundtrip prints an offset message id")
+        .to_owned();
+    let by_id = t(&["queryMsgById", "-i", &offset_id]);
+    let field = |name: &str| {
+        by_id
+            .lines()
+            .find_map(|l| Some(l.strip_prefix(name)?.trim_start_matches([' ', ':']).trim()))
+            .unwrap_or_else(|| panic!("no {name} in {by_id}"))
+            .to_owned()
+    };
+    assert_eq!(field("OffsetID"), offset_id, "{by_id}");
+    assert_eq!(field("Topic"), "ToolsTopic", "{by_id}");
+    assert_eq!(field("Keys"), "[key-0]", "{by_id}");
+    assert_eq!(field("Tags"), "[TagA]", "{by_id}");
     let by_key = t(&["queryMsgByKey", "-t", "ToolsTopic", "-k", "key-7"]);
     assert_eq!(
         by_key

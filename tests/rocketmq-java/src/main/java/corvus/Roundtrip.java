@@ -63,6 +63,8 @@ public class Roundtrip {
         SendResult br = producer.send(batch);
         System.out.println("SENT " + sent.size() + " to " + queues.size() + " queues, batch "
             + br.getSendStatus());
+        // One offset message id, for whoever drives this to look up (mqadmin queryMsgById).
+        System.out.println("OFFSET MSG ID " + offsetIds.get(0) + " key-0");
 
         Set<String> received = ConcurrentHashMap.newKeySet();
         DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(group);
