@@ -16,7 +16,8 @@
 //! orderly push consumer (LOCK_BATCH_MQ) that gets each key's messages once and in order, a
 //! BROADCASTING group whose two members each get every message, a consumer that always fails
 //! (max reconsume times 1) whose messages end in `%DLQ%<group>`, a DefaultLitePullConsumer,
-//! and a group's committed offsets across a broker restart.
+//! and a group's committed offsets across a broker restart. The same Roundtrip program also
+//! runs on the 5.x client (`tests/rocketmq-java5`, rocketmq-client 5.3.1, still remoting).
 //!
 //! Apache RocketMQ's own admin tool (rocketmq-tools 4.9.8's mqadmin, `tests/rocketmq-tools`)
 //! lists the cluster, creates a topic, and shows topic status, consumer progress, consumer
@@ -39,7 +40,12 @@ use integration::{create_topic, workspace_root, Cluster};
 
 /// The Java program's classpath, when it has been built.
 fn java_classpath() -> Option<String> {
-    let dir: PathBuf = workspace_root().join("tests/rocketmq-java");
+    classpath_of("tests/rocketmq-java")
+}
+
+/// The classpath of the Maven module `module` (its classes and `cp.txt`), when built.
+fn classpath_of(module: &str) -> Option<String> {
+    let dir: PathBuf = workspace_root().join(module);
     let deps = std::fs::read_to_string(dir.join("cp.txt")).ok()?;
     let classes = dir.join("target/classes");
     classes
@@ -154,6 +160,36 @@ fn a_java_producer_and_push_consumer_round_trip_every_message_without_hops() {
         data_hops, 0,
         "sends, pulls and offset commits of a RocketMQ client stay on the owning core"
     );
+    java.go_on();
+    let lines = java.finish();
+    assert!(
+        lines.iter().any(|l| l.starts_with("RECEIVED 210 of 210")),
+        "{lines:?}"
+    );
+    assert!(lines.iter().any(|l| l == "VIEWED 5"), "{lines:?}");
+}
+
+#[test]
+fn the_roundtrip_program_on_the_java_client_5_round_trips_every_message() {
+    let Some(cp) = classpath_of("tests/rocketmq-java5") else {
+        let msg = "the Java 5.x client program is not built (cd tests/rocketmq-java5 && mvn -q -B compile dependency:build-classpath -Dmdep.outputFile=cp.txt)";
+        assert!(std::env::var_os("CORVUS_REQUIRE_JAVA").is_none(), "{msg}");
+        eprintln!("skipped: {msg}");
+        return;
+    };
+    assert!(
+        cp.contains("rocketmq-client-5."),
+        "built against the 5.x client: {cp}"
+    );
+    let c = Cluster::start(2, "small");
+    let ns = c.namesrv.addr.clone();
+    let broker = c.broker.addr.clone();
+    create_topic(&ns, "Java5Topic", 8);
+
+    let mut java = Roundtrip::start(&cp, &ns, "Java5Topic", 200, "Java5RoundtripGroup");
+    java.wait_for("STEADY DONE");
+    let (_, produced) = hops(&ns, &broker);
+    assert_eq!(produced, 210, "every message sent was stored once");
     java.go_on();
     let lines = java.finish();
     assert!(
