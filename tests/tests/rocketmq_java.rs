@@ -115,6 +115,9 @@ fn rocketmq_mqadmin(cp: &str, ns: &str, args: &[&str]) -> String {
         .arg("org.apache.rocketmq.tools.command.MQAdminStartup")
         .args(args)
         .args(["-n", ns])
+        // consumerStatus writes each client's running info under `<now>/` in its working
+        // directory: not in the source tree.
+        .current_dir(std::env::temp_dir())
         .env(
             "ROCKETMQ_HOME",
             workspace_root().join("tests/rocketmq-tools"),
