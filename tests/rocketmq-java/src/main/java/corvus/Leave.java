@@ -81,12 +81,14 @@ public class Leave {
         second.shutdown();
         long left = System.nanoTime();
         int after = next.get();
-        // Everything sent since the second left reaches the first, soon.
+        // Everything sent since the second left reaches the first, soon: at least three rounds
+        // of the producer's round robin over the 8 queues (so the second's queues too), less
+        // the last round, which may still be on its way.
         long takeover = -1;
         deadline = left + TimeUnit.SECONDS.toNanos(8);
         while (System.nanoTime() < deadline) {
-            int upTo = next.get() - 20;
-            boolean all = upTo > after + 100;
+            int upTo = next.get() - 8;
+            boolean all = upTo >= after + 24;
             for (int i = after; all && i < upTo; i++) {
                 if (!a.contains(i)) all = false;
             }
