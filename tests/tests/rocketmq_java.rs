@@ -9,15 +9,23 @@
 //! A consumer that fails each message once gets it back from its group's retry topic
 //! (CONSUMER_SEND_MSG_BACK); a second member that joins a group while messages flow gets its
 //! share of the queues at once, without the two consuming the same queues meanwhile
-//! (NOTIFY_CONSUMER_IDS_CHANGED).
+//! (NOTIFY_CONSUMER_IDS_CHANGED); when a member of two leaves, the other takes its queues over
+//! within seconds, and while the two shared them no message reached both.
+//!
+//! More of the 4.9.8 API: async (SendCallback), oneway and MessageQueueSelector sends, an
+//! orderly push consumer (LOCK_BATCH_MQ) that gets each key's messages once and in order, a
+//! BROADCASTING group whose two members each get every message, a consumer that always fails
+//! (max reconsume times 1) whose messages end in `%DLQ%<group>`, a DefaultLitePullConsumer,
+//! and a group's committed offsets across a broker restart. The same Roundtrip program also
+//! runs on the 5.x client (`tests/rocketmq-java5`, rocketmq-client 5.3.1, still remoting).
 //!
 //! Apache RocketMQ's own admin tool (rocketmq-tools 4.9.8's mqadmin, `tests/rocketmq-tools`)
 //! lists the cluster, creates a topic, and shows topic status, consumer progress, consumer
 //! and producer connections, a consumer's own running info (asked of the client through the
-//! broker), messages by key, broker status and config, and resets a group's offsets, while a
-//! Java application runs against it.
+//! broker), messages by key and by the offset message id the Java producer got, broker status
+//! and config, and resets a group's offsets, while a Java application runs against it.
 //!
-//! `.ci/run` builds the Java program (`mvn package` there, which writes `cp.txt`); without a
+//! `.ci/run` builds the Java programs (`mvn compile` there, which writes `cp.txt`); without a
 //! JVM and the build the test says so and fails when `CORVUS_REQUIRE_JAVA` is set, as CI
 //! sets it.
 
@@ -28,11 +36,16 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use client::Admin;
-use integration::{create_topic, workspace_root, Cluster};
+use integration::{create_topic, wait_for, workspace_root, Cluster};
 
 /// The Java program's classpath, when it has been built.
 fn java_classpath() -> Option<String> {
-    let dir: PathBuf = workspace_root().join("tests/rocketmq-java");
+    classpath_of("tests/rocketmq-java")
+}
+
+/// The classpath of the Maven module `module` (its classes and `cp.txt`), when built.
+fn classpath_of(module: &str) -> Option<String> {
+    let dir: PathBuf = workspace_root().join(module);
     let deps = std::fs::read_to_string(dir.join("cp.txt")).ok()?;
     let classes = dir.join("target/classes");
     classes
@@ -102,6 +115,9 @@ fn rocketmq_mqadmin(cp: &str, ns: &str, args: &[&str]) -> String {
         .arg("org.apache.rocketmq.tools.command.MQAdminStartup")
         .args(args)
         .args(["-n", ns])
+        // consumerStatus writes each client's running info under `<now>/` in its working
+        // directory: not in the source tree.
+        .current_dir(std::env::temp_dir())
         .env(
             "ROCKETMQ_HOME",
             workspace_root().join("tests/rocketmq-tools"),
@@ -157,6 +173,36 @@ fn a_java_producer_and_push_consumer_round_trip_every_message_without_hops() {
 }
 
 #[test]
+fn the_roundtrip_program_on_the_java_client_5_round_trips_every_message() {
+    let Some(cp) = classpath_of("tests/rocketmq-java5") else {
+        let msg = "the Java 5.x client program is not built (cd tests/rocketmq-java5 && mvn -q -B compile dependency:build-classpath -Dmdep.outputFile=cp.txt)";
+        assert!(std::env::var_os("CORVUS_REQUIRE_JAVA").is_none(), "{msg}");
+        eprintln!("skipped: {msg}");
+        return;
+    };
+    assert!(
+        cp.contains("rocketmq-client-5."),
+        "built against the 5.x client: {cp}"
+    );
+    let c = Cluster::start(2, "small");
+    let ns = c.namesrv.addr.clone();
+    let broker = c.broker.addr.clone();
+    create_topic(&ns, "Java5Topic", 8);
+
+    let mut java = Roundtrip::start(&cp, &ns, "Java5Topic", 200, "Java5RoundtripGroup");
+    java.wait_for("STEADY DONE");
+    let (_, produced) = hops(&ns, &broker);
+    assert_eq!(produced, 210, "every message sent was stored once");
+    java.go_on();
+    let lines = java.finish();
+    assert!(
+        lines.iter().any(|l| l.starts_with("RECEIVED 210 of 210")),
+        "{lines:?}"
+    );
+    assert!(lines.iter().any(|l| l == "VIEWED 5"), "{lines:?}");
+}
+
+#[test]
 fn a_message_the_java_consumer_fails_comes_back_from_the_retry_topic() {
     let Some(cp) = java_or_skip() else {
         return;
@@ -192,6 +238,251 @@ fn a_java_member_joining_a_group_shares_the_queues_at_once() {
     assert!(
         lines.iter().any(|l| l == "SHARED WITHOUT DUPLICATES"),
         "{lines:?}"
+    );
+}
+
+#[test]
+fn a_java_producer_sends_async_oneway_and_by_key_and_an_orderly_consumer_keeps_each_key_in_order() {
+    let Some(cp) = java_or_skip() else {
+        return;
+    };
+    let c = Cluster::start(2, "small");
+    let ns = c.namesrv.addr.clone();
+    create_topic(&ns, "SendsTopic", 8);
+    let lines = run_java(
+        &cp,
+        "corvus.Sends",
+        &[&ns, "SendsTopic", "50", "SendsGroup"],
+    );
+    for want in ["ASYNC OK 50 of 50", "ONEWAY SENT 50", "ORDERED SENT 200"] {
+        assert!(
+            lines.iter().any(|l| l.starts_with(want)),
+            "{want}: {lines:?}"
+        );
+    }
+    assert!(
+        lines.iter().any(|l| l.starts_with("RECEIVED 300 of 300")),
+        "{lines:?}"
+    );
+    assert!(lines.iter().any(|l| l == "KEYS IN ORDER"), "{lines:?}");
+    assert!(lines.iter().any(|l| l == "ALL RECEIVED"), "{lines:?}");
+}
+
+#[test]
+fn two_java_consumers_of_a_broadcasting_group_each_get_every_message() {
+    let Some(cp) = java_or_skip() else {
+        return;
+    };
+    let c = Cluster::start(2, "small");
+    let ns = c.namesrv.addr.clone();
+    create_topic(&ns, "BroadcastTopic", 8);
+    let lines = run_java(
+        &cp,
+        "corvus.Broadcast",
+        &[&ns, "BroadcastTopic", "100", "BroadcastGroup"],
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l == "EACH GOT first 100, second 100 of 100"),
+        "{lines:?}"
+    );
+    assert!(lines.iter().any(|l| l == "BOTH GOT ALL"), "{lines:?}");
+}
+
+#[test]
+fn a_message_the_java_consumer_always_fails_ends_in_the_dead_letter_topic() {
+    let Some(cp) = java_or_skip() else {
+        return;
+    };
+    let c = Cluster::start(2, "small");
+    let ns = c.namesrv.addr.clone();
+    create_topic(&ns, "DlqTopic", 8);
+    let lines = run_java(&cp, "corvus.Dlq", &[&ns, "DlqTopic", "3", "DlqGroup", "1"]);
+    // Delivered once, then once again from the retry topic (max reconsume times 1), then dead.
+    assert!(
+        lines
+            .iter()
+            .any(|l| l == "DELIVERIES {dlq-key-0=2, dlq-key-1=2, dlq-key-2=2}"),
+        "{lines:?}"
+    );
+    let dead: Vec<&String> = lines.iter().filter(|l| l.starts_with("DEAD ")).collect();
+    assert_eq!(dead.len(), 3, "{lines:?}");
+    for l in dead {
+        assert!(l.contains("topic %DLQ%DlqGroup"), "{l}");
+    }
+    assert!(lines.iter().any(|l| l == "ALL DEAD"), "{lines:?}");
+}
+
+#[test]
+fn a_java_lite_pull_consumer_polls_every_message() {
+    let Some(cp) = java_or_skip() else {
+        return;
+    };
+    let c = Cluster::start(2, "small");
+    let ns = c.namesrv.addr.clone();
+    create_topic(&ns, "LiteTopic", 8);
+    let lines = run_java(
+        &cp,
+        "corvus.LitePull",
+        &[&ns, "LiteTopic", "200", "LiteGroup"],
+    );
+    assert!(
+        lines.iter().any(|l| l.starts_with("POLLED 200 of 200")),
+        "{lines:?}"
+    );
+    assert!(lines.iter().any(|l| l == "ALL POLLED"), "{lines:?}");
+}
+
+#[test]
+fn a_java_member_leaving_a_group_leaves_its_queues_to_the_other_within_seconds() {
+    let Some(cp) = java_or_skip() else {
+        return;
+    };
+    let c = Cluster::start(2, "small");
+    let ns = c.namesrv.addr.clone();
+    create_topic(&ns, "LeaveTopic", 8);
+    let lines = run_java(&cp, "corvus.Leave", &[&ns, "LeaveTopic", "LeaveGroup"]);
+    let stable = lines
+        .iter()
+        .find(|l| l.starts_with("STABLE "))
+        .expect("the stable window counted");
+    assert!(stable.ends_with(", both 0, neither 0"), "{stable}");
+    assert!(
+        lines.iter().any(|l| l == "SHARED THEN TAKEN OVER"),
+        "{lines:?}"
+    );
+}
+
+/// `Resume ... committed`: the group's committed offset of each queue, as the broker says.
+fn committed(cp: &str, ns: &str) -> std::collections::BTreeMap<String, i64> {
+    run_java(
+        cp,
+        "corvus.Resume",
+        &[ns, "ResumeTopic", "ResumeGroup", "committed"],
+    )
+    .iter()
+    .filter_map(|l| {
+        let mut w = l.strip_prefix("COMMITTED ")?.split(' ');
+        Some((w.next()?.to_owned(), w.next()?.parse().ok()?))
+    })
+    .collect()
+}
+
+/// The sum of `group`'s offsets in `topic` in the broker's offsets files under `dir` (each
+/// shard's `consumer_offsets.json`: rows of group, topic, queue, offset, epoch).
+fn stored_offsets(dir: &std::path::Path, group: &str, topic: &str) -> u64 {
+    let mut sum = 0;
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    for e in entries.flatten() {
+        let path = e.path();
+        if path.is_dir() {
+            sum += stored_offsets(&path, group, topic);
+        } else if path
+            .file_name()
+            .is_some_and(|n| n == "consumer_offsets.json")
+        {
+            let rows: Vec<serde_json::Value> = std::fs::read(&path)
+                .ok()
+                .and_then(|b| serde_json::from_slice(&b).ok())
+                .unwrap_or_default();
+            sum += rows
+                .iter()
+                .filter(|r| r[0] == group && r[1] == topic)
+                .filter_map(|r| r[3].as_u64())
+                .sum::<u64>();
+        }
+    }
+    sum
+}
+
+/// What the test asserts of a group's offsets across a broker restart (kill -9 once the
+/// broker's offsets files hold the commits, then the same data directory): the first
+/// consumer committed part of the topic, and only offsets it consumed; the committed offsets
+/// the broker reports after the restart are the ones it reported before it, for every queue;
+/// and a new consumer of the group then receives
+/// every message at or past its queue's committed offset and none before it. (Messages past
+/// the committed offset that the first consumer had already consumed come again: RocketMQ's
+/// at-least-once.)
+#[test]
+fn a_java_group_s_committed_offsets_survive_a_broker_restart() {
+    let Some(cp) = java_or_skip() else {
+        return;
+    };
+    let mut c = Cluster::start(2, "small");
+    let ns = c.namesrv.addr.clone();
+    create_topic(&ns, "ResumeTopic", 8);
+    let step = |args: &[&str]| {
+        let mut all = vec![ns.as_str(), "ResumeTopic", "ResumeGroup"];
+        all.extend_from_slice(args);
+        run_java(&cp, "corvus.Resume", &all)
+    };
+    step(&["produce", "400"]);
+    let consumed: std::collections::BTreeSet<String> = step(&["consume", "100"])
+        .iter()
+        .filter_map(|l| Some(l.strip_prefix("GOT ")?.to_owned()))
+        .collect();
+    assert!(consumed.len() >= 100, "{consumed:?}");
+
+    let before = committed(&cp, &ns);
+    assert_eq!(before.len(), 8, "the topic's 8 queues: {before:?}");
+    let total: i64 = before.values().map(|o| (*o).max(0)).sum();
+    assert!(
+        (1..400).contains(&total),
+        "part consumed and committed: {before:?}"
+    );
+    // Only what the first consumer consumed is committed: every offset below a queue's
+    // committed offset is one it got.
+    for (q, to) in &before {
+        for off in 0..*to {
+            assert!(
+                consumed.contains(&format!("{q} {off}")),
+                "{q} {off} committed but not consumed"
+            );
+        }
+    }
+
+    // The broker writes its offsets every `offset_flush_interval_ms` (1 s; a kill -9 loses the
+    // commits of the last interval): once its offsets files hold all of these, it is killed.
+    let on_disk = wait_for(Duration::from_secs(10), || {
+        let stored = stored_offsets(&c.opts.data_dir, "ResumeGroup", "ResumeTopic");
+        (stored == total as u64).then_some(stored)
+    });
+    assert!(on_disk.is_some(), "the commits reach the offsets files");
+    c.restart_broker();
+    let after = committed(&cp, &ns);
+    assert_eq!(after, before, "the committed offsets survive the restart");
+
+    let rest = step(&["rest", &(400 - total).to_string()]);
+    let mut got: std::collections::BTreeMap<String, Vec<i64>> = Default::default();
+    for l in &rest {
+        if let Some(m) = l.strip_prefix("GOT ") {
+            let (q, off) = m.split_once(' ').expect("queue and offset");
+            got.entry(q.to_owned())
+                .or_default()
+                .push(off.parse().expect("an offset"));
+        }
+    }
+    let mut received = 0;
+    for (q, from) in &after {
+        let offs = got.remove(q).unwrap_or_default();
+        assert!(
+            offs.iter().all(|o| o >= from),
+            "{q}: nothing before the committed offset {from} again: {offs:?}"
+        );
+        let want: Vec<i64> = ((*from).max(0)..(*from).max(0) + offs.len() as i64).collect();
+        let mut sorted = offs.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, want, "{q}: every message from {from} on, once");
+        received += offs.len() as i64;
+    }
+    assert!(got.is_empty(), "only the topic's queues: {got:?}");
+    assert_eq!(
+        received,
+        400 - total,
+        "every message past the committed offsets"
     );
 }
 
@@ -280,6 +571,25 @@ fn rocketmq_s_own_mqadmin_manages_the_cluster() {
         "ToolsTopic",
     ]);
     assert!(producers.contains("roundtrip-producer"), "{producers}");
+    // The offset message id the Java producer got for its first message (key-0).
+    let offset_id = java
+        .seen
+        .iter()
+        .find_map(|l| l.strip_prefix("OFFSET MSG ID ")?.strip_suffix(" key-0"))
+        .expect("Roundtrip prints an offset message id")
+        .to_owned();
+    let by_id = t(&["queryMsgById", "-i", &offset_id]);
+    let field = |name: &str| {
+        by_id
+            .lines()
+            .find_map(|l| Some(l.strip_prefix(name)?.trim_start_matches([' ', ':']).trim()))
+            .unwrap_or_else(|| panic!("no {name} in {by_id}"))
+            .to_owned()
+    };
+    assert_eq!(field("OffsetID"), offset_id, "{by_id}");
+    assert_eq!(field("Topic"), "ToolsTopic", "{by_id}");
+    assert_eq!(field("Keys"), "[key-0]", "{by_id}");
+    assert_eq!(field("Tags"), "[TagA]", "{by_id}");
     let by_key = t(&["queryMsgByKey", "-t", "ToolsTopic", "-k", "key-7"]);
     assert_eq!(
         by_key

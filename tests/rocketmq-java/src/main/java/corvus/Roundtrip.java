@@ -27,6 +27,22 @@ import org.apache.rocketmq.common.message.MessageExt;
  * Exits 0 only when every message sent was received and every lookup found its message.
  */
 public class Roundtrip {
+    /**
+     * The lookup by offset message id (VIEW_MESSAGE_BY_ID): 4.x's viewMessage(msgId); 5.x has
+     * only viewMessage(topic, msgId), which decodes an offset id and asks the same.
+     */
+    static MessageExt view(DefaultMQProducer p, String topic, String id) throws Exception {
+        try {
+            return (MessageExt) DefaultMQProducer.class.getMethod("viewMessage", String.class)
+                .invoke(p, id);
+        } catch (NoSuchMethodException e) {
+            return (MessageExt) DefaultMQProducer.class
+                .getMethod("viewMessage", String.class, String.class).invoke(p, topic, id);
+        } catch (java.lang.reflect.InvocationTargetException e) {
+            throw (Exception) e.getCause();
+        }
+    }
+
     public static void main(String[] args) throws Exception {
         String ns = args[0];
         String topic = args[1];
@@ -63,6 +79,8 @@ public class Roundtrip {
         SendResult br = producer.send(batch);
         System.out.println("SENT " + sent.size() + " to " + queues.size() + " queues, batch "
             + br.getSendStatus());
+        // One offset message id, for whoever drives this to look up (mqadmin queryMsgById).
+        System.out.println("OFFSET MSG ID " + offsetIds.get(0) + " key-0");
 
         Set<String> received = ConcurrentHashMap.newKeySet();
         DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(group);
@@ -92,7 +110,7 @@ public class Roundtrip {
         new java.io.BufferedReader(new java.io.InputStreamReader(System.in)).readLine();
         int found = 0;
         for (int i = 0; i < offsetIds.size(); i += Math.max(1, offsetIds.size() / 5)) {
-            MessageExt m = producer.viewMessage(offsetIds.get(i));
+            MessageExt m = view(producer, topic, offsetIds.get(i));
             String body = new String(m.getBody(), StandardCharsets.UTF_8);
             if (!body.equals("single-" + i)) {
                 System.out.println("VIEW " + offsetIds.get(i) + " gave " + body);

@@ -1,0 +1,59 @@
+package corvus;
+
+import java.nio.charset.StandardCharsets;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.TimeUnit;
+
+import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
+import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
+import org.apache.rocketmq.common.message.Message;
+import org.apache.rocketmq.common.message.MessageExt;
+
+/**
+ * A DefaultLitePullConsumer subscribed to a topic polls until it has every message sent.
+ *
+ * Usage: LitePull NAMESRV TOPIC COUNT GROUP. Prints POLLED ... and ALL POLLED; exit 0.
+ */
+public class LitePull {
+    public static void main(String[] args) throws Exception {
+        String ns = args[0];
+        String topic = args[1];
+        int count = Integer.parseInt(args[2]);
+        String group = args[3];
+
+        DefaultMQProducer producer = new DefaultMQProducer("JavaLitePullProducer");
+        producer.setNamesrvAddr(ns);
+        producer.setInstanceName("litepull-producer");
+        producer.start();
+        Set<String> sent = new HashSet<>();
+        for (int i = 0; i < count; i++) {
+            String body = "lite-" + i;
+            producer.send(new Message(topic, body.getBytes(StandardCharsets.UTF_8)));
+            sent.add(body);
+        }
+
+        DefaultLitePullConsumer consumer = new DefaultLitePullConsumer(group);
+        consumer.setNamesrvAddr(ns);
+        consumer.setInstanceName("litepull-consumer");
+        consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        consumer.subscribe(topic, "*");
+        consumer.start();
+        Set<String> received = new HashSet<>();
+        int polls = 0;
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(40);
+        while (!received.containsAll(sent) && System.nanoTime() < deadline) {
+            List<MessageExt> msgs = consumer.poll(1000);
+            polls++;
+            for (MessageExt m : msgs) received.add(new String(m.getBody(), StandardCharsets.UTF_8));
+        }
+        System.out.println("POLLED " + received.size() + " of " + sent.size() + " in " + polls + " polls");
+        consumer.shutdown();
+        producer.shutdown();
+        boolean ok = received.containsAll(sent);
+        System.out.println(ok ? "ALL POLLED" : "NOT ALL POLLED");
+        System.exit(ok ? 0 : 1);
+    }
+}
