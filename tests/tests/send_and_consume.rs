@@ -24,14 +24,17 @@ fn messages_are_consumed_intact_in_queue_order_with_keys_and_tags() {
 
     let p = producer(&ns);
     let mut sent = Vec::new();
+    let mut first_queue = None;
     for i in 0..200 {
         let tag = if i % 2 == 0 { "TagA" } else { "TagB" };
         let msg = Message::new("Orders", body_of(i))
             .with_tags(tag)
             .with_key(format!("order-{i}"));
         let r = p.send(msg).unwrap();
-        // Round robin: message i goes to queue i mod 4.
-        assert_eq!(r.queue_id as usize, i % 4, "message {i}");
+        // Round robin from wherever the producer started (a random queue, as RocketMQ's
+        // producers do): message i goes to the queue after message i - 1's.
+        let first = *first_queue.get_or_insert(r.queue_id as usize);
+        assert_eq!(r.queue_id as usize, (first + i) % 4, "message {i}");
         sent.push((r.msg_id.clone(), r.queue_id, i));
     }
 
@@ -72,7 +75,9 @@ fn messages_are_consumed_intact_in_queue_order_with_keys_and_tags() {
                 m.queue_offset.0, n as u64,
                 "queue {q} offsets are consecutive"
             );
-            let expected = body_of(n * 4 + q as usize);
+            // The n-th message of queue q is the one sent n rounds after the first to q.
+            let first = first_queue.unwrap_or(0);
+            let expected = body_of(n * 4 + (q as usize + 4 - first) % 4);
             assert_eq!(
                 m.body.as_ref(),
                 expected.as_slice(),
