@@ -369,6 +369,80 @@ pub fn mqadmin_json(namesrv: &str, args: &[&str]) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// Runs a RocketMQ client program (`cmd`, its stdout taken here) to its end, at most `limit`
+/// from its start: its exit status and output lines, each echoed with `name` in front. The
+/// program is killed if the test gives up on it.
+pub fn run_client_program(
+    name: &str,
+    cmd: &mut Command,
+    limit: Duration,
+) -> (std::process::ExitStatus, Vec<String>) {
+    struct Program(Child);
+    impl Drop for Program {
+        fn drop(&mut self) {
+            if let Ok(None) = self.0.try_wait() {
+                let _ = self.0.kill();
+                let _ = self.0.wait();
+            }
+        }
+    }
+    let started = Instant::now();
+    let mut program = Program(
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|e| panic!("the {name} program runs: {e}")),
+    );
+    let stdout = program.0.stdout.take().expect("piped");
+    let (tx, rx) = mpsc::channel();
+    let prefix = name.to_owned();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            println!("{prefix}: {line}");
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = started + limit;
+    let mut lines: Vec<String> = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(l) => lines.push(l),
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                panic!("the {name} program did not finish within {limit:?}; it said {lines:?}")
+            }
+        }
+    }
+    let status = loop {
+        if let Some(s) = program.0.try_wait().expect("wait for the program") {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the {name} program closed its output but did not exit; it said {lines:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    println!("the {name} program ran {:?}", started.elapsed());
+    (status, lines)
+}
+
+/// Over all of a broker's cores: the requests that hopped between cores, and the messages
+/// stored.
+pub fn hops_and_stored(ns: &str, broker: &str) -> (u64, u64) {
+    let st = client::Admin::new(ns)
+        .expect("an admin client")
+        .broker_status(broker)
+        .expect("the broker tells its status");
+    let hops = st.cores.iter().map(|c| c.cross_core_hops).sum();
+    let produced = st.cores.iter().map(|c| c.produced_messages).sum();
+    (hops, produced)
+}
+
 /// Polls `f` until it returns Some or the timeout passes.
 pub fn wait_for<T>(timeout: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
     let deadline = Instant::now() + timeout;

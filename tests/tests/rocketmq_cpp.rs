@@ -9,14 +9,11 @@
 //! `pip install rocketmq==0.4.4`); without it the test says so and fails when
 //! `CORVUS_REQUIRE_CPP` is set, as CI sets it.
 
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
-use client::Admin;
-use integration::{create_topic, workspace_root, Cluster};
+use integration::{create_topic, hops_and_stored, run_client_program, workspace_root, Cluster};
 
 /// The venv's Python, when the venv has the client installed.
 fn cpp_python() -> Option<PathBuf> {
@@ -33,28 +30,6 @@ fn cpp_python() -> Option<PathBuf> {
     (installed && python.exists()).then_some(python)
 }
 
-/// The client program, killed if the test gives up on it.
-struct Program(Child);
-
-impl Drop for Program {
-    fn drop(&mut self) {
-        if let Ok(None) = self.0.try_wait() {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-}
-
-fn stored(ns: &str, broker: &str) -> (u64, u64) {
-    let st = Admin::new(ns)
-        .expect("an admin client")
-        .broker_status(broker)
-        .expect("the broker tells its status");
-    let hops = st.cores.iter().map(|c| c.cross_core_hops).sum();
-    let produced = st.cores.iter().map(|c| c.produced_messages).sum();
-    (hops, produced)
-}
-
 #[test]
 fn a_cpp_producer_and_push_consumer_round_trip_every_message() {
     let Some(python) = cpp_python() else {
@@ -68,54 +43,17 @@ fn a_cpp_producer_and_push_consumer_round_trip_every_message() {
     let broker = c.broker.addr.clone();
     create_topic(&ns, "CppTopic", 8);
 
-    let started = Instant::now();
     let script = workspace_root().join("tests/rocketmq-cpp/roundtrip.py");
-    let mut cpp = Program(
+    // The program gives itself 40 s to receive everything after sending; this bounds the
+    // whole run, sends included.
+    let (status, lines) = run_client_program(
+        "C++",
         Command::new(&python)
             .arg(&script)
             .args([&ns, "CppTopic", "200", "CppRoundtripGroup"])
-            .env("HOME", c.dir.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("the venv's python runs"),
+            .env("HOME", c.dir.path()),
+        Duration::from_secs(120),
     );
-    let stdout = cpp.0.stdout.take().expect("piped");
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            println!("cpp: {line}");
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    // The program gives itself 40 s to receive everything after sending; this bounds the
-    // whole run, sends included.
-    let deadline = started + Duration::from_secs(120);
-    let mut lines: Vec<String> = Vec::new();
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left) {
-            Ok(l) => lines.push(l),
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                panic!("the C++ program did not finish within 120 s; it said {lines:?}")
-            }
-        }
-    }
-    let status = loop {
-        if let Some(s) = cpp.0.try_wait().expect("wait for the C++ program") {
-            break s;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the C++ program closed its output but did not exit; it said {lines:?}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    println!("the C++ program ran {:?}", started.elapsed());
     assert!(
         lines.iter().any(|l| l == "SENT 210, batch OK"),
         "every send and the batch were stored: {lines:?}"
@@ -127,7 +65,7 @@ fn a_cpp_producer_and_push_consumer_round_trip_every_message() {
     assert!(status.success(), "{status}: {lines:?}");
     assert_eq!(lines.last().map(String::as_str), Some("ALL RECEIVED"));
 
-    let (hops, produced) = stored(&ns, &broker);
+    let (hops, produced) = hops_and_stored(&ns, &broker);
     assert_eq!(produced, 210, "every message sent was stored once");
     assert_eq!(
         hops, 0,

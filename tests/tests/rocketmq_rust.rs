@@ -9,31 +9,17 @@
 //! own, not a member of this workspace); without the build the test says so and fails when
 //! `CORVUS_REQUIRE_RUST_CLIENT` is set, as CI sets it.
 
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use client::Admin;
-use integration::{create_topic, workspace_root, Cluster};
+use integration::{create_topic, run_client_program, workspace_root, Cluster};
 
 /// The program, when it has been built.
 fn rust_program() -> Option<PathBuf> {
     let p = workspace_root().join("tests/rocketmq-rust/target/release/rocketmq-rust-roundtrip");
     p.exists().then_some(p)
-}
-
-/// The client program, killed if the test gives up on it.
-struct Program(Child);
-
-impl Drop for Program {
-    fn drop(&mut self) {
-        if let Ok(None) = self.0.try_wait() {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
 }
 
 #[test]
@@ -51,52 +37,15 @@ fn a_rust_client_producer_and_push_consumer_round_trip_every_message() {
     let ns = c.namesrv.addr.clone();
     create_topic(&ns, "RustClientTopic", 8);
 
-    let started = Instant::now();
-    let mut program = Program(
-        Command::new(&program)
-            .args([&ns, "RustClientTopic", "200", "RustRoundtripGroup"])
-            .env("HOME", c.dir.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("the Rust client program runs"),
-    );
-    let stdout = program.0.stdout.take().expect("piped");
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            println!("rust client: {line}");
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
     // The program gives itself 40 s to receive everything after sending; this bounds the
     // whole run, sends included.
-    let deadline = started + Duration::from_secs(90);
-    let mut lines: Vec<String> = Vec::new();
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left) {
-            Ok(l) => lines.push(l),
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                panic!("the Rust client program did not finish within 90 s; it said {lines:?}")
-            }
-        }
-    }
-    let status = loop {
-        if let Some(s) = program.0.try_wait().expect("wait for the program") {
-            break s;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the Rust client program closed its output but did not exit; it said {lines:?}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    println!("the Rust client program ran {:?}", started.elapsed());
+    let (status, lines) = run_client_program(
+        "Rust client",
+        Command::new(&program)
+            .args([&ns, "RustClientTopic", "200", "RustRoundtripGroup"])
+            .env("HOME", c.dir.path()),
+        Duration::from_secs(90),
+    );
     assert!(lines.iter().any(|l| l == "SENT 200"), "{lines:?}");
     assert!(
         lines.iter().any(|l| l == "RECEIVED 200 of 200"),
