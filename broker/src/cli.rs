@@ -16,8 +16,10 @@ use crate::config::{BrokerConfig, DEFAULT_PROFILE};
     about = "Thread-per-core RocketMQ-class message broker"
 )]
 struct Cli {
-    /// A TOML config file (keys: tuning/README.md); overrides the profile.
-    #[arg(long)]
+    /// A config file over the profile: TOML with corvus's keys (tuning/README.md), or a
+    /// RocketMQ broker.conf (`*.conf`, `*.properties`: RocketMQ's keys, those corvus does not
+    /// use named in the log).
+    #[arg(short = 'c', long)]
     config: Option<PathBuf>,
     /// Tuning profile: throughput (default), latency, durable, small.
     #[arg(long)]

@@ -15,6 +15,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+pub mod rocketmq;
+
 /// Tuning profiles embedded in the binary, so `--profile NAME` works from any directory.
 pub const PROFILES: &[(&str, &str)] = &[
     ("throughput", include_str!("../../tuning/throughput.toml")),
@@ -641,6 +643,11 @@ impl BrokerConfig {
             origin: origin.to_owned(),
             message: e.to_string(),
         })?;
+        self.overlay_table(overlay, origin)
+    }
+
+    /// Overlays the keys of `overlay` (corvus's names, or a key's former name) onto `self`.
+    pub fn overlay_table(&mut self, overlay: toml::Table, origin: &str) -> Result<(), ConfigError> {
         let mut base = toml::Table::try_from(&*self).map_err(|e| ConfigError::Parse {
             origin: origin.to_owned(),
             message: e.to_string(),
@@ -661,12 +668,39 @@ impl BrokerConfig {
         Ok(())
     }
 
-    pub fn overlay_file(&mut self, path: &std::path::Path) -> Result<(), ConfigError> {
+    /// Overlays a config file: TOML with corvus's keys, or a RocketMQ `broker.conf` (Java
+    /// properties with RocketMQ's camelCase keys, see [`rocketmq`]). A file named `*.conf` or
+    /// `*.properties` is read as properties; any other as TOML, unless it is no TOML and
+    /// reads as properties naming RocketMQ keys. Returns the RocketMQ keys it ignored, each
+    /// with the reason (also logged).
+    pub fn overlay_file(
+        &mut self,
+        path: &std::path::Path,
+    ) -> Result<Vec<rocketmq::Ignored>, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             path: path.to_owned(),
             source,
         })?;
-        self.overlay_str(&text, &path.display().to_string())
+        let origin = path.display().to_string();
+        let properties = matches!(
+            path.extension().and_then(|e| e.to_str()),
+            Some("conf" | "properties")
+        );
+        let ignored = if properties {
+            rocketmq::overlay_properties(self, &text, &origin)?
+        } else {
+            match self.overlay_str(&text, &origin) {
+                Ok(()) => Vec::new(),
+                Err(_) if rocketmq::looks_like_properties(&text) => {
+                    rocketmq::overlay_properties(self, &text, &origin)?
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        for i in &ignored {
+            tracing::warn!("{origin}: RocketMQ key `{}` ignored: {}", i.key, i.reason);
+        }
+        Ok(ignored)
     }
 
     /// Checks every key: each `range` of [`KEYS`], then the rules a range cannot say

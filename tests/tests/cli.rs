@@ -4,7 +4,9 @@
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 
-use integration::bin;
+use std::time::Duration;
+
+use integration::{bin, mqadmin, mqadmin_json, start_broker, start_namesrv, wait_for, BrokerOpts};
 
 fn broker_fails(args: &[&str], expect: &str) {
     let dir = tempfile::tempdir().unwrap();
@@ -65,6 +67,9 @@ fn bad_flags_and_config_values_are_named() {
         &["--config", "/nonexistent/broker.toml"],
         "/nonexistent/broker.toml",
     );
+    let bad_conf = dir.path().join("broker.conf");
+    std::fs::write(&bad_conf, "brokerName=a\nfileReservedTime=two days\n").unwrap();
+    broker_fails(&["-c", bad_conf.to_str().unwrap()], "fileReservedTime");
 
     let out = Command::new(bin("namesrv"))
         .args(["--listen", "not-an-address"])
@@ -105,4 +110,70 @@ fn too_little_locked_memory_is_refused_with_what_to_change() {
         stderr.contains("ulimit -l") || stderr.contains("LimitMEMLOCK"),
         "says what to change: {stderr}"
     );
+}
+
+/// A RocketMQ broker.conf (`broker -c broker.conf`, as `mqbroker -c`): the keys corvus knows
+/// take effect, and each key it does not use is named in the log with the reason.
+#[test]
+fn rocketmq_broker_conf_sets_its_keys_and_names_the_ignored_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    let ns = start_namesrv(&logs);
+    let conf = dir.path().join("broker.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "# RocketMQ's conf/broker.conf, as shipped, and a little more\n\
+             brokerClusterName = ConfCluster\n\
+             brokerId = 0\n\
+             deleteWhen = 04\n\
+             fileReservedTime = 48\n\
+             brokerRole = ASYNC_MASTER\n\
+             flushDiskType = ASYNC_FLUSH\n\
+             namesrvAddr = {}\n\
+             autoCreateTopicEnable = false\n\
+             diskMaxUsedSpaceRatio = 80\n\
+             messageDelayLevel = 1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h\n\
+             sendMessageThreadPoolNums = 16\n",
+            ns.addr
+        ),
+    )
+    .unwrap();
+    let mut opts = BrokerOpts::new("", &dir.path().join("data"));
+    opts.extra = vec!["-c".into(), conf.to_str().unwrap().into()];
+    let broker = start_broker(&opts, &logs);
+
+    // brokerClusterName and namesrvAddr: the broker registers under the conf's cluster.
+    let registered = wait_for(Duration::from_secs(20), || {
+        let v = mqadmin_json(&ns.addr, &["cluster-list"]);
+        let text = v.to_string();
+        text.contains("ConfCluster").then_some(text)
+    });
+    assert!(
+        registered.is_some(),
+        "the broker did not register under ConfCluster"
+    );
+    // autoCreateTopicEnable = false: a send to a topic nobody created is refused.
+    let out = mqadmin(&ns.addr, &["send", "-t", "NeverCreated", "-p", "x"]);
+    assert!(!out.status.success(), "send to an unknown topic must fail");
+
+    let log = broker.stderr();
+    for key in ["deleteWhen", "brokerRole", "sendMessageThreadPoolNums"] {
+        assert!(
+            log.contains(&format!("RocketMQ key `{key}` ignored")),
+            "{key} not named in:\n{log}"
+        );
+    }
+    for key in [
+        "brokerClusterName",
+        "fileReservedTime",
+        "diskMaxUsedSpaceRatio",
+        "namesrvAddr",
+    ] {
+        assert!(
+            !log.contains(&format!("`{key}` ignored")),
+            "{key} was used: {log}"
+        );
+    }
 }
