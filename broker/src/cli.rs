@@ -71,6 +71,16 @@ fn load_config(cli: &Cli) -> anyhow::Result<BrokerConfig> {
     if let Some(path) = &cli.config {
         cfg.overlay_file(path)?;
     }
+    apply_flags(cli, &mut cfg)?;
+    // The keys changed at runtime live in the data directory the flags may have named;
+    // flags still win over them.
+    cfg.overlay_overrides()?;
+    apply_flags(cli, &mut cfg)?;
+    cfg.validate()?;
+    Ok(cfg)
+}
+
+fn apply_flags(cli: &Cli, cfg: &mut BrokerConfig) -> anyhow::Result<()> {
     if let Some(v) = &cli.listen {
         cfg.listen = v.clone();
     }
@@ -104,8 +114,7 @@ fn load_config(cli: &Cli) -> anyhow::Result<BrokerConfig> {
     if cli.no_auto_create_topic {
         cfg.auto_create_topic_enable = false;
     }
-    cfg.validate()?;
-    Ok(cfg)
+    Ok(())
 }
 
 /// Parses `args` (the first is the program name), runs the broker until a signal, and

@@ -1,7 +1,8 @@
 //! The broker's one config struct: defaults, bounds, TOML loading, tuning profiles.
 //!
 //! Precedence: built-in defaults < the tuning profile (`--profile`, default `throughput`) <
-//! the config file (`--config`) < command-line flags.
+//! the config file (`--config`, TOML or a RocketMQ broker.conf) < the overrides stored by
+//! UPDATE_BROKER_CONFIG in the data directory < command-line flags.
 //!
 //! Every key is declared once, in the `config_keys!` list below: its name, type, doc,
 //! default, bounds (for a numeric key the range `validate` checks, and the same bounds in
@@ -26,6 +27,9 @@ pub const PROFILES: &[(&str, &str)] = &[
 ];
 
 pub const DEFAULT_PROFILE: &str = "throughput";
+
+/// The overrides file in the data directory (see [`BrokerConfig::overrides_path`]).
+pub const OVERRIDES_FILE: &str = "broker-overrides.toml";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -701,6 +705,71 @@ impl BrokerConfig {
             tracing::warn!("{origin}: RocketMQ key `{}` ignored: {}", i.key, i.reason);
         }
         Ok(ignored)
+    }
+
+    /// Where the keys changed at runtime (RocketMQ's UPDATE_BROKER_CONFIG) are kept: a TOML
+    /// file of corvus keys in the data directory, read at start over `--config`.
+    pub fn overrides_path(&self) -> PathBuf {
+        self.data_dir.join(OVERRIDES_FILE)
+    }
+
+    /// Overlays the overrides file of the data directory, if there is one.
+    pub fn overlay_overrides(&mut self) -> Result<(), ConfigError> {
+        let path = self.overrides_path();
+        match std::fs::read_to_string(&path) {
+            Ok(text) => self.overlay_str(&text, &path.display().to_string()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(source) => Err(ConfigError::Read { path, source }),
+        }
+    }
+
+    /// A change of keys asked while running (RocketMQ's UPDATE_BROKER_CONFIG, a properties
+    /// body with RocketMQ's or corvus's keys): checked as a whole against `self` and the
+    /// overrides already stored, and returned as the overrides file's new text and the
+    /// corvus keys it sets. Nothing is changed when any key is unknown, ignored by corvus,
+    /// out of bounds, or `data_dir` (which holds the file).
+    pub fn stage_update(&self, properties: &str) -> Result<(String, Vec<String>), ConfigError> {
+        let origin = "UPDATE_BROKER_CONFIG";
+        let refuse = |message: String| ConfigError::Parse {
+            origin: origin.to_owned(),
+            message,
+        };
+        let (overlay, ignored) = rocketmq::properties_overlay(self, properties, origin)?;
+        if let Some(i) = ignored.first() {
+            return Err(refuse(format!(
+                "nothing changed: `{}` is not applied by corvus ({})",
+                i.key, i.reason
+            )));
+        }
+        if overlay.is_empty() {
+            return Err(refuse("nothing changed: no key given".into()));
+        }
+        if overlay.contains_key("data_dir") {
+            return Err(refuse(
+                "nothing changed: `data_dir` (storePathRootDir) cannot move while the broker runs from it"
+                    .into(),
+            ));
+        }
+        let path = self.overrides_path();
+        let mut stored: toml::Table = match std::fs::read_to_string(&path) {
+            Ok(text) => toml::from_str(&text).map_err(|e| ConfigError::Parse {
+                origin: path.display().to_string(),
+                message: e.to_string(),
+            })?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => toml::Table::new(),
+            Err(source) => return Err(ConfigError::Read { path, source }),
+        };
+        let keys: Vec<String> = overlay.keys().cloned().collect();
+        stored.extend(overlay);
+        let mut candidate = self.clone();
+        candidate.overlay_table(stored.clone(), origin)?;
+        candidate.validate()?;
+        let text = format!(
+            "# Keys changed with UPDATE_BROKER_CONFIG (mqadmin updateBrokerConfig), read at start\n\
+             # over --config; command-line flags still win. Delete a line to drop its change.\n{}",
+            toml::to_string(&stored).map_err(|e| refuse(e.to_string()))?
+        );
+        Ok((text, keys))
     }
 
     /// Checks every key: each `range` of [`KEYS`], then the rules a range cannot say

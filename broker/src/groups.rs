@@ -263,26 +263,12 @@ impl OffsetTable {
     }
 }
 
-/// Writes a snapshot durably: temporary file, fsync, rename, fsync of the directory.
+/// Writes a snapshot durably (see [`crate::durable::replace`]).
 pub fn write_snapshot(path: &Path, bytes: &[u8]) -> Result<(), GroupError> {
-    use std::io::Write;
-    let err = |e: std::io::Error| GroupError::Persist {
+    crate::durable::replace(path, bytes).map_err(|e| GroupError::Persist {
         path: path.to_owned(),
         message: e.to_string(),
-    };
-    let tmp = path.with_extension("json.tmp");
-    {
-        let mut f = std::fs::File::create(&tmp).map_err(err)?;
-        f.write_all(bytes).map_err(err)?;
-        f.sync_all().map_err(err)?;
-    }
-    std::fs::rename(&tmp, path).map_err(err)?;
-    if let Some(dir) = path.parent() {
-        std::fs::File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(err)?;
-    }
-    Ok(())
+    })
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -14,6 +14,7 @@ pub mod config;
 pub mod conn;
 pub mod connections;
 pub mod core;
+pub mod durable;
 pub mod error;
 pub mod groups;
 pub mod mesh;

@@ -158,3 +158,53 @@ fn unknown_codes_bad_frames_and_grpc_clients_are_answered_and_everyone_else_is_s
     p.send(client::Message::new("WireTopic", b"native".to_vec()))
         .unwrap();
 }
+
+fn broker_config(addr: &str) -> String {
+    let mut conn = connect(addr);
+    let cmd = RemotingCommand::request(request::GET_BROKER_CONFIG, 1);
+    let f = call(&mut conn, &cmd, b"");
+    assert_eq!(f.command.code, response::SUCCESS);
+    String::from_utf8(f.body.to_vec()).unwrap()
+}
+
+fn update_broker_config(addr: &str, properties: &str) -> remoting::Frame {
+    let mut conn = connect(addr);
+    let cmd = RemotingCommand::request(request::UPDATE_BROKER_CONFIG, 2);
+    call(&mut conn, &cmd, properties.as_bytes())
+}
+
+/// UPDATE_BROKER_CONFIG (RocketMQ's mqadmin updateBrokerConfig) stores the change, says it
+/// takes effect at the next restart, and the restarted broker runs with it; a key corvus does
+/// not apply, or a value out of bounds, changes nothing and the answer says why.
+#[test]
+fn update_broker_config_is_kept_and_taken_at_the_next_restart() {
+    let mut c = Cluster::start(1, "small");
+    assert!(broker_config(&c.broker.addr).contains("file_reserved_hours=72"));
+
+    let f = update_broker_config(
+        &c.broker.addr,
+        "fileReservedTime=24\nlong_polling_max_ms=7000\n",
+    );
+    assert_eq!(f.command.code, response::SUCCESS, "{:?}", f.command.remark);
+    let remark = f.command.remark.unwrap_or_default();
+    assert!(
+        remark.contains("file_reserved_hours") && remark.contains("next restart"),
+        "{remark}"
+    );
+    // Refused as a whole: one key corvus does not apply, one out of bounds.
+    let f = update_broker_config(&c.broker.addr, "fileReservedTime=12\ndeleteWhen=04\n");
+    assert_ne!(f.command.code, response::SUCCESS);
+    assert!(f.command.remark.unwrap_or_default().contains("deleteWhen"));
+    let f = update_broker_config(&c.broker.addr, "fileReservedTime=0\n");
+    assert_ne!(f.command.code, response::SUCCESS);
+    assert!(f
+        .command
+        .remark
+        .unwrap_or_default()
+        .contains("file_reserved_hours"));
+
+    c.restart_broker();
+    let config = broker_config(&c.broker.addr);
+    assert!(config.contains("fileReservedTime=24"), "{config}");
+    assert!(config.contains("long_polling_max_ms=7000"), "{config}");
+}

@@ -146,6 +146,18 @@ pub fn overlay_properties(
     text: &str,
     origin: &str,
 ) -> Result<Vec<Ignored>, ConfigError> {
+    let (overlay, ignored) = properties_overlay(cfg, text, origin)?;
+    cfg.overlay_table(overlay, origin)?;
+    Ok(ignored)
+}
+
+/// The keys the properties document `text` sets, as corvus keys over `cfg` (whose `listen`
+/// gives what `listenPort` or `brokerIP1` leave unsaid), and the keys it ignores.
+pub fn properties_overlay(
+    cfg: &BrokerConfig,
+    text: &str,
+    origin: &str,
+) -> Result<(toml::Table, Vec<Ignored>), ConfigError> {
     let err = |line: usize, message: String| ConfigError::Parse {
         origin: origin.to_owned(),
         message: format!("line {line}: {message}"),
@@ -207,8 +219,7 @@ pub fn overlay_properties(
         let advertise = std::net::SocketAddr::new(ip, listen.port());
         overlay.insert("advertise_addr".into(), advertise.to_string().into());
     }
-    cfg.overlay_table(overlay, origin)?;
-    Ok(ignored)
+    Ok((overlay, ignored))
 }
 
 /// RocketMQ's `value` of the key that means `spec`, in corvus's type and unit.

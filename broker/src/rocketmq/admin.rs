@@ -75,9 +75,7 @@ pub(crate) async fn serve(
     Some(match req.code {
         request::GET_BROKER_RUNTIME_INFO => runtime_info(core, req),
         request::GET_BROKER_CONFIG => broker_config(core, req),
-        request::UPDATE_BROKER_CONFIG => Err(BrokerError::Unsupported(
-            "corvus reads its config at start: change the config file or flags and restart (tuning/README.md lists every key)".into(),
-        )),
+        request::UPDATE_BROKER_CONFIG => update_broker_config(core, req, body).await,
         request::GET_TOPIC_STATS_INFO => topic_stats(core, req).await,
         request::GET_CONSUME_STATS => consume_stats(core, req).await,
         request::GET_CONSUMER_CONNECTION_LIST => consumer_connections(core, req),
@@ -190,6 +188,50 @@ fn broker_config(core: &Core, req: &RemotingCommand) -> Result<Outgoing, BrokerE
     Ok(Outgoing::remoting(
         ok(req),
         Body::Owned(vec![Bytes::from(text)]),
+    ))
+}
+
+/// UPDATE_BROKER_CONFIG: the keys of the properties body (RocketMQ's names or corvus's) are
+/// checked as a whole and stored in the data directory's overrides file, which the broker
+/// reads at start; the answer says they take effect at the next restart (corvus reads every
+/// key at start). Nothing is stored when any key is refused, and the remark says why.
+async fn update_broker_config(
+    core: &Core,
+    req: &RemotingCommand,
+    body: &Bytes,
+) -> Result<Outgoing, BrokerError> {
+    /// One update at a time, whichever core it arrives at: each reads the file the last wrote.
+    static WRITING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let text = std::str::from_utf8(body)
+        .map_err(|_| BrokerError::BadRequest("the config body is not UTF-8 properties".into()))?
+        .to_owned();
+    let running = core.shared.config.clone();
+    let done = glommio::executor()
+        .spawn_blocking(move || {
+            let _one = WRITING.lock().unwrap_or_else(|e| e.into_inner());
+            let (file, keys) = running
+                .stage_update(&text)
+                .map_err(|e| BrokerError::BadRequest(e.to_string()))?;
+            let path = running.overrides_path();
+            crate::durable::replace(&path, file.as_bytes())
+                .map_err(|e| BrokerError::Storage(format!("{}: {e}", path.display())))?;
+            Ok::<_, BrokerError>((path, keys))
+        })
+        .await;
+    let (path, keys) = done?;
+    tracing::info!(
+        "UPDATE_BROKER_CONFIG stored {} in {}; they take effect at the next restart",
+        keys.join(", "),
+        path.display()
+    );
+    let remark = format!(
+        "stored {} in {}: corvus reads its config at start, so they take effect at the next restart",
+        keys.join(", "),
+        path.display()
+    );
+    Ok(Outgoing::remoting(
+        RemotingCommand::response_to(req, remoting::codes::response::SUCCESS, Some(remark)),
+        Body::None,
     ))
 }
 
