@@ -145,6 +145,80 @@ fn bind_listener(addr: SocketAddr, reuse_port: bool) -> std::io::Result<Socket> 
     Ok(s)
 }
 
+/// The VIP channel's port beside `port`: RocketMQ's Java clients before 4.5.1 (and later ones
+/// with `vipChannelEnabled`) send to the broker's port - 2.
+fn vip_port(port: u16) -> Option<u16> {
+    port.checked_sub(2).filter(|&p| p > 0)
+}
+
+/// The shared port's VIP listener, served by core 0. Not SO_REUSEPORT: bound to a port
+/// chosen here, it must fail when another process holds it, not join that process's group.
+fn bind_vip(listen: SocketAddr) -> anyhow::Result<Socket> {
+    let port =
+        vip_port(listen.port()).ok_or_else(|| anyhow!("port {} has no port - 2", listen.port()))?;
+    let addr = SocketAddr::new(listen.ip(), port);
+    bind_listener(addr, false).with_context(|| format!("cannot listen on {addr}"))
+}
+
+/// How many ephemeral ports a core tries for a direct port whose port - 2 is free too.
+const VIP_PAIR_ATTEMPTS: usize = 32;
+
+/// Core `core`'s direct listener and, with the VIP channel on, the listener of its VIP port.
+/// With `direct_port_base` the direct port is `base + core` (`base + 3 * core` with the VIP
+/// channel, so no core's port - 2 is another core's direct port); without, an ephemeral port
+/// whose port - 2 is free. A VIP port that cannot be had is logged, not fatal: only clients
+/// that use the VIP channel need it.
+fn bind_direct(
+    config: &BrokerConfig,
+    ip: std::net::IpAddr,
+    core: u16,
+) -> anyhow::Result<(Socket, Option<Socket>)> {
+    let direct = |port: u16| {
+        let addr = SocketAddr::new(ip, port);
+        bind_listener(addr, false)
+            .with_context(|| format!("cannot listen on {addr} (core {core}'s direct port)"))
+    };
+    let vip_of = |l: &Socket| -> anyhow::Result<Socket> {
+        let port = local_addr(l)?.port();
+        let vip = vip_port(port).ok_or_else(|| anyhow!("port {port} has no port - 2"))?;
+        let addr = SocketAddr::new(ip, vip);
+        bind_listener(addr, false).with_context(|| format!("cannot listen on {addr}"))
+    };
+    if !config.vip_channel {
+        let port = match config.direct_port_base {
+            0 => 0,
+            base => base.saturating_add(core),
+        };
+        return Ok((direct(port)?, None));
+    }
+    if config.direct_port_base != 0 {
+        let l = direct(
+            config
+                .direct_port_base
+                .saturating_add(core.saturating_mul(3)),
+        )?;
+        return Ok(match vip_of(&l) {
+            Ok(v) => (l, Some(v)),
+            Err(e) => {
+                tracing::warn!("core {core} has no VIP channel: {e:#}");
+                (l, None)
+            }
+        });
+    }
+    let mut last_error = None;
+    for _ in 0..VIP_PAIR_ATTEMPTS {
+        let l = direct(0)?;
+        match vip_of(&l) {
+            Ok(v) => return Ok((l, Some(v))),
+            Err(e) => last_error = Some(e),
+        }
+    }
+    if let Some(e) = last_error {
+        tracing::warn!("core {core} has no VIP channel after {VIP_PAIR_ATTEMPTS} ports: {e:#}");
+    }
+    Ok((direct(0)?, None))
+}
+
 fn local_addr(s: &Socket) -> std::io::Result<SocketAddr> {
     s.local_addr()?
         .as_socket()
@@ -274,6 +348,19 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
                 .with_context(|| format!("cannot listen on {listen_addr}"))?,
         );
     }
+    // Each core's listeners: the shared port, its direct port, and with the VIP channel on
+    // the VIP port of each (port - 2, where RocketMQ's Java clients before 4.5.1 send).
+    let vip = config.vip_channel;
+    let mut core_listeners: Vec<Vec<Socket>> =
+        main_listeners.into_iter().map(|l| vec![l]).collect();
+    if vip {
+        match bind_vip(listen_addr) {
+            Ok(v) => core_listeners[0].push(v),
+            Err(e) => tracing::warn!(
+                "no VIP channel beside the shared port {listen_addr}: {e:#} (old Java clients need `vipChannelEnabled=false`)"
+            ),
+        }
+    }
     let advertise: SocketAddr = match &config.advertise_addr {
         Some(a) => a.parse().with_context(|| format!("advertise_addr `{a}`"))?,
         None if listen_addr.ip().is_unspecified() => {
@@ -284,20 +371,14 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
     let SocketAddr::V4(store_host) = advertise else {
         bail!("advertise_addr must be an IPv4 address (IPv6 hosts are not supported in stored records yet)");
     };
-    let mut direct_listeners = Vec::with_capacity(cores as usize);
     let mut core_addrs = Vec::with_capacity(cores as usize);
     for core in 0..cores {
-        let port = if config.direct_port_base == 0 {
-            0
-        } else {
-            config.direct_port_base.saturating_add(core)
-        };
-        let addr = SocketAddr::new(listen_addr.ip(), port);
-        let l = bind_listener(addr, false)
-            .with_context(|| format!("cannot listen on {addr} (core {core}'s direct port)"))?;
-        let bound = local_addr(&l)?;
+        let (direct, vip_l) = bind_direct(&config, listen_addr.ip(), core)?;
+        let bound = local_addr(&direct)?;
         core_addrs.push(SocketAddr::new(advertise.ip(), bound.port()).to_string());
-        direct_listeners.push(l);
+        let ls = &mut core_listeners[core as usize];
+        ls.push(direct);
+        ls.extend(vip_l);
     }
 
     let shared = Arc::new(Shared {
@@ -327,14 +408,12 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
         crate::mesh::MeshLinks::new(cores as usize, shared.config.inbox_capacity as usize);
     let (ready_tx, ready_rx) = mpsc::channel::<Result<u16, String>>();
     let mut executors = Vec::with_capacity(cores as usize);
-    let mut main_iter = main_listeners.into_iter();
-    let mut direct_iter = direct_listeners.into_iter();
+    let mut listeners_iter = core_listeners.into_iter();
     for core in 0..cores {
-        let (Some(main_l), Some(direct_l)) = (main_iter.next(), direct_iter.next()) else {
+        let Some(listeners) = listeners_iter.next() else {
             bail!("internal: listener count mismatch");
         };
-        let main_fd = main_l.into_raw_fd();
-        let direct_fd = direct_l.into_raw_fd();
+        let listener_fds: Vec<RawFd> = listeners.into_iter().map(|l| l.into_raw_fd()).collect();
         let core_shards: Vec<u16> = (0..layout.shard_count)
             .filter(|&s| protocol::shard_core(s, cores) == core)
             .collect();
@@ -374,8 +453,7 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
                     shared,
                     shards,
                     mesh_builder,
-                    main_fd,
-                    direct_fd,
+                    listener_fds,
                     topics,
                     ready.clone(),
                 )
@@ -457,19 +535,16 @@ async fn core_main(
     shared: Arc<Shared>,
     shard_configs: Vec<shard::ShardConfig>,
     mesh_builder: crate::mesh::MeshLinks,
-    main_fd: RawFd,
-    direct_fd: RawFd,
+    listener_fds: Vec<RawFd>,
     topics: TopicTable,
     ready: mpsc::Sender<Result<u16, String>>,
 ) -> anyhow::Result<()> {
-    // SAFETY: both descriptors are listening TCP sockets created by `start` and handed to this
-    // core alone (into_raw_fd gave up their ownership there).
-    let (main_l, direct_l) = unsafe {
-        (
-            TcpListener::from_raw_fd(main_fd),
-            TcpListener::from_raw_fd(direct_fd),
-        )
-    };
+    let listeners: Vec<TcpListener> = listener_fds
+        .into_iter()
+        // SAFETY: every descriptor is a listening TCP socket created by `start` and handed to
+        // this core alone (into_raw_fd gave up its ownership there).
+        .map(|fd| unsafe { TcpListener::from_raw_fd(fd) })
+        .collect();
     // Join the mesh before anything can fail, so no peer waits for this core forever.
     let (mesh, receivers) = mesh_builder.join(id).await.map_err(|e| anyhow!(e))?;
     let mesh = Rc::new(mesh);
@@ -552,7 +627,7 @@ async fn core_main(
     }
 
     let mut accept_tasks = Vec::new();
-    for listener in [main_l, direct_l] {
+    for listener in listeners {
         let core = core.clone();
         accept_tasks.push(glommio::spawn_local(async move {
             // Failures (EMFILE while descriptors are short, say) are logged once per

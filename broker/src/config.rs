@@ -236,10 +236,19 @@ config_keys! {
         rocketmq: Some("brokerIP1"),
         restart: true,
     }
-    /// Core i's direct port is `direct_port_base + i`; 0 = an ephemeral port per core.
+    /// Core i's direct port is `direct_port_base + i` (`+ 3 * i` with `vip_channel`);
+    /// 0 = an ephemeral port per core.
     direct_port_base: u16 {
         default: 0,
         bounds: "0 to 65535",
+        rocketmq: None,
+        restart: true,
+    }
+    /// Also accept on each port's port - 2 (10909 beside 10911, and beside every core's
+    /// direct port): the VIP channel RocketMQ's Java clients before 4.5.1 send to.
+    vip_channel: bool {
+        default: true,
+        bounds: "bool",
         rocketmq: None,
         restart: true,
     }

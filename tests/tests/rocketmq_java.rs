@@ -57,9 +57,15 @@ fn classpath_of(module: &str) -> Option<String> {
 /// Runs one of the Java programs to its end (bounded) and returns its output lines; it must
 /// exit 0.
 fn run_java(cp: &str, class: &str, args: &[&str]) -> Vec<String> {
+    run_java_with(cp, &[], class, args)
+}
+
+/// [`run_java`] with JVM options (`-Dname=value`) before the class.
+fn run_java_with(cp: &str, jvm: &[&str], class: &str, args: &[&str]) -> Vec<String> {
     let mut child = Command::new("java")
         .arg("-cp")
         .arg(cp)
+        .args(jvm)
         .arg(class)
         .args(args)
         .env("ROCKETMQ_HOME", std::env::temp_dir())
@@ -266,6 +272,35 @@ fn a_java_producer_sends_async_oneway_and_by_key_and_an_orderly_consumer_keeps_e
     );
     assert!(lines.iter().any(|l| l == "KEYS IN ORDER"), "{lines:?}");
     assert!(lines.iter().any(|l| l == "ALL RECEIVED"), "{lines:?}");
+}
+
+/// A Java client on the VIP channel (the default of clients before 4.5.1, here turned on
+/// with the client's own system property) sends to each broker address's port - 2: each
+/// core accepts there too, so its sends land on the core that owns their queue.
+#[test]
+fn a_java_producer_on_the_vip_channel_sends_to_port_minus_two_without_hops() {
+    let Some(cp) = java_or_skip() else {
+        return;
+    };
+    let c = Cluster::start(2, "small");
+    let ns = c.namesrv.addr.clone();
+    create_topic(&ns, "VipTopic", 8);
+    let lines = run_java_with(
+        &cp,
+        &["-Dcom.rocketmq.sendMessageWithVIPChannel=true"],
+        "corvus.Sends",
+        &[&ns, "VipTopic", "20", "VipGroup"],
+    );
+    for want in ["ASYNC OK 20 of 20", "ONEWAY SENT 20", "ORDERED SENT 200"] {
+        assert!(
+            lines.iter().any(|l| l.starts_with(want)),
+            "{want}: {lines:?}"
+        );
+    }
+    assert!(lines.iter().any(|l| l == "ALL RECEIVED"), "{lines:?}");
+    let (data_hops, produced) = hops(&ns, &c.broker.addr);
+    assert_eq!(produced, 240, "every message sent was stored once");
+    assert_eq!(data_hops, 0, "VIP sends reach the owning core");
 }
 
 #[test]
