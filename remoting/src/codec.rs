@@ -2,7 +2,6 @@
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use serde::Serialize;
-use serde_json::Value;
 
 use crate::command::{ExtFields, LanguageCode, RemotingCommand, SerializeType};
 use crate::{RemotingError, Result};
@@ -170,89 +169,8 @@ pub fn decode_header(serialize_type: SerializeType, bytes: &[u8]) -> Result<Remo
     }
 }
 
-fn json_i32(obj: &serde_json::Map<String, Value>, field: &'static str) -> Result<i32> {
-    let bad = |reason: String| RemotingError::BadHeaderField { field, reason };
-    match obj.get(field) {
-        None | Some(Value::Null) => Ok(0),
-        Some(Value::Number(n)) => n
-            .as_i64()
-            .and_then(|v| i32::try_from(v).ok())
-            .ok_or_else(|| bad(format!("{n} is not a 32-bit integer"))),
-        Some(Value::String(s)) => s
-            .trim()
-            .parse::<i32>()
-            .map_err(|_| bad(format!("{s:?} is not a 32-bit integer"))),
-        Some(other) => Err(bad(format!("unexpected {other}"))),
-    }
-}
-
-/// The string a JSON scalar stands for in `extFields`: Java reads every typed header field
-/// from a string, and the C++ client sends numbers and booleans unquoted.
-fn ext_value_string(v: &Value) -> Option<String> {
-    match v {
-        Value::Null => None,
-        Value::String(s) => Some(s.clone()),
-        Value::Bool(b) => Some(b.to_string()),
-        Value::Number(n) => Some(n.to_string()),
-        Value::Array(_) | Value::Object(_) => Some(v.to_string()),
-    }
-}
-
 fn decode_json_header(bytes: &[u8]) -> Result<RemotingCommand> {
-    let value: Value = serde_json::from_slice(bytes)?;
-    let Value::Object(obj) = value else {
-        return Err(RemotingError::Json("header is not a JSON object".into()));
-    };
-    let language = match obj.get("language") {
-        None | Some(Value::Null) => LanguageCode::Java,
-        Some(Value::String(s)) => LanguageCode::from_name(s),
-        Some(Value::Number(n)) => n
-            .as_u64()
-            .and_then(|c| u8::try_from(c).ok())
-            .map(LanguageCode::from_code)
-            .ok_or_else(|| RemotingError::BadHeaderField {
-                field: "language",
-                reason: format!("{n} is not a language code"),
-            })?,
-        Some(other) => {
-            return Err(RemotingError::BadHeaderField {
-                field: "language",
-                reason: format!("unexpected {other}"),
-            })
-        }
-    };
-    let remark = match obj.get("remark") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Some(s.clone()),
-        Some(other) => Some(other.to_string()),
-    };
-    let mut ext_fields = ExtFields::new();
-    match obj.get("extFields") {
-        None | Some(Value::Null) => {}
-        Some(Value::Object(map)) => {
-            for (k, v) in map {
-                if let Some(s) = ext_value_string(v) {
-                    ext_fields.insert(k.clone(), s);
-                }
-            }
-        }
-        Some(other) => {
-            return Err(RemotingError::BadHeaderField {
-                field: "extFields",
-                reason: format!("expected an object, got {other}"),
-            })
-        }
-    }
-    Ok(RemotingCommand {
-        code: json_i32(&obj, "code")?,
-        language,
-        version: json_i32(&obj, "version")?,
-        opaque: json_i32(&obj, "opaque")?,
-        flag: json_i32(&obj, "flag")?,
-        remark,
-        ext_fields,
-        serialize_type: SerializeType::Json,
-    })
+    crate::json_header::decode(bytes)
 }
 
 /// A bounds-checked big-endian reader over a byte slice.

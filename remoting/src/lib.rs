@@ -91,6 +91,7 @@ mod command;
 pub mod detect;
 pub mod fuzzing;
 pub mod headers;
+mod json_header;
 pub mod message;
 
 pub use codec::{
