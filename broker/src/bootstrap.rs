@@ -602,6 +602,7 @@ async fn core_main(
         topic_store: std::cell::RefCell::new(crate::topics::TopicStore::default()),
         clients: Default::default(),
         rocketmq: Default::default(),
+        rocketmq_queues: Default::default(),
         connections: crate::connections::Connections::new(crate::connections::per_core_max(
             shared.config.connections_max,
             shared.cores,

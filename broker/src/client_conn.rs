@@ -7,6 +7,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::net::{SocketAddr, SocketAddrV4};
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -31,6 +32,9 @@ pub struct ClientConn {
     /// Unique in the broker: the core's id in the top 16 bits.
     pub id: u64,
     pub peer: String,
+    /// The peer as an IPv4 address (an IPv4-mapped IPv6 one too), the born host of what it
+    /// sends; `None` for another IPv6 peer.
+    pub peer_v4: Option<SocketAddrV4>,
     client_id: RefCell<Option<String>>,
     /// The connection's response queue (and its count, which the writer flushes by);
     /// taken when the connection closes, so that nothing holds the writer open.
@@ -50,9 +54,18 @@ impl ClientConn {
         out: Rc<LocalSender<Outgoing>>,
         queued: Rc<Cell<usize>>,
     ) -> ClientConn {
+        let peer_v4 = match peer.parse::<SocketAddr>() {
+            Ok(SocketAddr::V4(a)) => Some(a),
+            Ok(SocketAddr::V6(a)) => a
+                .ip()
+                .to_ipv4_mapped()
+                .map(|ip| SocketAddrV4::new(ip, a.port())),
+            Err(_) => None,
+        };
         ClientConn {
             id,
             peer,
+            peer_v4,
             client_id: RefCell::new(None),
             out: RefCell::new(Some((out, queued))),
             next_request_id: Cell::new(1),

@@ -153,6 +153,8 @@ pub struct Core {
     pub clients: crate::client_conn::ClientConns,
     /// What RocketMQ clients told this core in their heartbeats, for the admin requests.
     pub rocketmq: crate::rocketmq::Seen,
+    /// Each topic's queue ids per core as RocketMQ clients number them, worked out once.
+    pub rocketmq_queues: crate::rocketmq::QueueIdCache,
 }
 
 /// Counts a send in flight on its core for as long as it lives.

@@ -103,18 +103,20 @@ pub fn encode_properties<'a>(props: impl IntoIterator<Item = (&'a str, &'a str)>
 /// `MessageDecoder.string2messageProperties` does: an item is kept only when it splits into
 /// exactly a name and a non-empty value (Java's `split` drops trailing empty parts).
 pub fn decode_properties(s: &str) -> Vec<(String, String)> {
-    s.split(PROPERTY_SEPARATOR)
-        .filter_map(|item| {
-            let mut parts: Vec<&str> = item.split(NAME_VALUE_SEPARATOR).collect();
-            while parts.last() == Some(&"") {
-                parts.pop();
-            }
-            match parts[..] {
-                [k, v] => Some((k.to_owned(), v.to_owned())),
-                _ => None,
-            }
-        })
+    properties_of(s)
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
         .collect()
+}
+
+/// The properties of `s` as [`decode_properties`] reads them, borrowed from `s`.
+pub fn properties_of(s: &str) -> impl Iterator<Item = (&str, &str)> {
+    s.split(PROPERTY_SEPARATOR).filter_map(|item| {
+        // `name\x01value`, trailing separators ignored; anything else is no property.
+        let mut parts = item.split(NAME_VALUE_SEPARATOR);
+        let k = parts.next()?;
+        let v = parts.next()?;
+        (!v.is_empty() && parts.all(str::is_empty)).then_some((k, v))
+    })
 }
 
 /// One property's value.

@@ -17,7 +17,9 @@
 //! resolves with VIEW_MESSAGE_BY_ID. The whole-record CRC corvus keeps as the last property
 //! (`__CRC`) is visible to applications among the message's properties.
 
-use std::net::{SocketAddr, SocketAddrV4};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::rc::Rc;
 
 use bytes::{Bytes, BytesMut};
@@ -253,21 +255,48 @@ fn target_core(core: &Core, broker_name: Option<&str>) -> u16 {
 
 /// How a topic's queues are numbered on one core.
 pub(super) struct CoreQueues {
-    pub(super) ids: Vec<u32>,
+    pub(super) ids: Rc<[u32]>,
 }
+
+/// The queue ids of [`core_queue_ids`] by topic, queue count and core: every request of a
+/// RocketMQ client translates its queue number, and working the ids out hashes the topic
+/// once per queue. Bounded: past [`QUEUE_ID_CACHE_MAX`] topics it starts over.
+#[derive(Default)]
+pub struct QueueIdCache {
+    by_topic: RefCell<HashMap<String, Vec<QueueIds>>>,
+}
+
+/// A topic's queue count, a core, and the queue ids that core holds.
+type QueueIds = (u32, u16, Rc<[u32]>);
+
+const QUEUE_ID_CACHE_MAX: usize = 1 << 16;
 
 impl CoreQueues {
     pub(super) fn of(core: &Core, topic: &str, cfg: &TopicConfig, of_core: u16) -> CoreQueues {
         let all = cfg.read_queues.max(cfg.write_queues);
-        CoreQueues {
-            ids: core_queue_ids(
-                topic,
-                all,
-                core.shared.shard_count,
-                core.shared.cores,
-                of_core,
-            ),
+        let cache = &core.rocketmq_queues.by_topic;
+        if let Some(entries) = cache.borrow().get(topic) {
+            if let Some((_, _, ids)) = entries.iter().find(|(n, c, _)| *n == all && *c == of_core) {
+                return CoreQueues { ids: ids.clone() };
+            }
         }
+        let ids: Rc<[u32]> = core_queue_ids(
+            topic,
+            all,
+            core.shared.shard_count,
+            core.shared.cores,
+            of_core,
+        )
+        .into();
+        let mut cache = cache.borrow_mut();
+        if cache.len() >= QUEUE_ID_CACHE_MAX {
+            cache.clear();
+        }
+        let entries = cache.entry(topic.to_owned()).or_default();
+        // A topic whose queue count changed keeps only its current entries.
+        entries.retain(|(n, _, _)| *n == all);
+        entries.push((all, of_core, ids.clone()));
+        CoreQueues { ids }
     }
 
     /// The topic's queue id of the core's queue `local`.
@@ -307,16 +336,6 @@ fn global_queue(
     Ok((global, queues))
 }
 
-fn ipv4(addr: SocketAddr) -> Option<SocketAddrV4> {
-    match addr {
-        SocketAddr::V4(a) => Some(a),
-        SocketAddr::V6(a) => a
-            .ip()
-            .to_ipv4_mapped()
-            .map(|ip| SocketAddrV4::new(ip, a.port())),
-    }
-}
-
 async fn send(
     core: &Rc<Core>,
     client: &ClientConn,
@@ -342,17 +361,13 @@ async fn send(
         Err(_) if cfg.write_queues > 0 => local % cfg.write_queues,
         Err(e) => return Err(e),
     };
-    let born_host = client.peer.parse::<SocketAddr>().ok().and_then(ipv4);
+    let born_host = client.peer_v4;
     let mut records = Vec::with_capacity(body.len() + 256);
     // Each record's length, for its offset message id.
     let mut lens = Vec::new();
     let mut add = |body: &[u8], flag: i32, props: &str| -> Result<(), BrokerError> {
         let start = records.len();
-        let props = remoting::message::decode_properties(props);
-        let pairs: Vec<(&str, &str)> = props
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
+        let pairs: Vec<(&str, &str)> = remoting::message::properties_of(props).collect();
         encode_record(
             &MessageFields {
                 topic,
