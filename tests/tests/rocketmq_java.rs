@@ -36,7 +36,9 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use client::Admin;
-use integration::{create_topic, wait_for, workspace_root, Cluster};
+use integration::{
+    create_topic, hops_and_stored, run_client_program, wait_for, workspace_root, Cluster,
+};
 
 /// The Java program's classpath, when it has been built.
 fn java_classpath() -> Option<String> {
@@ -62,36 +64,35 @@ fn run_java(cp: &str, class: &str, args: &[&str]) -> Vec<String> {
 
 /// [`run_java`] with JVM options (`-Dname=value`) before the class.
 fn run_java_with(cp: &str, jvm: &[&str], class: &str, args: &[&str]) -> Vec<String> {
-    let mut child = Command::new("java")
-        .arg("-cp")
+    let mut cmd = Command::new("java");
+    cmd.arg("-cp")
         .arg(cp)
         .args(jvm)
         .arg(class)
         .args(args)
-        .env("ROCKETMQ_HOME", std::env::temp_dir())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("java runs");
-    let stdout = child.stdout.take().expect("piped");
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let lines: Vec<String> = BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-            .collect();
-        let _ = tx.send(lines);
-    });
-    let Ok(lines) = rx.recv_timeout(Duration::from_secs(120)) else {
-        let _ = child.kill();
-        panic!("{class} did not finish within 120 s");
-    };
-    let status = child.wait().expect("java exits");
-    for l in &lines {
-        println!("{class}: {l}");
-    }
+        .env("ROCKETMQ_HOME", std::env::temp_dir());
+    let (status, lines) = run_client_program(class, &mut cmd, Duration::from_secs(120));
     assert!(status.success(), "{class} failed ({status}): {lines:?}");
     lines
+}
+
+/// A broker of two cores with its NameServer and `topic` (8 queues), and the Java program's
+/// classpath; `None` when the program is not built (see [`java_or_skip`]).
+fn java_cluster(topic: &str) -> Option<(String, Cluster)> {
+    let cp = java_or_skip()?;
+    let c = Cluster::start(2, "small");
+    create_topic(&c.namesrv.addr, topic, 8);
+    Some((cp, c))
+}
+
+/// Asserts that the program printed a line starting with each of `prefixes`.
+fn assert_printed(lines: &[String], prefixes: &[&str]) {
+    for want in prefixes {
+        assert!(
+            lines.iter().any(|l| l.starts_with(want)),
+            "no line starting with {want:?} in {lines:?}"
+        );
+    }
 }
 
 /// The classpath, or `None` after saying why the test does not run.
@@ -144,26 +145,17 @@ fn rocketmq_mqadmin(cp: &str, ns: &str, args: &[&str]) -> String {
     text
 }
 
-fn hops(ns: &str, broker: &str) -> (u64, u64) {
-    let st = Admin::new(ns).unwrap().broker_status(broker).unwrap();
-    let data = st.cores.iter().map(|c| c.cross_core_hops).sum();
-    let produced = st.cores.iter().map(|c| c.produced_messages).sum();
-    (data, produced)
-}
-
 #[test]
 fn a_java_producer_and_push_consumer_round_trip_every_message_without_hops() {
-    let Some(cp) = java_or_skip() else {
+    let Some((cp, c)) = java_cluster("JavaTopic") else {
         return;
     };
-    let c = Cluster::start(2, "small");
     let ns = c.namesrv.addr.clone();
     let broker = c.broker.addr.clone();
-    create_topic(&ns, "JavaTopic", 8);
 
     let mut java = Roundtrip::start(&cp, &ns, "JavaTopic", 200, "JavaRoundtripGroup");
     java.wait_for("STEADY DONE");
-    let (data_hops, produced) = hops(&ns, &broker);
+    let (data_hops, produced) = hops_and_stored(&ns, &broker);
     assert_eq!(produced, 210, "every message sent was stored once");
     assert_eq!(
         data_hops, 0,
@@ -197,7 +189,7 @@ fn the_roundtrip_program_on_the_java_client_5_round_trips_every_message() {
 
     let mut java = Roundtrip::start(&cp, &ns, "Java5Topic", 200, "Java5RoundtripGroup");
     java.wait_for("STEADY DONE");
-    let (_, produced) = hops(&ns, &broker);
+    let (_, produced) = hops_and_stored(&ns, &broker);
     assert_eq!(produced, 210, "every message sent was stored once");
     java.go_on();
     let lines = java.finish();
@@ -210,12 +202,10 @@ fn the_roundtrip_program_on_the_java_client_5_round_trips_every_message() {
 
 #[test]
 fn a_message_the_java_consumer_fails_comes_back_from_the_retry_topic() {
-    let Some(cp) = java_or_skip() else {
+    let Some((cp, c)) = java_cluster("RetryTopic") else {
         return;
     };
-    let c = Cluster::start(2, "small");
     let ns = c.namesrv.addr.clone();
-    create_topic(&ns, "RetryTopic", 8);
     let lines = run_java(
         &cp,
         "corvus.Retry",
@@ -234,12 +224,10 @@ fn a_message_the_java_consumer_fails_comes_back_from_the_retry_topic() {
 
 #[test]
 fn a_java_member_joining_a_group_shares_the_queues_at_once() {
-    let Some(cp) = java_or_skip() else {
+    let Some((cp, c)) = java_cluster("RebTopic") else {
         return;
     };
-    let c = Cluster::start(2, "small");
     let ns = c.namesrv.addr.clone();
-    create_topic(&ns, "RebTopic", 8);
     let lines = run_java(&cp, "corvus.Rebalance", &[&ns, "RebTopic", "RebGroup"]);
     assert!(
         lines.iter().any(|l| l == "SHARED WITHOUT DUPLICATES"),
@@ -249,23 +237,19 @@ fn a_java_member_joining_a_group_shares_the_queues_at_once() {
 
 #[test]
 fn a_java_producer_sends_async_oneway_and_by_key_and_an_orderly_consumer_keeps_each_key_in_order() {
-    let Some(cp) = java_or_skip() else {
+    let Some((cp, c)) = java_cluster("SendsTopic") else {
         return;
     };
-    let c = Cluster::start(2, "small");
     let ns = c.namesrv.addr.clone();
-    create_topic(&ns, "SendsTopic", 8);
     let lines = run_java(
         &cp,
         "corvus.Sends",
         &[&ns, "SendsTopic", "50", "SendsGroup"],
     );
-    for want in ["ASYNC OK 50 of 50", "ONEWAY SENT 50", "ORDERED SENT 200"] {
-        assert!(
-            lines.iter().any(|l| l.starts_with(want)),
-            "{want}: {lines:?}"
-        );
-    }
+    assert_printed(
+        &lines,
+        &["ASYNC OK 50 of 50", "ONEWAY SENT 50", "ORDERED SENT 200"],
+    );
     assert!(
         lines.iter().any(|l| l.starts_with("RECEIVED 300 of 300")),
         "{lines:?}"
@@ -279,38 +263,32 @@ fn a_java_producer_sends_async_oneway_and_by_key_and_an_orderly_consumer_keeps_e
 /// core accepts there too, so its sends land on the core that owns their queue.
 #[test]
 fn a_java_producer_on_the_vip_channel_sends_to_port_minus_two_without_hops() {
-    let Some(cp) = java_or_skip() else {
+    let Some((cp, c)) = java_cluster("VipTopic") else {
         return;
     };
-    let c = Cluster::start(2, "small");
     let ns = c.namesrv.addr.clone();
-    create_topic(&ns, "VipTopic", 8);
     let lines = run_java_with(
         &cp,
         &["-Dcom.rocketmq.sendMessageWithVIPChannel=true"],
         "corvus.Sends",
         &[&ns, "VipTopic", "20", "VipGroup"],
     );
-    for want in ["ASYNC OK 20 of 20", "ONEWAY SENT 20", "ORDERED SENT 200"] {
-        assert!(
-            lines.iter().any(|l| l.starts_with(want)),
-            "{want}: {lines:?}"
-        );
-    }
+    assert_printed(
+        &lines,
+        &["ASYNC OK 20 of 20", "ONEWAY SENT 20", "ORDERED SENT 200"],
+    );
     assert!(lines.iter().any(|l| l == "ALL RECEIVED"), "{lines:?}");
-    let (data_hops, produced) = hops(&ns, &c.broker.addr);
+    let (data_hops, produced) = hops_and_stored(&ns, &c.broker.addr);
     assert_eq!(produced, 240, "every message sent was stored once");
     assert_eq!(data_hops, 0, "VIP sends reach the owning core");
 }
 
 #[test]
 fn two_java_consumers_of_a_broadcasting_group_each_get_every_message() {
-    let Some(cp) = java_or_skip() else {
+    let Some((cp, c)) = java_cluster("BroadcastTopic") else {
         return;
     };
-    let c = Cluster::start(2, "small");
     let ns = c.namesrv.addr.clone();
-    create_topic(&ns, "BroadcastTopic", 8);
     let lines = run_java(
         &cp,
         "corvus.Broadcast",
@@ -327,12 +305,10 @@ fn two_java_consumers_of_a_broadcasting_group_each_get_every_message() {
 
 #[test]
 fn a_message_the_java_consumer_always_fails_ends_in_the_dead_letter_topic() {
-    let Some(cp) = java_or_skip() else {
+    let Some((cp, c)) = java_cluster("DlqTopic") else {
         return;
     };
-    let c = Cluster::start(2, "small");
     let ns = c.namesrv.addr.clone();
-    create_topic(&ns, "DlqTopic", 8);
     let lines = run_java(&cp, "corvus.Dlq", &[&ns, "DlqTopic", "3", "DlqGroup", "1"]);
     // Delivered once, then once again from the retry topic (max reconsume times 1), then dead.
     assert!(
@@ -351,12 +327,10 @@ fn a_message_the_java_consumer_always_fails_ends_in_the_dead_letter_topic() {
 
 #[test]
 fn a_java_lite_pull_consumer_polls_every_message() {
-    let Some(cp) = java_or_skip() else {
+    let Some((cp, c)) = java_cluster("LiteTopic") else {
         return;
     };
-    let c = Cluster::start(2, "small");
     let ns = c.namesrv.addr.clone();
-    create_topic(&ns, "LiteTopic", 8);
     let lines = run_java(
         &cp,
         "corvus.LitePull",
@@ -371,12 +345,10 @@ fn a_java_lite_pull_consumer_polls_every_message() {
 
 #[test]
 fn a_java_member_leaving_a_group_leaves_its_queues_to_the_other_within_seconds() {
-    let Some(cp) = java_or_skip() else {
+    let Some((cp, c)) = java_cluster("LeaveTopic") else {
         return;
     };
-    let c = Cluster::start(2, "small");
     let ns = c.namesrv.addr.clone();
-    create_topic(&ns, "LeaveTopic", 8);
     let lines = run_java(&cp, "corvus.Leave", &[&ns, "LeaveTopic", "LeaveGroup"]);
     let stable = lines
         .iter()
@@ -443,12 +415,10 @@ fn stored_offsets(dir: &std::path::Path, group: &str, topic: &str) -> u64 {
 /// at-least-once.)
 #[test]
 fn a_java_group_s_committed_offsets_survive_a_broker_restart() {
-    let Some(cp) = java_or_skip() else {
+    let Some((cp, mut c)) = java_cluster("ResumeTopic") else {
         return;
     };
-    let mut c = Cluster::start(2, "small");
     let ns = c.namesrv.addr.clone();
-    create_topic(&ns, "ResumeTopic", 8);
     let step = |args: &[&str]| {
         let mut all = vec![ns.as_str(), "ResumeTopic", "ResumeGroup"];
         all.extend_from_slice(args);
