@@ -259,6 +259,7 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
     let layout = shard::open_data_dir(&config.data_dir, cores)
         .with_context(|| format!("cannot open data directory {}", config.data_dir.display()))?;
     let topics = TopicTable::load(&config.data_dir)?;
+    let sub_groups = crate::sub_groups::SubGroupTable::load(&config.data_dir)?;
 
     let listen = config.listen_addr()?;
     // Every core accepts on the shared port (SO_REUSEPORT spreads connections); each also
@@ -354,6 +355,7 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
         let shared = shared.clone();
         let mesh_builder = mesh_builder.clone();
         let topics = topics.clone();
+        let sub_groups = (core == 0).then(|| sub_groups.clone());
         let ready = ready_tx.clone();
         let placement = match cpus.get(core as usize) {
             Some(&cpu) if pinned => Placement::Fixed(cpu),
@@ -377,6 +379,7 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
                     main_fd,
                     direct_fd,
                     topics,
+                    sub_groups,
                     ready.clone(),
                 )
                 .await;
@@ -460,6 +463,7 @@ async fn core_main(
     main_fd: RawFd,
     direct_fd: RawFd,
     topics: TopicTable,
+    sub_groups: Option<crate::sub_groups::SubGroupTable>,
     ready: mpsc::Sender<Result<u16, String>>,
 ) -> anyhow::Result<()> {
     // SAFETY: both descriptors are listening TCP sockets created by `start` and handed to this
@@ -527,6 +531,8 @@ async fn core_main(
         topic_store: std::cell::RefCell::new(crate::topics::TopicStore::default()),
         clients: Default::default(),
         rocketmq: Default::default(),
+        sub_groups: sub_groups.map(std::cell::RefCell::new),
+        sub_groups_persist: glommio::sync::Semaphore::new(1),
         connections: crate::connections::Connections::new(crate::connections::per_core_max(
             shared.config.connections_max,
             shared.cores,

@@ -289,7 +289,7 @@ pub fn producer_connection(
         connections.extend(connections_of(&v));
     }
     connections.sort();
-    connections.dedup();
+    connections.dedup_by(|a, b| a.client_id == b.client_id);
     if connections.is_empty() {
         bail!("no producer of group {group} is connected to the brokers of topic {topic}");
     }
@@ -371,8 +371,9 @@ pub fn consumer_connection(ns: &str, group: &str) -> anyhow::Result<ConsumerConn
             }
         }
     }
+    // A client has a connection to each broker (core) it talks to: one row per client.
     out.connections.sort();
-    out.connections.dedup();
+    out.connections.dedup_by(|a, b| a.client_id == b.client_id);
     out.subscriptions.sort();
     out.subscriptions.dedup();
     if out.connections.is_empty() {
