@@ -333,6 +333,7 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
     let layout = shard::open_data_dir(&config.data_dir, cores)
         .with_context(|| format!("cannot open data directory {}", config.data_dir.display()))?;
     let topics = TopicTable::load(&config.data_dir)?;
+    let sub_groups = crate::sub_groups::SubGroupTable::load(&config.data_dir)?;
 
     let listen = config.listen_addr()?;
     // Every core accepts on the shared port (SO_REUSEPORT spreads connections); each also
@@ -433,6 +434,7 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
         let shared = shared.clone();
         let mesh_builder = mesh_builder.clone();
         let topics = topics.clone();
+        let sub_groups = (core == 0).then(|| sub_groups.clone());
         let ready = ready_tx.clone();
         let placement = match cpus.get(core as usize) {
             Some(&cpu) if pinned => Placement::Fixed(cpu),
@@ -455,6 +457,7 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
                     mesh_builder,
                     listener_fds,
                     topics,
+                    sub_groups,
                     ready.clone(),
                 )
                 .await;
@@ -537,6 +540,7 @@ async fn core_main(
     mesh_builder: crate::mesh::MeshLinks,
     listener_fds: Vec<RawFd>,
     topics: TopicTable,
+    sub_groups: Option<crate::sub_groups::SubGroupTable>,
     ready: mpsc::Sender<Result<u16, String>>,
 ) -> anyhow::Result<()> {
     let listeners: Vec<TcpListener> = listener_fds
@@ -603,6 +607,8 @@ async fn core_main(
         clients: Default::default(),
         rocketmq: Default::default(),
         rocketmq_queues: Default::default(),
+        sub_groups: sub_groups.map(std::cell::RefCell::new),
+        sub_groups_persist: glommio::sync::Semaphore::new(1),
         connections: crate::connections::Connections::new(crate::connections::per_core_max(
             shared.config.connections_max,
             shared.cores,

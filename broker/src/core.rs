@@ -155,6 +155,10 @@ pub struct Core {
     pub rocketmq: crate::rocketmq::Seen,
     /// Each topic's queue ids per core as RocketMQ clients number them, worked out once.
     pub rocketmq_queues: crate::rocketmq::QueueIdCache,
+    /// Subscription group configs: on core 0 only.
+    pub sub_groups: Option<RefCell<crate::sub_groups::SubGroupTable>>,
+    /// Held while subscription_groups.json is written (core 0).
+    pub sub_groups_persist: glommio::sync::Semaphore,
 }
 
 /// Counts a send in flight on its core for as long as it lives.
@@ -298,7 +302,65 @@ impl Core {
                 crate::rocketmq::notify_members(self, &group, &members).await;
                 CoreAnswer::Done
             }
+            CoreOp::SubGroup(op) => CoreAnswer::SubGroups(Box::pin(self.sub_group(op)).await?),
+            CoreOp::DeleteTopic(name) => {
+                Box::pin(self.delete_topic(name)).await?;
+                CoreAnswer::Done
+            }
+            CoreOp::TopicDeleted(name) => {
+                self.topics.borrow_mut().remove(&name);
+                CoreAnswer::Done
+            }
         })
+    }
+
+    /// Changes or lists the subscription group configs: core 0 keeps them and writes the
+    /// table durably before answering a change.
+    pub async fn sub_group(
+        &self,
+        op: crate::mesh::SubGroupOp,
+    ) -> Result<Vec<remoting::body::SubscriptionGroupConfig>, BrokerError> {
+        use crate::mesh::SubGroupOp;
+        let Some(table) = &self.sub_groups else {
+            return match self.at_core(0, CoreOp::SubGroup(op)).await? {
+                CoreAnswer::SubGroups(v) => Ok(v),
+                other => Err(mismatch(other)),
+            };
+        };
+        let snapshot = match op {
+            SubGroupOp::List(None) => return Ok(table.borrow().all()),
+            SubGroupOp::List(Some(g)) => {
+                return Ok(table.borrow().get(&g).cloned().into_iter().collect())
+            }
+            SubGroupOp::Upsert(cfg) => {
+                if cfg.group_name.is_empty() {
+                    return Err(BrokerError::BadRequest("groupName is required".into()));
+                }
+                table.borrow_mut().upsert(cfg);
+                table.borrow().clone()
+            }
+            SubGroupOp::Delete(g) => {
+                // Deleting a group without a config is done already (as in RocketMQ; its
+                // tools send the deletion to every core, and they share one table).
+                if !table.borrow_mut().remove(&g) {
+                    return Ok(table.borrow().all());
+                }
+                table.borrow().clone()
+            }
+        };
+        // One write at a time, in order, on the blocking pool (an fsync on the core would
+        // hold its sends).
+        let _one_writer = self
+            .sub_groups_persist
+            .acquire_permit(1)
+            .await
+            .map_err(|e| BrokerError::Storage(e.to_string()))?;
+        let dir = self.shared.config.data_dir.clone();
+        glommio::executor()
+            .spawn_blocking(move || snapshot.persist(&dir))
+            .await
+            .map_err(|e| BrokerError::Storage(e.to_string()))?;
+        Ok(table.borrow().all())
     }
 
     /// On core 0, for good: tells every core which groups' members changed, as they change,
@@ -728,6 +790,74 @@ impl Core {
             s.cq_files_unmapped += st.cq_files_unmapped;
         }
         s
+    }
+
+    /// Deletes a topic: core 0 removes it from the table and its file, tells every core, and
+    /// has the broker registered again in full (without it) before answering. Its records
+    /// stay in the CommitLog until retention deletes their segments; its ConsumeQueues stay
+    /// too, and a topic created again under the name continues their offsets.
+    pub async fn delete_topic(&self, name: String) -> Result<(), BrokerError> {
+        if self.id != 0 {
+            return match self.at_core(0, CoreOp::DeleteTopic(name)).await? {
+                CoreAnswer::Done => Ok(()),
+                other => Err(mismatch(other)),
+            };
+        }
+        if name == topics::AUTO_CREATE_TOPIC_KEY {
+            return Err(BrokerError::BadRequest(format!(
+                "{name} is the auto-creation topic and cannot be deleted"
+            )));
+        }
+        // Deleting a topic the broker does not have is done already (RocketMQ's tools send
+        // the deletion to every core, and all of them share one table).
+        if !self.topics.borrow_mut().remove(&name) {
+            return Ok(());
+        }
+        {
+            let _one_writer = self
+                .topics_persist
+                .acquire_permit(1)
+                .await
+                .map_err(|e| BrokerError::Storage(e.to_string()))?;
+            let write = self.topic_store.borrow_mut().rewrite(&self.topics.borrow());
+            let dir = self.shared.config.data_dir.clone();
+            glommio::executor()
+                .spawn_blocking(move || write.apply(&dir))
+                .await
+                .map_err(|e| BrokerError::Storage(e.to_string()))?;
+        }
+        for core in 1..self.shared.cores {
+            match self
+                .at_core(core, CoreOp::TopicDeleted(name.clone()))
+                .await?
+            {
+                CoreAnswer::Done => {}
+                other => return Err(mismatch(other)),
+            }
+        }
+        let version = {
+            if let Ok(mut t) = self.shared.topics.lock() {
+                t.remove(&name);
+            }
+            // With no change pending, the registration thread registers the whole table
+            // (which holds every pending change too), and that replaces the broker's
+            // topics on the NameServers: the deleted one leaves their routes.
+            if let Ok(mut t) = self.shared.topics_changed.lock() {
+                t.clear();
+            }
+            self.shared.topics_version.fetch_add(1, Ordering::SeqCst) + 1
+        };
+        self.shared.wake_registry();
+        if !self.shared.config.namesrv_list().is_empty() {
+            let deadline = Instant::now() + Duration::from_secs(3);
+            while self.shared.registered_version.load(Ordering::SeqCst) < version
+                && Instant::now() < deadline
+            {
+                glommio::timer::sleep(Duration::from_millis(2)).await;
+            }
+        }
+        tracing::info!(topic = %name, "topic deleted");
+        Ok(())
     }
 
     /// Creates or updates a topic: core 0 persists it, tells every core, and has the broker

@@ -7,6 +7,8 @@
 //! * [`groups`]: consumer group membership, committed offsets and queue leases.
 //! * [`topics`], [`registry`], [`config`]: the topic table, NameServer registration, config.
 
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
 pub mod bootstrap;
 pub mod cli;
 pub mod client_conn;
@@ -22,6 +24,7 @@ pub mod metrics;
 pub mod registry;
 pub mod rocketmq;
 pub mod stages;
+pub mod sub_groups;
 pub mod topics;
 
 pub use bootstrap::{start, Running};

@@ -144,6 +144,21 @@ pub enum CoreOp {
     /// `members` with a connection here are told (NOTIFY_CONSUMER_IDS_CHANGED) so they
     /// rebalance at once.
     GroupChanged { group: String, members: Vec<String> },
+    /// To core 0, which keeps the subscription group configs.
+    SubGroup(SubGroupOp),
+    /// To core 0: delete a topic (persist, broadcast, register).
+    DeleteTopic(String),
+    /// From core 0 to every other core: the topic was deleted.
+    TopicDeleted(String),
+}
+
+/// A change to, or a look at, the subscription group configs (served by core 0).
+#[derive(Debug)]
+pub enum SubGroupOp {
+    Upsert(remoting::body::SubscriptionGroupConfig),
+    Delete(String),
+    /// One group's config, or all of them.
+    List(Option<String>),
 }
 
 /// A core's answer to a [`CoreOp`], one variant per op.
@@ -156,6 +171,8 @@ pub enum CoreAnswer {
     Members(MemberView),
     /// The client's answer; `None` when no connection of that client is open there.
     ClientAnswer(Option<Frame>),
+    /// Subscription group configs after the op (for a list: those asked for).
+    SubGroups(Vec<remoting::body::SubscriptionGroupConfig>),
 }
 
 /// A request that crosses cores: for a shard, or for a core.

@@ -61,6 +61,13 @@ impl TopicStore {
             TopicWrite::Append(changed.clone())
         }
     }
+
+    /// The write after a deletion: the whole table (the journal only adds and replaces
+    /// rows, so a deleted topic leaves it by a rewrite, which empties the journal).
+    pub fn rewrite(&mut self, table: &TopicTable) -> TopicWrite {
+        self.journal_rows = 0;
+        TopicWrite::Rewrite(table.clone())
+    }
 }
 
 impl TopicWrite {
@@ -198,15 +205,7 @@ impl TopicTable {
             path: path.clone(),
             message: e.to_string(),
         })?;
-        let tmp = path.with_extension("json.tmp");
-        {
-            use std::io::Write;
-            let mut f = std::fs::File::create(&tmp).map_err(err)?;
-            f.write_all(text.as_bytes()).map_err(err)?;
-            f.sync_all().map_err(err)?;
-        }
-        std::fs::rename(&tmp, &path).map_err(err)?;
-        sync_dir(dir).map_err(err)?;
+        crate::durable::replace(&path, text.as_bytes()).map_err(err)?;
         // Only once the table holding its rows is durable.
         match std::fs::remove_file(Self::journal(data_dir)) {
             Ok(()) => sync_dir(dir).map_err(err)?,
@@ -262,6 +261,17 @@ impl TopicTable {
         self.queues += queues_of(&cfg);
         if let Some(old) = self.topics.insert(cfg.name.clone(), cfg) {
             self.queues -= queues_of(&old);
+        }
+    }
+
+    /// Removes a topic; whether it was there.
+    pub fn remove(&mut self, name: &str) -> bool {
+        match self.topics.remove(name) {
+            Some(old) => {
+                self.queues -= queues_of(&old);
+                true
+            }
+            None => false,
         }
     }
 
@@ -366,5 +376,25 @@ mod tests {
         std::fs::write(&journal, "[\"C\",2\n[\"D\",1,1,6]\n").unwrap();
         let err = TopicTable::load(dir.path()).unwrap_err().to_string();
         assert!(err.contains("line 1"), "{err}");
+    }
+
+    #[test]
+    fn a_deleted_topic_is_gone_after_a_reload_even_with_a_journal() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut table = TopicTable::default();
+        let mut store = TopicStore::default();
+        for (name, q) in [("A", 4), ("B", 2)] {
+            let t = topic_config(name, q);
+            table.upsert(t.clone());
+            store.write_for(&table, &t).apply(dir.path()).unwrap();
+        }
+        assert!(TopicTable::journal(dir.path()).exists());
+        assert!(table.remove("A"));
+        assert!(!table.remove("A"));
+        assert_eq!(table.queues_with(&topic_config("C", 1)), 3);
+        store.rewrite(&table).apply(dir.path()).unwrap();
+        let back = TopicTable::load(dir.path()).unwrap();
+        assert!(back.get("A").is_none());
+        assert_eq!(back.get("B").map(|t| t.read_queues), Some(2));
     }
 }

@@ -14,10 +14,14 @@ use clap::{Parser, Subcommand};
 use messages::{ConsumeArgs, SendArgs, StartFrom};
 use output::{Format, Output};
 
+mod broker_admin;
 mod messages;
 mod output;
 mod progress;
 mod query;
+mod remoting_client;
+mod rmq;
+mod stats;
 mod status;
 mod topics;
 
@@ -53,6 +57,19 @@ enum Cmd {
         /// Read and write queues per broker.
         #[arg(short = 'q', long = "queues", default_value_t = 8)]
         queues: u32,
+        /// Read queues per broker (RocketMQ's -r; default: `-q`).
+        #[arg(short = 'r', long = "read-queues")]
+        read_queues: Option<u32>,
+        /// Write queues per broker (RocketMQ's -w; default: `-q`).
+        #[arg(short = 'w', long = "write-queues")]
+        write_queues: Option<u32>,
+        /// Permission bits: 2 write, 4 read, 6 both (RocketMQ's -p).
+        #[arg(short = 'p', long = "perm", default_value_t = 6)]
+        perm: u32,
+        /// Ordered topic (RocketMQ's -o): accepted for scripts; corvus keeps each queue in
+        /// order anyway and stores no order flag.
+        #[arg(short = 'o', long = "order")]
+        order: Option<bool>,
         /// Cluster whose masters get the topic.
         #[arg(short = 'c', long)]
         cluster: Option<String>,
@@ -121,17 +138,21 @@ enum Cmd {
         group: String,
         #[arg(short = 't', long)]
         topic: String,
-        /// `first`, `last` or a timestamp in ms since the epoch.
+        /// `first`, `last` (or `now`) or a timestamp in ms since the epoch.
         #[arg(long = "to", short = 's')]
         to: String,
+        /// RocketMQ's -f (force): accepted; a reset always applies.
+        #[arg(short = 'f', long = "force")]
+        force: Option<bool>,
     },
     /// A consumer group's committed offset, max offset and backlog per queue of a topic.
     #[command(alias = "consumerProgress")]
     ConsumerProgress {
         #[arg(short = 'g', long)]
         group: String,
+        /// One topic; without it, every topic the group has offsets of.
         #[arg(short = 't', long)]
-        topic: String,
+        topic: Option<String>,
     },
     /// Per-core status of a broker.
     #[command(alias = "brokerStatus")]
@@ -159,13 +180,14 @@ enum Cmd {
         topic: String,
         #[arg(short = 'k', long)]
         key: String,
-        /// Stored at or after this time (ms since the epoch).
-        #[arg(long = "begin-ms", default_value_t = 0)]
+        /// Stored at or after this time (ms since the epoch; RocketMQ's -b).
+        #[arg(short = 'b', long = "begin-ms", default_value_t = 0)]
         begin_ms: i64,
-        /// Stored at or before this time (ms since the epoch).
-        #[arg(long = "end-ms", default_value_t = i64::MAX)]
+        /// Stored at or before this time (ms since the epoch; RocketMQ's -e).
+        #[arg(short = 'e', long = "end-ms", default_value_t = i64::MAX)]
         end_ms: i64,
-        #[arg(long, default_value_t = 64)]
+        /// Most messages returned (RocketMQ's -c).
+        #[arg(short = 'c', long, default_value_t = 64)]
         max: u32,
     },
     /// A message by its offset id, or by its msg id (UNIQ_KEY) with -t.
@@ -201,6 +223,169 @@ enum Cmd {
         #[arg(short = 'b', long = "broker-name")]
         broker_name: Option<String>,
     },
+    /// Delete a topic from every master (core) of a cluster and from the NameServers
+    /// (RocketMQ's DELETE_TOPIC_IN_BROKER and DELETE_TOPIC_IN_NAMESRV). Sends to it then fail
+    /// as for an unknown topic (unless the broker auto-creates topics). Its stored messages
+    /// stay on disk until retention deletes their segments.
+    #[command(alias = "deleteTopic")]
+    DeleteTopic {
+        #[arg(short = 't', long)]
+        topic: String,
+        /// Cluster whose masters drop the topic (default: the only one).
+        #[arg(short = 'c', long)]
+        cluster: Option<String>,
+    },
+    /// Each queue of a topic: min and max offset and last update time.
+    #[command(alias = "topicStatus")]
+    TopicStatus {
+        #[arg(short = 't', long)]
+        topic: String,
+    },
+    /// Create or update a subscription group's config on a broker or every master of a
+    /// cluster (stored by the broker; see README for which fields take effect).
+    #[command(alias = "updateSubGroup")]
+    UpdateSubGroup {
+        #[arg(short = 'g', long)]
+        group: String,
+        #[arg(short = 'c', long)]
+        cluster: Option<String>,
+        #[arg(short = 'b', long = "broker")]
+        broker_addr: Option<String>,
+        /// consumeEnable.
+        #[arg(short = 's', long = "consume-enable")]
+        consume_enable: Option<bool>,
+        /// consumeFromMinEnable.
+        #[arg(short = 'm', long = "consume-from-min-enable")]
+        consume_from_min_enable: Option<bool>,
+        /// consumeBroadcastEnable.
+        #[arg(short = 'd', long = "consume-broadcast-enable")]
+        consume_broadcast_enable: Option<bool>,
+        /// retryQueueNums.
+        #[arg(short = 'q', long = "retry-queue-nums")]
+        retry_queue_nums: Option<i32>,
+        /// retryMaxTimes.
+        #[arg(short = 'r', long = "retry-max-times")]
+        retry_max_times: Option<i32>,
+        /// brokerId to consume from.
+        #[arg(short = 'i', long = "broker-id")]
+        broker_id: Option<i64>,
+        /// whichBrokerWhenConsumeSlowly.
+        #[arg(short = 'w', long = "which-broker-when-consume-slowly")]
+        which_broker_when_consume_slowly: Option<i64>,
+        /// notifyConsumerIdsChangedEnable.
+        #[arg(short = 'a', long = "notify-consumer-ids-changed-enable")]
+        notify_consumer_ids_changed_enable: Option<bool>,
+    },
+    /// Delete a subscription group's config from a broker or every master of a cluster.
+    #[command(alias = "deleteSubGroup")]
+    DeleteSubGroup {
+        #[arg(short = 'g', long)]
+        group: String,
+        #[arg(short = 'c', long)]
+        cluster: Option<String>,
+        #[arg(short = 'b', long = "broker")]
+        broker_addr: Option<String>,
+        /// Also delete the group's committed offsets (RocketMQ's -r removeOffset).
+        #[arg(short = 'r', long = "remove-offset")]
+        remove_offset: Option<bool>,
+    },
+    /// A broker's config (every master of a cluster with -c), `key=value` per line.
+    #[command(alias = "getBrokerConfig")]
+    GetBrokerConfig {
+        #[arg(short = 'b', long = "broker")]
+        broker_addr: Option<String>,
+        #[arg(short = 'c', long)]
+        cluster: Option<String>,
+    },
+    /// Ask a broker (every master of a cluster with -c) to change one config key; prints
+    /// the broker's answer and fails when it refuses.
+    #[command(alias = "updateBrokerConfig")]
+    UpdateBrokerConfig {
+        #[arg(short = 'b', long = "broker")]
+        broker_addr: Option<String>,
+        #[arg(short = 'c', long)]
+        cluster: Option<String>,
+        #[arg(short = 'k', long)]
+        key: String,
+        #[arg(short = 'v', long)]
+        value: String,
+    },
+    /// The clients of a producer group connected to a topic's brokers.
+    #[command(alias = "producerConnection")]
+    ProducerConnection {
+        #[arg(short = 'g', long)]
+        group: String,
+        #[arg(short = 't', long)]
+        topic: String,
+    },
+    /// A consumer group's clients, subscriptions, consume type and model.
+    #[command(alias = "consumerConnection")]
+    ConsumerConnection {
+        #[arg(short = 'g', long)]
+        group: String,
+    },
+    /// A message by its msg id (UNIQ_KEY) in a topic (RocketMQ's queryMsgByUniqueKey).
+    #[command(alias = "queryMsgByUniqueKey")]
+    QueryByUniqueKey {
+        #[arg(short = 'i', long = "id")]
+        id: String,
+        #[arg(short = 't', long)]
+        topic: String,
+    },
+    /// Print every message of a topic (all queues) stored between two times.
+    #[command(alias = "printMsg")]
+    PrintMsg {
+        #[arg(short = 't', long)]
+        topic: String,
+        /// Stored at or after this time, ms since the epoch (default: the first message).
+        #[arg(short = 'b', long = "begin-timestamp")]
+        begin_ms: Option<i64>,
+        /// Stored before this time, ms since the epoch (default: up to the last message).
+        #[arg(short = 'e', long = "end-timestamp")]
+        end_ms: Option<i64>,
+        /// Charset of the bodies: only UTF-8 is decoded (other bytes print as U+FFFD in
+        /// text, base64 in JSON).
+        #[arg(short = 'c', long = "charset", default_value = "UTF-8")]
+        charset: String,
+        /// Tag expression.
+        #[arg(short = 's', long = "sub-expression", default_value = "*")]
+        sub_expression: String,
+    },
+    /// Send `amount` messages of `size` bytes to each broker core of a cluster and print
+    /// each one's average send RT and TPS.
+    #[command(alias = "clusterRT")]
+    ClusterRt {
+        #[arg(short = 'c', long)]
+        cluster: Option<String>,
+        /// Messages per broker core.
+        #[arg(short = 'a', long, default_value_t = 100)]
+        amount: u32,
+        /// Body size in bytes.
+        #[arg(short = 's', long, default_value_t = 128)]
+        size: usize,
+        /// RocketMQ's -p (print to a log instead of stdout): accepted; always stdout.
+        #[arg(short = 'p', long = "print-log")]
+        print_log: Option<bool>,
+        /// RocketMQ's -m (machine room): printed in each row.
+        #[arg(short = 'm', long = "machine-room", default_value = "noname")]
+        machine_room: String,
+        /// Repeat every this many seconds (RocketMQ's -i); once when not given.
+        #[arg(short = 'i', long = "interval")]
+        interval_s: Option<u64>,
+        /// Rounds with -i (0: until interrupted).
+        #[arg(long = "rounds", default_value_t = 0)]
+        rounds: u64,
+    },
+    /// Per topic and consumer group: in and out TPS and accumulated in and out messages.
+    #[command(alias = "statsAll")]
+    StatsAll {
+        /// One topic; default every topic but retry and dead-letter topics.
+        #[arg(short = 't', long)]
+        topic: Option<String>,
+        /// The in TPS is measured over this window (two snapshots this far apart).
+        #[arg(long = "interval-ms", default_value_t = 1000)]
+        interval_ms: u64,
+    },
 }
 
 fn main() -> ExitCode {
@@ -231,6 +416,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Cmd::UpdateTopic {
             topic,
             queues,
+            read_queues,
+            write_queues,
+            perm,
+            order: _,
             cluster,
             broker_addr,
         } => {
@@ -238,7 +427,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 Some(addr) => topics::Target::Broker(addr),
                 None => topics::Target::Cluster(cluster),
             };
-            out.emit(&topics::update_topic(ns, &topic, queues, target)?)?;
+            let shape = topics::Shape {
+                read_queues: read_queues.unwrap_or(queues),
+                write_queues: write_queues.unwrap_or(queues),
+                perm,
+            };
+            out.emit(&topics::update_topic(ns, &topic, shape, target)?)?;
         }
         Cmd::TopicList => out.emit(&topics::topic_list(ns)?)?,
         Cmd::TopicRoute { topic } => out.emit(&topics::topic_route(ns, &topic)?)?,
@@ -273,15 +467,30 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 tag_expr,
                 max,
                 idle_timeout: Duration::from_millis(timeout_ms),
+                until_ms: None,
             };
             messages::consume(ns, &mut out, &topic, &group, &args)?;
         }
-        Cmd::ResetOffset { group, topic, to } => {
+        Cmd::ResetOffset {
+            group,
+            topic,
+            to,
+            force: _,
+        } => {
             let to = StartFrom::parse(&to)?;
             out.emit(&messages::reset_offset(ns, &group, &topic, to)?)?;
         }
         Cmd::ConsumerProgress { group, topic } => {
-            out.emit(&progress::read(ns, &group, &topic)?)?;
+            let topics = match topic {
+                Some(t) => vec![t],
+                None => stats::group_topics(ns, &group)?,
+            };
+            if topics.is_empty() {
+                anyhow::bail!("the consumer group {group} has no committed offsets");
+            }
+            for topic in topics {
+                out.emit(&progress::read(ns, &group, &topic)?)?;
+            }
         }
         Cmd::BrokerStatus {
             broker_addr,
@@ -325,6 +534,139 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             time_ms,
             broker_name.as_deref(),
         )?)?,
+        Cmd::DeleteTopic { topic, cluster } => {
+            out.emit(&broker_admin::delete_topic(ns, &topic, cluster.as_deref())?)?;
+        }
+        Cmd::TopicStatus { topic } => out.emit(&broker_admin::topic_status(ns, &topic)?)?,
+        Cmd::UpdateSubGroup {
+            group,
+            cluster,
+            broker_addr,
+            consume_enable,
+            consume_from_min_enable,
+            consume_broadcast_enable,
+            retry_queue_nums,
+            retry_max_times,
+            broker_id,
+            which_broker_when_consume_slowly,
+            notify_consumer_ids_changed_enable,
+        } => {
+            let targets = rmq::targets(ns, broker_addr.as_deref(), cluster.as_deref())?;
+            let mut cfg = remoting::body::SubscriptionGroupConfig::named(&group);
+            if let Some(v) = consume_enable {
+                cfg.consume_enable = v;
+            }
+            if let Some(v) = consume_from_min_enable {
+                cfg.consume_from_min_enable = v;
+            }
+            if let Some(v) = consume_broadcast_enable {
+                cfg.consume_broadcast_enable = v;
+            }
+            if let Some(v) = retry_queue_nums {
+                cfg.retry_queue_nums = v;
+            }
+            if let Some(v) = retry_max_times {
+                cfg.retry_max_times = v;
+            }
+            if let Some(v) = broker_id {
+                cfg.broker_id = v;
+            }
+            if let Some(v) = which_broker_when_consume_slowly {
+                cfg.which_broker_when_consume_slowly = v;
+            }
+            if let Some(v) = notify_consumer_ids_changed_enable {
+                cfg.notify_consumer_ids_changed_enable = v;
+            }
+            out.emit(&broker_admin::update_sub_group(targets, cfg)?)?;
+        }
+        Cmd::DeleteSubGroup {
+            group,
+            cluster,
+            broker_addr,
+            remove_offset,
+        } => {
+            let targets = rmq::targets(ns, broker_addr.as_deref(), cluster.as_deref())?;
+            out.emit(&broker_admin::delete_sub_group(
+                targets,
+                &group,
+                remove_offset.unwrap_or(false),
+            )?)?;
+        }
+        Cmd::GetBrokerConfig {
+            broker_addr,
+            cluster,
+        } => {
+            let targets = rmq::targets(ns, broker_addr.as_deref(), cluster.as_deref())?;
+            out.emit(&broker_admin::get_broker_config(targets)?)?;
+        }
+        Cmd::UpdateBrokerConfig {
+            broker_addr,
+            cluster,
+            key,
+            value,
+        } => {
+            let targets = rmq::targets(ns, broker_addr.as_deref(), cluster.as_deref())?;
+            out.emit(&broker_admin::update_broker_config(targets, &key, &value)?)?;
+        }
+        Cmd::ProducerConnection { group, topic } => {
+            out.emit(&broker_admin::producer_connection(ns, &group, &topic)?)?;
+        }
+        Cmd::ConsumerConnection { group } => {
+            out.emit(&broker_admin::consumer_connection(ns, &group)?)?;
+        }
+        Cmd::QueryByUniqueKey { id, topic } => {
+            let found = query::by_id(ns, &id, Some(&topic))?;
+            out.emit(&query::messages(&found))?;
+        }
+        Cmd::PrintMsg {
+            topic,
+            begin_ms,
+            end_ms,
+            charset,
+            sub_expression,
+        } => {
+            if !charset.eq_ignore_ascii_case("UTF-8") && !charset.eq_ignore_ascii_case("UTF8") {
+                anyhow::bail!("only UTF-8 bodies are decoded, got -c {charset}");
+            }
+            let args = ConsumeArgs {
+                from: begin_ms.map_or(StartFrom::First, StartFrom::Timestamp),
+                tag_expr: sub_expression,
+                max: None,
+                // One pass over what is stored: stop as soon as a round finds nothing new.
+                idle_timeout: Duration::ZERO,
+                until_ms: end_ms,
+            };
+            messages::consume(ns, &mut out, &topic, "mqadmin-print", &args)?;
+        }
+        Cmd::ClusterRt {
+            cluster,
+            amount,
+            size,
+            print_log: _,
+            machine_room,
+            interval_s,
+            rounds,
+        } => {
+            let args = stats::RtArgs {
+                amount,
+                size,
+                machine_room,
+            };
+            let mut round: u64 = 0;
+            loop {
+                out.emit(&stats::cluster_rt(ns, cluster.as_deref(), &args)?)?;
+                round += 1;
+                match interval_s {
+                    Some(s) if rounds == 0 || round < rounds => {
+                        std::thread::sleep(Duration::from_secs(s));
+                    }
+                    _ => break,
+                }
+            }
+        }
+        Cmd::StatsAll { topic, interval_ms } => {
+            out.emit(&stats::stats_all(ns, topic.as_deref(), interval_ms)?)?;
+        }
     }
     Ok(())
 }
@@ -341,10 +683,18 @@ mod tests {
             Cmd::UpdateTopic {
                 topic,
                 queues,
+                read_queues,
+                write_queues,
+                perm,
+                order,
                 cluster,
                 broker_addr,
             } => {
                 assert_eq!((topic.as_str(), queues), ("T", 8));
+                assert_eq!(
+                    (read_queues, write_queues, perm, order),
+                    (None, None, 6, None)
+                );
                 assert_eq!(cluster.as_deref(), Some("C"));
                 assert!(broker_addr.is_none());
             }
@@ -385,5 +735,203 @@ mod tests {
         }
         assert!(Cli::try_parse_from(["mqadmin", "send", "-t", "T"]).is_err());
         assert!(Cli::try_parse_from(["mqadmin", "update-topic", "-t", "T", "-q", "x"]).is_err());
+    }
+
+    fn parse(args: &[&str]) -> Cmd {
+        let mut all = vec!["mqadmin"];
+        all.extend_from_slice(args);
+        Cli::try_parse_from(all).unwrap().command
+    }
+
+    #[test]
+    fn rocketmq_flags_parse() {
+        match parse(&[
+            "updateTopic",
+            "-t",
+            "T",
+            "-r",
+            "4",
+            "-w",
+            "2",
+            "-p",
+            "4",
+            "-o",
+            "true",
+        ]) {
+            Cmd::UpdateTopic {
+                read_queues: Some(4),
+                write_queues: Some(2),
+                perm: 4,
+                order: Some(true),
+                ..
+            } => {}
+            other => panic!("{other:?}"),
+        }
+        match parse(&[
+            "queryMsgByKey",
+            "-t",
+            "T",
+            "-k",
+            "K",
+            "-b",
+            "5",
+            "-e",
+            "9",
+            "-c",
+            "3",
+        ]) {
+            Cmd::QueryByKey {
+                begin_ms: 5,
+                end_ms: 9,
+                max: 3,
+                ..
+            } => {}
+            other => panic!("{other:?}"),
+        }
+        match parse(&[
+            "resetOffsetByTime",
+            "-g",
+            "G",
+            "-t",
+            "T",
+            "-s",
+            "now",
+            "-f",
+            "true",
+        ]) {
+            Cmd::ResetOffset { to, .. } => {
+                assert_eq!(StartFrom::parse(&to).unwrap(), StartFrom::Last);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            parse(&["consumerProgress", "-g", "G"]),
+            Cmd::ConsumerProgress { topic: None, .. }
+        ));
+        match parse(&[
+            "updateSubGroup",
+            "-g",
+            "G",
+            "-c",
+            "C",
+            "-s",
+            "false",
+            "-m",
+            "true",
+            "-d",
+            "false",
+            "-q",
+            "2",
+            "-r",
+            "5",
+            "-i",
+            "0",
+            "-w",
+            "1",
+            "-a",
+            "false",
+        ]) {
+            Cmd::UpdateSubGroup {
+                consume_enable: Some(false),
+                consume_from_min_enable: Some(true),
+                consume_broadcast_enable: Some(false),
+                retry_queue_nums: Some(2),
+                retry_max_times: Some(5),
+                broker_id: Some(0),
+                which_broker_when_consume_slowly: Some(1),
+                notify_consumer_ids_changed_enable: Some(false),
+                cluster: Some(_),
+                ..
+            } => {}
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            parse(&["deleteSubGroup", "-g", "G", "-b", "a:1", "-r", "true"]),
+            Cmd::DeleteSubGroup {
+                remove_offset: Some(true),
+                ..
+            }
+        ));
+        assert!(matches!(
+            parse(&["deleteTopic", "-t", "T", "-c", "C"]),
+            Cmd::DeleteTopic {
+                cluster: Some(_),
+                ..
+            }
+        ));
+        match parse(&["updateBrokerConfig", "-b", "a:1", "-k", "K", "-v", "V"]) {
+            Cmd::UpdateBrokerConfig { key, value, .. } => {
+                assert_eq!((key.as_str(), value.as_str()), ("K", "V"))
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            parse(&["getBrokerConfig", "-c", "C"]),
+            Cmd::GetBrokerConfig { .. }
+        ));
+        assert!(matches!(
+            parse(&["producerConnection", "-g", "G", "-t", "T"]),
+            Cmd::ProducerConnection { .. }
+        ));
+        assert!(matches!(
+            parse(&["consumerConnection", "-g", "G"]),
+            Cmd::ConsumerConnection { .. }
+        ));
+        assert!(matches!(
+            parse(&["queryMsgByUniqueKey", "-i", "ID", "-t", "T"]),
+            Cmd::QueryByUniqueKey { .. }
+        ));
+        assert!(matches!(
+            parse(&["printMsg", "-t", "T", "-b", "1", "-e", "2", "-c", "UTF-8", "-s", "A"]),
+            Cmd::PrintMsg {
+                begin_ms: Some(1),
+                end_ms: Some(2),
+                ..
+            }
+        ));
+        assert!(matches!(
+            parse(&[
+                "clusterRT",
+                "-c",
+                "C",
+                "-a",
+                "10",
+                "-s",
+                "64",
+                "-p",
+                "true",
+                "-m",
+                "r1",
+                "-i",
+                "2"
+            ]),
+            Cmd::ClusterRt {
+                amount: 10,
+                size: 64,
+                interval_s: Some(2),
+                ..
+            }
+        ));
+        assert!(matches!(
+            parse(&["clusterRT"]),
+            Cmd::ClusterRt {
+                amount: 100,
+                size: 128,
+                interval_s: None,
+                ..
+            }
+        ));
+        assert!(matches!(
+            parse(&["statsAll", "-t", "T"]),
+            Cmd::StatsAll { topic: Some(_), .. }
+        ));
+        assert!(matches!(
+            parse(&["topicStatus", "-t", "T"]),
+            Cmd::TopicStatus { .. }
+        ));
+        // updateTopic's and a subgroup's booleans take RocketMQ's explicit true/false.
+        assert!(
+            Cli::try_parse_from(["mqadmin", "updateSubGroup", "-g", "G", "-s", "maybe"]).is_err()
+        );
     }
 }

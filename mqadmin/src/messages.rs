@@ -25,11 +25,12 @@ impl StartFrom {
     pub fn parse(s: &str) -> anyhow::Result<Self> {
         match s.trim() {
             "first" => Ok(Self::First),
-            "last" => Ok(Self::Last),
+            // RocketMQ's resetOffsetByTime -s now: the offset at this moment, the last one.
+            "last" | "now" => Ok(Self::Last),
             other => other
                 .parse::<i64>()
                 .map(Self::Timestamp)
-                .map_err(|_| anyhow!("--from must be first, last or a timestamp in ms, got {s:?}")),
+                .map_err(|_| anyhow!("expected first, last, now or a timestamp in ms, got {s:?}")),
         }
     }
 }
@@ -167,6 +168,8 @@ pub struct ConsumeArgs {
     pub tag_expr: String,
     pub max: Option<u64>,
     pub idle_timeout: Duration,
+    /// Messages stored at or after this time (ms) are not printed, and their queue is done.
+    pub until_ms: Option<i64>,
 }
 
 /// Pause between rounds that found nothing new.
@@ -202,11 +205,13 @@ pub fn consume(
     };
     let mut printed: u64 = 0;
     let mut last_progress = Instant::now();
+    // Queues past `until_ms`.
+    let mut done = vec![false; cursors.len()];
     loop {
         let mut progressed = false;
-        for (queue, offset) in cursors.iter_mut() {
+        for ((queue, offset), done) in cursors.iter_mut().zip(done.iter_mut()) {
             // Drain this queue before moving on, so its messages print in order together.
-            loop {
+            while !*done {
                 let result = consumer
                     .pull(queue, *offset, &opts)
                     .with_context(|| format!("pulling {queue} at offset {offset}"))?;
@@ -214,6 +219,10 @@ pub fn consume(
                 for m in &result.messages {
                     if args.max.is_some_and(|max| printed >= max) {
                         return Ok(());
+                    }
+                    if args.until_ms.is_some_and(|end| m.store_timestamp_ms >= end) {
+                        *done = true;
+                        break;
                     }
                     out.emit(&Consumed::from(m))?;
                     printed += 1;

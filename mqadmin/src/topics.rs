@@ -110,14 +110,30 @@ pub enum Target {
     Cluster(Option<String>),
 }
 
+/// A topic's queue counts and permission, as `update-topic` sets them.
+#[derive(Debug, Clone, Copy)]
+pub struct Shape {
+    pub read_queues: u32,
+    pub write_queues: u32,
+    pub perm: u32,
+}
+
 pub fn update_topic(
     ns: &str,
     topic: &str,
-    queues: u32,
+    shape: Shape,
     target: Target,
 ) -> anyhow::Result<TopicCreated> {
-    if queues == 0 || queues > QUEUES_MAX {
-        bail!("queue count must be 1..={QUEUES_MAX}, got {queues}");
+    for queues in [shape.read_queues, shape.write_queues] {
+        if queues == 0 || queues > QUEUES_MAX {
+            bail!("queue count must be 1..={QUEUES_MAX}, got {queues}");
+        }
+    }
+    if shape.perm & !(perm::READ_WRITE | perm::INHERIT) != 0 {
+        bail!(
+            "perm must be a combination of 2 (write), 4 (read) and 1 (inherit), got {}",
+            shape.perm
+        );
     }
     if topic.is_empty() || topic.len() > message::TOPIC_LEN_MAX {
         bail!("topic name must be 1..={} bytes", message::TOPIC_LEN_MAX);
@@ -125,9 +141,9 @@ pub fn update_topic(
     let admin = Admin::new(ns)?;
     let config = TopicConfig {
         name: topic.to_owned(),
-        read_queues: queues,
-        write_queues: queues,
-        perm: perm::READ_WRITE,
+        read_queues: shape.read_queues,
+        write_queues: shape.write_queues,
+        perm: shape.perm,
     };
     let targets = match target {
         Target::Broker(addr) => vec![CreatedOn {
@@ -151,9 +167,9 @@ pub fn update_topic(
     }
     Ok(TopicCreated {
         topic: topic.to_owned(),
-        read_queues: queues,
-        write_queues: queues,
-        perm: perm::READ_WRITE,
+        read_queues: shape.read_queues,
+        write_queues: shape.write_queues,
+        perm: shape.perm,
         brokers: done,
     })
 }

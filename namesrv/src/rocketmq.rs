@@ -79,6 +79,20 @@ pub(crate) fn handle(
             };
             json_answer(req, &list, JsonForm::Standard)
         }
+        // RocketMQ's deleteTopic, after it deleted the topic on the brokers (which stop
+        // registering it). Deleting a topic nobody has is a success, as in RocketMQ.
+        request::DELETE_TOPIC_IN_NAMESRV => match req.ext("topic").filter(|t| !t.is_empty()) {
+            Some(topic) => {
+                let cluster = req.ext("clusterName").filter(|c| !c.is_empty());
+                let dropped = lock(table).delete_topic(topic, cluster);
+                tracing::info!(topic, cluster, dropped, "topic deleted from the routes");
+                (reply(response::SUCCESS, None), Vec::new())
+            }
+            None => (
+                reply(response::SYSTEM_ERROR, Some("topic is required".into())),
+                Vec::new(),
+            ),
+        },
         // Order-topic and other KV configs: none is kept, which clients take as "not set".
         request::GET_KV_CONFIG | request::GET_KVLIST_BY_NAMESPACE => (
             reply(response::QUERY_NOT_FOUND, Some("no such KV config".into())),

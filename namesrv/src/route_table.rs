@@ -279,6 +279,23 @@ impl RouteTable {
         }
     }
 
+    /// Drops `topic` from every broker (of `cluster`, when given): its route is gone until a
+    /// broker registers it again. Returns how many registrations held it.
+    pub fn delete_topic(&mut self, topic: &str, cluster: Option<&str>) -> usize {
+        let mut dropped = 0;
+        for group in self.groups.values_mut() {
+            for b in group.values_mut() {
+                if cluster.is_some_and(|c| c != b.cluster) {
+                    continue;
+                }
+                if b.topics.remove(topic).is_some() {
+                    dropped += 1;
+                }
+            }
+        }
+        dropped
+    }
+
     /// Every live broker group.
     pub fn cluster_info(&self, now: Instant) -> ClusterInfo {
         let brokers = self

@@ -456,6 +456,67 @@ pub struct TopicConfig {
     pub write_queue_nums: i32,
 }
 
+/// A subscription group's config (Java `SubscriptionGroupConfig`): the body of
+/// UPDATE_AND_CREATE_SUBSCRIPTIONGROUP and the values of GET_ALL_SUBSCRIPTIONGROUP_CONFIG's
+/// `subscriptionGroupTable`. A field left out takes RocketMQ's default.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct SubscriptionGroupConfig {
+    pub group_name: String,
+    #[serde(deserialize_with = "lenient_bool")]
+    pub consume_enable: bool,
+    #[serde(deserialize_with = "lenient_bool")]
+    pub consume_from_min_enable: bool,
+    #[serde(deserialize_with = "lenient_bool")]
+    pub consume_broadcast_enable: bool,
+    #[serde(deserialize_with = "lenient_bool")]
+    pub consume_message_orderly: bool,
+    #[serde(deserialize_with = "lenient_i32")]
+    pub retry_queue_nums: i32,
+    #[serde(deserialize_with = "lenient_i32")]
+    pub retry_max_times: i32,
+    #[serde(deserialize_with = "lenient_i64")]
+    pub broker_id: i64,
+    #[serde(deserialize_with = "lenient_i64")]
+    pub which_broker_when_consume_slowly: i64,
+    #[serde(deserialize_with = "lenient_bool")]
+    pub notify_consumer_ids_changed_enable: bool,
+    #[serde(deserialize_with = "lenient_i32")]
+    pub group_sys_flag: i32,
+    #[serde(deserialize_with = "lenient_i32")]
+    pub consume_timeout_minute: i32,
+}
+
+impl Default for SubscriptionGroupConfig {
+    /// RocketMQ's defaults (`SubscriptionGroupConfig`'s field initialisers).
+    fn default() -> Self {
+        SubscriptionGroupConfig {
+            group_name: String::new(),
+            consume_enable: true,
+            consume_from_min_enable: true,
+            consume_broadcast_enable: true,
+            consume_message_orderly: false,
+            retry_queue_nums: 1,
+            retry_max_times: 16,
+            broker_id: 0,
+            which_broker_when_consume_slowly: 1,
+            notify_consumer_ids_changed_enable: true,
+            group_sys_flag: 0,
+            consume_timeout_minute: 15,
+        }
+    }
+}
+
+impl SubscriptionGroupConfig {
+    /// The group with RocketMQ's defaults.
+    pub fn named(group: &str) -> Self {
+        SubscriptionGroupConfig {
+            group_name: group.to_owned(),
+            ..SubscriptionGroupConfig::default()
+        }
+    }
+}
+
 /// Java `DataVersion`: a registration's change counter.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]

@@ -1,6 +1,6 @@
 //! The admin requests Apache RocketMQ's own `mqadmin` (rocketmq-tools) sends a broker:
 //! runtime info and config, topic stats, consume stats and progress, consumer and producer
-//! connections, offset resets, subscription groups, topic configs. Each core answers for
+//! connections, offset resets, subscription groups (stored), topic configs, topic deletion. Each core answers for
 //! the queues it holds, as the RocketMQ broker it stands for in the routes.
 
 use std::cell::RefCell;
@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use protocol::{GroupQueue, TopicConfig};
-use remoting::body::ConsumerData;
+use remoting::body::{ConsumerData, SubscriptionGroupConfig};
 use remoting::codes::request;
 use remoting::RemotingCommand;
 use serde::Serialize;
@@ -20,7 +20,7 @@ use super::{json_answer, ok, topic_config, CoreQueues};
 use crate::conn::{Body, Outgoing};
 use crate::core::Core;
 use crate::error::BrokerError;
-use crate::mesh::OffsetOp;
+use crate::mesh::{OffsetOp, SubGroupOp};
 
 /// The RocketMQ version corvus answers as (`MQVersion.Version.V4_9_8`'s ordinal and name).
 const ROCKETMQ_VERSION: i32 = 433;
@@ -82,8 +82,10 @@ pub(crate) async fn serve(
         request::GET_PRODUCER_CONNECTION_LIST => producer_connections(core, req),
         request::GET_ALL_TOPIC_CONFIG => all_topic_configs(core, req),
         request::QUERY_TOPIC_CONSUME_BY_WHO => consumed_by(core, req),
-        request::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP => subscription_group(core, req, body),
-        request::GET_ALL_SUBSCRIPTIONGROUP_CONFIG => all_subscription_groups(core, req),
+        request::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP => subscription_group(core, req, body).await,
+        request::DELETE_SUBSCRIPTIONGROUP => delete_subscription_group(core, req).await,
+        request::GET_ALL_SUBSCRIPTIONGROUP_CONFIG => all_subscription_groups(core, req).await,
+        request::DELETE_TOPIC_IN_BROKER => delete_topic(core, req).await,
         request::INVOKE_BROKER_TO_RESET_OFFSET => reset_offset(core, req).await,
         request::GET_CONSUMER_RUNNING_INFO => consumer_running_info(core, req).await,
         _ => return None,
@@ -505,47 +507,76 @@ fn consumed_by(core: &Core, req: &RemotingCommand) -> Result<Outgoing, BrokerErr
     json_answer(req, &serde_json::json!({ "groupList": groups }))
 }
 
-/// Subscription groups are not configured on a corvus broker (a group exists once a member
-/// heartbeats); an update is accepted so RocketMQ's tools and scripts work, and changes
-/// nothing.
-fn subscription_group(
-    core: &Core,
+/// Stores a subscription group's config (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP): core 0 keeps
+/// the broker's table (`crate::sub_groups`) and writes it before this answers.
+async fn subscription_group(
+    core: &Rc<Core>,
     req: &RemotingCommand,
     body: &Bytes,
 ) -> Result<Outgoing, BrokerError> {
-    let cfg: serde_json::Value = super::json_body(body)?;
-    let name = cfg.get("groupName").and_then(|v| v.as_str()).unwrap_or("");
-    tracing::info!(broker = %own_name(core), group = name, "subscription group update accepted (corvus keeps no group configs)");
+    let cfg: SubscriptionGroupConfig = remoting::body::from_json(body)
+        .map_err(|e| BrokerError::BadRequest(format!("subscription group config: {e}")))?;
+    if cfg.group_name.is_empty() {
+        return Err(BrokerError::BadRequest("groupName is required".into()));
+    }
+    let name = cfg.group_name.clone();
+    core.sub_group(SubGroupOp::Upsert(cfg)).await?;
+    tracing::info!(broker = %own_name(core), group = %name, "subscription group config stored");
     Ok(Outgoing::remoting(ok(req), Body::None))
 }
 
-fn all_subscription_groups(core: &Core, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
-    let mut groups: Vec<String> = stored_offsets(core)
+/// Deletes a subscription group's config (DELETE_SUBSCRIPTIONGROUP). The group's committed
+/// offsets are kept (RocketMQ's `cleanOffset` is not applied): they live with each queue on
+/// its core and go when the topic's queues do.
+async fn delete_subscription_group(
+    core: &Rc<Core>,
+    req: &RemotingCommand,
+) -> Result<Outgoing, BrokerError> {
+    let group = req
+        .ext("groupName")
+        .filter(|g| !g.is_empty())
+        .ok_or_else(|| BrokerError::BadRequest("groupName is required".into()))?
+        .to_owned();
+    core.sub_group(SubGroupOp::Delete(group.clone())).await?;
+    tracing::info!(broker = %own_name(core), %group, "subscription group config deleted");
+    Ok(Outgoing::remoting(ok(req), Body::None))
+}
+
+/// Deletes a topic from this broker (DELETE_TOPIC_IN_BROKER): every core drops it.
+async fn delete_topic(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
+    let topic = req
+        .ext("topic")
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| BrokerError::BadRequest("topic is required".into()))?
+        .to_owned();
+    core.delete_topic(topic).await?;
+    Ok(Outgoing::remoting(ok(req), Body::None))
+}
+
+/// The stored configs, and RocketMQ's defaults for the groups known only from their offsets
+/// or their members' heartbeats.
+async fn all_subscription_groups(
+    core: &Rc<Core>,
+    req: &RemotingCommand,
+) -> Result<Outgoing, BrokerError> {
+    let mut table: BTreeMap<String, SubscriptionGroupConfig> = core
+        .sub_group(SubGroupOp::List(None))
+        .await?
+        .into_iter()
+        .map(|g| (g.group_name.clone(), g))
+        .collect();
+    let mut seen: Vec<String> = stored_offsets(core)
         .into_iter()
         .map(|(q, _)| q.group)
         .collect();
     for (_, c) in core.rocketmq.live(timeout(core)) {
-        groups.extend(c.consumers.iter().map(|d| d.group_name.clone()));
+        seen.extend(c.consumers.iter().map(|d| d.group_name.clone()));
     }
-    groups.sort();
-    groups.dedup();
-    let table: BTreeMap<String, serde_json::Value> = groups
-        .into_iter()
-        .map(|g| {
-            let v = serde_json::json!({
-                "groupName": g,
-                "consumeEnable": true,
-                "consumeFromMinEnable": true,
-                "consumeBroadcastEnable": true,
-                "retryQueueNums": 1,
-                "retryMaxTimes": 16,
-                "brokerId": 0,
-                "whichBrokerWhenConsumeSlowly": 1,
-                "notifyConsumerIdsChangedEnable": true,
-            });
-            (g, v)
-        })
-        .collect();
+    for g in seen {
+        table
+            .entry(g.clone())
+            .or_insert_with(|| SubscriptionGroupConfig::named(&g));
+    }
     json_answer(
         req,
         &serde_json::json!({
@@ -553,6 +584,17 @@ fn all_subscription_groups(core: &Core, req: &RemotingCommand) -> Result<Outgoin
             "dataVersion": { "counter": 0, "timestamp": 0 },
         }),
     )
+}
+
+/// The retry limit a group's stored config sets (retryMaxTimes), if it has one.
+pub(crate) async fn stored_retry_max(core: &Rc<Core>, group: &str) -> Option<i32> {
+    match core
+        .sub_group(SubGroupOp::List(Some(group.to_owned())))
+        .await
+    {
+        Ok(v) => v.first().map(|g| g.retry_max_times),
+        Err(_) => None,
+    }
 }
 
 /// What a consumer says it is doing (mqadmin consumerStatus): asked of the client on its own

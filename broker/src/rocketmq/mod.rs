@@ -891,7 +891,14 @@ async fn send_back(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, B
     let v = message::RecordView::parse(original)
         .map_err(|e| BrokerError::Storage(format!("stored record: {e}")))?;
     let reconsume = v.reconsume_times() + 1;
-    let max = h.max_reconsume_times.unwrap_or(RECONSUME_TIMES_MAX_DEFAULT);
+    // The client's limit, else the group's stored retryMaxTimes (updateSubGroup -r), else
+    // RocketMQ's default, as RocketMQ's broker decides.
+    let max = match h.max_reconsume_times {
+        Some(m) => m,
+        None => admin::stored_retry_max(core, &h.group)
+            .await
+            .unwrap_or(RECONSUME_TIMES_MAX_DEFAULT),
+    };
     let dead = h.delay_level < 0 || reconsume > max;
     let (topic, cfg) = if dead {
         let t = dead_letter_topic(&h.group);

@@ -1,0 +1,130 @@
+//! Subscription group configs (RocketMQ's `SubscriptionGroupConfig`, set by mqadmin's
+//! updateSubGroup): a small table core 0 owns and keeps in `<data dir>/config/subscription_groups.json`,
+//! rewritten whole at every change (a temporary file, fsync, rename, fsync of the directory),
+//! since changes are rare and the table is small. Other cores reach it through the mesh
+//! (`CoreOp::SubGroup`).
+//!
+//! What takes effect: `retryMaxTimes` bounds the reconsumes of a RocketMQ client's send-back
+//! (CONSUMER_SEND_MSG_BACK) before the message goes to the DLQ. The other fields are stored
+//! and listed only.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use remoting::body::SubscriptionGroupConfig;
+
+const FILE: &str = "subscription_groups.json";
+
+#[derive(Debug, Clone, Default)]
+pub struct SubGroupTable {
+    groups: BTreeMap<String, SubscriptionGroupConfig>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SubGroupError {
+    #[error("cannot read {path}: {message}")]
+    Load { path: PathBuf, message: String },
+    #[error("cannot write {path}: {message}")]
+    Persist { path: PathBuf, message: String },
+}
+
+impl SubGroupTable {
+    pub fn file(data_dir: &Path) -> PathBuf {
+        data_dir.join("config").join(FILE)
+    }
+
+    /// The table in `data_dir`, empty when there is no file yet.
+    pub fn load(data_dir: &Path) -> Result<SubGroupTable, SubGroupError> {
+        let path = Self::file(data_dir);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(SubGroupTable::default())
+            }
+            Err(e) => {
+                return Err(SubGroupError::Load {
+                    path,
+                    message: e.to_string(),
+                })
+            }
+        };
+        let list: Vec<SubscriptionGroupConfig> =
+            serde_json::from_str(&text).map_err(|e| SubGroupError::Load {
+                path: path.clone(),
+                message: e.to_string(),
+            })?;
+        Ok(SubGroupTable {
+            groups: list
+                .into_iter()
+                .map(|g| (g.group_name.clone(), g))
+                .collect(),
+        })
+    }
+
+    /// Writes the table durably (see [`crate::durable::replace`]).
+    pub fn persist(&self, data_dir: &Path) -> Result<(), SubGroupError> {
+        let path = Self::file(data_dir);
+        let err = |e: std::io::Error| SubGroupError::Persist {
+            path: path.clone(),
+            message: e.to_string(),
+        };
+        let list: Vec<&SubscriptionGroupConfig> = self.groups.values().collect();
+        let text = serde_json::to_string_pretty(&list).map_err(|e| SubGroupError::Persist {
+            path: path.clone(),
+            message: e.to_string(),
+        })?;
+        let dir = path.parent().unwrap_or(data_dir);
+        std::fs::create_dir_all(dir).map_err(err)?;
+        crate::durable::replace(&path, text.as_bytes()).map_err(err)
+    }
+
+    pub fn upsert(&mut self, cfg: SubscriptionGroupConfig) {
+        self.groups.insert(cfg.group_name.clone(), cfg);
+    }
+
+    /// Whether the group was there.
+    pub fn remove(&mut self, group: &str) -> bool {
+        self.groups.remove(group).is_some()
+    }
+
+    pub fn get(&self, group: &str) -> Option<&SubscriptionGroupConfig> {
+        self.groups.get(group)
+    }
+
+    pub fn all(&self) -> Vec<SubscriptionGroupConfig> {
+        self.groups.values().cloned().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_survive_a_reload_and_a_removal_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(SubGroupTable::load(dir.path()).unwrap().all().is_empty());
+        let mut t = SubGroupTable::default();
+        let mut g = SubscriptionGroupConfig::named("G1");
+        g.retry_max_times = 3;
+        t.upsert(g.clone());
+        t.upsert(SubscriptionGroupConfig::named("G2"));
+        t.persist(dir.path()).unwrap();
+        let back = SubGroupTable::load(dir.path()).unwrap();
+        assert_eq!(back.get("G1"), Some(&g));
+        assert_eq!(back.all().len(), 2);
+        let mut back = back;
+        assert!(back.remove("G2"));
+        assert!(!back.remove("G2"));
+        back.persist(dir.path()).unwrap();
+        let names: Vec<String> = SubGroupTable::load(dir.path())
+            .unwrap()
+            .all()
+            .into_iter()
+            .map(|g| g.group_name)
+            .collect();
+        assert_eq!(names, ["G1"]);
+        std::fs::write(SubGroupTable::file(dir.path()), "[{").unwrap();
+        assert!(SubGroupTable::load(dir.path()).is_err());
+    }
+}
