@@ -634,6 +634,48 @@ fn rocketmq_s_own_mqadmin_manages_the_cluster() {
 
     java.go_on();
     java.finish();
+
+    let route = t(&["topicRoute", "-t", "ToolsTopic"]);
+    assert!(
+        route.contains("broker-a-c0") && route.contains("broker-a-c1"),
+        "{route}"
+    );
+    let sub = t(&[
+        "updateSubGroup",
+        "-c",
+        "DefaultCluster",
+        "-g",
+        "ToolsSubGroup",
+        "-r",
+        "3",
+    ]);
+    assert_eq!(sub.matches("success").count(), 2, "one per core: {sub}");
+    let gone = t(&[
+        "deleteSubGroup",
+        "-c",
+        "DefaultCluster",
+        "-g",
+        "ToolsSubGroup",
+    ]);
+    assert!(gone.contains("success"), "{gone}");
+    let updated = t(&[
+        "updateBrokerConfig",
+        "-b",
+        &broker,
+        "-k",
+        "fileReservedTime",
+        "-v",
+        "24",
+    ]);
+    assert!(updated.contains("success"), "{updated}");
+    t(&["updateTopic", "-c", "DefaultCluster", "-t", "ToolsGone"]);
+    assert!(t(&["topicList"]).lines().any(|l| l.trim() == "ToolsGone"));
+    let deleted = t(&["deleteTopic", "-c", "DefaultCluster", "-t", "ToolsGone"]);
+    assert!(deleted.contains("success"), "{deleted}");
+    assert!(
+        !t(&["topicList"]).lines().any(|l| l.trim() == "ToolsGone"),
+        "a deleted topic is no longer listed"
+    );
 }
 
 /// The Roundtrip program running: its output lines as they come, and its stdin for the
