@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Apache RocketMQ 5.x against corvus on this machine, under the same RocketMQ load driver.
+# Apache RocketMQ 5.x against corvus on this machine, under the same load drivers (RocketMQ's Java
+# client, and corvus's `bench remoting` over the same remoting protocol).
 #
 #   bench/rocketmq-compare/run.sh [--runs N] [--warmup S] [--duration S] [--threads T]
 #                                 [--size BYTES] [--queues Q] [--out DIR] [--no-native] [--perf]
