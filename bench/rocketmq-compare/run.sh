@@ -1,9 +1,19 @@
 #!/usr/bin/env bash
-# Apache RocketMQ 5.x against corvus on this machine, under the same RocketMQ load driver.
+# Apache RocketMQ 5.x against corvus on this machine, under the same load drivers (RocketMQ's Java
+# client, and corvus's `bench remoting` over the same remoting protocol).
 #
 #   bench/rocketmq-compare/run.sh [--runs N] [--warmup S] [--duration S] [--threads T]
 #                                 [--size BYTES] [--queues Q] [--out DIR] [--no-native] [--perf]
+#                                 [--driver java|rust|both] [--rust-batch M]
+#                                 [--rust-batch-conns C] [--rust-batch-inflight K]
+#                                 [--rust-batch-duration S]
 #
+# --driver: which load drivers run against each broker: the Java one (driver/, RocketMQ's
+# client) and/or corvus's `bench remoting` (the same remoting protocol from Rust: THREADS
+# connections with one send in flight each, then, unless --rust-batch 0, C connections with K
+# SEND_BATCH_MESSAGE requests of M messages in flight). Default both.
+# --rust-batch-duration: measured seconds of the batched runs (default the smaller of
+# --duration and 20; warm-up 5 s), which write an order of magnitude more to disk.
 # --perf: `perf record -e cpu-clock -g` of the corvus broker over each corvus run's measured
 # window (perf-corvus-N.data in the output directory).
 # --corvus-idle-poll-us N: the corvus broker's idle_poll_us (the throughput profile's 200 µs
@@ -29,6 +39,11 @@ OUT=""
 NATIVE=1
 PERF=0
 IDLE_POLL=""
+DRIVER=both
+RUST_BATCH=32
+RUST_BATCH_CONNS=4
+RUST_BATCH_INFLIGHT=4
+RUST_BATCH_DURATION=""
 INNER=0
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -42,12 +57,19 @@ while [ $# -gt 0 ]; do
     --no-native) NATIVE=0; shift ;;
     --perf) PERF=1; shift ;;
     --corvus-idle-poll-us) IDLE_POLL="$2"; shift 2 ;;
+    --driver) DRIVER="$2"; shift 2 ;;
+    --rust-batch) RUST_BATCH="$2"; shift 2 ;;
+    --rust-batch-conns) RUST_BATCH_CONNS="$2"; shift 2 ;;
+    --rust-batch-inflight) RUST_BATCH_INFLIGHT="$2"; shift 2 ;;
+    --rust-batch-duration) RUST_BATCH_DURATION="$2"; shift 2 ;;
     --inner) INNER=1; shift ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
 
+case "$DRIVER" in java|rust|both) ;; *) echo "--driver is java, rust or both" >&2; exit 2 ;; esac
+[ -n "$RUST_BATCH_DURATION" ] || RUST_BATCH_DURATION=$((DURATION < 20 ? DURATION : 20))
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
 BIN="$TARGET/release"
 
@@ -70,7 +92,9 @@ if [ "$INNER" = 0 ]; then
   [ -n "$OUT" ] || OUT="$BUILD/results-$(date +%Y%m%d-%H%M%S)"
   mkdir -p "$OUT"
   ARGS=(--runs "$RUNS" --warmup "$WARMUP" --duration "$DURATION" --threads "$THREADS"
-        --size "$SIZE" --queues "$QUEUES" --out "$OUT")
+        --size "$SIZE" --queues "$QUEUES" --out "$OUT" --driver "$DRIVER"
+        --rust-batch "$RUST_BATCH" --rust-batch-conns "$RUST_BATCH_CONNS"
+        --rust-batch-inflight "$RUST_BATCH_INFLIGHT" --rust-batch-duration "$RUST_BATCH_DURATION")
   [ "$NATIVE" = 1 ] || ARGS+=(--no-native)
   [ "$PERF" = 0 ] || ARGS+=(--perf)
   [ -z "$IDLE_POLL" ] || ARGS+=(--corvus-idle-poll-us "$IDLE_POLL")
@@ -197,11 +221,21 @@ start_corvus() {
   wait_for "$dir/broker.out" "broker listening on" "$BROKER_PID" 60
 }
 
+# disk_ok: the filesystem of the stores stays under 70% use (used / (used + available)).
+disk_ok() {
+  local used avail
+  read -r used avail < <(df -Pk "$TMP" | awk 'NR==2{print $3, $4}')
+  [ $((used * 100)) -lt $(((used + avail) * 70)) ] ||
+    { echo "disk of $TMP is at or above 70% use; no more runs" >&2; return 1; }
+}
+
+# one_run KIND N MODE: MODE is java (driver/), rust-single or rust-batch (bench remoting).
 one_run() {
-  local kind="$1" n="$2" dir="$TMP/$1-$2" nsport port topic=BenchTopic line
+  local kind="$1" n="$2" mode="$3" dir="$TMP/$1-$2-$3" nsport port topic=BenchTopic line
   nsport=$(free_port); port=$(free_port)
   mkdir -p "$dir"
-  echo "== run $n: $kind (load $(cut -d' ' -f1 /proc/loadavg))"
+  disk_ok
+  echo "== run $n: $kind, driver $mode (load $(cut -d' ' -f1 /proc/loadavg))"
   if [ "$kind" = rocketmq ]; then start_rocketmq "$dir" "$nsport" "$port"; else start_corvus "$dir" "$nsport" "$port"; fi
   # The topic, created the same way on both (RocketMQ's mqadmin, by cluster), once the broker
   # has registered with its NameServer.
@@ -216,15 +250,33 @@ one_run() {
   sleep 2
   local load0 load1 perf_pid=""
   load0=$(cut -d' ' -f1 /proc/loadavg)
-  if [ "$PERF" = 1 ] && [ "$kind" = corvus ]; then
+  if [ "$PERF" = 1 ] && [ "$kind" = corvus ] && [ "$mode" = java ]; then
     (sleep $((WARMUP + 3)); exec taskset -c 1 perf record -q -e cpu-clock -g -p "$BROKER_PID" \
        -o "$OUT/perf-$kind-$n.data" -- sleep $((DURATION - 5))) > "$dir/perf.out" 2>&1 &
     perf_pid=$!; PIDS+=("$perf_pid")
   fi
-  ROCKETMQ_HOME="$TMP/home" taskset -c 1 timeout $((WARMUP + DURATION + 120)) \
-    java -Xms2g -Xmx2g -XX:+UseG1GC -Duser.home="$dir/driver" -Drocketmq.client.logRoot="$dir/driver/logs" \
-    -cp "$CP" corvus.bench.Load "127.0.0.1:$nsport" "$topic" "$THREADS" "$SIZE" "$WARMUP" "$DURATION" \
-    "$BROKER_PID" > "$dir/driver.out" 2>&1 || { tail -40 "$dir/driver.out" >&2; return 1; }
+  case "$mode" in
+    java)
+      ROCKETMQ_HOME="$TMP/home" taskset -c 1 timeout $((WARMUP + DURATION + 120)) \
+        java -Xms2g -Xmx2g -XX:+UseG1GC -Duser.home="$dir/driver" -Drocketmq.client.logRoot="$dir/driver/logs" \
+        -cp "$CP" corvus.bench.Load "127.0.0.1:$nsport" "$topic" "$THREADS" "$SIZE" "$WARMUP" "$DURATION" \
+        "$BROKER_PID" > "$dir/driver.out" 2>&1 || { tail -40 "$dir/driver.out" >&2; return 1; }
+      ;;
+    rust-single)
+      # One send in flight on each of THREADS connections: the Java driver's THREADS
+      # synchronous senders. `|| true`: failed sends are counted in the RESULT line.
+      taskset -c 1 timeout $((WARMUP + DURATION + 120)) "$BIN/bench" remoting -n "127.0.0.1:$nsport" \
+        -t "$topic" --producers "$THREADS" --inflight 1 --batch 1 --size "$SIZE" --warmup "$WARMUP" \
+        --duration "$DURATION" --broker-pid "$BROKER_PID" > "$dir/driver.out" 2>&1 || true
+      ;;
+    rust-batch)
+      taskset -c 1 timeout $((5 + RUST_BATCH_DURATION + 120)) "$BIN/bench" remoting -n "127.0.0.1:$nsport" \
+        -t "$topic" --producers "$RUST_BATCH_CONNS" --inflight "$RUST_BATCH_INFLIGHT" --batch "$RUST_BATCH" \
+        --size "$SIZE" --warmup 5 --duration "$RUST_BATCH_DURATION" --broker-pid "$BROKER_PID" \
+        > "$dir/driver.out" 2>&1 || true
+      ;;
+  esac
+  grep -q '^RESULT ' "$dir/driver.out" || { tail -40 "$dir/driver.out" >&2; return 1; }
   load1=$(cut -d' ' -f1 /proc/loadavg)
   [ -z "$perf_pid" ] || wait "$perf_pid" || true
   grep -E '^t=' "$dir/driver.out" | tail -3
@@ -233,16 +285,25 @@ one_run() {
   rss=$(awk '/VmHWM/{print $2}' "/proc/$BROKER_PID/status" 2>/dev/null || echo 0)
   echo "$line" | python3 -c "
 import json,sys
-d=json.load(sys.stdin); d.update(broker='$kind', run=$n, corvus_idle_poll_us='$IDLE_POLL', load_before=float('$load0'), load_after=float('$load1'), broker_hwm_kib=int('${rss:-0}' or 0))
+d=json.load(sys.stdin); d.update(broker='$kind', run=$n, driver='$mode', corvus_idle_poll_us='$IDLE_POLL', load_before=float('$load0'), load_after=float('$load1'), broker_hwm_kib=int('${rss:-0}' or 0))
 print(json.dumps(d))" | tee -a "$RESULTS"
-  cp "$dir/driver.out" "$OUT/driver-$kind-$n.out"
+  cp "$dir/driver.out" "$OUT/driver-$kind-$mode-$n.out"
   stop_pid "$BROKER_PID"; stop_pid "$NS_PID"
   rm -rf "$dir" "$SHM/$(basename "$dir")"
 }
 
+MODES=()
+[ "$DRIVER" = rust ] || MODES+=(java)
+if [ "$DRIVER" != java ]; then
+  MODES+=(rust-single)
+  [ "$RUST_BATCH" -le 1 ] || MODES+=(rust-batch)
+fi
+# Each driver's runs alternate rocketmq, corvus, rocketmq, corvus, ... on fresh brokers.
 for ((i = 1; i <= RUNS; i++)); do
-  one_run rocketmq "$i"
-  one_run corvus "$i"
+  for mode in "${MODES[@]}"; do
+    one_run rocketmq "$i" "$mode"
+    one_run corvus "$i" "$mode"
+  done
 done
 
 if [ "$NATIVE" = 1 ]; then

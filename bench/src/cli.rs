@@ -33,6 +33,10 @@ pub enum Command {
     E2e(RunArgs),
     /// Raw O_DIRECT sequential-write bandwidth and fdatasync latency of a directory's disk.
     Disk(DiskArgs),
+    /// Drive any broker that speaks Apache RocketMQ's remoting protocol (corvus, or RocketMQ
+    /// itself): SEND_MESSAGE_V2 or SEND_BATCH_MESSAGE in, PULL_MESSAGE out, one `RESULT`
+    /// JSON line at the end.
+    Remoting(RemotingArgs),
 }
 
 #[derive(Debug, Clone, Args)]
@@ -134,6 +138,50 @@ pub struct RunArgs {
 }
 
 #[derive(Debug, Clone, Args)]
+pub struct RemotingArgs {
+    /// NameServer addresses (`;`-separated); the topic's route comes from the first that
+    /// answers.
+    #[arg(short = 'n', long)]
+    pub namesrv: String,
+    /// Topic (it must exist: its route decides the brokers and queues).
+    #[arg(short = 't', long)]
+    pub topic: String,
+    /// Producer connections, each with a writer and a reader thread.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub producers: u64,
+    /// Requests in flight per connection (1: each send waits for its answer).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=65_536))]
+    pub inflight: u64,
+    /// Messages per request: 1 sends SEND_MESSAGE_V2, more SEND_BATCH_MESSAGE.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub batch: u32,
+    /// Body bytes per message.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=4_194_304))]
+    pub size: u64,
+    /// Seconds before the measured window (at least 1).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub warmup: u64,
+    /// Seconds of the measured window.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub duration: u64,
+    /// The broker's pid: its utime+stime over the window gives broker CPU per message.
+    #[arg(long)]
+    pub broker_pid: Option<u32>,
+    /// Producer group [default: bench_producer].
+    #[arg(long)]
+    pub group: Option<String>,
+    /// Messages per pull.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    pub pull_batch: u32,
+    /// Produce only (no pulls).
+    #[arg(long)]
+    pub no_consume: bool,
+    /// Send headers in the ROCKETMQ binary form instead of JSON (the Java client's default).
+    #[arg(long)]
+    pub binary_header: bool,
+}
+
+#[derive(Debug, Clone, Args)]
 pub struct DiskArgs {
     /// Directory on the disk to measure [default: the system temporary directory].
     #[arg(long)]
@@ -201,6 +249,28 @@ mod tests {
         assert!(matches!(cli.command, Some(Command::E2e(ref a)) if a.consumers == Some(2)));
         let cli = parse(&["disk", "--dir", "/tmp"]).unwrap();
         assert!(matches!(cli.command, Some(Command::Disk(ref d)) if d.mib == 512));
+        let cli = parse(&[
+            "remoting",
+            "-n",
+            "127.0.0.1:9876",
+            "-t",
+            "T",
+            "--batch",
+            "32",
+        ])
+        .unwrap();
+        let Some(Command::Remoting(r)) = cli.command else {
+            panic!("not remoting")
+        };
+        assert_eq!(
+            (r.producers, r.inflight, r.batch, r.size),
+            (64, 1, 32, 1024)
+        );
+        assert_eq!((r.warmup, r.duration, r.broker_pid), (10, 30, None));
+        assert!(
+            parse(&["remoting", "-t", "T"]).is_err(),
+            "the NameServer is required"
+        );
     }
 
     #[test]

@@ -13,6 +13,7 @@ mod machine;
 mod pacing;
 mod plot;
 mod produce;
+mod remoting_load;
 mod report;
 mod runner;
 mod stages;

@@ -36,6 +36,7 @@ pub fn run(cli: Cli) -> Result<bool> {
         Some(Command::Consume(a)) => consume_cmd(a),
         Some(Command::E2e(a)) => e2e_cmd(a),
         Some(Command::Disk(d)) => disk_cmd(d),
+        Some(Command::Remoting(r)) => crate::remoting_load::run(&r),
     }
 }
 

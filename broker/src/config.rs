@@ -905,6 +905,8 @@ impl BrokerConfig {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
+
     use super::*;
 
     /// One row of tuning/README.md's key table.

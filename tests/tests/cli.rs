@@ -1,6 +1,9 @@
 //! Bad flags, bad config values and a host without enough locked memory for io_uring are
 //! refused at start with a message that names what to change.
 
+// Tests may unwrap: a panic there is a test failure.
+#![allow(clippy::unwrap_used)]
+
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 

@@ -3,6 +3,9 @@
 //! (RocketMQ's consumer running info), and the consumer itself answers, whichever core
 //! serves its connection and whichever core the admin reached.
 
+// Tests may unwrap: a panic there is a test failure.
+#![allow(clippy::unwrap_used)]
+
 use std::time::Duration;
 
 use client::{Admin, ConsumeFrom, ConsumeStatus, PushConsumer};

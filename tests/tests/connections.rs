@@ -3,6 +3,9 @@
 //! after `connection_idle_timeout_ms` (and a client just reconnects), and a frame trickled
 //! in too slowly is cut off at `frame_deadline_ms`.
 
+// Tests may unwrap: a panic there is a test failure.
+#![allow(clippy::unwrap_used)]
+
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};

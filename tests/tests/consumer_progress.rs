@@ -1,6 +1,9 @@
 //! `mqadmin consumer-progress` reports the exact backlog, before and after consumption and
 //! after retention deleted the segments the group had not read; the metrics agree.
 
+// Tests may unwrap: a panic there is a test failure.
+#![allow(clippy::unwrap_used)]
+
 use std::time::Duration;
 
 use client::{Message, PullConsumer, QueueOffset};

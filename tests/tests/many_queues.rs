@@ -4,6 +4,9 @@
 //! them again within seconds and with bounded memory (a restart with 10,000 queues used to
 //! take 23 s and 18 GB, and one with 65,000 did not come up).
 
+// Tests may unwrap: a panic there is a test failure.
+#![allow(clippy::unwrap_used)]
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -2,6 +2,9 @@
 //! the topic table compressed in the frame's body, not in the header (whose 1 MiB limit
 //! 7,000-9,800 topics used to pass, after which the broker fell out of every route).
 
+// Tests may unwrap: a panic there is a test failure.
+#![allow(clippy::unwrap_used)]
+
 use std::time::Duration;
 
 use client::{Admin, Message};

@@ -1,6 +1,9 @@
 //! The broker and the NameServer serve Prometheus metrics that a parser accepts, and the
 //! broker's figures follow the sends.
 
+// Tests may unwrap: a panic there is a test failure.
+#![allow(clippy::unwrap_used)]
+
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;

@@ -3,6 +3,9 @@
 //! port is forwarded over the mesh and the hops are counted. A data directory keeps its shard
 //! count when the broker restarts with fewer cores.
 
+// Tests may unwrap: a panic there is a test failure.
+#![allow(clippy::unwrap_used)]
+
 use std::collections::HashSet;
 use std::time::Duration;
 

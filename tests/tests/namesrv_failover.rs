@@ -2,6 +2,9 @@
 //! still get routes when one of them is stopped. A killed broker leaves the routes when its
 //! registration connection closes, and a restarted one is routed at its new addresses.
 
+// Tests may unwrap: a panic there is a test failure.
+#![allow(clippy::unwrap_used)]
+
 use std::time::{Duration, Instant};
 
 use client::{Message, PullConsumer};

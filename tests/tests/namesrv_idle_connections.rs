@@ -3,6 +3,9 @@
 //! and silent or half-sent connections are closed after their timeouts while an active one
 //! is not.
 
+// Tests may unwrap: a panic there is a test failure.
+#![allow(clippy::unwrap_used)]
+
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};

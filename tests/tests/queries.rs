@@ -1,6 +1,9 @@
 //! Messages sent with keys are found again by key, by id (offset id and msg id) and by queue
 //! offset; search-offset finds the queue offset at a time.
 
+// Tests may unwrap: a panic there is a test failure.
+#![allow(clippy::unwrap_used)]
+
 use client::Message;
 use integration::{mqadmin, producer, Cluster};
 

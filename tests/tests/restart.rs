@@ -1,6 +1,9 @@
 //! A broker restarted after SIGTERM, or killed with -9 after sync-flushed sends, still serves
 //! every acknowledged message.
 
+// Tests may unwrap: a panic there is a test failure.
+#![allow(clippy::unwrap_used)]
+
 use std::time::Duration;
 
 use client::{Message, PullConsumer};

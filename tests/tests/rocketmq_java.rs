@@ -29,6 +29,9 @@
 //! JVM and the build the test says so and fails when `CORVUS_REQUIRE_JAVA` is set, as CI
 //! sets it.
 
+// Tests may unwrap: a panic there is a test failure.
+#![allow(clippy::unwrap_used)]
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};

@@ -4,6 +4,9 @@
 //! connection; a gRPC (HTTP/2) client is closed; and the NameServer and broker keep serving
 //! everyone else, native clients included, on the same ports.
 
+// Tests may unwrap: a panic there is a test failure.
+#![allow(clippy::unwrap_used)]
+
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;

@@ -1,6 +1,9 @@
 //! Messages sent through the real binaries come back intact, in queue order, with keys and
 //! tags; through the client library and through mqadmin.
 
+// Tests may unwrap: a panic there is a test failure.
+#![allow(clippy::unwrap_used)]
+
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -9,7 +12,7 @@ use integration::{drain_topic, drain_topic_with, mqadmin, producer, Cluster};
 
 fn body_of(i: usize) -> Vec<u8> {
     // Every 10th body is large and compressible, so the zstd path is exercised end to end.
-    if i % 10 == 0 {
+    if i.is_multiple_of(10) {
         format!("large-{i}-").repeat(2000).into_bytes()
     } else {
         format!("message number {i}").into_bytes()

@@ -1,6 +1,9 @@
 //! Every send mode of the producer against the real broker: sync, async with callbacks,
 //! batch, oneway; and a push consumer that receives messages sent after it started.
 
+// Tests may unwrap: a panic there is a test failure.
+#![allow(clippy::unwrap_used)]
+
 use std::collections::HashSet;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};

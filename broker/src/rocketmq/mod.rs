@@ -991,6 +991,8 @@ async fn create_topic(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
+
     use super::*;
 
     #[test]
