@@ -6,12 +6,14 @@
 #                                 [--size BYTES] [--queues Q] [--out DIR] [--no-native] [--perf]
 #                                 [--driver java|rust|both] [--rust-batch M]
 #                                 [--rust-batch-conns C] [--rust-batch-inflight K]
-#                                 [--rust-batch-duration S]
+#                                 [--rust-batch-duration S] [--rust-batch-pull P]
 #
 # --driver: which load drivers run against each broker: the Java one (driver/, RocketMQ's
 # client) and/or corvus's `bench remoting` (the same remoting protocol from Rust: THREADS
 # connections with one send in flight each, then, unless --rust-batch 0, C connections with K
 # SEND_BATCH_MESSAGE requests of M messages in flight). Default both.
+# --rust-batch-pull: messages asked per pull in the batched runs (default 32, the Java
+# client's pullBatchSize; each broker answers at most its own cap: RocketMQ 32, corvus 1024).
 # --rust-batch-duration: measured seconds of the batched runs (default the smaller of
 # --duration and 20; warm-up 5 s), which write an order of magnitude more to disk.
 # --perf: `perf record -e cpu-clock -g` of the corvus broker over each corvus run's measured
@@ -44,6 +46,7 @@ RUST_BATCH=32
 RUST_BATCH_CONNS=4
 RUST_BATCH_INFLIGHT=4
 RUST_BATCH_DURATION=""
+RUST_BATCH_PULL=32
 INNER=0
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -62,8 +65,9 @@ while [ $# -gt 0 ]; do
     --rust-batch-conns) RUST_BATCH_CONNS="$2"; shift 2 ;;
     --rust-batch-inflight) RUST_BATCH_INFLIGHT="$2"; shift 2 ;;
     --rust-batch-duration) RUST_BATCH_DURATION="$2"; shift 2 ;;
+    --rust-batch-pull) RUST_BATCH_PULL="$2"; shift 2 ;;
     --inner) INNER=1; shift ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -94,7 +98,8 @@ if [ "$INNER" = 0 ]; then
   ARGS=(--runs "$RUNS" --warmup "$WARMUP" --duration "$DURATION" --threads "$THREADS"
         --size "$SIZE" --queues "$QUEUES" --out "$OUT" --driver "$DRIVER"
         --rust-batch "$RUST_BATCH" --rust-batch-conns "$RUST_BATCH_CONNS"
-        --rust-batch-inflight "$RUST_BATCH_INFLIGHT" --rust-batch-duration "$RUST_BATCH_DURATION")
+        --rust-batch-inflight "$RUST_BATCH_INFLIGHT" --rust-batch-duration "$RUST_BATCH_DURATION"
+        --rust-batch-pull "$RUST_BATCH_PULL")
   [ "$NATIVE" = 1 ] || ARGS+=(--no-native)
   [ "$PERF" = 0 ] || ARGS+=(--perf)
   [ -z "$IDLE_POLL" ] || ARGS+=(--corvus-idle-poll-us "$IDLE_POLL")
@@ -272,7 +277,7 @@ one_run() {
     rust-batch)
       taskset -c 1 timeout $((5 + RUST_BATCH_DURATION + 120)) "$BIN/bench" remoting -n "127.0.0.1:$nsport" \
         -t "$topic" --producers "$RUST_BATCH_CONNS" --inflight "$RUST_BATCH_INFLIGHT" --batch "$RUST_BATCH" \
-        --size "$SIZE" --warmup 5 --duration "$RUST_BATCH_DURATION" --broker-pid "$BROKER_PID" \
+        --pull-batch "$RUST_BATCH_PULL" --size "$SIZE" --warmup 5 --duration "$RUST_BATCH_DURATION" --broker-pid "$BROKER_PID" \
         > "$dir/driver.out" 2>&1 || true
       ;;
   esac

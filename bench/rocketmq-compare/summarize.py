@@ -18,7 +18,8 @@ def label(r):
         return f"java, {r['threads']} sync threads"
     if r["driver"] == "rust-single":
         return f"rust, {r['threads']} conns x {r.get('inflight', 1)} in flight, single"
-    return f"rust, {r['threads']} conns x {r.get('inflight', 1)} in flight, batch {r.get('batch', 1)}"
+    pulls = f", pulls of {r['pull_batch']}" if r.get('pull_batch', 32) != 32 else ""
+    return f"rust, {r['threads']} conns x {r.get('inflight', 1)} in flight, batch {r.get('batch', 1)}{pulls}"
 
 print("| run | driver | broker | send msg/s | RT p50 / p99 / p99.9 / max ms | consume msg/s | e2e p50 / p99 ms "
       "| broker CPU util | broker CPU-s per M msgs | driver CPU util | failed | backlog at end | load before/after |")

@@ -782,6 +782,7 @@ pub fn run(args: &RemotingArgs) -> Result<bool> {
         "threads": args.producers,
         "inflight": args.inflight,
         "batch": args.batch,
+        "pull_batch": args.pull_batch,
         "size": args.size,
         "header": if args.binary_header { "ROCKETMQ" } else { "JSON" },
         "window_s": window_s,
