@@ -2,8 +2,9 @@
 //! PyPI `rocketmq`, which bundles librocketmq) against corvus over the remoting protocol, on
 //! the NameServer's and the broker's usual ports: a Producer sends 200 single messages
 //! (send_sync, tags and keys) and a batch of 10 (send_batch) to a broker of two cores, and a
-//! PushConsumer of a new group receives every one of them. The broker stored each message
-//! exactly once, and no request hopped between its cores.
+//! PushConsumer of a new group receives every one of them, and a PullConsumer pulls every
+//! one of them again from offset 0. The broker stored each message exactly once, and no
+//! request hopped between its cores.
 //!
 //! `.ci/run` makes the program's venv (`python3 -m venv tests/rocketmq-cpp/.venv` and
 //! `pip install rocketmq==0.4.4`); without it the test says so and fails when
@@ -61,6 +62,10 @@ fn a_cpp_producer_and_push_consumer_round_trip_every_message() {
     assert!(
         lines.iter().any(|l| l == "RECEIVED 210 of 210"),
         "the push consumer received every message: {lines:?}"
+    );
+    assert!(
+        lines.iter().any(|l| l == "PULLED 210 of 210"),
+        "the pull consumer got every message: {lines:?}"
     );
     assert!(status.success(), "{status}: {lines:?}");
     assert_eq!(lines.last().map(String::as_str), Some("ALL RECEIVED"));
