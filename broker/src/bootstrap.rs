@@ -339,6 +339,14 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
     // Every core accepts on the shared port (SO_REUSEPORT spreads connections); each also
     // has a direct port that the route advertises, so clients reach a queue's owner at once.
     let mut main_listeners = Vec::with_capacity(cores as usize);
+    // SO_REUSEPORT lets any process of the same user bind the port too, and the kernel would
+    // then split the port's connections between the two: a second broker started on the
+    // port must fail instead. A plain bind first finds out whether anyone holds it.
+    if listen.port() != 0 {
+        drop(bind_listener(listen, false).with_context(|| {
+            format!("cannot listen on {listen}: is another broker running there?")
+        })?);
+    }
     let first =
         bind_listener(listen, true).with_context(|| format!("cannot listen on {listen}"))?;
     let listen_addr = local_addr(&first)?;

@@ -180,3 +180,39 @@ fn rocketmq_broker_conf_sets_its_keys_and_names_the_ignored_ones() {
         );
     }
 }
+
+/// A second broker on a port a broker already listens on fails, naming the port, instead of
+/// sharing the port's connections with the first (SO_REUSEPORT would let it bind).
+#[test]
+fn a_second_broker_on_a_taken_port_refuses_to_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    let opts = BrokerOpts::new("", &dir.path().join("data"));
+    let first = start_broker(&opts, &logs);
+    let mut second = Command::new(bin("broker"))
+        .args(["--listen", &first.addr, "--data-dir"])
+        .arg(dir.path().join("data2"))
+        .args(["--profile", "small"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Bounded: a second broker that did start would run until killed.
+    let exited = wait_for(Duration::from_secs(20), || second.try_wait().unwrap());
+    if exited.is_none() {
+        let _ = second.kill();
+    }
+    let out = second.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "a second broker on {} started",
+        first.addr
+    );
+    assert!(
+        stderr.contains(&first.addr) && stderr.contains("another broker"),
+        "{stderr}"
+    );
+}
