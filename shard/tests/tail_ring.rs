@@ -172,6 +172,12 @@ fn a_disk_falling_behind_gets_busy_answers_not_a_stall() {
         };
         c.unsynced_bytes_max = 1 << 20;
         c.busy_wait_ms = 20;
+        // The bound under test is the unsynced one: a ring larger than it, so that the
+        // ring's own bound (acknowledged bytes not yet written) is not reached first when
+        // the writes lag behind on a busy host.
+        if let Some(t) = c.tail_ring.as_mut() {
+            t.ring_bytes = 4 << 20;
+        }
         let (c, f) = with_faults(c);
         let shard = Shard::open(c).await.unwrap();
         f.slow_fsyncs_ms(400);
