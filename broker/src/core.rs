@@ -605,6 +605,35 @@ impl Core {
         }
     }
 
+    /// Writes a change of the topic table (one writer at a time), off the executor.
+    async fn persist_topics(
+        &self,
+        change: impl FnOnce(&mut crate::topics::TopicStore, &TopicTable) -> crate::topics::TopicWrite,
+    ) -> Result<(), BrokerError> {
+        let _one_writer = self
+            .topics_persist
+            .acquire_permit(1)
+            .await
+            .map_err(|e| BrokerError::Storage(e.to_string()))?;
+        let write = change(&mut self.topic_store.borrow_mut(), &self.topics.borrow());
+        let dir = self.shared.config.data_dir.clone();
+        glommio::executor()
+            .spawn_blocking(move || write.apply(&dir))
+            .await
+            .map_err(|e| BrokerError::Storage(e.to_string()))
+    }
+
+    /// Has every core but core 0 (this one) apply `op`, one after the other.
+    async fn on_other_cores(&self, op: impl Fn() -> CoreOp) -> Result<(), BrokerError> {
+        for core in 1..self.shared.cores {
+            match self.at_core(core, op()).await? {
+                CoreAnswer::Done => {}
+                other => return Err(mismatch(other)),
+            }
+        }
+        Ok(())
+    }
+
     pub async fn queue_offsets(
         &self,
         topic: &str,
@@ -813,28 +842,10 @@ impl Core {
         if !self.topics.borrow_mut().remove(&name) {
             return Ok(());
         }
-        {
-            let _one_writer = self
-                .topics_persist
-                .acquire_permit(1)
-                .await
-                .map_err(|e| BrokerError::Storage(e.to_string()))?;
-            let write = self.topic_store.borrow_mut().rewrite(&self.topics.borrow());
-            let dir = self.shared.config.data_dir.clone();
-            glommio::executor()
-                .spawn_blocking(move || write.apply(&dir))
-                .await
-                .map_err(|e| BrokerError::Storage(e.to_string()))?;
-        }
-        for core in 1..self.shared.cores {
-            match self
-                .at_core(core, CoreOp::TopicDeleted(name.clone()))
-                .await?
-            {
-                CoreAnswer::Done => {}
-                other => return Err(mismatch(other)),
-            }
-        }
+        self.persist_topics(|store, table| store.rewrite(table))
+            .await?;
+        self.on_other_cores(|| CoreOp::TopicDeleted(name.clone()))
+            .await?;
         let version = {
             if let Ok(mut t) = self.shared.topics.lock() {
                 t.remove(&name);
@@ -884,31 +895,10 @@ impl Core {
         // Written and fdatasynced on the blocking thread (a sync held every send of core 0
         // when it ran on the core), one write at a time so none overtakes another: one row
         // appended to the journal, or now and then the whole table (`TopicStore`).
-        {
-            let _one_writer = self
-                .topics_persist
-                .acquire_permit(1)
-                .await
-                .map_err(|e| BrokerError::Storage(e.to_string()))?;
-            let write = self
-                .topic_store
-                .borrow_mut()
-                .write_for(&self.topics.borrow(), &cfg);
-            let dir = self.shared.config.data_dir.clone();
-            glommio::executor()
-                .spawn_blocking(move || write.apply(&dir))
-                .await
-                .map_err(|e| BrokerError::Storage(e.to_string()))?;
-        }
-        for core in 1..self.shared.cores {
-            match self
-                .at_core(core, CoreOp::TopicChanged(cfg.clone()))
-                .await?
-            {
-                CoreAnswer::Done => {}
-                other => return Err(mismatch(other)),
-            }
-        }
+        self.persist_topics(|store, table| store.write_for(table, &cfg))
+            .await?;
+        self.on_other_cores(|| CoreOp::TopicChanged(cfg.clone()))
+            .await?;
         let version = {
             if let Ok(mut t) = self.shared.topics.lock() {
                 t.insert(cfg.name.clone(), cfg.clone());
