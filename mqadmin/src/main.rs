@@ -388,6 +388,13 @@ enum Cmd {
     },
 }
 
+/// Sets `slot` to the flag's value when the flag was given.
+fn set<T>(slot: &mut T, flag: Option<T>) {
+    if let Some(v) = flag {
+        *slot = v;
+    }
+}
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -553,30 +560,20 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         } => {
             let targets = rmq::targets(ns, broker_addr.as_deref(), cluster.as_deref())?;
             let mut cfg = remoting::body::SubscriptionGroupConfig::named(&group);
-            if let Some(v) = consume_enable {
-                cfg.consume_enable = v;
-            }
-            if let Some(v) = consume_from_min_enable {
-                cfg.consume_from_min_enable = v;
-            }
-            if let Some(v) = consume_broadcast_enable {
-                cfg.consume_broadcast_enable = v;
-            }
-            if let Some(v) = retry_queue_nums {
-                cfg.retry_queue_nums = v;
-            }
-            if let Some(v) = retry_max_times {
-                cfg.retry_max_times = v;
-            }
-            if let Some(v) = broker_id {
-                cfg.broker_id = v;
-            }
-            if let Some(v) = which_broker_when_consume_slowly {
-                cfg.which_broker_when_consume_slowly = v;
-            }
-            if let Some(v) = notify_consumer_ids_changed_enable {
-                cfg.notify_consumer_ids_changed_enable = v;
-            }
+            set(&mut cfg.consume_enable, consume_enable);
+            set(&mut cfg.consume_from_min_enable, consume_from_min_enable);
+            set(&mut cfg.consume_broadcast_enable, consume_broadcast_enable);
+            set(&mut cfg.retry_queue_nums, retry_queue_nums);
+            set(&mut cfg.retry_max_times, retry_max_times);
+            set(&mut cfg.broker_id, broker_id);
+            set(
+                &mut cfg.which_broker_when_consume_slowly,
+                which_broker_when_consume_slowly,
+            );
+            set(
+                &mut cfg.notify_consumer_ids_changed_enable,
+                notify_consumer_ids_changed_enable,
+            );
             out.emit(&broker_admin::update_sub_group(targets, cfg)?)?;
         }
         Cmd::DeleteSubGroup {
