@@ -24,6 +24,8 @@ pub struct Running {
     pub shared: Arc<Shared>,
     pub listen_addr: SocketAddr,
     executors: Vec<glommio::ExecutorJoinHandle<()>>,
+    /// Each core's id once its executor stopped, by return or by panic (see [`CoreEnded`]).
+    ended: mpsc::Receiver<u16>,
     registry: Option<std::thread::JoinHandle<()>>,
     metrics_server: Option<telemetry::MetricsServer>,
     /// Held until the process ends: no second broker serves this data directory.
@@ -40,12 +42,51 @@ impl Running {
         self.shared.request_shutdown();
     }
 
+    /// Waits until every core stopped. A core that stops before a shutdown was asked for (a
+    /// panic, say) stops the broker: a broker serving without one of its cores would leave
+    /// that core's queues unserved while looking alive. Then the other cores get
+    /// [`CORE_STOP_GRACE`] to stop cleanly; past it the broker returns without them (the
+    /// process ends; what was acknowledged is recovered at the next start, as after a kill).
     pub fn wait(mut self) -> anyhow::Result<()> {
+        let cores = self.executors.len();
         let mut failed = None;
-        for h in self.executors.drain(..) {
-            if let Err(e) = h.join() {
-                failed = Some(anyhow!("a core's executor failed: {e}"));
+        let mut ended = 0;
+        let mut deadline: Option<Instant> = None;
+        while ended < cores {
+            let next = match deadline {
+                None => self.ended.recv().map_err(|_| ()),
+                Some(d) => self
+                    .ended
+                    .recv_timeout(d.saturating_duration_since(Instant::now()))
+                    .map_err(|_| ()),
+            };
+            let Ok(core) = next else {
+                break;
+            };
+            ended += 1;
+            if !self.shared.shutdown.load(Ordering::SeqCst) {
+                tracing::error!(
+                    core,
+                    "core {core} stopped while the broker was serving: stopping the broker (restart it; what was acknowledged is recovered)"
+                );
+                failed = Some(anyhow!("core {core} stopped while the broker was serving"));
+                self.shared.request_shutdown();
             }
+            if failed.is_some() && deadline.is_none() {
+                deadline = Some(Instant::now() + CORE_STOP_GRACE);
+            }
+        }
+        if ended == cores {
+            for h in self.executors.drain(..) {
+                if let Err(e) = h.join() {
+                    failed.get_or_insert_with(|| anyhow!("a core's executor failed: {e}"));
+                }
+            }
+        } else {
+            tracing::error!(
+                "{} of {cores} cores did not stop within {CORE_STOP_GRACE:?}: leaving them",
+                cores - ended
+            );
         }
         self.shared.request_shutdown();
         if let Some(r) = self.registry.take() {
@@ -55,6 +96,24 @@ impl Running {
             m.shutdown();
         }
         failed.map_or(Ok(()), Err)
+    }
+}
+
+/// How long the other cores get to stop after one stopped unexpectedly.
+const CORE_STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// Tells [`Running::wait`] that core `.0` stopped, when dropped: it lives in a thread local
+/// of the core's executor thread, whose destructors run when the thread ends, by return or
+/// by panic (a panic does not drop the executor's futures).
+struct CoreEnded(u16, mpsc::Sender<u16>);
+
+thread_local! {
+    static CORE_ENDED: std::cell::RefCell<Option<CoreEnded>> = const { std::cell::RefCell::new(None) };
+}
+
+impl Drop for CoreEnded {
+    fn drop(&mut self) {
+        let _ = self.1.send(self.0);
     }
 }
 
@@ -417,6 +476,7 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
         crate::mesh::MeshLinks::new(cores as usize, shared.config.inbox_capacity as usize);
     let (ready_tx, ready_rx) = mpsc::channel::<Result<u16, String>>();
     let mut executors = Vec::with_capacity(cores as usize);
+    let (ended_tx, ended_rx) = mpsc::channel::<u16>();
     let mut listeners_iter = core_listeners.into_iter();
     for core in 0..cores {
         let Some(listeners) = listeners_iter.next() else {
@@ -456,21 +516,26 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
         if pinned && shared.config.idle_poll_us > 0 {
             builder = builder.spin_before_park(Duration::from_micros(shared.config.idle_poll_us));
         }
+        let ended = ended_tx.clone();
         let h = builder
-            .spawn(move || async move {
-                let result = core_main(
-                    core,
-                    shared,
-                    shards,
-                    mesh_builder,
-                    listener_fds,
-                    topics,
-                    sub_groups,
-                    ready.clone(),
-                )
-                .await;
-                if let Err(e) = result {
-                    let _ = ready.send(Err(format!("core {core}: {e:#}")));
+            .spawn(move || {
+                // Dropped when the executor's thread ends, by return or by panic.
+                CORE_ENDED.with(|e| *e.borrow_mut() = Some(CoreEnded(core, ended)));
+                async move {
+                    let result = core_main(
+                        core,
+                        shared,
+                        shards,
+                        mesh_builder,
+                        listener_fds,
+                        topics,
+                        sub_groups,
+                        ready.clone(),
+                    )
+                    .await;
+                    if let Err(e) = result {
+                        let _ = ready.send(Err(format!("core {core}: {e:#}")));
+                    }
                 }
             })
             .map_err(|e| anyhow!("cannot start the executor of core {core}: {e}"))?;
@@ -482,6 +547,7 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
         shared: shared.clone(),
         listen_addr,
         executors,
+        ended: ended_rx,
         registry: None,
         metrics_server: None,
         _data_dir_lock: data_dir_lock,
@@ -709,6 +775,16 @@ async fn core_main(
         }));
     }
     let _ = ready.send(Ok(id));
+    // Fault injection for the tests (debug builds only): the core named by
+    // CORVUS_DEBUG_PANIC_CORE panics half a second after it serves.
+    #[cfg(debug_assertions)]
+    if std::env::var("CORVUS_DEBUG_PANIC_CORE").ok() == Some(id.to_string()) {
+        glommio::spawn_local(async move {
+            glommio::timer::sleep(Duration::from_millis(500)).await;
+            panic!("CORVUS_DEBUG_PANIC_CORE: core {id} panics on purpose");
+        })
+        .detach();
+    }
 
     // Until shutdown: publish this core's counters to the metrics once a second. This tick
     // only starts the stop (`stop_core`): sends are refused from the moment the flag is set,

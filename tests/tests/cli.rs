@@ -216,3 +216,54 @@ fn a_second_broker_on_a_taken_port_refuses_to_start() {
         "{stderr}"
     );
 }
+
+/// A core that stops while the broker serves (here a panic, injected by the debug build's
+/// CORVUS_DEBUG_PANIC_CORE) stops the whole broker with an error naming the core, rather than
+/// leaving a broker that looks alive with that core's queues unserved; the same data
+/// directory then starts again.
+#[test]
+fn a_core_that_panics_stops_the_broker_which_then_restarts() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    let mut opts = BrokerOpts::new("", &dir.path().join("data"));
+    opts.cores = 2;
+    let ring = opts.tail_ring_dir.clone().unwrap();
+    let mut broker = Command::new(bin("broker"))
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--cores",
+            "2",
+            "--profile",
+            "small",
+            "--data-dir",
+        ])
+        .arg(&opts.data_dir)
+        .arg("--tail-ring-dir")
+        .arg(&ring)
+        .env("CORVUS_DEBUG_PANIC_CORE", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let exited = wait_for(Duration::from_secs(40), || broker.try_wait().unwrap());
+    if exited.is_none() {
+        let _ = broker.kill();
+    }
+    let out = broker.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        exited.is_some(),
+        "the broker kept running without core 1: {stderr}"
+    );
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("core 1 stopped while the broker was serving"),
+        "{stderr}"
+    );
+    // The restart serves again from the same data directory.
+    let again = start_broker(&opts, &logs);
+    assert!(again.line.contains("cores 2"), "{}", again.line);
+}
