@@ -605,6 +605,22 @@ impl Core {
         }
     }
 
+    /// Wakes the registration thread and waits (bounded) until it has registered topic
+    /// table `version` with the NameServers, so that a route lookup right after a topic
+    /// change sees it.
+    async fn registered(&self, version: u64) {
+        self.shared.wake_registry();
+        if self.shared.config.namesrv_list().is_empty() {
+            return;
+        }
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while self.shared.registered_version.load(Ordering::SeqCst) < version
+            && Instant::now() < deadline
+        {
+            glommio::timer::sleep(Duration::from_millis(2)).await;
+        }
+    }
+
     /// Writes a change of the topic table (one writer at a time), off the executor.
     async fn persist_topics(
         &self,
@@ -858,15 +874,7 @@ impl Core {
             }
             self.shared.topics_version.fetch_add(1, Ordering::SeqCst) + 1
         };
-        self.shared.wake_registry();
-        if !self.shared.config.namesrv_list().is_empty() {
-            let deadline = Instant::now() + Duration::from_secs(3);
-            while self.shared.registered_version.load(Ordering::SeqCst) < version
-                && Instant::now() < deadline
-            {
-                glommio::timer::sleep(Duration::from_millis(2)).await;
-            }
-        }
+        self.registered(version).await;
         tracing::info!(topic = %name, "topic deleted");
         Ok(())
     }
@@ -908,17 +916,7 @@ impl Core {
             }
             self.shared.topics_version.fetch_add(1, Ordering::SeqCst) + 1
         };
-        self.shared.wake_registry();
-        // Wait (bounded) for the registration thread so that a route lookup right after
-        // `update-topic` finds the topic.
-        if !self.shared.config.namesrv_list().is_empty() {
-            let deadline = Instant::now() + Duration::from_secs(3);
-            while self.shared.registered_version.load(Ordering::SeqCst) < version
-                && Instant::now() < deadline
-            {
-                glommio::timer::sleep(Duration::from_millis(2)).await;
-            }
-        }
+        self.registered(version).await;
         tracing::info!(
             topic = cfg.name,
             queues = cfg.write_queues,
