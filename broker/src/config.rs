@@ -724,10 +724,19 @@ impl BrokerConfig {
 
     /// Overlays the overrides file of the data directory, if there is one.
     pub fn overlay_overrides(&mut self) -> Result<(), ConfigError> {
+        let stored = self.stored_overrides()?;
+        self.overlay_table(stored, &self.overrides_path().display().to_string())
+    }
+
+    /// The keys of the overrides file; none when there is no file.
+    fn stored_overrides(&self) -> Result<toml::Table, ConfigError> {
         let path = self.overrides_path();
         match std::fs::read_to_string(&path) {
-            Ok(text) => self.overlay_str(&text, &path.display().to_string()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Ok(text) => toml::from_str(&text).map_err(|e| ConfigError::Parse {
+                origin: path.display().to_string(),
+                message: e.to_string(),
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(toml::Table::new()),
             Err(source) => Err(ConfigError::Read { path, source }),
         }
     }
@@ -759,15 +768,7 @@ impl BrokerConfig {
                     .into(),
             ));
         }
-        let path = self.overrides_path();
-        let mut stored: toml::Table = match std::fs::read_to_string(&path) {
-            Ok(text) => toml::from_str(&text).map_err(|e| ConfigError::Parse {
-                origin: path.display().to_string(),
-                message: e.to_string(),
-            })?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => toml::Table::new(),
-            Err(source) => return Err(ConfigError::Read { path, source }),
-        };
+        let mut stored = self.stored_overrides()?;
         let keys: Vec<String> = overlay.keys().cloned().collect();
         stored.extend(overlay);
         let mut candidate = self.clone();
