@@ -247,7 +247,12 @@ pub fn run_broker_expecting_exit(
     log_dir: &Path,
     timeout: Duration,
 ) -> (Option<i32>, String) {
-    let mut cmd = broker_command(opts, log_dir);
+    run_until_exit(&mut broker_command(opts, log_dir), timeout)
+}
+
+/// Runs `cmd` until it exits, at most `timeout` (then it is killed): its exit code (`None`
+/// if it was still running and got killed) and everything it wrote to stderr and stdout.
+pub fn run_until_exit(cmd: &mut Command, timeout: Duration) -> (Option<i32>, String) {
     let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -274,7 +279,8 @@ pub fn run_broker_expecting_exit(
     (code, text)
 }
 
-fn broker_command(opts: &BrokerOpts, log_dir: &Path) -> Command {
+/// The command that starts a broker with `opts` (logs and config files under `log_dir`).
+pub fn broker_command(opts: &BrokerOpts, log_dir: &Path) -> Command {
     let mut cmd = Command::new(bin("broker"));
     cmd.args([
         "--listen",
