@@ -70,6 +70,14 @@ pub(crate) struct Sealed {
     alloc_bytes: u64,
 }
 
+/// Where a run of the log from some offset can be read (see [`CommitLog::run_at`]).
+pub(crate) enum RunAt {
+    Memory(StoredSlice),
+    /// The segment file, and how many bytes from the offset it holds written.
+    Disk(Rc<SegmentFile>, usize),
+    Gone,
+}
+
 pub(crate) enum Located {
     Memory(StoredSlice),
     Disk(Rc<SegmentFile>),
@@ -275,24 +283,7 @@ impl CommitLog {
             let remaining = seg_end - at;
             if !(len as u64 == remaining || len as u64 + BLANK_RECORD_MIN_BYTES as u64 <= remaining)
             {
-                // End of segment: an 8-byte blank header says "the rest is filler"; the rest
-                // of the preallocated file is zeros already, so it need not be written.
-                debug_assert!(remaining >= BLANK_RECORD_MIN_BYTES as u64);
-                self.ensure_room(at, BLANK_RECORD_MIN_BYTES, &mut sealed);
-                let Some(c) = self.current.as_mut() else {
-                    unreachable!("ensure_room made a chunk");
-                };
-                let from = (at - c.base) as usize;
-                let hdr = &mut c.buf.as_bytes_mut()[from..from + BLANK_RECORD_MIN_BYTES];
-                message::write_blank(hdr);
-                hdr[0..4].copy_from_slice(&(remaining as i32).to_be_bytes());
-                if let Some(ring) = self.ring.as_mut() {
-                    ring.mirror(at, hdr);
-                }
-                c.len = from + BLANK_RECORD_MIN_BYTES;
-                c.logical_end = seg_end;
-                self.write_offset = seg_end;
-                sealed |= self.seal();
+                self.end_segment(&mut sealed);
                 continue;
             }
             if !self.chunk_fits(at, len) && self.pad_to_block() {
@@ -317,6 +308,117 @@ impl CommitLog {
         self.write_offset = at + len as u64;
         self.check_offsets();
         Ok((at, sealed))
+    }
+
+    /// Ends the current segment: an 8-byte blank header at the write offset says "the rest
+    /// is filler"; the rest of the preallocated file is zeros already, so it need not be
+    /// written. The log goes on at the next segment's start.
+    fn end_segment(&mut self, sealed: &mut bool) {
+        let at = self.write_offset;
+        let seg_end = self.segment_start(at) + self.segment_bytes;
+        let remaining = seg_end - at;
+        debug_assert!(remaining >= BLANK_RECORD_MIN_BYTES as u64);
+        self.ensure_room(at, BLANK_RECORD_MIN_BYTES, sealed);
+        let Some(c) = self.current.as_mut() else {
+            unreachable!("ensure_room made a chunk");
+        };
+        let from = (at - c.base) as usize;
+        let hdr = &mut c.buf.as_bytes_mut()[from..from + BLANK_RECORD_MIN_BYTES];
+        message::write_blank(hdr);
+        hdr[0..4].copy_from_slice(&(remaining as i32).to_be_bytes());
+        if let Some(ring) = self.ring.as_mut() {
+            ring.mirror(at, hdr);
+        }
+        c.len = from + BLANK_RECORD_MIN_BYTES;
+        c.logical_end = seg_end;
+        self.write_offset = seg_end;
+        *sealed |= self.seal();
+    }
+
+    /// A replica's append: `bytes` (whole records and fillers another log holds at the
+    /// write offset) are placed exactly there, never padded, so that both logs keep the
+    /// same offsets; with `ends_segment` the segment is then ended as the other log ended
+    /// it. The caller checked that the bytes stay inside the segment. Returns whether a
+    /// chunk was sealed on the way.
+    pub(crate) fn place(&mut self, bytes: &[u8], ends_segment: bool) -> bool {
+        let mut sealed = false;
+        if !bytes.is_empty() {
+            let at = self.write_offset;
+            self.ensure_room(at, bytes.len(), &mut sealed);
+            let Some(c) = self.current.as_mut() else {
+                unreachable!("ensure_room made a chunk");
+            };
+            let from = (at - c.base) as usize;
+            let dest = &mut c.buf.as_bytes_mut()[from..from + bytes.len()];
+            dest.copy_from_slice(bytes);
+            if let Some(ring) = self.ring.as_mut() {
+                ring.mirror(at, dest);
+            }
+            c.len = from + bytes.len();
+            c.logical_end = at + bytes.len() as u64;
+            self.write_offset = at + bytes.len() as u64;
+        }
+        if ends_segment {
+            self.end_segment(&mut sealed);
+        }
+        self.check_offsets();
+        sealed
+    }
+
+    /// Moves an empty log's start to `offset` (a segment start): a replica that joins a
+    /// log whose older segments are gone begins where that log now begins.
+    pub(crate) fn start_at(&mut self, offset: u64) {
+        debug_assert!(offset.is_multiple_of(self.segment_bytes));
+        debug_assert!(self.current.is_none() && self.unwritten.is_empty());
+        self.min_offset = offset;
+        self.write_offset = offset;
+        self.written_offset = offset;
+        self.durable_offset = offset;
+        if let Some(ring) = self.ring.as_mut() {
+            ring.set_written(offset);
+        }
+        self.check_offsets();
+    }
+
+    /// The longest run of bytes from `from` that one place holds: a chunk in memory (at
+    /// most `max` bytes of it), or the segment file, up to what is written there.
+    pub(crate) fn run_at(&self, from: u64, max: usize) -> RunAt {
+        if from < self.min_offset || from >= self.write_offset {
+            return RunAt::Gone;
+        }
+        if let Some(c) = self.current.as_ref() {
+            let data_end = c.base + c.len as u64;
+            if from >= c.own_start && from < data_end {
+                let to = data_end.min(from + max as u64);
+                let at = (from - c.base) as usize;
+                let b = &c.buf.as_bytes()[at..at + (to - from) as usize];
+                return RunAt::Memory(StoredSlice::owned(Bytes::copy_from_slice(b)));
+            }
+        }
+        for ring in [&self.unwritten, &self.hot] {
+            let i = ring.partition_point(|s| s.own_start <= from);
+            if i > 0 {
+                let s = &ring[i - 1];
+                if from < s.data_end {
+                    let to = s.data_end.min(from + max as u64);
+                    return RunAt::Memory(StoredSlice::from_chunk(
+                        s.buf.clone(),
+                        (from - s.base) as usize,
+                        (to - from) as usize,
+                    ));
+                }
+            }
+        }
+        let seg = self.segment_start(from);
+        match self.segments.get(&seg) {
+            Some(f) if from < self.written_offset => {
+                let to = (seg + self.segment_bytes)
+                    .min(self.written_offset)
+                    .min(from + max as u64);
+                RunAt::Disk(f.clone(), (to - from) as usize)
+            }
+            _ => RunAt::Gone,
+        }
     }
 
     fn chunk_fits(&self, at: u64, len: usize) -> bool {

@@ -37,6 +37,10 @@ pub enum ShardError {
     CountMismatch { expected: u32, found: u32 },
     #[error("invalid shard config: {0}")]
     Config(String),
+    /// Replication: bytes a slave cannot take where they were sent, or a range a master
+    /// cannot send; the message says which.
+    #[error("replication: {0}")]
+    Replica(String),
     #[error("shard is closed")]
     Closed,
     #[error("commit-log offset {offset} would pass the per-shard limit {max}")]

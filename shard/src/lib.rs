@@ -34,8 +34,8 @@ pub use layout::{lock_data_dir, open_data_dir, shard_dir, DataDirLayout, DataDir
 pub use offsets::{CommitLogOffset, QueueOffset};
 pub use quarantine::QuarantinedRange;
 pub use shard::{
-    AppendResult, AppendTiming, DiskLevel, QueueOffsets, ReadRequest, ReadResult, ReadStatus,
-    RetentionReport, Shard, ShardStats,
+    AppendResult, AppendTiming, DiskLevel, LogRun, QueueOffsets, ReadRequest, ReadResult,
+    ReadStatus, RetentionReport, Shard, ShardStats,
 };
 pub use slice::StoredSlice;
 pub use storage::{FaultInjector, FileOp, BLOCK_BYTES};

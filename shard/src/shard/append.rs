@@ -209,7 +209,7 @@ impl Shard {
     /// a few chunks and the tail ring, and (async) the unsynced bytes within
     /// `unsynced_bytes_max`; refuses it with `Busy` if that takes longer than `busy_wait_ms`,
     /// so a slow disk is an answer to the sender, not a stall.
-    async fn wait_for_room(&self, len: usize) -> Result<(), ShardError> {
+    pub(super) async fn wait_for_room(&self, len: usize) -> Result<(), ShardError> {
         let inner = &self.inner;
         let unwritten_max = (inner.config.write_chunk_bytes as u64 * 4).max(16 << 20);
         {
@@ -276,13 +276,10 @@ impl Shard {
     /// (queue, offset) a consumer saw is ever given to another message. Sync flush: the
     /// fdatasynced prefix. Async: everything appended, which the tail ring keeps across a
     /// crash of the process. (An async shard without a ring, as tests and tools open, is
-    /// served as it acknowledges: from memory.)
-    pub(super) fn visible_end(&self) -> u64 {
-        let log = self.inner.log.borrow();
-        match self.inner.config.flush {
-            FlushPolicy::Sync => log.durable_offset,
-            FlushPolicy::Async { .. } => log.write_offset,
-        }
+    /// served as it acknowledges: from memory.) With replicas, at most what they confirm
+    /// (see [`Shard::set_read_cap`]), so a failover cannot take it back either.
+    pub fn visible_end(&self) -> u64 {
+        self.safe_end().min(self.inner.read_cap.get())
     }
 
     /// The queue offset below which every entry of the queue may be served (see

@@ -36,10 +36,12 @@ use crate::{FlushPolicy, ShardConfig, ShardError};
 mod append;
 mod flush;
 mod read;
+mod replica;
 mod retention;
 mod spares;
 
 use flush::flusher;
+pub use replica::LogRun;
 use retention::retention_task;
 
 /// fdatasyncs in flight at once. A sync covers what was written before it started, so the
@@ -251,6 +253,10 @@ struct Inner {
     /// Damaged log ranges never served, and what readers stepped over.
     quarantine: RefCell<Quarantine>,
     spare: Cell<Spare>,
+    /// The end of what this shard's replicas confirm (`u64::MAX`: no cap): readers are
+    /// served up to it at most, so that a failover never takes back a record a consumer
+    /// saw. Set by the broker's replication.
+    read_cap: Cell<u64>,
 }
 
 /// One core's storage engine. `!Send`: lives on one glommio executor. Cheap to clone.
@@ -418,6 +424,7 @@ impl Shard {
             ring_records,
             quarantine: RefCell::new(Quarantine::from_recovery(recovered.quarantined)),
             spare: Cell::new(Spare::Off),
+            read_cap: Cell::new(u64::MAX),
         });
         let shard = Shard { inner };
         shard.measure_disk();

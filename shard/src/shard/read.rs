@@ -29,7 +29,7 @@ const FILTER_SCAN_ENTRIES_MAX: u64 = 16_000;
 use super::{QueueOffsets, ReadRequest, ReadResult, ReadStatus, Shard};
 
 impl Shard {
-    fn count_disk_read(&self, len: usize) {
+    pub(super) fn count_disk_read(&self, len: usize) {
         let inner = &self.inner;
         inner.disk_reads.set(inner.disk_reads.get() + 1);
         inner
