@@ -81,4 +81,4 @@ pub use push::{
 #[cfg(test)]
 mod testing;
 
-pub use route::{queue_target_addr, QueueTarget, TopicRoute};
+pub use route::{queue_target_addr, read_target_addr, QueueTarget, TopicRoute};

@@ -29,7 +29,30 @@ pub struct QueueTarget {
 /// The address and owning shard of `queue_id` of `topic` on `broker`, or `None` if the broker
 /// has no master.
 pub fn queue_target_addr(broker: &BrokerData, topic: &str, queue_id: u32) -> Option<(String, u16)> {
-    let master = broker.master_addr()?;
+    target_at(broker, broker.master_addr()?, topic, queue_id)
+}
+
+/// Where reads of `queue_id` go: the master's core, or while the group has no master in the
+/// route, the core of its lowest live slave (whose core addresses the route then carries):
+/// consumers keep reading through a master's absence and come back once it is routed again.
+pub fn read_target_addr(broker: &BrokerData, topic: &str, queue_id: u32) -> Option<(String, u16)> {
+    let addr = match broker.master_addr() {
+        Some(m) => m,
+        None => broker
+            .addrs
+            .iter()
+            .min_by_key(|(id, _)| *id)
+            .map(|(_, a)| a.as_str())?,
+    };
+    target_at(broker, addr, topic, queue_id)
+}
+
+fn target_at(
+    broker: &BrokerData,
+    master: &str,
+    topic: &str,
+    queue_id: u32,
+) -> Option<(String, u16)> {
     let shard = protocol::queue_owner_shard(topic, queue_id, broker.shard_count);
     if broker.core_addrs.is_empty() {
         return Some((master.to_owned(), shard));
@@ -65,9 +88,14 @@ impl TopicRoute {
             else {
                 continue;
             };
-            let add = |out: &mut Vec<QueueTarget>, count: u32| {
+            let add = |out: &mut Vec<QueueTarget>, count: u32, for_read: bool| {
                 for queue_id in 0..count {
-                    if let Some((addr, shard)) = queue_target_addr(broker, topic, queue_id) {
+                    let target = if for_read {
+                        read_target_addr(broker, topic, queue_id)
+                    } else {
+                        queue_target_addr(broker, topic, queue_id)
+                    };
+                    if let Some((addr, shard)) = target {
                         out.push(QueueTarget {
                             queue: MessageQueue {
                                 topic: topic.to_owned(),
@@ -81,10 +109,10 @@ impl TopicRoute {
                 }
             };
             if qd.perm & perm::WRITE != 0 {
-                add(&mut write, qd.write_queues);
+                add(&mut write, qd.write_queues, false);
             }
             if qd.perm & perm::READ != 0 {
-                add(&mut read, qd.read_queues);
+                add(&mut read, qd.read_queues, true);
             }
         }
         write.sort_by(|a, b| a.queue.cmp(&b.queue));
@@ -415,7 +443,8 @@ mod tests {
             .collect();
         assert_eq!(
             rd,
-            vec!["T@a#0", "T@a#1", "T@a#2", "T@a#3", "T@b#0", "T@b#1"]
+            vec!["T@a#0", "T@a#1", "T@a#2", "T@a#3", "T@b#0", "T@b#1", "T@c#0", "T@c#1"],
+            "a group without its master is read from its slave, not written to"
         );
         let explicit = MessageQueue {
             topic: "T".into(),
