@@ -278,6 +278,40 @@ fn bind_direct(
     Ok((direct(0)?, None))
 }
 
+/// Core `core`'s replication listener: `ha_listen_port + core`, or by default the client
+/// port + 1 + core (10912 beside 10911), falling back to an ephemeral port when that one is
+/// taken; ephemeral when the client port is.
+fn bind_ha(
+    config: &BrokerConfig,
+    listen: SocketAddr,
+    ip: std::net::IpAddr,
+    core: u16,
+) -> anyhow::Result<Socket> {
+    let at = |port: u16| SocketAddr::new(ip, port);
+    match (config.ha_listen_port, listen.port()) {
+        (0, 0) => bind_listener(at(0), false).context("cannot bind a replication port"),
+        (0, p) => {
+            let want = at(p.saturating_add(1).saturating_add(core));
+            match bind_listener(want, false) {
+                Ok(l) => Ok(l),
+                Err(e) => {
+                    tracing::warn!(
+                        core,
+                        "replication port {want} is taken ({e}): using an ephemeral one; set ha_listen_port to choose"
+                    );
+                    bind_listener(at(0), false).context("cannot bind a replication port")
+                }
+            }
+        }
+        (base, _) => {
+            let addr = at(base.saturating_add(core));
+            bind_listener(addr, false).with_context(|| {
+                format!("cannot listen on {addr} (core {core}'s replication port, ha_listen_port)")
+            })
+        }
+    }
+}
+
 fn local_addr(s: &Socket) -> std::io::Result<SocketAddr> {
     s.local_addr()?
         .as_socket()
@@ -449,12 +483,23 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
         ls.extend(vip_l);
     }
 
+    // Each core's replication port (a master streams its shards to slaves from there; a
+    // slave's is bound too, for a later promotion, and refuses streams).
+    let mut ha_listeners = Vec::with_capacity(cores as usize);
+    let mut ha_addrs = Vec::with_capacity(cores as usize);
+    for core in 0..cores {
+        let l = bind_ha(&config, listen, listen_addr.ip(), core)?;
+        ha_addrs.push(SocketAddr::new(advertise.ip(), local_addr(&l)?.port()).to_string());
+        ha_listeners.push(l);
+    }
+
     let shared = Arc::new(Shared {
         started: Instant::now(),
         shard_count: layout.shard_count,
         cores,
         advertise_addr: advertise.to_string(),
         core_addrs: Mutex::new(core_addrs.clone()),
+        ha_addrs: Mutex::new(ha_addrs),
         topics: Mutex::new(
             topics
                 .all()
@@ -478,11 +523,13 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
     let mut executors = Vec::with_capacity(cores as usize);
     let (ended_tx, ended_rx) = mpsc::channel::<u16>();
     let mut listeners_iter = core_listeners.into_iter();
+    let mut ha_iter = ha_listeners.into_iter();
     for core in 0..cores {
-        let Some(listeners) = listeners_iter.next() else {
+        let (Some(listeners), Some(ha_listener)) = (listeners_iter.next(), ha_iter.next()) else {
             bail!("internal: listener count mismatch");
         };
         let listener_fds: Vec<RawFd> = listeners.into_iter().map(|l| l.into_raw_fd()).collect();
+        let ha_fd = ha_listener.into_raw_fd();
         let core_shards: Vec<u16> = (0..layout.shard_count)
             .filter(|&s| protocol::shard_core(s, cores) == core)
             .collect();
@@ -528,6 +575,7 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
                         shards,
                         mesh_builder,
                         listener_fds,
+                        ha_fd,
                         topics,
                         sub_groups,
                         ready.clone(),
@@ -613,6 +661,7 @@ async fn core_main(
     shard_configs: Vec<shard::ShardConfig>,
     mesh_builder: crate::mesh::MeshLinks,
     listener_fds: Vec<RawFd>,
+    ha_fd: RawFd,
     topics: TopicTable,
     sub_groups: Option<crate::sub_groups::SubGroupTable>,
     ready: mpsc::Sender<Result<u16, String>>,
@@ -623,6 +672,8 @@ async fn core_main(
         // this core alone (into_raw_fd gave up its ownership there).
         .map(|fd| unsafe { TcpListener::from_raw_fd(fd) })
         .collect();
+    // SAFETY: as above: the replication listener `start` made for this core alone.
+    let ha_listener = unsafe { TcpListener::from_raw_fd(ha_fd) };
     // Join the mesh before anything can fail, so no peer waits for this core forever.
     let (mesh, receivers) = mesh_builder.join(id).await.map_err(|e| anyhow!(e))?;
     let mesh = Rc::new(mesh);
@@ -651,8 +702,10 @@ async fn core_main(
             }
         }
     }
+    let ha = crate::ha::CoreHa::new(&shared.config, &shards);
     let core = Rc::new(Core {
         id,
+        ha,
         shared: shared.clone(),
         shards,
         mesh: mesh.clone(),
@@ -746,6 +799,7 @@ async fn core_main(
             }
         }));
     }
+    let ha_tasks = crate::ha::spawn(&core, Some(ha_listener));
     let mut group_tasks = Vec::new();
     {
         let core = core.clone();
@@ -812,7 +866,12 @@ async fn core_main(
             core.publish_backlogs();
         }
     }
-    stop_core(&core, accept_tasks.into_iter().chain(group_tasks).collect()).await;
+    stop_core(
+        &core,
+        accept_tasks.into_iter().chain(group_tasks).collect(),
+        ha_tasks,
+    )
+    .await;
     Ok(())
 }
 
@@ -836,7 +895,11 @@ const SEND_DRAIN_POLL: Duration = Duration::from_millis(1);
 /// 5. persist the group offsets.
 ///
 /// Pulls and group requests on open connections are served until the core returns.
-async fn stop_core(core: &Rc<Core>, tasks: Vec<glommio::Task<()>>) {
+async fn stop_core(
+    core: &Rc<Core>,
+    tasks: Vec<glommio::Task<()>>,
+    ha_tasks: Vec<glommio::Task<()>>,
+) {
     let shared = &core.shared;
     for t in tasks {
         t.cancel().await;
@@ -862,6 +925,10 @@ async fn stop_core(core: &Rc<Core>, tasks: Vec<glommio::Task<()>>) {
         if let Err(e) = shard.close().await {
             tracing::error!(shard = sid, "flush at shutdown failed: {e}");
         }
+    }
+    // Replication last: slaves get what was stored up to the close.
+    for t in ha_tasks {
+        t.cancel().await;
     }
     // A write cut short by the cancellation above is redone here.
     for table in core.offsets.values() {

@@ -173,6 +173,19 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
         "broker listening on {} (advertised {}, cores {}, shards {}, core addresses {})",
         running.listen_addr, shared.advertise_addr, shared.cores, shared.shard_count, core_addrs
     );
+    let ha_addrs = shared
+        .ha_addrs
+        .lock()
+        .map(|a| a.clone())
+        .unwrap_or_default();
+    let ha = format!(
+        "broker replication on {} (role {}, cores' replication addresses {})",
+        ha_addrs.first().map(String::as_str).unwrap_or("-"),
+        shared.config.broker_role.name(),
+        ha_addrs.join(",")
+    );
+    tracing::info!("{ha}");
+    println!("{ha}");
     if let Some(addr) = running.metrics_addr() {
         let m = format!("broker metrics on http://{addr}/metrics");
         tracing::info!("{m}");

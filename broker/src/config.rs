@@ -52,6 +52,34 @@ pub enum ConfigError {
     Invalid { key: &'static str, message: String },
 }
 
+/// What a broker does in its group: RocketMQ's `brokerRole`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum BrokerRole {
+    /// Answers sends once they are stored here; slaves copy in the background.
+    #[serde(rename = "ASYNC_MASTER")]
+    AsyncMaster,
+    /// Answers a send once `in_sync_replicas` replicas (itself counted) have it.
+    #[serde(rename = "SYNC_MASTER")]
+    SyncMaster,
+    /// Copies its master's CommitLog shard by shard and refuses sends.
+    #[serde(rename = "SLAVE")]
+    Slave,
+}
+
+impl BrokerRole {
+    pub fn is_master(self) -> bool {
+        self != BrokerRole::Slave
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            BrokerRole::AsyncMaster => "ASYNC_MASTER",
+            BrokerRole::SyncMaster => "SYNC_MASTER",
+            BrokerRole::Slave => "SLAVE",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum FlushDiskType {
     #[serde(rename = "ASYNC_FLUSH")]
@@ -252,6 +280,120 @@ config_keys! {
         rocketmq: None,
         restart: true,
     }
+    // ---- replication ----
+
+    /// `ASYNC_MASTER` answers sends once stored here, `SYNC_MASTER` once `in_sync_replicas`
+    /// replicas have them, `SLAVE` copies `ha_master_address`'s CommitLog and refuses
+    /// sends. A slave needs a `broker_id` other than 0.
+    broker_role: BrokerRole {
+        default: BrokerRole::AsyncMaster,
+        bounds: "`ASYNC_MASTER`, `SYNC_MASTER`, `SLAVE`",
+        rocketmq: Some("brokerRole"),
+        restart: true,
+    }
+    /// A master's replication port for core 0; core i listens on `+ i`. 0 = the client
+    /// port + 1 (10912 beside 10911), or an ephemeral port per core when `listen`'s port is
+    /// 0.
+    ha_listen_port: u16 {
+        default: 0,
+        bounds: "0 to 65535",
+        rocketmq: Some("haListenPort"),
+        restart: true,
+    }
+    /// A slave's master: its replication address (core 0's `ha_listen_port`). The master
+    /// sends each shard's stream to the core that owns the shard.
+    ha_master_address: Option<String> {
+        default: None,
+        bounds: "ip:port",
+        rocketmq: Some("haMasterAddress"),
+        restart: true,
+    }
+    /// SYNC_MASTER: replicas (the master counted) that must have a send before it is
+    /// answered, at most the in-sync ones.
+    in_sync_replicas: u64 {
+        default: 2,
+        range: [1, 16],
+        bounds: "1 to 16",
+        rocketmq: Some("inSyncReplicas"),
+        restart: true,
+    }
+    /// SYNC_MASTER: with fewer replicas in sync (the master counted), sends are refused
+    /// before anything is written (IN_SYNC_REPLICAS_NOT_ENOUGH).
+    min_in_sync_replicas: u64 {
+        default: 1,
+        range: [1, 16],
+        bounds: "1 to 16",
+        rocketmq: Some("minInSyncReplicas"),
+        restart: true,
+    }
+    /// SYNC_MASTER: how long a send waits for its replicas before it is answered
+    /// FLUSH_SLAVE_TIMEOUT (stored here, not known to be replicated).
+    slave_timeout_ms: u64 {
+        default: 3000,
+        range: [1, 600_000],
+        bounds: "1 to 600000 ms",
+        rocketmq: Some("slaveTimeout"),
+        restart: true,
+    }
+    /// The most CommitLog bytes in one replication frame (a bigger record goes alone).
+    ha_transfer_batch_bytes: u64 {
+        default: 256 << 10,
+        range: [4096, 64 << 20],
+        bounds: "4 KiB to 64 MiB",
+        rocketmq: Some("haTransferBatchSize"),
+        restart: true,
+    }
+    /// An idle master says it is alive, and a slave acknowledges, this often.
+    ha_send_heartbeat_interval_ms: u64 {
+        default: 500,
+        range: [10, 60_000],
+        bounds: "10 to 60000 ms",
+        rocketmq: Some("haSendHeartbeatInterval"),
+        restart: true,
+    }
+    /// A slave that hears nothing from its master this long drops the connection and
+    /// connects again; a master drops a slave as silent for as long.
+    ha_housekeeping_interval_ms: u64 {
+        default: 3000,
+        range: [100, 600_000],
+        bounds: "100 to 600000 ms",
+        rocketmq: Some("haHousekeepingInterval"),
+        restart: true,
+    }
+    /// A slave that has not caught up with the master for this long leaves the in-sync
+    /// set (the log says why); SYNC sends stop waiting for it.
+    ha_max_time_slave_not_catchup_ms: u64 {
+        default: 5000,
+        range: [100, 600_000],
+        bounds: "100 to 600000 ms",
+        rocketmq: Some("haMaxTimeSlaveNotCatchup"),
+        restart: true,
+    }
+    /// Limit each shard's stream to `max_ha_transfer_bytes_per_sec`, so that a slave
+    /// catching up does not take the master's disk and CPU from its clients.
+    ha_flow_control_enable: bool {
+        default: false,
+        bounds: "bool",
+        rocketmq: Some("haFlowControlEnable"),
+        restart: true,
+    }
+    max_ha_transfer_bytes_per_sec: u64 {
+        default: 100 << 20,
+        range: [1 << 20, 64 << 30],
+        bounds: "1 MiB to 64 GiB",
+        rocketmq: Some("maxHaTransferByteInSecond"),
+        restart: true,
+    }
+    /// Serve consumers what only this broker has. Off: with slaves in sync, consumers see
+    /// what every in-sync replica has (the confirm offset), so a failover never takes back
+    /// a message someone read.
+    read_uncommitted: bool {
+        default: false,
+        bounds: "bool",
+        rocketmq: Some("readUnCommitted"),
+        restart: true,
+    }
+
     /// NameServers, `;`-separated. Empty = run without registering.
     namesrv_addr: String {
         default: String::new(),
@@ -784,6 +926,53 @@ impl BrokerConfig {
 
     /// Checks every key: each `range` of [`KEYS`], then the rules a range cannot say
     /// (names, addresses, and the relations between keys). The error names the key.
+    /// The replication keys together: a slave has a master to copy and an id of its own.
+    fn check_replication(&self) -> Result<(), ConfigError> {
+        if let Some(a) = &self.ha_master_address {
+            a.parse::<SocketAddr>().map_err(|e| ConfigError::Invalid {
+                key: "ha_master_address",
+                message: format!("`{a}` is not ip:port ({e})"),
+            })?;
+        }
+        match self.broker_role {
+            BrokerRole::Slave => {
+                if self.ha_master_address.is_none() {
+                    return Err(ConfigError::Invalid {
+                        key: "ha_master_address",
+                        message: "a SLAVE needs its master's replication address (the master's ha_listen_port)".into(),
+                    });
+                }
+                if self.broker_id == 0 {
+                    return Err(ConfigError::Invalid {
+                        key: "broker_id",
+                        message: "a SLAVE needs a broker_id other than 0 (0 is the master's)"
+                            .into(),
+                    });
+                }
+            }
+            _ if self.broker_id != 0 => {
+                return Err(ConfigError::Invalid {
+                    key: "broker_role",
+                    message: format!(
+                        "broker_id {} is a slave's id: set broker_role = \"SLAVE\" (and ha_master_address), or broker_id = 0 for a master",
+                        self.broker_id
+                    ),
+                });
+            }
+            _ => {}
+        }
+        if self.min_in_sync_replicas > self.in_sync_replicas {
+            return Err(ConfigError::Invalid {
+                key: "min_in_sync_replicas",
+                message: format!(
+                    "{} is more than in_sync_replicas = {}",
+                    self.min_in_sync_replicas, self.in_sync_replicas
+                ),
+            });
+        }
+        Ok(())
+    }
+
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.broker_name.is_empty() || self.broker_name.len() > 127 {
             return Err(ConfigError::Invalid {
@@ -817,6 +1006,7 @@ impl BrokerConfig {
             })?;
         }
         self.check_ranges()?;
+        self.check_replication()?;
         if !self.commit_log_segment_bytes.is_multiple_of(4096) {
             return Err(ConfigError::Invalid {
                 key: "commit_log_segment_bytes",

@@ -41,6 +41,8 @@ pub struct Shared {
     pub advertise_addr: String,
     /// Each core's direct address, filled in as the cores bind.
     pub core_addrs: Mutex<Vec<String>>,
+    /// Each core's replication address (a slave's shard is sent to its owner's).
+    pub ha_addrs: Mutex<Vec<String>>,
     /// Latest topic table, for the NameServer registration thread.
     pub topics: Mutex<std::collections::BTreeMap<String, TopicConfig>>,
     /// Topics created or changed since the registration thread last took them: it sends
@@ -126,6 +128,8 @@ pub struct SendOutcome {
 
 pub struct Core {
     pub id: u16,
+    /// This core's shards' replication ends (master or slave).
+    pub ha: crate::ha::CoreHa,
     pub shared: Arc<Shared>,
     pub shards: HashMap<u16, Shard>,
     pub mesh: Rc<Mesh>,
@@ -278,7 +282,7 @@ impl Core {
     async fn serve_core(&self, op: CoreOp) -> Result<CoreAnswer, BrokerError> {
         Ok(match op {
             CoreOp::QueryByKey(q) => CoreAnswer::Records(self.query_local(&q).await?),
-            CoreOp::Status => CoreAnswer::Status(self.local_status()),
+            CoreOp::Status => CoreAnswer::Status(Box::new(self.local_status())),
             CoreOp::SendStages { reset } => {
                 CoreAnswer::SendStages(self.stages.snapshot(self.id, reset))
             }
@@ -464,6 +468,14 @@ impl Core {
         if self.shared.stopping() {
             return Err(BrokerError::ShuttingDown);
         }
+        if !self.shared.config.broker_role.is_master() {
+            return Err(BrokerError::NotMaster(format!(
+                "{} id {} is a SLAVE of {}: it takes its master's stream only; send to the master (broker id 0)",
+                self.shared.config.broker_name,
+                self.shared.config.broker_id,
+                self.shared.config.ha_master_address.as_deref().unwrap_or("?")
+            )));
+        }
         let _in_flight = SendInFlight::enter(&self.sends_in_flight);
         let started = Instant::now();
         let cfg = self.topic_for_send(topic).await?;
@@ -510,12 +522,23 @@ impl Core {
         records: &[u8],
         count: u32,
     ) -> Result<Appended, BrokerError> {
+        let replicas = self.ha.masters.get(&shard);
+        // SYNC_MASTER refuses before writing when too few replicas are in sync.
+        if let Some(m) = replicas {
+            m.admit()?;
+        }
         let r = self
             .local_shard(shard)?
             .append_counted(topic, queue_id, records, count)
             .await?;
         let sync_flush = self.shared.config.flush_disk_type == FlushDiskType::Sync;
         self.stages.record_append(&r.timing, sync_flush);
+        if let Some(m) = replicas {
+            let waited = Instant::now();
+            m.wait_replicated(r.first_commit_log_offset.0 + records.len() as u64)
+                .await?;
+            self.stages.record(Stage::Replicate, waited.elapsed());
+        }
         Ok(Appended {
             shard,
             first_queue_offset: r.first_queue_offset,
@@ -760,7 +783,7 @@ impl Core {
         let mut out = Vec::with_capacity(self.shared.cores as usize);
         for core in 0..self.shared.cores {
             match self.at_core(core, CoreOp::Status).await? {
-                CoreAnswer::Status(s) => out.push(s),
+                CoreAnswer::Status(s) => out.push(*s),
                 other => return Err(mismatch(other)),
             }
         }
@@ -818,6 +841,8 @@ impl Core {
             connections_timed_out: self.connections.closed(ClosedFor::Idle)
                 + self.connections.closed(ClosedFor::FrameDeadline),
             connections_bad_frames: self.connections.closed(ClosedFor::BadFrame),
+            role: self.shared.config.broker_role.name().to_owned(),
+            replication: serde_json::to_string(&self.ha.status()).unwrap_or_default(),
             ..Default::default()
         };
         for shard in self.shards.values() {

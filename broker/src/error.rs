@@ -40,6 +40,15 @@ pub enum BrokerError {
     NotFound(String),
     #[error("broker is shutting down")]
     ShuttingDown,
+    /// A send to a slave: it takes only its master's stream.
+    #[error("not the master: {0}")]
+    NotMaster(String),
+    /// SYNC_MASTER: stored here, not acknowledged by the replicas in time.
+    #[error("flush slave timeout: {0}")]
+    FlushSlaveTimeout(String),
+    /// SYNC_MASTER: refused before anything was written.
+    #[error("in-sync replicas not enough: {0}")]
+    InSyncReplicasNotEnough(String),
     #[error("not supported: {0}")]
     Unsupported(String),
     #[error("queue is leased to another member of the group: {0}")]
@@ -62,6 +71,9 @@ impl BrokerError {
             BrokerError::Storage(_) => ResponseCode::SystemError,
             BrokerError::NotFound(_) => ResponseCode::QueryNotFound,
             BrokerError::ShuttingDown => ResponseCode::ServiceNotAvailable,
+            BrokerError::NotMaster(_) => ResponseCode::NotLeader,
+            BrokerError::FlushSlaveTimeout(_) => ResponseCode::FlushSlaveTimeout,
+            BrokerError::InSyncReplicasNotEnough(_) => ResponseCode::InSyncReplicasNotEnough,
             BrokerError::Unsupported(_) => ResponseCode::RequestCodeNotSupported,
             BrokerError::QueueLocked(_) => ResponseCode::QueueLocked,
         }

@@ -5,6 +5,7 @@
 //! * [`core`]: one core's state and the request handlers (codec-independent).
 //! * [`conn`]: the native protocol front end.
 //! * [`groups`]: consumer group membership, committed offsets and queue leases.
+//! * [`ha`]: master/slave replication, one stream per shard.
 //! * [`topics`], [`registry`], [`config`]: the topic table, NameServer registration, config.
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
@@ -19,6 +20,7 @@ pub mod core;
 pub mod durable;
 pub mod error;
 pub mod groups;
+pub mod ha;
 pub mod mesh;
 pub mod metrics;
 pub mod registry;

@@ -165,7 +165,7 @@ pub enum SubGroupOp {
 #[derive(Debug)]
 pub enum CoreAnswer {
     Records(Vec<Bytes>),
-    Status(CoreStatus),
+    Status(Box<CoreStatus>),
     SendStages(Vec<StageHistogram>),
     Done,
     Members(MemberView),

@@ -21,6 +21,8 @@ pub enum Stage {
     Append,
     /// Sync flush: from the append until its group commit's fdatasync covered it.
     Durable,
+    /// SYNC_MASTER: from the local append until the in-sync slaves acknowledged it.
+    Replicate,
     /// A send owned by another core: the round trip through the mesh, seen by the core
     /// that read it (the owner records its own room, append and durable stages).
     Forward,
@@ -33,11 +35,12 @@ pub enum Stage {
 }
 
 impl Stage {
-    pub const ALL: [Stage; 8] = [
+    pub const ALL: [Stage; 9] = [
         Stage::Queued,
         Stage::Room,
         Stage::Append,
         Stage::Durable,
+        Stage::Replicate,
         Stage::Forward,
         Stage::Reply,
         Stage::Write,
@@ -50,6 +53,7 @@ impl Stage {
             Stage::Room => "room",
             Stage::Append => "append",
             Stage::Durable => "durable",
+            Stage::Replicate => "replicate",
             Stage::Forward => "forward",
             Stage::Reply => "reply",
             Stage::Write => "write",

@@ -11,6 +11,12 @@ pub enum ResponseCode {
     SystemBusy = 2,
     RequestCodeNotSupported = 3,
     FlushDiskTimeout = 10,
+    /// RocketMQ 4's answer of a SYNC_MASTER without a usable slave, after writing. corvus
+    /// never writes and then answers this; it is here to decode RocketMQ peers.
+    SlaveNotAvailable = 11,
+    /// SYNC_MASTER: stored on the master, not acknowledged by its replicas in time. The
+    /// message may or may not survive a failover.
+    FlushSlaveTimeout = 12,
     MessageIllegal = 13,
     ServiceNotAvailable = 14,
     TopicNotExist = 17,
@@ -29,15 +35,20 @@ pub enum ResponseCode {
     /// A NameServer asked for a heartbeat by a broker it does not know (it restarted, or
     /// dropped the broker): the broker registers in full.
     BrokerNotRegistered = 1009,
+    /// SYNC_MASTER: fewer replicas are in sync than `min_in_sync_replicas`; nothing was
+    /// written.
+    InSyncReplicasNotEnough = 1010,
 }
 
 impl ResponseCode {
-    pub const ALL: [ResponseCode; 21] = [
+    pub const ALL: [ResponseCode; 24] = [
         ResponseCode::Success,
         ResponseCode::SystemError,
         ResponseCode::SystemBusy,
         ResponseCode::RequestCodeNotSupported,
         ResponseCode::FlushDiskTimeout,
+        ResponseCode::SlaveNotAvailable,
+        ResponseCode::FlushSlaveTimeout,
         ResponseCode::MessageIllegal,
         ResponseCode::ServiceNotAvailable,
         ResponseCode::TopicNotExist,
@@ -54,6 +65,7 @@ impl ResponseCode {
         ResponseCode::BadRequest,
         ResponseCode::QueueLocked,
         ResponseCode::BrokerNotRegistered,
+        ResponseCode::InSyncReplicasNotEnough,
     ];
 
     pub fn as_u16(self) -> u16 {
@@ -77,6 +89,8 @@ impl ResponseCode {
             ResponseCode::SystemBusy => "system_busy",
             ResponseCode::RequestCodeNotSupported => "request_code_not_supported",
             ResponseCode::FlushDiskTimeout => "flush_disk_timeout",
+            ResponseCode::SlaveNotAvailable => "slave_not_available",
+            ResponseCode::FlushSlaveTimeout => "flush_slave_timeout",
             ResponseCode::MessageIllegal => "message_illegal",
             ResponseCode::ServiceNotAvailable => "service_not_available",
             ResponseCode::TopicNotExist => "topic_not_exist",
@@ -93,6 +107,7 @@ impl ResponseCode {
             ResponseCode::BadRequest => "bad_request",
             ResponseCode::QueueLocked => "queue_locked",
             ResponseCode::BrokerNotRegistered => "broker_not_registered",
+            ResponseCode::InSyncReplicasNotEnough => "in_sync_replicas_not_enough",
         }
     }
 
@@ -107,6 +122,7 @@ impl ResponseCode {
                 | ResponseCode::DiskFull
                 | ResponseCode::StoragePoisoned
                 | ResponseCode::SystemError
+                | ResponseCode::InSyncReplicasNotEnough
         )
     }
 }

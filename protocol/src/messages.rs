@@ -454,6 +454,12 @@ pub struct CoreStatus {
     /// `consume_queue_maps_max`), and those unmapped since start to map others.
     pub cq_files_mapped: u64,
     pub cq_files_unmapped: u64,
+    /// `ASYNC_MASTER`, `SYNC_MASTER` or `SLAVE`.
+    pub role: String,
+    /// This core's shards' replication as JSON: per shard, a master's slaves (in sync or
+    /// not, sent, acknowledged, lag in bytes, when last heard) or a slave's view of its
+    /// master (connected, lag, last error).
+    pub replication: String,
 }
 
 /// One stage of one core's send path: how long it took, as the recorded values (ns, at

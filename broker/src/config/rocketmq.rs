@@ -19,21 +19,14 @@ pub struct Ignored {
 }
 
 const THREADS: &str = "corvus runs one event loop per core (`cores`), not thread pools";
-const REPLICATION: &str =
-    "master/slave replication is not built yet (issue 19): a corvus broker is a master";
+const REPLICATION: &str = "automatic failover (DLedger, controller mode) and slave reads are not built yet (issue 19): corvus replicates master to slave with brokerRole and haMasterAddress";
 const STORE_PATHS: &str = "corvus keeps every store file under `data_dir` (storePathRootDir)";
 const DERIVED: &str = "corvus derives the ConsumeQueue and IndexFile from the CommitLog: \
     their files follow its flushes and are rebuilt on recovery";
 
 /// RocketMQ broker keys corvus knows and does not use, with the reason.
 const IGNORED: &[(&str, &str)] = &[
-    ("brokerRole", REPLICATION),
     ("brokerIP2", REPLICATION),
-    ("haListenPort", REPLICATION),
-    ("haMasterAddress", REPLICATION),
-    ("haSendHeartbeatInterval", REPLICATION),
-    ("haHousekeepingInterval", REPLICATION),
-    ("haTransferBatchSize", REPLICATION),
     ("slaveReadEnable", REPLICATION),
     (
         "syncFlushTimeout",
@@ -339,15 +332,10 @@ idle_poll_us = 0
         let names: Vec<&str> = ignored.iter().map(|i| i.key.as_str()).collect();
         assert_eq!(
             names,
-            [
-                "deleteWhen",
-                "brokerRole",
-                "sendMessageThreadPoolNums",
-                "someVendorKey"
-            ]
+            ["deleteWhen", "sendMessageThreadPoolNums", "someVendorKey"]
         );
-        assert_eq!(ignored[3].reason, "not a broker key corvus knows");
-        assert!(ignored[1].reason.contains("replication"));
+        assert_eq!(ignored[2].reason, "not a broker key corvus knows");
+        assert_eq!(cfg.broker_role, super::super::BrokerRole::AsyncMaster);
     }
 
     #[test]

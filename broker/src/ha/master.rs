@@ -1,0 +1,646 @@
+//! The master's end of replication, per shard on the core that owns it: the slaves'
+//! streams, their acknowledgements, the in-sync set, the SYNC_MASTER wait and the confirm
+//! offset that caps what consumers are served.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use futures_lite::io::{AsyncRead, AsyncWrite};
+use glommio::net::TcpStream;
+use shard::signal::Signal;
+use shard::Shard;
+
+use crate::config::{BrokerConfig, BrokerRole};
+use crate::core::Core;
+use crate::error::BrokerError;
+
+use super::wire::{self, Frame, Hello};
+use super::{with_timeout, HANDSHAKE_TIMEOUT};
+
+/// How long the master holds consumers' view still so that a slave that has all but caught
+/// up can join the in-sync set without anything visible being unconfirmed; then it lets go
+/// and tries again later.
+const JOIN_HOLD_MAX: Duration = Duration::from_millis(500);
+
+/// One slave's stream of one shard.
+pub struct SlaveLink {
+    id: u64,
+    pub broker_id: u64,
+    pub peer: String,
+    /// The offset after the last byte sent on this connection: an ack above it is refused.
+    pub sent: Cell<u64>,
+    /// What the slave says a crash of it keeps.
+    pub acked: Cell<u64>,
+    /// What the slave has received (placed in its log).
+    pub received: Cell<u64>,
+    pub in_sync: Cell<bool>,
+    last_caught_up: Cell<Instant>,
+    /// The master's end when the slave last caught up: reaching it again is catching up.
+    catchup_mark: Cell<u64>,
+    pub last_ack: Cell<Instant>,
+    closed: RefCell<Option<String>>,
+}
+
+impl SlaveLink {
+    fn close(&self, why: String) {
+        let mut c = self.closed.borrow_mut();
+        if c.is_none() {
+            *c = Some(why);
+        }
+    }
+
+    fn is_closed(&self) -> bool {
+        self.closed.borrow().is_some()
+    }
+}
+
+/// A snapshot of one slave's stream, for status and metrics.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct LinkStatus {
+    pub broker_id: u64,
+    pub peer: String,
+    pub in_sync: bool,
+    pub sent: u64,
+    pub acked: u64,
+    pub lag_bytes: u64,
+    pub last_ack_ms_ago: u64,
+}
+
+pub struct MasterShard {
+    pub shard_id: u16,
+    shard: Shard,
+    role: BrokerRole,
+    in_sync_replicas: usize,
+    min_in_sync_replicas: usize,
+    slave_timeout: Duration,
+    not_catchup: Duration,
+    batch_bytes: usize,
+    read_uncommitted: bool,
+    links: RefCell<Vec<Rc<SlaveLink>>>,
+    next_link: Cell<u64>,
+    /// Acknowledgements and in-sync changes: SYNC sends and the senders wait on it.
+    pub changed: Signal,
+    /// A slave about to join: (link id, the visible end held, since when).
+    hold: Cell<Option<(u64, u64, Instant)>>,
+    /// The in-sync set's changes, counted, and the last reason a slave left it.
+    pub isr_changes: Cell<u64>,
+    pub last_left: RefCell<Option<String>>,
+}
+
+impl MasterShard {
+    pub fn new(shard_id: u16, shard: Shard, config: &BrokerConfig) -> MasterShard {
+        MasterShard {
+            shard_id,
+            shard,
+            role: config.broker_role,
+            in_sync_replicas: config.in_sync_replicas as usize,
+            min_in_sync_replicas: config.min_in_sync_replicas as usize,
+            slave_timeout: Duration::from_millis(config.slave_timeout_ms),
+            not_catchup: Duration::from_millis(config.ha_max_time_slave_not_catchup_ms),
+            batch_bytes: config.ha_transfer_batch_bytes as usize,
+            read_uncommitted: config.read_uncommitted,
+            links: RefCell::new(Vec::new()),
+            next_link: Cell::new(1),
+            changed: Signal::default(),
+            hold: Cell::new(None),
+            isr_changes: Cell::new(0),
+            last_left: RefCell::new(None),
+        }
+    }
+
+    fn in_sync(&self) -> Vec<Rc<SlaveLink>> {
+        self.links
+            .borrow()
+            .iter()
+            .filter(|l| l.in_sync.get() && !l.is_closed())
+            .cloned()
+            .collect()
+    }
+
+    /// What a slave is told consumers may see: the master's visible end.
+    pub fn confirm(&self) -> u64 {
+        self.shard.visible_end()
+    }
+
+    /// SYNC_MASTER, before anything is written: refuses a send when fewer replicas than
+    /// `min_in_sync_replicas` are in sync (the master counted).
+    pub fn admit(&self) -> Result<(), BrokerError> {
+        if self.role != BrokerRole::SyncMaster {
+            return Ok(());
+        }
+        let replicas = 1 + self.in_sync().len();
+        if replicas < self.min_in_sync_replicas {
+            return Err(BrokerError::InSyncReplicasNotEnough(format!(
+                "shard {}: {replicas} replica(s) in sync (the master counted), min_in_sync_replicas = {}; nothing was written{}",
+                self.shard_id,
+                self.min_in_sync_replicas,
+                self.why_not_in_sync()
+            )));
+        }
+        Ok(())
+    }
+
+    /// SYNC_MASTER, after the local append of a batch ending at `end`: waits until
+    /// `in_sync_replicas - 1` in-sync slaves (at most as many as are in sync) have it, or
+    /// `slave_timeout_ms` passes (FLUSH_SLAVE_TIMEOUT: stored here, not known replicated).
+    pub async fn wait_replicated(&self, end: u64) -> Result<(), BrokerError> {
+        if self.role != BrokerRole::SyncMaster {
+            return Ok(());
+        }
+        let deadline = Instant::now() + self.slave_timeout;
+        loop {
+            let isr = self.in_sync();
+            if 1 + isr.len() < self.min_in_sync_replicas {
+                return Err(BrokerError::FlushSlaveTimeout(format!(
+                    "shard {}: the in-sync set shrank below min_in_sync_replicas = {} while the send waited; stored on the master only{}",
+                    self.shard_id,
+                    self.min_in_sync_replicas,
+                    self.why_not_in_sync()
+                )));
+            }
+            let needed = (self.in_sync_replicas - 1).min(isr.len());
+            let have = isr.iter().filter(|l| l.acked.get() >= end).count();
+            if have >= needed {
+                return Ok(());
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                let slaves: Vec<String> = isr
+                    .iter()
+                    .map(|l| {
+                        format!(
+                            "slave {} at {} acknowledged {} of {end}",
+                            l.broker_id,
+                            l.peer,
+                            l.acked.get()
+                        )
+                    })
+                    .collect();
+                return Err(BrokerError::FlushSlaveTimeout(format!(
+                    "shard {}: {have} of {needed} in-sync slave(s) acknowledged the send within slave_timeout_ms = {} ({}); stored on the master, not known replicated",
+                    self.shard_id,
+                    self.slave_timeout.as_millis(),
+                    slaves.join("; ")
+                )));
+            }
+            self.changed.wait_timeout(deadline - now).await;
+        }
+    }
+
+    fn why_not_in_sync(&self) -> String {
+        let links = self.links.borrow();
+        let mut parts: Vec<String> = links
+            .iter()
+            .filter(|l| !l.in_sync.get() && !l.is_closed())
+            .map(|l| {
+                format!(
+                    "slave {} at {} is catching up ({} bytes behind)",
+                    l.broker_id,
+                    l.peer,
+                    self.shard.log_bounds().1.saturating_sub(l.acked.get())
+                )
+            })
+            .collect();
+        if let Some(w) = self.last_left.borrow().as_ref() {
+            parts.push(format!("last left: {w}"));
+        }
+        if links.is_empty() {
+            parts.push("no slave is connected".into());
+        }
+        format!(" ({})", parts.join("; "))
+    }
+
+    fn attach(&self, broker_id: u64, peer: String, start: u64) -> Rc<SlaveLink> {
+        let id = self.next_link.get();
+        self.next_link.set(id + 1);
+        let now = Instant::now();
+        let link = Rc::new(SlaveLink {
+            id,
+            broker_id,
+            peer: peer.clone(),
+            sent: Cell::new(start),
+            acked: Cell::new(start),
+            received: Cell::new(start),
+            in_sync: Cell::new(false),
+            last_caught_up: Cell::new(now),
+            catchup_mark: Cell::new(start),
+            last_ack: Cell::new(now),
+            closed: RefCell::new(None),
+        });
+        for old in self.links.borrow().iter() {
+            if old.broker_id == broker_id {
+                old.close(format!("replaced by a new connection from {peer}"));
+            }
+        }
+        self.links.borrow_mut().push(link.clone());
+        self.refresh();
+        link
+    }
+
+    /// Updates the in-sync set (joins, leaves, with the reason logged) and the read cap.
+    pub fn refresh(&self) {
+        let now = Instant::now();
+        let end = self.shard.log_bounds().1;
+        let mut changed = false;
+        // Leaves.
+        for l in self.links.borrow().iter() {
+            if !l.in_sync.get() {
+                continue;
+            }
+            let why = if let Some(c) = l.closed.borrow().as_ref() {
+                Some(format!("its connection ended: {c}"))
+            } else {
+                if l.acked.get() >= l.catchup_mark.get() {
+                    l.last_caught_up.set(now);
+                    l.catchup_mark.set(end);
+                }
+                let behind = now.duration_since(l.last_caught_up.get());
+                (behind > self.not_catchup).then(|| {
+                    format!(
+                        "it has not caught up for {} ms (ha_max_time_slave_not_catchup_ms = {}): acknowledged {}, the master is at {end}",
+                        behind.as_millis(),
+                        self.not_catchup.as_millis(),
+                        l.acked.get()
+                    )
+                })
+            };
+            if let Some(why) = why {
+                l.in_sync.set(false);
+                changed = true;
+                let what = format!("slave {} at {}: {why}", l.broker_id, l.peer);
+                tracing::warn!(
+                    shard = self.shard_id,
+                    "a slave left the in-sync set: {what}"
+                );
+                *self.last_left.borrow_mut() = Some(what);
+            }
+        }
+        self.links.borrow_mut().retain(|l| !l.is_closed());
+        // Joins: a slave joins once it has what consumers may already have seen.
+        let visible = self.shard.visible_end();
+        let mut hold = self.hold.get();
+        if let Some((id, _, since)) = hold {
+            let alive = self.links.borrow().iter().any(|l| l.id == id);
+            if !alive || since.elapsed() > JOIN_HOLD_MAX {
+                hold = None;
+            }
+        }
+        for l in self.links.borrow().iter() {
+            if l.in_sync.get() {
+                continue;
+            }
+            let target = match hold {
+                Some((id, v, _)) if id == l.id => v,
+                _ => visible,
+            };
+            if l.acked.get() >= target {
+                l.in_sync.set(true);
+                l.last_caught_up.set(now);
+                l.catchup_mark.set(end);
+                changed = true;
+                if matches!(hold, Some((id, _, _)) if id == l.id) {
+                    hold = None;
+                }
+                tracing::info!(
+                    shard = self.shard_id,
+                    slave = l.broker_id,
+                    peer = %l.peer,
+                    offset = l.acked.get(),
+                    "a slave joined the in-sync set"
+                );
+            } else if hold.is_none()
+                && end.saturating_sub(l.acked.get()) <= 2 * self.batch_bytes as u64
+            {
+                // Nearly there under load: hold what consumers see still so it can get there.
+                hold = Some((l.id, visible, now));
+            }
+        }
+        self.hold.set(hold);
+        if changed {
+            self.isr_changes.set(self.isr_changes.get() + 1);
+        }
+        if !self.read_uncommitted {
+            let mut cap = self
+                .in_sync()
+                .iter()
+                .map(|l| l.acked.get())
+                .min()
+                .unwrap_or(u64::MAX);
+            if let Some((_, v, _)) = hold {
+                cap = cap.min(v);
+            }
+            self.shard.set_read_cap(cap);
+        }
+        self.changed.notify_all();
+    }
+
+    pub fn links_status(&self) -> Vec<LinkStatus> {
+        let end = self.shard.log_bounds().1;
+        self.links
+            .borrow()
+            .iter()
+            .map(|l| LinkStatus {
+                broker_id: l.broker_id,
+                peer: l.peer.clone(),
+                in_sync: l.in_sync.get(),
+                sent: l.sent.get(),
+                acked: l.acked.get(),
+                lag_bytes: end.saturating_sub(l.acked.get()),
+                last_ack_ms_ago: l.last_ack.get().elapsed().as_millis() as u64,
+            })
+            .collect()
+    }
+}
+
+/// Answers a replication connection on this core: the handshake, then the shard's stream
+/// and its acknowledgements, until either side stops.
+pub async fn serve_slave(core: Rc<Core>, stream: TcpStream) {
+    let peer = stream
+        .peer_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_else(|_| "?".into());
+    let _ = stream.set_nodelay(true);
+    let (mut rd, mut wr) = futures_lite::io::split(stream);
+    let hello = match with_timeout(HANDSHAKE_TIMEOUT, wire::read_frame(&mut rd)).await {
+        Some(Ok(Frame::Hello(h))) => h,
+        Some(Ok(other)) => {
+            tracing::warn!(%peer, "replication connection: expected HELLO, got {other:?}");
+            return;
+        }
+        Some(Err(e)) => {
+            tracing::debug!(%peer, "replication connection closed before its HELLO: {e}");
+            return;
+        }
+        None => {
+            tracing::warn!(%peer, "replication connection sent no HELLO in time");
+            return;
+        }
+    };
+    let owner = protocol::shard_core(hello.shard, core.shared.cores);
+    if hello.shard < core.shared.shard_count && owner != core.id {
+        let addr = core
+            .shared
+            .ha_addrs
+            .lock()
+            .ok()
+            .and_then(|a| a.get(owner as usize).cloned());
+        if let Some(addr) = addr {
+            let _ = wire::write_frame(&mut wr, &Frame::Redirect(addr)).await;
+            return;
+        }
+    }
+    let start = match handshake(&core, &hello) {
+        Ok(s) => s,
+        Err(reason) => {
+            tracing::warn!(%peer, shard = hello.shard, slave = hello.broker_id, "refused a slave: {reason}");
+            let _ = wire::write_frame(&mut wr, &Frame::Refuse(reason)).await;
+            return;
+        }
+    };
+    let Some(ms) = core.ha.masters.get(&hello.shard).cloned() else {
+        return;
+    };
+    let shard = match core.shards.get(&hello.shard) {
+        Some(s) => s.clone(),
+        None => return,
+    };
+    let (min, end) = shard.log_bounds();
+    let welcome = Frame::Welcome {
+        start,
+        master_min: min,
+        master_end: end,
+        confirm: ms.confirm(),
+    };
+    if wire::write_frame(&mut wr, &welcome).await.is_err() {
+        return;
+    }
+    tracing::info!(%peer, shard = hello.shard, slave = hello.broker_id, from = start, "a slave's stream starts");
+    let link = ms.attach(hello.broker_id, peer.clone(), start);
+    let housekeeping = Duration::from_millis(core.shared.config.ha_housekeeping_interval_ms);
+    let acks = glommio::spawn_local(read_acks(ms.clone(), link.clone(), rd, housekeeping));
+    send_stream(&core, &ms, &shard, &link, &mut wr).await;
+    link.close("the stream ended".into());
+    acks.cancel().await;
+    ms.refresh();
+    tracing::info!(%peer, shard = hello.shard, slave = hello.broker_id, why = ?link.closed.borrow(), "a slave's stream ended");
+}
+
+/// Where the stream to `hello`'s slave starts, or why it is refused.
+fn handshake(core: &Core, hello: &Hello) -> Result<u64, String> {
+    let cfg = &core.shared.config;
+    if hello.version != wire::VERSION {
+        return Err(format!(
+            "replication version {} (this master speaks {})",
+            hello.version,
+            wire::VERSION
+        ));
+    }
+    if !cfg.broker_role.is_master() {
+        return Err(format!(
+            "this broker ({} id {}) is a {}, not a master",
+            cfg.broker_name,
+            cfg.broker_id,
+            cfg.broker_role.name()
+        ));
+    }
+    if hello.broker_name != cfg.broker_name {
+        return Err(format!(
+            "the slave belongs to broker `{}`, this master is `{}`",
+            hello.broker_name, cfg.broker_name
+        ));
+    }
+    if hello.broker_id == cfg.broker_id {
+        return Err(format!(
+            "the slave's broker_id {} is the master's own",
+            hello.broker_id
+        ));
+    }
+    if hello.shard_count != core.shared.shard_count {
+        return Err(format!(
+            "the slave has {} shards, the master {}: both data directories must have the same shard count",
+            hello.shard_count, core.shared.shard_count
+        ));
+    }
+    let Some(shard) = core.shards.get(&hello.shard) else {
+        return Err(format!("shard {} is not on this core", hello.shard));
+    };
+    if hello.segment_bytes != shard.segment_bytes() {
+        return Err(format!(
+            "the slave's segments are {} bytes, the master's {}: set the same commit_log_segment_bytes",
+            hello.segment_bytes,
+            shard.segment_bytes()
+        ));
+    }
+    let (min, end) = shard.log_bounds();
+    if hello.log_end > end {
+        return Err(format!(
+            "the slave's log of shard {} ends at {}, past the master's end {end}: it holds what this master never had (diverged); move the slave's data directory aside and start it again",
+            hello.shard, hello.log_end
+        ));
+    }
+    if hello.log_end < min {
+        if hello.log_min == hello.log_end {
+            // An empty slave starts where the master's log starts now.
+            return Ok(min);
+        }
+        return Err(format!(
+            "the slave's log of shard {} ends at {}, before the master's oldest segment at {min} (retention deleted what it lacks); move the slave's data directory aside and start it again",
+            hello.shard, hello.log_end
+        ));
+    }
+    Ok(hello.log_end)
+}
+
+/// Reads a slave's acknowledgements until the connection ends. An ack is taken only up to
+/// what was sent on this connection.
+async fn read_acks<R: AsyncRead + Unpin>(
+    ms: Rc<MasterShard>,
+    link: Rc<SlaveLink>,
+    mut rd: R,
+    silence: Duration,
+) {
+    loop {
+        match with_timeout(silence, wire::read_frame(&mut rd)).await {
+            Some(Ok(Frame::Ack { safe, end })) => {
+                let sent = link.sent.get();
+                if safe > sent || end > sent {
+                    link.close(format!(
+                        "it acknowledged offset {} beyond the {sent} sent on this connection",
+                        safe.max(end)
+                    ));
+                    break;
+                }
+                link.acked.set(link.acked.get().max(safe));
+                link.received.set(link.received.get().max(end));
+                link.last_ack.set(Instant::now());
+                ms.refresh();
+            }
+            Some(Ok(other)) => {
+                link.close(format!("unexpected frame {other:?}"));
+                break;
+            }
+            Some(Err(e)) => {
+                link.close(e);
+                break;
+            }
+            None => {
+                link.close(format!("silent for {} ms", silence.as_millis()));
+                break;
+            }
+        }
+    }
+    ms.refresh();
+}
+
+/// Streams the shard's log from the link's start: what is appended goes out at once, in
+/// frames of up to `ha_transfer_batch_bytes`; an idle stream says it is alive and what is
+/// confirmed.
+async fn send_stream<W: AsyncWrite + Unpin>(
+    core: &Core,
+    ms: &MasterShard,
+    shard: &Shard,
+    link: &SlaveLink,
+    wr: &mut W,
+) {
+    let cfg = &core.shared.config;
+    let batch = cfg.ha_transfer_batch_bytes as usize;
+    let heartbeat = Duration::from_millis(cfg.ha_send_heartbeat_interval_ms);
+    let rate = cfg
+        .ha_flow_control_enable
+        .then_some(cfg.max_ha_transfer_bytes_per_sec);
+    let mut window = (Instant::now(), 0u64);
+    let mut last_write = Instant::now();
+    let mut confirm_sent = 0u64;
+    let mut topics_sent = 0u64;
+    loop {
+        if link.is_closed() {
+            return;
+        }
+        // Shard 0's stream carries the topic table: its core (0) keeps the table.
+        if ms.shard_id == 0 {
+            let version = core
+                .shared
+                .topics_version
+                .load(std::sync::atomic::Ordering::SeqCst);
+            if version != topics_sent {
+                let list = core.topics.borrow().all();
+                if let Err(e) = wire::write_frame(wr, &Frame::Topics(list)).await {
+                    link.close(format!("cannot send: {e}"));
+                    return;
+                }
+                topics_sent = version;
+            }
+        }
+        let from = link.sent.get();
+        match shard.read_log(from, batch).await {
+            Ok(Some(run)) => {
+                if let Some(rate) = rate {
+                    // 100 ms windows of a tenth of the rate each.
+                    let allowed = (rate / 10).max(batch as u64);
+                    if window.0.elapsed() >= Duration::from_millis(100) {
+                        window = (Instant::now(), 0);
+                    } else if window.1 >= allowed {
+                        glommio::timer::sleep(
+                            Duration::from_millis(100).saturating_sub(window.0.elapsed()),
+                        )
+                        .await;
+                        window = (Instant::now(), 0);
+                    }
+                    window.1 += run.bytes.len() as u64;
+                }
+                let confirm = ms.confirm();
+                let frame = Frame::Data {
+                    start: run.start,
+                    next: run.next,
+                    confirm,
+                    bytes: run.bytes,
+                };
+                if let Err(e) = wire::write_frame(wr, &frame).await {
+                    link.close(format!("cannot send: {e}"));
+                    return;
+                }
+                confirm_sent = confirm;
+                link.sent.set(run.next);
+                last_write = Instant::now();
+            }
+            Ok(None) => {
+                let confirm = ms.confirm();
+                if confirm != confirm_sent || last_write.elapsed() >= heartbeat {
+                    let frame = Frame::Keepalive {
+                        master_end: shard.log_bounds().1,
+                        confirm,
+                    };
+                    if let Err(e) = wire::write_frame(wr, &frame).await {
+                        link.close(format!("cannot send: {e}"));
+                        return;
+                    }
+                    confirm_sent = confirm;
+                    last_write = Instant::now();
+                }
+                if core.shared.stopping() && shard.log_bounds().1 == from {
+                    link.close("the master is stopping".into());
+                    return;
+                }
+                let wait = heartbeat
+                    .saturating_sub(last_write.elapsed())
+                    .max(Duration::from_millis(1));
+                futures_lite::future::or(
+                    async {
+                        shard.wait_appended_past(from, wait).await;
+                    },
+                    ms.changed.wait(),
+                )
+                .await;
+            }
+            Err(e) => {
+                link.close(format!("cannot read the log at offset {from}: {e}"));
+                tracing::error!(
+                    shard = ms.shard_id,
+                    "replication stopped: cannot read the log at offset {from}: {e}"
+                );
+                return;
+            }
+        }
+    }
+}

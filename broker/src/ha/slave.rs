@@ -1,0 +1,296 @@
+//! The slave's end of replication, per shard on the core that owns it: connect to the
+//! master (following its redirect to the core that owns the shard), say where the local log
+//! ends, place what arrives, and acknowledge what a crash of this process would keep.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use futures_lite::io::AsyncWrite;
+use glommio::net::TcpStream;
+use shard::Shard;
+
+use crate::core::Core;
+
+use super::wire::{self, Frame, Hello};
+use super::{with_timeout, HANDSHAKE_TIMEOUT};
+
+/// What a slave shard knows of its master, for status and metrics.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct SlaveStatus {
+    pub connected: bool,
+    pub master: Option<String>,
+    pub master_end: u64,
+    pub confirm: u64,
+    pub local_end: u64,
+    pub lag_bytes: u64,
+    pub last_heard_ms_ago: Option<u64>,
+    pub last_error: Option<String>,
+}
+
+pub struct SlaveShard {
+    pub shard_id: u16,
+    shard: Shard,
+    connected: Cell<bool>,
+    master: RefCell<Option<String>>,
+    master_end: Cell<u64>,
+    confirm: Cell<u64>,
+    last_heard: Cell<Option<Instant>>,
+    last_error: RefCell<Option<String>>,
+    /// DATA frames placed since start.
+    pub frames: Cell<u64>,
+}
+
+impl SlaveShard {
+    pub fn new(shard_id: u16, shard: Shard) -> SlaveShard {
+        SlaveShard {
+            shard_id,
+            shard,
+            connected: Cell::new(false),
+            master: RefCell::new(None),
+            master_end: Cell::new(0),
+            confirm: Cell::new(0),
+            last_heard: Cell::new(None),
+            last_error: RefCell::new(None),
+            frames: Cell::new(0),
+        }
+    }
+
+    pub fn status(&self) -> SlaveStatus {
+        let local_end = self.shard.log_bounds().1;
+        SlaveStatus {
+            connected: self.connected.get(),
+            master: self.master.borrow().clone(),
+            master_end: self.master_end.get(),
+            confirm: self.confirm.get(),
+            local_end,
+            lag_bytes: self.master_end.get().saturating_sub(local_end),
+            last_heard_ms_ago: self
+                .last_heard
+                .get()
+                .map(|t| t.elapsed().as_millis() as u64),
+            last_error: self.last_error.borrow().clone(),
+        }
+    }
+
+    fn heard(&self, master_end: u64, confirm: u64) {
+        self.master_end.set(self.master_end.get().max(master_end));
+        self.confirm.set(self.confirm.get().max(confirm));
+        self.last_heard.set(Some(Instant::now()));
+    }
+
+    fn failed(&self, why: String) {
+        if self.last_error.borrow().as_deref() != Some(why.as_str()) {
+            tracing::warn!(shard = self.shard_id, "replication from the master: {why}");
+        }
+        *self.last_error.borrow_mut() = Some(why);
+    }
+}
+
+enum Ended {
+    /// The master sent us to the core that owns the shard.
+    Redirect(String),
+    /// The master refused the stream: said why; trying again soon is unlikely to help.
+    Refused(String),
+    /// The connection failed or ended.
+    Lost(String),
+}
+
+/// Keeps the shard's stream from the master going until the broker stops.
+pub async fn run(core: Rc<Core>, ss: Rc<SlaveShard>) {
+    let Some(master) = core.shared.config.ha_master_address.clone() else {
+        return;
+    };
+    let mut target: Option<String> = None;
+    let mut backoff = Duration::from_millis(100);
+    let mut redirects = 0u32;
+    while !core.shared.stopping() {
+        let addr = target.clone().unwrap_or_else(|| master.clone());
+        let began = Instant::now();
+        let ended = session(&core, &ss, &addr).await;
+        ss.connected.set(false);
+        match ended {
+            Ended::Redirect(a) => {
+                redirects += 1;
+                if redirects > 3 {
+                    ss.failed(format!("the master keeps redirecting (last to {a})"));
+                    target = None;
+                    redirects = 0;
+                    glommio::timer::sleep(backoff).await;
+                } else {
+                    target = Some(a);
+                }
+                continue;
+            }
+            Ended::Refused(why) => {
+                ss.failed(format!("{addr} refused the stream: {why}"));
+                target = None;
+                backoff = Duration::from_secs(2);
+            }
+            Ended::Lost(why) => {
+                ss.failed(format!("{addr}: {why}"));
+                // A redirect target that fails sends us back to the configured master.
+                target = None;
+                if began.elapsed() > Duration::from_secs(5) {
+                    backoff = Duration::from_millis(100);
+                }
+            }
+        }
+        redirects = 0;
+        let until = Instant::now() + backoff;
+        while !core.shared.stopping() && Instant::now() < until {
+            glommio::timer::sleep(Duration::from_millis(50).min(backoff)).await;
+        }
+        backoff = (backoff * 2).min(Duration::from_secs(2));
+    }
+}
+
+async fn session(core: &Rc<Core>, ss: &Rc<SlaveShard>, addr: &str) -> Ended {
+    let cfg = &core.shared.config;
+    let stream = match TcpStream::connect_timeout(addr, HANDSHAKE_TIMEOUT).await {
+        Ok(s) => s,
+        Err(e) => return Ended::Lost(format!("cannot connect: {e}")),
+    };
+    let _ = stream.set_nodelay(true);
+    let (mut rd, mut wr) = futures_lite::io::split(stream);
+    let shard = &ss.shard;
+    let (min, end) = shard.log_bounds();
+    let hello = Frame::Hello(Hello {
+        version: wire::VERSION,
+        shard: ss.shard_id,
+        shard_count: core.shared.shard_count,
+        segment_bytes: shard.segment_bytes(),
+        broker_id: cfg.broker_id,
+        log_min: min,
+        log_end: end,
+        broker_name: cfg.broker_name.clone(),
+    });
+    if let Err(e) = wire::write_frame(&mut wr, &hello).await {
+        return Ended::Lost(format!("cannot send HELLO: {e}"));
+    }
+    let start = match with_timeout(HANDSHAKE_TIMEOUT, wire::read_frame(&mut rd)).await {
+        Some(Ok(Frame::Welcome {
+            start,
+            master_end,
+            confirm,
+            ..
+        })) => {
+            ss.heard(master_end, confirm);
+            start
+        }
+        Some(Ok(Frame::Redirect(a))) => return Ended::Redirect(a),
+        Some(Ok(Frame::Refuse(r))) => return Ended::Refused(r),
+        Some(Ok(other)) => return Ended::Lost(format!("unexpected answer {other:?}")),
+        Some(Err(e)) => return Ended::Lost(format!("no answer to HELLO: {e}")),
+        None => return Ended::Lost("no answer to HELLO in time".into()),
+    };
+    if start != end {
+        let empty = min == end;
+        if !(empty && start > end) {
+            return Ended::Refused(format!(
+                "the master would stream from offset {start}, but this slave's log ends at {end}"
+            ));
+        }
+        if let Err(e) = shard.start_log_at(start) {
+            return Ended::Refused(format!("cannot start the log at {start}: {e}"));
+        }
+        tracing::info!(
+            shard = ss.shard_id,
+            offset = start,
+            "the master's log starts past this empty slave's: the slave's starts there too"
+        );
+    }
+    ss.connected.set(true);
+    *ss.master.borrow_mut() = Some(addr.to_owned());
+    *ss.last_error.borrow_mut() = None;
+    tracing::info!(
+        shard = ss.shard_id,
+        master = addr,
+        from = start,
+        "replicating from the master"
+    );
+    let heartbeat = Duration::from_millis(cfg.ha_send_heartbeat_interval_ms);
+    let acker = glommio::spawn_local(send_acks(shard.clone(), wr, heartbeat));
+    let silence = Duration::from_millis(cfg.ha_housekeeping_interval_ms);
+    let read_uncommitted = cfg.read_uncommitted;
+    let ended = loop {
+        if core.shared.stopping() {
+            break Ended::Lost("the slave is stopping".into());
+        }
+        match with_timeout(silence, wire::read_frame(&mut rd)).await {
+            Some(Ok(Frame::Data {
+                start,
+                next,
+                confirm,
+                bytes,
+            })) => match shard.replicate(start, &bytes).await {
+                Ok(n) if n == next => {
+                    ss.frames.set(ss.frames.get() + 1);
+                    ss.heard(next, confirm);
+                    if !read_uncommitted {
+                        shard.set_read_cap(confirm);
+                    }
+                }
+                Ok(n) => {
+                    break Ended::Lost(format!(
+                        "the frame at {start} ended at {n} here, the master said {next}"
+                    ))
+                }
+                Err(e) => break Ended::Lost(format!("cannot store the frame at {start}: {e}")),
+            },
+            Some(Ok(Frame::Keepalive {
+                master_end,
+                confirm,
+            })) => {
+                ss.heard(master_end, confirm);
+                if !read_uncommitted {
+                    shard.set_read_cap(confirm);
+                }
+            }
+            Some(Ok(Frame::Topics(list))) => {
+                glommio::spawn_local(follow_topics(core.clone(), list)).detach();
+            }
+            Some(Ok(other)) => break Ended::Lost(format!("unexpected frame {other:?}")),
+            Some(Err(e)) => break Ended::Lost(format!("the stream ended: {e}")),
+            None => {
+                break Ended::Lost(format!(
+                    "the master was silent for {} ms (ha_housekeeping_interval_ms)",
+                    silence.as_millis()
+                ))
+            }
+        }
+    };
+    acker.cancel().await;
+    ended
+}
+
+/// Takes the master's topic table (RocketMQ's slave synchronization of topic configs): a
+/// slave promoted, or read while its master is away, knows the topics. Topics the master
+/// deleted stay here until deleted here too.
+async fn follow_topics(core: Rc<Core>, list: Vec<protocol::TopicConfig>) {
+    for cfg in list {
+        if core.topics.borrow().get(&cfg.name) == Some(&cfg) {
+            continue;
+        }
+        let name = cfg.name.clone();
+        if let Err(e) = core.create_topic(cfg).await {
+            tracing::warn!(topic = name, "cannot take the master's topic config: {e}");
+        }
+    }
+}
+
+/// Acknowledges what a crash of this process keeps as soon as that grows (and at least
+/// every heartbeat), until the connection fails.
+async fn send_acks<W: AsyncWrite + Unpin>(shard: Shard, mut wr: W, heartbeat: Duration) {
+    loop {
+        let safe = shard.safe_end();
+        let frame = Frame::Ack {
+            safe,
+            end: shard.log_bounds().1,
+        };
+        if wire::write_frame(&mut wr, &frame).await.is_err() {
+            return;
+        }
+        shard.wait_safe_past(safe, heartbeat).await;
+    }
+}

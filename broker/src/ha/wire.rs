@@ -1,0 +1,338 @@
+//! The replication stream's frames: `u32 BE length | u8 kind | payload`, big-endian like
+//! the stored records. One stream per (shard, slave), between the master core that owns the
+//! shard and the slave core that does.
+//!
+//! ```text
+//! HELLO     slave → master   version u16, shard u16, shard_count u16, segment_bytes u64,
+//!                            broker_id u64, log min u64, log end u64, broker_name (u16 len)
+//! WELCOME   master → slave   start u64 (where the stream begins), master min u64,
+//!                            master end u64, confirm u64
+//! REDIRECT  master → slave   address (u16 len): the master core that owns the shard
+//! REFUSE    master → slave   reason (u16 len)
+//! DATA      master → slave   start u64, next u64, confirm u64, then whole log units
+//! KEEPALIVE master → slave   master end u64, confirm u64
+//! ACK       slave → master   safe end u64 (what a crash of the slave keeps), end u64
+//! TOPICS    master → slave   count u32, then per topic: name (u16 len), read queues u32,
+//!                            write queues u32, perm u32 (on shard 0's stream, at its start
+//!                            and after every topic change: the slave's topic table follows)
+//! ```
+
+use bytes::{BufMut, Bytes, BytesMut};
+use futures_lite::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+pub const VERSION: u16 = 1;
+/// The biggest frame either side accepts: a frame is at most one batch, or one record
+/// bigger than a batch.
+pub const FRAME_BYTES_MAX: usize = 80 << 20;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hello {
+    pub version: u16,
+    pub shard: u16,
+    pub shard_count: u16,
+    pub segment_bytes: u64,
+    pub broker_id: u64,
+    pub log_min: u64,
+    pub log_end: u64,
+    pub broker_name: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Frame {
+    Hello(Hello),
+    Welcome {
+        start: u64,
+        master_min: u64,
+        master_end: u64,
+        confirm: u64,
+    },
+    Redirect(String),
+    Refuse(String),
+    Data {
+        start: u64,
+        next: u64,
+        confirm: u64,
+        bytes: Bytes,
+    },
+    Keepalive {
+        master_end: u64,
+        confirm: u64,
+    },
+    Ack {
+        safe: u64,
+        end: u64,
+    },
+    Topics(Vec<protocol::TopicConfig>),
+}
+
+const HELLO: u8 = 1;
+const WELCOME: u8 = 2;
+const REDIRECT: u8 = 3;
+const REFUSE: u8 = 4;
+const DATA: u8 = 5;
+const KEEPALIVE: u8 = 6;
+const ACK: u8 = 7;
+const TOPICS: u8 = 8;
+
+fn put_str(b: &mut BytesMut, s: &str) {
+    let s = &s.as_bytes()[..s.len().min(u16::MAX as usize)];
+    b.put_u16(s.len() as u16);
+    b.put_slice(s);
+}
+
+/// The frame's bytes. DATA's log bytes are not copied: they follow as a second buffer.
+pub fn encode(f: &Frame) -> (BytesMut, Option<Bytes>) {
+    let mut b = BytesMut::with_capacity(64);
+    b.put_u32(0);
+    let mut tail = None;
+    match f {
+        Frame::Hello(h) => {
+            b.put_u8(HELLO);
+            b.put_u16(h.version);
+            b.put_u16(h.shard);
+            b.put_u16(h.shard_count);
+            b.put_u64(h.segment_bytes);
+            b.put_u64(h.broker_id);
+            b.put_u64(h.log_min);
+            b.put_u64(h.log_end);
+            put_str(&mut b, &h.broker_name);
+        }
+        Frame::Welcome {
+            start,
+            master_min,
+            master_end,
+            confirm,
+        } => {
+            b.put_u8(WELCOME);
+            b.put_u64(*start);
+            b.put_u64(*master_min);
+            b.put_u64(*master_end);
+            b.put_u64(*confirm);
+        }
+        Frame::Redirect(a) => {
+            b.put_u8(REDIRECT);
+            put_str(&mut b, a);
+        }
+        Frame::Refuse(r) => {
+            b.put_u8(REFUSE);
+            put_str(&mut b, r);
+        }
+        Frame::Data {
+            start,
+            next,
+            confirm,
+            bytes,
+        } => {
+            b.put_u8(DATA);
+            b.put_u64(*start);
+            b.put_u64(*next);
+            b.put_u64(*confirm);
+            tail = Some(bytes.clone());
+        }
+        Frame::Keepalive {
+            master_end,
+            confirm,
+        } => {
+            b.put_u8(KEEPALIVE);
+            b.put_u64(*master_end);
+            b.put_u64(*confirm);
+        }
+        Frame::Ack { safe, end } => {
+            b.put_u8(ACK);
+            b.put_u64(*safe);
+            b.put_u64(*end);
+        }
+        Frame::Topics(list) => {
+            b.put_u8(TOPICS);
+            b.put_u32(list.len() as u32);
+            for t in list {
+                put_str(&mut b, &t.name);
+                b.put_u32(t.read_queues);
+                b.put_u32(t.write_queues);
+                b.put_u32(t.perm);
+            }
+        }
+    }
+    let len = b.len() - 4 + tail.as_ref().map_or(0, |t| t.len());
+    b[0..4].copy_from_slice(&(len as u32).to_be_bytes());
+    (b, tail)
+}
+
+/// Writes one frame.
+pub async fn write_frame<W: AsyncWrite + Unpin>(w: &mut W, f: &Frame) -> std::io::Result<()> {
+    let (head, tail) = encode(f);
+    w.write_all(&head).await?;
+    if let Some(t) = tail {
+        w.write_all(&t).await?;
+    }
+    w.flush().await
+}
+
+struct Reader<'a> {
+    b: &'a [u8],
+}
+
+impl Reader<'_> {
+    fn take(&mut self, n: usize) -> Result<&[u8], String> {
+        if self.b.len() < n {
+            return Err("frame ends early".into());
+        }
+        let (a, rest) = self.b.split_at(n);
+        self.b = rest;
+        Ok(a)
+    }
+    fn u16(&mut self) -> Result<u16, String> {
+        let a = self.take(2)?;
+        Ok(u16::from_be_bytes([a[0], a[1]]))
+    }
+    fn u32(&mut self) -> Result<u32, String> {
+        let a = self.take(4)?;
+        Ok(u32::from_be_bytes([a[0], a[1], a[2], a[3]]))
+    }
+    fn u64(&mut self) -> Result<u64, String> {
+        let a = self.take(8)?;
+        let mut x = [0u8; 8];
+        x.copy_from_slice(a);
+        Ok(u64::from_be_bytes(x))
+    }
+    fn string(&mut self) -> Result<String, String> {
+        let n = self.u16()? as usize;
+        String::from_utf8(self.take(n)?.to_vec()).map_err(|_| "a string is not UTF-8".into())
+    }
+}
+
+/// Decodes one frame's body (after its length).
+pub fn decode(body: Bytes) -> Result<Frame, String> {
+    let Some(&kind) = body.first() else {
+        return Err("empty frame".into());
+    };
+    let mut r = Reader { b: &body[1..] };
+    Ok(match kind {
+        HELLO => Frame::Hello(Hello {
+            version: r.u16()?,
+            shard: r.u16()?,
+            shard_count: r.u16()?,
+            segment_bytes: r.u64()?,
+            broker_id: r.u64()?,
+            log_min: r.u64()?,
+            log_end: r.u64()?,
+            broker_name: r.string()?,
+        }),
+        WELCOME => Frame::Welcome {
+            start: r.u64()?,
+            master_min: r.u64()?,
+            master_end: r.u64()?,
+            confirm: r.u64()?,
+        },
+        REDIRECT => Frame::Redirect(r.string()?),
+        REFUSE => Frame::Refuse(r.string()?),
+        DATA => {
+            let start = r.u64()?;
+            let next = r.u64()?;
+            let confirm = r.u64()?;
+            Frame::Data {
+                start,
+                next,
+                confirm,
+                bytes: body.slice(1 + 24..),
+            }
+        }
+        KEEPALIVE => Frame::Keepalive {
+            master_end: r.u64()?,
+            confirm: r.u64()?,
+        },
+        ACK => Frame::Ack {
+            safe: r.u64()?,
+            end: r.u64()?,
+        },
+        TOPICS => {
+            let n = r.u32()? as usize;
+            let mut list = Vec::with_capacity(n.min(4096));
+            for _ in 0..n {
+                list.push(protocol::TopicConfig {
+                    name: r.string()?,
+                    read_queues: r.u32()?,
+                    write_queues: r.u32()?,
+                    perm: r.u32()?,
+                });
+            }
+            Frame::Topics(list)
+        }
+        k => return Err(format!("unknown frame kind {k}")),
+    })
+}
+
+/// Reads one frame; an error says what was wrong with it (or the socket's error).
+pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R) -> Result<Frame, String> {
+    let mut len = [0u8; 4];
+    r.read_exact(&mut len).await.map_err(|e| e.to_string())?;
+    let len = u32::from_be_bytes(len) as usize;
+    if len == 0 || len > FRAME_BYTES_MAX {
+        return Err(format!("frame of {len} bytes (at most {FRAME_BYTES_MAX})"));
+    }
+    let mut body = vec![0u8; len];
+    r.read_exact(&mut body).await.map_err(|e| e.to_string())?;
+    decode(Bytes::from(body))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round_trip(f: Frame) {
+        let (head, tail) = encode(&f);
+        let mut all = head.to_vec();
+        if let Some(t) = tail {
+            all.extend_from_slice(&t);
+        }
+        let len = u32::from_be_bytes([all[0], all[1], all[2], all[3]]) as usize;
+        assert_eq!(len, all.len() - 4);
+        assert_eq!(decode(Bytes::from(all[4..].to_vec())).unwrap(), f);
+    }
+
+    #[test]
+    fn every_frame_survives_a_round_trip() {
+        round_trip(Frame::Hello(Hello {
+            version: VERSION,
+            shard: 3,
+            shard_count: 8,
+            segment_bytes: 1 << 30,
+            broker_id: 1,
+            log_min: 0,
+            log_end: 12345,
+            broker_name: "broker-a".into(),
+        }));
+        round_trip(Frame::Welcome {
+            start: 1,
+            master_min: 2,
+            master_end: 3,
+            confirm: 4,
+        });
+        round_trip(Frame::Redirect("127.0.0.1:10913".into()));
+        round_trip(Frame::Refuse("no".into()));
+        round_trip(Frame::Data {
+            start: 10,
+            next: 20,
+            confirm: 5,
+            bytes: Bytes::from_static(b"0123456789"),
+        });
+        round_trip(Frame::Keepalive {
+            master_end: 9,
+            confirm: 8,
+        });
+        round_trip(Frame::Ack { safe: 7, end: 9 });
+        round_trip(Frame::Topics(vec![protocol::TopicConfig {
+            name: "TopicTest".into(),
+            read_queues: 4,
+            write_queues: 4,
+            perm: 6,
+        }]));
+    }
+
+    #[test]
+    fn short_or_unknown_frames_are_errors() {
+        assert!(decode(Bytes::from_static(&[HELLO, 0, 1])).is_err());
+        assert!(decode(Bytes::from_static(&[99])).is_err());
+        assert!(decode(Bytes::new()).is_err());
+    }
+}

@@ -1,0 +1,342 @@
+#![allow(clippy::unwrap_used)]
+//! Master/slave replication with the real binaries: a slave holds every message its master
+//! acknowledged, catches up by itself after a crash, refuses sends; a SYNC_MASTER waits for
+//! its slave, answers FLUSH_SLAVE_TIMEOUT when it cannot hear it, stops waiting once the
+//! slave has left the in-sync set, and refuses before writing when too few are in sync.
+//!
+//! The master and the slave register with NameServers of their own, so a consumer of the
+//! slave's NameServer reads the slave alone.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use client::PullConsumer;
+use integration::*;
+use protocol::ResponseCode;
+
+struct Pair {
+    _dir: tempfile::TempDir,
+    logs: std::path::PathBuf,
+    master_ns: Proc,
+    slave_ns: Proc,
+    master: Proc,
+    slave: Proc,
+    slave_opts: BrokerOpts,
+}
+
+fn opts(ns: &str, data: &Path, cores: u16, toml: String) -> BrokerOpts {
+    let mut o = BrokerOpts::new(ns, data);
+    o.cores = cores;
+    o.config_toml = Some(toml);
+    o
+}
+
+impl Pair {
+    fn start(cores: u16, master_toml: &str, slave_toml: &str) -> Pair {
+        let dir = tempfile::tempdir().unwrap();
+        let logs = dir.path().join("logs");
+        std::fs::create_dir_all(&logs).unwrap();
+        let master_ns = start_namesrv(&logs);
+        let slave_ns = start_namesrv(&logs);
+        let mut mo = opts(
+            &master_ns.addr,
+            &dir.path().join("master"),
+            cores,
+            master_toml.to_owned(),
+        );
+        mo.name = "broker-a".into();
+        let master = start_broker(&mo, &logs);
+        let ha = master
+            .preamble_addr("broker replication on ")
+            .expect("the master says where it replicates from");
+        let so = opts(
+            &slave_ns.addr,
+            &dir.path().join("slave"),
+            cores,
+            format!(
+                "broker_role = \"SLAVE\"\nbroker_id = 1\nha_master_address = \"{ha}\"\n{slave_toml}"
+            ),
+        );
+        let slave = start_broker(&so, &logs);
+        Pair {
+            _dir: dir,
+            logs,
+            master_ns,
+            slave_ns,
+            master,
+            slave,
+            slave_opts: so,
+        }
+    }
+
+    fn restart_slave(&mut self) {
+        self.slave.kill9();
+        self.slave = start_broker(&self.slave_opts, &self.logs);
+    }
+
+    /// The replication state the master reports, per shard.
+    fn master_replication(&self) -> Vec<serde_json::Value> {
+        status_replication(&self.master_ns.addr, &self.master.addr)
+    }
+}
+
+fn status_replication(ns: &str, broker: &str) -> Vec<serde_json::Value> {
+    let admin = client::Admin::new(ns).unwrap();
+    let st = admin.broker_status(broker).unwrap();
+    st.cores
+        .iter()
+        .flat_map(|c| {
+            serde_json::from_str::<Vec<serde_json::Value>>(&c.replication).unwrap_or_default()
+        })
+        .collect()
+}
+
+/// Waits until every shard of the master has its slave in the in-sync set.
+fn wait_in_sync(pair: &Pair, timeout: Duration) {
+    let ok = wait_for(timeout, || {
+        let shards = pair.master_replication();
+        (!shards.is_empty()
+            && shards.iter().all(|s| {
+                s["slaves"]
+                    .as_array()
+                    .is_some_and(|l| l.iter().any(|x| x["in_sync"] == true))
+            }))
+        .then_some(())
+    });
+    assert!(
+        ok.is_some(),
+        "the slave did not join the in-sync set of every shard: {:?}\nslave log:\n{}",
+        pair.master_replication(),
+        pair.slave.stderr()
+    );
+}
+
+/// Whether every thread of `pid` is stopped (state `T` in /proc).
+fn all_threads_stopped(pid: i32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().all(|t| {
+        std::fs::read_to_string(t.path().join("stat"))
+            .ok()
+            .and_then(|s| {
+                s.rsplit(')')
+                    .next()
+                    .map(|r| r.trim_start().starts_with('T'))
+            })
+            .unwrap_or(false)
+    })
+}
+
+fn send_n(sends: &mut AckedSends, p: &client::Producer, n: usize) {
+    for _ in 0..n {
+        sends.send(p).unwrap();
+    }
+}
+
+/// Waits until the slave serves every message acknowledged so far.
+fn assert_slave_has(pair: &Pair, sends: &AckedSends, timeout: Duration) {
+    let consumer = PullConsumer::new(&pair.slave_ns.addr, "slave-check").unwrap();
+    let deadline = Instant::now() + timeout;
+    loop {
+        let got: std::collections::BTreeSet<String> = consumer
+            .queues("Replicated")
+            .ok()
+            .map(|_| {
+                drain_topic(&consumer, "Replicated", Duration::from_secs(30))
+                    .into_iter()
+                    .map(|m| m.msg_id)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let missing = sends.acked.keys().filter(|k| !got.contains(*k)).count();
+        if missing == 0 {
+            // Byte for byte, through the slave's own read path.
+            sends.assert_served(&consumer, Duration::from_secs(30));
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the slave lacks {missing} of {} acknowledged messages\nslave log:\n{}",
+            sends.acked.len(),
+            pair.slave.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_slave_holds_every_acknowledged_message_and_catches_up_after_a_crash() {
+    // Two cores each: shard 1's stream is sent on by the master's core 0 to its core 1.
+    let mut pair = Pair::start(2, "", "");
+    let p = producer(&pair.master_ns.addr);
+    create_topic(&pair.master_ns.addr, "Replicated", 4);
+    let mut sends = AckedSends::new("Replicated");
+    send_n(&mut sends, &p, 600);
+    assert_slave_has(&pair, &sends, Duration::from_secs(60));
+
+    // A crashed slave misses what is sent meanwhile, and fetches it by itself.
+    pair.slave.kill9();
+    send_n(&mut sends, &p, 400);
+    pair.restart_slave();
+    send_n(&mut sends, &p, 100);
+    assert_slave_has(&pair, &sends, Duration::from_secs(60));
+
+    // The slave refuses sends, saying it is not the master (a client routes none there: a
+    // group's writes go to its master only).
+    let mut rec = Vec::new();
+    message::encode_record(
+        &message::MessageFields {
+            topic: "Replicated",
+            body: b"x",
+            ..Default::default()
+        },
+        &mut rec,
+    )
+    .unwrap();
+    let h = protocol::Header::request(
+        1,
+        protocol::Command::Send(protocol::SendRequest {
+            producer_group: "raw".into(),
+            topic: "Replicated".into(),
+            queue_id: 0,
+            count: 1,
+        }),
+    );
+    let f = raw_call(&pair.slave.addr, &h, &rec);
+    assert_eq!(f.header.response_code(), ResponseCode::NotLeader);
+    assert!(f.header.remark.contains("SLAVE"), "{}", f.header.remark);
+    // Its offsets are the master's.
+    let mc = PullConsumer::new(&pair.master_ns.addr, "m").unwrap();
+    let sc = PullConsumer::new(&pair.slave_ns.addr, "s").unwrap();
+    for q in mc.queues("Replicated").unwrap() {
+        let sq = sc
+            .queues("Replicated")
+            .unwrap()
+            .into_iter()
+            .find(|x| x.queue_id == q.queue_id)
+            .unwrap();
+        assert_eq!(
+            mc.queue_offsets(&q).unwrap(),
+            sc.queue_offsets(&sq).unwrap()
+        );
+    }
+    drop(p);
+    pair.master.terminate();
+    pair.slave.terminate();
+}
+
+#[test]
+fn a_sync_master_waits_for_its_slave_and_says_when_it_cannot() {
+    let mut pair = Pair::start(
+        1,
+        "broker_role = \"SYNC_MASTER\"\nslave_timeout_ms = 1000\nha_max_time_slave_not_catchup_ms = 2500\nha_send_heartbeat_interval_ms = 100",
+        "ha_send_heartbeat_interval_ms = 100",
+    );
+    create_topic(&pair.master_ns.addr, "Replicated", 2);
+    let p = producer_without_retries(&pair.master_ns.addr, "sync");
+    let mut sends = AckedSends::new("Replicated");
+    wait_in_sync(&pair, Duration::from_secs(30));
+    send_n(&mut sends, &p, 200);
+    // Acknowledged means on the slave too: it serves them at once (nothing to wait for).
+    assert_slave_has(&pair, &sends, Duration::from_secs(5));
+
+    // A frozen slave: the send is stored but not replicated in time, and the answer says so.
+    let pid = pair.slave.pid();
+    // SAFETY: kill(2) on our own child's pid has no memory-safety preconditions.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    assert!(
+        wait_for(Duration::from_secs(5), || all_threads_stopped(pid)
+            .then_some(()))
+        .is_some(),
+        "the slave did not stop"
+    );
+    let started = Instant::now();
+    let e = match sends.send(&p) {
+        Ok(r) => panic!(
+            "acknowledged while the slave is frozen: {r:?}\nmaster log:\n{}",
+            pair.master.stderr()
+        ),
+        Err(e) => e,
+    };
+    assert_eq!(e.code(), Some(ResponseCode::FlushSlaveTimeout), "{e}");
+    assert!(started.elapsed() >= Duration::from_millis(900), "{e}");
+    assert!(e.to_string().contains("slave"), "{e}");
+    // Once the slave has left the in-sync set (the log says why), sends are answered again.
+    let resumed = wait_for(Duration::from_secs(20), || sends.send(&p).ok());
+    assert!(resumed.is_some(), "sends did not resume without the slave");
+    let log = pair.master.stderr();
+    assert!(
+        log.contains("left the in-sync set") && log.contains("has not caught up"),
+        "{log}"
+    );
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    // It catches up, joins again, and has everything acknowledged.
+    wait_in_sync(&pair, Duration::from_secs(30));
+    send_n(&mut sends, &p, 50);
+    assert_slave_has(&pair, &sends, Duration::from_secs(30));
+
+    // Killed: the connection ends and the slave leaves at once; sends go on.
+    pair.slave.kill9();
+    let resumed = wait_for(Duration::from_secs(10), || sends.send(&p).ok());
+    assert!(resumed.is_some());
+    pair.restart_slave();
+    wait_in_sync(&pair, Duration::from_secs(30));
+    assert_slave_has(&pair, &sends, Duration::from_secs(30));
+    pair.master.terminate();
+    pair.slave.terminate();
+}
+
+#[test]
+fn a_sync_master_short_of_replicas_refuses_before_writing() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    let ns = start_namesrv(&logs);
+    let o = opts(
+        &ns.addr,
+        &dir.path().join("m"),
+        1,
+        "broker_role = \"SYNC_MASTER\"\nmin_in_sync_replicas = 2".into(),
+    );
+    let mut b = start_broker(&o, &logs);
+    create_topic(&ns.addr, "Replicated", 1);
+    let p = producer_without_retries(&ns.addr, "short");
+    let e = p
+        .send(client::Message::new("Replicated", b"x".to_vec()))
+        .unwrap_err();
+    assert_eq!(e.code(), Some(ResponseCode::InSyncReplicasNotEnough), "{e}");
+    assert!(
+        e.to_string().contains("no slave is connected")
+            && e.to_string().contains("nothing was written"),
+        "{e}"
+    );
+    let c = PullConsumer::new(&ns.addr, "c").unwrap();
+    let q = c.queues("Replicated").unwrap().remove(0);
+    assert_eq!(c.queue_offsets(&q).unwrap().1 .0, 0, "nothing stored");
+    b.terminate();
+}
+
+#[test]
+fn a_slave_config_without_a_master_or_with_id_0_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    for (toml, want) in [
+        (
+            "broker_role = \"SLAVE\"\nbroker_id = 1",
+            "ha_master_address",
+        ),
+        (
+            "broker_role = \"SLAVE\"\nha_master_address = \"127.0.0.1:1\"",
+            "broker_id",
+        ),
+        ("broker_id = 2", "SLAVE"),
+    ] {
+        let o = opts("", &dir.path().join("d"), 1, toml.into());
+        let (code, out) = run_broker_expecting_exit(&o, &logs, Duration::from_secs(30));
+        assert_ne!(code, Some(0), "{out}");
+        assert!(out.contains(want), "{toml}: {out}");
+    }
+}
