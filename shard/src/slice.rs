@@ -140,6 +140,30 @@ impl StoredSlice {
         self.as_bytes().len()
     }
 
+    /// The first `n` bytes (at most all of them), sharing the same memory.
+    pub(crate) fn prefix(&self, n: usize) -> StoredSlice {
+        let cut = |len: usize| len.min(n);
+        let repr = match &self.repr {
+            Repr::Chunk { buf, start, len } => Repr::Chunk {
+                buf: Rc::clone(buf),
+                start: *start,
+                len: cut(*len),
+            },
+            Repr::Read { read, start, len } => Repr::Read {
+                read: read.clone(),
+                start: *start,
+                len: cut(*len),
+            },
+            Repr::Owned(b) => Repr::Owned(b.slice(..cut(b.len()))),
+            Repr::Shared { whole, start, len } => Repr::Shared {
+                whole: whole.clone(),
+                start: *start,
+                len: cut(*len),
+            },
+        };
+        StoredSlice { repr }
+    }
+
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -34,7 +34,7 @@ async fn catch_up(master: &Shard, slave: &Shard, run: usize) -> usize {
     let mut at = slave.log_bounds().1;
     while let Some(r) = master.read_log(at, run).await.unwrap() {
         assert_eq!(r.start, at);
-        at = slave.replicate(r.start, &r.bytes).await.unwrap();
+        at = slave.replicate(r.start, r.bytes.as_bytes()).await.unwrap();
         assert_eq!(at, r.next);
         runs += 1;
         assert!(runs < 100_000, "no end to the master's log");
@@ -132,23 +132,26 @@ fn a_slave_refuses_bytes_out_of_place_or_damaged() {
         let run = master.read_log(0, 1 << 20).await.unwrap().unwrap();
         // Not the slave's end.
         let e = slave
-            .replicate(run.start + 1, &run.bytes)
+            .replicate(run.start + 1, run.bytes.as_bytes())
             .await
             .unwrap_err();
         assert!(matches!(e, ShardError::Replica(_)), "{e}");
         // A flipped bit in a body fails the CRC; nothing is taken.
-        let mut bad = run.bytes.to_vec();
+        let mut bad = run.bytes.as_bytes().to_vec();
         bad[200] ^= 0x10;
         assert!(slave.replicate(0, &bad).await.is_err());
         // Cut inside a record.
         assert!(slave
-            .replicate(0, &run.bytes[..run.bytes.len() - 3])
+            .replicate(0, &run.bytes.as_bytes()[..run.bytes.len() - 3])
             .await
             .is_err());
         assert_eq!(slave.log_bounds(), (0, 0));
         assert_eq!(slave.queue_offsets(TOPIC, 0).max, 0);
         // The intact run is taken.
-        assert_eq!(slave.replicate(0, &run.bytes).await.unwrap(), run.next);
+        assert_eq!(
+            slave.replicate(0, run.bytes.as_bytes()).await.unwrap(),
+            run.next
+        );
         assert!(
             slave
                 .wait_safe_past(run.next - 1, Duration::from_secs(10))
@@ -181,7 +184,7 @@ fn a_slave_joining_after_retention_starts_where_the_masters_log_starts() {
         let mut at = 2 * seg;
         // The master's bytes from 2*seg on are whole units starting at a segment start.
         while let Some(r) = master.read_log(at, 4096).await.unwrap() {
-            at = slave.replicate(r.start, &r.bytes).await.unwrap();
+            at = slave.replicate(r.start, r.bytes.as_bytes()).await.unwrap();
         }
         assert_eq!(at, master.log_bounds().1);
         let q = slave.queue_offsets(TOPIC, 0);

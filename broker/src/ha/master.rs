@@ -590,13 +590,9 @@ async fn send_stream<W: AsyncWrite + Unpin>(
                     window.1 += run.bytes.len() as u64;
                 }
                 let confirm = ms.confirm();
-                let frame = Frame::Data {
-                    start: run.start,
-                    next: run.next,
-                    confirm,
-                    bytes: run.bytes,
-                };
-                if let Err(e) = wire::write_frame(wr, &frame).await {
+                let sent =
+                    wire::write_data(wr, run.start, run.next, confirm, run.bytes.as_bytes()).await;
+                if let Err(e) = sent {
                     link.close(format!("cannot send: {e}"));
                     return;
                 }

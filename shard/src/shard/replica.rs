@@ -6,25 +6,27 @@
 
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use message::{RecordView, BLANK_MAGIC_CODE, BLANK_RECORD_MIN_BYTES, FIXED_BYTES, MAGIC_CODE};
 
 use crate::commit_log::{blank_at, Blank, RunAt};
 use crate::derived::{derive, Derive, StoredRecord};
 use crate::offsets::{CommitLogOffset, QueueOffset};
+use crate::slice::StoredSlice;
 use crate::storage::{align_down, align_up};
 use crate::{FlushPolicy, ShardError};
 
 use super::Shard;
 
-/// Bytes of the log from `start` for a replica: whole units only, inside one segment.
+/// Bytes of the log from `start` for a replica: whole units only, inside one segment; in
+/// the log's own memory where it still holds them (a sealed chunk or one read), so sending
+/// them copies nothing more.
 #[derive(Clone)]
 pub struct LogRun {
     pub start: u64,
     /// The offset after the run: `start + bytes.len()`, or the next segment's start when
     /// the run ends with the segment's end marker (whose filler is not sent).
     pub next: u64,
-    pub bytes: Bytes,
+    pub bytes: StoredSlice,
 }
 
 /// The whole units at the front of `bytes`, which hold the log from `start`.
@@ -138,30 +140,30 @@ impl Shard {
         let mut want = max_bytes.max(BLANK_RECORD_MIN_BYTES);
         for _ in 0..2 {
             let run = self.inner.log.borrow().run_at(from, want);
-            let bytes = match run {
+            let slice = match run {
                 RunAt::Gone => return Ok(None),
-                RunAt::Memory(s) => Bytes::copy_from_slice(s.as_bytes()),
+                RunAt::Memory(s) => s,
                 RunAt::Disk(file, len) => {
                     let a = align_down(from);
                     let b = align_up(from + len as u64);
                     self.count_disk_read((b - a) as usize);
                     let r = file.read_aligned(a, (b - a) as usize).await?;
-                    let all = r.as_bytes();
                     let at = (from - a) as usize;
-                    let end = (at + len).min(all.len());
-                    if at >= end {
-                        return Ok(None);
+                    let len = len.min(r.as_bytes().len().saturating_sub(at));
+                    match StoredSlice::from_read(&r, at, len) {
+                        Some(s) if len > 0 => s,
+                        _ => return Ok(None),
                     }
-                    Bytes::copy_from_slice(&all[at..end])
                 }
             };
-            let units = whole_units(&bytes, from, seg_end, record_max.max(FIXED_BYTES))
+            let bytes = slice.as_bytes();
+            let units = whole_units(bytes, from, seg_end, record_max.max(FIXED_BYTES))
                 .map_err(ShardError::Replica)?;
             if units.len > 0 {
                 return Ok(Some(LogRun {
                     start: from,
                     next: units.next,
-                    bytes: bytes.slice(..units.len),
+                    bytes: slice.prefix(units.len),
                 }));
             }
             // The first unit is bigger than asked for: ask for it whole.
