@@ -163,6 +163,13 @@ enum Cmd {
         #[arg(long = "interval-ms", default_value_t = 1000)]
         interval_ms: u64,
     },
+    /// Replication per shard: a master's slaves (in sync or catching up, acknowledged,
+    /// bytes behind), or a slave's view of its master.
+    #[command(alias = "haStatus")]
+    HaStatus {
+        #[arg(short = 'b', long = "broker")]
+        broker_addr: String,
+    },
     /// Where a broker's sends spent their time: latency per stage of the request path and
     /// core, since it started or the last `--reset` (ARCHITECTURE.md, "Where a send's time
     /// goes").
@@ -503,6 +510,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             broker_addr,
             interval_ms,
         } => out.emit(&status::broker_status(ns, &broker_addr, interval_ms)?)?,
+        Cmd::HaStatus { broker_addr } => out.emit(&status::ha_status(ns, &broker_addr)?)?,
         Cmd::SendStages { broker_addr, reset } => {
             out.emit(&status::send_stages(ns, &broker_addr, reset)?)?;
         }

@@ -1,5 +1,5 @@
-//! A broker's figures: `broker-status` (per core, with TPS over a window) and `send-stages`
-//! (latency per stage of the send path and core).
+//! A broker's figures: `broker-status` (per core, with TPS over a window), `send-stages`
+//! (latency per stage of the send path and core) and `ha-status` (replication per shard).
 
 use std::io::{self, Write};
 use std::time::{Duration, Instant};
@@ -331,5 +331,77 @@ mod tests {
         assert_eq!(v[0]["p999_ms"], 1.0);
         let text = String::from_utf8(render(Format::Text, &stages).unwrap()).unwrap();
         assert_eq!(text.lines().count(), 2);
+    }
+}
+
+/// `ha-status`: each shard's replication, as the broker's cores report it.
+#[derive(Debug, Serialize)]
+pub struct HaStatusView {
+    broker_name: String,
+    role: String,
+    shards: Vec<serde_json::Value>,
+}
+
+pub fn ha_status(ns: &str, addr: &str) -> anyhow::Result<HaStatusView> {
+    let admin = Admin::new(ns)?;
+    let s = admin.broker_status(addr)?;
+    let mut shards = Vec::new();
+    for c in &s.cores {
+        let v: Vec<serde_json::Value> = serde_json::from_str(&c.replication)
+            .map_err(|e| anyhow::anyhow!("core {}: replication status: {e}", c.core))?;
+        shards.extend(v);
+    }
+    shards.sort_by_key(|v| v["shard"].as_u64().unwrap_or(0));
+    Ok(HaStatusView {
+        broker_name: s.broker_name,
+        role: s.cores.first().map(|c| c.role.clone()).unwrap_or_default(),
+        shards,
+    })
+}
+
+impl Render for HaStatusView {
+    fn text(&self, w: &mut dyn Write) -> io::Result<()> {
+        writeln!(w, "broker {} ({})", self.broker_name, self.role)?;
+        let num = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
+        for s in &self.shards {
+            let shard = num(&s["shard"]);
+            if let Some(m) = s.get("from_master").filter(|m| !m.is_null()) {
+                writeln!(
+                    w,
+                    "shard {shard}: from master {} {}, local end {}, {} bytes behind, confirmed {}, last heard {} ms ago{}",
+                    m["master"].as_str().unwrap_or("-"),
+                    if m["connected"] == true { "connected" } else { "NOT connected" },
+                    num(&m["local_end"]),
+                    num(&m["lag_bytes"]),
+                    num(&m["confirm"]),
+                    m["last_heard_ms_ago"].as_u64().map_or("-".into(), |x| x.to_string()),
+                    m["last_error"]
+                        .as_str()
+                        .map(|e| format!(", last error: {e}"))
+                        .unwrap_or_default()
+                )?;
+                continue;
+            }
+            let slaves = s["slaves"].as_array().cloned().unwrap_or_default();
+            if slaves.is_empty() {
+                writeln!(w, "shard {shard}: no slave connected")?;
+            }
+            for l in slaves {
+                writeln!(
+                    w,
+                    "shard {shard}: slave {} at {} {}, acknowledged {}, {} bytes behind, last ack {} ms ago",
+                    num(&l["broker_id"]),
+                    l["peer"].as_str().unwrap_or("-"),
+                    if l["in_sync"] == true { "IN SYNC" } else { "catching up" },
+                    num(&l["acked"]),
+                    num(&l["lag_bytes"]),
+                    num(&l["last_ack_ms_ago"])
+                )?;
+            }
+            if let Some(why) = s["last_left"].as_str() {
+                writeln!(w, "shard {shard}: last left the in-sync set: {why}")?;
+            }
+        }
+        Ok(())
     }
 }

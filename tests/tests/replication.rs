@@ -237,6 +237,21 @@ fn a_sync_master_waits_for_its_slave_and_says_when_it_cannot() {
     let p = producer_without_retries(&pair.master_ns.addr, "sync");
     let mut sends = AckedSends::new("Replicated");
     wait_in_sync(&pair, Duration::from_secs(30));
+    let out = mqadmin(
+        &pair.master_ns.addr,
+        &["ha-status", "-b", &pair.master.addr],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("(SYNC_MASTER)") && text.contains("IN SYNC"),
+        "{text}"
+    );
+    let out = mqadmin(&pair.slave_ns.addr, &["ha-status", "-b", &pair.slave.addr]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("(SLAVE)") && text.contains(" connected"),
+        "{text}"
+    );
     send_n(&mut sends, &p, 200);
     // Acknowledged means on the slave too: it serves them at once (nothing to wait for).
     assert_slave_has(&pair, &sends, Duration::from_secs(5));
@@ -269,6 +284,16 @@ fn a_sync_master_waits_for_its_slave_and_says_when_it_cannot() {
     assert!(
         log.contains("left the in-sync set") && log.contains("has not caught up"),
         "{log}"
+    );
+    // mqadmin says so too: why it left (by now it may also have been dropped as silent).
+    let out = mqadmin(
+        &pair.master_ns.addr,
+        &["ha-status", "-b", &pair.master.addr],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("last left the in-sync set: slave 1"),
+        "{text}"
     );
     // SAFETY: as above.
     unsafe { libc::kill(pid, libc::SIGCONT) };
