@@ -110,6 +110,10 @@ pub struct RunArgs {
     /// profile, to measure a change of one key.
     #[arg(long)]
     pub broker_config: Option<std::path::PathBuf>,
+    /// Replicate: the local broker is this role's master (`ASYNC_MASTER` or `SYNC_MASTER`)
+    /// and a slave runs beside it on the last CPU; produce runs also report the slave's lag.
+    #[arg(long, value_parser = ["ASYNC_MASTER", "SYNC_MASTER"])]
+    pub replica: Option<String>,
     /// Cores of the local broker (it pins itself to the first ones; the bench takes the rest).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub broker_cores: u16,

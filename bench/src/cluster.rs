@@ -50,6 +50,9 @@ pub struct ClusterOptions {
     pub broker_config: Option<PathBuf>,
     /// Data directory; a temporary one (removed at the end) when `None`.
     pub data_dir: Option<PathBuf>,
+    /// `ASYNC_MASTER` or `SYNC_MASTER`: the broker is that role's master and a slave
+    /// (`--replica`) runs beside it, on the last CPU (shared with the bench).
+    pub replica: Option<String>,
 }
 
 /// A child process that is stopped (SIGTERM, then SIGKILL) when dropped.
@@ -137,7 +140,8 @@ pub fn status_field(status: &str, name: &str) -> Option<u64> {
 }
 
 pub struct Cluster {
-    // Field order is drop order: the broker stops before the NameServer.
+    // Field order is drop order: the slave, then the broker, then the NameServer.
+    slave: Option<ChildGuard>,
     broker: ChildGuard,
     namesrv: ChildGuard,
     pub namesrv_addr: String,
@@ -162,7 +166,7 @@ impl Cluster {
                 (Some(t), d)
             }
         };
-        let (namesrv, ns_line) = spawn(
+        let (namesrv, ns_line, _) = spawn(
             "namesrv",
             &[
                 "__namesrv",
@@ -172,6 +176,7 @@ impl Cluster {
                 "warn",
             ],
             "namesrv listening on ",
+            None,
         )?;
         let namesrv_addr = first_word(&ns_line)?;
         let broker_data = data_dir.join("broker");
@@ -186,6 +191,10 @@ impl Cluster {
         };
         if shared_cpus && !overrides.contains("idle_poll_us") {
             overrides.push_str("\nidle_poll_us = 0\n");
+        }
+        let slave_overrides = opts.replica.as_ref().map(|_| overrides.clone());
+        if let Some(role) = &opts.replica {
+            overrides.push_str(&format!("\nbroker_role = \"{role}\"\n"));
         }
         let with_overrides = !overrides.trim().is_empty();
         if with_overrides {
@@ -217,9 +226,60 @@ impl Cluster {
                     .ok_or_else(|| anyhow!("data dir is not UTF-8"))?,
             );
         }
-        let (broker, b_line) = spawn("broker", &broker_args, "broker listening on ")?;
+        let (broker, b_line, preamble) =
+            spawn("broker", &broker_args, "broker listening on ", None)?;
         let broker_addr = first_word(&b_line)?;
+        let slave = match slave_overrides {
+            None => None,
+            Some(mut toml) => {
+                let ha = preamble
+                    .iter()
+                    .find_map(|l| l.strip_prefix("broker replication on "))
+                    .map(first_word)
+                    .ok_or_else(|| anyhow!("the broker did not say its replication address"))??;
+                toml.push_str(&format!(
+                    "\nbroker_role = \"SLAVE\"\nbroker_id = 1\nha_master_address = \"{ha}\"\n"
+                ));
+                let conf = data_dir.join("slave.toml");
+                std::fs::write(&conf, toml)
+                    .with_context(|| format!("writing {}", conf.display()))?;
+                let slave_data = data_dir.join("slave");
+                let (conf, slave_data) = (
+                    conf.to_str()
+                        .ok_or_else(|| anyhow!("data dir is not UTF-8"))?
+                        .to_owned(),
+                    slave_data
+                        .to_str()
+                        .ok_or_else(|| anyhow!("data dir is not UTF-8"))?
+                        .to_owned(),
+                );
+                let args = [
+                    "__broker",
+                    "--listen",
+                    "127.0.0.1:0",
+                    "--namesrv",
+                    &namesrv_addr,
+                    "--data-dir",
+                    &slave_data,
+                    "--profile",
+                    &opts.profile,
+                    "--cores",
+                    &cores,
+                    "--log-level",
+                    "warn",
+                    "--config",
+                    &conf,
+                ];
+                // The slave's executors pin within the CPUs it may use: the last ones.
+                let cpus = allowed_cpus();
+                let skip = cpus.len().saturating_sub(opts.broker_cores as usize);
+                let last: Vec<usize> = cpus.into_iter().skip(skip).collect();
+                let (g, _, _) = spawn("slave", &args, "broker listening on ", Some(last))?;
+                Some(g)
+            }
+        };
         Ok(Cluster {
+            slave,
             broker,
             namesrv,
             namesrv_addr,
@@ -227,6 +287,16 @@ impl Cluster {
             _temp: temp,
             memory: Memory::default(),
         })
+    }
+
+    /// CPU seconds (user + system) the broker and, with `--replica`, the slave have used
+    /// since they started.
+    pub fn cpu_seconds(&self) -> (Option<f64>, Option<f64>) {
+        let of = |g: Option<&ChildGuard>| {
+            g.and_then(ChildGuard::pid)
+                .and_then(crate::remoting_load::cpu_seconds)
+        };
+        (of(Some(&self.broker)), of(self.slave.as_ref()))
     }
 
     /// Samples the broker's memory; call it now and then during runs.
@@ -243,9 +313,12 @@ impl Cluster {
         Some(self.memory)
     }
 
-    /// Whether both children are still running.
+    /// Whether every child is still running.
     pub fn check_alive(&mut self) -> Result<()> {
-        for g in [&mut self.broker, &mut self.namesrv] {
+        for g in [&mut self.broker, &mut self.namesrv]
+            .into_iter()
+            .chain(self.slave.as_mut())
+        {
             if let Some(c) = g.child.as_mut() {
                 if let Ok(Some(status)) = c.try_wait() {
                     let name = g.name;
@@ -258,6 +331,9 @@ impl Cluster {
     }
 
     pub fn stop(&mut self) {
+        if let Some(s) = self.slave.as_mut() {
+            s.stop();
+        }
         self.broker.stop();
         self.namesrv.stop();
     }
@@ -276,10 +352,16 @@ fn first_word(rest: &str) -> Result<String> {
         .ok_or_else(|| anyhow!("no address in the start-up line"))
 }
 
-/// Starts `bench <args>` and waits for the stdout line starting with `marker`; returns the
-/// rest of that line. stdout is drained afterwards so the child never blocks on it; stderr
-/// is inherited, so its warnings and errors show.
-fn spawn(name: &'static str, args: &[&str], marker: &str) -> Result<(ChildGuard, String)> {
+/// Starts `bench <args>` (on `cpus` only, when given) and waits for the stdout line starting
+/// with `marker`; returns the rest of that line and the lines before it. stdout is drained
+/// afterwards so the child never blocks on it; stderr is inherited, so its warnings and
+/// errors show.
+fn spawn(
+    name: &'static str,
+    args: &[&str],
+    marker: &str,
+    cpus: Option<Vec<usize>>,
+) -> Result<(ChildGuard, String, Vec<String>)> {
     let exe = std::env::current_exe().context("finding the bench executable")?;
     let mut cmd = Command::new(exe);
     cmd.args(args)
@@ -288,12 +370,28 @@ fn spawn(name: &'static str, args: &[&str], marker: &str) -> Result<(ChildGuard,
         .stderr(Stdio::inherit());
     {
         use std::os::unix::process::CommandExt;
-        // SAFETY: runs in the forked child before exec; `prctl` is async-signal-safe and
-        // touches no memory of ours. It makes the child receive SIGKILL when the bench dies,
-        // so a crashed or killed bench leaves nothing running.
+        // SAFETY: `cpu_set_t` is plain old data; all-zero is the empty set.
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        let pin = cpus.filter(|c| !c.is_empty()).is_some_and(|c| {
+            for cpu in c {
+                // SAFETY: CPU_SET writes one bit inside the set we own; the indices come
+                // from sched_getaffinity, below CPU_SETSIZE.
+                unsafe { libc::CPU_SET(cpu, &mut set) };
+            }
+            true
+        });
+        // SAFETY: runs in the forked child before exec; `prctl` and `sched_setaffinity` are
+        // async-signal-safe and only read the set copied into the closure. PR_SET_PDEATHSIG
+        // makes the child receive SIGKILL when the bench dies, so a crashed or killed bench
+        // leaves nothing running.
         unsafe {
-            cmd.pre_exec(|| {
+            cmd.pre_exec(move || {
                 if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if pin
+                    && libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0
+                {
                     return Err(std::io::Error::last_os_error());
                 }
                 Ok(())
@@ -319,7 +417,7 @@ fn spawn(name: &'static str, args: &[&str], marker: &str) -> Result<(ChildGuard,
     let deadline = Instant::now() + START_TIMEOUT;
     loop {
         match rx.recv_timeout(Duration::from_millis(50)) {
-            Ok(line) => return Ok((guard, line)),
+            Ok((line, preamble)) => return Ok((guard, line, preamble)),
             Err(mpsc::RecvTimeoutError::Disconnected) => {
                 guard.stop();
                 bail!("the {name} exited before it was listening (see its messages above)");
@@ -336,14 +434,17 @@ fn spawn(name: &'static str, args: &[&str], marker: &str) -> Result<(ChildGuard,
     }
 }
 
-fn drain(stdout: ChildStdout, marker: &str, tx: mpsc::Sender<String>) {
+fn drain(stdout: ChildStdout, marker: &str, tx: mpsc::Sender<(String, Vec<String>)>) {
     let mut tx = Some(tx);
+    let mut preamble = Vec::new();
     for line in BufReader::new(stdout).lines() {
         let Ok(line) = line else { break };
         if let Some(rest) = line.strip_prefix(marker) {
             if let Some(tx) = tx.take() {
-                let _ = tx.send(rest.to_owned());
+                let _ = tx.send((rest.to_owned(), std::mem::take(&mut preamble)));
             }
+        } else if tx.is_some() {
+            preamble.push(line);
         }
     }
 }

@@ -14,6 +14,7 @@ mod pacing;
 mod plot;
 mod produce;
 mod remoting_load;
+mod replica;
 mod report;
 mod runner;
 mod stages;

@@ -272,7 +272,7 @@ fn fetch_route(namesrv: &str, topic: &str) -> Result<TopicRouteData> {
 }
 
 /// Reads utime+stime of a process, in seconds.
-fn cpu_seconds(pid: u32) -> Option<f64> {
+pub fn cpu_seconds(pid: u32) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     parse_stat_cpu_seconds(&stat)
 }

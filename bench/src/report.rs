@@ -40,6 +40,12 @@ pub struct Report {
     pub host_floor: Option<Vec<crate::floor::CpuFloor>>,
     /// Paced runs: where the send latency went, the bench's stages and the broker's.
     pub stages: Option<Vec<crate::stages::StageRow>>,
+    /// `--replica` produce runs: the slave's lag behind the master during the run.
+    pub replica_lag: Option<crate::replica::LagReport>,
+    /// Produce runs of a local cluster: CPU seconds per million messages the broker used
+    /// during the run, and the slave with `--replica`.
+    pub broker_cpu_s_per_m: Option<f64>,
+    pub slave_cpu_s_per_m: Option<f64>,
 }
 
 impl Report {
@@ -111,6 +117,21 @@ pub fn table(reports: &[Report]) -> String {
         if let Some(s) = &r.stages {
             out.push_str(&crate::stages::describe(&r.mode, s));
         }
+        if let Some(b) = r.broker_cpu_s_per_m {
+            out.push_str(&format!(
+                "{}: broker CPU {b:.2} s per million messages{}\n",
+                r.mode,
+                r.slave_cpu_s_per_m
+                    .map(|s| format!(", slave {s:.2} s"))
+                    .unwrap_or_default()
+            ));
+        }
+        if let Some(l) = &r.replica_lag {
+            out.push_str(&format!(
+                "{}: slave lag over {} samples: {} / {} / {} bytes (p50 / p99 / max), {:.2} / {:.2} / {:.2} ms\n",
+                r.mode, l.samples, l.bytes_p50, l.bytes_p99, l.bytes_max, l.ms_p50, l.ms_p99, l.ms_max
+            ));
+        }
         if let Some(m) = &r.broker_memory {
             out.push_str(&format!(
                 "{}: broker memory: VmRSS {} MiB at the end ({} MiB anonymous, {} MiB mapped files, {} MiB tail rings), \
@@ -163,6 +184,9 @@ mod tests {
             disk_ratio: Some(0.5),
             broker_memory: None,
             host_floor: None,
+            replica_lag: None,
+            broker_cpu_s_per_m: None,
+            slave_cpu_s_per_m: None,
             stages: None,
         }
     }

@@ -135,6 +135,7 @@ impl Session {
                     broker_cores: args.broker_cores,
                     broker_config: args.broker_config.clone(),
                     data_dir: Some(dir.clone()),
+                    replica: args.replica.clone(),
                 })?;
                 let cpus = cluster::bench_cpus(&cluster::allowed_cpus(), args.broker_cores);
                 if cpus.is_empty() {
@@ -359,6 +360,9 @@ impl Session {
             broker_memory: None,
             host_floor: None,
             stages: None,
+            replica_lag: None,
+            broker_cpu_s_per_m: None,
+            slave_cpu_s_per_m: None,
         }
     }
 
@@ -402,7 +406,15 @@ impl Session {
         let p = Arc::new(progress);
         let p2 = Arc::clone(&p);
         let o2 = o.clone();
-        let out = self.watch(mode, &p, move || produce::run(&o2, p2))??;
+        let sampler = match (&self.args.replica, &self.cluster) {
+            (Some(_), Some(c)) => crate::replica::LagSampler::start(&self.namesrv, &c.broker_addr),
+            _ => None,
+        };
+        let cpu_before = self.cluster.as_ref().map(|c| c.cpu_seconds());
+        let out = self.watch(mode, &p, move || produce::run(&o2, p2));
+        let cpu_after = self.cluster.as_ref().map(|c| c.cpu_seconds());
+        let replica_lag = sampler.and_then(|s| s.finish());
+        let out = out??;
         let stages = o.rate.map(|_| {
             let mut rows = vec![
                 crate::stages::StageRow::new("bench", "pace", &out.pace),
@@ -438,6 +450,15 @@ impl Session {
         r.broker_memory = self.memory();
         r.host_floor = floor;
         r.stages = stages;
+        r.replica_lag = replica_lag;
+        if let (Some(b), Some(a)) = (cpu_before, cpu_after) {
+            let per_m = |x: Option<f64>, y: Option<f64>| match (x, y) {
+                (Some(x), Some(y)) if out.acked > 0 => Some((y - x) / out.acked as f64 * 1e6),
+                _ => None,
+            };
+            r.broker_cpu_s_per_m = per_m(b.0, a.0);
+            r.slave_cpu_s_per_m = per_m(b.1, a.1);
+        }
         self.curves.push((mode.to_owned(), out.latency.curve_us()));
         self.reports.push(r);
         Ok(out)
