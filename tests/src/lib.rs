@@ -11,6 +11,9 @@ use std::sync::mpsc;
 use std::sync::Once;
 use std::time::{Duration, Instant};
 
+pub mod checker;
+pub mod history;
+
 static BUILD: Once = Once::new();
 
 /// The workspace root (this crate lives in `<root>/tests`).
