@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 pub mod checker;
 pub mod history;
 pub mod netns;
+pub mod proxy;
 
 static BUILD: Once = Once::new();
 
