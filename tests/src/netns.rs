@@ -415,15 +415,15 @@ impl Net {
     pub fn loss(&self, host: &str, percent: u8) -> Result<FaultId, NetError> {
         assert!(percent <= 100, "a loss of at most 100%");
         let h = self.host(host);
-        let mut rules = vec![(
-            h,
-            format!("iifname \"{HOST_IF}\" numgen random mod 100 < {percent} drop"),
-        )];
+        // nft compares with values below the modulus only: 100% is a plain drop.
+        let chance = if percent >= 100 {
+            String::new()
+        } else {
+            format!("numgen random mod 100 < {percent} ")
+        };
+        let mut rules = vec![(h, format!("iifname \"{HOST_IF}\" {chance}drop"))];
         for other in self.hosts.iter().filter(|o| o.name != host) {
-            rules.push((
-                other,
-                format!("ip saddr {} numgen random mod 100 < {percent} drop", h.ip),
-            ));
+            rules.push((other, format!("ip saddr {} {chance}drop", h.ip)));
         }
         self.add_rules(&rules)
     }
