@@ -33,7 +33,7 @@ const BROKER_PORT: u16 = 10911;
 const DIRECT_PORT: u16 = 10921;
 const NAMESRV_PORT: u16 = 9876;
 /// The demo's schedule runs this long; the producers send this much longer.
-const SCHEDULE_RUN: Duration = Duration::from_secs(20);
+const SCHEDULE_RUN: Duration = Duration::from_secs(24);
 const PRODUCE_AFTER: Duration = Duration::from_secs(4);
 /// The default seed of the demo (CI runs it); `CORVUS_FAULT_SEED` replays another.
 const DEMO_SEED: u64 = 20_261_201;
@@ -206,6 +206,7 @@ impl Nodes for Scenario {
 fn demo_mix() -> Mix {
     Mix {
         kill: vec!["broker".into()],
+        stop: vec!["broker".into()],
         partition: vec![("client".into(), "broker".into())],
         one_way: vec![("client".into(), "broker".into())],
         loss: vec!["broker".into()],
@@ -250,8 +251,8 @@ fn seeded_faults_on_a_sync_flush_broker_lose_nothing_acknowledged() {
         .collect();
     assert_eq!(
         kinds.len(),
-        5,
-        "the schedule covers all five faults: {sched}"
+        6,
+        "the schedule covers all six faults: {sched}"
     );
     assert!(sched.node_faults_at_once_max() <= 1);
     let Some(net) = Net::new_or_skip("demo", &["ns", "broker", "client"]) else {
@@ -291,6 +292,11 @@ fn seeded_faults_on_a_sync_flush_broker_lose_nothing_acknowledged() {
         &produce_ms,
     ]));
     let events = schedule::run(&sched, &net, &mut s).unwrap();
+    let mut record = sched.to_string();
+    for e in &events {
+        record.push_str(&format!("{} {}\n", e.t_ms, e.what));
+    }
+    std::fs::write(s.dir.path().join("schedule.txt"), record).unwrap();
     assert_eq!(
         events.len(),
         2 * sched.steps.len(),
@@ -409,6 +415,79 @@ fn a_one_way_cut_drops_one_direction_and_a_port_cut_one_port() {
     assert!(datagram_arrives(&ub, &ua) && connects(a, b_addr), "healed");
 }
 
+/// How long sending `bytes` over a fresh TCP connection from `from` to a sink at `to`
+/// takes, to the sink's last byte.
+fn transfer(from: &Host, to: &Host, bytes: usize) -> Duration {
+    let (sink, addr) = listener_on(to);
+    let reader = std::thread::spawn(move || {
+        let (mut c, _) = sink.accept().unwrap();
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut got = 0;
+        while got < bytes {
+            match c.read(&mut buf).unwrap() {
+                0 => break,
+                n => got += n,
+            }
+        }
+        (got, Instant::now())
+    });
+    let mut c = from
+        .within(move || TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap())
+        .unwrap();
+    let t = Instant::now();
+    c.write_all(&vec![1u8; bytes]).unwrap();
+    let (got, end) = reader.join().unwrap();
+    assert_eq!(got, bytes);
+    end.duration_since(t)
+}
+
+#[test]
+fn loss_drops_a_share_of_packets_and_a_bandwidth_limit_slows_a_transfer() {
+    let Some(net) = Net::new_or_skip("loss", &["a", "b"]) else {
+        return;
+    };
+    let (a, b) = (net.host("a"), net.host("b"));
+    let (ua, ub) = (udp_on(a), udp_on(b));
+    ub.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let count = |n: u32| {
+        let dest = ub.local_addr().unwrap();
+        for i in 0..n {
+            ua.send_to(&i.to_be_bytes(), dest).unwrap();
+        }
+        let mut buf = [0u8; 8];
+        let mut got = 0;
+        while ub.recv_from(&mut buf).is_ok() {
+            got += 1;
+        }
+        got
+    };
+    assert_eq!(count(200), 200, "no loss before the fault");
+    let loss = net.loss("b", 50).unwrap();
+    let got = count(400);
+    // 400 draws at 50%: outside 120..=280 is about 1 in 10^16.
+    assert!(
+        (120..=280).contains(&got),
+        "50% loss let {got} of 400 through"
+    );
+    net.clear(loss).unwrap();
+    let loss = net.loss("a", 100).unwrap();
+    assert_eq!(count(50), 0, "100% loss on the sender's link");
+    net.clear(loss).unwrap();
+    assert_eq!(count(50), 50, "no loss after clearing");
+
+    let bytes = 1 << 20;
+    let fast = transfer(a, b, bytes);
+    // 8 Mbit/s: 1 MiB takes about 1 s (less the first burst).
+    let limit = net.limit_bandwidth("a", 8_000).unwrap();
+    let slow = transfer(a, b, bytes);
+    net.clear(limit).unwrap();
+    assert!(
+        slow >= Duration::from_millis(700) && slow > fast * 3,
+        "1 MiB took {slow:?} at 8 Mbit/s and {fast:?} without a limit"
+    );
+}
+
 /// One round trip of `n` bytes through `s` (an echo).
 fn round_trip(s: &mut TcpStream, n: usize) -> Duration {
     let t = Instant::now();
@@ -502,6 +581,25 @@ fn the_proxy_delay_is_real_and_keeps_the_bytes_in_order() {
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     s.read_exact(&mut one).unwrap();
     assert_eq!(&one, b"x");
+
+    // A rate cap: 40 KiB at 100 KB/s takes about 0.41 s (the cap paces 4 KiB slices, so
+    // the last slice leaves one slice's time, 41 ms, before the end).
+    proxy.bandwidth(Direction::Up, 100_000).unwrap();
+    let capped = round_trip(&mut s, 40 * 1024);
+    proxy.bandwidth(Direction::Up, 0).unwrap();
+    assert!(
+        capped >= Duration::from_millis(340),
+        "40 KiB under a 100 KB/s cap took {capped:?}"
+    );
+
+    // A blackhole swallows what is sent and answers nothing.
+    proxy.blackhole().unwrap();
+    s.write_all(b"y").unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    assert!(s.read_exact(&mut one).is_err(), "a blackhole answered");
+    proxy.pass().unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
 
     // A reset closes the connection.
     assert_eq!(proxy.reset().unwrap(), 1);
