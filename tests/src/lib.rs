@@ -15,6 +15,7 @@ pub mod checker;
 pub mod history;
 pub mod netns;
 pub mod proxy;
+pub mod scenario;
 pub mod schedule;
 
 static BUILD: Once = Once::new();
