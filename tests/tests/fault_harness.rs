@@ -14,18 +14,17 @@
 
 #![allow(clippy::unwrap_used)]
 
+use std::collections::{BTreeMap, HashSet};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use integration::checker::check;
-use integration::history::{read_jsonl, Delivery, Op, Stored};
+use integration::history::Op;
 use integration::netns::{Host, Net};
 use integration::proxy::{Direction, FaultProxy};
-use integration::schedule::{self, Mix, Nodes, Schedule};
-use integration::{bin, run_until_exit, BrokerOpts, Proc};
+use integration::scenario::{Cast, Produce, Workload};
+use integration::schedule::{self, Mix, Schedule};
+use integration::BrokerOpts;
 
 const TOPIC: &str = "FaultDemo";
 const QUEUES: u32 = 4;
@@ -37,171 +36,6 @@ const SCHEDULE_RUN: Duration = Duration::from_secs(24);
 const PRODUCE_AFTER: Duration = Duration::from_secs(4);
 /// The default seed of the demo (CI runs it); `CORVUS_FAULT_SEED` replays another.
 const DEMO_SEED: u64 = 20_261_201;
-
-/// A child process killed when dropped (the workload while it runs).
-struct Bg(Child);
-
-impl Drop for Bg {
-    fn drop(&mut self) {
-        if let Ok(None) = self.0.try_wait() {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-}
-
-impl Bg {
-    /// Waits (bounded) for its exit; panics with its output otherwise.
-    fn wait(mut self, limit: Duration, what: &str) -> String {
-        let deadline = Instant::now() + limit;
-        while self.0.try_wait().unwrap().is_none() {
-            assert!(
-                Instant::now() < deadline,
-                "{what} did not finish within {limit:?}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let mut out = String::new();
-        if let Some(mut s) = self.0.stdout.take() {
-            s.read_to_string(&mut out).unwrap();
-        }
-        let status = self.0.wait().unwrap();
-        assert!(status.success(), "{what} failed ({status}): {out}");
-        out
-    }
-}
-
-/// The NameServer, the broker and the client's proxy, in their namespaces.
-struct Scenario {
-    // Processes first: they are killed before the namespaces go.
-    broker: Option<Proc>,
-    namesrv: Proc,
-    proxy: FaultProxy,
-    opts: BrokerOpts,
-    logs: PathBuf,
-    dir: tempfile::TempDir,
-    broker_host: Host,
-    client_host: Host,
-}
-
-impl Scenario {
-    fn start(net: &Net) -> Scenario {
-        let dir = tempfile::tempdir().unwrap();
-        let logs = dir.path().join("logs");
-        std::fs::create_dir_all(&logs).unwrap();
-        let (ns, broker, client) = (net.host("ns"), net.host("broker"), net.host("client"));
-        let mut cmd = Command::new(bin("namesrv"));
-        cmd.args(["--listen", &ns.addr(NAMESRV_PORT)]);
-        let namesrv = Proc::start(
-            ns.wrap(&cmd),
-            "namesrv listening on ",
-            logs.join("namesrv.log"),
-        );
-        // The client reaches the broker only through the proxy: the broker advertises the
-        // proxy's address (and its direct port there) to the NameServer.
-        let proxy = FaultProxy::start(
-            |c| client.wrap(&c),
-            &[
-                (client.addr(BROKER_PORT), broker.addr(BROKER_PORT)),
-                (client.addr(DIRECT_PORT), broker.addr(DIRECT_PORT)),
-            ],
-            1,
-        )
-        .unwrap();
-        let mut opts = BrokerOpts::new(&ns.addr(NAMESRV_PORT), &dir.path().join("data"));
-        opts.listen = broker.addr(BROKER_PORT);
-        opts.extra = vec!["--advertise-addr".into(), client.addr(BROKER_PORT)];
-        opts.config_toml = Some(format!(
-            "flush_disk_type = \"SYNC_FLUSH\"\nidle_poll_us = 0\nvip_channel = false\n\
-             direct_port_base = {DIRECT_PORT}\nnamesrv_heartbeat_interval_ms = 500\n"
-        ));
-        let mut s = Scenario {
-            broker: None,
-            namesrv,
-            proxy,
-            opts,
-            logs,
-            dir,
-            broker_host: broker.clone(),
-            client_host: client.clone(),
-        };
-        s.start_broker();
-        s
-    }
-
-    fn start_broker(&mut self) {
-        let cmd = integration::broker_command(&self.opts, &self.logs);
-        let n = self.logs.read_dir().map(|d| d.count()).unwrap_or(0);
-        let p = Proc::start(
-            self.broker_host.wrap(&cmd),
-            "broker listening on ",
-            self.logs.join(format!("broker-{n}.log")),
-        );
-        assert!(
-            p.line.contains(&format!(
-                "advertised {}",
-                self.client_host.addr(BROKER_PORT)
-            )),
-            "the broker advertises the proxy: {}",
-            p.line
-        );
-        self.broker = Some(p);
-    }
-
-    /// `corvus-workload --namesrv .. --topic .. <args>` in the client namespace.
-    fn workload(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(bin("corvus-workload"));
-        cmd.args(["--namesrv", &self.namesrv.addr, "--topic", TOPIC])
-            .args(args);
-        self.client_host.wrap(&cmd)
-    }
-
-    fn create_topic(&self) {
-        let mut cmd = Command::new(bin("mqadmin"));
-        cmd.args(["-n", &self.namesrv.addr]).args([
-            "update-topic",
-            "-t",
-            TOPIC,
-            "-q",
-            &QUEUES.to_string(),
-        ]);
-        // The broker registers within a heartbeat or two.
-        let mut last = String::new();
-        let created = integration::wait_for(Duration::from_secs(30), || {
-            let (code, out) =
-                run_until_exit(&mut self.client_host.wrap(&cmd), Duration::from_secs(20));
-            last = out;
-            (code == Some(0)).then_some(())
-        });
-        assert!(created.is_some(), "update-topic {TOPIC}: {last}");
-    }
-}
-
-impl Nodes for Scenario {
-    fn pid(&self, node: &str) -> Option<i32> {
-        match node {
-            "broker" => self.broker.as_ref().map(Proc::pid),
-            "namesrv" => Some(self.namesrv.pid()),
-            _ => None,
-        }
-    }
-
-    fn kill9(&mut self, node: &str) {
-        assert_eq!(node, "broker", "only the broker is killed here");
-        if let Some(b) = self.broker.as_mut() {
-            b.kill9();
-        }
-    }
-
-    fn restart(&mut self, node: &str) {
-        assert_eq!(node, "broker", "only the broker is restarted here");
-        self.start_broker();
-    }
-
-    fn proxy(&mut self, name: &str) -> Option<&mut FaultProxy> {
-        (name == "client-proxy").then_some(&mut self.proxy)
-    }
-}
 
 fn demo_mix() -> Mix {
     Mix {
@@ -219,8 +53,8 @@ fn demo_mix() -> Mix {
 }
 
 /// How many sends failed each way, by outcome and the error's text without its numbers.
-fn error_kinds(ops: &[Op]) -> std::collections::BTreeMap<String, usize> {
-    let mut kinds = std::collections::BTreeMap::new();
+fn error_kinds(ops: &[Op]) -> BTreeMap<String, usize> {
+    let mut kinds = BTreeMap::new();
     for op in ops {
         if let Some(e) = &op.error {
             let text: String = e.chars().filter(|c| !c.is_ascii_digit()).take(70).collect();
@@ -232,19 +66,13 @@ fn error_kinds(ops: &[Op]) -> std::collections::BTreeMap<String, usize> {
     kinds
 }
 
-fn keep(dir: tempfile::TempDir) -> PathBuf {
-    let p = dir.keep();
-    eprintln!("kept the histories and logs in {}", p.display());
-    p
-}
-
 #[test]
 fn seeded_faults_on_a_sync_flush_broker_lose_nothing_acknowledged() {
     let started = Instant::now();
     let seed = schedule::seed_from_env(DEMO_SEED);
     let sched = Schedule::generate(seed, SCHEDULE_RUN, &demo_mix());
     eprintln!("{sched}");
-    let kinds: std::collections::HashSet<_> = sched
+    let kinds: HashSet<_> = sched
         .steps
         .iter()
         .map(|s| std::mem::discriminant(&s.fault))
@@ -258,67 +86,63 @@ fn seeded_faults_on_a_sync_flush_broker_lose_nothing_acknowledged() {
     let Some(net) = Net::new_or_skip("demo", &["ns", "broker", "client"]) else {
         return;
     };
-    let mut s = Scenario::start(&net);
-    s.create_topic();
-    let history = s.dir.path().join("history.jsonl");
-    let final_log = s.dir.path().join("final.jsonl");
-    let deliveries = s.dir.path().join("deliveries.jsonl");
-    let produce_ms = (SCHEDULE_RUN + PRODUCE_AFTER).as_millis().to_string();
-    let spawn = |mut c: Command| {
-        Bg(c.stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap())
+    let dir = tempfile::tempdir().unwrap();
+    let (broker, client) = (net.host("broker"), net.host("client"));
+    let mut cast = Cast::new(dir.path());
+    let ns = cast.namesrv("namesrv", net.host("ns"), NAMESRV_PORT);
+    // The client reaches the broker only through the proxy: the broker advertises the
+    // proxy's address (and its direct port there) to the NameServer.
+    let proxy = FaultProxy::start(
+        |c| client.wrap(&c),
+        &[
+            (client.addr(BROKER_PORT), broker.addr(BROKER_PORT)),
+            (client.addr(DIRECT_PORT), broker.addr(DIRECT_PORT)),
+        ],
+        seed,
+    )
+    .unwrap();
+    cast.add_proxy("client-proxy", proxy);
+    let mut opts = BrokerOpts::new(&ns, &dir.path().join("data"));
+    opts.listen = broker.addr(BROKER_PORT);
+    opts.extra = vec!["--advertise-addr".into(), client.addr(BROKER_PORT)];
+    opts.config_toml = Some(format!(
+        "flush_disk_type = \"SYNC_FLUSH\"\nidle_poll_us = 0\nvip_channel = false\n\
+         direct_port_base = {DIRECT_PORT}\nnamesrv_heartbeat_interval_ms = 500\n"
+    ));
+    let line = cast.broker("broker", broker, opts).line.clone();
+    assert!(
+        line.contains(&format!("advertised {}", client.addr(BROKER_PORT))),
+        "the broker advertises the proxy: {line}"
+    );
+
+    let wl = Workload::new(client, &ns, TOPIC, dir.path());
+    wl.create_topic(QUEUES);
+    let produce = Produce {
+        producers: 2,
+        rate: 100,
+        duration: SCHEDULE_RUN + PRODUCE_AFTER,
+        ..Produce::default()
     };
-    let producers = spawn(s.workload(&[
-        "produce",
-        "--history",
-        history.to_str().unwrap(),
-        "--producers",
-        "2",
-        "--rate",
-        "100",
-        "--duration-ms",
-        &produce_ms,
-        "--send-timeout-ms",
-        "1500",
-    ]));
-    let consumer = spawn(s.workload(&[
-        "consume",
-        "--out",
-        deliveries.to_str().unwrap(),
-        "--duration-ms",
-        &produce_ms,
-    ]));
-    let events = schedule::run(&sched, &net, &mut s).unwrap();
-    let mut record = sched.to_string();
-    for e in &events {
-        record.push_str(&format!("{} {}\n", e.t_ms, e.what));
-    }
-    std::fs::write(s.dir.path().join("schedule.txt"), record).unwrap();
+    let producers = wl.produce(&produce);
+    let consumer = wl.consume(produce.duration);
+    let events = schedule::run(&sched, &net, &mut cast).unwrap();
     assert_eq!(
         events.len(),
         2 * sched.steps.len(),
         "every fault began and ended"
     );
+    let mut record = sched.to_string();
+    for e in &events {
+        record.push_str(&format!("{} {}\n", e.t_ms, e.what));
+    }
+    std::fs::write(dir.path().join("schedule.txt"), record).unwrap();
     net.heal().unwrap();
-    s.proxy.pass().unwrap();
-    let said = producers.wait(Duration::from_secs(60), "the producers");
-    eprintln!("{}", said.trim());
-    let said = consumer.wait(Duration::from_secs(60), "the consumer");
-    eprintln!("{}", said.trim());
-    let (code, out) = run_until_exit(
-        &mut s.workload(&["drain", "--out", final_log.to_str().unwrap()]),
-        Duration::from_secs(90),
-    );
-    assert_eq!(code, Some(0), "drain: {out}");
-    eprintln!("{}", out.trim());
-
-    let ops: Vec<Op> = read_jsonl(&history).unwrap();
-    let stored: Vec<Stored> = read_jsonl(&final_log).unwrap();
-    let delivered: Vec<Delivery> = read_jsonl(&deliveries).unwrap();
-    let report = check(&ops, &stored, &delivered);
+    cast.pass_all().unwrap();
+    let limit = Duration::from_secs(60);
+    eprintln!("{}", producers.wait(limit, "the producers").trim());
+    eprintln!("{}", consumer.wait(limit, "the consumer").trim());
+    let report = wl.drain_and_check(Duration::from_secs(60));
+    let (ops, _, _) = wl.read();
     eprintln!("errors by outcome: {:?}", error_kinds(&ops));
     eprintln!("seed {seed}: {report}took {:?}", started.elapsed());
     // The run must have exercised something: sends acknowledged before and after the kill,
@@ -329,8 +153,8 @@ fn seeded_faults_on_a_sync_flush_broker_lose_nothing_acknowledged() {
         "no fault was felt: {report}"
     );
     if !report.is_safe() {
-        let Scenario { dir, .. } = s;
-        keep(dir);
+        let kept = dir.keep();
+        eprintln!("kept the histories and logs in {}", kept.display());
         report.assert_safe();
     }
 }
