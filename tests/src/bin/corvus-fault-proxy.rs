@@ -331,9 +331,11 @@ fn reset_all(shared: &Shared) -> usize {
     for c in conns {
         c.closed.store(true, Ordering::SeqCst);
         for s in [&c.client, &c.upstream] {
-            // Linger 0: the close sends a reset, not a FIN.
+            // Linger 0: the last close sends a reset. Shutting both ways down wakes the
+            // pumps (a reader blocked in read, a writer blocked in write), which then
+            // close their copies of the socket.
             let _ = socket2::SockRef::from(s).set_linger(Some(Duration::ZERO));
-            let _ = s.shutdown(Shutdown::Read);
+            let _ = s.shutdown(Shutdown::Both);
         }
     }
     n
