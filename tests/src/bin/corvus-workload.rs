@@ -329,10 +329,16 @@ fn drain(namesrv: &str, topic: &str, out_path: &Path, timeout: Duration) -> Resu
                 n += 1;
             }
             if r.next_offset <= offset {
-                bail!(
-                    "{name}: a pull at {offset:?} did not move on (next {:?})",
-                    r.next_offset
-                );
+                // Below the max offset but nothing readable yet (a replica catching up):
+                // try again until the deadline.
+                if Instant::now() >= deadline {
+                    bail!(
+                        "{name}: a pull at {offset:?} did not move on (next {:?}, max {max:?})",
+                        r.next_offset
+                    );
+                }
+                std::thread::sleep(Duration::from_millis(100));
+                continue;
             }
             offset = r.next_offset;
         }
