@@ -57,6 +57,9 @@ pub struct Report {
     pub duplicates: Finding,
     /// Ids a failed send used that are in the final log (a refusal that wrote).
     pub failed_but_stored: Finding,
+    /// Deliveries at or below an offset of the same queue delivered before (a consumer
+    /// going back, e.g. after a switch): reported, not a failure.
+    pub redeliveries: Finding,
 }
 
 impl Report {
@@ -99,6 +102,7 @@ impl fmt::Display for Report {
             ("order", &self.order),
             ("failed but stored", &self.failed_but_stored),
             ("duplicates (not a failure)", &self.duplicates),
+            ("redeliveries (not a failure)", &self.redeliveries),
         ] {
             write!(f, "  {name}: {}", finding.count)?;
             if !finding.examples.is_empty() {
@@ -223,7 +227,17 @@ pub fn check(ops: &[Op], stored: &[Stored], deliveries: &[Delivery]) -> Report {
             });
         }
     }
+    let mut delivered_max: HashMap<&str, u64> = HashMap::new();
     for d in deliveries {
+        match delivered_max.get_mut(d.queue.as_str()) {
+            Some(max) if d.offset <= *max => r
+                .redeliveries
+                .add(|| format!("{}@{} after {}@{max}", d.queue, d.offset, d.queue)),
+            Some(max) => *max = d.offset,
+            None => {
+                delivered_max.insert(&d.queue, d.offset);
+            }
+        }
         if !places.contains_key(d.id.as_str()) {
             r.uncommitted_reads
                 .add(|| format!("{} delivered from {}@{}", d.id, d.queue, d.offset));
@@ -294,6 +308,8 @@ mod tests {
         r.assert_safe();
         assert_eq!((r.ok, r.fail, r.unknown, r.unknown_stored), (3, 1, 2, 1));
         assert_eq!(r.duplicates.count, 0);
+        // p-0 was delivered twice at b#0@0.
+        assert_eq!(r.redeliveries.count, 1, "{r}");
     }
 
     #[test]
