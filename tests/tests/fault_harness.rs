@@ -23,7 +23,7 @@ use integration::history::Op;
 use integration::netns::{Host, Net};
 use integration::proxy::{Direction, FaultProxy};
 use integration::scenario::{Cast, Produce, Workload};
-use integration::schedule::{self, Mix, Schedule};
+use integration::schedule::{self, Mix, Nodes, Schedule};
 use integration::BrokerOpts;
 
 const TOPIC: &str = "FaultDemo";
@@ -433,4 +433,143 @@ fn the_proxy_delay_is_real_and_keeps_the_bytes_in_order() {
         closed.is_err() || rest.is_empty(),
         "the connection still served after a reset"
     );
+}
+
+/// A process per name, for the runner test: `sleep`s in a host, whose state is watched.
+struct Sleepers {
+    host: Host,
+    procs: BTreeMap<String, std::process::Child>,
+    kills: usize,
+    restarts: usize,
+}
+
+impl Sleepers {
+    fn start(&mut self, name: &str) {
+        let child = self
+            .host
+            .command("sleep")
+            .arg("60")
+            .stdin(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        self.procs.insert(name.to_owned(), child);
+    }
+}
+
+impl Drop for Sleepers {
+    fn drop(&mut self) {
+        for c in self.procs.values_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Nodes for Sleepers {
+    fn pid(&self, node: &str) -> Option<i32> {
+        self.procs.get(node).map(|c| c.id() as i32)
+    }
+    fn kill9(&mut self, node: &str) {
+        self.kills += 1;
+        if let Some(mut c) = self.procs.remove(node) {
+            c.kill().unwrap();
+            c.wait().unwrap();
+        }
+    }
+    fn restart(&mut self, node: &str) {
+        self.restarts += 1;
+        self.start(node);
+    }
+    fn proxy(&mut self, _: &str) -> Option<&mut FaultProxy> {
+        None
+    }
+}
+
+/// The state letter of process `pid` (R, S, T for stopped, ...).
+fn proc_state(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit(") ").next()?.chars().next()
+}
+
+#[test]
+fn the_runner_applies_and_reverts_every_fault_even_after_a_failure() {
+    use integration::schedule::{Fault, Step};
+    let Some(net) = Net::new_or_skip("runner", &["a", "b"]) else {
+        return;
+    };
+    let mut nodes = Sleepers {
+        host: net.host("a").clone(),
+        procs: BTreeMap::new(),
+        kills: 0,
+        restarts: 0,
+    };
+    nodes.start("s1");
+    nodes.start("s2");
+    let stopped_pid = nodes.pid("s1").unwrap();
+    let ms = Duration::from_millis;
+    let step = |at: u64, fault: Fault, len: u64| Step {
+        at: ms(at),
+        fault,
+        duration: ms(len),
+    };
+    let sched = Schedule {
+        seed: 0,
+        steps: vec![
+            step(0, Fault::Stop { node: "s1".into() }, 600),
+            step(700, Fault::Kill9 { node: "s2".into() }, 100),
+        ],
+    };
+    // Watch s1's state while the runner holds it stopped.
+    let watcher = std::thread::spawn(move || {
+        let deadline = Instant::now() + Duration::from_millis(500);
+        while Instant::now() < deadline {
+            if proc_state(stopped_pid) == Some('T') {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        false
+    });
+    let killed_pid = nodes.pid("s2").unwrap();
+    let events = schedule::run(&sched, &net, &mut nodes).unwrap();
+    assert!(watcher.join().unwrap(), "SIGSTOP did not stop the process");
+    assert_ne!(
+        proc_state(stopped_pid),
+        Some('T'),
+        "SIGCONT did not continue it"
+    );
+    assert_eq!((nodes.kills, nodes.restarts), (1, 1));
+    assert_ne!(
+        nodes.pid("s2"),
+        Some(killed_pid),
+        "s2 was restarted as a new process"
+    );
+    assert_eq!(events.len(), 4);
+
+    // A step that cannot be applied fails the run, and what was applied is reverted.
+    let sched = Schedule {
+        seed: 0,
+        steps: vec![
+            step(
+                0,
+                Fault::Partition {
+                    a: "a".into(),
+                    b: "b".into(),
+                },
+                400,
+            ),
+            step(
+                100,
+                Fault::ProxyDelay {
+                    proxy: "none".into(),
+                    delay_ms: 10,
+                    jitter_ms: 0,
+                },
+                100,
+            ),
+        ],
+    };
+    let err = schedule::run(&sched, &net, &mut nodes).unwrap_err();
+    assert!(err.contains("no proxy none"), "{err}");
+    assert_eq!(net.active_faults(), 0, "the partition was not cleared");
 }
