@@ -232,6 +232,14 @@ fn a_one_way_cut_drops_one_direction_and_a_port_cut_one_port() {
     assert!(datagram_arrives(&ua, &ub), "udp must pass a port cut");
     net.clear(cut).unwrap();
 
+    let isolated = net.isolate("a").unwrap();
+    assert!(
+        !datagram_arrives(&ua, &ub) && !datagram_arrives(&ub, &ua),
+        "a is isolated"
+    );
+    net.clear(isolated).unwrap();
+    assert!(datagram_arrives(&ua, &ub), "a -> b after the isolation");
+
     net.partition("a", "b").unwrap();
     assert!(!datagram_arrives(&ua, &ub) && !datagram_arrives(&ub, &ua));
     net.heal().unwrap();
