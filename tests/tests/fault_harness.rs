@@ -152,6 +152,19 @@ fn seeded_faults_on_a_sync_flush_broker_lose_nothing_acknowledged() {
         report.fail + report.unknown > 0,
         "no fault was felt: {report}"
     );
+    // The sends went through the proxy (so its delay was on their path): at least every
+    // acknowledged body passed it.
+    let stats = cast.proxy_mut("client-proxy").stats().unwrap();
+    let up: u64 = stats
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("up="))
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    assert!(
+        up >= report.ok as u64 * produce.body_bytes as u64,
+        "the proxy relayed {stats} for {} acknowledged sends",
+        report.ok
+    );
     if !report.is_safe() {
         let kept = dir.keep();
         eprintln!("kept the histories and logs in {}", kept.display());
