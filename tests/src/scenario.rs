@@ -76,6 +76,23 @@ impl Drop for Background {
     }
 }
 
+/// `cmd` run under `taskset -c <cpu>` (taskset execs it, so the pid is the program's).
+pub fn on_cpu(cpu: usize, cmd: &Command) -> Command {
+    let mut out = Command::new("taskset");
+    out.args(["-c", &cpu.to_string()]).arg(cmd.get_program());
+    out.args(cmd.get_args());
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => out.env(k, v),
+            None => out.env_remove(k),
+        };
+    }
+    if let Some(d) = cmd.get_current_dir() {
+        out.current_dir(d);
+    }
+    out
+}
+
 type Starter = Box<dyn FnMut() -> Proc>;
 
 struct Member {
@@ -149,11 +166,26 @@ impl Cast {
     /// Adds a broker started with `opts` on `host` (set `opts.listen` to the host's
     /// address, and `--advertise-addr` in `opts.extra` when clients go through a proxy).
     pub fn broker(&mut self, name: &str, host: &Host, opts: BrokerOpts) -> &Proc {
+        self.broker_on_cpu(name, host, opts, None)
+    }
+
+    /// [`Cast::broker`] under `taskset -c <cpu>` when `cpu` is given, so two brokers of a
+    /// 2-core machine (each `--cores 1`) do not share a CPU.
+    pub fn broker_on_cpu(
+        &mut self,
+        name: &str,
+        host: &Host,
+        opts: BrokerOpts,
+        cpu: Option<usize>,
+    ) -> &Proc {
         let (host, logs, label) = (host.clone(), self.logs.clone(), name.to_owned());
         let mut n = 0;
         self.add(name, move || {
             n += 1;
-            let cmd = broker_command(&opts, &logs);
+            let mut cmd = broker_command(&opts, &logs);
+            if let Some(cpu) = cpu {
+                cmd = on_cpu(cpu, &cmd);
+            }
             Proc::start(
                 host.wrap(&cmd),
                 "broker listening on ",
