@@ -109,7 +109,10 @@ fn seeded_faults_on_a_sync_flush_broker_lose_nothing_acknowledged() {
         "flush_disk_type = \"SYNC_FLUSH\"\nidle_poll_us = 0\nvip_channel = false\n\
          direct_port_base = {DIRECT_PORT}\nnamesrv_heartbeat_interval_ms = 500\n"
     ));
-    let line = cast.broker("broker", broker, opts).line.clone();
+    let line = cast
+        .broker_on_cpu("broker", broker, opts, Some(0))
+        .line
+        .clone();
     assert!(
         line.contains(&format!("advertised {}", client.addr(BROKER_PORT))),
         "the broker advertises the proxy: {line}"
