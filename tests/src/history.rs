@@ -118,7 +118,9 @@ pub fn classify(e: &ClientError) -> Outcome {
     }
 }
 
-/// Writes records as JSON lines.
+/// Writes records as JSON lines. Each record reaches the file (the page cache) when
+/// `write` returns, so a writer killed mid-run leaves every record it wrote but a torn
+/// last line at most, and a history never misses a send that went out.
 pub struct JsonlWriter {
     out: std::io::BufWriter<std::fs::File>,
 }
@@ -132,7 +134,8 @@ impl JsonlWriter {
 
     pub fn write<T: Serialize>(&mut self, record: &T) -> std::io::Result<()> {
         serde_json::to_writer(&mut self.out, record)?;
-        self.out.write_all(b"\n")
+        self.out.write_all(b"\n")?;
+        self.out.flush()
     }
 
     pub fn finish(mut self) -> std::io::Result<()> {
