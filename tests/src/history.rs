@@ -119,8 +119,9 @@ pub fn classify(e: &ClientError) -> Outcome {
 }
 
 /// Writes records as JSON lines. Each record reaches the file (the page cache) when
-/// `write` returns, so a writer killed mid-run leaves every record it wrote but a torn
-/// last line at most, and a history never misses a send that went out.
+/// `write` returns, so a writer killed mid-run leaves every record it wrote and a torn
+/// last line at most. (A send in flight at such a kill has no record, and would show as a
+/// phantom if stored: the workload is not a thing to kill.)
 pub struct JsonlWriter {
     out: std::io::BufWriter<std::fs::File>,
 }
