@@ -130,10 +130,16 @@ pub fn check(ops: &[Op], stored: &[Stored], deliveries: &[Delivery]) -> Report {
             Outcome::Fail => r.fail += 1,
             Outcome::Unknown => r.unknown += 1,
         }
-        // An id is used by one send; if a history repeats one, the strongest claim counts.
+        // An id is used by one send; if a history repeats one, the claim that allows the
+        // most counts (ok, then unknown, then fail).
+        let rank = |o: Outcome| match o {
+            Outcome::Fail => 0,
+            Outcome::Unknown => 1,
+            Outcome::Ok => 2,
+        };
         let e = outcome_of.entry(op.id.as_str()).or_insert(op.outcome);
-        if op.outcome == Outcome::Ok {
-            *e = Outcome::Ok;
+        if rank(op.outcome) > rank(*e) {
+            *e = op.outcome;
         }
     }
 
@@ -379,6 +385,16 @@ mod tests {
         assert_eq!(r.duplicates.count, 1, "{r}");
         assert!(r.is_safe(), "{r}");
         assert_eq!(r.unknown_stored, 2);
+    }
+
+    #[test]
+    fn a_repeated_id_counts_its_weakest_claim() {
+        let (mut ops, mut stored, deliveries) = clean();
+        // p-4 failed once and was then unknown: stored is allowed.
+        ops.push(op("p-4", 0, Outcome::Unknown, None));
+        stored.push(st(1, 1, "p-4"));
+        let r = check(&ops, &stored, &deliveries);
+        assert!(r.is_safe(), "{r}");
     }
 
     #[test]
