@@ -11,6 +11,13 @@ use std::sync::mpsc;
 use std::sync::Once;
 use std::time::{Duration, Instant};
 
+pub mod checker;
+pub mod history;
+pub mod netns;
+pub mod proxy;
+pub mod scenario;
+pub mod schedule;
+
 static BUILD: Once = Once::new();
 
 /// The workspace root (this crate lives in `<root>/tests`).
@@ -57,8 +64,13 @@ pub struct Proc {
 }
 
 impl Proc {
-    /// Starts `cmd` and waits (bounded) for a stdout line starting with `ready_prefix`,
-    /// returning the address that follows it.
+    /// Starts `cmd` (any program: e.g. one wrapped to run in a network namespace), its
+    /// stderr going to `log`, and waits (bounded) for a stdout line starting with
+    /// `ready_prefix`; `addr` is the word that follows it.
+    pub fn start(cmd: Command, ready_prefix: &str, log: PathBuf) -> Proc {
+        Self::spawn(cmd, ready_prefix, log)
+    }
+
     fn spawn(mut cmd: Command, ready_prefix: &str, log: PathBuf) -> Proc {
         let err = std::fs::File::create(&log).unwrap();
         cmd.stdout(Stdio::piped())
@@ -201,6 +213,8 @@ pub struct BrokerOpts {
     pub cores: u16,
     pub profile: String,
     pub name: String,
+    /// `--listen`: by default `127.0.0.1:0` (the OS picks the port).
+    pub listen: String,
     pub extra: Vec<String>,
     pub config_toml: Option<String>,
     /// `--tail-ring-dir`: by default a temporary directory of these options' own (in
@@ -221,6 +235,7 @@ impl BrokerOpts {
             cores: 1,
             profile: "small".into(),
             name: "broker-a".into(),
+            listen: "127.0.0.1:0".into(),
             extra: Vec::new(),
             config_toml: None,
             tail_ring_dir: Some(ring_dir.path().to_owned()),
@@ -284,7 +299,7 @@ pub fn broker_command(opts: &BrokerOpts, log_dir: &Path) -> Command {
     let mut cmd = Command::new(bin("broker"));
     cmd.args([
         "--listen",
-        "127.0.0.1:0",
+        &opts.listen,
         "--profile",
         &opts.profile,
         "--name",
