@@ -90,6 +90,7 @@ async fn main() -> anyhow::Result<()> {
                 .unwrap_or_else(|_| "info,openraft=warn".into()),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = Cli::parse();
     let peers = parse_peers(&cli.peers)?;

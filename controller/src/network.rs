@@ -45,11 +45,33 @@ pub enum PeerResponse {
 }
 
 /// Any frame a controller receives.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug)]
 pub enum Incoming {
     Peer(PeerRequest),
-    #[serde(untagged)]
     Client(Request),
+}
+
+/// The body of a peer frame, `{"Peer": ...}`.
+#[derive(Debug, Serialize, Deserialize)]
+enum PeerFrame {
+    Peer(PeerRequest),
+}
+
+/// How every peer frame body starts (serde_json writes no whitespace).
+const PEER_PREFIX: &[u8] = b"{\"Peer\":";
+
+impl Incoming {
+    /// Parses a frame body. Peer frames are told apart by their first bytes rather than by
+    /// an untagged serde variant: serde's untagged buffering loses the integer map keys of
+    /// openraft's membership, so AppendEntries would not parse.
+    pub fn parse(body: &[u8]) -> Result<Incoming, controller_proto::ProtoError> {
+        if body.starts_with(PEER_PREFIX) {
+            let PeerFrame::Peer(req) = decode(body)?;
+            Ok(Incoming::Peer(req))
+        } else {
+            Ok(Incoming::Client(decode(body)?))
+        }
+    }
 }
 
 /// Reads one frame body; `Ok(None)` at a clean end of stream between frames.
@@ -112,7 +134,7 @@ fn timed_out() -> std::io::Error {
 
 impl PeerClient {
     async fn call(&mut self, req: PeerRequest, ttl: Duration) -> Result<PeerResponse, CallError> {
-        let frame = encode(&Incoming::Peer(req))
+        let frame = encode(&PeerFrame::Peer(req))
             .map_err(|e| CallError::Network(std::io::Error::other(e)))?;
         if self.conn.is_none() {
             let stream = tokio::time::timeout(ttl, TcpStream::connect(&self.addr))
@@ -219,18 +241,29 @@ mod tests {
     fn public_requests_and_peer_requests_share_one_frame_type() {
         let body = serde_json::to_vec(&Request::GetReplicaInfo { group: "g".into() }).unwrap();
         assert!(matches!(
-            serde_json::from_slice::<Incoming>(&body).unwrap(),
+            Incoming::parse(&body).unwrap(),
             Incoming::Client(Request::GetReplicaInfo { .. })
         ));
-        let vote = Incoming::Peer(PeerRequest::Vote(VoteRequest::new(
-            openraft::Vote::new(1, 2),
-            None,
-        )));
-        let body = serde_json::to_vec(&vote).unwrap();
+        // A membership entry: its node map has integer keys.
+        let members = std::collections::BTreeMap::from([(1u64, BasicNode::new("a"))]);
+        let entry = openraft::Entry::<TypeConfig> {
+            log_id: openraft::LogId::new(openraft::CommittedLeaderId::new(1, 1), 1),
+            payload: openraft::EntryPayload::Membership(openraft::Membership::new(
+                vec![std::collections::BTreeSet::from([1u64])],
+                members,
+            )),
+        };
+        let append = PeerFrame::Peer(PeerRequest::AppendEntries(AppendEntriesRequest {
+            vote: openraft::Vote::new(1, 1),
+            prev_log_id: None,
+            entries: vec![entry],
+            leader_commit: None,
+        }));
+        let body = encode(&append).unwrap();
         assert!(matches!(
-            serde_json::from_slice::<Incoming>(&body).unwrap(),
-            Incoming::Peer(PeerRequest::Vote(_))
+            Incoming::parse(&body[FRAME_HEADER_BYTES..]).unwrap(),
+            Incoming::Peer(PeerRequest::AppendEntries(_))
         ));
-        assert!(serde_json::from_slice::<Incoming>(b"{\"Bogus\":{}}").is_err());
+        assert!(Incoming::parse(b"{\"Bogus\":{}}").is_err());
     }
 }

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use controller_proto::{decode, encode, Response};
+use controller_proto::{encode, Response};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
@@ -43,7 +43,7 @@ async fn connection(
     service: Arc<Service>,
 ) -> std::io::Result<()> {
     while let Some(body) = read_frame(&mut stream).await? {
-        let answer = match decode::<Incoming>(&body) {
+        let answer = match Incoming::parse(&body) {
             Ok(Incoming::Peer(req)) => encode(&peer(&raft, req).await),
             Ok(Incoming::Client(req)) => encode(&service.handle(req).await),
             Err(e) => encode(&Response::Refused {
