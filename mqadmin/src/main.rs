@@ -974,4 +974,27 @@ mod tests {
             Cli::try_parse_from(["mqadmin", "updateSubGroup", "-g", "G", "-s", "maybe"]).is_err()
         );
     }
+
+    #[test]
+    fn controller_commands_parse_with_rocketmq_names() {
+        match parse(&["electMaster", "-a", "a:1;b:2", "-b", "broker-a", "-i", "1"]) {
+            Cmd::ElectMaster {
+                controllers,
+                group,
+                broker_id: Some(1),
+            } => assert_eq!(
+                (controllers.as_str(), group.as_str()),
+                ("a:1;b:2", "broker-a")
+            ),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            parse(&["getSyncStateSet", "-a", "a:1", "-b", "g"]),
+            Cmd::GetSyncStateSet { .. }
+        ));
+        assert!(matches!(
+            parse(&["getControllerMetaData", "-a", "a:1"]),
+            Cmd::GetControllerMetaData { .. }
+        ));
+    }
 }

@@ -4,6 +4,8 @@
 //! Every wait is bounded in time and polls a condition; the only fixed-length observation
 //! is the "never elected" window, which is a run of heartbeats that must all see no master.
 
+#![allow(clippy::unwrap_used)]
+
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
