@@ -188,6 +188,11 @@ impl Service {
     }
 
     async fn heartbeat(&self, hb: Heartbeat) -> Result<ReplicaInfo, Reject> {
+        if hb.group.is_empty() || hb.addr.is_empty() {
+            return Err(Reject::Refused(
+                "a heartbeat needs a group (broker name) and an address".into(),
+            ));
+        }
         self.ensure_leader().await?;
         let mut st = self.leader_state().await;
         let now = self.now_ms();
