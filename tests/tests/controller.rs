@@ -385,3 +385,30 @@ fn a_killed_leader_is_replaced_and_rejoins_with_the_state_and_mqadmin_elects() {
         p.terminate();
     }
 }
+
+#[test]
+fn a_master_that_reports_itself_unhealthy_is_replaced_without_waiting_for_the_timeout() {
+    // A timeout far longer than the test's bound: only the health flag can cause this one.
+    let ctl = Controllers::start(60_000);
+    ctl.agreed_leader(Duration::from_secs(20));
+    let mut c = ctl.client();
+    let before = master_and_in_sync_slave(&mut c);
+    let started = Instant::now();
+    let Request::BrokerHeartbeat(mut sick) = heartbeat(0, 1, 1000) else {
+        unreachable!()
+    };
+    sick.healthy = false;
+    let answer = replica(c.call(&Request::BrokerHeartbeat(sick)).unwrap());
+    let info = if answer.master_id == Some(1) {
+        answer
+    } else {
+        wait_for(Duration::from_secs(10), || {
+            let info = beat(&mut c, 1, 1);
+            (info.master_id == Some(1)).then_some(info)
+        })
+        .expect("the unhealthy master was kept")
+    };
+    assert!(started.elapsed() < Duration::from_secs(30));
+    assert_eq!(info.master_epoch, before.master_epoch + 1);
+    assert_eq!(info.sync_state_set, vec![1]);
+}
