@@ -15,6 +15,7 @@ use messages::{ConsumeArgs, SendArgs, StartFrom};
 use output::{Format, Output};
 
 mod broker_admin;
+mod controller_cmds;
 mod messages;
 mod output;
 mod progress;
@@ -393,6 +394,33 @@ enum Cmd {
         #[arg(long = "interval-ms", default_value_t = 1000)]
         interval_ms: u64,
     },
+    /// The failover controllers and which one leads.
+    #[command(alias = "getControllerMetaData")]
+    GetControllerMetaData {
+        /// Controller addresses, `;` separated.
+        #[arg(short = 'a', long = "controller-addrs")]
+        controllers: String,
+    },
+    /// A broker group's master, epochs and SyncStateSet, from the controllers.
+    #[command(alias = "getSyncStateSet")]
+    GetSyncStateSet {
+        #[arg(short = 'a', long = "controller-addrs")]
+        controllers: String,
+        /// The broker group (broker name).
+        #[arg(short = 'b', long = "broker-name")]
+        group: String,
+    },
+    /// Forces a master election in a broker group, optionally of one live in-sync broker.
+    #[command(alias = "electMaster")]
+    ElectMaster {
+        #[arg(short = 'a', long = "controller-addrs")]
+        controllers: String,
+        #[arg(short = 'b', long = "broker-name")]
+        group: String,
+        /// The broker id to make master (default: the best live in-sync replica).
+        #[arg(short = 'i', long = "broker-id")]
+        broker_id: Option<u64>,
+    },
 }
 
 /// Sets `slot` to the flag's value when the flag was given.
@@ -449,6 +477,21 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             out.emit(&topics::update_topic(ns, &topic, shape, target)?)?;
         }
         Cmd::TopicList => out.emit(&topics::topic_list(ns)?)?,
+        Cmd::GetControllerMetaData { controllers } => {
+            out.emit(&controller_cmds::controller_metadata(&controllers)?)?
+        }
+        Cmd::GetSyncStateSet { controllers, group } => {
+            out.emit(&controller_cmds::sync_state_set(&controllers, &group)?)?
+        }
+        Cmd::ElectMaster {
+            controllers,
+            group,
+            broker_id,
+        } => out.emit(&controller_cmds::elect_master(
+            &controllers,
+            &group,
+            broker_id,
+        )?)?,
         Cmd::TopicRoute { topic } => out.emit(&topics::topic_route(ns, &topic)?)?,
         Cmd::ClusterList => out.emit(&topics::cluster_list(ns)?)?,
         Cmd::Send {
@@ -938,5 +981,28 @@ mod tests {
         assert!(
             Cli::try_parse_from(["mqadmin", "updateSubGroup", "-g", "G", "-s", "maybe"]).is_err()
         );
+    }
+
+    #[test]
+    fn controller_commands_parse_with_rocketmq_names() {
+        match parse(&["electMaster", "-a", "a:1;b:2", "-b", "broker-a", "-i", "1"]) {
+            Cmd::ElectMaster {
+                controllers,
+                group,
+                broker_id: Some(1),
+            } => assert_eq!(
+                (controllers.as_str(), group.as_str()),
+                ("a:1;b:2", "broker-a")
+            ),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            parse(&["getSyncStateSet", "-a", "a:1", "-b", "g"]),
+            Cmd::GetSyncStateSet { .. }
+        ));
+        assert!(matches!(
+            parse(&["getControllerMetaData", "-a", "a:1"]),
+            Cmd::GetControllerMetaData { .. }
+        ));
     }
 }

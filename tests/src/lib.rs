@@ -34,7 +34,17 @@ pub fn ensure_built() {
     BUILD.call_once(|| {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let status = Command::new(cargo)
-            .args(["build", "-p", "broker", "-p", "namesrv", "-p", "mqadmin"])
+            .args([
+                "build",
+                "-p",
+                "broker",
+                "-p",
+                "namesrv",
+                "-p",
+                "mqadmin",
+                "-p",
+                "controller",
+            ])
             .current_dir(workspace_root())
             .status()
             .expect("run cargo build");
@@ -202,6 +212,48 @@ pub fn start_namesrv_on(log_dir: &Path, listen: &str, extra: &[&str]) -> Proc {
         cmd,
         "namesrv listening on ",
         log_dir.join(format!("namesrv-{n}.log")),
+    )
+}
+
+/// Loopback ports that were free a moment ago (bound, then released), for processes that
+/// must know each other's addresses before they start (the controllers' `--peers`).
+pub fn free_ports(n: usize) -> Vec<u16> {
+    let listeners: Vec<std::net::TcpListener> = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    listeners
+        .iter()
+        .map(|l| l.local_addr().unwrap().port())
+        .collect()
+}
+
+/// A `corvus-controller` with `--id id --listen listen --peers peers --data-dir data_dir`
+/// and `extra` flags, ready once it prints its address.
+pub fn start_controller(
+    log_dir: &Path,
+    id: u64,
+    listen: &str,
+    peers: &str,
+    data_dir: &Path,
+    extra: &[&str],
+) -> Proc {
+    let mut cmd = Command::new(bin("corvus-controller"));
+    cmd.args([
+        "--id",
+        &id.to_string(),
+        "--listen",
+        listen,
+        "--peers",
+        peers,
+    ])
+    .arg("--data-dir")
+    .arg(data_dir)
+    .args(extra);
+    let n = log_dir.read_dir().map(|d| d.count()).unwrap_or(0);
+    Proc::spawn(
+        cmd,
+        "controller listening on ",
+        log_dir.join(format!("controller-{id}-{n}.log")),
     )
 }
 
