@@ -79,6 +79,9 @@ pub fn now_ms() -> u64 {
 pub fn classify(e: &ClientError) -> Outcome {
     match e {
         ClientError::Broker { code, .. } => match code {
+            // Stored on the master, not known to be on its slaves (RocketMQ 4's
+            // SLAVE_NOT_AVAILABLE, which corvus never sends, is the same after its write).
+            ResponseCode::FlushSlaveTimeout | ResponseCode::SlaveNotAvailable => Outcome::Unknown,
             ResponseCode::FlushDiskTimeout
             | ResponseCode::Timeout
             | ResponseCode::SystemError
@@ -99,7 +102,8 @@ pub fn classify(e: &ClientError) -> Outcome {
             | ResponseCode::BadFrame
             | ResponseCode::BadRequest
             | ResponseCode::QueueLocked
-            | ResponseCode::BrokerNotRegistered => Outcome::Fail,
+            | ResponseCode::BrokerNotRegistered
+            | ResponseCode::InSyncReplicasNotEnough => Outcome::Fail,
         },
         // Never reached the broker.
         ClientError::NoRoute { .. }
