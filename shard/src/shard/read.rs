@@ -593,9 +593,22 @@ impl Shard {
         after_queue_offset: QueueOffset,
         timeout: Duration,
     ) -> bool {
+        self.wait_appended_until(timeout, || {
+            self.visible_max(topic, queue_id) > after_queue_offset
+        })
+        .await
+    }
+
+    /// Waits until `cond` holds, looking again after every append (and every rise of the
+    /// read cap), or `timeout` passes, or the shard closes. Whether it held.
+    pub(super) async fn wait_appended_until(
+        &self,
+        timeout: Duration,
+        cond: impl Fn() -> bool,
+    ) -> bool {
         let deadline = Instant::now() + timeout;
         loop {
-            if self.visible_max(topic, queue_id) > after_queue_offset {
+            if cond() {
                 return true;
             }
             let now = Instant::now();

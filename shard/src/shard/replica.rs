@@ -350,21 +350,8 @@ impl Shard {
     /// Waits until the write offset passes `offset` or `timeout` passes: a replication
     /// sender waits here for new bytes. True if it passed.
     pub async fn wait_appended_past(&self, offset: u64, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if self.inner.log.borrow().write_offset > offset {
-                return true;
-            }
-            let now = Instant::now();
-            if now >= deadline || self.inner.closed.get() {
-                return false;
-            }
-            self.inner
-                .signals
-                .new_message
-                .wait_timeout(deadline - now)
-                .await;
-        }
+        self.wait_appended_until(timeout, || self.inner.log.borrow().write_offset > offset)
+            .await
     }
 
     /// Waits until [`Shard::safe_end`] passes `offset` or `timeout` passes: a slave waits
