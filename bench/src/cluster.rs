@@ -201,33 +201,15 @@ impl Cluster {
             std::fs::write(&no_polling, &overrides)
                 .with_context(|| format!("writing {}", no_polling.display()))?;
         }
-        let mut broker_args: Vec<&str> = vec![
-            "__broker",
-            "--listen",
-            "127.0.0.1:0",
-            "--namesrv",
+        let master_args = broker_args(
             &namesrv_addr,
-            "--data-dir",
-            broker_data
-                .to_str()
-                .ok_or_else(|| anyhow!("data dir is not UTF-8"))?,
-            "--profile",
-            &opts.profile,
-            "--cores",
+            &broker_data,
+            opts,
             &cores,
-            "--log-level",
-            "warn",
-        ];
-        if with_overrides {
-            broker_args.push("--config");
-            broker_args.push(
-                no_polling
-                    .to_str()
-                    .ok_or_else(|| anyhow!("data dir is not UTF-8"))?,
-            );
-        }
-        let (broker, b_line, preamble) =
-            spawn("broker", &broker_args, "broker listening on ", None)?;
+            with_overrides.then_some(no_polling.as_path()),
+        )?;
+        let args: Vec<&str> = master_args.iter().map(String::as_str).collect();
+        let (broker, b_line, preamble) = spawn("broker", &args, "broker listening on ", None)?;
         let broker_addr = first_word(&b_line)?;
         let slave = match slave_overrides {
             None => None,
@@ -243,33 +225,14 @@ impl Cluster {
                 let conf = data_dir.join("slave.toml");
                 std::fs::write(&conf, toml)
                     .with_context(|| format!("writing {}", conf.display()))?;
-                let slave_data = data_dir.join("slave");
-                let (conf, slave_data) = (
-                    conf.to_str()
-                        .ok_or_else(|| anyhow!("data dir is not UTF-8"))?
-                        .to_owned(),
-                    slave_data
-                        .to_str()
-                        .ok_or_else(|| anyhow!("data dir is not UTF-8"))?
-                        .to_owned(),
-                );
-                let args = [
-                    "__broker",
-                    "--listen",
-                    "127.0.0.1:0",
-                    "--namesrv",
+                let slave_args = broker_args(
                     &namesrv_addr,
-                    "--data-dir",
-                    &slave_data,
-                    "--profile",
-                    &opts.profile,
-                    "--cores",
+                    &data_dir.join("slave"),
+                    opts,
                     &cores,
-                    "--log-level",
-                    "warn",
-                    "--config",
-                    &conf,
-                ];
+                    Some(&conf),
+                )?;
+                let args: Vec<&str> = slave_args.iter().map(String::as_str).collect();
                 // The slave's executors pin within the CPUs it may use: the last ones.
                 let cpus = allowed_cpus();
                 let skip = cpus.len().saturating_sub(opts.broker_cores as usize);
@@ -343,6 +306,44 @@ impl Drop for Cluster {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// The arguments of `bench __broker` for a broker of the quickstart's cluster.
+fn broker_args(
+    namesrv: &str,
+    data: &std::path::Path,
+    opts: &ClusterOptions,
+    cores: &str,
+    config: Option<&std::path::Path>,
+) -> Result<Vec<String>> {
+    let utf8 = |p: &std::path::Path| {
+        p.to_str()
+            .map(str::to_owned)
+            .ok_or_else(|| anyhow!("{} is not UTF-8", p.display()))
+    };
+    let mut args: Vec<String> = [
+        "__broker",
+        "--listen",
+        "127.0.0.1:0",
+        "--namesrv",
+        namesrv,
+        "--data-dir",
+        &utf8(data)?,
+        "--profile",
+        &opts.profile,
+        "--cores",
+        cores,
+        "--log-level",
+        "warn",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    if let Some(c) = config {
+        args.push("--config".into());
+        args.push(utf8(c)?);
+    }
+    Ok(args)
 }
 
 fn first_word(rest: &str) -> Result<String> {
