@@ -848,6 +848,7 @@ async fn core_main(
         ..Default::default()
     };
     let mut ticks = 0u32;
+    let mut replication_seen = Vec::new();
     while !shared.shutdown.load(Ordering::SeqCst) {
         glommio::timer::sleep(Duration::from_millis(50)).await;
         ticks += 1;
@@ -864,6 +865,7 @@ async fn core_main(
                 .publish(&now, &last, shared.started.elapsed().as_secs_f64());
             last = now;
             core.publish_backlogs();
+            core.publish_replication(&mut replication_seen);
         }
     }
     stop_core(

@@ -819,6 +819,19 @@ impl Core {
         }
     }
 
+    /// Publishes this core's shards' replication to the metrics; `seen` holds the
+    /// (shard, slave) pairs published last time, so a slave that left loses its gauges.
+    pub fn publish_replication(&self, seen: &mut Vec<(u16, u64)>) {
+        let status = self.ha.status();
+        let now: Vec<(u16, u64)> = status
+            .iter()
+            .flat_map(|s| s.slaves.iter().map(move |l| (s.shard, l.broker_id)))
+            .collect();
+        let gone: Vec<(u16, u64)> = seen.iter().filter(|p| !now.contains(p)).copied().collect();
+        self.shared.metrics.set_replication(&status, &gone);
+        *seen = now;
+    }
+
     pub fn local_status(&self) -> CoreStatus {
         let mut s = CoreStatus {
             core: self.id,

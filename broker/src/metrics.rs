@@ -28,6 +28,17 @@ pub struct GroupQueueLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ShardLabel {
+    pub shard: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ShardSlaveLabel {
+    pub shard: String,
+    pub slave: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CodeLabel {
     pub code: String,
 }
@@ -65,6 +76,11 @@ pub struct BrokerMetrics {
     writes_blocked_shards: Family<CoreLabel, Gauge>,
     uptime_seconds: GaugeF,
     consumer_backlog: Family<GroupQueueLabel, Gauge>,
+    slave_lag_bytes: Family<ShardSlaveLabel, Gauge>,
+    slave_in_sync: Family<ShardSlaveLabel, Gauge>,
+    in_sync_replicas: Family<ShardLabel, Gauge>,
+    master_lag_bytes: Family<ShardLabel, Gauge>,
+    master_connected: Family<ShardLabel, Gauge>,
     registry: Registry,
 }
 
@@ -106,6 +122,11 @@ impl BrokerMetrics {
             writes_blocked_shards: Family::default(),
             uptime_seconds: GaugeF::default(),
             consumer_backlog: Family::default(),
+            slave_lag_bytes: Family::default(),
+            slave_in_sync: Family::default(),
+            in_sync_replicas: Family::default(),
+            master_lag_bytes: Family::default(),
+            master_connected: Family::default(),
             registry: Registry::default(),
         };
         let r = &mut m.registry;
@@ -216,6 +237,31 @@ impl BrokerMetrics {
             m.writes_blocked_shards.clone(),
         );
         r.register(
+            "corvus_replication_slave_lag_bytes",
+            "A master shard's slave: CommitLog bytes the master has that the slave has not acknowledged",
+            m.slave_lag_bytes.clone(),
+        );
+        r.register(
+            "corvus_replication_slave_in_sync",
+            "A master shard's slave: 1 while it is in the in-sync set",
+            m.slave_in_sync.clone(),
+        );
+        r.register(
+            "corvus_replication_in_sync_replicas",
+            "A master shard's replicas in the in-sync set, the master counted",
+            m.in_sync_replicas.clone(),
+        );
+        r.register(
+            "corvus_replication_master_lag_bytes",
+            "A slave shard: CommitLog bytes its master said it has that this slave lacks",
+            m.master_lag_bytes.clone(),
+        );
+        r.register(
+            "corvus_replication_master_connected",
+            "A slave shard: 1 while its stream from the master is up",
+            m.master_connected.clone(),
+        );
+        r.register(
             "corvus_consumer_backlog_messages",
             "Messages stored and not yet consumed, per consumer group and queue",
             m.consumer_backlog.clone(),
@@ -249,6 +295,49 @@ impl BrokerMetrics {
                 code: code.name().to_owned(),
             })
             .inc();
+    }
+
+    /// Sets one core's shards' replication gauges from their status; the gauges of a
+    /// slave no longer connected (in `gone`) are removed.
+    pub fn set_replication(&self, shards: &[crate::ha::ShardHaStatus], gone: &[(u16, u64)]) {
+        let clamp = |v: u64| v.min(i64::MAX as u64) as i64;
+        for &(shard, slave) in gone {
+            let l = ShardSlaveLabel {
+                shard: shard.to_string(),
+                slave: slave.to_string(),
+            };
+            self.slave_lag_bytes.remove(&l);
+            self.slave_in_sync.remove(&l);
+        }
+        for s in shards {
+            let shard = ShardLabel {
+                shard: s.shard.to_string(),
+            };
+            if let Some(m) = &s.from_master {
+                self.master_lag_bytes
+                    .get_or_create(&shard)
+                    .set(clamp(m.lag_bytes));
+                self.master_connected
+                    .get_or_create(&shard)
+                    .set(i64::from(m.connected));
+                continue;
+            }
+            let mut in_sync = 1;
+            for l in &s.slaves {
+                let label = ShardSlaveLabel {
+                    shard: s.shard.to_string(),
+                    slave: l.broker_id.to_string(),
+                };
+                self.slave_lag_bytes
+                    .get_or_create(&label)
+                    .set(clamp(l.lag_bytes));
+                self.slave_in_sync
+                    .get_or_create(&label)
+                    .set(i64::from(l.in_sync));
+                in_sync += i64::from(l.in_sync);
+            }
+            self.in_sync_replicas.get_or_create(&shard).set(in_sync);
+        }
     }
 
     /// Sets a group's backlog on a queue (never negative).

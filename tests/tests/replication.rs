@@ -111,6 +111,20 @@ fn wait_in_sync(pair: &Pair, timeout: Duration) {
     );
 }
 
+/// The Prometheus text a broker serves at `url`.
+fn metrics_text(url: &str) -> String {
+    use std::io::{Read, Write};
+    let addr = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/metrics");
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "GET /metrics HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).unwrap();
+    resp
+}
+
 /// Whether every thread of `pid` is stopped (state `T` in /proc).
 fn all_threads_stopped(pid: i32) -> bool {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
@@ -230,7 +244,7 @@ fn a_slave_holds_every_acknowledged_message_and_catches_up_after_a_crash() {
 fn a_sync_master_waits_for_its_slave_and_says_when_it_cannot() {
     let mut pair = Pair::start(
         1,
-        "broker_role = \"SYNC_MASTER\"\nslave_timeout_ms = 1000\nha_max_time_slave_not_catchup_ms = 2500\nha_send_heartbeat_interval_ms = 100",
+        "broker_role = \"SYNC_MASTER\"\nslave_timeout_ms = 1000\nha_max_time_slave_not_catchup_ms = 2500\nha_send_heartbeat_interval_ms = 100\nmetrics_addr = \"127.0.0.1:0\"",
         "ha_send_heartbeat_interval_ms = 100",
     );
     create_topic(&pair.master_ns.addr, "Replicated", 2);
@@ -252,6 +266,18 @@ fn a_sync_master_waits_for_its_slave_and_says_when_it_cannot() {
         text.contains("(SLAVE)") && text.contains(" connected"),
         "{text}"
     );
+    // The metrics say the same.
+    let url = pair
+        .master
+        .preamble_addr("broker metrics on ")
+        .expect("metrics address printed");
+    let in_sync = wait_for(Duration::from_secs(10), || {
+        let text = metrics_text(&url);
+        (text.contains("corvus_replication_slave_in_sync{shard=\"0\",slave=\"1\"} 1")
+            && text.contains("corvus_replication_in_sync_replicas{shard=\"0\"} 2"))
+        .then_some(())
+    });
+    assert!(in_sync.is_some(), "{}", metrics_text(&url));
     send_n(&mut sends, &p, 200);
     // Acknowledged means on the slave too: it serves them at once (nothing to wait for).
     assert_slave_has(&pair, &sends, Duration::from_secs(5));
