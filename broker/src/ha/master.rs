@@ -22,6 +22,8 @@ use super::{with_timeout, HANDSHAKE_TIMEOUT};
 /// up can join the in-sync set without anything visible being unconfirmed; then it lets go
 /// and tries again later.
 const JOIN_HOLD_MAX: Duration = Duration::from_millis(500);
+/// After a hold that did not bring its slave in, none for that slave for this long.
+const JOIN_HOLD_PAUSE: Duration = Duration::from_secs(5);
 
 /// One slave's stream of one shard.
 pub struct SlaveLink {
@@ -39,6 +41,9 @@ pub struct SlaveLink {
     /// The master's end when the slave last caught up: reaching it again is catching up.
     catchup_mark: Cell<u64>,
     pub last_ack: Cell<Instant>,
+    /// No hold for this slave before then: one that did not get there in a hold waits a
+    /// while before the next, so a stalled slave cannot keep consumers waiting.
+    next_hold: Cell<Instant>,
     closed: RefCell<Option<String>>,
 }
 
@@ -226,6 +231,7 @@ impl MasterShard {
             last_caught_up: Cell::new(now),
             catchup_mark: Cell::new(start),
             last_ack: Cell::new(now),
+            next_hold: Cell::new(now),
             closed: RefCell::new(None),
         });
         for old in self.links.borrow().iter() {
@@ -281,9 +287,12 @@ impl MasterShard {
         let visible = self.shard.visible_end();
         let mut hold = self.hold.get();
         if let Some((id, _, since)) = hold {
-            let alive = self.links.borrow().iter().any(|l| l.id == id);
-            if !alive || since.elapsed() > JOIN_HOLD_MAX {
+            let link = self.links.borrow().iter().find(|l| l.id == id).cloned();
+            if link.is_none() || since.elapsed() > JOIN_HOLD_MAX {
                 hold = None;
+                if let Some(l) = link {
+                    l.next_hold.set(now + JOIN_HOLD_PAUSE);
+                }
             }
         }
         for l in self.links.borrow().iter() {
@@ -310,6 +319,7 @@ impl MasterShard {
                     "a slave joined the in-sync set"
                 );
             } else if hold.is_none()
+                && now >= l.next_hold.get()
                 && end.saturating_sub(l.acked.get()) <= 2 * self.batch_bytes as u64
             {
                 // Nearly there under load: hold what consumers see still so it can get there.
@@ -590,6 +600,9 @@ async fn send_stream<W: AsyncWrite + Unpin>(
                     window.1 += run.bytes.len() as u64;
                 }
                 let confirm = ms.confirm();
+                // Counted as sent before the write: the slave's ack of these bytes may be
+                // read before this task resumes from the write.
+                link.sent.set(run.next);
                 let sent =
                     wire::write_data(wr, run.start, run.next, confirm, run.bytes.as_bytes()).await;
                 if let Err(e) = sent {
@@ -597,7 +610,6 @@ async fn send_stream<W: AsyncWrite + Unpin>(
                     return;
                 }
                 confirm_sent = confirm;
-                link.sent.set(run.next);
                 last_write = Instant::now();
             }
             Ok(None) => {
