@@ -77,6 +77,7 @@ pub struct BrokerMetrics {
     uptime_seconds: GaugeF,
     consumer_backlog: Family<GroupQueueLabel, Gauge>,
     slave_lag_bytes: Family<ShardSlaveLabel, Gauge>,
+    slave_lag_ms: Family<ShardSlaveLabel, Gauge>,
     slave_in_sync: Family<ShardSlaveLabel, Gauge>,
     in_sync_replicas: Family<ShardLabel, Gauge>,
     master_lag_bytes: Family<ShardLabel, Gauge>,
@@ -123,6 +124,7 @@ impl BrokerMetrics {
             uptime_seconds: GaugeF::default(),
             consumer_backlog: Family::default(),
             slave_lag_bytes: Family::default(),
+            slave_lag_ms: Family::default(),
             slave_in_sync: Family::default(),
             in_sync_replicas: Family::default(),
             master_lag_bytes: Family::default(),
@@ -242,6 +244,11 @@ impl BrokerMetrics {
             m.slave_lag_bytes.clone(),
         );
         r.register(
+            "corvus_replication_slave_lag_ms",
+            "A master shard's slave: how long the oldest byte sent to it and not yet acknowledged has waited",
+            m.slave_lag_ms.clone(),
+        );
+        r.register(
             "corvus_replication_slave_in_sync",
             "A master shard's slave: 1 while it is in the in-sync set",
             m.slave_in_sync.clone(),
@@ -307,6 +314,7 @@ impl BrokerMetrics {
                 slave: slave.to_string(),
             };
             self.slave_lag_bytes.remove(&l);
+            self.slave_lag_ms.remove(&l);
             self.slave_in_sync.remove(&l);
         }
         for s in shards {
@@ -331,6 +339,7 @@ impl BrokerMetrics {
                 self.slave_lag_bytes
                     .get_or_create(&label)
                     .set(clamp(l.lag_bytes));
+                self.slave_lag_ms.get_or_create(&label).set(clamp(l.lag_ms));
                 self.slave_in_sync
                     .get_or_create(&label)
                     .set(i64::from(l.in_sync));

@@ -389,12 +389,13 @@ impl Render for HaStatusView {
             for l in slaves {
                 writeln!(
                     w,
-                    "shard {shard}: slave {} at {} {}, acknowledged {}, {} bytes behind, last ack {} ms ago",
+                    "shard {shard}: slave {} at {} {}, acknowledged {}, {} bytes behind, oldest unacknowledged {} ms, last ack {} ms ago",
                     num(&l["broker_id"]),
                     l["peer"].as_str().unwrap_or("-"),
                     if l["in_sync"] == true { "IN SYNC" } else { "catching up" },
                     num(&l["acked"]),
                     num(&l["lag_bytes"]),
+                    num(&l["lag_ms"]),
                     num(&l["last_ack_ms_ago"])
                 )?;
             }

@@ -24,6 +24,9 @@ use super::{with_timeout, HANDSHAKE_TIMEOUT};
 const JOIN_HOLD_MAX: Duration = Duration::from_millis(500);
 /// After a hold that did not bring its slave in, none for that slave for this long.
 const JOIN_HOLD_PAUSE: Duration = Duration::from_secs(5);
+/// Frames remembered per stream for its lag in time; older ones are forgotten (the lag then
+/// reads a little low while more than this many are unacknowledged).
+const INFLIGHT_MAX: usize = 4096;
 
 /// One slave's stream of one shard.
 pub struct SlaveLink {
@@ -41,6 +44,9 @@ pub struct SlaveLink {
     /// The master's end when the slave last caught up: reaching it again is catching up.
     catchup_mark: Cell<u64>,
     pub last_ack: Cell<Instant>,
+    /// The ends of frames sent and not yet acknowledged, with when they were sent (at most
+    /// [`INFLIGHT_MAX`]): the oldest gives the stream's lag in time.
+    inflight: RefCell<std::collections::VecDeque<(u64, Instant)>>,
     /// No hold for this slave before then: one that did not get there in a hold waits a
     /// while before the next, so a stalled slave cannot keep consumers waiting.
     next_hold: Cell<Instant>,
@@ -69,6 +75,8 @@ pub struct LinkStatus {
     pub sent: u64,
     pub acked: u64,
     pub lag_bytes: u64,
+    /// How long the oldest byte sent and not yet acknowledged has waited (0: none).
+    pub lag_ms: u64,
     pub last_ack_ms_ago: u64,
 }
 
@@ -232,6 +240,7 @@ impl MasterShard {
             catchup_mark: Cell::new(start),
             last_ack: Cell::new(now),
             next_hold: Cell::new(now),
+            inflight: RefCell::new(std::collections::VecDeque::new()),
             closed: RefCell::new(None),
         });
         for old in self.links.borrow().iter() {
@@ -357,6 +366,11 @@ impl MasterShard {
                 sent: l.sent.get(),
                 acked: l.acked.get(),
                 lag_bytes: end.saturating_sub(l.acked.get()),
+                lag_ms: l
+                    .inflight
+                    .borrow()
+                    .front()
+                    .map_or(0, |(_, at)| at.elapsed().as_millis() as u64),
                 last_ack_ms_ago: l.last_ack.get().elapsed().as_millis() as u64,
             })
             .collect()
@@ -522,6 +536,12 @@ async fn read_acks<R: AsyncRead + Unpin>(
                     break;
                 }
                 link.acked.set(link.acked.get().max(safe));
+                {
+                    let mut f = link.inflight.borrow_mut();
+                    while f.front().is_some_and(|(next, _)| *next <= safe) {
+                        f.pop_front();
+                    }
+                }
                 link.received.set(link.received.get().max(end));
                 link.last_ack.set(Instant::now());
                 ms.refresh();
@@ -603,6 +623,13 @@ async fn send_stream<W: AsyncWrite + Unpin>(
                 // Counted as sent before the write: the slave's ack of these bytes may be
                 // read before this task resumes from the write.
                 link.sent.set(run.next);
+                {
+                    let mut f = link.inflight.borrow_mut();
+                    if f.len() >= INFLIGHT_MAX {
+                        f.pop_front();
+                    }
+                    f.push_back((run.next, Instant::now()));
+                }
                 let sent =
                     wire::write_data(wr, run.start, run.next, confirm, run.bytes.as_bytes()).await;
                 if let Err(e) = sent {
