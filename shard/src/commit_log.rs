@@ -365,6 +365,28 @@ impl CommitLog {
         sealed
     }
 
+    /// Forgets everything in memory past nothing: a replica's truncation to `end`, once
+    /// every chunk is written (`unwritten` is empty). The caller cleaned the files past
+    /// `end` and gives the partial block before it for the next chunk.
+    pub(crate) fn truncate_memory(&mut self, end: u64, partial: &[u8]) {
+        debug_assert!(self.unwritten.is_empty());
+        self.current = None;
+        while let Some(old) = self.hot.pop_front() {
+            self.hot_bytes -= old.alloc_bytes;
+        }
+        self.write_offset = end;
+        self.written_offset = end;
+        self.durable_offset = end;
+        self.dirty_segments.clear();
+        if let Some(ring) = self.ring.as_mut() {
+            ring.forget_from(end);
+        }
+        if !partial.is_empty() {
+            self.new_chunk(end, 0, partial);
+        }
+        self.check_offsets();
+    }
+
     /// Moves an empty log's start to `offset` (a segment start): a replica that joins a
     /// log whose older segments are gone begins where that log now begins.
     pub(crate) fn start_at(&mut self, offset: u64) {
@@ -847,13 +869,37 @@ pub(crate) async fn recover(
     log.written_offset = end;
     log.durable_offset = end;
 
-    // Make the segment holding `end` clean past it, so stale bytes can never pass for
-    // records after new appends reach them; write the partial block back with zeros after
-    // the valid prefix, and remember that prefix for the first chunk.
     let seg = log.segment_start(end);
+    let partial = clean_past(
+        log.segments.get(&seg).cloned(),
+        seg + log.segment_bytes,
+        end,
+    )
+    .await?;
+    log.fill_pool();
+    if !partial.is_empty() {
+        log.new_chunk(end, 0, &partial);
+    }
+    log.check_offsets();
+    Ok(Recovered {
+        log,
+        truncated_segments,
+        quarantined,
+    })
+}
+
+/// Makes the segment holding `end` clean past it, so stale bytes can never pass for
+/// records once new appends reach them: the partial block is written back with zeros after
+/// the valid prefix, the rest of the segment zeroed, and both fdatasynced. Returns that
+/// prefix, for the first chunk. Shared by recovery (a torn tail) and a replica's
+/// truncation.
+pub(crate) async fn clean_past(
+    file: Option<Rc<SegmentFile>>,
+    seg_end: u64,
+    end: u64,
+) -> Result<Vec<u8>, ShardError> {
     let mut partial = Vec::new();
-    if let Some(file) = log.segments.get(&seg).cloned() {
-        let seg_end = seg + p.segment_bytes;
+    if let Some(file) = file {
         if end < seg_end {
             let block = align_down(end);
             if block != end {
@@ -876,16 +922,7 @@ pub(crate) async fn recover(
             file.fdatasync().await?;
         }
     }
-    log.fill_pool();
-    if !partial.is_empty() {
-        log.new_chunk(end, 0, &partial);
-    }
-    log.check_offsets();
-    Ok(Recovered {
-        log,
-        truncated_segments,
-        quarantined,
-    })
+    Ok(partial)
 }
 
 /// What starts at a position of a segment.

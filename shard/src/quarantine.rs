@@ -138,6 +138,16 @@ impl Quarantine {
             .map_or(0, |s| s.len() as u64)
     }
 
+    /// Forgets what lies at or past `end` (a replica truncated its log there); a range
+    /// across it ends there.
+    pub(crate) fn forget_from(&mut self, end: u64) {
+        self.ranges.retain(|r| r.start < end);
+        if let Some(r) = self.ranges.last_mut() {
+            r.end = r.end.min(end);
+        }
+        self.spans.retain(|&o, _| o < end);
+    }
+
     /// Forgets what lies wholly below the log minimum (retention deleted it).
     pub(crate) fn forget_below(&mut self, min: u64) {
         self.ranges.retain(|r| r.end > min);

@@ -152,6 +152,16 @@ impl TailRing {
         self.map[OFF_WRITTEN..OFF_WRITTEN + 8].copy_from_slice(&offset.to_le_bytes());
     }
 
+    /// Forgets the ring's bytes from `offset` on (a replica truncated its log there): the
+    /// written mark moves there and the bytes at it are zeroed, so a replay after a crash
+    /// finds nothing past it.
+    pub(crate) fn forget_from(&mut self, offset: u64) {
+        let zeros = [0u8; 4096];
+        let n = (self.ring_bytes as usize).min(zeros.len());
+        self.mirror(offset, &zeros[..n]);
+        self.set_written(offset);
+    }
+
     /// Removes the ring once nothing in it is needed (a clean close wrote and synced all).
     pub(crate) fn remove(self) -> std::io::Result<()> {
         let TailRing { map, path, .. } = self;

@@ -200,3 +200,73 @@ fn a_slave_joining_after_retention_starts_where_the_masters_log_starts() {
         master.close().await.unwrap();
     });
 }
+
+#[test]
+fn a_diverged_log_is_cut_back_crash_safely_and_the_cut_bytes_are_kept() {
+    in_temp_dir(|dir| async move {
+        // `old` was a master (async, with a tail ring): its last writes never reached `new`,
+        // the slave that was elected in its place and wrote on.
+        let ring = dir.join("ring");
+        let old_config = |dir: &Path| {
+            let mut c = master_config(dir);
+            c.dir = dir.join("old");
+            // Nothing is written but full chunks: what it takes lives in memory and the ring.
+            c.flush = FlushPolicy::Async {
+                interval_ms: 3_600_000,
+                dirty_bytes_max: 1 << 40,
+            };
+            c.tail_ring = Some(shard::TailRingConfig {
+                path: ring.join("shard-0.tail"),
+                ring_bytes: 1 << 20,
+            });
+            c
+        };
+        let old = Shard::open(old_config(&dir)).await.unwrap();
+        let new = Shard::open(slave_config(&dir)).await.unwrap();
+        append_numbered(&old, 0..40, 900).await;
+        catch_up(&old, &new, 5000).await;
+        let agreed = new.log_bounds().1;
+        append_numbered(&old, 40..55, 900).await; // never replicated
+        let mut theirs = Vec::new();
+        for i in 100..110 {
+            let b = body(i, 700);
+            append_one(&new, 0, &b).await.unwrap();
+            theirs.push(b);
+        }
+        let old_end = old.log_bounds().1;
+        let keep = dir.join("truncated");
+        let cut = old.truncate_to(agreed, &keep).await.unwrap();
+        assert_eq!(cut, old_end - agreed);
+        assert_eq!(old.log_bounds().1, agreed);
+        assert_eq!(
+            old.queue_offsets(TOPIC, 0).max.0,
+            40,
+            "the cut entries are gone"
+        );
+        let kept: Vec<_> = std::fs::read_dir(&keep).unwrap().collect();
+        assert_eq!(kept.len(), 1);
+        let kept = std::fs::read(kept[0].as_ref().unwrap().path()).unwrap();
+        assert_eq!(kept.len() as u64, cut, "the cut bytes are kept aside");
+        assert_eq!(
+            bodies_of(&[kept[..message::RecordView::parse(&kept).unwrap().len()].to_vec()]),
+            vec![body(40, 900)]
+        );
+        // It follows the new master from the agreed point; what it takes is in memory and
+        // the tail ring (which the cut moved back to the agreed point).
+        catch_up(&new, &old, 5000).await;
+        let want: Vec<Vec<u8>> = (0..40).map(|i| body(i, 900)).chain(theirs).collect();
+        assert_eq!(queue_bodies(&old, 0).await, want);
+        assert!(
+            old.stats().written_offset < old.log_bounds().1,
+            "some only in the ring"
+        );
+        // A crash (no close): neither the segment files nor the ring bring the cut records
+        // back, and the ring brings back what was taken since.
+        drop(old);
+        let old = Shard::open(old_config(&dir)).await.unwrap();
+        assert_eq!(old.log_bounds().1, new.log_bounds().1);
+        assert_eq!(queue_bodies(&old, 0).await, want);
+        old.close().await.unwrap();
+        new.close().await.unwrap();
+    });
+}

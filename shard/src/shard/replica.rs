@@ -308,6 +308,120 @@ impl Shard {
         Ok(units.next)
     }
 
+    /// A slave's log that holds what its master never had (it was a master whose last
+    /// writes never reached the one elected after it) is cut back to `end`, the last offset
+    /// both agree on. Crash-safe and nothing destroyed:
+    ///
+    /// 1. everything appended is written and fdatasynced;
+    /// 2. the bytes past `end` are copied to `keep_dir/<end>-<old end>` and fdatasynced
+    ///    (for an operator: under ASYNC_MASTER these are writes no one else has);
+    /// 3. the segments after `end`'s are deleted and its own is zeroed past `end` and
+    ///    fdatasynced, as recovery does to a torn tail, so no stale record can ever pass for
+    ///    a continuation; the tail ring forgets them too;
+    /// 4. the ConsumeQueue entries past `end` go, and the IndexFile resumes at `end`.
+    ///
+    /// A crash anywhere leaves either the old log (the caller's next handshake cuts it
+    /// again) or the cut one. Returns how many bytes were cut. Nothing may append while it
+    /// runs (a slave's stream is not running during its handshake).
+    pub async fn truncate_to(
+        &self,
+        end: u64,
+        keep_dir: &std::path::Path,
+    ) -> Result<u64, ShardError> {
+        let inner = &self.inner;
+        if inner.closed.get() {
+            return Err(ShardError::Closed);
+        }
+        self.check_poisoned()?;
+        self.flush(true).await?;
+        let (min, old_end) = self.log_bounds();
+        if end >= old_end {
+            return Ok(0);
+        }
+        if end < min {
+            return Err(ShardError::Replica(format!(
+                "cannot cut the log at {end}: it starts at {min}"
+            )));
+        }
+        let _writing = inner.flush_lock.acquire_permit(1).await;
+        // 2. Kept aside first, complete and durable, before anything is removed.
+        std::fs::create_dir_all(keep_dir)?;
+        let kept = keep_dir.join(format!("{end:020}-{old_end:020}"));
+        {
+            use std::io::Write;
+            let mut out = std::fs::File::create(&kept)?;
+            let mut at = end;
+            while at < old_end {
+                let (seg, path) = {
+                    let log = inner.log.borrow();
+                    let seg = log.segment_start(at);
+                    (seg, log.segment_path(seg))
+                };
+                let to = (seg + inner.config.segment_bytes).min(old_end);
+                let f = std::fs::File::open(&path)?;
+                let mut buf = vec![0u8; (to - at) as usize];
+                std::os::unix::fs::FileExt::read_exact_at(&f, &mut buf, at - seg)?;
+                out.write_all(&buf)?;
+                at = to;
+            }
+            out.sync_all()?;
+        }
+        if let Ok(d) = std::fs::File::open(keep_dir) {
+            d.sync_all()?;
+        }
+        // 3. The files, then memory.
+        let later: Vec<(u64, std::path::PathBuf)> = {
+            let mut log = inner.log.borrow_mut();
+            let seg = log.segment_start(end);
+            let later: Vec<u64> = log.segments.range(seg + 1..).map(|(&s, _)| s).collect();
+            later
+                .into_iter()
+                .map(|s| {
+                    log.segments.remove(&s);
+                    (s, log.segment_path(s))
+                })
+                .collect()
+        };
+        for (_, path) in &later {
+            std::fs::remove_file(path)?;
+        }
+        let (file, seg_end) = {
+            let log = inner.log.borrow();
+            let seg = log.segment_start(end);
+            (log.segments.get(&seg).cloned(), seg + log.segment_bytes)
+        };
+        let partial = crate::commit_log::clean_past(file, seg_end, end).await?;
+        inner.log.borrow_mut().truncate_memory(end, &partial);
+        inner.quarantine.borrow_mut().forget_from(end);
+        // 4. Derived entries.
+        {
+            let mut cqs = inner.cqs.borrow_mut();
+            for cq in cqs.queues.values_mut() {
+                while cq.max > cq.min {
+                    let last = QueueOffset(cq.max.0 - 1);
+                    match cq.get(last)? {
+                        Some(e) if e.end() <= end => break,
+                        _ => cq.truncate(last)?,
+                    }
+                }
+            }
+            cqs.flush()?;
+        }
+        {
+            let mut index = inner.index.borrow_mut();
+            index.clamp_indexed_end(end)?;
+            index.flush()?;
+        }
+        tracing::warn!(
+            shard = inner.config.shard_id,
+            from = end,
+            to = old_end,
+            kept = %kept.display(),
+            "cut the log back to where it agrees with the master; the bytes cut are kept aside"
+        );
+        Ok(old_end - end)
+    }
+
     /// Moves an empty log's start to `offset`, a segment start: a slave joining a master
     /// whose older segments are deleted begins where the master's log begins.
     pub fn start_log_at(&self, offset: u64) -> Result<(), ShardError> {
