@@ -702,7 +702,13 @@ async fn core_main(
             }
         }
     }
-    let ha = crate::ha::CoreHa::new(&shared.config, &shards);
+    let ha = match crate::ha::CoreHa::new(&shared.config, &shards) {
+        Ok(ha) => ha,
+        Err(e) => {
+            open_error.get_or_insert(anyhow!("cannot start replication: {e}"));
+            crate::ha::CoreHa::default()
+        }
+    };
     let core = Rc::new(Core {
         id,
         ha,

@@ -364,7 +364,7 @@ impl Render for HaStatusView {
         writeln!(w, "broker {} ({})", self.broker_name, self.role)?;
         let num = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
         for s in &self.shards {
-            let shard = num(&s["shard"]);
+            let shard = format!("{} (epoch {})", num(&s["shard"]), num(&s["epoch"]));
             if let Some(m) = s.get("from_master").filter(|m| !m.is_null()) {
                 writeln!(
                     w,

@@ -391,3 +391,104 @@ fn a_slave_config_without_a_master_or_with_id_0_is_refused() {
         assert!(out.contains(want), "{toml}: {out}");
     }
 }
+
+/// A manual failover: the master dies with writes its slave never got, the slave is started
+/// again as the master (a new epoch) and takes sends, and the old master is started again as
+/// its slave. The old master cuts its log back to where the two agree (keeping the cut bytes
+/// aside), then holds exactly what the new master holds: the writes only it had are gone
+/// from the queues, not served under offsets the new master gave to other messages.
+#[test]
+fn an_old_master_back_as_a_slave_cuts_its_diverged_tail_and_follows_the_new_master() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    let (ns_a, ns_b) = (start_namesrv(&logs), start_namesrv(&logs));
+    let (data_a, data_b) = (dir.path().join("a"), dir.path().join("b"));
+    let master_a = opts(&ns_a.addr, &data_a, 1, String::new());
+    let mut a = start_broker(&master_a, &logs);
+    let ha_a = a.preamble_addr("broker replication on ").unwrap();
+    let slave = |ns: &str, data: &Path, master_ha: &str| {
+        opts(
+            ns,
+            data,
+            1,
+            format!(
+                "broker_role = \"SLAVE\"\nbroker_id = 1\nha_master_address = \"{master_ha}\"\n"
+            ),
+        )
+    };
+    let mut b = start_broker(&slave(&ns_b.addr, &data_b, &ha_a), &logs);
+    create_topic(&ns_a.addr, "Replicated", 2);
+    let p = producer(&ns_a.addr);
+    let mut common = AckedSends::new("Replicated");
+    send_n(&mut common, &p, 300);
+    let pair_view = |ns: &str| PullConsumer::new(ns, "check").unwrap();
+    let ids = |ns: &str| -> std::collections::BTreeSet<String> {
+        drain_topic(&pair_view(ns), "Replicated", Duration::from_secs(30))
+            .into_iter()
+            .map(|m| m.msg_id)
+            .collect()
+    };
+    let caught = wait_for(Duration::from_secs(30), || {
+        (ids(&ns_b.addr).len() == 300).then_some(())
+    });
+    assert!(caught.is_some(), "{}", b.stderr());
+
+    // The slave dies; the master acknowledges 100 more (ASYNC_MASTER), and dies too.
+    b.kill9();
+    let mut only_a = AckedSends::new("Replicated");
+    send_n(&mut only_a, &p, 100);
+    drop(p);
+    a.kill9();
+    // The slave becomes the master (its next start opens a new epoch) and takes sends.
+    let mut b_master = opts(&ns_a.addr, &data_b, 1, String::new());
+    b_master.name = "broker-a".into();
+    let b = start_broker(&b_master, &logs);
+    let ha_b = b.preamble_addr("broker replication on ").unwrap();
+    let p = producer(&ns_a.addr);
+    let mut after = AckedSends::new("Replicated");
+    send_n(&mut after, &p, 50);
+
+    // The old master comes back as its slave, cuts its tail and catches up.
+    let a = start_broker(&slave(&ns_b.addr, &data_a, &ha_b), &logs);
+    // The new master holds what both had and what it took since, none of the old
+    // master's last writes; the old master must end with exactly that.
+    let want: std::collections::BTreeSet<String> = common
+        .acked
+        .keys()
+        .chain(after.acked.keys())
+        .cloned()
+        .collect();
+    assert_eq!(ids(&ns_a.addr), want);
+    assert_eq!(only_a.acked.len(), 100);
+    let same = wait_for(Duration::from_secs(30), || {
+        (ids(&ns_b.addr) == want).then_some(())
+    });
+    assert!(
+        same.is_some(),
+        "the old master does not hold the new master's log: {} of {} ({} of them wanted)\nits log:\n{}",
+        ids(&ns_b.addr).len(),
+        want.len(),
+        ids(&ns_b.addr).intersection(&want).count(),
+        a.stderr()
+    );
+    assert!(a.stderr().contains("cut back"), "{}", a.stderr());
+    let kept = std::fs::read_dir(data_a.join("shard-000").join("truncated"))
+        .unwrap()
+        .count();
+    assert_eq!(kept, 1, "the cut bytes are kept aside");
+    // The queue offsets agree too.
+    let (ca, cb) = (pair_view(&ns_b.addr), pair_view(&ns_a.addr));
+    for q in cb.queues("Replicated").unwrap() {
+        let qa = ca
+            .queues("Replicated")
+            .unwrap()
+            .into_iter()
+            .find(|x| x.queue_id == q.queue_id)
+            .unwrap();
+        assert_eq!(
+            cb.queue_offsets(&q).unwrap(),
+            ca.queue_offsets(&qa).unwrap()
+        );
+    }
+}

@@ -99,10 +99,17 @@ pub struct MasterShard {
     /// The in-sync set's changes, counted, and the last reason a slave left it.
     pub isr_changes: Cell<u64>,
     pub last_left: RefCell<Option<String>>,
+    /// The shard's epoch history, the current epoch last.
+    pub epochs: RefCell<super::epochs::Epochs>,
 }
 
 impl MasterShard {
-    pub fn new(shard_id: u16, shard: Shard, config: &BrokerConfig) -> MasterShard {
+    pub fn new(
+        shard_id: u16,
+        shard: Shard,
+        config: &BrokerConfig,
+        epochs: super::epochs::Epochs,
+    ) -> MasterShard {
         MasterShard {
             shard_id,
             shard,
@@ -119,6 +126,7 @@ impl MasterShard {
             hold: Cell::new(None),
             isr_changes: Cell::new(0),
             last_left: RefCell::new(None),
+            epochs: RefCell::new(epochs),
         }
     }
 
@@ -435,6 +443,7 @@ pub async fn serve_slave(core: Rc<Core>, stream: TcpStream) {
         master_min: min,
         master_end: end,
         confirm: ms.confirm(),
+        epochs: ms.epochs.borrow().0.clone(),
     };
     if wire::write_frame(&mut wr, &welcome).await.is_err() {
         return;
@@ -497,23 +506,33 @@ fn handshake(core: &Core, hello: &Hello) -> Result<u64, String> {
         ));
     }
     let (min, end) = shard.log_bounds();
-    if hello.log_end > end {
+    let Some(ms) = core.ha.masters.get(&hello.shard) else {
+        return Err(format!("shard {} has no master here", hello.shard));
+    };
+    let slave = super::epochs::Epochs(hello.epochs.clone());
+    let point = slave.consistent_point(hello.log_end, &ms.epochs.borrow(), end);
+    let Some(point) = point else {
         return Err(format!(
-            "the slave's log of shard {} ends at {}, past the master's end {end}: it holds what this master never had (diverged); move the slave's data directory aside and start it again",
-            hello.shard, hello.log_end
+            "the slave's log of shard {} (ending at {}, epochs {:?}) has no epoch in common with the master's (epochs {:?}): move the slave's data directory aside and start it again",
+            hello.shard,
+            hello.log_end,
+            hello.epochs,
+            ms.epochs.borrow().0
         ));
-    }
-    if hello.log_end < min {
+    };
+    if point < min {
         if hello.log_min == hello.log_end {
             // An empty slave starts where the master's log starts now.
             return Ok(min);
         }
         return Err(format!(
-            "the slave's log of shard {} ends at {}, before the master's oldest segment at {min} (retention deleted what it lacks); move the slave's data directory aside and start it again",
-            hello.shard, hello.log_end
+            "the slave's log of shard {} agrees with the master's up to {point}, before the master's oldest segment at {min} (retention deleted what it lacks); move the slave's data directory aside and start it again",
+            hello.shard
         ));
     }
-    Ok(hello.log_end)
+    // Below the slave's end: it cuts its log back there first (it has what no master
+    // after its own epoch had).
+    Ok(point)
 }
 
 /// Reads a slave's acknowledgements until the connection ends. An ack is taken only up to

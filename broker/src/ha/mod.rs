@@ -21,6 +21,7 @@ use shard::Shard;
 use crate::config::BrokerConfig;
 use crate::core::Core;
 
+pub mod epochs;
 pub mod master;
 pub mod slave;
 pub mod wire;
@@ -48,18 +49,29 @@ pub struct CoreHa {
 }
 
 impl CoreHa {
-    pub fn new(config: &BrokerConfig, shards: &HashMap<u16, Shard>) -> CoreHa {
+    /// This core's replication ends. A master opens a new epoch on each of its shards, at
+    /// the log's end, durably, before it takes any send; an error says which shard could
+    /// not.
+    pub fn new(config: &BrokerConfig, shards: &HashMap<u16, Shard>) -> Result<CoreHa, String> {
         let mut ha = CoreHa::default();
         for (&id, shard) in shards {
+            let mut history = epochs::Epochs::load(shard.dir())?;
             if config.broker_role.is_master() {
-                ha.masters
-                    .insert(id, Rc::new(MasterShard::new(id, shard.clone(), config)));
+                let epoch = history.begin(shard.log_bounds().1);
+                history
+                    .store(shard.dir())
+                    .map_err(|e| format!("shard {id}: cannot store its epoch history: {e}"))?;
+                tracing::info!(shard = id, epoch, "serving as master in a new epoch");
+                ha.masters.insert(
+                    id,
+                    Rc::new(MasterShard::new(id, shard.clone(), config, history)),
+                );
             } else {
                 ha.slaves
-                    .insert(id, Rc::new(SlaveShard::new(id, shard.clone())));
+                    .insert(id, Rc::new(SlaveShard::new(id, shard.clone(), history)));
             }
         }
-        ha
+        Ok(ha)
     }
 
     /// Every shard's replication state on this core.
@@ -69,6 +81,7 @@ impl CoreHa {
             .values()
             .map(|m| ShardHaStatus {
                 shard: m.shard_id,
+                epoch: m.epochs.borrow().current(),
                 slaves: m.links_status(),
                 isr_changes: m.isr_changes.get(),
                 last_left: m.last_left.borrow().clone(),
@@ -76,6 +89,7 @@ impl CoreHa {
             })
             .chain(self.slaves.values().map(|s| ShardHaStatus {
                 shard: s.shard_id,
+                epoch: s.epochs.borrow().current(),
                 slaves: Vec::new(),
                 isr_changes: 0,
                 last_left: None,
@@ -91,6 +105,8 @@ impl CoreHa {
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct ShardHaStatus {
     pub shard: u16,
+    /// The newest epoch of the shard's history: a master's own, a slave's master's.
+    pub epoch: u32,
     /// A master shard's slaves.
     pub slaves: Vec<LinkStatus>,
     pub isr_changes: u64,

@@ -39,10 +39,12 @@ pub struct SlaveShard {
     last_error: RefCell<Option<String>>,
     /// DATA frames placed since start.
     pub frames: Cell<u64>,
+    /// The epoch history this slave's log follows: its master's, as of the last handshake.
+    pub epochs: RefCell<super::epochs::Epochs>,
 }
 
 impl SlaveShard {
-    pub fn new(shard_id: u16, shard: Shard) -> SlaveShard {
+    pub fn new(shard_id: u16, shard: Shard, epochs: super::epochs::Epochs) -> SlaveShard {
         SlaveShard {
             shard_id,
             shard,
@@ -53,6 +55,7 @@ impl SlaveShard {
             last_heard: Cell::new(None),
             last_error: RefCell::new(None),
             frames: Cell::new(0),
+            epochs: RefCell::new(epochs),
         }
     }
 
@@ -164,27 +167,44 @@ async fn session(core: &Rc<Core>, ss: &Rc<SlaveShard>, addr: &str) -> Ended {
         log_min: min,
         log_end: end,
         broker_name: cfg.broker_name.clone(),
+        epochs: ss.epochs.borrow().0.clone(),
     });
     if let Err(e) = wire::write_frame(&mut wr, &hello).await {
         return Ended::Lost(format!("cannot send HELLO: {e}"));
     }
-    let start = match with_timeout(HANDSHAKE_TIMEOUT, wire::read_frame(&mut rd)).await {
-        Some(Ok(Frame::Welcome {
-            start,
-            master_end,
-            confirm,
-            ..
-        })) => {
-            ss.heard(master_end, confirm);
-            start
+    let (start, master_epochs) =
+        match with_timeout(HANDSHAKE_TIMEOUT, wire::read_frame(&mut rd)).await {
+            Some(Ok(Frame::Welcome {
+                start,
+                master_end,
+                confirm,
+                epochs,
+                ..
+            })) => {
+                ss.heard(master_end, confirm);
+                (start, epochs)
+            }
+            Some(Ok(Frame::Redirect(a))) => return Ended::Redirect(a),
+            Some(Ok(Frame::Refuse(r))) => return Ended::Refused(r),
+            Some(Ok(other)) => return Ended::Lost(format!("unexpected answer {other:?}")),
+            Some(Err(e)) => return Ended::Lost(format!("no answer to HELLO: {e}")),
+            None => return Ended::Lost("no answer to HELLO in time".into()),
+        };
+    if start < end {
+        // This log holds what the master never had: cut back to where they agree, the
+        // cut bytes kept aside, before anything else.
+        let keep = shard.dir().join("truncated");
+        match shard.truncate_to(start, &keep).await {
+            Ok(cut) => tracing::warn!(
+                shard = ss.shard_id,
+                offset = start,
+                bytes = cut,
+                kept = %keep.display(),
+                "this slave's log diverged from the master's: cut back to where they agree"
+            ),
+            Err(e) => return Ended::Refused(format!("cannot cut the log back to {start}: {e}")),
         }
-        Some(Ok(Frame::Redirect(a))) => return Ended::Redirect(a),
-        Some(Ok(Frame::Refuse(r))) => return Ended::Refused(r),
-        Some(Ok(other)) => return Ended::Lost(format!("unexpected answer {other:?}")),
-        Some(Err(e)) => return Ended::Lost(format!("no answer to HELLO: {e}")),
-        None => return Ended::Lost("no answer to HELLO in time".into()),
-    };
-    if start != end {
+    } else if start != end {
         let empty = min == end;
         if !(empty && start > end) {
             return Ended::Refused(format!(
@@ -200,6 +220,12 @@ async fn session(core: &Rc<Core>, ss: &Rc<SlaveShard>, addr: &str) -> Ended {
             "the master's log starts past this empty slave's: the slave's starts there too"
         );
     }
+    // The log now follows the master's history: kept before anything more is placed.
+    let history = super::epochs::Epochs(master_epochs);
+    if let Err(e) = history.store(shard.dir()) {
+        return Ended::Refused(format!("cannot store the master's epoch history: {e}"));
+    }
+    *ss.epochs.borrow_mut() = history;
     ss.connected.set(true);
     *ss.master.borrow_mut() = Some(addr.to_owned());
     *ss.last_error.borrow_mut() = None;

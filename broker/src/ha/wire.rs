@@ -4,9 +4,11 @@
 //!
 //! ```text
 //! HELLO     slave → master   version u16, shard u16, shard_count u16, segment_bytes u64,
-//!                            broker_id u64, log min u64, log end u64, broker_name (u16 len)
-//! WELCOME   master → slave   start u64 (where the stream begins), master min u64,
-//!                            master end u64, confirm u64
+//!                            broker_id u64, log min u64, log end u64, broker_name (u16 len),
+//!                            epoch history (u32 count, then epoch u32 and start u64 each)
+//! WELCOME   master → slave   start u64 (where the stream begins: below the slave's end,
+//!                            the slave cuts its log back there first), master min u64,
+//!                            master end u64, confirm u64, the master's epoch history
 //! REDIRECT  master → slave   address (u16 len): the master core that owns the shard
 //! REFUSE    master → slave   reason (u16 len)
 //! DATA      master → slave   start u64, next u64, confirm u64, then whole log units
@@ -20,7 +22,7 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use futures_lite::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-pub const VERSION: u16 = 1;
+pub const VERSION: u16 = 2;
 /// The biggest frame either side accepts: a frame is at most one batch, or one record
 /// bigger than a batch.
 pub const FRAME_BYTES_MAX: usize = 80 << 20;
@@ -35,6 +37,7 @@ pub struct Hello {
     pub log_min: u64,
     pub log_end: u64,
     pub broker_name: String,
+    pub epochs: Vec<(u32, u64)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,6 +48,7 @@ pub enum Frame {
         master_min: u64,
         master_end: u64,
         confirm: u64,
+        epochs: Vec<(u32, u64)>,
     },
     Redirect(String),
     Refuse(String),
@@ -74,6 +78,14 @@ const KEEPALIVE: u8 = 6;
 const ACK: u8 = 7;
 const TOPICS: u8 = 8;
 
+fn put_epochs(b: &mut BytesMut, epochs: &[(u32, u64)]) {
+    b.put_u32(epochs.len() as u32);
+    for &(e, start) in epochs {
+        b.put_u32(e);
+        b.put_u64(start);
+    }
+}
+
 fn put_str(b: &mut BytesMut, s: &str) {
     let s = &s.as_bytes()[..s.len().min(u16::MAX as usize)];
     b.put_u16(s.len() as u16);
@@ -96,18 +108,21 @@ pub fn encode(f: &Frame) -> (BytesMut, Option<Bytes>) {
             b.put_u64(h.log_min);
             b.put_u64(h.log_end);
             put_str(&mut b, &h.broker_name);
+            put_epochs(&mut b, &h.epochs);
         }
         Frame::Welcome {
             start,
             master_min,
             master_end,
             confirm,
+            epochs,
         } => {
             b.put_u8(WELCOME);
             b.put_u64(*start);
             b.put_u64(*master_min);
             b.put_u64(*master_end);
             b.put_u64(*confirm);
+            put_epochs(&mut b, epochs);
         }
         Frame::Redirect(a) => {
             b.put_u8(REDIRECT);
@@ -215,6 +230,14 @@ impl Reader<'_> {
         x.copy_from_slice(a);
         Ok(u64::from_be_bytes(x))
     }
+    fn epochs(&mut self) -> Result<Vec<(u32, u64)>, String> {
+        let n = self.u32()? as usize;
+        let mut v = Vec::with_capacity(n.min(4096));
+        for _ in 0..n {
+            v.push((self.u32()?, self.u64()?));
+        }
+        Ok(v)
+    }
     fn string(&mut self) -> Result<String, String> {
         let n = self.u16()? as usize;
         String::from_utf8(self.take(n)?.to_vec()).map_err(|_| "a string is not UTF-8".into())
@@ -237,12 +260,14 @@ pub fn decode(body: Bytes) -> Result<Frame, String> {
             log_min: r.u64()?,
             log_end: r.u64()?,
             broker_name: r.string()?,
+            epochs: r.epochs()?,
         }),
         WELCOME => Frame::Welcome {
             start: r.u64()?,
             master_min: r.u64()?,
             master_end: r.u64()?,
             confirm: r.u64()?,
+            epochs: r.epochs()?,
         },
         REDIRECT => Frame::Redirect(r.string()?),
         REFUSE => Frame::Refuse(r.string()?),
@@ -321,12 +346,14 @@ mod tests {
             log_min: 0,
             log_end: 12345,
             broker_name: "broker-a".into(),
+            epochs: vec![(1, 0), (3, 4096)],
         }));
         round_trip(Frame::Welcome {
             start: 1,
             master_min: 2,
             master_end: 3,
             confirm: 4,
+            epochs: vec![(2, 0)],
         });
         round_trip(Frame::Redirect("127.0.0.1:10913".into()));
         round_trip(Frame::Refuse("no".into()));

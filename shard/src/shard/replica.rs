@@ -106,6 +106,11 @@ impl Shard {
         (log.min_offset, log.write_offset)
     }
 
+    /// The shard's directory (replication keeps its epoch history there).
+    pub fn dir(&self) -> &std::path::Path {
+        &self.inner.config.dir
+    }
+
     /// The segment size: replicas must have the same, for offsets to match.
     pub fn segment_bytes(&self) -> u64 {
         self.inner.config.segment_bytes
