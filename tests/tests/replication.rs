@@ -111,6 +111,25 @@ fn wait_in_sync(pair: &Pair, timeout: Duration) {
     );
 }
 
+/// Every queue of the test topic has the same offsets through NameServer `a` as through `b`
+/// (each routing to one broker of the pair).
+fn assert_same_offsets(a: &str, b: &str) {
+    let (ca, cb) = (
+        PullConsumer::new(a, "offsets-a").unwrap(),
+        PullConsumer::new(b, "offsets-b").unwrap(),
+    );
+    let qb = cb.queues("Replicated").unwrap();
+    for q in ca.queues("Replicated").unwrap() {
+        let other = qb.iter().find(|x| x.queue_id == q.queue_id).unwrap();
+        assert_eq!(
+            ca.queue_offsets(&q).unwrap(),
+            cb.queue_offsets(other).unwrap(),
+            "queue {}",
+            q.queue_id
+        );
+    }
+}
+
 /// The Prometheus text a broker serves at `url`.
 fn metrics_text(url: &str) -> String {
     use std::io::{Read, Write};
@@ -221,20 +240,7 @@ fn a_slave_holds_every_acknowledged_message_and_catches_up_after_a_crash() {
     assert_eq!(f.header.response_code(), ResponseCode::NotLeader);
     assert!(f.header.remark.contains("SLAVE"), "{}", f.header.remark);
     // Its offsets are the master's.
-    let mc = PullConsumer::new(&pair.master_ns.addr, "m").unwrap();
-    let sc = PullConsumer::new(&pair.slave_ns.addr, "s").unwrap();
-    for q in mc.queues("Replicated").unwrap() {
-        let sq = sc
-            .queues("Replicated")
-            .unwrap()
-            .into_iter()
-            .find(|x| x.queue_id == q.queue_id)
-            .unwrap();
-        assert_eq!(
-            mc.queue_offsets(&q).unwrap(),
-            sc.queue_offsets(&sq).unwrap()
-        );
-    }
+    assert_same_offsets(&pair.master_ns.addr, &pair.slave_ns.addr);
     drop(p);
     pair.master.terminate();
     pair.slave.terminate();
@@ -478,17 +484,5 @@ fn an_old_master_back_as_a_slave_cuts_its_diverged_tail_and_follows_the_new_mast
         .count();
     assert_eq!(kept, 1, "the cut bytes are kept aside");
     // The queue offsets agree too.
-    let (ca, cb) = (pair_view(&ns_b.addr), pair_view(&ns_a.addr));
-    for q in cb.queues("Replicated").unwrap() {
-        let qa = ca
-            .queues("Replicated")
-            .unwrap()
-            .into_iter()
-            .find(|x| x.queue_id == q.queue_id)
-            .unwrap();
-        assert_eq!(
-            cb.queue_offsets(&q).unwrap(),
-            ca.queue_offsets(&qa).unwrap()
-        );
-    }
+    assert_same_offsets(&ns_a.addr, &ns_b.addr);
 }
