@@ -50,18 +50,29 @@ pub struct CoreHa {
 
 impl CoreHa {
     /// This core's replication ends. A master opens a new epoch on each of its shards, at
-    /// the log's end, durably, before it takes any send; an error says which shard could
-    /// not.
+    /// the log's end, durably, before it takes any send (one it cannot store, on a full
+    /// disk, is logged and the shard keeps the epoch it had); a history that cannot be read
+    /// is an error naming the shard.
     pub fn new(config: &BrokerConfig, shards: &HashMap<u16, Shard>) -> Result<CoreHa, String> {
         let mut ha = CoreHa::default();
         for (&id, shard) in shards {
             let mut history = epochs::Epochs::load(shard.dir())?;
             if config.broker_role.is_master() {
-                let epoch = history.begin(shard.log_bounds().1);
-                history
-                    .store(shard.dir())
-                    .map_err(|e| format!("shard {id}: cannot store its epoch history: {e}"))?;
-                tracing::info!(shard = id, epoch, "serving as master in a new epoch");
+                let mut next = history.clone();
+                let epoch = next.begin(shard.log_bounds().1);
+                match next.store(shard.dir()) {
+                    Ok(()) => {
+                        history = next;
+                        tracing::info!(shard = id, epoch, "serving as master in a new epoch");
+                    }
+                    // A full disk refuses sends anyway: the broker starts and serves reads
+                    // in the epoch it had, and opens a new one at its next start.
+                    Err(e) => tracing::error!(
+                        shard = id,
+                        epoch = history.current(),
+                        "cannot store a new epoch ({e}): serving in the epoch this shard had"
+                    ),
+                }
                 ha.masters.insert(
                     id,
                     Rc::new(MasterShard::new(id, shard.clone(), config, history)),
