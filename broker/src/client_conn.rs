@@ -121,11 +121,9 @@ impl ClientConn {
             self.pending.borrow_mut().remove(&id);
             return Err(closed());
         }
-        let answer = futures_lite::future::or(async { rx.recv().await }, async {
-            glommio::timer::sleep(timeout).await;
-            None
-        })
-        .await;
+        let answer = crate::deadline::with_timeout(timeout, rx.recv())
+            .await
+            .flatten();
         self.pending.borrow_mut().remove(&id);
         answer.ok_or_else(|| {
             BrokerError::Busy(format!(
@@ -191,11 +189,9 @@ impl ClientConn {
                 self.peer
             )));
         }
-        let answer = futures_lite::future::or(async { rx.recv().await }, async {
-            glommio::timer::sleep(timeout).await;
-            None
-        })
-        .await;
+        let answer = crate::deadline::with_timeout(timeout, rx.recv())
+            .await
+            .flatten();
         self.pending_remoting.borrow_mut().remove(&opaque);
         answer.ok_or_else(|| {
             BrokerError::Busy(format!(

@@ -17,6 +17,7 @@ pub mod config;
 pub mod conn;
 pub mod connections;
 pub mod core;
+mod deadline;
 pub mod durable;
 pub mod error;
 pub mod groups;

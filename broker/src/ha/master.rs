@@ -16,7 +16,8 @@ use crate::core::Core;
 use crate::error::BrokerError;
 
 use super::wire::{self, Frame, Hello};
-use super::{with_timeout, HANDSHAKE_TIMEOUT};
+use super::HANDSHAKE_TIMEOUT;
+use crate::deadline::with_timeout;
 
 /// How long the master holds consumers' view still so that a slave that has all but caught
 /// up can join the in-sync set without anything visible being unconfirmed; then it lets go

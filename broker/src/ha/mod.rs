@@ -11,7 +11,6 @@
 //! `ha_master_address` (core 0's) and is sent on to the core that owns the shard.
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -31,15 +30,6 @@ pub use slave::{SlaveShard, SlaveStatus};
 
 /// Longest wait for a connection or the answer to a HELLO.
 pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(3);
-
-/// `fut`'s output, or `None` once `limit` has passed.
-pub(crate) async fn with_timeout<T>(limit: Duration, fut: impl Future<Output = T>) -> Option<T> {
-    futures_lite::future::or(async { Some(fut.await) }, async {
-        glommio::timer::sleep(limit).await;
-        None
-    })
-    .await
-}
 
 /// One core's replication state: its shards' master ends or slave ends.
 #[derive(Default)]

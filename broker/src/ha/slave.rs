@@ -13,7 +13,8 @@ use shard::Shard;
 use crate::core::Core;
 
 use super::wire::{self, Frame, Hello};
-use super::{with_timeout, HANDSHAKE_TIMEOUT};
+use super::HANDSHAKE_TIMEOUT;
+use crate::deadline::with_timeout;
 
 /// What a slave shard knows of its master, for status and metrics.
 #[derive(Debug, Clone, Default, serde::Serialize)]
