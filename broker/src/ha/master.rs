@@ -38,8 +38,6 @@ pub struct SlaveLink {
     pub sent: Cell<u64>,
     /// What the slave says a crash of it keeps.
     pub acked: Cell<u64>,
-    /// What the slave has received (placed in its log).
-    pub received: Cell<u64>,
     pub in_sync: Cell<bool>,
     last_caught_up: Cell<Instant>,
     /// The master's end when the slave last caught up: reaching it again is catching up.
@@ -243,7 +241,6 @@ impl MasterShard {
             peer: peer.clone(),
             sent: Cell::new(start),
             acked: Cell::new(start),
-            received: Cell::new(start),
             in_sync: Cell::new(false),
             last_caught_up: Cell::new(now),
             catchup_mark: Cell::new(start),
@@ -562,7 +559,6 @@ async fn read_acks<R: AsyncRead + Unpin>(
                         f.pop_front();
                     }
                 }
-                link.received.set(link.received.get().max(end));
                 link.last_ack.set(Instant::now());
                 ms.refresh();
             }

@@ -38,8 +38,6 @@ pub struct SlaveShard {
     confirm: Cell<u64>,
     last_heard: Cell<Option<Instant>>,
     last_error: RefCell<Option<String>>,
-    /// DATA frames placed since start.
-    pub frames: Cell<u64>,
     /// The epoch history this slave's log follows: its master's, as of the last handshake.
     pub epochs: RefCell<super::epochs::Epochs>,
 }
@@ -55,7 +53,6 @@ impl SlaveShard {
             confirm: Cell::new(0),
             last_heard: Cell::new(None),
             last_error: RefCell::new(None),
-            frames: Cell::new(0),
             epochs: RefCell::new(epochs),
         }
     }
@@ -252,7 +249,6 @@ async fn session(core: &Rc<Core>, ss: &Rc<SlaveShard>, addr: &str) -> Ended {
                 bytes,
             })) => match shard.replicate(start, &bytes).await {
                 Ok(n) if n == next => {
-                    ss.frames.set(ss.frames.get() + 1);
                     ss.heard(next, confirm);
                     if !read_uncommitted {
                         shard.set_read_cap(confirm);

@@ -96,7 +96,6 @@ fn put_str(b: &mut BytesMut, s: &str) {
 pub fn encode(f: &Frame) -> (BytesMut, Option<Bytes>) {
     let mut b = BytesMut::with_capacity(64);
     b.put_u32(0);
-    let mut tail = None;
     match f {
         Frame::Hello(h) => {
             b.put_u8(HELLO);
@@ -138,11 +137,9 @@ pub fn encode(f: &Frame) -> (BytesMut, Option<Bytes>) {
             confirm,
             bytes,
         } => {
-            b.put_u8(DATA);
-            b.put_u64(*start);
-            b.put_u64(*next);
-            b.put_u64(*confirm);
-            tail = Some(bytes.clone());
+            // Written whole by `data_head`, length included.
+            let head = data_head(*start, *next, *confirm, bytes.len());
+            return (head, Some(bytes.clone()));
         }
         Frame::Keepalive {
             master_end,
@@ -168,9 +165,9 @@ pub fn encode(f: &Frame) -> (BytesMut, Option<Bytes>) {
             }
         }
     }
-    let len = b.len() - 4 + tail.as_ref().map_or(0, |t| t.len());
+    let len = b.len() - 4;
     b[0..4].copy_from_slice(&(len as u32).to_be_bytes());
-    (b, tail)
+    (b, None)
 }
 
 /// Writes one frame.
@@ -183,6 +180,17 @@ pub async fn write_frame<W: AsyncWrite + Unpin>(w: &mut W, f: &Frame) -> std::io
     w.flush().await
 }
 
+/// A DATA frame up to its log bytes (`len` of them follow).
+fn data_head(start: u64, next: u64, confirm: u64, len: usize) -> BytesMut {
+    let mut head = BytesMut::with_capacity(29);
+    head.put_u32((1 + 24 + len) as u32);
+    head.put_u8(DATA);
+    head.put_u64(start);
+    head.put_u64(next);
+    head.put_u64(confirm);
+    head
+}
+
 /// Writes a DATA frame whose log bytes are `bytes` (borrowed from the log's memory: no
 /// copy before the socket's).
 pub async fn write_data<W: AsyncWrite + Unpin>(
@@ -192,13 +200,8 @@ pub async fn write_data<W: AsyncWrite + Unpin>(
     confirm: u64,
     bytes: &[u8],
 ) -> std::io::Result<()> {
-    let mut head = BytesMut::with_capacity(29);
-    head.put_u32((1 + 24 + bytes.len()) as u32);
-    head.put_u8(DATA);
-    head.put_u64(start);
-    head.put_u64(next);
-    head.put_u64(confirm);
-    w.write_all(&head).await?;
+    w.write_all(&data_head(start, next, confirm, bytes.len()))
+        .await?;
     w.write_all(bytes).await?;
     w.flush().await
 }
