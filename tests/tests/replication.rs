@@ -410,7 +410,15 @@ fn an_old_master_back_as_a_slave_cuts_its_diverged_tail_and_follows_the_new_mast
     std::fs::create_dir_all(&logs).unwrap();
     let (ns_a, ns_b) = (start_namesrv(&logs), start_namesrv(&logs));
     let (data_a, data_b) = (dir.path().join("a"), dir.path().join("b"));
-    let master_a = opts(&ns_a.addr, &data_a, 1, String::new());
+    // Each data directory keeps its tail ring across its starts, whatever the role: what
+    // a broker acknowledged before a kill -9 comes back from there.
+    let (ring_a, ring_b) = (ring_dir(), ring_dir());
+    let on_ring = |mut o: BrokerOpts, ring: &tempfile::TempDir| {
+        o.tail_ring_dir = Some(ring.path().to_owned());
+        o.ring_dir_guard = None;
+        o
+    };
+    let master_a = on_ring(opts(&ns_a.addr, &data_a, 1, String::new()), &ring_a);
     let mut a = start_broker(&master_a, &logs);
     let ha_a = a.preamble_addr("broker replication on ").unwrap();
     let slave = |ns: &str, data: &Path, master_ha: &str| {
@@ -423,7 +431,7 @@ fn an_old_master_back_as_a_slave_cuts_its_diverged_tail_and_follows_the_new_mast
             ),
         )
     };
-    let mut b = start_broker(&slave(&ns_b.addr, &data_b, &ha_a), &logs);
+    let mut b = start_broker(&on_ring(slave(&ns_b.addr, &data_b, &ha_a), &ring_b), &logs);
     create_topic(&ns_a.addr, "Replicated", 2);
     let p = producer(&ns_a.addr);
     let mut common = AckedSends::new("Replicated");
@@ -447,7 +455,7 @@ fn an_old_master_back_as_a_slave_cuts_its_diverged_tail_and_follows_the_new_mast
     drop(p);
     a.kill9();
     // The slave becomes the master (its next start opens a new epoch) and takes sends.
-    let mut b_master = opts(&ns_a.addr, &data_b, 1, String::new());
+    let mut b_master = on_ring(opts(&ns_a.addr, &data_b, 1, String::new()), &ring_b);
     b_master.name = "broker-a".into();
     let b = start_broker(&b_master, &logs);
     let ha_b = b.preamble_addr("broker replication on ").unwrap();
@@ -456,7 +464,7 @@ fn an_old_master_back_as_a_slave_cuts_its_diverged_tail_and_follows_the_new_mast
     send_n(&mut after, &p, 50);
 
     // The old master comes back as its slave, cuts its tail and catches up.
-    let a = start_broker(&slave(&ns_b.addr, &data_a, &ha_b), &logs);
+    let a = start_broker(&on_ring(slave(&ns_b.addr, &data_a, &ha_b), &ring_a), &logs);
     // The new master holds what both had and what it took since, none of the old
     // master's last writes; the old master must end with exactly that.
     let want: std::collections::BTreeSet<String> = common
