@@ -21,6 +21,22 @@ pub mod schedule;
 static BUILD: Once = Once::new();
 
 /// The workspace root (this crate lives in `<root>/tests`).
+/// `launcher` (a command that runs a program: `ip netns exec NS PROGRAM`, `taskset -c N
+/// PROGRAM`, its program already given) with `cmd`'s arguments, environment and directory.
+pub fn launched_by(mut launcher: Command, cmd: &Command) -> Command {
+    launcher.args(cmd.get_args());
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => launcher.env(k, v),
+            None => launcher.env_remove(k),
+        };
+    }
+    if let Some(d) = cmd.get_current_dir() {
+        launcher.current_dir(d);
+    }
+    launcher
+}
+
 pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()

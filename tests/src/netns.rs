@@ -144,18 +144,7 @@ impl Host {
 
     /// `cmd` (program, arguments, environment and directory) run inside this namespace.
     pub fn wrap(&self, cmd: &Command) -> Command {
-        let mut out = self.command(cmd.get_program());
-        out.args(cmd.get_args());
-        for (k, v) in cmd.get_envs() {
-            match v {
-                Some(v) => out.env(k, v),
-                None => out.env_remove(k),
-            };
-        }
-        if let Some(d) = cmd.get_current_dir() {
-            out.current_dir(d);
-        }
-        out
+        crate::launched_by(self.command(cmd.get_program()), cmd)
     }
 
     /// `ip:port` on this host.

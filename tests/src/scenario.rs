@@ -78,19 +78,11 @@ impl Drop for Background {
 
 /// `cmd` run under `taskset -c <cpu>` (taskset execs it, so the pid is the program's).
 pub fn on_cpu(cpu: usize, cmd: &Command) -> Command {
-    let mut out = Command::new("taskset");
-    out.args(["-c", &cpu.to_string()]).arg(cmd.get_program());
-    out.args(cmd.get_args());
-    for (k, v) in cmd.get_envs() {
-        match v {
-            Some(v) => out.env(k, v),
-            None => out.env_remove(k),
-        };
-    }
-    if let Some(d) = cmd.get_current_dir() {
-        out.current_dir(d);
-    }
-    out
+    let mut taskset = Command::new("taskset");
+    taskset
+        .args(["-c", &cpu.to_string()])
+        .arg(cmd.get_program());
+    crate::launched_by(taskset, cmd)
 }
 
 type Starter = Box<dyn FnMut() -> Proc>;
@@ -232,13 +224,11 @@ impl crate::schedule::Nodes for Cast {
     }
 
     fn restart(&mut self, node: &str) {
+        self.kill9(node);
         let m = self
             .members
             .get_mut(node)
             .unwrap_or_else(|| panic!("no node {node}"));
-        if let Some(mut p) = m.proc.take() {
-            p.kill9();
-        }
         m.proc = Some((m.start)());
     }
 

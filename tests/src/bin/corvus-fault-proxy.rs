@@ -58,6 +58,15 @@ struct Faults {
     down: DirFaults,
 }
 
+impl Faults {
+    fn dir_mut(&mut self, d: Dir) -> &mut DirFaults {
+        match d {
+            Dir::Up => &mut self.up,
+            Dir::Down => &mut self.down,
+        }
+    }
+}
+
 /// Bytes read, and when they may be written on.
 type Chunk = (Instant, Vec<u8>);
 
@@ -372,12 +381,8 @@ fn apply(shared: &Shared, line: &str) -> Result<String> {
             let ms = num(w.next(), "ms")?;
             let jitter = num(w.next(), "jitter_ms").unwrap_or(0);
             set(&|f| {
-                for d in &dirs {
-                    let df = if *d == Dir::Up {
-                        &mut f.up
-                    } else {
-                        &mut f.down
-                    };
+                for &d in &dirs {
+                    let df = f.dir_mut(d);
                     df.delay_ms = ms;
                     df.jitter_ms = jitter;
                 }
@@ -387,13 +392,8 @@ fn apply(shared: &Shared, line: &str) -> Result<String> {
             let dirs = parse_dirs(w.next().unwrap_or(""))?;
             let rate = num(w.next(), "bytes_per_s")?;
             set(&|f| {
-                for d in &dirs {
-                    let df = if *d == Dir::Up {
-                        &mut f.up
-                    } else {
-                        &mut f.down
-                    };
-                    df.bytes_per_s = rate;
+                for &d in &dirs {
+                    f.dir_mut(d).bytes_per_s = rate;
                 }
             });
         }
