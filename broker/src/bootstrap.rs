@@ -805,7 +805,7 @@ async fn core_main(
             }
         }));
     }
-    let ha_tasks = crate::ha::spawn(&core, Some(ha_listener));
+    let ha_tasks = crate::ha::spawn(&core, ha_listener);
     let mut group_tasks = Vec::new();
     {
         let core = core.clone();

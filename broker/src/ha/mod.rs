@@ -118,24 +118,22 @@ pub struct ShardHaStatus {
 
 /// Starts this core's replication tasks: the accept loop of its replication port, the
 /// in-sync set's clock, and a slave's streams.
-pub fn spawn(core: &Rc<Core>, listener: Option<TcpListener>) -> Vec<glommio::Task<()>> {
+pub fn spawn(core: &Rc<Core>, listener: TcpListener) -> Vec<glommio::Task<()>> {
     let mut tasks = Vec::new();
-    if let Some(listener) = listener {
-        let c = core.clone();
-        tasks.push(glommio::spawn_local(async move {
-            loop {
-                match listener.accept().await {
-                    Ok(stream) => {
-                        glommio::spawn_local(master::serve_slave(c.clone(), stream)).detach();
-                    }
-                    Err(e) => {
-                        tracing::warn!(core = c.id, "replication accept failed: {e}");
-                        glommio::timer::sleep(Duration::from_millis(100)).await;
-                    }
+    let c = core.clone();
+    tasks.push(glommio::spawn_local(async move {
+        loop {
+            match listener.accept().await {
+                Ok(stream) => {
+                    glommio::spawn_local(master::serve_slave(c.clone(), stream)).detach();
+                }
+                Err(e) => {
+                    tracing::warn!(core = c.id, "replication accept failed: {e}");
+                    glommio::timer::sleep(Duration::from_millis(100)).await;
                 }
             }
-        }));
-    }
+        }
+    }));
     if !core.ha.masters.is_empty() {
         // Leaving the in-sync set is a matter of time passing, not only of acks arriving.
         let c = core.clone();
