@@ -47,15 +47,17 @@ pub fn read_target_addr(broker: &BrokerData, topic: &str, queue_id: u32) -> Opti
     target_at(broker, addr, topic, queue_id)
 }
 
+/// The core address of `queue_id`'s shard on `broker`, or `broker_addr` (the broker's
+/// own address) when the route publishes no core addresses.
 fn target_at(
     broker: &BrokerData,
-    master: &str,
+    broker_addr: &str,
     topic: &str,
     queue_id: u32,
 ) -> Option<(String, u16)> {
     let shard = protocol::queue_owner_shard(topic, queue_id, broker.shard_count);
     if broker.core_addrs.is_empty() {
-        return Some((master.to_owned(), shard));
+        return Some((broker_addr.to_owned(), shard));
     }
     let cores = u16::try_from(broker.core_addrs.len()).unwrap_or(u16::MAX);
     let core = protocol::shard_core(shard, cores) as usize;
@@ -63,7 +65,7 @@ fn target_at(
         .core_addrs
         .get(core)
         .map(String::as_str)
-        .unwrap_or(master);
+        .unwrap_or(broker_addr);
     Some((addr.to_owned(), shard))
 }
 
