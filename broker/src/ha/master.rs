@@ -81,7 +81,7 @@ pub struct LinkStatus {
 
 pub struct MasterShard {
     pub shard_id: u16,
-    shard: Shard,
+    pub(super) shard: Shard,
     role: BrokerRole,
     in_sync_replicas: usize,
     min_in_sync_replicas: usize,
@@ -420,7 +420,7 @@ pub async fn serve_slave(core: Rc<Core>, stream: TcpStream) {
             return;
         }
     }
-    let start = match handshake(&core, &hello) {
+    let (start, ms) = match handshake(&core, &hello) {
         Ok(s) => s,
         Err(reason) => {
             tracing::warn!(%peer, shard = hello.shard, slave = hello.broker_id, "refused a slave: {reason}");
@@ -428,13 +428,7 @@ pub async fn serve_slave(core: Rc<Core>, stream: TcpStream) {
             return;
         }
     };
-    let Some(ms) = core.ha.masters.get(&hello.shard).cloned() else {
-        return;
-    };
-    let shard = match core.shards.get(&hello.shard) {
-        Some(s) => s.clone(),
-        None => return,
-    };
+    let shard = ms.shard.clone();
     let (min, end) = shard.log_bounds();
     let welcome = Frame::Welcome {
         start,
@@ -457,8 +451,9 @@ pub async fn serve_slave(core: Rc<Core>, stream: TcpStream) {
     tracing::info!(%peer, shard = hello.shard, slave = hello.broker_id, why = ?link.closed.borrow(), "a slave's stream ended");
 }
 
-/// Where the stream to `hello`'s slave starts, or why it is refused.
-fn handshake(core: &Core, hello: &Hello) -> Result<u64, String> {
+/// Where the stream to `hello`'s slave starts and the master shard it comes from, or why it
+/// is refused.
+fn handshake(core: &Core, hello: &Hello) -> Result<(u64, Rc<MasterShard>), String> {
     let cfg = &core.shared.config;
     if hello.version != wire::VERSION {
         return Err(format!(
@@ -493,9 +488,10 @@ fn handshake(core: &Core, hello: &Hello) -> Result<u64, String> {
             hello.shard_count, core.shared.shard_count
         ));
     }
-    let Some(shard) = core.shards.get(&hello.shard) else {
+    let Some(ms) = core.ha.masters.get(&hello.shard).cloned() else {
         return Err(format!("shard {} is not on this core", hello.shard));
     };
+    let shard = &ms.shard;
     if hello.segment_bytes != shard.segment_bytes() {
         return Err(format!(
             "the slave's segments are {} bytes, the master's {}: set the same commit_log_segment_bytes",
@@ -504,9 +500,6 @@ fn handshake(core: &Core, hello: &Hello) -> Result<u64, String> {
         ));
     }
     let (min, end) = shard.log_bounds();
-    let Some(ms) = core.ha.masters.get(&hello.shard) else {
-        return Err(format!("shard {} has no master here", hello.shard));
-    };
     let slave = super::epochs::Epochs(hello.epochs.clone());
     let point = slave.consistent_point(hello.log_end, &ms.epochs.borrow(), end);
     let Some(point) = point else {
@@ -521,7 +514,7 @@ fn handshake(core: &Core, hello: &Hello) -> Result<u64, String> {
     if point < min {
         if hello.log_min == hello.log_end {
             // An empty slave starts where the master's log starts now.
-            return Ok(min);
+            return Ok((min, ms));
         }
         return Err(format!(
             "the slave's log of shard {} agrees with the master's up to {point}, before the master's oldest segment at {min} (retention deleted what it lacks); move the slave's data directory aside and start it again",
@@ -530,7 +523,7 @@ fn handshake(core: &Core, hello: &Hello) -> Result<u64, String> {
     }
     // Below the slave's end: it cuts its log back there first (it has what no master
     // after its own epoch had).
-    Ok(point)
+    Ok((point, ms))
 }
 
 /// Reads a slave's acknowledgements until the connection ends. An ack is taken only up to
