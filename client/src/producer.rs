@@ -449,8 +449,14 @@ impl ProducerInner {
         avoid_broker: Option<&str>,
     ) -> Result<QueueTarget> {
         let queues = route.write_queues();
-        let no_route = || ClientError::NoRoute {
-            topic: route.topic.clone(),
+        // No writable queue: the topic's masters may be failing over. The next send looks
+        // the route up again (rate limited), not only at the periodic refresh, so it finds
+        // a new master as soon as that registers.
+        let no_route = || {
+            self.inst.routes.refresh_after_failure(&route.topic);
+            ClientError::NoRoute {
+                topic: route.topic.clone(),
+            }
         };
         match selector {
             Selector::Queue(q) => route.target(q).ok_or_else(no_route),
