@@ -12,11 +12,14 @@ use std::sync::Once;
 use std::time::{Duration, Instant};
 
 pub mod checker;
+pub mod controllers;
 pub mod history;
 pub mod netns;
 pub mod proxy;
 pub mod scenario;
 pub mod schedule;
+
+pub use controllers::Controllers;
 
 static BUILD: Once = Once::new();
 

@@ -6,129 +6,13 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use controller_proto::{Client, ClientConfig, Heartbeat, ReplicaInfo, Request, Response};
-use integration::{free_ports, mqadmin, start_controller, wait_for, Proc};
+use controller_proto::{Client, Heartbeat, ReplicaInfo, Request, Response};
+use integration::{mqadmin, wait_for, Controllers};
 
 const GROUP: &str = "broker-a";
-
-/// Three controllers with their data dirs, restartable.
-struct Controllers {
-    _dir: tempfile::TempDir,
-    logs: PathBuf,
-    data: Vec<PathBuf>,
-    addrs: Vec<String>,
-    peers: String,
-    extra: Vec<String>,
-    procs: Vec<Option<Proc>>,
-}
-
-impl Controllers {
-    fn start(heartbeat_timeout_ms: u64) -> Controllers {
-        let dir = tempfile::tempdir().unwrap();
-        let logs = dir.path().join("logs");
-        std::fs::create_dir_all(&logs).unwrap();
-        let addrs: Vec<String> = free_ports(3)
-            .into_iter()
-            .map(|p| format!("127.0.0.1:{p}"))
-            .collect();
-        let peers = addrs
-            .iter()
-            .enumerate()
-            .map(|(i, a)| format!("{}={a}", i + 1))
-            .collect::<Vec<_>>()
-            .join(",");
-        let data = (1..=3)
-            .map(|i| dir.path().join(format!("ctl{i}")))
-            .collect();
-        let extra = vec![
-            "--heartbeat-timeout-ms".to_owned(),
-            heartbeat_timeout_ms.to_string(),
-            "--election-check-interval-ms".to_owned(),
-            "100".to_owned(),
-        ];
-        let mut c = Controllers {
-            _dir: dir,
-            logs,
-            data,
-            addrs,
-            peers,
-            extra,
-            procs: vec![None, None, None],
-        };
-        for i in 0..3 {
-            c.start_one(i);
-        }
-        c
-    }
-
-    fn start_one(&mut self, i: usize) {
-        let extra: Vec<&str> = self.extra.iter().map(String::as_str).collect();
-        self.procs[i] = Some(start_controller(
-            &self.logs,
-            i as u64 + 1,
-            &self.addrs[i],
-            &self.peers,
-            &self.data[i],
-            &extra,
-        ));
-    }
-
-    fn client(&self) -> Client {
-        Client::with_config(
-            &self.addrs,
-            ClientConfig {
-                io_timeout_ms: 1000,
-                attempts_max: 30,
-                call_timeout_ms: 10_000,
-                retry_backoff_ms: 50,
-            },
-        )
-        .unwrap()
-    }
-
-    fn mq_addrs(&self) -> String {
-        self.addrs.join(";")
-    }
-
-    /// The leader id once every running controller agrees on one.
-    fn agreed_leader(&self, timeout: Duration) -> u64 {
-        self.agreed_leader_other_than(timeout, None)
-    }
-
-    /// The leader id once every running controller agrees on one that is not `old` (the
-    /// survivors of a crash name the dead leader until their election timeout).
-    fn agreed_leader_other_than(&self, timeout: Duration, old: Option<u64>) -> u64 {
-        wait_for(timeout, || {
-            let mut seen = None;
-            for (i, p) in self.procs.iter().enumerate() {
-                if p.is_none() {
-                    continue; // stopped on purpose
-                }
-                let mut c = Client::connect(&[&self.addrs[i]]).ok()?;
-                match c.call_one(&Request::GetMetadata).ok()? {
-                    Response::Metadata {
-                        leader_id: Some(l), ..
-                    } if seen.is_none_or(|s| s == l) => seen = Some(l),
-                    _ => return None,
-                }
-            }
-            seen.filter(|l| Some(*l) != old)
-        })
-        .unwrap_or_else(|| panic!("controllers agree on no leader; logs:\n{}", self.stderr()))
-    }
-
-    fn stderr(&self) -> String {
-        self.procs
-            .iter()
-            .flatten()
-            .map(|p| p.stderr())
-            .collect::<Vec<_>>()
-            .join("\n----\n")
-    }
-}
 
 fn heartbeat(id: u64, epoch: u32, offset: u64) -> Request {
     Request::BrokerHeartbeat(Heartbeat {
