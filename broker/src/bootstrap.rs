@@ -27,6 +27,7 @@ pub struct Running {
     /// Each core's id once its executor stopped, by return or by panic (see [`CoreEnded`]).
     ended: mpsc::Receiver<u16>,
     registry: Option<std::thread::JoinHandle<()>>,
+    controller_link: Option<std::thread::JoinHandle<()>>,
     metrics_server: Option<telemetry::MetricsServer>,
     /// Held until the process ends: no second broker serves this data directory.
     _data_dir_lock: shard::DataDirLock,
@@ -91,6 +92,9 @@ impl Running {
         self.shared.request_shutdown();
         if let Some(r) = self.registry.take() {
             let _ = r.join();
+        }
+        if let Some(c) = self.controller_link.take() {
+            let _ = c.join();
         }
         if let Some(m) = self.metrics_server.take() {
             m.shutdown();
@@ -514,6 +518,9 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
         cores_drained: AtomicUsize::new(0),
         registry_wake: (Mutex::new(()), std::sync::Condvar::new()),
         metrics: Arc::new(crate::metrics::BrokerMetrics::new()),
+        controller: config
+            .enable_controller_mode
+            .then(|| crate::controller_link::ControllerState::new(layout.shard_count)),
         config,
     });
 
@@ -597,6 +604,7 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
         executors,
         ended: ended_rx,
         registry: None,
+        controller_link: None,
         metrics_server: None,
         _data_dir_lock: data_dir_lock,
     };
@@ -620,6 +628,18 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
     // Register only once every core serves: the listeners are bound before the shards
     // recover, and a client routed here during a long recovery would sit in the accept
     // backlog until its requests time out.
+    if shared.controller.is_some() {
+        match crate::controller_link::spawn(shared.clone()) {
+            Ok(h) => running.controller_link = Some(h),
+            Err(e) => {
+                running.request_shutdown();
+                for h in std::mem::take(&mut running.executors) {
+                    let _ = h.join();
+                }
+                bail!("cannot start the controller heartbeat thread: {e}");
+            }
+        }
+    }
     match crate::registry::spawn(shared.clone()) {
         Ok(r) => running.registry = Some(r),
         Err(e) => {

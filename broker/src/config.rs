@@ -393,6 +393,33 @@ config_keys! {
         rocketmq: Some("readUnCommitted"),
         restart: true,
     }
+    /// Let the failover controllers (`corvus-controller`, at `controller_addr`) choose this
+    /// broker's role: it heartbeats them, serves as master while they say so and its lease
+    /// lasts, and as a slave of the master they name otherwise. `broker_role` then says
+    /// only how it serves when it is the master (ASYNC_MASTER or SYNC_MASTER), and
+    /// `broker_id` is its identity in the group (0: the first master of a new group).
+    enable_controller_mode: bool {
+        default: false,
+        bounds: "bool",
+        rocketmq: Some("enableControllerMode"),
+        restart: true,
+    }
+    /// The controllers, `;`-separated (any of them; the leader is found).
+    controller_addr: Option<String> {
+        default: None,
+        bounds: "`ip:port;ip:port;ip:port`",
+        rocketmq: Some("controllerAddr"),
+        restart: true,
+    }
+    /// Controller mode: how often the broker heartbeats the controllers. A master's lease
+    /// is renewed by each answered heartbeat.
+    controller_heartbeat_interval_ms: u64 {
+        default: 300,
+        range: [20, 10_000],
+        bounds: "20 to 10000 ms",
+        rocketmq: None,
+        restart: true,
+    }
 
     /// NameServers, `;`-separated. Empty = run without registering.
     namesrv_addr: String {
@@ -926,8 +953,71 @@ impl BrokerConfig {
 
     /// Checks every key: each `range` of [`KEYS`], then the rules a range cannot say
     /// (names, addresses, and the relations between keys). The error names the key.
+    /// Controller mode: the controllers are named and give the role and the master.
+    fn check_controller_mode(&self) -> Result<(), ConfigError> {
+        let addrs = self.controller_addrs();
+        if addrs.is_empty() {
+            return Err(ConfigError::Invalid {
+                key: "controller_addr",
+                message: "enable_controller_mode needs the controllers' addresses (`ip:port;ip:port;ip:port`)".into(),
+            });
+        }
+        for a in &addrs {
+            a.parse::<SocketAddr>().map_err(|e| ConfigError::Invalid {
+                key: "controller_addr",
+                message: format!("`{a}` is not ip:port ({e})"),
+            })?;
+        }
+        if self.broker_role == BrokerRole::Slave {
+            return Err(ConfigError::Invalid {
+                key: "broker_role",
+                message: "in controller mode the controllers choose the master and the slaves: broker_role says how this broker serves when it is the master (ASYNC_MASTER or SYNC_MASTER)".into(),
+            });
+        }
+        if self.ha_master_address.is_some() {
+            return Err(ConfigError::Invalid {
+                key: "ha_master_address",
+                message:
+                    "in controller mode the controllers name the master: drop ha_master_address"
+                        .into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// `controller_addr` split into addresses.
+    pub fn controller_addrs(&self) -> Vec<String> {
+        self.controller_addr
+            .as_deref()
+            .unwrap_or("")
+            .split([';', ','])
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+            .map(str::to_owned)
+            .collect()
+    }
+
     /// The replication keys together: a slave has a master to copy and an id of its own.
     fn check_replication(&self) -> Result<(), ConfigError> {
+        if self.enable_controller_mode {
+            self.check_controller_mode()?;
+        } else {
+            self.check_static_roles()?;
+        }
+        if self.min_in_sync_replicas > self.in_sync_replicas {
+            return Err(ConfigError::Invalid {
+                key: "min_in_sync_replicas",
+                message: format!(
+                    "{} is more than in_sync_replicas = {}",
+                    self.min_in_sync_replicas, self.in_sync_replicas
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Without controllers: a slave has a master to copy and an id of its own.
+    fn check_static_roles(&self) -> Result<(), ConfigError> {
         if let Some(a) = &self.ha_master_address {
             a.parse::<SocketAddr>().map_err(|e| ConfigError::Invalid {
                 key: "ha_master_address",
@@ -960,15 +1050,6 @@ impl BrokerConfig {
                 });
             }
             _ => {}
-        }
-        if self.min_in_sync_replicas > self.in_sync_replicas {
-            return Err(ConfigError::Invalid {
-                key: "min_in_sync_replicas",
-                message: format!(
-                    "{} is more than in_sync_replicas = {}",
-                    self.min_in_sync_replicas, self.in_sync_replicas
-                ),
-            });
         }
         Ok(())
     }

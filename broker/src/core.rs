@@ -63,6 +63,8 @@ pub struct Shared {
     /// Wakes the registration thread (a topic change, or shutdown): it sleeps otherwise,
     /// so that it never takes a core's CPU between registrations.
     pub registry_wake: (Mutex<()>, std::sync::Condvar),
+    /// Controller mode: what the controllers decided, and what the cores report to them.
+    pub controller: Option<crate::controller_link::ControllerState>,
 }
 
 impl Shared {
@@ -166,6 +168,7 @@ pub struct Core {
 }
 
 /// Counts a send in flight on its core for as long as it lives.
+/// Counts a send (or an append) until it is answered.
 struct SendInFlight<'a>(&'a Cell<usize>);
 
 impl<'a> SendInFlight<'a> {
@@ -468,14 +471,7 @@ impl Core {
         if self.shared.stopping() {
             return Err(BrokerError::ShuttingDown);
         }
-        if !self.shared.config.broker_role.is_master() {
-            return Err(BrokerError::NotMaster(format!(
-                "{} id {} is a SLAVE of {}: it takes its master's stream only; send to the master (broker id 0)",
-                self.shared.config.broker_name,
-                self.shared.config.broker_id,
-                self.shared.config.ha_master_address.as_deref().unwrap_or("?")
-            )));
-        }
+        self.check_master()?;
         let _in_flight = SendInFlight::enter(&self.sends_in_flight);
         let started = Instant::now();
         let cfg = self.topic_for_send(topic).await?;
@@ -514,6 +510,24 @@ impl Core {
         })
     }
 
+    /// Whether this core takes sends now: a master's, and in controller mode within the
+    /// lease the controllers gave.
+    fn check_master(&self) -> Result<(), BrokerError> {
+        self.ha.serving().map_err(|why| self.not_master(why))?;
+        if let Some(ctl) = &self.shared.controller {
+            ctl.lease_holds(&self.shared)
+                .map_err(|why| self.not_master(why))?;
+        }
+        Ok(())
+    }
+
+    fn not_master(&self, why: String) -> BrokerError {
+        BrokerError::NotMaster(format!(
+            "{} id {} takes no sends: {why}",
+            self.shared.config.broker_name, self.shared.config.broker_id
+        ))
+    }
+
     async fn append_local(
         &self,
         shard: u16,
@@ -522,11 +536,16 @@ impl Core {
         records: &[u8],
         count: u32,
     ) -> Result<Appended, BrokerError> {
-        let replicas = self.ha.masters.get(&shard);
+        // The owning core decides: its shard is a master's, under the lease in controller
+        // mode, or the send is refused before anything is written.
+        self.check_master()?;
+        let Some(m) = self.ha.master(shard) else {
+            return Err(self.not_master(format!("shard {shard} is not served as master here")));
+        };
+        let _appending = SendInFlight::enter(&self.ha.appending);
         // SYNC_MASTER refuses before writing when too few replicas are in sync.
-        if let Some(m) = replicas {
-            m.admit()?;
-        }
+        let replicas = Some(&m);
+        m.admit()?;
         let r = self
             .local_shard(shard)?
             .append_counted(topic, queue_id, records, count)
@@ -854,7 +873,7 @@ impl Core {
             connections_timed_out: self.connections.closed(ClosedFor::Idle)
                 + self.connections.closed(ClosedFor::FrameDeadline),
             connections_bad_frames: self.connections.closed(ClosedFor::BadFrame),
-            role: self.shared.config.broker_role.name().to_owned(),
+            role: self.ha.role_name(&self.shared.config).to_owned(),
             replication: serde_json::to_string(&self.ha.status()).unwrap_or_default(),
             ..Default::default()
         };

@@ -6,6 +6,7 @@
 //! * [`conn`]: the native protocol front end.
 //! * [`groups`]: consumer group membership, committed offsets and queue leases.
 //! * [`ha`]: master/slave replication, one stream per shard.
+//! * [`controller_link`]: controller mode, the heartbeat to the failover controllers.
 //! * [`topics`], [`registry`], [`config`]: the topic table, NameServer registration, config.
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
@@ -16,6 +17,7 @@ pub mod client_conn;
 pub mod config;
 pub mod conn;
 pub mod connections;
+pub mod controller_link;
 pub mod core;
 mod deadline;
 pub mod durable;

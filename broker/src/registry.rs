@@ -35,8 +35,18 @@ fn key(shared: &Shared) -> BrokerKey {
     BrokerKey {
         cluster: shared.config.cluster_name.clone(),
         broker_name: shared.config.broker_name.clone(),
-        broker_id: shared.config.broker_id,
+        broker_id: registered_as(shared).0,
     }
+}
+
+/// The NameServer id and master epoch to register with: in controller mode the ones the
+/// controllers' last answer gave (0 for the master), else the configured id.
+fn registered_as(shared: &Shared) -> (u64, u32) {
+    shared
+        .controller
+        .as_ref()
+        .and_then(|c| c.registration())
+        .unwrap_or((shared.config.broker_id, 0))
 }
 
 fn registration(shared: &Shared) -> RegisterBroker {
@@ -372,6 +382,16 @@ fn run(shared: Arc<Shared>) {
     loop {
         if shared.shutdown.load(Ordering::SeqCst) {
             break;
+        }
+        // Controller mode: nothing before the controllers have said what this broker is
+        // (a broker restarted as the old master must not claim the master's slot).
+        if shared
+            .controller
+            .as_ref()
+            .is_some_and(|c| c.registration().is_none())
+        {
+            std::thread::sleep(Duration::from_millis(20));
+            continue;
         }
         let wanted = shared.topics_version.load(Ordering::SeqCst);
         let registered = shared.registered_version.load(Ordering::SeqCst);

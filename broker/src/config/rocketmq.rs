@@ -19,7 +19,7 @@ pub struct Ignored {
 }
 
 const THREADS: &str = "corvus runs one event loop per core (`cores`), not thread pools";
-const REPLICATION: &str = "automatic failover (DLedger, controller mode) and slave reads are not built yet (issue 19): corvus replicates master to slave with brokerRole and haMasterAddress";
+const REPLICATION: &str = "DLedger and slave reads are not built (issue 19): corvus replicates master to slave with brokerRole and haMasterAddress, and fails over with enableControllerMode and controllerAddr";
 const STORE_PATHS: &str = "corvus keeps every store file under `data_dir` (storePathRootDir)";
 const DERIVED: &str = "corvus derives the ConsumeQueue and IndexFile from the CommitLog: \
     their files follow its flushes and are rebuilt on recovery";
@@ -36,8 +36,6 @@ const IGNORED: &[(&str, &str)] = &[
     ("dLegerGroup", REPLICATION),
     ("dLegerPeers", REPLICATION),
     ("dLegerSelfId", REPLICATION),
-    ("enableControllerMode", REPLICATION),
-    ("controllerAddr", REPLICATION),
     ("storePathCommitLog", STORE_PATHS),
     ("storePathConsumeQueue", STORE_PATHS),
     ("storePathIndex", STORE_PATHS),

@@ -62,12 +62,17 @@ impl Epochs {
     /// A master starting with its log ending at `end`: the next epoch begins there. An
     /// epoch under which nothing was written gives its place to the new one.
     pub fn begin(&mut self, end: u64) -> u32 {
-        let next = self.current() + 1;
+        self.begin_at(self.current() + 1, end)
+    }
+
+    /// A master elected by the controllers in `epoch` (newer than the current one), its
+    /// log ending at `end`: as [`Epochs::begin`], with the controllers' number.
+    pub fn begin_at(&mut self, epoch: u32, end: u64) -> u32 {
         if self.0.last().is_some_and(|&(_, s)| s == end) {
             self.0.pop();
         }
-        self.0.push((next, end));
-        next
+        self.0.push((epoch, end));
+        epoch
     }
 
     /// Where a log with this history ending at `end` stops agreeing with one with history

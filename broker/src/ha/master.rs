@@ -100,6 +100,10 @@ pub struct MasterShard {
     pub last_left: RefCell<Option<String>>,
     /// The shard's epoch history, the current epoch last.
     pub epochs: RefCell<super::epochs::Epochs>,
+    /// Controller mode: the slaves the controllers count in sync (their SyncStateSet less
+    /// this broker). A SYNC send waits for every one of them, and consumers see only what
+    /// all of them have, until the controllers take one out: they may elect any of them.
+    counted: RefCell<Option<Vec<u64>>>,
 }
 
 impl MasterShard {
@@ -126,7 +130,51 @@ impl MasterShard {
             isr_changes: Cell::new(0),
             last_left: RefCell::new(None),
             epochs: RefCell::new(epochs),
+            counted: RefCell::new(None),
         }
+    }
+
+    /// Takes the controllers' in-sync set (less this broker).
+    pub fn set_counted(&self, slaves: Option<Vec<u64>>) {
+        *self.counted.borrow_mut() = slaves;
+        self.refresh();
+    }
+
+    /// The slaves in sync here, by broker id.
+    pub fn in_sync_ids(&self) -> Vec<u64> {
+        let mut v: Vec<u64> = self.in_sync().iter().map(|l| l.broker_id).collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    /// Ends every slave's stream (this broker stops being the master).
+    pub fn close_all(&self, why: String) {
+        for l in self.links.borrow().iter() {
+            l.close(why.clone());
+        }
+        self.refresh();
+    }
+
+    /// What each slave the controllers count has acknowledged (0 when it has no stream
+    /// here now).
+    fn counted_acks(&self) -> Vec<(u64, u64)> {
+        let counted = self.counted.borrow();
+        let Some(ids) = counted.as_ref() else {
+            return Vec::new();
+        };
+        let links = self.links.borrow();
+        ids.iter()
+            .map(|&id| {
+                let acked = links
+                    .iter()
+                    .filter(|l| l.broker_id == id && !l.is_closed())
+                    .map(|l| l.acked.get())
+                    .max()
+                    .unwrap_or(0);
+                (id, acked)
+            })
+            .collect()
     }
 
     fn in_sync(&self) -> Vec<Rc<SlaveLink>> {
@@ -181,12 +229,14 @@ impl MasterShard {
             }
             let needed = (self.in_sync_replicas - 1).min(isr.len());
             let have = isr.iter().filter(|l| l.acked.get() >= end).count();
-            if have >= needed {
+            let counted = self.counted_acks();
+            let counted_have = counted.iter().all(|&(_, acked)| acked >= end);
+            if have >= needed && counted_have {
                 return Ok(());
             }
             let now = Instant::now();
             if now >= deadline {
-                let slaves: Vec<String> = isr
+                let mut slaves: Vec<String> = isr
                     .iter()
                     .map(|l| {
                         format!(
@@ -197,6 +247,11 @@ impl MasterShard {
                         )
                     })
                     .collect();
+                slaves.extend(counted.iter().filter(|&&(_, a)| a < end).map(|(id, a)| {
+                    format!(
+                        "slave {id}, in the controllers' in-sync set, acknowledged {a} of {end}"
+                    )
+                }));
                 return Err(BrokerError::FlushSlaveTimeout(format!(
                     "shard {}: {have} of {needed} in-sync slave(s) acknowledged the send within slave_timeout_ms = {} ({}); stored on the master, not known replicated",
                     self.shard_id,
@@ -355,6 +410,12 @@ impl MasterShard {
             if let Some((_, v, _)) = hold {
                 cap = cap.min(v);
             }
+            // A slave the controllers count and that has no stream here holds what
+            // consumers see where it is: it may be elected with only what it acknowledged.
+            for (id, acked) in self.counted_acks() {
+                let linked = self.links.borrow().iter().any(|l| l.broker_id == id);
+                cap = cap.min(if linked { acked } else { visible });
+            }
             self.shard.set_read_cap(cap);
         }
         self.changed.notify_all();
@@ -462,14 +523,15 @@ fn handshake(core: &Core, hello: &Hello) -> Result<(u64, Rc<MasterShard>), Strin
             wire::VERSION
         ));
     }
-    if !cfg.broker_role.is_master() {
+    let Some(ms) = core.ha.master(hello.shard) else {
         return Err(format!(
-            "this broker ({} id {}) is a {}, not a master",
+            "this broker ({} id {}) does not serve shard {} as master ({})",
             cfg.broker_name,
             cfg.broker_id,
-            cfg.broker_role.name()
+            hello.shard,
+            core.ha.role_name(cfg)
         ));
-    }
+    };
     if hello.broker_name != cfg.broker_name {
         return Err(format!(
             "the slave belongs to broker `{}`, this master is `{}`",
@@ -488,9 +550,6 @@ fn handshake(core: &Core, hello: &Hello) -> Result<(u64, Rc<MasterShard>), Strin
             hello.shard_count, core.shared.shard_count
         ));
     }
-    let Some(ms) = core.ha.masters.get(&hello.shard).cloned() else {
-        return Err(format!("shard {} is not on this core", hello.shard));
-    };
     let shard = &ms.shard;
     if hello.segment_bytes != shard.segment_bytes() {
         return Err(format!(

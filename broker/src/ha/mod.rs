@@ -10,14 +10,16 @@
 //! Every core of a master listens on its own replication port; a slave's shard connects to
 //! `ha_master_address` (core 0's) and is sent on to the core that owns the shard.
 
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use glommio::net::TcpListener;
 use shard::Shard;
 
 use crate::config::BrokerConfig;
+use crate::controller_link::{Assignment, ShardReport};
 use crate::core::Core;
 
 pub mod epochs;
@@ -31,54 +33,103 @@ pub use slave::{SlaveShard, SlaveStatus};
 /// Longest wait for a connection or the answer to a HELLO.
 pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// One core's replication state: its shards' master ends or slave ends.
+/// One core's replication state: its shards' master ends or slave ends. Fixed at start by
+/// `broker_role`, or switched at runtime by the controllers' assignment ([`follow`]).
 #[derive(Default)]
 pub struct CoreHa {
-    pub masters: HashMap<u16, Rc<MasterShard>>,
-    pub slaves: HashMap<u16, Rc<SlaveShard>>,
+    masters: RefCell<HashMap<u16, Rc<MasterShard>>>,
+    slaves: RefCell<HashMap<u16, Rc<SlaveShard>>>,
+    /// This core takes sends: its shards are masters (under the lease, in controller mode).
+    serving: Cell<bool>,
+    /// Why sends are refused here when they are (for NOT_LEADER answers).
+    refusal: RefCell<String>,
+    /// The assignment version this core applied last.
+    applied: Cell<u64>,
+    /// Appends admitted and not yet ended: a demotion lets them end before the shards
+    /// become slaves (which may cut the log).
+    pub appending: Cell<usize>,
+    /// Controller mode: each shard's history as found at start, until the shard first
+    /// becomes a master or a slave.
+    found: RefCell<HashMap<u16, epochs::Epochs>>,
 }
 
 impl CoreHa {
     /// This core's replication ends. A master opens a new epoch on each of its shards, at
     /// the log's end, durably, before it takes any send (one it cannot store, on a full
     /// disk, is logged and the shard keeps the epoch it had); a history that cannot be read
-    /// is an error naming the shard.
+    /// is an error naming the shard. In controller mode every shard waits for the
+    /// controllers' word.
     pub fn new(config: &BrokerConfig, shards: &HashMap<u16, Shard>) -> Result<CoreHa, String> {
-        let mut ha = CoreHa::default();
+        let ha = CoreHa::default();
+        if config.enable_controller_mode {
+            *ha.refusal.borrow_mut() =
+                "it waits for the controllers to name its group's master".into();
+            for (&id, shard) in shards {
+                ha.found
+                    .borrow_mut()
+                    .insert(id, epochs::Epochs::load(shard.dir())?);
+            }
+            return Ok(ha);
+        }
         for (&id, shard) in shards {
-            let mut history = epochs::Epochs::load(shard.dir())?;
+            let history = epochs::Epochs::load(shard.dir())?;
             if config.broker_role.is_master() {
-                let mut next = history.clone();
-                let epoch = next.begin(shard.log_bounds().1);
-                match next.store(shard.dir()) {
-                    Ok(()) => {
-                        history = next;
-                        tracing::info!(shard = id, epoch, "serving as master in a new epoch");
-                    }
-                    // A full disk refuses sends anyway: the broker starts and serves reads
-                    // in the epoch it had, and opens a new one at its next start.
-                    Err(e) => tracing::error!(
-                        shard = id,
-                        epoch = history.current(),
-                        "cannot store a new epoch ({e}): serving in the epoch this shard had"
-                    ),
-                }
-                ha.masters.insert(
+                let history = open_epoch(id, shard, history, None);
+                ha.masters.borrow_mut().insert(
                     id,
                     Rc::new(MasterShard::new(id, shard.clone(), config, history)),
                 );
             } else {
-                ha.slaves
-                    .insert(id, Rc::new(SlaveShard::new(id, shard.clone(), history)));
+                let master = config.ha_master_address.clone().unwrap_or_default();
+                ha.slaves.borrow_mut().insert(
+                    id,
+                    Rc::new(SlaveShard::new(id, shard.clone(), history, master, 0)),
+                );
             }
+        }
+        ha.serving.set(config.broker_role.is_master());
+        if !config.broker_role.is_master() {
+            *ha.refusal.borrow_mut() = format!(
+                "it is a SLAVE of {}: it takes its master's stream only; send to the master (broker id 0)",
+                config.ha_master_address.as_deref().unwrap_or("?")
+            );
         }
         Ok(ha)
     }
 
+    /// The master end of `shard`, when this core serves it as master.
+    pub fn master(&self, shard: u16) -> Option<Rc<MasterShard>> {
+        self.masters.borrow().get(&shard).cloned()
+    }
+
+    /// Whether this core takes sends; else why not.
+    pub fn serving(&self) -> Result<(), String> {
+        if self.serving.get() {
+            Ok(())
+        } else {
+            Err(self.refusal.borrow().clone())
+        }
+    }
+
+    /// The role this core serves in, for status: its configured master role, SLAVE, or
+    /// PENDING (controller mode, no word yet or no master).
+    pub fn role_name(&self, config: &BrokerConfig) -> &'static str {
+        if !self.masters.borrow().is_empty() {
+            config.broker_role.name()
+        } else if !self.slaves.borrow().is_empty() {
+            "SLAVE"
+        } else if config.enable_controller_mode {
+            "PENDING"
+        } else {
+            config.broker_role.name()
+        }
+    }
+
     /// Every shard's replication state on this core.
     pub fn status(&self) -> Vec<ShardHaStatus> {
-        let mut out: Vec<ShardHaStatus> = self
-            .masters
+        let masters = self.masters.borrow();
+        let slaves = self.slaves.borrow();
+        let mut out: Vec<ShardHaStatus> = masters
             .values()
             .map(|m| ShardHaStatus {
                 shard: m.shard_id,
@@ -88,7 +139,7 @@ impl CoreHa {
                 last_left: m.last_left.borrow().clone(),
                 from_master: None,
             })
-            .chain(self.slaves.values().map(|s| ShardHaStatus {
+            .chain(slaves.values().map(|s| ShardHaStatus {
                 shard: s.shard_id,
                 epoch: s.epochs.borrow().current(),
                 slaves: Vec::new(),
@@ -99,6 +150,54 @@ impl CoreHa {
             .collect();
         out.sort_by_key(|s| s.shard);
         out
+    }
+}
+
+/// Opens the next epoch of a master shard at its log's end, durably: `epoch` when the
+/// controllers gave one (kept when the history already has it: the same master going on),
+/// else one past the newest. One it cannot store (a full disk) is logged and the shard
+/// keeps the history it had.
+fn open_epoch(
+    id: u16,
+    shard: &Shard,
+    history: epochs::Epochs,
+    epoch: Option<u32>,
+) -> epochs::Epochs {
+    if epoch.is_some_and(|e| e <= history.current()) {
+        if epoch.is_some_and(|e| e < history.current()) {
+            tracing::warn!(
+                shard = id,
+                epoch = history.current(),
+                "the controllers' epoch {epoch:?} is older than this shard's: serving in the shard's"
+            );
+        }
+        return history;
+    }
+    let mut next = history.clone();
+    let end = shard.log_bounds().1;
+    let opened = match epoch {
+        Some(e) => next.begin_at(e, end),
+        None => next.begin(end),
+    };
+    match next.store(shard.dir()) {
+        Ok(()) => {
+            tracing::info!(
+                shard = id,
+                epoch = opened,
+                "serving as master in a new epoch"
+            );
+            next
+        }
+        // A full disk refuses sends anyway: the broker serves reads in the epoch it had,
+        // and opens a new one at its next start.
+        Err(e) => {
+            tracing::error!(
+                shard = id,
+                epoch = history.current(),
+                "cannot store a new epoch ({e}): serving in the epoch this shard had"
+            );
+            history
+        }
     }
 }
 
@@ -117,7 +216,8 @@ pub struct ShardHaStatus {
 }
 
 /// Starts this core's replication tasks: the accept loop of its replication port, the
-/// in-sync set's clock, and a slave's streams.
+/// in-sync set's clock (with, in controller mode, the controllers' assignment), and a
+/// slave's streams.
 pub fn spawn(core: &Rc<Core>, listener: TcpListener) -> Vec<glommio::Task<()>> {
     let mut tasks = Vec::new();
     let c = core.clone();
@@ -134,20 +234,198 @@ pub fn spawn(core: &Rc<Core>, listener: TcpListener) -> Vec<glommio::Task<()>> {
             }
         }
     }));
-    if !core.ha.masters.is_empty() {
-        // Leaving the in-sync set is a matter of time passing, not only of acks arriving.
-        let c = core.clone();
-        tasks.push(glommio::spawn_local(async move {
-            loop {
-                glommio::timer::sleep(Duration::from_millis(100)).await;
-                for m in c.ha.masters.values() {
+    let c = core.clone();
+    tasks.push(glommio::spawn_local(async move {
+        // Leaving the in-sync set is a matter of time passing, not only of acks arriving;
+        // a new assignment is taken within a tick.
+        let tick = if c.shared.controller.is_some() {
+            Duration::from_millis(20)
+        } else {
+            Duration::from_millis(100)
+        };
+        let mut refreshed = Instant::now();
+        loop {
+            glommio::timer::sleep(tick).await;
+            if refreshed.elapsed() >= Duration::from_millis(100) {
+                refreshed = Instant::now();
+                let masters: Vec<Rc<MasterShard>> =
+                    c.ha.masters.borrow().values().cloned().collect();
+                for m in masters {
                     m.refresh();
                 }
             }
-        }));
-    }
-    for s in core.ha.slaves.values() {
-        tasks.push(glommio::spawn_local(slave::run(core.clone(), s.clone())));
+            if c.shared.controller.is_some() {
+                follow(&c).await;
+            }
+        }
+    }));
+    let slaves: Vec<Rc<SlaveShard>> = core.ha.slaves.borrow().values().cloned().collect();
+    for s in slaves {
+        tasks.push(glommio::spawn_local(slave::run(core.clone(), s)));
     }
     tasks
+}
+
+/// Controller mode, on this core's tick: reports its shards to the heartbeat thread, and
+/// applies a new assignment of the controllers.
+async fn follow(core: &Rc<Core>) {
+    let Some(ctl) = core.shared.controller.as_ref() else {
+        return;
+    };
+    for (&id, shard) in &core.shards {
+        let report = match core.ha.master(id) {
+            Some(m) => ShardReport {
+                epoch: m.epochs.borrow().current(),
+                end: shard.log_bounds().1,
+                master: core.ha.serving.get(),
+                in_sync: m.in_sync_ids(),
+            },
+            None => ShardReport {
+                epoch: core
+                    .ha
+                    .slaves
+                    .borrow()
+                    .get(&id)
+                    .map(|s| s.epochs.borrow().current())
+                    .unwrap_or_else(|| core.ha.found.borrow().get(&id).map_or(0, |e| e.current())),
+                end: shard.log_bounds().1,
+                master: false,
+                in_sync: Vec::new(),
+            },
+        };
+        ctl.publish(id, report);
+    }
+    let version = ctl.version();
+    if version == core.ha.applied.get() {
+        return;
+    }
+    core.ha.applied.set(version);
+    match ctl.assignment() {
+        Assignment::Master {
+            epoch,
+            sync_state_set,
+        } => promote(core, epoch, &sync_state_set).await,
+        Assignment::Slave {
+            epoch,
+            master_id,
+            master_ha,
+        } => demote(core, epoch, master_id, &master_ha).await,
+        Assignment::Pending { why } => {
+            core.ha.serving.set(false);
+            *core.ha.refusal.borrow_mut() = format!("it is not its group's master: {why}");
+        }
+    }
+}
+
+/// Makes every shard of this core a master in `epoch`: a slave's stream is stopped first
+/// (nothing is placed after this), then the epoch opened, then sends are taken.
+async fn promote(core: &Rc<Core>, epoch: u32, sync_state_set: &[u64]) {
+    let me = core.shared.config.broker_id;
+    let counted: Vec<u64> = sync_state_set
+        .iter()
+        .copied()
+        .filter(|&id| id != me)
+        .collect();
+    let mut ids: Vec<u16> = core.shards.keys().copied().collect();
+    ids.sort_unstable();
+    for id in ids {
+        let Some(shard) = core.shards.get(&id) else {
+            continue;
+        };
+        if let Some(m) = core.ha.master(id) {
+            // Already the master: a new epoch (an election of this same broker) is opened
+            // where the log is; the controllers' in-sync set is taken.
+            let history = m.epochs.borrow().clone();
+            let next = open_epoch(id, shard, history, Some(epoch));
+            *m.epochs.borrow_mut() = next;
+            m.set_counted(Some(counted.clone()));
+            continue;
+        }
+        let stopped = core.ha.slaves.borrow_mut().remove(&id);
+        let history = match stopped {
+            Some(s) => {
+                s.stop().await;
+                s.epochs.borrow().clone()
+            }
+            None => core.ha.found.borrow_mut().remove(&id).unwrap_or_default(),
+        };
+        let history = open_epoch(id, shard, history, Some(epoch));
+        let m = Rc::new(MasterShard::new(
+            id,
+            shard.clone(),
+            &core.shared.config,
+            history,
+        ));
+        m.set_counted(Some(counted.clone()));
+        // Reads were capped at what the old master confirmed; from now on this shard's
+        // own in-sync set sets the cap.
+        m.refresh();
+        core.ha.masters.borrow_mut().insert(id, m);
+    }
+    core.ha.serving.set(true);
+    tracing::info!(core = core.id, epoch, "serving as master");
+}
+
+/// Makes every shard of this core a slave of `master_ha` in `epoch`: sends stop at once,
+/// the appends under way end, the master ends' streams close, then each shard streams from
+/// the new master (cutting back what it has that the new master never had).
+async fn demote(core: &Rc<Core>, epoch: u32, master_id: u64, master_ha: &str) {
+    core.ha.serving.set(false);
+    *core.ha.refusal.borrow_mut() = format!(
+        "it is a slave of broker {master_id} ({master_ha}) in epoch {epoch}: send to the master (broker id 0)"
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while core.ha.appending.get() > 0 && Instant::now() < deadline {
+        glommio::timer::sleep(Duration::from_millis(1)).await;
+    }
+    let masters: Vec<Rc<MasterShard>> = core
+        .ha
+        .masters
+        .borrow_mut()
+        .drain()
+        .map(|(_, m)| m)
+        .collect();
+    for m in &masters {
+        m.close_all(format!("this broker is now a slave of broker {master_id}"));
+    }
+    let mut ids: Vec<u16> = core.shards.keys().copied().collect();
+    ids.sort_unstable();
+    for id in ids {
+        let Some(shard) = core.shards.get(&id) else {
+            continue;
+        };
+        let current = core.ha.slaves.borrow().get(&id).cloned();
+        if let Some(s) = &current {
+            if s.master_addr() == master_ha {
+                s.min_epoch.set(epoch);
+                continue;
+            }
+        }
+        let history = match &current {
+            Some(s) => {
+                core.ha.slaves.borrow_mut().remove(&id);
+                s.stop().await;
+                s.epochs.borrow().clone()
+            }
+            None => match masters.iter().find(|m| m.shard_id == id) {
+                Some(m) => m.epochs.borrow().clone(),
+                None => core.ha.found.borrow_mut().remove(&id).unwrap_or_default(),
+            },
+        };
+        let s = Rc::new(SlaveShard::new(
+            id,
+            shard.clone(),
+            history,
+            master_ha.to_owned(),
+            epoch,
+        ));
+        core.ha.slaves.borrow_mut().insert(id, s.clone());
+        glommio::spawn_local(slave::run(core.clone(), s)).detach();
+    }
+    tracing::info!(
+        core = core.id,
+        epoch,
+        master = master_ha,
+        "serving as a slave"
+    );
 }

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use futures_lite::io::AsyncWrite;
 use glommio::net::TcpStream;
+use shard::signal::Signal;
 use shard::Shard;
 
 use crate::core::Core;
@@ -40,10 +41,27 @@ pub struct SlaveShard {
     last_error: RefCell<Option<String>>,
     /// The epoch history this slave's log follows: its master's, as of the last handshake.
     pub epochs: RefCell<super::epochs::Epochs>,
+    /// Where the master's replication port is (core 0's; it redirects to the owner).
+    master_addr: String,
+    /// The master's epoch must be at least this (the controllers' epoch of the master they
+    /// named): a stream from an older master, one the controllers replaced, is refused.
+    pub min_epoch: Cell<u32>,
+    /// Asked to stop (the shard becomes a master, or follows another one).
+    stopping: Cell<bool>,
+    /// The stream task ended, after `stopping`.
+    ended: Cell<bool>,
+    /// Wakes the stream task at `stop`, and `stop` when the task has ended.
+    wake: Signal,
 }
 
 impl SlaveShard {
-    pub fn new(shard_id: u16, shard: Shard, epochs: super::epochs::Epochs) -> SlaveShard {
+    pub fn new(
+        shard_id: u16,
+        shard: Shard,
+        epochs: super::epochs::Epochs,
+        master_addr: String,
+        min_epoch: u32,
+    ) -> SlaveShard {
         SlaveShard {
             shard_id,
             shard,
@@ -54,7 +72,37 @@ impl SlaveShard {
             last_heard: Cell::new(None),
             last_error: RefCell::new(None),
             epochs: RefCell::new(epochs),
+            master_addr,
+            min_epoch: Cell::new(min_epoch),
+            stopping: Cell::new(false),
+            ended: Cell::new(false),
+            wake: Signal::default(),
         }
+    }
+
+    pub fn master_addr(&self) -> &str {
+        &self.master_addr
+    }
+
+    /// Stops the stream and waits until its task has ended: nothing is placed in the shard
+    /// after this returns (a frame being placed is placed whole first).
+    pub async fn stop(&self) {
+        self.stopping.set(true);
+        self.wake.notify_all();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !self.ended.get() && Instant::now() < deadline {
+            self.wake.wait_timeout(Duration::from_millis(20)).await;
+        }
+        if !self.ended.get() {
+            tracing::error!(
+                shard = self.shard_id,
+                "the slave's stream did not stop within 10 s"
+            );
+        }
+    }
+
+    fn stopped(&self, core: &Core) -> bool {
+        self.stopping.get() || core.shared.stopping()
     }
 
     pub fn status(&self) -> SlaveStatus {
@@ -88,6 +136,23 @@ impl SlaveShard {
     }
 }
 
+/// `fut`'s output, or `None` as soon as the stream is asked to stop (`fut` is dropped: use
+/// it only for waits that leave nothing half done, such as a read whose bytes are not kept).
+async fn unless_stopped<T>(
+    core: &Core,
+    ss: &SlaveShard,
+    fut: impl std::future::Future<Output = T>,
+) -> Option<T> {
+    if ss.stopped(core) {
+        return None;
+    }
+    futures_lite::future::or(async { Some(fut.await) }, async {
+        ss.wake.wait().await;
+        None
+    })
+    .await
+}
+
 enum Ended {
     /// The master sent us to the core that owns the shard.
     Redirect(String),
@@ -97,18 +162,27 @@ enum Ended {
     Lost(String),
 }
 
-/// Keeps the shard's stream from the master going until the broker stops.
+/// Keeps the shard's stream from the master going until the broker stops or the stream is
+/// stopped.
 pub async fn run(core: Rc<Core>, ss: Rc<SlaveShard>) {
-    let Some(master) = core.shared.config.ha_master_address.clone() else {
+    stream_until_stopped(&core, &ss).await;
+    ss.connected.set(false);
+    ss.ended.set(true);
+    ss.wake.notify_all();
+}
+
+async fn stream_until_stopped(core: &Rc<Core>, ss: &Rc<SlaveShard>) {
+    let master = ss.master_addr.clone();
+    if master.is_empty() {
         return;
-    };
+    }
     let mut target: Option<String> = None;
     let mut backoff = Duration::from_millis(100);
     let mut redirects = 0u32;
-    while !core.shared.stopping() {
+    while !ss.stopped(core) {
         let addr = target.clone().unwrap_or_else(|| master.clone());
         let began = Instant::now();
-        let ended = session(&core, &ss, &addr).await;
+        let ended = session(core, ss, &addr).await;
         ss.connected.set(false);
         match ended {
             Ended::Redirect(a) => {
@@ -139,8 +213,10 @@ pub async fn run(core: Rc<Core>, ss: Rc<SlaveShard>) {
         }
         redirects = 0;
         let until = Instant::now() + backoff;
-        while !core.shared.stopping() && Instant::now() < until {
-            glommio::timer::sleep(Duration::from_millis(50).min(backoff)).await;
+        while !ss.stopped(core) && Instant::now() < until {
+            ss.wake
+                .wait_timeout(Duration::from_millis(50).min(backoff))
+                .await;
         }
         backoff = (backoff * 2).min(Duration::from_secs(2));
     }
@@ -148,9 +224,11 @@ pub async fn run(core: Rc<Core>, ss: Rc<SlaveShard>) {
 
 async fn session(core: &Rc<Core>, ss: &Rc<SlaveShard>, addr: &str) -> Ended {
     let cfg = &core.shared.config;
-    let stream = match TcpStream::connect_timeout(addr, HANDSHAKE_TIMEOUT).await {
-        Ok(s) => s,
-        Err(e) => return Ended::Lost(format!("cannot connect: {e}")),
+    let connect = TcpStream::connect_timeout(addr, HANDSHAKE_TIMEOUT);
+    let stream = match unless_stopped(core, ss, connect).await {
+        None => return Ended::Lost("the slave is stopping".into()),
+        Some(Ok(s)) => s,
+        Some(Err(e)) => return Ended::Lost(format!("cannot connect: {e}")),
     };
     let _ = stream.set_nodelay(true);
     let (mut rd, mut wr) = futures_lite::io::split(stream);
@@ -170,24 +248,34 @@ async fn session(core: &Rc<Core>, ss: &Rc<SlaveShard>, addr: &str) -> Ended {
     if let Err(e) = wire::write_frame(&mut wr, &hello).await {
         return Ended::Lost(format!("cannot send HELLO: {e}"));
     }
-    let (start, master_epochs) =
-        match with_timeout(HANDSHAKE_TIMEOUT, wire::read_frame(&mut rd)).await {
-            Some(Ok(Frame::Welcome {
-                start,
-                master_end,
-                confirm,
-                epochs,
-                ..
-            })) => {
-                ss.heard(master_end, confirm);
-                (start, epochs)
+    let welcome = with_timeout(HANDSHAKE_TIMEOUT, wire::read_frame(&mut rd));
+    let Some(welcome) = unless_stopped(core, ss, welcome).await else {
+        return Ended::Lost("the slave is stopping".into());
+    };
+    let (start, master_epochs) = match welcome {
+        Some(Ok(Frame::Welcome {
+            start,
+            master_end,
+            confirm,
+            epochs,
+            ..
+        })) => {
+            let theirs = epochs.last().map_or(0, |&(e, _)| e);
+            if theirs < ss.min_epoch.get() {
+                return Ended::Refused(format!(
+                        "it serves in epoch {theirs}, older than the controllers' epoch {} of the master they named: a replaced master",
+                        ss.min_epoch.get()
+                    ));
             }
-            Some(Ok(Frame::Redirect(a))) => return Ended::Redirect(a),
-            Some(Ok(Frame::Refuse(r))) => return Ended::Refused(r),
-            Some(Ok(other)) => return Ended::Lost(format!("unexpected answer {other:?}")),
-            Some(Err(e)) => return Ended::Lost(format!("no answer to HELLO: {e}")),
-            None => return Ended::Lost("no answer to HELLO in time".into()),
-        };
+            ss.heard(master_end, confirm);
+            (start, epochs)
+        }
+        Some(Ok(Frame::Redirect(a))) => return Ended::Redirect(a),
+        Some(Ok(Frame::Refuse(r))) => return Ended::Refused(r),
+        Some(Ok(other)) => return Ended::Lost(format!("unexpected answer {other:?}")),
+        Some(Err(e)) => return Ended::Lost(format!("no answer to HELLO: {e}")),
+        None => return Ended::Lost("no answer to HELLO in time".into()),
+    };
     if start < end {
         // This log holds what the master never had: cut back to where they agree, the
         // cut bytes kept aside, before anything else.
@@ -238,10 +326,17 @@ async fn session(core: &Rc<Core>, ss: &Rc<SlaveShard>, addr: &str) -> Ended {
     let silence = Duration::from_millis(cfg.ha_housekeeping_interval_ms);
     let read_uncommitted = cfg.read_uncommitted;
     let ended = loop {
-        if core.shared.stopping() {
+        if ss.stopped(core) {
             break Ended::Lost("the slave is stopping".into());
         }
-        match with_timeout(silence, wire::read_frame(&mut rd)).await {
+        // A stop ends the wait for a frame at once (nothing of a frame half read is kept);
+        // a frame read is placed whole before the stop is seen.
+        let Some(next) =
+            unless_stopped(core, ss, with_timeout(silence, wire::read_frame(&mut rd))).await
+        else {
+            continue;
+        };
+        match next {
             Some(Ok(Frame::Data {
                 start,
                 next,
