@@ -15,6 +15,13 @@
 //! on a channel close. A broker that has since registered over a newer connection belongs to
 //! that one, so its old connection closing leaves it alone. The expiry stays as the fallback
 //! for a broker that freezes with its connection open.
+//!
+//! A group's master slot (id 0) goes to the highest master epoch (RocketMQ's `stateVersion`
+//! rule): the controller raises the epoch at each election, so a fenced old master that still
+//! reaches the NameServer, and keeps registering as id 0 with its older epoch, is refused while
+//! the newer master is live, and the slot cannot flip back to it. One address is never held
+//! under two ids of a group: a broker that registers under a new id (a master demoted to slave,
+//! a slave promoted) leaves its old id.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -27,6 +34,9 @@ use crate::NameSrvError;
 
 /// Longest broker name, address or topic name accepted in a registration.
 pub const NAME_BYTES_MAX: usize = 255;
+
+/// The broker id of a group's master.
+pub const MASTER_BROKER_ID: u64 = 0;
 
 /// One of the server's connections, as the table remembers which one speaks for a broker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -51,6 +61,8 @@ struct LiveBroker {
     core_addrs: Vec<String>,
     shard_count: u16,
     topics: BTreeMap<String, TopicConfig>,
+    /// The controller's master epoch the broker registered with (0 without a controller).
+    master_epoch: u32,
     last_seen: Instant,
     /// The connection that last registered or heartbeated the broker (`None` until one is
     /// bound): its closing drops the broker. Not part of the registration's identity.
@@ -64,6 +76,7 @@ impl LiveBroker {
             && self.core_addrs == other.core_addrs
             && self.shard_count == other.shard_count
             && self.topics == other.topics
+            && self.master_epoch == other.master_epoch
     }
 }
 
@@ -89,6 +102,10 @@ impl RouteTable {
     }
 
     /// Registers a broker or refreshes its heartbeat, replacing its topic list.
+    ///
+    /// A master registration (id 0) is refused while another address holds the group's
+    /// master slot, live, with a higher master epoch. A registration under one id drops the
+    /// group's entries under other ids at the same address.
     pub fn register(
         &mut self,
         reg: RegisterBroker,
@@ -101,28 +118,52 @@ impl RouteTable {
             core_addrs,
             shard_count,
             topics,
+            master_epoch,
         } = reg;
+        let expiry = self.broker_expiry;
+        if key.broker_id == MASTER_BROKER_ID {
+            let holder = self
+                .groups
+                .get(&key.broker_name)
+                .and_then(|g| g.get(&MASTER_BROKER_ID))
+                .filter(|b| is_live(b, now, expiry) && b.addr != addr);
+            if let Some(holder) = holder.filter(|b| b.master_epoch > master_epoch) {
+                return Err(NameSrvError::StaleMasterEpoch {
+                    broker_name: key.broker_name,
+                    epoch: master_epoch,
+                    current: holder.master_epoch,
+                    holder: holder.addr.clone(),
+                });
+            }
+        }
         // Later duplicates of a topic win, as a map insert would have it.
         let topics: BTreeMap<String, TopicConfig> =
             topics.into_iter().map(|t| (t.name.clone(), t)).collect();
+        let group = self.groups.entry(key.broker_name).or_default();
+        // The broker left whatever other id it held here (a demotion or a promotion).
+        group.retain(|&id, b| id == key.broker_id || b.addr != addr);
+        let previous = group.get(&key.broker_id);
         let broker = LiveBroker {
             cluster: key.cluster,
             addr,
             core_addrs,
             shard_count,
             topics,
+            master_epoch,
             last_seen: now,
+            // A re-registration keeps the connection bound so far until the caller binds its
+            // own; a broker at another address taking the slot has no connection of its own
+            // yet, and the previous holder's closing must not drop it.
             connection: None,
         };
-        let group = self.groups.entry(key.broker_name).or_default();
-        let previous = group.get(&key.broker_id);
-        // A re-registration keeps the connection bound so far until the caller binds its own.
         let broker = LiveBroker {
-            connection: previous.and_then(|old| old.connection),
+            connection: previous
+                .filter(|old| old.addr == broker.addr)
+                .and_then(|old| old.connection),
             ..broker
         };
         let outcome = match previous {
-            Some(old) if self.broker_expiry >= now.saturating_duration_since(old.last_seen) => {
+            Some(old) if is_live(old, now, expiry) => {
                 if old.same_registration(&broker) {
                     Registered::Heartbeat
                 } else {
@@ -416,7 +457,155 @@ mod tests {
             core_addrs: vec![format!("{addr}-core0"), format!("{addr}-core1")],
             shard_count: 4,
             topics: topics.to_vec(),
+            master_epoch: 0,
         }
+    }
+
+    fn master(name: &str, addr: &str, master_epoch: u32) -> RegisterBroker {
+        RegisterBroker {
+            master_epoch,
+            ..reg(name, MASTER_BROKER_ID, addr, &[topic("T", 1)])
+        }
+    }
+
+    fn addrs(table: &RouteTable, now: Instant) -> Vec<(u64, String)> {
+        table.route("T", now).unwrap().brokers[0].addrs.clone()
+    }
+
+    #[test]
+    fn a_stale_master_epoch_is_refused_and_the_newer_master_keeps_the_slot() {
+        let t0 = Instant::now();
+        let mut table = RouteTable::new(EXPIRY);
+        table.register(master("broker-a", "a:1", 3), t0).unwrap();
+        // The slave, promoted at the next election, takes the slot.
+        let outcome = table.register(master("broker-a", "b:1", 4), t0).unwrap();
+        assert_eq!(outcome, Registered::Updated);
+        assert_eq!(addrs(&table, t0), [(0, "b:1".to_string())]);
+        // The fenced old master's periodic registration does not flip it back.
+        let t1 = t0 + Duration::from_secs(30);
+        let err = table
+            .register(master("broker-a", "a:1", 3), t1)
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                NameSrvError::StaleMasterEpoch { epoch: 3, current: 4, ref holder, .. }
+                    if holder == "b:1"
+            ),
+            "{err:?}"
+        );
+        assert!(
+            err.to_string()
+                .contains("stale master epoch 3 < current 4 held by b:1"),
+            "{err}"
+        );
+        assert_eq!(addrs(&table, t1), [(0, "b:1".to_string())]);
+        // A later election moves it again.
+        table.register(master("broker-a", "a:1", 5), t1).unwrap();
+        assert_eq!(addrs(&table, t1), [(0, "a:1".to_string())]);
+        // The holder itself may re-register at any epoch (a broker left its controller).
+        table.register(master("broker-a", "a:1", 0), t1).unwrap();
+        assert_eq!(addrs(&table, t1), [(0, "a:1".to_string())]);
+    }
+
+    #[test]
+    fn an_equal_epoch_from_a_new_address_takes_the_slot() {
+        // Epoch 0 is every broker without a controller: a master restarted at another address
+        // takes the slot, as before the epoch rule.
+        for epoch in [0, 7] {
+            let t0 = Instant::now();
+            let mut table = RouteTable::new(EXPIRY);
+            table
+                .register(master("broker-a", "a:1", epoch), t0)
+                .unwrap();
+            let outcome = table
+                .register(master("broker-a", "a:2", epoch), t0)
+                .unwrap();
+            assert_eq!(outcome, Registered::Updated);
+            assert_eq!(addrs(&table, t0), [(0, "a:2".to_string())]);
+        }
+    }
+
+    #[test]
+    fn an_expired_master_is_replaced_whatever_its_epoch() {
+        let t0 = Instant::now();
+        let mut table = RouteTable::new(EXPIRY);
+        table.register(master("broker-a", "b:1", 9), t0).unwrap();
+        let at_expiry = t0 + EXPIRY;
+        assert!(table
+            .register(master("broker-a", "a:1", 2), at_expiry)
+            .is_err());
+        let t1 = at_expiry + Duration::from_millis(1);
+        let outcome = table.register(master("broker-a", "a:1", 2), t1).unwrap();
+        assert_eq!(outcome, Registered::New);
+        assert_eq!(addrs(&table, t1), [(0, "a:1".to_string())]);
+    }
+
+    #[test]
+    fn a_changed_epoch_is_an_update() {
+        let t0 = Instant::now();
+        let mut table = RouteTable::new(EXPIRY);
+        table.register(master("broker-a", "a:1", 1), t0).unwrap();
+        let same = table.register(master("broker-a", "a:1", 1), t0).unwrap();
+        assert_eq!(same, Registered::Heartbeat);
+        let raised = table.register(master("broker-a", "a:1", 2), t0).unwrap();
+        assert_eq!(raised, Registered::Updated);
+    }
+
+    #[test]
+    fn a_broker_moving_to_another_id_leaves_its_old_one() {
+        let t0 = Instant::now();
+        let mut table = RouteTable::new(EXPIRY);
+        let slave = |addr: &str| reg("broker-a", 1, addr, &[topic("T", 1)]);
+        let old_master = master("broker-a", "a:1", 1);
+        let key_master = old_master.key.clone();
+        let key_slave = slave("b:1").key;
+        let (conn_a, conn_b) = (ConnectionId(1), ConnectionId(2));
+        table.register(old_master, t0).unwrap();
+        table.register(slave("b:1"), t0).unwrap();
+        table.bind_connection(&key_master, conn_a);
+        table.bind_connection(&key_slave, conn_b);
+        assert_eq!(
+            addrs(&table, t0),
+            [(0, "a:1".to_string()), (1, "b:1".to_string())]
+        );
+
+        // The slave is promoted: b:1 leaves id 1.
+        table.register(master("broker-a", "b:1", 2), t0).unwrap();
+        table.bind_connection(&key_master, conn_b);
+        assert_eq!(addrs(&table, t0), [(0, "b:1".to_string())]);
+        assert_eq!(table.broker_count(), 1);
+        // The old master, demoted, comes back as the slave: a:1 is under id 1 only.
+        table.register(slave("a:1"), t0).unwrap();
+        table.bind_connection(&key_slave, conn_a);
+        assert_eq!(
+            addrs(&table, t0),
+            [(0, "b:1".to_string()), (1, "a:1".to_string())]
+        );
+        assert_eq!(table.broker_count(), 2);
+
+        // The old master's connection closing drops the slave it now speaks for, not the new
+        // master that holds its old key.
+        assert!(!table.connection_closed(&key_master, conn_a));
+        assert!(table.connection_closed(&key_slave, conn_a));
+        assert_eq!(addrs(&table, t0), [(0, "b:1".to_string())]);
+    }
+
+    #[test]
+    fn a_new_address_in_the_slot_is_not_bound_to_the_old_holders_connection() {
+        let t0 = Instant::now();
+        let mut table = RouteTable::new(EXPIRY);
+        let old = master("broker-a", "a:1", 1);
+        let key = old.key.clone();
+        table.register(old, t0).unwrap();
+        table.bind_connection(&key, ConnectionId(1));
+        table.register(master("broker-a", "b:1", 2), t0).unwrap();
+        assert!(!table.connection_closed(&key, ConnectionId(1)));
+        assert_eq!(addrs(&table, t0), [(0, "b:1".to_string())]);
+        // The same address re-registering keeps its binding.
+        table.bind_connection(&key, ConnectionId(2));
+        table.register(master("broker-a", "b:1", 2), t0).unwrap();
+        assert!(table.connection_closed(&key, ConnectionId(2)));
     }
 
     #[test]
