@@ -114,12 +114,7 @@ fn answer_in_header(
                 }
             };
             let count = topics.len();
-            let known = {
-                let mut table = lock(table);
-                table
-                    .add_topics(&key, topics, now)
-                    .map(|known| known && table.bind_connection(&key, conn))
-            };
+            let known = lock(table).add_topics(&key, conn, topics, now);
             match known {
                 Ok(true) => {
                     tracing::debug!(broker_name = %key.broker_name, topics = count, "broker registered topics");
@@ -137,10 +132,7 @@ fn answer_in_header(
             }
         }
         Command::BrokerHeartbeat(key) => {
-            let known = {
-                let mut table = lock(table);
-                table.heartbeat(&key, now) && table.bind_connection(&key, conn)
-            };
+            let known = lock(table).heartbeat(&key, conn, now);
             if known {
                 Header::response(id, ResponseCode::Success, Command::Empty)
             } else {

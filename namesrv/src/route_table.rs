@@ -9,12 +9,18 @@
 //! thread removes expired brokers, and every query also skips them, so a route never names a
 //! broker that has been silent for longer than the expiry even between two scans.
 //!
-//! Each broker also remembers the connection that last registered or heartbeated it
+//! Each broker also remembers the connection that last registered it
 //! ([`RouteTable::bind_connection`]); when that connection closes, the server drops the broker
 //! at once ([`RouteTable::connection_closed`]), as RocketMQ's BrokerHousekeepingService does
 //! on a channel close. A broker that has since registered over a newer connection belongs to
 //! that one, so its old connection closing leaves it alone. The expiry stays as the fallback
 //! for a broker that freezes with its connection open.
+//!
+//! A heartbeat or a topic addition carries only the broker's key, not its address, so it
+//! counts only over the connection bound to the entry: another connection may speak for a
+//! broker that no longer holds the key (a fenced master whose slot a newer master took), and
+//! it must neither keep that entry live nor bind it to itself. It is answered "not
+//! registered" and registers in full, where the epoch rule applies.
 //!
 //! A group's master slot (id 0) goes to the highest master epoch (RocketMQ's `stateVersion`
 //! rule): the controller raises the epoch at each election, so a fenced old master that still
@@ -192,17 +198,23 @@ impl RouteTable {
         removed
     }
 
-    /// A registered, live broker's heartbeat: it stays live. `false` when the broker is not
-    /// known here (or already expired, or of another cluster): it must register in full.
-    pub fn heartbeat(&mut self, key: &BrokerKey, now: Instant) -> bool {
+    /// A registered, live broker's heartbeat over `connection`: it stays live. `false` when
+    /// the broker is not known here (or already expired, or of another cluster, or bound to
+    /// another connection): it must register in full.
+    pub fn heartbeat(&mut self, key: &BrokerKey, connection: ConnectionId, now: Instant) -> bool {
         let expiry = self.broker_expiry;
         match self
             .groups
             .get_mut(&key.broker_name)
             .and_then(|g| g.get_mut(&key.broker_id))
         {
-            Some(b) if b.cluster == key.cluster && is_live(b, now, expiry) => {
+            Some(b)
+                if b.cluster == key.cluster
+                    && is_live(b, now, expiry)
+                    && b.connection.is_none_or(|c| c == connection) =>
+            {
                 b.last_seen = now;
+                b.connection = Some(connection);
                 true
             }
             _ => false,
@@ -210,11 +222,12 @@ impl RouteTable {
     }
 
     /// Adds or replaces `topics` of a registered, live broker (the rest of its topics
-    /// stay), and counts as its heartbeat. `false` when the broker is not known here: it
-    /// must register in full.
+    /// stay), and counts as its heartbeat over `connection`. `false` when the broker is not
+    /// known here (as for [`RouteTable::heartbeat`]): it must register in full.
     pub fn add_topics(
         &mut self,
         key: &BrokerKey,
+        connection: ConnectionId,
         topics: Vec<TopicConfig>,
         now: Instant,
     ) -> Result<bool, NameSrvError> {
@@ -228,7 +241,7 @@ impl RouteTable {
                 t.name.len()
             )));
         }
-        if !self.heartbeat(key, now) {
+        if !self.heartbeat(key, connection, now) {
             return Ok(false);
         }
         let Some(b) = self.broker_mut(key) else {
@@ -241,7 +254,7 @@ impl RouteTable {
     }
 
     /// Records that `connection` speaks for the (registered, same-cluster) broker `key` now:
-    /// its registration or heartbeat just succeeded there. Returns whether the broker is known.
+    /// its registration just succeeded there. Returns whether the broker is known.
     pub fn bind_connection(&mut self, key: &BrokerKey, connection: ConnectionId) -> bool {
         match self.broker_mut(key) {
             Some(b) => {
@@ -436,6 +449,7 @@ mod tests {
     use protocol::perm;
 
     const EXPIRY: Duration = Duration::from_secs(120);
+    const CONN: ConnectionId = ConnectionId(7);
 
     fn topic(name: &str, queues: u32) -> TopicConfig {
         TopicConfig {
@@ -609,6 +623,38 @@ mod tests {
     }
 
     #[test]
+    fn heartbeats_count_only_over_the_connection_bound_to_the_broker() {
+        let t0 = Instant::now();
+        let mut table = RouteTable::new(EXPIRY);
+        let old_master = master("broker-a", "a:1", 1);
+        let key = old_master.key.clone();
+        let (conn_a, conn_b) = (ConnectionId(1), ConnectionId(2));
+        // Not bound yet (the table alone): any connection's heartbeat counts, and binds it.
+        table.register(old_master, t0).unwrap();
+        assert!(table.heartbeat(&key, conn_a, t0));
+        assert!(!table.heartbeat(&key, conn_b, t0), "bound to conn_a now");
+        // A newer master takes the slot over conn_b.
+        table.register(master("broker-a", "b:1", 2), t0).unwrap();
+        table.bind_connection(&key, conn_b);
+        // The fenced master keeps heartbeating under the key it held: refused (it must
+        // register in full, and hears the stale epoch there), and it does not take the entry.
+        let t1 = t0 + Duration::from_secs(1);
+        assert!(!table.heartbeat(&key, conn_a, t1));
+        assert!(!table
+            .add_topics(&key, conn_a, vec![topic("X", 1)], t1)
+            .unwrap());
+        assert!(table.route("X", t1).is_none());
+        assert!(!table.connection_closed(&key, conn_a));
+        assert_eq!(addrs(&table, t1), [(0, "b:1".to_string())]);
+        // Nor does it keep the new master live: only the new master's own beats do.
+        let t2 = t0 + EXPIRY + Duration::from_millis(1);
+        assert!(!table.heartbeat(&key, conn_a, t0 + EXPIRY));
+        assert!(table.route("T", t2).is_none());
+        assert!(table.heartbeat(&key, conn_b, t1));
+        assert!(table.route("T", t2).is_some());
+    }
+
+    #[test]
     fn added_topics_join_a_registered_broker_and_an_unknown_one_must_register() {
         let t0 = Instant::now();
         let mut table = RouteTable::new(EXPIRY);
@@ -616,7 +662,7 @@ mod tests {
         let key = a.key.clone();
         table.register(a, t0).unwrap();
         assert!(table
-            .add_topics(&key, vec![topic("T2", 2), topic("T1", 3)], t0)
+            .add_topics(&key, CONN, vec![topic("T2", 2), topic("T1", 3)], t0)
             .unwrap());
         // Added and replaced; nothing else dropped.
         assert_eq!(table.route("T1", t0).unwrap().queues[0].write_queues, 3);
@@ -626,13 +672,17 @@ mod tests {
             ..key.clone()
         };
         assert!(!table
-            .add_topics(&unknown, vec![topic("T3", 1)], t0)
+            .add_topics(&unknown, CONN, vec![topic("T3", 1)], t0)
             .unwrap());
         assert!(table.route("T3", t0).is_none());
-        assert!(table.add_topics(&key, vec![topic("", 1)], t0).is_err());
+        assert!(table
+            .add_topics(&key, CONN, vec![topic("", 1)], t0)
+            .is_err());
         // It counts as a heartbeat: the broker outlives an expiry from its registration.
         let later = t0 + EXPIRY - Duration::from_secs(1);
-        assert!(table.add_topics(&key, vec![topic("T4", 1)], later).unwrap());
+        assert!(table
+            .add_topics(&key, CONN, vec![topic("T4", 1)], later)
+            .unwrap());
         assert!(table.route("T1", later + Duration::from_secs(2)).is_some());
     }
 
@@ -717,20 +767,20 @@ mod tests {
         let r = reg("broker-a", 0, "a:1", &[topic("T", 1)]);
         let key = r.key.clone();
         // Not known yet (a NameServer restarted empty): register first.
-        assert!(!table.heartbeat(&key, t0));
+        assert!(!table.heartbeat(&key, CONN, t0));
         table.register(r, t0).unwrap();
         let t1 = t0 + EXPIRY - Duration::from_millis(1);
-        assert!(table.heartbeat(&key, t1));
+        assert!(table.heartbeat(&key, CONN, t1));
         // Live past the first registration's expiry, thanks to the heartbeat.
         let t2 = t0 + EXPIRY + Duration::from_millis(10);
         assert_eq!(table.route("T", t2).unwrap().brokers.len(), 1);
         // Once expired, a heartbeat does not bring it back.
         let t3 = t1 + EXPIRY + Duration::from_millis(1);
-        assert!(!table.heartbeat(&key, t3));
+        assert!(!table.heartbeat(&key, CONN, t3));
         // Another cluster's broker of the same name is not this one.
         let mut other = key.clone();
         other.cluster = "Other".into();
-        assert!(!table.heartbeat(&other, t1));
+        assert!(!table.heartbeat(&other, CONN, t1));
     }
 
     #[test]
@@ -861,7 +911,7 @@ mod tests {
             .map(|b| b.broker_name.as_str())
             .collect();
         assert_eq!(names, ["broker-a"]);
-        // A heartbeat binds as well; another cluster's key binds nothing.
+        // Another cluster's key binds nothing.
         let mut other = key_a.clone();
         other.cluster = "Other".into();
         assert!(!table.bind_connection(&other, old));

@@ -89,13 +89,23 @@ fn a_broker_that_registered_anew_is_not_dropped_by_its_old_connection() {
         "dropped by its old connection closing"
     );
 
-    // A heartbeat binds too: the broker's newest connection is the one that counts.
+    // A heartbeat over another connection does not count (it carries no address: it may be
+    // a fenced master's): "not registered", so the broker registers in full there, and
+    // that connection speaks for it from then on.
     let mut beat = Client::connect(server.local_addr());
     let key = BrokerKey {
         cluster: "DefaultCluster".into(),
         broker_name: "broker-a".into(),
         broker_id: 0,
     };
+    let resp = beat.call(Command::BrokerHeartbeat(key.clone()));
+    assert_eq!(
+        resp.response_code(),
+        ResponseCode::BrokerNotRegistered,
+        "{}",
+        resp.remark
+    );
+    beat.register(registration("broker-a", 0, "a:2", &[topic("T", 1)]));
     let resp = beat.call(Command::BrokerHeartbeat(key.clone()));
     assert_eq!(
         resp.response_code(),
@@ -182,6 +192,10 @@ fn a_fenced_master_is_refused_and_its_connection_closing_keeps_the_new_master() 
         resp.remark
     );
     assert_eq!(master_of_a(&mut looker).as_deref(), Some("b:1"));
+    // Its heartbeats under the key it held do not count either: it must register in full.
+    let key = master("a:1", 1).key;
+    let resp = old.call(Command::BrokerHeartbeat(key));
+    assert_eq!(resp.response_code(), ResponseCode::BrokerNotRegistered);
 
     // It dies: its connection, which once spoke for broker-a id 0, closes; the new master
     // stays routed.
