@@ -73,6 +73,8 @@ fn registration(shared: &Shared) -> RegisterBroker {
             .unwrap_or_default(),
         shard_count: shared.shard_count,
         topics,
+        // Under a controller this will be the epoch the broker serves in.
+        master_epoch: 0,
     }
 }
 

@@ -510,9 +510,16 @@ impl ProducerInner {
     fn should_retry(&self, p: &Prepared, e: &ClientError, attempt: u32, deadline: Instant) -> bool {
         // A broker in its graceful stop (ServiceNotAvailable) has unregistered from the
         // NameServers or is about to: a fresh route leads the retry elsewhere, or to
-        // `NoRoute` when it was the only broker, which ends the send with an error.
+        // `NoRoute` when it was the only broker, which ends the send with an error. One that
+        // answers NotLeader is no longer its group's master (a slave, or a master fenced
+        // after a failover): the NameServers name the new master under id 0.
         let stale = e.is_connection_failure()
-            || e.code() == Some(protocol::ResponseCode::ServiceNotAvailable);
+            || matches!(
+                e.code(),
+                Some(
+                    protocol::ResponseCode::ServiceNotAvailable | protocol::ResponseCode::NotLeader
+                )
+            );
         if stale {
             self.inst.routes.refresh_after_failure(&p.topic);
         }
@@ -992,6 +999,52 @@ mod tests {
         rx.recv_timeout(WAIT).unwrap();
         std::thread::sleep(Duration::from_millis(100));
         assert_eq!(*calls.lock().unwrap(), vec![true]);
+    }
+
+    #[test]
+    fn a_broker_that_is_no_longer_master_refreshes_the_route_at_once() {
+        use crate::route::FAILURE_REFRESH_INTERVAL;
+        use crate::testing::{error, ok};
+        use protocol::ResponseCode;
+
+        // The group's old master, demoted after a failover: it refuses every send.
+        let demoted = FakeServer::start(|f| error(f, ResponseCode::NotLeader));
+        let current = Arc::new(Mutex::new(route(
+            vec![broker("b", &demoted.addr, &[], 1)],
+            2,
+        )));
+        let served = Arc::clone(&current);
+        let ns = FakeServer::start(move |f| match &f.header.command {
+            Command::GetRoute { topic } if topic == "T" => {
+                ok(f, Command::Route(served.lock().unwrap().clone()))
+            }
+            _ => error(f, ResponseCode::TopicNotExist),
+        });
+        let p = Producer::builder()
+            .namesrv(&ns.addr)
+            .retries(0)
+            .build()
+            .unwrap();
+        let e = p.send(Message::new("T", "x")).unwrap_err();
+        assert_eq!(e.code(), Some(ResponseCode::NotLeader), "{e}");
+        assert!(
+            e.is_retriable(),
+            "a send a non-master refused was never stored"
+        );
+
+        // The NameServers now name the new master; past the refresh interval, the next
+        // refusal looks the route up again, and the send after it reaches the new master
+        // rather than waiting for the 30 s periodic refresh.
+        let (master, state) = fake_broker(0);
+        *current.lock().unwrap() = route(vec![broker("b", &master.addr, &[], 1)], 2);
+        std::thread::sleep(FAILURE_REFRESH_INTERVAL + Duration::from_millis(50));
+        let lookups = ns.request_count("get_route");
+        assert!(p.send(Message::new("T", "y")).is_err());
+        assert_eq!(ns.request_count("get_route"), lookups + 1);
+        let r = p.send(Message::new("T", "z")).unwrap();
+        assert_eq!(r.broker_name, "b");
+        assert_eq!(state.total(), 1);
+        assert_eq!(demoted.request_count("send"), 2);
     }
 
     #[test]

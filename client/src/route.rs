@@ -247,7 +247,8 @@ impl RouteCache {
     }
 
     /// A request to one of the topic's brokers failed in a way that says the route may be
-    /// stale (connection refused, reset, closed, timed out; a broker shutting down): fetch
+    /// stale (connection refused, reset, closed, timed out; a broker shutting down; a send
+    /// refused by a broker that is no longer master): fetch
     /// it again, unless it was fetched less than [`FAILURE_REFRESH_INTERVAL`] ago, so the
     /// next attempt goes where the NameServers say the broker is now.
     pub fn refresh_after_failure(&self, topic: &str) {

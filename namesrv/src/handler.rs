@@ -7,7 +7,7 @@ use std::time::Instant;
 use protocol::{Command, Header, ResponseCode};
 
 use crate::route_table::ConnectionId;
-use crate::{Registered, RouteTable};
+use crate::{NameSrvError, Registered, RouteTable};
 
 /// Locks the table. A panic while the lock was held cannot leave the table half-updated in a
 /// way that matters (each operation replaces whole entries), so a poisoned lock is used as is
@@ -102,7 +102,7 @@ fn answer_in_header(
             }
             match outcome {
                 Ok(_) => Header::response(id, ResponseCode::Success, Command::Empty),
-                Err(e) => Header::error(id, ResponseCode::BadRequest, e.to_string()),
+                Err(e) => Header::error(id, registration_refused_code(&e), e.to_string()),
             }
         }
         Command::RegisterTopics(key) => {
@@ -114,12 +114,7 @@ fn answer_in_header(
                 }
             };
             let count = topics.len();
-            let known = {
-                let mut table = lock(table);
-                table
-                    .add_topics(&key, topics, now)
-                    .map(|known| known && table.bind_connection(&key, conn))
-            };
+            let known = lock(table).add_topics(&key, conn, topics, now);
             match known {
                 Ok(true) => {
                     tracing::debug!(broker_name = %key.broker_name, topics = count, "broker registered topics");
@@ -137,10 +132,7 @@ fn answer_in_header(
             }
         }
         Command::BrokerHeartbeat(key) => {
-            let known = {
-                let mut table = lock(table);
-                table.heartbeat(&key, now) && table.bind_connection(&key, conn)
-            };
+            let known = lock(table).heartbeat(&key, conn, now);
             if known {
                 Header::response(id, ResponseCode::Success, Command::Empty)
             } else {
@@ -179,6 +171,15 @@ fn answer_in_header(
             ResponseCode::RequestCodeNotSupported,
             format!("the name server does not serve {} requests", other.name()),
         ),
+    }
+}
+
+/// The answer to a refused registration. A fenced master hears `NotLeader`, which tells it
+/// apart from a malformed registration: it is no longer its group's master.
+fn registration_refused_code(e: &NameSrvError) -> ResponseCode {
+    match e {
+        NameSrvError::StaleMasterEpoch { .. } => ResponseCode::NotLeader,
+        NameSrvError::BadRegistration(_) | NameSrvError::Config(_) => ResponseCode::BadRequest,
     }
 }
 
@@ -247,6 +248,7 @@ mod tests {
                 write_queues: 1,
                 perm: 6,
             }],
+            master_epoch: 0,
         };
         let (resp, _) = handle_request(
             &t,
@@ -256,5 +258,36 @@ mod tests {
             Instant::now(),
         );
         assert_eq!(resp.response_code(), ResponseCode::BadRequest);
+    }
+
+    #[test]
+    fn a_fenced_master_hears_not_leader_with_the_reason() {
+        let t = table();
+        let master = |addr: &str, master_epoch: u32| RegisterBroker {
+            key: BrokerKey {
+                cluster: "c".into(),
+                broker_name: "broker-a".into(),
+                broker_id: 0,
+            },
+            addr: addr.into(),
+            core_addrs: vec![],
+            shard_count: 1,
+            topics: vec![],
+            master_epoch,
+        };
+        let register = |reg: RegisterBroker| {
+            let request = Header::request(1, Command::RegisterBroker(reg));
+            handle_request(&t, ConnectionId(0), request, &[], Instant::now()).0
+        };
+        let resp = register(master("b:1", 2));
+        assert_eq!(resp.response_code(), ResponseCode::Success);
+        let resp = register(master("a:1", 1));
+        assert_eq!(resp.response_code(), ResponseCode::NotLeader);
+        assert!(
+            resp.remark
+                .contains("stale master epoch 1 < current 2 held by b:1"),
+            "{}",
+            resp.remark
+        );
     }
 }

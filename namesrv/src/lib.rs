@@ -38,6 +38,17 @@ pub enum NameSrvError {
     Config(String),
     #[error("invalid broker registration: {0}")]
     BadRegistration(String),
+    /// A master registration (broker id 0) whose controller epoch is older than that of the
+    /// live master another address holds: the registering broker has been fenced.
+    #[error(
+        "broker {broker_name}: stale master epoch {epoch} < current {current} held by {holder}"
+    )]
+    StaleMasterEpoch {
+        broker_name: String,
+        epoch: u32,
+        current: u32,
+        holder: String,
+    },
 }
 
 impl From<NameSrvError> for std::io::Error {

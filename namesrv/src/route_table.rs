@@ -9,12 +9,25 @@
 //! thread removes expired brokers, and every query also skips them, so a route never names a
 //! broker that has been silent for longer than the expiry even between two scans.
 //!
-//! Each broker also remembers the connection that last registered or heartbeated it
+//! Each broker also remembers the connection that last registered it
 //! ([`RouteTable::bind_connection`]); when that connection closes, the server drops the broker
 //! at once ([`RouteTable::connection_closed`]), as RocketMQ's BrokerHousekeepingService does
 //! on a channel close. A broker that has since registered over a newer connection belongs to
 //! that one, so its old connection closing leaves it alone. The expiry stays as the fallback
 //! for a broker that freezes with its connection open.
+//!
+//! A heartbeat or a topic addition carries only the broker's key, not its address, so it
+//! counts only over the connection bound to the entry: another connection may speak for a
+//! broker that no longer holds the key (a fenced master whose slot a newer master took), and
+//! it must neither keep that entry live nor bind it to itself. It is answered "not
+//! registered" and registers in full, where the epoch rule applies.
+//!
+//! A group's master slot (id 0) goes to the highest master epoch (RocketMQ's `stateVersion`
+//! rule): the controller raises the epoch at each election, so a fenced old master that still
+//! reaches the NameServer, and keeps registering as id 0 with its older epoch, is refused while
+//! the newer master is live, and the slot cannot flip back to it. One address is never held
+//! under two ids of a group: a broker that registers under a new id (a master demoted to slave,
+//! a slave promoted) leaves its old id.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -27,6 +40,9 @@ use crate::NameSrvError;
 
 /// Longest broker name, address or topic name accepted in a registration.
 pub const NAME_BYTES_MAX: usize = 255;
+
+/// The broker id of a group's master.
+pub const MASTER_BROKER_ID: u64 = 0;
 
 /// One of the server's connections, as the table remembers which one speaks for a broker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -51,6 +67,8 @@ struct LiveBroker {
     core_addrs: Vec<String>,
     shard_count: u16,
     topics: BTreeMap<String, TopicConfig>,
+    /// The controller's master epoch the broker registered with (0 without a controller).
+    master_epoch: u32,
     last_seen: Instant,
     /// The connection that last registered or heartbeated the broker (`None` until one is
     /// bound): its closing drops the broker. Not part of the registration's identity.
@@ -64,6 +82,7 @@ impl LiveBroker {
             && self.core_addrs == other.core_addrs
             && self.shard_count == other.shard_count
             && self.topics == other.topics
+            && self.master_epoch == other.master_epoch
     }
 }
 
@@ -89,6 +108,10 @@ impl RouteTable {
     }
 
     /// Registers a broker or refreshes its heartbeat, replacing its topic list.
+    ///
+    /// A master registration (id 0) is refused while another address holds the group's
+    /// master slot, live, with a higher master epoch. A registration under one id drops the
+    /// group's entries under other ids at the same address.
     pub fn register(
         &mut self,
         reg: RegisterBroker,
@@ -101,28 +124,52 @@ impl RouteTable {
             core_addrs,
             shard_count,
             topics,
+            master_epoch,
         } = reg;
+        let expiry = self.broker_expiry;
+        if key.broker_id == MASTER_BROKER_ID {
+            let holder = self
+                .groups
+                .get(&key.broker_name)
+                .and_then(|g| g.get(&MASTER_BROKER_ID))
+                .filter(|b| is_live(b, now, expiry) && b.addr != addr);
+            if let Some(holder) = holder.filter(|b| b.master_epoch > master_epoch) {
+                return Err(NameSrvError::StaleMasterEpoch {
+                    broker_name: key.broker_name,
+                    epoch: master_epoch,
+                    current: holder.master_epoch,
+                    holder: holder.addr.clone(),
+                });
+            }
+        }
         // Later duplicates of a topic win, as a map insert would have it.
         let topics: BTreeMap<String, TopicConfig> =
             topics.into_iter().map(|t| (t.name.clone(), t)).collect();
+        let group = self.groups.entry(key.broker_name).or_default();
+        // The broker left whatever other id it held here (a demotion or a promotion).
+        group.retain(|&id, b| id == key.broker_id || b.addr != addr);
+        let previous = group.get(&key.broker_id);
         let broker = LiveBroker {
             cluster: key.cluster,
             addr,
             core_addrs,
             shard_count,
             topics,
+            master_epoch,
             last_seen: now,
+            // A re-registration keeps the connection bound so far until the caller binds its
+            // own; a broker at another address taking the slot has no connection of its own
+            // yet, and the previous holder's closing must not drop it.
             connection: None,
         };
-        let group = self.groups.entry(key.broker_name).or_default();
-        let previous = group.get(&key.broker_id);
-        // A re-registration keeps the connection bound so far until the caller binds its own.
         let broker = LiveBroker {
-            connection: previous.and_then(|old| old.connection),
+            connection: previous
+                .filter(|old| old.addr == broker.addr)
+                .and_then(|old| old.connection),
             ..broker
         };
         let outcome = match previous {
-            Some(old) if self.broker_expiry >= now.saturating_duration_since(old.last_seen) => {
+            Some(old) if is_live(old, now, expiry) => {
                 if old.same_registration(&broker) {
                     Registered::Heartbeat
                 } else {
@@ -151,17 +198,23 @@ impl RouteTable {
         removed
     }
 
-    /// A registered, live broker's heartbeat: it stays live. `false` when the broker is not
-    /// known here (or already expired, or of another cluster): it must register in full.
-    pub fn heartbeat(&mut self, key: &BrokerKey, now: Instant) -> bool {
+    /// A registered, live broker's heartbeat over `connection`: it stays live. `false` when
+    /// the broker is not known here (or already expired, or of another cluster, or bound to
+    /// another connection): it must register in full.
+    pub fn heartbeat(&mut self, key: &BrokerKey, connection: ConnectionId, now: Instant) -> bool {
         let expiry = self.broker_expiry;
         match self
             .groups
             .get_mut(&key.broker_name)
             .and_then(|g| g.get_mut(&key.broker_id))
         {
-            Some(b) if b.cluster == key.cluster && is_live(b, now, expiry) => {
+            Some(b)
+                if b.cluster == key.cluster
+                    && is_live(b, now, expiry)
+                    && b.connection.is_none_or(|c| c == connection) =>
+            {
                 b.last_seen = now;
+                b.connection = Some(connection);
                 true
             }
             _ => false,
@@ -169,11 +222,12 @@ impl RouteTable {
     }
 
     /// Adds or replaces `topics` of a registered, live broker (the rest of its topics
-    /// stay), and counts as its heartbeat. `false` when the broker is not known here: it
-    /// must register in full.
+    /// stay), and counts as its heartbeat over `connection`. `false` when the broker is not
+    /// known here (as for [`RouteTable::heartbeat`]): it must register in full.
     pub fn add_topics(
         &mut self,
         key: &BrokerKey,
+        connection: ConnectionId,
         topics: Vec<TopicConfig>,
         now: Instant,
     ) -> Result<bool, NameSrvError> {
@@ -187,7 +241,7 @@ impl RouteTable {
                 t.name.len()
             )));
         }
-        if !self.heartbeat(key, now) {
+        if !self.heartbeat(key, connection, now) {
             return Ok(false);
         }
         let Some(b) = self.broker_mut(key) else {
@@ -200,7 +254,7 @@ impl RouteTable {
     }
 
     /// Records that `connection` speaks for the (registered, same-cluster) broker `key` now:
-    /// its registration or heartbeat just succeeded there. Returns whether the broker is known.
+    /// its registration just succeeded there. Returns whether the broker is known.
     pub fn bind_connection(&mut self, key: &BrokerKey, connection: ConnectionId) -> bool {
         match self.broker_mut(key) {
             Some(b) => {
@@ -395,6 +449,7 @@ mod tests {
     use protocol::perm;
 
     const EXPIRY: Duration = Duration::from_secs(120);
+    const CONN: ConnectionId = ConnectionId(7);
 
     fn topic(name: &str, queues: u32) -> TopicConfig {
         TopicConfig {
@@ -416,7 +471,187 @@ mod tests {
             core_addrs: vec![format!("{addr}-core0"), format!("{addr}-core1")],
             shard_count: 4,
             topics: topics.to_vec(),
+            master_epoch: 0,
         }
+    }
+
+    fn master(name: &str, addr: &str, master_epoch: u32) -> RegisterBroker {
+        RegisterBroker {
+            master_epoch,
+            ..reg(name, MASTER_BROKER_ID, addr, &[topic("T", 1)])
+        }
+    }
+
+    fn addrs(table: &RouteTable, now: Instant) -> Vec<(u64, String)> {
+        table.route("T", now).unwrap().brokers[0].addrs.clone()
+    }
+
+    #[test]
+    fn a_stale_master_epoch_is_refused_and_the_newer_master_keeps_the_slot() {
+        let t0 = Instant::now();
+        let mut table = RouteTable::new(EXPIRY);
+        table.register(master("broker-a", "a:1", 3), t0).unwrap();
+        // The slave, promoted at the next election, takes the slot.
+        let outcome = table.register(master("broker-a", "b:1", 4), t0).unwrap();
+        assert_eq!(outcome, Registered::Updated);
+        assert_eq!(addrs(&table, t0), [(0, "b:1".to_string())]);
+        // The fenced old master's periodic registration does not flip it back.
+        let t1 = t0 + Duration::from_secs(30);
+        let err = table
+            .register(master("broker-a", "a:1", 3), t1)
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                NameSrvError::StaleMasterEpoch { epoch: 3, current: 4, ref holder, .. }
+                    if holder == "b:1"
+            ),
+            "{err:?}"
+        );
+        assert!(
+            err.to_string()
+                .contains("stale master epoch 3 < current 4 held by b:1"),
+            "{err}"
+        );
+        assert_eq!(addrs(&table, t1), [(0, "b:1".to_string())]);
+        // A later election moves it again.
+        table.register(master("broker-a", "a:1", 5), t1).unwrap();
+        assert_eq!(addrs(&table, t1), [(0, "a:1".to_string())]);
+        // The holder itself may re-register at any epoch (a broker left its controller).
+        table.register(master("broker-a", "a:1", 0), t1).unwrap();
+        assert_eq!(addrs(&table, t1), [(0, "a:1".to_string())]);
+    }
+
+    #[test]
+    fn an_equal_epoch_from_a_new_address_takes_the_slot() {
+        // Epoch 0 is every broker without a controller: a master restarted at another address
+        // takes the slot, as before the epoch rule.
+        for epoch in [0, 7] {
+            let t0 = Instant::now();
+            let mut table = RouteTable::new(EXPIRY);
+            table
+                .register(master("broker-a", "a:1", epoch), t0)
+                .unwrap();
+            let outcome = table
+                .register(master("broker-a", "a:2", epoch), t0)
+                .unwrap();
+            assert_eq!(outcome, Registered::Updated);
+            assert_eq!(addrs(&table, t0), [(0, "a:2".to_string())]);
+        }
+    }
+
+    #[test]
+    fn an_expired_master_is_replaced_whatever_its_epoch() {
+        let t0 = Instant::now();
+        let mut table = RouteTable::new(EXPIRY);
+        table.register(master("broker-a", "b:1", 9), t0).unwrap();
+        let at_expiry = t0 + EXPIRY;
+        assert!(table
+            .register(master("broker-a", "a:1", 2), at_expiry)
+            .is_err());
+        let t1 = at_expiry + Duration::from_millis(1);
+        let outcome = table.register(master("broker-a", "a:1", 2), t1).unwrap();
+        assert_eq!(outcome, Registered::New);
+        assert_eq!(addrs(&table, t1), [(0, "a:1".to_string())]);
+    }
+
+    #[test]
+    fn a_changed_epoch_is_an_update() {
+        let t0 = Instant::now();
+        let mut table = RouteTable::new(EXPIRY);
+        table.register(master("broker-a", "a:1", 1), t0).unwrap();
+        let same = table.register(master("broker-a", "a:1", 1), t0).unwrap();
+        assert_eq!(same, Registered::Heartbeat);
+        let raised = table.register(master("broker-a", "a:1", 2), t0).unwrap();
+        assert_eq!(raised, Registered::Updated);
+    }
+
+    #[test]
+    fn a_broker_moving_to_another_id_leaves_its_old_one() {
+        let t0 = Instant::now();
+        let mut table = RouteTable::new(EXPIRY);
+        let slave = |addr: &str| reg("broker-a", 1, addr, &[topic("T", 1)]);
+        let old_master = master("broker-a", "a:1", 1);
+        let key_master = old_master.key.clone();
+        let key_slave = slave("b:1").key;
+        let (conn_a, conn_b) = (ConnectionId(1), ConnectionId(2));
+        table.register(old_master, t0).unwrap();
+        table.register(slave("b:1"), t0).unwrap();
+        table.bind_connection(&key_master, conn_a);
+        table.bind_connection(&key_slave, conn_b);
+        assert_eq!(
+            addrs(&table, t0),
+            [(0, "a:1".to_string()), (1, "b:1".to_string())]
+        );
+
+        // The slave is promoted: b:1 leaves id 1.
+        table.register(master("broker-a", "b:1", 2), t0).unwrap();
+        table.bind_connection(&key_master, conn_b);
+        assert_eq!(addrs(&table, t0), [(0, "b:1".to_string())]);
+        assert_eq!(table.broker_count(), 1);
+        // The old master, demoted, comes back as the slave: a:1 is under id 1 only.
+        table.register(slave("a:1"), t0).unwrap();
+        table.bind_connection(&key_slave, conn_a);
+        assert_eq!(
+            addrs(&table, t0),
+            [(0, "b:1".to_string()), (1, "a:1".to_string())]
+        );
+        assert_eq!(table.broker_count(), 2);
+
+        // The old master's connection closing drops the slave it now speaks for, not the new
+        // master that holds its old key.
+        assert!(!table.connection_closed(&key_master, conn_a));
+        assert!(table.connection_closed(&key_slave, conn_a));
+        assert_eq!(addrs(&table, t0), [(0, "b:1".to_string())]);
+    }
+
+    #[test]
+    fn a_new_address_in_the_slot_is_not_bound_to_the_old_holders_connection() {
+        let t0 = Instant::now();
+        let mut table = RouteTable::new(EXPIRY);
+        let old = master("broker-a", "a:1", 1);
+        let key = old.key.clone();
+        table.register(old, t0).unwrap();
+        table.bind_connection(&key, ConnectionId(1));
+        table.register(master("broker-a", "b:1", 2), t0).unwrap();
+        assert!(!table.connection_closed(&key, ConnectionId(1)));
+        assert_eq!(addrs(&table, t0), [(0, "b:1".to_string())]);
+        // The same address re-registering keeps its binding.
+        table.bind_connection(&key, ConnectionId(2));
+        table.register(master("broker-a", "b:1", 2), t0).unwrap();
+        assert!(table.connection_closed(&key, ConnectionId(2)));
+    }
+
+    #[test]
+    fn heartbeats_count_only_over_the_connection_bound_to_the_broker() {
+        let t0 = Instant::now();
+        let mut table = RouteTable::new(EXPIRY);
+        let old_master = master("broker-a", "a:1", 1);
+        let key = old_master.key.clone();
+        let (conn_a, conn_b) = (ConnectionId(1), ConnectionId(2));
+        // Not bound yet (the table alone): any connection's heartbeat counts, and binds it.
+        table.register(old_master, t0).unwrap();
+        assert!(table.heartbeat(&key, conn_a, t0));
+        assert!(!table.heartbeat(&key, conn_b, t0), "bound to conn_a now");
+        // A newer master takes the slot over conn_b.
+        table.register(master("broker-a", "b:1", 2), t0).unwrap();
+        table.bind_connection(&key, conn_b);
+        // The fenced master keeps heartbeating under the key it held: refused (it must
+        // register in full, and hears the stale epoch there), and it does not take the entry.
+        let t1 = t0 + Duration::from_secs(1);
+        assert!(!table.heartbeat(&key, conn_a, t1));
+        assert!(!table
+            .add_topics(&key, conn_a, vec![topic("X", 1)], t1)
+            .unwrap());
+        assert!(table.route("X", t1).is_none());
+        assert!(!table.connection_closed(&key, conn_a));
+        assert_eq!(addrs(&table, t1), [(0, "b:1".to_string())]);
+        // Nor does it keep the new master live: only the new master's own beats do.
+        let t2 = t0 + EXPIRY + Duration::from_millis(1);
+        assert!(!table.heartbeat(&key, conn_a, t0 + EXPIRY));
+        assert!(table.route("T", t2).is_none());
+        assert!(table.heartbeat(&key, conn_b, t1));
+        assert!(table.route("T", t2).is_some());
     }
 
     #[test]
@@ -427,7 +662,7 @@ mod tests {
         let key = a.key.clone();
         table.register(a, t0).unwrap();
         assert!(table
-            .add_topics(&key, vec![topic("T2", 2), topic("T1", 3)], t0)
+            .add_topics(&key, CONN, vec![topic("T2", 2), topic("T1", 3)], t0)
             .unwrap());
         // Added and replaced; nothing else dropped.
         assert_eq!(table.route("T1", t0).unwrap().queues[0].write_queues, 3);
@@ -437,13 +672,17 @@ mod tests {
             ..key.clone()
         };
         assert!(!table
-            .add_topics(&unknown, vec![topic("T3", 1)], t0)
+            .add_topics(&unknown, CONN, vec![topic("T3", 1)], t0)
             .unwrap());
         assert!(table.route("T3", t0).is_none());
-        assert!(table.add_topics(&key, vec![topic("", 1)], t0).is_err());
+        assert!(table
+            .add_topics(&key, CONN, vec![topic("", 1)], t0)
+            .is_err());
         // It counts as a heartbeat: the broker outlives an expiry from its registration.
         let later = t0 + EXPIRY - Duration::from_secs(1);
-        assert!(table.add_topics(&key, vec![topic("T4", 1)], later).unwrap());
+        assert!(table
+            .add_topics(&key, CONN, vec![topic("T4", 1)], later)
+            .unwrap());
         assert!(table.route("T1", later + Duration::from_secs(2)).is_some());
     }
 
@@ -528,20 +767,20 @@ mod tests {
         let r = reg("broker-a", 0, "a:1", &[topic("T", 1)]);
         let key = r.key.clone();
         // Not known yet (a NameServer restarted empty): register first.
-        assert!(!table.heartbeat(&key, t0));
+        assert!(!table.heartbeat(&key, CONN, t0));
         table.register(r, t0).unwrap();
         let t1 = t0 + EXPIRY - Duration::from_millis(1);
-        assert!(table.heartbeat(&key, t1));
+        assert!(table.heartbeat(&key, CONN, t1));
         // Live past the first registration's expiry, thanks to the heartbeat.
         let t2 = t0 + EXPIRY + Duration::from_millis(10);
         assert_eq!(table.route("T", t2).unwrap().brokers.len(), 1);
         // Once expired, a heartbeat does not bring it back.
         let t3 = t1 + EXPIRY + Duration::from_millis(1);
-        assert!(!table.heartbeat(&key, t3));
+        assert!(!table.heartbeat(&key, CONN, t3));
         // Another cluster's broker of the same name is not this one.
         let mut other = key.clone();
         other.cluster = "Other".into();
-        assert!(!table.heartbeat(&other, t1));
+        assert!(!table.heartbeat(&other, CONN, t1));
     }
 
     #[test]
@@ -672,7 +911,7 @@ mod tests {
             .map(|b| b.broker_name.as_str())
             .collect();
         assert_eq!(names, ["broker-a"]);
-        // A heartbeat binds as well; another cluster's key binds nothing.
+        // Another cluster's key binds nothing.
         let mut other = key_a.clone();
         other.cluster = "Other".into();
         assert!(!table.bind_connection(&other, old));

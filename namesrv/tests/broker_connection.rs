@@ -8,7 +8,7 @@ use std::net::Shutdown;
 use std::time::{Duration, Instant};
 
 use common::{registration, start_server, topic, Client};
-use protocol::{BrokerKey, Command, Header, ResponseCode};
+use protocol::{BrokerKey, Command, Header, RegisterBroker, ResponseCode};
 
 /// Far longer than any wait below: only the connection's closing can drop a broker here.
 const LONG_EXPIRY_MS: u64 = 600_000;
@@ -89,13 +89,23 @@ fn a_broker_that_registered_anew_is_not_dropped_by_its_old_connection() {
         "dropped by its old connection closing"
     );
 
-    // A heartbeat binds too: the broker's newest connection is the one that counts.
+    // A heartbeat over another connection does not count (it carries no address: it may be
+    // a fenced master's): "not registered", so the broker registers in full there, and
+    // that connection speaks for it from then on.
     let mut beat = Client::connect(server.local_addr());
     let key = BrokerKey {
         cluster: "DefaultCluster".into(),
         broker_name: "broker-a".into(),
         broker_id: 0,
     };
+    let resp = beat.call(Command::BrokerHeartbeat(key.clone()));
+    assert_eq!(
+        resp.response_code(),
+        ResponseCode::BrokerNotRegistered,
+        "{}",
+        resp.remark
+    );
+    beat.register(registration("broker-a", 0, "a:2", &[topic("T", 1)]));
     let resp = beat.call(Command::BrokerHeartbeat(key.clone()));
     assert_eq!(
         resp.response_code(),
@@ -141,5 +151,56 @@ fn a_broker_silent_on_an_open_connection_still_expires() {
     // Its connection is still open and served: registering again brings it back.
     frozen.register(registration("broker-frozen", 0, "f:1", &[topic("T", 1)]));
     assert_eq!(server.broker_count(), 1);
+    server.shutdown();
+}
+
+/// The route's master address of `broker-a` for topic `T`, as a client reads it.
+fn master_of_a(client: &mut Client) -> Option<String> {
+    let resp = client.call(Command::GetRoute { topic: "T".into() });
+    let Command::Route(route) = resp.command else {
+        return None;
+    };
+    route
+        .brokers
+        .iter()
+        .find(|b| b.broker_name == "broker-a")
+        .and_then(|b| b.master_addr().map(str::to_string))
+}
+
+#[test]
+fn a_fenced_master_is_refused_and_its_connection_closing_keeps_the_new_master() {
+    let server = start_server(LONG_EXPIRY_MS);
+    let master = |addr: &str, master_epoch: u32| RegisterBroker {
+        master_epoch,
+        ..registration("broker-a", 0, addr, &[topic("T", 1)])
+    };
+    let mut looker = Client::connect(server.local_addr());
+    let mut old = Client::connect(server.local_addr());
+    old.register(master("a:1", 1));
+    // The slave was promoted at the next election and registers as the master.
+    let mut new = Client::connect(server.local_addr());
+    new.register(master("b:1", 2));
+    assert_eq!(master_of_a(&mut looker).as_deref(), Some("b:1"));
+
+    // The old master, fenced but still reaching the NameServer, registers as before.
+    let resp = old.call(Command::RegisterBroker(master("a:1", 1)));
+    assert_eq!(resp.response_code(), ResponseCode::NotLeader);
+    assert!(
+        resp.remark
+            .contains("stale master epoch 1 < current 2 held by b:1"),
+        "{}",
+        resp.remark
+    );
+    assert_eq!(master_of_a(&mut looker).as_deref(), Some("b:1"));
+    // Its heartbeats under the key it held do not count either: it must register in full.
+    let key = master("a:1", 1).key;
+    let resp = old.call(Command::BrokerHeartbeat(key));
+    assert_eq!(resp.response_code(), ResponseCode::BrokerNotRegistered);
+
+    // It dies: its connection, which once spoke for broker-a id 0, closes; the new master
+    // stays routed.
+    drop(old);
+    wait_connections_open(&server, 2);
+    assert_eq!(master_of_a(&mut looker).as_deref(), Some("b:1"));
     server.shutdown();
 }

@@ -305,6 +305,10 @@ pub struct RegisterBroker {
     /// Empty when the frame's body carries the table ([`crate::encode_topic_body`]): the
     /// brokers of this version always send it there.
     pub topics: Vec<TopicConfig>,
+    /// The controller's master epoch this broker serves in (raised by one at each election of
+    /// a master for the group); 0 when the broker is not under a controller. The NameServer
+    /// gives a group's master slot (id 0) to the highest epoch.
+    pub master_epoch: u32,
 }
 
 #[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]

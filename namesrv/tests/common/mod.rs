@@ -134,5 +134,6 @@ pub fn registration(
         core_addrs: vec![format!("{addr}#0"), format!("{addr}#1")],
         shard_count: 2,
         topics: topics.to_vec(),
+        master_epoch: 0,
     }
 }
