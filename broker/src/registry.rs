@@ -73,8 +73,9 @@ fn registration(shared: &Shared) -> RegisterBroker {
             .unwrap_or_default(),
         shard_count: shared.shard_count,
         topics,
-        // Under a controller this will be the epoch the broker serves in.
-        master_epoch: 0,
+        // Controller mode: the epoch of the master the broker serves as or follows; the
+        // NameServers keep the master's slot for the highest.
+        master_epoch: registered_as(shared).1,
     }
 }
 
@@ -105,6 +106,8 @@ struct NameServerLink {
     /// The last full registration here succeeded and nothing failed since: topic changes
     /// may be sent alone (the NameServer answers `BrokerNotRegistered` if it forgot us).
     registered: bool,
+    /// What the NameServer said with its last refusal (a stale master epoch, say).
+    last_remark: String,
 }
 
 impl NameServerLink {
@@ -115,6 +118,7 @@ impl NameServerLink {
             next_request_id: 0,
             failing: false,
             registered: false,
+            last_remark: String::new(),
         }
     }
 
@@ -192,6 +196,7 @@ impl NameServerLink {
                     let code = f.header.response_code();
                     if code != ResponseCode::Success {
                         tracing::debug!(namesrv = %self.addr, remark = %f.header.remark, "NameServer refused");
+                        self.last_remark = f.header.remark.clone();
                     }
                     Ok(code)
                 }
@@ -212,7 +217,7 @@ impl NameServerLink {
     fn call(&mut self, command: &Command, body: &[u8]) -> Result<(), String> {
         match self.exchange(command, body, IO_TIMEOUT)? {
             ResponseCode::Success => Ok(()),
-            code => Err(code.to_string()),
+            code => Err(format!("{code}: {}", self.last_remark)),
         }
     }
 
