@@ -78,6 +78,9 @@ pub struct OffsetTable {
     leases: HashMap<GroupQueue, Lease>,
     /// Changes not yet written to disk.
     dirty: bool,
+    /// Bumped at every change of an offset (a master streams the table to its slaves
+    /// when it moved).
+    version: u64,
     /// What leases are timed by.
     clock: Clock,
 }
@@ -95,6 +98,7 @@ impl OffsetTable {
             offsets: BTreeMap::new(),
             leases: HashMap::new(),
             dirty: false,
+            version: 0,
             clock: Clock::System,
         };
         let text = match std::fs::read_to_string(&path) {
@@ -181,6 +185,7 @@ impl OffsetTable {
                 }
                 self.offsets.insert(key.clone(), stored);
                 self.dirty = true;
+                self.version += 1;
             }
         }
         if release && !held_by_other {
@@ -205,7 +210,30 @@ impl OffsetTable {
         };
         self.offsets.insert(key.clone(), stored);
         self.dirty = true;
+        self.version += 1;
         stored
+    }
+
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// A slave takes its master's offset of a queue as it is (a reset may have moved it
+    /// back); it is written at the next flush like a commit.
+    pub fn replicate(&mut self, key: GroupQueue, offset: u64, epoch: u64) {
+        let current = self.offsets.get(&key).copied();
+        if current.is_some_and(|c| c.offset == offset && c.epoch == epoch) {
+            return;
+        }
+        let stored = StoredOffset {
+            offset,
+            epoch,
+            last_commit_ms: current.map_or(0, |c| c.last_commit_ms),
+            ..Default::default()
+        };
+        self.offsets.insert(key, stored);
+        self.dirty = true;
+        self.version += 1;
     }
 
     /// Grants or renews the lease; `Err(holder)` when another client holds it.

@@ -109,6 +109,32 @@ fn a_killed_master_is_replaced_by_its_in_sync_slave_and_comes_back_as_its_slave(
     let p = producer(&ns.addr);
     let mut sends = AckedSends::new(TOPIC);
     send_n(&mut sends, &p, 200);
+    // A consumer group commits where it is on every queue; the slave gets the offsets on
+    // its stream.
+    let group = PullConsumer::new(&ns.addr, "failover-group").unwrap();
+    let queues = group.queues(TOPIC).unwrap();
+    let mut committed = Vec::new();
+    for (i, q) in queues.iter().enumerate() {
+        let at = client::QueueOffset(1 + i as u64);
+        group.commit_offset(q, at).unwrap();
+        committed.push((q.queue_id, at));
+    }
+    let slave_has_offsets = wait_for(Duration::from_secs(30), || {
+        let st = client::Admin::new(&ns.addr)
+            .ok()?
+            .broker_status(&b.addr)
+            .ok()?;
+        let held: u64 = st
+            .cores
+            .iter()
+            .flat_map(|c| {
+                serde_json::from_str::<Vec<serde_json::Value>>(&c.replication).unwrap_or_default()
+            })
+            .filter_map(|s| s["from_master"]["group_offsets"].as_u64())
+            .sum();
+        (held >= queues.len() as u64).then_some(())
+    });
+    assert!(slave_has_offsets.is_some(), "{}", b.stderr());
 
     // The master dies: the slave takes over in a new epoch, under the same name.
     a.kill9();
@@ -117,6 +143,19 @@ fn a_killed_master_is_replaced_by_its_in_sync_slave_and_comes_back_as_its_slave(
     assert_eq!(second.master_id, Some(1), "{}", b.stderr());
     assert!(second.master_epoch > first.master_epoch);
     eprintln!("first acknowledged send on the new master {took:?} after the kill");
+    // The group goes on where it committed.
+    for q in group.queues(TOPIC).unwrap() {
+        let want = committed
+            .iter()
+            .find(|(id, _)| *id == q.queue_id)
+            .map(|c| c.1);
+        assert_eq!(
+            group.committed_offset(&q).unwrap(),
+            want,
+            "queue {}: the new master lost the group's offset",
+            q.queue_id
+        );
+    }
     send_n(&mut sends, &p, 200);
 
     // The old master comes back as the new master's slave and joins its in-sync set.

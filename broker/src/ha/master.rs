@@ -651,6 +651,8 @@ async fn send_stream<W: AsyncWrite + Unpin>(
     let mut last_write = Instant::now();
     let mut confirm_sent = 0u64;
     let mut topics_sent = 0u64;
+    let mut offsets_sent: Option<u64> = None;
+    let mut offsets_at = Instant::now() - heartbeat;
     loop {
         if link.is_closed() {
             return;
@@ -669,6 +671,21 @@ async fn send_stream<W: AsyncWrite + Unpin>(
                 }
                 topics_sent = version;
             }
+        }
+        // The shard's group offsets, when they moved (at most every heartbeat).
+        let version = core
+            .offsets
+            .get(&ms.shard_id)
+            .map_or(0, |t| t.borrow().version());
+        if offsets_sent != Some(version) && offsets_at.elapsed() >= heartbeat {
+            for frame in offsets_frames(core, ms.shard_id) {
+                if let Err(e) = wire::write_frame(wr, &frame).await {
+                    link.close(format!("cannot send: {e}"));
+                    return;
+                }
+            }
+            offsets_sent = Some(version);
+            offsets_at = Instant::now();
         }
         let from = link.sent.get();
         match shard.read_log(from, batch).await {
@@ -746,4 +763,27 @@ async fn send_stream<W: AsyncWrite + Unpin>(
             }
         }
     }
+}
+
+/// The shard's committed group offsets, in OFFSETS frames of at most
+/// [`wire::OFFSETS_PER_FRAME`] entries (none for an empty table).
+fn offsets_frames(core: &Core, shard: u16) -> Vec<Frame> {
+    let Some(table) = core.offsets.get(&shard) else {
+        return Vec::new();
+    };
+    let entries: Vec<wire::OffsetEntry> = table
+        .borrow()
+        .entries()
+        .map(|(k, v)| wire::OffsetEntry {
+            group: k.group.clone(),
+            topic: k.topic.clone(),
+            queue_id: k.queue_id,
+            offset: v.offset,
+            epoch: v.epoch,
+        })
+        .collect();
+    entries
+        .chunks(wire::OFFSETS_PER_FRAME)
+        .map(|c| Frame::Offsets(c.to_vec()))
+        .collect()
 }

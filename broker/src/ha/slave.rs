@@ -28,6 +28,8 @@ pub struct SlaveStatus {
     pub lag_bytes: u64,
     pub last_heard_ms_ago: Option<u64>,
     pub last_error: Option<String>,
+    /// Group offsets of this shard held from the master's stream.
+    pub group_offsets: u64,
 }
 
 pub struct SlaveShard {
@@ -39,6 +41,7 @@ pub struct SlaveShard {
     confirm: Cell<u64>,
     last_heard: Cell<Option<Instant>>,
     last_error: RefCell<Option<String>>,
+    group_offsets: Cell<u64>,
     /// The epoch history this slave's log follows: its master's, as of the last handshake.
     pub epochs: RefCell<super::epochs::Epochs>,
     /// Where the master's replication port is (core 0's; it redirects to the owner).
@@ -71,6 +74,7 @@ impl SlaveShard {
             confirm: Cell::new(0),
             last_heard: Cell::new(None),
             last_error: RefCell::new(None),
+            group_offsets: Cell::new(0),
             epochs: RefCell::new(epochs),
             master_addr,
             min_epoch: Cell::new(min_epoch),
@@ -119,6 +123,7 @@ impl SlaveShard {
                 .get()
                 .map(|t| t.elapsed().as_millis() as u64),
             last_error: self.last_error.borrow().clone(),
+            group_offsets: self.group_offsets.get(),
         }
     }
 
@@ -367,6 +372,22 @@ async fn session(core: &Rc<Core>, ss: &Rc<SlaveShard>, addr: &str) -> Ended {
             }
             Some(Ok(Frame::Topics(list))) => {
                 glommio::spawn_local(follow_topics(core.clone(), list)).detach();
+            }
+            Some(Ok(Frame::Offsets(list))) => {
+                // The master's group offsets of this shard: a promoted slave's consumers
+                // go on where they were.
+                if let Some(table) = core.offsets.get(&ss.shard_id) {
+                    let mut t = table.borrow_mut();
+                    for e in list {
+                        let key = protocol::GroupQueue {
+                            group: e.group,
+                            topic: e.topic,
+                            queue_id: e.queue_id,
+                        };
+                        t.replicate(key, e.offset, e.epoch);
+                    }
+                    ss.group_offsets.set(t.entries().count() as u64);
+                }
             }
             Some(Ok(other)) => break Ended::Lost(format!("unexpected frame {other:?}")),
             Some(Err(e)) => break Ended::Lost(format!("the stream ended: {e}")),

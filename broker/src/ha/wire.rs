@@ -17,12 +17,17 @@
 //! TOPICS    master → slave   count u32, then per topic: name (u16 len), read queues u32,
 //!                            write queues u32, perm u32 (on shard 0's stream, at its start
 //!                            and after every topic change: the slave's topic table follows)
+//! OFFSETS   master → slave   count u32, then per entry: group (u16 len), topic (u16 len),
+//!                            queue u32, offset u64, epoch u64: the shard's committed group
+//!                            offsets (at the stream's start and after changes, at most
+//!                            every heartbeat), so a promoted slave's consumers go on
+//!                            where they were
 //! ```
 
 use bytes::{BufMut, Bytes, BytesMut};
 use futures_lite::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-pub const VERSION: u16 = 2;
+pub const VERSION: u16 = 3;
 /// The biggest frame either side accepts: a frame is at most one batch, or one record
 /// bigger than a batch.
 pub const FRAME_BYTES_MAX: usize = 80 << 20;
@@ -67,7 +72,21 @@ pub enum Frame {
         end: u64,
     },
     Topics(Vec<protocol::TopicConfig>),
+    Offsets(Vec<OffsetEntry>),
 }
+
+/// One committed offset of a group's queue, as the master's shard stores it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OffsetEntry {
+    pub group: String,
+    pub topic: String,
+    pub queue_id: u32,
+    pub offset: u64,
+    pub epoch: u64,
+}
+
+/// Entries per OFFSETS frame at most (a bigger table goes in several).
+pub const OFFSETS_PER_FRAME: usize = 16 * 1024;
 
 const HELLO: u8 = 1;
 const WELCOME: u8 = 2;
@@ -77,6 +96,7 @@ const DATA: u8 = 5;
 const KEEPALIVE: u8 = 6;
 const ACK: u8 = 7;
 const TOPICS: u8 = 8;
+const OFFSETS: u8 = 9;
 
 fn put_epochs(b: &mut BytesMut, epochs: &[(u32, u64)]) {
     b.put_u32(epochs.len() as u32);
@@ -162,6 +182,17 @@ pub fn encode(f: &Frame) -> (BytesMut, Option<Bytes>) {
                 b.put_u32(t.read_queues);
                 b.put_u32(t.write_queues);
                 b.put_u32(t.perm);
+            }
+        }
+        Frame::Offsets(list) => {
+            b.put_u8(OFFSETS);
+            b.put_u32(list.len() as u32);
+            for e in list {
+                put_str(&mut b, &e.group);
+                put_str(&mut b, &e.topic);
+                b.put_u32(e.queue_id);
+                b.put_u64(e.offset);
+                b.put_u64(e.epoch);
             }
         }
     }
@@ -306,6 +337,20 @@ pub fn decode(body: Bytes) -> Result<Frame, String> {
             }
             Frame::Topics(list)
         }
+        OFFSETS => {
+            let n = r.u32()? as usize;
+            let mut list = Vec::with_capacity(n.min(OFFSETS_PER_FRAME));
+            for _ in 0..n {
+                list.push(OffsetEntry {
+                    group: r.string()?,
+                    topic: r.string()?,
+                    queue_id: r.u32()?,
+                    offset: r.u64()?,
+                    epoch: r.u64()?,
+                });
+            }
+            Frame::Offsets(list)
+        }
         k => return Err(format!("unknown frame kind {k}")),
     })
 }
@@ -388,6 +433,13 @@ mod tests {
             read_queues: 4,
             write_queues: 4,
             perm: 6,
+        }]));
+        round_trip(Frame::Offsets(vec![OffsetEntry {
+            group: "g".into(),
+            topic: "TopicTest".into(),
+            queue_id: 3,
+            offset: 42,
+            epoch: 2,
         }]));
     }
 
