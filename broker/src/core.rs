@@ -544,7 +544,6 @@ impl Core {
         };
         let _appending = SendInFlight::enter(&self.ha.appending);
         // SYNC_MASTER refuses before writing when too few replicas are in sync.
-        let replicas = Some(&m);
         m.admit()?;
         let r = self
             .local_shard(shard)?
@@ -552,18 +551,29 @@ impl Core {
             .await?;
         let sync_flush = self.shared.config.flush_disk_type == FlushDiskType::Sync;
         self.stages.record_append(&r.timing, sync_flush);
-        if let Some(m) = replicas {
-            let waited = Instant::now();
-            m.wait_replicated(r.first_commit_log_offset.0 + records.len() as u64)
-                .await?;
-            self.stages.record(Stage::Replicate, waited.elapsed());
-        }
-        Ok(Appended {
+        let appended = Appended {
             shard,
             first_queue_offset: r.first_queue_offset,
             first_commit_log_offset: r.first_commit_log_offset,
             count: r.count,
-        })
+        };
+        let waited = Instant::now();
+        match m
+            .wait_replicated(r.first_commit_log_offset.0 + records.len() as u64)
+            .await
+        {
+            Ok(()) => {}
+            // Stored here: the answer says where, as RocketMQ's does.
+            Err(BrokerError::FlushSlaveTimeout { reason, .. }) => {
+                return Err(BrokerError::FlushSlaveTimeout {
+                    reason,
+                    stored: Some(Box::new(appended)),
+                })
+            }
+            Err(e) => return Err(e),
+        }
+        self.stages.record(Stage::Replicate, waited.elapsed());
+        Ok(appended)
     }
 
     /// Reads a queue, waiting up to `suspend_timeout_ms` (long polling) when nothing is new.

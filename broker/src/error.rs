@@ -43,9 +43,13 @@ pub enum BrokerError {
     /// A send to a slave: it takes only its master's stream.
     #[error("not the master: {0}")]
     NotMaster(String),
-    /// SYNC_MASTER: stored here, not acknowledged by the replicas in time.
-    #[error("flush slave timeout: {0}")]
-    FlushSlaveTimeout(String),
+    /// SYNC_MASTER: stored here (where, when known), not acknowledged by the replicas in
+    /// time. RocketMQ answers it with the send result, status FLUSH_SLAVE_TIMEOUT.
+    #[error("flush slave timeout: {reason}")]
+    FlushSlaveTimeout {
+        reason: String,
+        stored: Option<Box<crate::mesh::Appended>>,
+    },
     /// SYNC_MASTER: refused before anything was written.
     #[error("in-sync replicas not enough: {0}")]
     InSyncReplicasNotEnough(String),
@@ -56,6 +60,14 @@ pub enum BrokerError {
 }
 
 impl BrokerError {
+    /// A SYNC_MASTER send stored here whose replicas did not acknowledge it in time.
+    pub fn flush_slave_timeout(reason: String) -> BrokerError {
+        BrokerError::FlushSlaveTimeout {
+            reason,
+            stored: None,
+        }
+    }
+
     pub fn code(&self) -> ResponseCode {
         match self {
             BrokerError::TopicNotExist(_) => ResponseCode::TopicNotExist,
@@ -72,7 +84,7 @@ impl BrokerError {
             BrokerError::NotFound(_) => ResponseCode::QueryNotFound,
             BrokerError::ShuttingDown => ResponseCode::ServiceNotAvailable,
             BrokerError::NotMaster(_) => ResponseCode::NotLeader,
-            BrokerError::FlushSlaveTimeout(_) => ResponseCode::FlushSlaveTimeout,
+            BrokerError::FlushSlaveTimeout { .. } => ResponseCode::FlushSlaveTimeout,
             BrokerError::InSyncReplicasNotEnough(_) => ResponseCode::InSyncReplicasNotEnough,
             BrokerError::Unsupported(_) => ResponseCode::RequestCodeNotSupported,
             BrokerError::QueueLocked(_) => ResponseCode::QueueLocked,

@@ -161,6 +161,43 @@ fn all_threads_stopped(pid: i32) -> bool {
     })
 }
 
+/// One SEND_MESSAGE in the RocketMQ remoting protocol, spoken by hand, and its answer.
+fn rocketmq_send(addr: &str, topic: &str) -> remoting::Frame {
+    use std::io::{Read, Write};
+    let mut cmd = remoting::RemotingCommand::request(remoting::codes::request::SEND_MESSAGE, 7);
+    for (k, v) in [
+        ("producerGroup", "rmq-producer"),
+        ("topic", topic),
+        ("defaultTopic", "TBW102"),
+        ("defaultTopicQueueNums", "4"),
+        ("queueId", "0"),
+        ("sysFlag", "0"),
+        ("bornTimestamp", "0"),
+        ("flag", "0"),
+        ("reconsumeTimes", "0"),
+        ("unitMode", "false"),
+        ("batch", "false"),
+    ] {
+        cmd.ext_fields.insert(k.into(), v.into());
+    }
+    let mut conn = std::net::TcpStream::connect(addr).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    conn.write_all(&remoting::encode(&cmd, b"body").unwrap())
+        .unwrap();
+    let mut decoder = remoting::RemotingDecoder::default();
+    let mut buf = bytes::BytesMut::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Some(remoting::Decoded::Frame(f)) = decoder.decode(&mut buf).unwrap() {
+            return f;
+        }
+        let n = conn.read(&mut chunk).unwrap();
+        assert!(n > 0, "the broker closed the connection");
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
 fn send_n(sends: &mut AckedSends, p: &client::Producer, n: usize) {
     for _ in 0..n {
         sends.send(p).unwrap();
@@ -309,6 +346,22 @@ fn a_sync_master_waits_for_its_slave_and_says_when_it_cannot() {
     assert_eq!(e.code(), Some(ResponseCode::FlushSlaveTimeout), "{e}");
     assert!(started.elapsed() >= Duration::from_millis(900), "{e}");
     assert!(e.to_string().contains("slave"), "{e}");
+    // A RocketMQ client gets RocketMQ's answer: FLUSH_SLAVE_TIMEOUT with the send result
+    // (its clients report SendStatus.FLUSH_SLAVE_TIMEOUT: stored on the master).
+    let answer = rocketmq_send(&pair.master.addr, "Replicated");
+    assert_eq!(
+        answer.command.code,
+        remoting::codes::response::FLUSH_SLAVE_TIMEOUT,
+        "{:?}",
+        answer.command
+    );
+    for field in ["msgId", "queueId", "queueOffset"] {
+        assert!(
+            answer.command.ext_fields.contains_key(field),
+            "no {field} in {:?}",
+            answer.command
+        );
+    }
     // Once the slave has left the in-sync set (the log says why), sends are answered again.
     let resumed = wait_for(Duration::from_secs(20), || sends.send(&p).ok());
     assert!(resumed.is_some(), "sends did not resume without the slave");

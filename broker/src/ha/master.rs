@@ -220,7 +220,7 @@ impl MasterShard {
         loop {
             let isr = self.in_sync();
             if 1 + isr.len() < self.min_in_sync_replicas {
-                return Err(BrokerError::FlushSlaveTimeout(format!(
+                return Err(BrokerError::flush_slave_timeout(format!(
                     "shard {}: the in-sync set shrank below min_in_sync_replicas = {} while the send waited; stored on the master only{}",
                     self.shard_id,
                     self.min_in_sync_replicas,
@@ -252,7 +252,7 @@ impl MasterShard {
                         "slave {id}, in the controllers' in-sync set, acknowledged {a} of {end}"
                     )
                 }));
-                return Err(BrokerError::FlushSlaveTimeout(format!(
+                return Err(BrokerError::flush_slave_timeout(format!(
                     "shard {}: {have} of {needed} in-sync slave(s) acknowledged the send within slave_timeout_ms = {} ({}); stored on the master, not known replicated",
                     self.shard_id,
                     self.slave_timeout.as_millis(),

@@ -395,29 +395,55 @@ async fn send(
         add(&body, h.flag, h.properties.as_deref().unwrap_or(""))?;
     }
     let count = lens.len() as u32;
-    let out = core
-        .send(topic, global, Bytes::from(records), count)
-        .await?;
-    let a = out.appended;
-    // Offset message ids: the store host and the record's physical offset, the shard in
-    // its top 16 bits; one per record of a batch, comma-separated, as RocketMQ answers.
+    let sent = core.send(topic, global, Bytes::from(records), count).await;
+    let queue_id = queues.local(global).unwrap_or(local) as i32;
+    match sent {
+        Ok(out) => {
+            let resp = send_result(&out.appended, out.store_host, &lens, queue_id);
+            Ok(Outgoing::remoting(ok(req).with_header(&resp), Body::None))
+        }
+        // Stored on the master, not acknowledged by its replicas in time: RocketMQ answers
+        // FLUSH_SLAVE_TIMEOUT with the send result (its clients report
+        // SendStatus.FLUSH_SLAVE_TIMEOUT, the message stored).
+        Err(BrokerError::FlushSlaveTimeout {
+            reason,
+            stored: Some(a),
+        }) => {
+            let resp = send_result(&a, core.store_host, &lens, queue_id);
+            let remark = BrokerError::flush_slave_timeout(reason).to_string();
+            let answer =
+                RemotingCommand::response_to(req, response::FLUSH_SLAVE_TIMEOUT, Some(remark));
+            Ok(Outgoing::remoting(answer.with_header(&resp), Body::None))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The send result of records of `lens` bytes stored at `a`. Offset message ids: the store
+/// host and the record's physical offset, the shard in its top 16 bits; one per record of a
+/// batch, comma-separated, as RocketMQ answers.
+fn send_result(
+    a: &crate::mesh::Appended,
+    store_host: std::net::SocketAddrV4,
+    lens: &[u64],
+    queue_id: i32,
+) -> SendMessageResponseHeader {
     let mut ids = Vec::with_capacity(lens.len());
     let mut at = a.first_commit_log_offset.0;
     for len in lens {
         let off = at | (u64::from(a.shard) << LOCAL_OFFSET_BITS);
         ids.push(remoting::message::encode_offset_msg_id(
-            SocketAddr::V4(out.store_host),
+            SocketAddr::V4(store_host),
             off as i64,
         ));
         at += len;
     }
-    let resp = SendMessageResponseHeader {
+    SendMessageResponseHeader {
         msg_id: ids.join(","),
-        queue_id: queues.local(global).unwrap_or(local) as i32,
+        queue_id,
         queue_offset: a.first_queue_offset.0 as i64,
         transaction_id: None,
-    };
-    Ok(Outgoing::remoting(ok(req).with_header(&resp), Body::None))
+    }
 }
 
 async fn pull(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
