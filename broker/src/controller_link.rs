@@ -41,13 +41,16 @@ pub enum Assignment {
 }
 
 /// One shard's state as its core last published it, for the heartbeat.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct ShardReport {
     pub epoch: u32,
     pub end: u64,
     /// Serving as this shard's master (and the slaves in sync on it), or not.
     pub master: bool,
     pub in_sync: Vec<u64>,
+    /// False once the shard is poisoned (a failed write or fdatasync): a master that says so
+    /// is replaced without waiting for its lease to end.
+    pub healthy: bool,
 }
 
 /// The controllers' answers, published for the cores; the cores' shard reports, published
@@ -75,7 +78,16 @@ impl ControllerState {
             }),
             version: AtomicU64::new(0),
             lease_until_ms: AtomicU64::new(0),
-            reports: Mutex::new(vec![ShardReport::default(); shard_count as usize]),
+            reports: Mutex::new(vec![
+                ShardReport {
+                    epoch: 0,
+                    end: 0,
+                    master: false,
+                    in_sync: Vec::new(),
+                    healthy: true,
+                };
+                shard_count as usize
+            ]),
             registration: Mutex::new(None),
             failing: AtomicBool::new(false),
         }
@@ -237,7 +249,7 @@ fn heartbeat(shared: &Shared, state: &ControllerState) -> Heartbeat {
             .unwrap_or_default(),
         epoch: reports.iter().map(|r| r.epoch).max().unwrap_or(0),
         max_offsets: reports.iter().map(|r| r.end).collect(),
-        healthy: true,
+        healthy: reports.iter().all(|r| r.healthy),
         prefer_master: cfg.broker_id == 0,
     }
 }
@@ -359,6 +371,7 @@ mod tests {
             end: 0,
             master,
             in_sync: in_sync.to_vec(),
+            healthy: true,
         }
     }
 

@@ -279,6 +279,7 @@ async fn follow(core: &Rc<Core>) {
                 end: shard.log_bounds().1,
                 master: core.ha.serving.get(),
                 in_sync: m.in_sync_ids(),
+                healthy: !shard.is_poisoned(),
             },
             None => ShardReport {
                 epoch: core
@@ -291,6 +292,7 @@ async fn follow(core: &Rc<Core>) {
                 end: shard.log_bounds().1,
                 master: false,
                 in_sync: Vec::new(),
+                healthy: !shard.is_poisoned(),
             },
         };
         ctl.publish(id, report);

@@ -443,6 +443,11 @@ impl Shard {
         Ok(shard)
     }
 
+    /// Whether a write or fdatasync has failed: the shard refuses sends until a restart.
+    pub fn is_poisoned(&self) -> bool {
+        self.inner.poisoned.borrow().is_some()
+    }
+
     /// `Poisoned` once a write or fdatasync has failed.
     fn check_poisoned(&self) -> Result<(), ShardError> {
         match self.inner.poisoned.borrow().clone() {
