@@ -278,6 +278,27 @@ fn a_slave_holds_every_acknowledged_message_and_catches_up_after_a_crash() {
     assert!(f.header.remark.contains("SLAVE"), "{}", f.header.remark);
     // Its offsets are the master's.
     assert_same_offsets(&pair.master_ns.addr, &pair.slave_ns.addr);
+
+    // A topic the master creates, and then deletes, is created and deleted on the slave.
+    let on_slave = |topic: &str| {
+        PullConsumer::new(&pair.slave_ns.addr, "topics")
+            .unwrap()
+            .queues(topic)
+            .is_ok()
+    };
+    create_topic(&pair.master_ns.addr, "Doomed", 1);
+    let created = wait_for(Duration::from_secs(30), || on_slave("Doomed").then_some(()));
+    assert!(created.is_some(), "{}", pair.slave.stderr());
+    let out = mqadmin(
+        &pair.master_ns.addr,
+        &["deleteTopic", "-t", "Doomed", "-c", "DefaultCluster"],
+    );
+    assert!(out.status.success(), "{out:?}");
+    let deleted = wait_for(Duration::from_secs(30), || {
+        (!on_slave("Doomed")).then_some(())
+    });
+    assert!(deleted.is_some(), "{}", pair.slave.stderr());
+    assert!(on_slave("Replicated"));
     drop(p);
     pair.master.terminate();
     pair.slave.terminate();

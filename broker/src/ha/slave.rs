@@ -404,9 +404,29 @@ async fn session(core: &Rc<Core>, ss: &Rc<SlaveShard>, addr: &str) -> Ended {
 }
 
 /// Takes the master's topic table (RocketMQ's slave synchronization of topic configs): a
-/// slave promoted, or read while its master is away, knows the topics. Topics the master
-/// deleted stay here until deleted here too.
+/// slave promoted, or read while its master is away, knows the topics. The table comes
+/// whole, so a topic the master deleted is deleted here too (its records stay in the log
+/// until retention, as on the master).
 async fn follow_topics(core: Rc<Core>, list: Vec<protocol::TopicConfig>) {
+    let gone: Vec<String> = {
+        let theirs: std::collections::HashSet<&str> =
+            list.iter().map(|t| t.name.as_str()).collect();
+        core.topics
+            .borrow()
+            .all()
+            .into_iter()
+            .map(|t| t.name)
+            .filter(|n| !theirs.contains(n.as_str()) && n != crate::topics::AUTO_CREATE_TOPIC_KEY)
+            .collect()
+    };
+    for name in gone {
+        if let Err(e) = core.delete_topic(name.clone()).await {
+            tracing::warn!(
+                topic = name,
+                "cannot delete a topic the master deleted: {e}"
+            );
+        }
+    }
     for cfg in list {
         if core.topics.borrow().get(&cfg.name) == Some(&cfg) {
             continue;
