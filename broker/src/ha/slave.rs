@@ -196,7 +196,7 @@ async fn stream_until_stopped(core: &Rc<Core>, ss: &Rc<SlaveShard>) {
                     ss.failed(format!("the master keeps redirecting (last to {a})"));
                     target = None;
                     redirects = 0;
-                    glommio::timer::sleep(backoff).await;
+                    ss.wake.wait_timeout(backoff).await;
                 } else {
                     target = Some(a);
                 }
