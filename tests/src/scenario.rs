@@ -387,6 +387,48 @@ impl Workload {
         (ops, stored, deliveries)
     }
 
+    /// Starts `produce` and a consumer tailing the topic for as long, runs `sched` against
+    /// `net` and `cast`, and checks that every fault began and ended; returns the producers
+    /// and the consumer, still running, with what the schedule did.
+    pub fn under_faults(
+        &self,
+        produce: &Produce,
+        sched: &crate::schedule::Schedule,
+        net: &crate::netns::Net,
+        cast: &mut Cast,
+    ) -> (Background, Background, Vec<crate::schedule::Event>) {
+        let producers = self.produce(produce);
+        let consumer = self.consume(produce.duration);
+        let events = crate::schedule::run(sched, net, cast).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            events.len(),
+            2 * sched.steps.len(),
+            "every fault began and ended"
+        );
+        (producers, consumer, events)
+    }
+
+    /// The final log (as [`Workload::drain`] wrote it) as (queue number without the
+    /// broker's name, offset, id), sorted: two brokers' logs compare equal when they hold
+    /// the same messages at the same offsets.
+    pub fn final_log(&self) -> Vec<(u32, u64, String)> {
+        let mut v: Vec<(u32, u64, String)> = read_jsonl::<Stored>(&self.final_path())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|s| {
+                let q = s
+                    .queue
+                    .rsplit('#')
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(u32::MAX);
+                (q, s.offset, s.id)
+            })
+            .collect();
+        v.sort();
+        v
+    }
+
     /// Drains the final log and checks every history against it.
     pub fn drain_and_check(&self, limit: Duration) -> Report {
         let said = self.drain(limit);

@@ -126,14 +126,7 @@ fn seeded_faults_on_a_sync_flush_broker_lose_nothing_acknowledged() {
         duration: SCHEDULE_RUN + PRODUCE_AFTER,
         ..Produce::default()
     };
-    let producers = wl.produce(&produce);
-    let consumer = wl.consume(produce.duration);
-    let events = schedule::run(&sched, &net, &mut cast).unwrap();
-    assert_eq!(
-        events.len(),
-        2 * sched.steps.len(),
-        "every fault began and ended"
-    );
+    let (producers, consumer, events) = wl.under_faults(&produce, &sched, &net, &mut cast);
     let mut record = sched.to_string();
     for e in &events {
         record.push_str(&format!("{} {}\n", e.t_ms, e.what));

@@ -19,7 +19,6 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use controller_proto::{Client, ClientConfig, ReplicaInfo, Request, Response};
-use integration::history::{read_jsonl, Stored};
 use integration::netns::{Host, Net};
 use integration::scenario::{Cast, Produce, Workload};
 use integration::schedule::{self, Mix, Nodes, Schedule};
@@ -89,25 +88,6 @@ fn ask(addrs: &[String]) -> Option<ReplicaInfo> {
         Response::Replica(info) => Some(info),
         _ => None,
     }
-}
-
-/// The final log as (queue without the broker's name, offset, id), sorted.
-fn log_of(path: &std::path::Path) -> Vec<(u32, u64, String)> {
-    let mut v: Vec<(u32, u64, String)> = read_jsonl::<Stored>(path)
-        .unwrap()
-        .into_iter()
-        .map(|s| {
-            let q = s
-                .queue
-                .rsplit('#')
-                .next()
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(u32::MAX);
-            (q, s.offset, s.id)
-        })
-        .collect();
-    v.sort();
-    v
 }
 
 #[test]
@@ -209,14 +189,7 @@ fn failovers_under_seeded_faults_lose_nothing_acknowledged() {
         duration: SCHEDULE_RUN + PRODUCE_AFTER,
         ..Produce::default()
     };
-    let producers = wl.produce(&produce);
-    let consumer = wl.consume(produce.duration);
-    let events = schedule::run(&sched, &net, &mut cast).unwrap();
-    assert_eq!(
-        events.len(),
-        2 * sched.steps.len(),
-        "every fault began and ended"
-    );
+    let (producers, consumer, _) = wl.under_faults(&produce, &sched, &net, &mut cast);
     net.heal().unwrap();
     let limit = Duration::from_secs(60);
     eprintln!("{}", producers.wait(limit, "the producers").trim());
@@ -246,7 +219,7 @@ fn failovers_under_seeded_faults_lose_nothing_acknowledged() {
     }
 
     // A last failover, healed: the other broker serves exactly the log the master had.
-    let master_log = log_of(&wl.final_path());
+    let master_log = wl.final_log();
     let master = after.master_id.unwrap();
     cast.kill9(if master == 0 { "a" } else { "b" });
     let took_over = integration::wait_for(Duration::from_secs(60), || {
@@ -256,12 +229,12 @@ fn failovers_under_seeded_faults_lose_nothing_acknowledged() {
     assert!(took_over.is_some(), "nobody took over from broker {master}");
     let same = integration::wait_for(Duration::from_secs(30), || {
         wl.drain(limit);
-        (log_of(&wl.final_path()) == master_log).then_some(())
+        (wl.final_log() == master_log).then_some(())
     });
     assert!(
         same.is_some(),
         "the new master's log differs from the old one's: {} records against {}",
-        log_of(&wl.final_path()).len(),
+        wl.final_log().len(),
         master_log.len()
     );
 }

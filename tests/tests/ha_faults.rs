@@ -14,7 +14,6 @@
 
 use std::time::{Duration, Instant};
 
-use integration::history::{read_jsonl, Stored};
 use integration::netns::Net;
 use integration::scenario::{Cast, Produce, Workload};
 use integration::schedule::{self, Mix, Nodes, Schedule};
@@ -51,25 +50,6 @@ fn broker_opts(ns: &str, data: &std::path::Path, listen: String, toml: String) -
     o.listen = listen;
     o.config_toml = Some(toml);
     o
-}
-
-/// The final log as (queue without the broker's name, offset, id), sorted.
-fn log_of(path: &std::path::Path) -> Vec<(u32, u64, String)> {
-    let mut v: Vec<(u32, u64, String)> = read_jsonl::<Stored>(path)
-        .unwrap()
-        .into_iter()
-        .map(|s| {
-            let q = s
-                .queue
-                .rsplit('#')
-                .next()
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(u32::MAX);
-            (q, s.offset, s.id)
-        })
-        .collect();
-    v.sort();
-    v
 }
 
 #[test]
@@ -115,14 +95,7 @@ fn a_sync_master_and_its_slave_lose_nothing_acknowledged_under_seeded_faults() {
         duration: SCHEDULE_RUN + PRODUCE_AFTER,
         ..Produce::default()
     };
-    let producers = wl.produce(&produce);
-    let consumer = wl.consume(produce.duration);
-    let events = schedule::run(&sched, &net, &mut cast).unwrap();
-    assert_eq!(
-        events.len(),
-        2 * sched.steps.len(),
-        "every fault began and ended"
-    );
+    let (producers, consumer, _) = wl.under_faults(&produce, &sched, &net, &mut cast);
     net.heal().unwrap();
     let limit = Duration::from_secs(60);
     eprintln!("{}", producers.wait(limit, "the producers").trim());
@@ -142,7 +115,7 @@ fn a_sync_master_and_its_slave_lose_nothing_acknowledged_under_seeded_faults() {
 
     // Healed, the slave catches up to exactly the master's log. Read it alone: with the
     // master stopped the route has the slave only, and reads go there.
-    let master_log = log_of(&wl.final_path());
+    let master_log = wl.final_log();
     let client = net.host("client");
     let mut ha_status = std::process::Command::new(integration::bin("mqadmin"));
     ha_status.args(["-n", &ns, "ha-status", "-b", &cast.get("master").addr]);
@@ -158,13 +131,13 @@ fn a_sync_master_and_its_slave_lose_nothing_acknowledged_under_seeded_faults() {
     cast.kill9("master");
     let slave_read = integration::wait_for(Duration::from_secs(30), || {
         wl.drain(limit);
-        let got = log_of(&wl.final_path());
+        let got = wl.final_log();
         (got == master_log).then_some(())
     });
     assert!(
         slave_read.is_some(),
         "the slave's log differs from the master's: {} records against {}",
-        log_of(&wl.final_path()).len(),
+        wl.final_log().len(),
         master_log.len()
     );
 }
