@@ -104,6 +104,8 @@ pub struct MasterShard {
     /// this broker). A SYNC send waits for every one of them, and consumers see only what
     /// all of them have, until the controllers take one out: they may elect any of them.
     counted: RefCell<Option<Vec<u64>>>,
+    /// This broker stopped being the master: sends still waiting are answered at once.
+    deposed: Cell<bool>,
 }
 
 impl MasterShard {
@@ -131,6 +133,7 @@ impl MasterShard {
             last_left: RefCell::new(None),
             epochs: RefCell::new(epochs),
             counted: RefCell::new(None),
+            deposed: Cell::new(false),
         }
     }
 
@@ -148,8 +151,10 @@ impl MasterShard {
         v
     }
 
-    /// Ends every slave's stream (this broker stops being the master).
+    /// Ends every slave's stream (this broker stops being the master); sends waiting for
+    /// their replicas are answered FLUSH_SLAVE_TIMEOUT at once.
     pub fn close_all(&self, why: String) {
+        self.deposed.set(true);
         for l in self.links.borrow().iter() {
             l.close(why.clone());
         }
@@ -218,6 +223,12 @@ impl MasterShard {
         }
         let deadline = Instant::now() + self.slave_timeout;
         loop {
+            if self.deposed.get() {
+                return Err(BrokerError::flush_slave_timeout(format!(
+                    "shard {}: this broker stopped being the master while the send waited for its replicas; stored here, not known replicated",
+                    self.shard_id
+                )));
+            }
             let isr = self.in_sync();
             if 1 + isr.len() < self.min_in_sync_replicas {
                 return Err(BrokerError::flush_slave_timeout(format!(

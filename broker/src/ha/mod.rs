@@ -376,10 +376,6 @@ async fn demote(core: &Rc<Core>, epoch: u32, master_id: u64, master_ha: &str) {
     *core.ha.refusal.borrow_mut() = format!(
         "it is a slave of broker {master_id} ({master_ha}) in epoch {epoch}: send to the master (broker id 0)"
     );
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while core.ha.appending.get() > 0 && Instant::now() < deadline {
-        glommio::timer::sleep(Duration::from_millis(1)).await;
-    }
     let masters: Vec<Rc<MasterShard>> = core
         .ha
         .masters
@@ -389,6 +385,11 @@ async fn demote(core: &Rc<Core>, epoch: u32, master_id: u64, master_ha: &str) {
         .collect();
     for m in &masters {
         m.close_all(format!("this broker is now a slave of broker {master_id}"));
+    }
+    // Sends that waited for replicas have been answered; those still appending end now.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while core.ha.appending.get() > 0 && Instant::now() < deadline {
+        glommio::timer::sleep(Duration::from_millis(1)).await;
     }
     let mut ids: Vec<u16> = core.shards.keys().copied().collect();
     ids.sort_unstable();
