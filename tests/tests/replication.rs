@@ -14,6 +14,9 @@ use client::PullConsumer;
 use integration::*;
 use protocol::ResponseCode;
 
+#[path = "../../shard/tests/common/loop_fs.rs"]
+mod loop_fs;
+
 struct Pair {
     _dir: tempfile::TempDir,
     logs: std::path::PathBuf,
@@ -33,6 +36,16 @@ fn opts(ns: &str, data: &Path, cores: u16, toml: String) -> BrokerOpts {
 
 impl Pair {
     fn start(cores: u16, master_toml: &str, slave_toml: &str) -> Pair {
+        Pair::start_in(cores, master_toml, slave_toml, None)
+    }
+
+    /// As [`Pair::start`], the slave's data directory at `slave_data` when given.
+    fn start_in(
+        cores: u16,
+        master_toml: &str,
+        slave_toml: &str,
+        slave_data: Option<&Path>,
+    ) -> Pair {
         let dir = tempfile::tempdir().unwrap();
         let logs = dir.path().join("logs");
         std::fs::create_dir_all(&logs).unwrap();
@@ -51,7 +64,7 @@ impl Pair {
             .expect("the master says where it replicates from");
         let so = opts(
             &slave_ns.addr,
-            &dir.path().join("slave"),
+            &slave_data.map_or_else(|| dir.path().join("slave"), Path::to_owned),
             cores,
             format!(
                 "broker_role = \"SLAVE\"\nbroker_id = 1\nha_master_address = \"{ha}\"\n{slave_toml}"
@@ -567,4 +580,60 @@ fn an_old_master_back_as_a_slave_cuts_its_diverged_tail_and_follows_the_new_mast
     assert_eq!(kept, 1, "the cut bytes are kept aside");
     // The queue offsets agree too.
     assert_same_offsets(&ns_a.addr, &ns_b.addr);
+}
+
+/// A slave whose disk fills up cannot store its master's stream: it says so, leaves the
+/// in-sync set, and the SYNC_MASTER goes on alone, losing nothing it acknowledged. Once
+/// space returns the slave catches up by itself, with no restart, and holds every message
+/// the master acknowledged.
+#[test]
+fn a_slave_on_a_full_disk_leaves_the_in_sync_set_and_catches_up_once_space_returns() {
+    let Some(fs) = loop_fs::loop_fs_or_skip(128) else {
+        return;
+    };
+    let slave_data = fs.mnt.join("slave");
+    let pair = Pair::start_in(
+        1,
+        "broker_role = \"SYNC_MASTER\"\nslave_timeout_ms = 1000\nha_max_time_slave_not_catchup_ms = 1500\nha_send_heartbeat_interval_ms = 100",
+        "ha_send_heartbeat_interval_ms = 100\ndisk_check_interval_ms = 600000\ndisk_reserve_bytes = 4194304",
+        Some(&slave_data),
+    );
+    create_topic(&pair.master_ns.addr, "Replicated", 2);
+    let p = producer_without_retries(&pair.master_ns.addr, "full-slave");
+    let mut sends = AckedSends::new("Replicated");
+    wait_in_sync(&pair, Duration::from_secs(30));
+    send_n(&mut sends, &p, 200);
+    assert_slave_has(&pair, &sends, Duration::from_secs(30));
+
+    // The slave's disk fills: its appends fail once its segment is used up, and the master
+    // goes on alone (a few sends may be answered FLUSH_SLAVE_TIMEOUT meanwhile: stored on
+    // the master, not known replicated, and not counted here as acknowledged).
+    let filler = fs.fill();
+    let mut acked_after = 0;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while acked_after < 3000 {
+        assert!(Instant::now() < deadline, "the master did not go on alone");
+        match sends.send(&p) {
+            Ok(_) => acked_after += 1,
+            Err(e) => assert_eq!(e.code(), Some(ResponseCode::FlushSlaveTimeout), "{e}"),
+        }
+    }
+    let left = wait_for(Duration::from_secs(30), || {
+        pair.master
+            .stderr()
+            .contains("a slave left the in-sync set")
+            .then_some(())
+    });
+    assert!(left.is_some(), "{}", pair.master.stderr());
+    assert!(
+        pair.slave.stderr().contains("cannot store the frame"),
+        "the slave does not say why it stopped: {}",
+        pair.slave.stderr()
+    );
+
+    // Space returns: the slave catches up by itself and joins the in-sync set again.
+    fs.unfill(&filler);
+    wait_in_sync(&pair, Duration::from_secs(60));
+    send_n(&mut sends, &p, 100);
+    assert_slave_has(&pair, &sends, Duration::from_secs(60));
 }
