@@ -23,6 +23,12 @@ pub struct Controllers {
 
 impl Controllers {
     pub fn start(heartbeat_timeout_ms: u64) -> Controllers {
+        Self::start_with(heartbeat_timeout_ms, 100)
+    }
+
+    /// Three controllers with `--heartbeat-timeout-ms heartbeat_timeout_ms` and
+    /// `--election-check-interval-ms election_check_interval_ms`.
+    pub fn start_with(heartbeat_timeout_ms: u64, election_check_interval_ms: u64) -> Controllers {
         let dir = tempfile::tempdir().unwrap();
         let logs = dir.path().join("logs");
         std::fs::create_dir_all(&logs).unwrap();
@@ -43,7 +49,7 @@ impl Controllers {
             "--heartbeat-timeout-ms".to_owned(),
             heartbeat_timeout_ms.to_string(),
             "--election-check-interval-ms".to_owned(),
-            "100".to_owned(),
+            election_check_interval_ms.to_string(),
         ];
         let mut c = Controllers {
             _dir: dir,

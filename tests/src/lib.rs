@@ -71,8 +71,25 @@ pub fn ensure_built() {
     });
 }
 
-/// Path of a workspace binary, next to the test executable's profile directory.
+/// Where [`bin`] takes the binaries from when a program sets it (see [`use_bin_dir`]).
+static BIN_DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// Makes [`bin`] take the binaries from `dir` as they are, without building them: for the
+/// programs of this package (e.g. `corvus-failover`), which run from a build directory
+/// (`target/release`) beside the binaries they start, not from `target/<profile>/deps`.
+/// The first call wins.
+pub fn use_bin_dir(dir: PathBuf) {
+    let _ = BIN_DIR.set(dir);
+}
+
+/// Path of a workspace binary: in the directory given to [`use_bin_dir`], or else (built
+/// first) next to the test executable's profile directory.
 pub fn bin(name: &str) -> PathBuf {
+    if let Some(dir) = BIN_DIR.get() {
+        let p = dir.join(name);
+        assert!(p.exists(), "binary {} not found", p.display());
+        return p;
+    }
     ensure_built();
     let exe = std::env::current_exe().unwrap();
     // target/<profile>/deps/<test> -> target/<profile>/<name>
