@@ -45,11 +45,14 @@ struct Cli {
     /// Directory of the Raft log, vote and state.
     #[arg(long = "data-dir")]
     data_dir: PathBuf,
-    /// A broker not heard for this long is dead; also the lease given to masters.
-    #[arg(long = "heartbeat-timeout-ms", default_value_t = 3000)]
+    /// A broker not heard for this long is dead; also the lease given to masters. 2000 ms is
+    /// six missed heartbeats of a broker's default 300 ms, and keeps a frozen master's
+    /// failover inside a client's 3 s send timeout.
+    #[arg(long = "heartbeat-timeout-ms", default_value_t = 2000)]
     heartbeat_timeout_ms: u64,
-    /// How often the leader checks every group for a dead master.
-    #[arg(long = "election-check-interval-ms", default_value_t = 500)]
+    /// How often the leader checks every group for a dead master (an in-memory check; an
+    /// election is one Raft write).
+    #[arg(long = "election-check-interval-ms", default_value_t = 100)]
     election_check_interval_ms: u64,
     /// Allow a replica outside the SyncStateSet to become master (may lose messages).
     #[arg(long = "enable-elect-unclean-master", default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]

@@ -79,11 +79,11 @@ struct Cli {
     /// The producer's retries, RocketMQ's default.
     #[arg(long, default_value_t = 2)]
     retries: u32,
-    /// The controllers' `--heartbeat-timeout-ms` (also the master's lease).
-    #[arg(long, default_value_t = 3000)]
+    /// The controllers' `--heartbeat-timeout-ms` (also the master's lease; their default).
+    #[arg(long, default_value_t = 2000)]
     heartbeat_timeout_ms: u64,
     /// The controllers' `--election-check-interval-ms` (their default).
-    #[arg(long, default_value_t = 500)]
+    #[arg(long, default_value_t = 100)]
     election_check_interval_ms: u64,
     /// The brokers' `controller_heartbeat_interval_ms` (their default).
     #[arg(long, default_value_t = 300)]
