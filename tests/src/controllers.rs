@@ -131,3 +131,69 @@ impl Controllers {
             .join("\n----\n")
     }
 }
+
+/// `group`'s record as the controllers `client` talks to have it (`None` when they do not
+/// answer with one).
+pub fn replica_info(client: &mut Client, group: &str) -> Option<controller_proto::ReplicaInfo> {
+    match client
+        .call(&Request::GetReplicaInfo {
+            group: group.into(),
+        })
+        .ok()?
+    {
+        Response::Replica(info) => Some(info),
+        _ => None,
+    }
+}
+
+impl Controllers {
+    /// `group`'s record, asked of these controllers.
+    pub fn replica_info(&self, group: &str) -> Option<controller_proto::ReplicaInfo> {
+        replica_info(&mut self.client(), group)
+    }
+
+    /// Waits (60 s at most) until `master` is `group`'s master with brokers 0 and 1 in sync;
+    /// panics with the record and `logs` otherwise.
+    pub fn wait_group(
+        &self,
+        group: &str,
+        master: u64,
+        logs: &[&Proc],
+    ) -> controller_proto::ReplicaInfo {
+        wait_for(Duration::from_secs(60), || {
+            self.replica_info(group)
+                .filter(|i| i.master_id == Some(master) && i.sync_state_set == [0, 1])
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "the group did not get master {master} with both in sync: {:?}\n{}",
+                self.replica_info(group),
+                logs.iter()
+                    .map(|p| p.stderr())
+                    .collect::<Vec<_>>()
+                    .join("\n----\n")
+            )
+        })
+    }
+}
+
+/// A SYNC_MASTER broker of `group` in controller mode with identity `id`, its tail ring in
+/// `ring` across its starts (what it acknowledged before a kill -9 comes back from there).
+pub fn controller_broker_opts(
+    ns: &str,
+    data: &std::path::Path,
+    ring: &std::path::Path,
+    group: &str,
+    id: u64,
+    controllers: &str,
+) -> crate::BrokerOpts {
+    let mut o = crate::BrokerOpts::new(ns, data);
+    o.name = group.into();
+    o.tail_ring_dir = Some(ring.to_owned());
+    o.ring_dir_guard = None;
+    o.config_toml = Some(format!(
+        "broker_role = \"SYNC_MASTER\"\nbroker_id = {id}\nenable_controller_mode = true\n\
+         controller_addr = \"{controllers}\"\n"
+    ));
+    o
+}

@@ -6,57 +6,14 @@
 //! master comes back as its slave, cuts nothing it acknowledged and catches up; a second
 //! kill fails back. Every message acknowledged in any epoch is served at the end.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use client::PullConsumer;
-use controller_proto::{ReplicaInfo, Request, Response};
+use integration::controllers::controller_broker_opts;
 use integration::*;
 
 const GROUP: &str = "broker-a";
 const TOPIC: &str = "Failover";
-
-fn broker_opts(ns: &str, data: &Path, ring: &Path, id: u64, controllers: &str) -> BrokerOpts {
-    let mut o = BrokerOpts::new(ns, data);
-    o.name = GROUP.into();
-    o.tail_ring_dir = Some(ring.to_owned());
-    o.ring_dir_guard = None;
-    o.config_toml = Some(format!(
-        "broker_role = \"SYNC_MASTER\"\nbroker_id = {id}\nenable_controller_mode = true\n\
-         controller_addr = \"{controllers}\"\n"
-    ));
-    o
-}
-
-fn replica_info(ctl: &Controllers) -> Option<ReplicaInfo> {
-    match ctl
-        .client()
-        .call(&Request::GetReplicaInfo {
-            group: GROUP.into(),
-        })
-        .ok()?
-    {
-        Response::Replica(info) => Some(info),
-        _ => None,
-    }
-}
-
-/// Waits until the controllers have `master` as master with both brokers in sync.
-fn wait_group(ctl: &Controllers, master: u64, logs: &[&Proc]) -> ReplicaInfo {
-    wait_for(Duration::from_secs(60), || {
-        replica_info(ctl).filter(|i| i.master_id == Some(master) && i.sync_state_set == [0, 1])
-    })
-    .unwrap_or_else(|| {
-        panic!(
-            "the group did not get master {master} with both in sync: {:?}\n{}",
-            replica_info(ctl),
-            logs.iter()
-                .map(|p| p.stderr())
-                .collect::<Vec<_>>()
-                .join("\n----\n")
-        )
-    })
-}
 
 /// Sends until one is acknowledged (bounded) and returns how long that took.
 fn first_ack(sends: &mut AckedSends, p: &client::Producer, within: Duration) -> Duration {
@@ -87,23 +44,25 @@ fn a_killed_master_is_replaced_by_its_in_sync_slave_and_comes_back_as_its_slave(
     std::fs::create_dir_all(&logs).unwrap();
     let ns = start_namesrv(&logs);
     let (ring_a, ring_b) = (ring_dir(), ring_dir());
-    let a_opts = broker_opts(
+    let a_opts = controller_broker_opts(
         &ns.addr,
         &dir.path().join("a"),
         ring_a.path(),
+        GROUP,
         0,
         &ctl.mq_addrs(),
     );
-    let b_opts = broker_opts(
+    let b_opts = controller_broker_opts(
         &ns.addr,
         &dir.path().join("b"),
         ring_b.path(),
+        GROUP,
         1,
         &ctl.mq_addrs(),
     );
     let mut a = start_broker(&a_opts, &logs);
     let b = start_broker(&b_opts, &logs);
-    let first = wait_group(&ctl, 0, &[&a, &b]);
+    let first = ctl.wait_group(GROUP, 0, &[&a, &b]);
     assert!(first.master_epoch >= 1);
     create_topic(&ns.addr, TOPIC, 4);
     let p = producer(&ns.addr);
@@ -139,7 +98,7 @@ fn a_killed_master_is_replaced_by_its_in_sync_slave_and_comes_back_as_its_slave(
     // The master dies: the slave takes over in a new epoch, under the same name.
     a.kill9();
     let took = first_ack(&mut sends, &p, Duration::from_secs(30));
-    let second = replica_info(&ctl).unwrap();
+    let second = ctl.replica_info(GROUP).unwrap();
     assert_eq!(second.master_id, Some(1), "{}", b.stderr());
     assert!(second.master_epoch > first.master_epoch);
     eprintln!("first acknowledged send on the new master {took:?} after the kill");
@@ -160,7 +119,7 @@ fn a_killed_master_is_replaced_by_its_in_sync_slave_and_comes_back_as_its_slave(
 
     // The old master comes back as the new master's slave and joins its in-sync set.
     let a = start_broker(&a_opts, &logs);
-    wait_group(&ctl, 1, &[&a, &b]);
+    ctl.wait_group(GROUP, 1, &[&a, &b]);
     send_n(&mut sends, &p, 100);
     let consumer = PullConsumer::new(&ns.addr, "failover-check").unwrap();
     sends.assert_served(&consumer, Duration::from_secs(30));
@@ -170,7 +129,7 @@ fn a_killed_master_is_replaced_by_its_in_sync_slave_and_comes_back_as_its_slave(
     let mut b = b;
     b.kill9();
     first_ack(&mut sends, &p, Duration::from_secs(30));
-    let third = replica_info(&ctl).unwrap();
+    let third = ctl.replica_info(GROUP).unwrap();
     assert_eq!(third.master_id, Some(0), "{}", a.stderr());
     assert!(third.master_epoch > second.master_epoch);
     send_n(&mut sends, &p, 100);

@@ -18,7 +18,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use controller_proto::{Client, ClientConfig, ReplicaInfo, Request, Response};
+use controller_proto::{Client, ClientConfig, ReplicaInfo};
 use integration::netns::{Host, Net};
 use integration::scenario::{Cast, Produce, Workload};
 use integration::schedule::{self, Mix, Nodes, Schedule};
@@ -79,15 +79,7 @@ fn ask(addrs: &[String]) -> Option<ReplicaInfo> {
         },
     )
     .ok()?;
-    match c
-        .call(&Request::GetReplicaInfo {
-            group: GROUP.into(),
-        })
-        .ok()?
-    {
-        Response::Replica(info) => Some(info),
-        _ => None,
-    }
+    integration::controllers::replica_info(&mut c, GROUP)
 }
 
 #[test]

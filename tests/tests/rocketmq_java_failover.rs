@@ -19,12 +19,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use controller_proto::{ReplicaInfo, Request, Response};
+use integration::controllers::controller_broker_opts;
 use integration::*;
 
 const GROUP: &str = "broker-a";
@@ -45,48 +44,6 @@ fn java_or_skip() -> Option<String> {
         eprintln!("skipped: {msg}");
     }
     cp
-}
-
-fn broker_opts(ns: &str, data: &Path, ring: &Path, id: u64, controllers: &str) -> BrokerOpts {
-    let mut o = BrokerOpts::new(ns, data);
-    o.name = GROUP.into();
-    o.tail_ring_dir = Some(ring.to_owned());
-    o.ring_dir_guard = None;
-    o.config_toml = Some(format!(
-        "broker_role = \"SYNC_MASTER\"\nbroker_id = {id}\nenable_controller_mode = true\n\
-         controller_addr = \"{controllers}\"\n"
-    ));
-    o
-}
-
-fn replica_info(ctl: &Controllers) -> Option<ReplicaInfo> {
-    match ctl
-        .client()
-        .call(&Request::GetReplicaInfo {
-            group: GROUP.into(),
-        })
-        .ok()?
-    {
-        Response::Replica(info) => Some(info),
-        _ => None,
-    }
-}
-
-/// Waits until the controllers have `master` as master with both brokers in sync.
-fn wait_group(ctl: &Controllers, master: u64, logs: &[&Proc]) -> ReplicaInfo {
-    wait_for(Duration::from_secs(60), || {
-        replica_info(ctl).filter(|i| i.master_id == Some(master) && i.sync_state_set == [0, 1])
-    })
-    .unwrap_or_else(|| {
-        panic!(
-            "the group did not get master {master} with both in sync: {:?}\n{}",
-            replica_info(ctl),
-            logs.iter()
-                .map(|p| p.stderr())
-                .collect::<Vec<_>>()
-                .join("\n----\n")
-        )
-    })
 }
 
 /// One acknowledged send: its number, its SendStatus and when the test read the line.
@@ -263,23 +220,25 @@ fn a_java_producer_and_push_consumer_keep_working_through_a_failover() {
     std::fs::create_dir_all(&logs).unwrap();
     let ns = start_namesrv(&logs);
     let (ring_a, ring_b) = (ring_dir(), ring_dir());
-    let a_opts = broker_opts(
+    let a_opts = controller_broker_opts(
         &ns.addr,
         &dir.path().join("a"),
         ring_a.path(),
+        GROUP,
         0,
         &ctl.mq_addrs(),
     );
-    let b_opts = broker_opts(
+    let b_opts = controller_broker_opts(
         &ns.addr,
         &dir.path().join("b"),
         ring_b.path(),
+        GROUP,
         1,
         &ctl.mq_addrs(),
     );
     let mut a = start_broker(&a_opts, &logs);
     let b = start_broker(&b_opts, &logs);
-    let first = wait_group(&ctl, 0, &[&a, &b]);
+    let first = ctl.wait_group(GROUP, 0, &[&a, &b]);
     create_topic(&ns.addr, TOPIC, 4);
 
     let mut java = JavaApp::start(&cp, &ns.addr);
@@ -291,24 +250,24 @@ fn a_java_producer_and_push_consumer_keep_working_through_a_failover() {
 
     // The master dies; the slave takes over in a new epoch and the sends resume there.
     let resumed = java.through_kill(&mut a, "sends resume on the new master");
-    let second = replica_info(&ctl).unwrap();
+    let second = ctl.replica_info(GROUP).unwrap();
     assert_eq!(second.master_id, Some(1), "{}", b.stderr());
     assert!(second.master_epoch > first.master_epoch);
 
     // The old master comes back as the new master's slave and joins its in-sync set, while
     // the application goes on.
     let a = start_broker(&a_opts, &logs);
-    wait_group(&ctl, 1, &[&a, &b]);
+    ctl.wait_group(GROUP, 1, &[&a, &b]);
     java.more_acks("sends go on with the old master back as slave", 100);
 
     // And back: the new master dies, the old one (in sync again) takes over.
     let mut b = b;
     let resumed_back = java.through_kill(&mut b, "sends resume on the old master");
-    let third = replica_info(&ctl).unwrap();
+    let third = ctl.replica_info(GROUP).unwrap();
     assert_eq!(third.master_id, Some(0), "{}", a.stderr());
     assert!(third.master_epoch > second.master_epoch);
     let b = start_broker(&b_opts, &logs);
-    wait_group(&ctl, 0, &[&a, &b]);
+    ctl.wait_group(GROUP, 0, &[&a, &b]);
     java.more_acks("sends go on after the failback", 100);
     eprintln!(
         "kill to the first acknowledged send begun after it: {resumed:?} (failover), \

@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use client::{Message, Producer, PullConsumer, PullOptions, QueueOffset};
-use controller_proto::{Client, ClientConfig, ReplicaInfo, Request, Response};
+use controller_proto::{Client, ClientConfig, ReplicaInfo};
 use integration::{
     broker_command, create_topic, ring_dir, start_namesrv, use_bin_dir, BrokerOpts, Controllers,
     Proc,
@@ -596,15 +596,7 @@ fn signal(pid: i32, sig: libc::c_int) -> Result<()> {
 }
 
 fn replica_info(c: &mut Client) -> Option<ReplicaInfo> {
-    match c
-        .call(&Request::GetReplicaInfo {
-            group: GROUP.into(),
-        })
-        .ok()?
-    {
-        Response::Replica(info) => Some(info),
-        _ => None,
-    }
+    integration::controllers::replica_info(c, GROUP)
 }
 
 /// Waits until the controllers name a master with both brokers in sync and (with a send
