@@ -1,0 +1,139 @@
+//! The ACL file, reloaded when it changes: its holder calls [`AclFile::poll`] now and then
+//! (the broker: each core on its own timer, so the rules are never shared across threads
+//! and the data path takes no lock). A changed file that does not parse keeps the old rules;
+//! the poll says why, once per change.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::{AclConfig, AclError};
+
+/// The file and the rules last read from it.
+#[derive(Debug)]
+pub struct AclFile {
+    path: PathBuf,
+    /// The text the rules (or the last refusal) came from: a poll that reads the same text
+    /// does nothing, whatever the file's timestamps say.
+    last_text: Option<Vec<u8>>,
+    rules: Arc<AclConfig>,
+}
+
+/// What a poll found.
+#[derive(Debug)]
+pub enum Reload {
+    Unchanged,
+    /// New rules are in force.
+    Reloaded,
+    /// The file changed (or went away) and could not be used; the old rules stay.
+    Failed(AclError),
+}
+
+impl AclFile {
+    /// Reads the file; a missing or malformed file is an error (the broker then does not
+    /// start: ACL on with no rules is a mistake to hear about at once).
+    pub fn open(path: &Path) -> Result<AclFile, AclError> {
+        let text = std::fs::read(path).map_err(|source| AclError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let rules = parse_bytes(path, &text)?;
+        Ok(AclFile {
+            path: path.to_path_buf(),
+            last_text: Some(text),
+            rules: Arc::new(rules),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The rules in force.
+    pub fn rules(&self) -> &Arc<AclConfig> {
+        &self.rules
+    }
+
+    /// Reads the file again and takes its rules if it changed and parses.
+    pub fn poll(&mut self) -> Reload {
+        let text = match std::fs::read(&self.path) {
+            Ok(t) => t,
+            Err(source) => {
+                // Report a vanished file once, not at every poll.
+                if self.last_text.take().is_none() {
+                    return Reload::Unchanged;
+                }
+                return Reload::Failed(AclError::Io {
+                    path: self.path.display().to_string(),
+                    source,
+                });
+            }
+        };
+        if self.last_text.as_deref() == Some(&text[..]) {
+            return Reload::Unchanged;
+        }
+        let parsed = parse_bytes(&self.path, &text);
+        self.last_text = Some(text);
+        match parsed {
+            Ok(rules) => {
+                self.rules = Arc::new(rules);
+                Reload::Reloaded
+            }
+            Err(e) => Reload::Failed(e),
+        }
+    }
+}
+
+fn parse_bytes(path: &Path, text: &[u8]) -> Result<AclConfig, AclError> {
+    let text = std::str::from_utf8(text).map_err(|e| AclError::Parse {
+        line: None,
+        reason: format!("{}: not UTF-8: {e}", path.display()),
+    })?;
+    AclConfig::parse(text).map_err(|e| match e {
+        AclError::Parse { line, reason } => AclError::Parse {
+            line,
+            reason: format!("{}: {reason}", path.display()),
+        },
+        other => other,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ONE: &str = "accounts:\n  - accessKey: account1\n    secretKey: secret123\n";
+    const TWO: &str = "accounts:\n  - accessKey: account2\n    secretKey: secret123\n";
+
+    #[test]
+    fn reload_takes_good_files_and_keeps_old_rules_on_bad_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("plain_acl.yml");
+        std::fs::write(&path, ONE).unwrap();
+        let mut f = AclFile::open(&path).unwrap();
+        assert!(f.rules().account("account1").is_some());
+        assert!(matches!(f.poll(), Reload::Unchanged));
+
+        std::fs::write(&path, TWO).unwrap();
+        assert!(matches!(f.poll(), Reload::Reloaded));
+        assert!(f.rules().account("account2").is_some());
+        assert!(f.rules().account("account1").is_none());
+
+        std::fs::write(&path, "accounts:\n  - accessKey: short\n").unwrap();
+        match f.poll() {
+            Reload::Failed(e) => assert!(e.to_string().contains("line 2"), "{e}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(f.rules().account("account2").is_some(), "old rules kept");
+        assert!(matches!(f.poll(), Reload::Unchanged), "reported once");
+
+        std::fs::remove_file(&path).unwrap();
+        assert!(matches!(f.poll(), Reload::Failed(AclError::Io { .. })));
+        assert!(matches!(f.poll(), Reload::Unchanged));
+        assert!(f.rules().account("account2").is_some());
+        std::fs::write(&path, ONE).unwrap();
+        assert!(matches!(f.poll(), Reload::Reloaded));
+        assert!(f.rules().account("account1").is_some());
+
+        assert!(AclFile::open(&dir.path().join("missing.yml")).is_err());
+    }
+}
