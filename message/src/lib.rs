@@ -40,6 +40,8 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 pub mod ids;
 pub mod offsets;
 pub mod properties;
+pub mod sql92;
+pub mod timer;
 
 pub use ids::{MsgOffsetId, UniqKeyGenerator, UNIQ_KEY_CHARS};
 pub use properties::{IndexedProperties, Properties, PropertiesIter};
@@ -869,6 +871,7 @@ mod tests {
                 tags: view.tags(),
                 keys: view.property(prop::KEYS),
                 uniq_key: view.uniq_key(),
+                timer: false,
             };
             assert_eq!(view.indexed_properties(), before, "{props:?} {digits:?}");
             let mut stored = vec![0u8; rec.len()];
@@ -882,6 +885,7 @@ mod tests {
                 tags: after.tags(),
                 keys: after.property(prop::KEYS),
                 uniq_key: after.uniq_key(),
+                timer: false,
             };
             assert_eq!(after.indexed_properties(), truth, "{props:?} {digits:?}");
             if let Some(p) = view.indexed_properties_after_stamp() {

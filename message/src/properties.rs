@@ -32,6 +32,9 @@ pub struct IndexedProperties<'a> {
     /// Business keys, space separated (see [`IndexedProperties::keys`]).
     pub keys: Option<&'a str>,
     pub uniq_key: Option<&'a str>,
+    /// Whether one of the scheduled-delivery keys ([`crate::timer::KEYS`]) is there: the
+    /// record is held by the shard's timer until it is due (see [`crate::timer`]).
+    pub timer: bool,
 }
 
 impl<'a> IndexedProperties<'a> {
@@ -50,7 +53,15 @@ impl<'a> IndexedProperties<'a> {
                 b"TAGS" => &mut found.tags,
                 b"KEYS" => &mut found.keys,
                 b"UNIQ_KEY" => &mut found.uniq_key,
-                _ => continue,
+                k => {
+                    // Any entry naming a timer key marks the record, whatever its value:
+                    // the shard then decides (`crate::timer::deliver_at_ms`) and refuses a
+                    // bad one, so what is held never depends on a value read differently.
+                    if crate::timer::KEYS.iter().any(|t| t.as_bytes() == k) {
+                        found.timer = true;
+                    }
+                    continue;
+                }
             };
             if slot.is_some() {
                 continue;
@@ -58,9 +69,6 @@ impl<'a> IndexedProperties<'a> {
             // An invalid value is skipped, as `Properties::get` skips it.
             if let Some(v) = utf8(&entry[sep + 1..]) {
                 *slot = Some(v);
-                if found.tags.is_some() && found.keys.is_some() && found.uniq_key.is_some() {
-                    break;
-                }
             }
         }
         found
