@@ -19,11 +19,17 @@ pub enum ResponseCode {
     FlushSlaveTimeout = 12,
     MessageIllegal = 13,
     ServiceNotAvailable = 14,
+    /// Refused by access control (RocketMQ's NO_PERMISSION); the remark says what.
+    NoPermission = 16,
     TopicNotExist = 17,
     PullNotFound = 19,
     PullRetryImmediately = 20,
     PullOffsetMoved = 21,
     QueryNotFound = 22,
+    /// A SQL92 filter expression that does not parse (the remark says where and why).
+    SubscriptionParseFailed = 23,
+    /// A RocketMQ pull names a SQL92 subscription the broker has not heard in a heartbeat.
+    SubscriptionNotExist = 24,
     MessageTooLarge = 1001,
     DiskFull = 1002,
     NotLeader = 1003,
@@ -41,7 +47,7 @@ pub enum ResponseCode {
 }
 
 impl ResponseCode {
-    pub const ALL: [ResponseCode; 24] = [
+    pub const ALL: [ResponseCode; 27] = [
         ResponseCode::Success,
         ResponseCode::SystemError,
         ResponseCode::SystemBusy,
@@ -66,6 +72,9 @@ impl ResponseCode {
         ResponseCode::QueueLocked,
         ResponseCode::BrokerNotRegistered,
         ResponseCode::InSyncReplicasNotEnough,
+        ResponseCode::SubscriptionParseFailed,
+        ResponseCode::SubscriptionNotExist,
+        ResponseCode::NoPermission,
     ];
 
     pub fn as_u16(self) -> u16 {
@@ -93,11 +102,14 @@ impl ResponseCode {
             ResponseCode::FlushSlaveTimeout => "flush_slave_timeout",
             ResponseCode::MessageIllegal => "message_illegal",
             ResponseCode::ServiceNotAvailable => "service_not_available",
+            ResponseCode::NoPermission => "no_permission",
             ResponseCode::TopicNotExist => "topic_not_exist",
             ResponseCode::PullNotFound => "pull_not_found",
             ResponseCode::PullRetryImmediately => "pull_retry_immediately",
             ResponseCode::PullOffsetMoved => "pull_offset_moved",
             ResponseCode::QueryNotFound => "query_not_found",
+            ResponseCode::SubscriptionParseFailed => "subscription_parse_failed",
+            ResponseCode::SubscriptionNotExist => "subscription_not_exist",
             ResponseCode::MessageTooLarge => "message_too_large",
             ResponseCode::DiskFull => "disk_full",
             ResponseCode::NotLeader => "not_leader",
@@ -147,6 +159,7 @@ mod tests {
         assert_eq!(ResponseCode::from_u16(9999), ResponseCode::SystemError);
         // RocketMQ's numbers, fixed forever.
         assert_eq!(ResponseCode::TopicNotExist.as_u16(), 17);
+        assert_eq!(ResponseCode::NoPermission.as_u16(), 16);
         assert_eq!(ResponseCode::PullOffsetMoved.as_u16(), 21);
     }
 }

@@ -216,6 +216,60 @@ pub enum Command {
     /// From the broker to a client, on the client's connection: what it is doing.
     ClientRunningInfo,
     ClientRunningInfoResult(ClientRunningInfo),
+
+    // ---- request-reply (appended; ARCHITECTURE.md, "Request-reply") ----
+    /// The connection speaks for `client_id` (a requester, before its request goes out):
+    /// replies naming that client (`REPLY_TO_CLIENT`) are pushed on it. Answered `Empty`.
+    IdentifyClient {
+        client_id: String,
+    },
+    /// A reply to a request (RocketMQ's SEND_REPLY_MESSAGE): body = one record whose
+    /// `REPLY_TO_CLIENT` names the requester. The broker pushes it to the requester's
+    /// connection (and stores it with `store_reply_message_enable`); answered `Empty`, or
+    /// `QueryNotFound` when no connection of the requester is open.
+    SendReply(SendRequest),
+    /// From the broker to a requester, on its connection: a reply (body = one record).
+    /// Answered `Empty`.
+    PushReply,
+    // ---- transactions (appended; see ARCHITECTURE.md, "Transactional messages") ----
+    /// A transaction producer of `group` is alive on this connection: the broker may check
+    /// its undecided transactions back over it. Answered `Empty`.
+    ProducerHeartbeat {
+        group: String,
+        client_id: String,
+    },
+    /// Commits or rolls back a half message (RocketMQ's END_TRANSACTION); answered `Empty`.
+    EndTransaction(EndTransaction),
+    /// From the broker to a producer of the half message's group, on the producer's
+    /// connection: what became of this transaction? Answered with `TransactionStateResult`.
+    CheckTransaction(CheckTransaction),
+    TransactionStateResult(TransactionState),
+    // ---- SQL92 property filters (appended) ----
+    /// A pull whose messages must also match a SQL92 expression over their properties
+    /// (RocketMQ's `MessageSelector.bySql`, see `message::sql92`), answered as `Pull` is:
+    /// `PullResult` with the matching records, `next_offset` past the ones left out. A bad
+    /// expression is answered `SubscriptionParseFailed`, a broker with
+    /// `enable_property_filter` off answers `SystemError`; both say why in the remark.
+    PullSql92 {
+        pull: PullRequest,
+        expression: String,
+    },
+    // ---- access control (appended; see ARCHITECTURE.md, "Access control") ----
+    /// Asks for this connection's login nonce; answered `AuthNonce`. Each ask makes a new
+    /// one, and a login must use the last one given on the same connection.
+    AuthChallenge,
+    /// A fresh random nonce (base64) for `Login`.
+    AuthNonce {
+        nonce: String,
+    },
+    /// Logs the connection in for `access_key`: `signature` is base64 of HMAC-SHA256 keyed
+    /// by the secret key over `corvus-login\n<nonce>\n<access_key>` (`acl::sign`). Answered
+    /// `Empty`, or `NoPermission` with the reason; every later request on the connection
+    /// acts for this key.
+    Login {
+        access_key: String,
+        signature: String,
+    },
 }
 
 impl Command {
@@ -264,6 +318,17 @@ impl Command {
             Command::GetClientRunningInfo { .. } => "get_client_running_info",
             Command::ClientRunningInfo => "client_running_info",
             Command::ClientRunningInfoResult(_) => "client_running_info_result",
+            Command::IdentifyClient { .. } => "identify_client",
+            Command::SendReply(_) => "send_reply",
+            Command::PushReply => "push_reply",
+            Command::ProducerHeartbeat { .. } => "producer_heartbeat",
+            Command::EndTransaction(_) => "end_transaction",
+            Command::CheckTransaction(_) => "check_transaction",
+            Command::TransactionStateResult(_) => "transaction_state_result",
+            Command::PullSql92 { .. } => "pull_sql92",
+            Command::AuthChallenge => "auth_challenge",
+            Command::AuthNonce { .. } => "auth_nonce",
+            Command::Login { .. } => "login",
         }
     }
 }
@@ -319,6 +384,9 @@ pub struct BrokerData {
     pub addrs: Vec<(u64, String)>,
     pub core_addrs: Vec<String>,
     pub shard_count: u16,
+    /// Every live member's core addresses (broker id, one per core; empty when it
+    /// registered none), so RocketMQ routes can list each core's slaves beside its master.
+    pub member_core_addrs: Vec<(u64, Vec<String>)>,
 }
 
 impl BrokerData {
@@ -390,6 +458,9 @@ pub struct PullResult {
     pub min_offset: u64,
     pub max_offset: u64,
     pub count: u32,
+    /// The broker id of the group to read this queue from next: 0 the master, else a slave
+    /// (the broker's `slave_read_enable`, when the consumer is far behind).
+    pub suggested_broker_id: u64,
 }
 
 #[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -454,6 +525,9 @@ pub struct CoreStatus {
     pub connections_timed_out: u64,
     /// Connections closed after a malformed frame, since start.
     pub connections_bad_frames: u64,
+    /// Connections closed for TLS, since start: plaintext on an enforcing listener, or a
+    /// TLS handshake that failed or did not finish in time.
+    pub connections_tls_refused: u64,
     /// ConsumeQueue files this core's shards have mapped now (at most
     /// `consume_queue_maps_max`), and those unmapped since start to map others.
     pub cq_files_mapped: u64,
@@ -532,4 +606,42 @@ pub struct CommitOffset {
     pub client_id: String,
     /// Release the committer's lease on the queue together with the commit.
     pub release: bool,
+}
+
+/// What a transaction's producer decided (RocketMQ's LocalTransactionState).
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TransactionState {
+    Commit,
+    Rollback,
+    /// Not decided yet: the broker asks again at its next check.
+    Unknown,
+}
+
+/// A half message's place, as its send result gave it, and the producer's decision.
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct EndTransaction {
+    pub producer_group: String,
+    /// The shard and commit-log offset of the half message (the send result's).
+    pub shard: u16,
+    pub commit_log_offset: u64,
+    /// Its offset in the half queue (the send result's queue offset).
+    pub queue_offset: u64,
+    /// The producer's message id (UNIQ_KEY), for logs.
+    pub msg_id: String,
+    pub state: TransactionState,
+    /// The decision answers a check of the broker (RocketMQ's fromTransactionCheck).
+    pub from_check: bool,
+}
+
+/// A check of an undecided half message, sent by the broker to a producer of its group.
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct CheckTransaction {
+    pub producer_group: String,
+    pub shard: u16,
+    pub commit_log_offset: u64,
+    pub queue_offset: u64,
+    pub msg_id: String,
+    /// The half message as stored (its topic is the half topic; REAL_TOPIC names the
+    /// topic it is for).
+    pub record: Vec<u8>,
 }

@@ -587,6 +587,16 @@ pub struct ConsumerData {
     pub unit_mode: bool,
 }
 
+/// The body of CHECK_CLIENT_CONFIG (46): a consumer asks, at start, whether the broker
+/// takes its subscription (a SQL92 one: whether filters are on and the expression parses).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct CheckClientRequestBody {
+    pub client_id: String,
+    pub group: String,
+    pub subscription_data: SubscriptionData,
+}
+
 /// The body of HEART_BEAT (34).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
