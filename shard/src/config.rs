@@ -196,6 +196,9 @@ pub struct ShardConfig {
     /// this free. It keeps room for what is not checked (topic and offset files, logs,
     /// recovery rewriting a tail block). Default 64 MiB; at most 1 TiB.
     pub disk_reserve_bytes: u64,
+    /// How held (scheduled) records' delivery times are read, and the furthest one may be
+    /// ahead: a record asking for more is refused at the append (`message::timer`).
+    pub timer: message::timer::TimerRules,
     /// Entries per ConsumeQueue file (20 bytes each). Default 300_000.
     pub consume_queue_file_entries: u64,
     /// ConsumeQueue files this shard keeps mapped at once; past it the least recently used
@@ -251,6 +254,7 @@ impl ShardConfig {
             disk_force_clean_ratio: 0.85,
             disk_refuse_ratio: 0.90,
             disk_reserve_bytes: 64 << 20,
+            timer: message::timer::TimerRules::default(),
             consume_queue_file_entries: 300_000,
             consume_queue_maps_max: 8192,
             index_file_slots: 5_000_000,

@@ -4,7 +4,7 @@
 //! index (a timer wheel for scheduled messages, a transaction op index, a replica applying
 //! what it receives) is added here, and both paths get it.
 
-use message::IndexedProperties;
+use message::{IndexedProperties, RecordView};
 
 use crate::consume_queue::{ConsumeQueue, CqEntry};
 use crate::index_file::IndexService;
@@ -19,6 +19,35 @@ pub(crate) struct StoredRecord<'a, 'p> {
     pub(crate) len: u32,
     pub(crate) store_timestamp_ms: i64,
     pub(crate) props: &'a IndexedProperties<'p>,
+    /// Held by the timer ([`queue_of`]): its entry is in the timer queue, and its keys are
+    /// indexed when it is delivered (by the delivered copy), not now.
+    pub(crate) held: bool,
+}
+
+/// The transaction type bits of sysFlag (RocketMQ's MessageSysFlag) and the two types the
+/// timer never holds.
+const TRANSACTION_TYPE_MASK: i32 = 0xC;
+const TRANSACTION_PREPARED: i32 = 0x4;
+const TRANSACTION_ROLLBACK: i32 = 0xC;
+
+/// The ConsumeQueue a record's entry goes to: its own queue, or for a record held until a
+/// delivery time (`message::timer::held`), the shard's timer queue
+/// (`message::timer::TIMER_QUEUE_TOPIC`, queue 0), whose entries the broker's timer reads.
+/// The record keeps its topic and queue id; only its queue offset is the timer queue's. One
+/// function for the append, recovery and a replica, so they always agree.
+pub(crate) fn queue_of<'a>(
+    view: &RecordView<'a>,
+    props: &IndexedProperties<'_>,
+) -> (&'a str, u32, bool) {
+    // As RocketMQ's CommitLog: a transaction's half message (PREPARED) and a rollback are
+    // never held; the delay applies to the committed message.
+    let tran = view.sys_flag() & TRANSACTION_TYPE_MASK;
+    let transactional_half = tran == TRANSACTION_PREPARED || tran == TRANSACTION_ROLLBACK;
+    if props.timer && !transactional_half && message::timer::held(&view.properties()) {
+        (message::timer::TIMER_QUEUE_TOPIC, 0, true)
+    } else {
+        (view.topic(), view.queue_id(), false)
+    }
 }
 
 /// Why the record is being indexed.
@@ -49,6 +78,9 @@ pub(crate) fn derive(
     match how {
         Derive::Append => {
             cq.put(rec.queue_offset, entry)?;
+            if rec.held {
+                return Ok(());
+            }
             index.add_keys(rec.topic, rec.store_timestamp_ms, rec.props, phys, end)
         }
         Derive::Recover { index_from } => {
@@ -57,7 +89,7 @@ pub(crate) fn derive(
                 cq.put(q, entry)?;
             }
             cq.recovered_to = cq.recovered_to.max(QueueOffset(q.0 + 1));
-            if phys >= index_from {
+            if phys >= index_from && !rec.held {
                 index.add_keys(rec.topic, rec.store_timestamp_ms, rec.props, phys, end)?;
             }
             Ok(())

@@ -33,6 +33,12 @@ pub enum ShardError {
     TopicMismatch { expected: String, found: String },
     #[error("an append needs at least one record")]
     EmptyBatch,
+    #[error(
+        "the batch mixes scheduled (DELAY or TIMER_*) and immediate messages; send them apart"
+    )]
+    MixedTimerBatch,
+    #[error("scheduled message refused: {0}")]
+    BadTimer(#[from] message::timer::TimerError),
     #[error("the batch was said to hold {expected} records but holds {found}")]
     CountMismatch { expected: u32, found: u32 },
     #[error("invalid shard config: {0}")]
@@ -97,16 +103,25 @@ impl ShardError {
     pub(crate) fn making_room(path: &std::path::Path, doing: &str, e: std::io::Error) -> Self {
         let path_s = path.display().to_string();
         let reason = format!("{doing}: {e}");
-        match e.raw_os_error() {
-            Some(libc::ENOSPC | libc::EDQUOT) => ShardError::NoSpace {
+        // glommio hands its failures over as io::Errors without the OS code (the code is
+        // only in the text) but with its kind: a fallocate refused for space must be the
+        // same shortage as a check that saw the disk full, never poison.
+        let no_space = matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT))
+            || matches!(
+                e.kind(),
+                std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+            );
+        let no_files = matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE));
+        match () {
+            () if no_space => ShardError::NoSpace {
                 path: path_s,
                 reason,
             },
-            Some(libc::EMFILE | libc::ENFILE) => ShardError::TooManyOpenFiles {
+            () if no_files => ShardError::TooManyOpenFiles {
                 path: path_s,
                 reason,
             },
-            _ => ShardError::Io(std::io::Error::new(
+            () => ShardError::Io(std::io::Error::new(
                 e.kind(),
                 format!("{reason} ({path_s})"),
             )),
@@ -116,4 +131,35 @@ impl ShardError {
 
 pub(crate) fn glommio_io<T>(e: glommio::GlommioError<T>) -> std::io::Error {
     e.into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// glommio's errors carry the OS code only in their text: a space refusal is told by
+    /// its kind, and is a shortage (refused sends), not an I/O failure (poison).
+    #[test]
+    fn a_space_refusal_without_its_os_code_is_a_shortage() {
+        let path = std::path::Path::new("/data/x");
+        let from_os = std::io::Error::from_raw_os_error(libc::ENOSPC);
+        let wrapped = std::io::Error::new(
+            std::io::ErrorKind::StorageFull,
+            "No space left on device (os error 28), op: Pre-allocate space",
+        );
+        for e in [from_os, wrapped] {
+            assert!(
+                matches!(
+                    ShardError::making_room(path, "creating", e),
+                    ShardError::NoSpace { .. }
+                ),
+                "a space refusal is NoSpace"
+            );
+        }
+        let other = std::io::Error::other("bad sector");
+        assert!(matches!(
+            ShardError::making_room(path, "creating", other),
+            ShardError::Io(_)
+        ));
+    }
 }

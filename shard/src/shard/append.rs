@@ -5,9 +5,9 @@
 
 use std::time::{Duration, Instant};
 
-use message::{RecordView, StoreStamp};
+use message::{IndexedProperties, RecordView, StoreStamp};
 
-use crate::derived::{derive, Derive, StoredRecord};
+use crate::derived::{derive, queue_of, Derive, StoredRecord};
 use crate::offsets::{CommitLogOffset, QueueOffset};
 use crate::{FlushPolicy, ShardError};
 
@@ -52,6 +52,10 @@ impl Shard {
         // here; the views carry its layout to the copy, stamp and index steps below.
         let max = inner.config.message_bytes_max;
         let mut views: Vec<RecordView<'_>> = Vec::with_capacity(64);
+        // Each record's indexed properties as they will read once stamped (`None`: scan the
+        // stamped copy), found here once so the timer's decision is made before the append.
+        let mut scans: Vec<Option<IndexedProperties<'_>>> = Vec::with_capacity(64);
+        let mut held = None;
         let mut seen = 0usize;
         for r in message::records(records) {
             let v = r?;
@@ -64,9 +68,22 @@ impl Shard {
                     found: v.topic().to_owned(),
                 });
             }
+            let scan = v.indexed_properties_after_stamp();
+            let p = scan.unwrap_or_else(|| v.indexed_properties());
+            let (_, _, is_held) = queue_of(&v, &p);
+            if *held.get_or_insert(is_held) != is_held {
+                return Err(ShardError::MixedTimerBatch);
+            }
+            if is_held {
+                // Refused now if its time cannot be read or is too far ahead.
+                let now = inner.config.clock.wall_ms();
+                inner.config.timer.deliver_at_ms(&v.properties(), now)?;
+            }
             seen += v.len();
             views.push(v);
+            scans.push(scan);
         }
+        let held = held.unwrap_or(false);
         if views.is_empty() {
             return Err(ShardError::EmptyBatch);
         }
@@ -95,7 +112,12 @@ impl Shard {
             let mut log = inner.log.borrow_mut();
             let mut cqs = inner.cqs.borrow_mut();
             let mut index = inner.index.borrow_mut();
-            let cq = cqs.get_or_create(topic, queue_id);
+            // A held batch takes its queue offsets in the timer queue (see `queue_of`).
+            let cq = if held {
+                cqs.get_or_create(message::timer::TIMER_QUEUE_TOPIC, 0)
+            } else {
+                cqs.get_or_create(topic, queue_id)
+            };
             let first_q = cq.max;
             let (at, sealed) = log.append_with(records.len(), |at, buf| {
                 let limit = message::ids::LOCAL_OFFSET_MAX;
@@ -111,7 +133,7 @@ impl Shard {
                 let mut pos = 0usize;
                 let mut q = first_q.0;
                 let result = (|| {
-                    for v in &views {
+                    for (v, scan) in views.iter().zip(&scans) {
                         let phys = at + pos as u64;
                         let len = v.len();
                         let rec = &mut buf[pos..pos + len];
@@ -128,9 +150,18 @@ impl Shard {
                         debug_assert!(RecordView::parse(rec).is_ok_and(|s| s.verify_crc().is_ok()));
                         // Scanned in the batch (cache-hot) rather than in the chunk; only a
                         // record whose stamping could change them is scanned after it.
-                        let props = match v.indexed_properties_after_stamp() {
-                            Some(p) => p,
-                            None => RecordView::parse(rec)?.indexed_properties(),
+                        let stamped;
+                        let props = match scan {
+                            Some(p) => *p,
+                            None => {
+                                stamped = RecordView::parse(rec)?;
+                                let p = stamped.indexed_properties();
+                                // The stored record must be held as the batch was.
+                                if queue_of(&stamped, &p).2 != held {
+                                    return Err(ShardError::MixedTimerBatch);
+                                }
+                                p
+                            }
                         };
                         let stored = StoredRecord {
                             topic,
@@ -139,6 +170,7 @@ impl Shard {
                             len: len as u32,
                             store_timestamp_ms: store_ts,
                             props: &props,
+                            held,
                         };
                         derive(cq, &mut index, &stored, Derive::Append)?;
                         pos += len;

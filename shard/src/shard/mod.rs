@@ -21,7 +21,7 @@ use message::TagFilter;
 
 use crate::commit_log::{self, CommitLog, LogParams};
 use crate::consume_queue::ConsumeQueues;
-use crate::derived::{derive, Derive, StoredRecord};
+use crate::derived::{derive, queue_of, Derive, StoredRecord};
 use crate::index_file::IndexService;
 use crate::layout::{COMMIT_LOG_DIR, CONSUME_QUEUE_DIR, INDEX_DIR};
 use crate::offsets::{CommitLogOffset, QueueOffset};
@@ -257,6 +257,9 @@ struct Inner {
     /// served up to it at most, so that a failover never takes back a record a consumer
     /// saw. Set by the broker's replication.
     read_cap: Cell<u64>,
+    /// Retention deletes no segment reaching past this offset: the first record the broker's
+    /// timer still holds (see [`Shard::set_retention_floor`]).
+    retention_floor: Cell<u64>,
 }
 
 /// One core's storage engine. `!Send`: lives on one glommio executor. Cheap to clone.
@@ -327,6 +330,7 @@ impl Shard {
             },
             |view, phys| {
                 let props = view.indexed_properties();
+                let (topic, queue_id, held) = queue_of(view, &props);
                 let rec = StoredRecord {
                     topic: view.topic(),
                     queue_offset: QueueOffset(view.queue_offset()),
@@ -334,8 +338,9 @@ impl Shard {
                     len: view.len() as u32,
                     store_timestamp_ms: view.store_timestamp_ms(),
                     props: &props,
+                    held,
                 };
-                let cq = cqs.get_or_create(view.topic(), view.queue_id());
+                let cq = cqs.get_or_create(topic, queue_id);
                 derive(cq, &mut index, &rec, Derive::Recover { index_from })
             },
         )
@@ -425,6 +430,7 @@ impl Shard {
             quarantine: RefCell::new(Quarantine::from_recovery(recovered.quarantined)),
             spare: Cell::new(Spare::Off),
             read_cap: Cell::new(u64::MAX),
+            retention_floor: Cell::new(u64::MAX),
         });
         let shard = Shard { inner };
         shard.measure_disk();

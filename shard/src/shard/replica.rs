@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use message::{RecordView, BLANK_MAGIC_CODE, BLANK_RECORD_MIN_BYTES, FIXED_BYTES, MAGIC_CODE};
 
 use crate::commit_log::{blank_at, Blank, RunAt};
-use crate::derived::{derive, Derive, StoredRecord};
+use crate::derived::{derive, queue_of, Derive, StoredRecord};
 use crate::offsets::{CommitLogOffset, QueueOffset};
 use crate::slice::StoredSlice;
 use crate::storage::{align_down, align_up};
@@ -263,12 +263,13 @@ impl Shard {
             let mut touched: Vec<((String, u32), QueueOffset)> = Vec::new();
             let mut result = Ok(());
             for (at, v) in &views {
-                let cq = cqs.get_or_create(v.topic(), v.queue_id());
-                let key = (v.topic().to_owned(), v.queue_id());
+                let props = v.indexed_properties();
+                let (topic, queue_id, held) = queue_of(v, &props);
+                let cq = cqs.get_or_create(topic, queue_id);
+                let key = (topic.to_owned(), queue_id);
                 if !touched.iter().any(|(k, _)| *k == key) {
                     touched.push((key, cq.max));
                 }
-                let props = v.indexed_properties();
                 let rec = StoredRecord {
                     topic: v.topic(),
                     queue_offset: QueueOffset(v.queue_offset()),
@@ -276,6 +277,7 @@ impl Shard {
                     len: v.len() as u32,
                     store_timestamp_ms: v.store_timestamp_ms(),
                     props: &props,
+                    held,
                 };
                 if let Err(e) = derive(cq, &mut index, &rec, Derive::Append) {
                     result = Err(e);

@@ -12,6 +12,14 @@ use crate::ShardError;
 use super::{DiskLevel, Inner, RetentionReport, Shard, Signals};
 
 impl Shard {
+    /// Keeps every segment from the one holding `offset` on, whatever its age or the disk's
+    /// use: the broker's timer sets it to the first record it has not delivered, so that a
+    /// held message, acknowledged to its producer, is never deleted before it is due
+    /// (`u64::MAX`, the default, keeps nothing back).
+    pub fn set_retention_floor(&self, offset: u64) {
+        self.inner.retention_floor.set(offset);
+    }
+
     pub(super) fn measure_disk(&self) -> (f64, DiskLevel) {
         let c = &self.inner.config;
         let ratio = match c.disk_usage.used_ratio(&c.dir) {
@@ -74,7 +82,11 @@ impl Shard {
                     .iter()
                     .next()
                     .map(|(&s, f)| (s, f.clone()))
-                    .filter(|(s, _)| *s < active && s + log.segment_bytes <= log.durable_offset)
+                    .filter(|(s, _)| {
+                        *s < active
+                            && s + log.segment_bytes <= log.durable_offset
+                            && s + log.segment_bytes <= inner.retention_floor.get()
+                    })
             };
             let Some((start, file)) = candidate else {
                 break;
