@@ -5,6 +5,11 @@
 //! registry rendered at that moment, anything else 404. Each connection is served on a thread
 //! of its own (at most 32 at once, each bounded by a 2 s read and write timeout), so idle
 //! connections cannot hold up a scrape.
+//!
+//! Exposure: the metrics name every topic, group and queue, so the endpoint is meant for the
+//! operator only. [`listen_addr`] reads a bare port as a loopback address, a non-loopback
+//! address is served but logged as a warning, and a token ([`serve`]'s `token`) makes every
+//! request without `Authorization: Bearer TOKEN` a 401.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -67,10 +72,48 @@ const CONNECTIONS_MAX: usize = 32;
 /// How long a scrape may take to send its request, and to take its answer.
 const IO_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Binds `addr` and serves scrapes until the returned server is shut down or dropped.
-pub fn serve(addr: SocketAddr, render: Render) -> std::io::Result<MetricsServer> {
+/// The address a `metrics_addr` setting means: `ip:port`, or a bare `port`, which is
+/// `127.0.0.1:port` (metrics are for the operator on the host unless an address says
+/// otherwise). The error says what was expected.
+pub fn listen_addr(setting: &str) -> Result<SocketAddr, String> {
+    let setting = setting.trim();
+    if let Ok(port) = setting.parse::<u16>() {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    setting
+        .parse::<SocketAddr>()
+        .map_err(|e| format!("`{setting}` is neither ip:port nor a port ({e})"))
+}
+
+/// Binds `addr` and serves scrapes until the returned server is shut down or dropped. With a
+/// `token`, only requests carrying `Authorization: Bearer TOKEN` are answered; the others get
+/// 401 (the token is compared in constant time; its length is not secret). An address that
+/// is not loopback is served, with a warning that anyone who reaches it can scrape.
+pub fn serve(
+    addr: SocketAddr,
+    render: Render,
+    token: Option<String>,
+) -> std::io::Result<MetricsServer> {
+    if token.as_deref().is_some_and(str::is_empty) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "the metrics token must not be empty",
+        ));
+    }
     let listener = TcpListener::bind(addr)?;
     let addr = listener.local_addr()?;
+    if !addr.ip().is_loopback() {
+        tracing::warn!(
+            "metrics served on {addr}, beyond loopback: every topic, group and queue name is \
+             visible to whoever reaches it{}",
+            if token.is_some() {
+                " with the token"
+            } else {
+                " (no metrics token set)"
+            }
+        );
+    }
+    let token: Option<Arc<[u8]>> = token.map(|t| Arc::from(t.into_bytes()));
     let stop = Arc::new(AtomicBool::new(false));
     let thread_stop = stop.clone();
     let busy = Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -95,11 +138,12 @@ pub fn serve(addr: SocketAddr, render: Render) -> std::io::Result<MetricsServer>
                     continue;
                 }
                 let render = render.clone();
+                let token = token.clone();
                 let done = busy.clone();
                 let spawned = std::thread::Builder::new()
                     .name("metrics-conn".into())
                     .spawn(move || {
-                        if let Err(e) = answer(stream, &render) {
+                        if let Err(e) = answer(stream, &render, token.as_deref()) {
                             tracing::debug!("metrics request failed: {e}");
                         }
                         done.fetch_sub(1, Ordering::SeqCst);
@@ -116,25 +160,57 @@ pub fn serve(addr: SocketAddr, render: Render) -> std::io::Result<MetricsServer>
     })
 }
 
-fn answer(stream: TcpStream, render: &Render) -> std::io::Result<()> {
+/// Whether an `Authorization` header value is `Bearer TOKEN` with the expected token.
+fn bearer_matches(header_value: &str, token: &[u8]) -> bool {
+    use subtle::ConstantTimeEq;
+    let mut parts = header_value.trim().splitn(2, ' ');
+    let scheme = parts.next().unwrap_or("");
+    let given = parts.next().unwrap_or("").trim();
+    scheme.eq_ignore_ascii_case("bearer") && bool::from(given.as_bytes().ct_eq(token))
+}
+
+/// Longest request line or header line read; a longer one ends the request.
+const LINE_BYTES_MAX: u64 = 8 << 10;
+
+fn answer(stream: TcpStream, render: &Render, token: Option<&[u8]>) -> std::io::Result<()> {
+    use std::io::Read;
     stream.set_read_timeout(Some(IO_TIMEOUT))?;
     stream.set_write_timeout(Some(IO_TIMEOUT))?;
     let mut reader = BufReader::new(&stream);
     let mut request_line = String::new();
-    reader.read_line(&mut request_line)?;
-    // Read (and ignore) the headers up to the blank line; bounded by the timeout and a cap.
+    (&mut reader)
+        .take(LINE_BYTES_MAX)
+        .read_line(&mut request_line)?;
+    // Read the headers up to the blank line, keeping only Authorization; bounded by the
+    // timeout, a line length and a count.
+    let mut authorized = token.is_none();
     let mut line = String::new();
     for _ in 0..100 {
         line.clear();
-        if reader.read_line(&mut line)? == 0 || line == "\r\n" || line == "\n" {
+        if (&mut reader).take(LINE_BYTES_MAX).read_line(&mut line)? == 0
+            || line == "\r\n"
+            || line == "\n"
+        {
             break;
+        }
+        if let (Some(token), Some((name, value))) = (token, line.split_once(':')) {
+            if name.trim().eq_ignore_ascii_case("authorization") && bearer_matches(value, token) {
+                authorized = true;
+            }
         }
     }
     let mut parts = request_line.split_whitespace();
     let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
     let path = path.split('?').next().unwrap_or("");
     let mut w = &stream;
-    if method == "GET" && (path == "/metrics" || path == "/") {
+    if !authorized {
+        let body = "a metrics token is required: Authorization: Bearer TOKEN\n";
+        write!(
+            w,
+            "HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Bearer realm=\"metrics\"\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )?;
+    } else if method == "GET" && (path == "/metrics" || path == "/") {
         let body = render();
         write!(
             w,
@@ -160,11 +236,54 @@ mod tests {
     use std::io::Read;
 
     fn get(addr: SocketAddr, path: &str) -> String {
+        get_with(addr, path, "")
+    }
+
+    fn get_with(addr: SocketAddr, path: &str, headers: &str) -> String {
         let mut s = TcpStream::connect(addr).unwrap();
-        write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n{headers}\r\n").unwrap();
         let mut out = String::new();
         s.read_to_string(&mut out).unwrap();
         out
+    }
+
+    #[test]
+    fn a_bare_port_is_loopback() {
+        assert_eq!(
+            listen_addr("9100").unwrap(),
+            "127.0.0.1:9100".parse().unwrap()
+        );
+        assert_eq!(
+            listen_addr("0.0.0.0:9100").unwrap(),
+            "0.0.0.0:9100".parse().unwrap()
+        );
+        assert!(listen_addr("localhost:x").is_err());
+    }
+
+    #[test]
+    fn a_token_is_required_when_set() {
+        let render: Render = Arc::new(|| "secret_topic_names 1\n# EOF\n".to_owned());
+        let token = Some("s3cret-token".to_owned());
+        let server = serve("127.0.0.1:0".parse().unwrap(), render, token).unwrap();
+        let addr = server.local_addr();
+        let none = get(addr, "/metrics");
+        assert!(none.starts_with("HTTP/1.1 401"), "{none}");
+        assert!(!none.contains("secret_topic_names"), "{none}");
+        for wrong in [
+            "Authorization: Bearer s3cret-tokeX\r\n",
+            "Authorization: Bearer s3cret\r\n",
+            "Authorization: Basic s3cret-token\r\n",
+            "X-Token: s3cret-token\r\n",
+        ] {
+            let resp = get_with(addr, "/metrics", wrong);
+            assert!(resp.starts_with("HTTP/1.1 401"), "{wrong}: {resp}");
+        }
+        let ok = get_with(addr, "/metrics", "authorization: bearer s3cret-token\r\n");
+        assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
+        assert!(ok.contains("secret_topic_names 1"), "{ok}");
+        server.shutdown();
+        let empty: Render = Arc::new(String::new);
+        assert!(serve("127.0.0.1:0".parse().unwrap(), empty, Some(String::new())).is_err());
     }
 
     #[test]
@@ -177,7 +296,7 @@ mod tests {
             r.register("demo_things", "Things seen", c.clone());
             encode(&r)
         });
-        let server = serve("127.0.0.1:0".parse().unwrap(), render).unwrap();
+        let server = serve("127.0.0.1:0".parse().unwrap(), render, None).unwrap();
         let resp = get(server.local_addr(), "/metrics");
         assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
         assert!(resp.contains("demo_things_total 5"), "{resp}");
@@ -189,7 +308,7 @@ mod tests {
     #[test]
     fn idle_connections_do_not_hold_up_a_scrape() {
         let render: Render = Arc::new(|| "# EOF\n".to_owned());
-        let server = serve("127.0.0.1:0".parse().unwrap(), render).unwrap();
+        let server = serve("127.0.0.1:0".parse().unwrap(), render, None).unwrap();
         // Connections that never send a request; before, each held the only serving
         // thread for its whole read timeout.
         let idle: Vec<TcpStream> = (0..8)
