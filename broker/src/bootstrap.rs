@@ -337,6 +337,7 @@ fn shard_config(
     c.busy_wait_ms = config.send_busy_wait_ms;
     c.store_host = store_host;
     c.segment_bytes = config.commit_log_segment_bytes;
+    c.timer = config.timer_rules();
     c.write_chunk_bytes = config.write_chunk_bytes as usize;
     c.write_queue_depth = config.write_queue_depth as usize;
     c.hot_bytes_max = config.hot_bytes_max;
@@ -497,7 +498,9 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
         ha_listeners.push(l);
     }
 
+    let tls = crate::tls::BrokerTls::from_config(&config).context("TLS")?;
     let shared = Arc::new(Shared {
+        tls,
         started: Instant::now(),
         shard_count: layout.shard_count,
         cores,
@@ -659,11 +662,11 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
         }
     }
     if let Some(addr) = &shared.config.metrics_addr {
-        let addr: SocketAddr = addr
-            .parse()
-            .with_context(|| format!("metrics_addr `{addr}`"))?;
+        let addr: SocketAddr =
+            telemetry::listen_addr(addr).map_err(|e| anyhow::anyhow!("metrics_addr {e}"))?;
         let metrics = shared.metrics.clone();
-        match telemetry::serve(addr, Arc::new(move || metrics.render())) {
+        let token = shared.config.metrics_token.clone();
+        match telemetry::serve(addr, Arc::new(move || metrics.render()), token) {
             Ok(m) => running.metrics_server = Some(m),
             Err(e) => {
                 running.request_shutdown();
@@ -729,7 +732,16 @@ async fn core_main(
             crate::ha::CoreHa::default()
         }
     };
+    let acl = match crate::access::Gate::open(shared.config.acl_enable, &shared.config.acl_file) {
+        Ok(g) => g,
+        Err(e) => {
+            // The core does not serve: a broker told to check access never runs without it.
+            open_error.get_or_insert(anyhow!("cannot start access control: {e}"));
+            crate::access::Gate::default()
+        }
+    };
     let core = Rc::new(Core {
+        acl,
         id,
         ha,
         shared: shared.clone(),
@@ -760,6 +772,8 @@ async fn core_main(
         clients: Default::default(),
         rocketmq: Default::default(),
         rocketmq_queues: Default::default(),
+        transactions: Default::default(),
+        sql92: Default::default(),
         sub_groups: sub_groups.map(std::cell::RefCell::new),
         sub_groups_persist: glommio::sync::Semaphore::new(1),
         connections: crate::connections::Connections::new(crate::connections::per_core_max(
@@ -826,6 +840,20 @@ async fn core_main(
         }));
     }
     let ha_tasks = crate::ha::spawn(&core, ha_listener);
+    if core.acl.enabled() {
+        let core = core.clone();
+        glommio::spawn_local(async move {
+            loop {
+                glommio::timer::sleep(crate::access::POLL_INTERVAL).await;
+                core.acl.poll(core.id == 0);
+            }
+        })
+        .detach();
+    }
+    // Each local shard's timer (scheduled messages), while this core serves it as master.
+    for &shard in core.shards.keys() {
+        glommio::spawn_local(crate::timer::run(core.clone(), shard)).detach();
+    }
     let mut group_tasks = Vec::new();
     {
         let core = core.clone();
@@ -843,6 +871,21 @@ async fn core_main(
             core.notify_group_changes().await;
         }));
     }
+    // RocketMQ's trace topic with `trace_topic_enable`, on a master (a slave keeps its
+    // master's topic table).
+    if id == 0
+        && shared.config.trace_topic_enable
+        && shared.config.broker_role != crate::config::BrokerRole::Slave
+    {
+        let core = core.clone();
+        glommio::spawn_local(async move {
+            core.ensure_trace_topic().await;
+        })
+        .detach();
+    }
+    group_tasks.push(glommio::spawn_local(crate::transaction::check_loop(
+        core.clone(),
+    )));
     if let Some(period) = core.membership.as_ref().map(|m| m.expiry_period()) {
         let core = core.clone();
         group_tasks.push(glommio::spawn_local(async move {

@@ -32,7 +32,8 @@ struct Cli {
     /// NameServers, `;`-separated, e.g. "127.0.0.1:9876;127.0.0.1:9877".
     #[arg(short = 'n', long)]
     namesrv: Option<String>,
-    /// Serve Prometheus metrics at http://ADDR/metrics (off when unset).
+    /// Serve Prometheus metrics at http://ADDR/metrics (off when unset); a bare port is
+    /// 127.0.0.1:PORT. A token (`metrics_token`) is set in the config file.
     #[arg(long)]
     metrics_addr: Option<String>,
     #[arg(long, help = key_help("data_dir", "Data directory"))]

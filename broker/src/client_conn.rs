@@ -7,7 +7,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::net::{SocketAddr, SocketAddrV4};
+use std::net::{IpAddr, SocketAddr, SocketAddrV4};
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -35,6 +35,12 @@ pub struct ClientConn {
     /// The peer as an IPv4 address (an IPv4-mapped IPv6 one too), the born host of what it
     /// sends; `None` for another IPv6 peer.
     pub peer_v4: Option<SocketAddrV4>,
+    /// The peer's IP (an IPv4-mapped one as IPv4), for the ACL's allow-lists.
+    pub peer_ip: Option<IpAddr>,
+    /// The access key a native login proved (`crate::access`).
+    access_key: RefCell<Option<String>>,
+    /// The nonce last given to a native `AuthChallenge`, taken by the login that uses it.
+    nonce: RefCell<Option<String>>,
     client_id: RefCell<Option<String>>,
     /// The connection's response queue (and its count, which the writer flushes by);
     /// taken when the connection closes, so that nothing holds the writer open.
@@ -54,6 +60,11 @@ impl ClientConn {
         out: Rc<LocalSender<Outgoing>>,
         queued: Rc<Cell<usize>>,
     ) -> ClientConn {
+        let parsed = peer.parse::<SocketAddr>().ok();
+        let peer_ip = parsed.map(|a| match a.ip() {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+            v4 => v4,
+        });
         let peer_v4 = match peer.parse::<SocketAddr>() {
             Ok(SocketAddr::V4(a)) => Some(a),
             Ok(SocketAddr::V6(a)) => a
@@ -66,6 +77,9 @@ impl ClientConn {
             id,
             peer,
             peer_v4,
+            peer_ip,
+            access_key: RefCell::new(None),
+            nonce: RefCell::new(None),
             client_id: RefCell::new(None),
             out: RefCell::new(Some((out, queued))),
             next_request_id: Cell::new(1),
@@ -73,6 +87,27 @@ impl ClientConn {
             remoting: Cell::new(false),
             pending_remoting: RefCell::new(HashMap::new()),
         }
+    }
+
+    /// The access key this connection logged in as.
+    pub fn access_key(&self) -> std::cell::Ref<'_, Option<String>> {
+        self.access_key.borrow()
+    }
+
+    pub fn set_access_key(&self, key: &str) {
+        *self.access_key.borrow_mut() = Some(key.to_owned());
+    }
+
+    /// A fresh login nonce for this connection, replacing any earlier one.
+    pub fn new_nonce(&self) -> String {
+        let n = acl::sign::new_nonce();
+        *self.nonce.borrow_mut() = Some(n.clone());
+        n
+    }
+
+    /// The last nonce given, which a login uses up (a second login needs a new one).
+    pub fn take_nonce(&self) -> Option<String> {
+        self.nonce.borrow_mut().take()
     }
 
     /// The connection turned out to speak RocketMQ's remoting protocol.
@@ -97,6 +132,16 @@ impl ClientConn {
 
     /// Sends `command` to the client and waits (up to `timeout`) for its answer.
     pub async fn request(&self, command: Command, timeout: Duration) -> Result<Frame, BrokerError> {
+        self.request_with_body(command, Bytes::new(), timeout).await
+    }
+
+    /// [`ClientConn::request`] with a body (a pushed reply's record).
+    pub async fn request_with_body(
+        &self,
+        command: Command,
+        body: Bytes,
+        timeout: Duration,
+    ) -> Result<Frame, BrokerError> {
         if self.pending.borrow().len() >= CLIENT_REQUESTS_MAX {
             return Err(BrokerError::Busy(format!(
                 "{CLIENT_REQUESTS_MAX} requests to client {} are already waiting",
@@ -114,24 +159,40 @@ impl ClientConn {
         self.pending.borrow_mut().insert(id, tx);
         queued.set(queued.get() + 1);
         let sent = out
-            .send(crate::conn::request_to_client(Header::request(id, command)))
+            .send(crate::conn::request_to_client(
+                Header::request(id, command),
+                body,
+            ))
             .await;
         drop(out);
         if sent.is_err() {
             self.pending.borrow_mut().remove(&id);
             return Err(closed());
         }
-        let answer = crate::deadline::with_timeout(timeout, rx.recv())
-            .await
-            .flatten();
+        let answer = crate::deadline::with_timeout(timeout, rx.recv()).await;
         self.pending.borrow_mut().remove(&id);
-        answer.ok_or_else(|| {
-            BrokerError::Busy(format!(
+        self.answer_or_why(answer, timeout)
+    }
+
+    /// What became of a request to the client: its answer; its connection closed before it
+    /// answered (`close` drops the waiting senders), a "not found"; or the timeout, "busy".
+    fn answer_or_why<F>(
+        &self,
+        answer: Option<Option<F>>,
+        timeout: Duration,
+    ) -> Result<F, BrokerError> {
+        match answer {
+            Some(Some(frame)) => Ok(frame),
+            Some(None) => Err(BrokerError::NotFound(format!(
+                "the connection of client {} closed before it answered",
+                self.peer
+            ))),
+            None => Err(BrokerError::Busy(format!(
                 "client {} did not answer within {} ms",
                 self.peer,
                 timeout.as_millis()
-            ))
-        })
+            ))),
+        }
     }
 
     /// The connection is closing: requests waiting for an answer fail at once, and no new
@@ -169,7 +230,18 @@ impl ClientConn {
     /// Sends a remoting request to the client and waits (up to `timeout`) for its answer.
     pub async fn request_remoting(
         &self,
+        cmd: remoting::RemotingCommand,
+        timeout: Duration,
+    ) -> Result<remoting::Frame, BrokerError> {
+        self.request_remoting_with_body(cmd, Bytes::new(), timeout)
+            .await
+    }
+
+    /// [`ClientConn::request_remoting`] with a body (a pushed reply's message body).
+    pub async fn request_remoting_with_body(
+        &self,
         mut cmd: remoting::RemotingCommand,
+        body: Bytes,
         timeout: Duration,
     ) -> Result<remoting::Frame, BrokerError> {
         if self.pending_remoting.borrow().len() >= CLIENT_REQUESTS_MAX {
@@ -182,24 +254,16 @@ impl ClientConn {
         cmd.opaque = opaque;
         let (tx, rx) = local_channel::new_bounded(1);
         self.pending_remoting.borrow_mut().insert(opaque, tx);
-        if !self.notify(cmd, Bytes::new()).await {
+        if !self.notify(cmd, body).await {
             self.pending_remoting.borrow_mut().remove(&opaque);
             return Err(BrokerError::NotFound(format!(
                 "the connection of client {} closed",
                 self.peer
             )));
         }
-        let answer = crate::deadline::with_timeout(timeout, rx.recv())
-            .await
-            .flatten();
+        let answer = crate::deadline::with_timeout(timeout, rx.recv()).await;
         self.pending_remoting.borrow_mut().remove(&opaque);
-        answer.ok_or_else(|| {
-            BrokerError::Busy(format!(
-                "client {} did not answer within {} ms",
-                self.peer,
-                timeout.as_millis()
-            ))
-        })
+        self.answer_or_why(answer, timeout)
     }
 
     /// Sends a oneway remoting request to the client (nothing is waited for); false when
@@ -223,8 +287,13 @@ impl ClientConn {
 pub struct ClientConns {
     by_id: RefCell<HashMap<u64, Rc<ClientConn>>>,
     by_client: RefCell<HashMap<String, u64>>,
+    /// The connections each producer group heartbeats on, newest last (transaction checks).
+    producers: RefCell<HashMap<String, Vec<u64>>>,
     next: Cell<u64>,
 }
+
+/// Connections kept per producer group for transaction checks.
+const PRODUCER_CONNS_MAX: usize = 64;
 
 impl ClientConns {
     /// A new connection's id: the core in the top 16 bits, a count below.
@@ -261,6 +330,39 @@ impl ClientConns {
         if by_client.get(client_id) != Some(&conn.id) {
             by_client.insert(client_id.to_owned(), conn.id);
         }
+    }
+
+    /// The connection `conn` speaks for a producer of `group` (its heartbeat said so).
+    pub fn produces(&self, conn: &ClientConn, group: &str) {
+        let mut producers = self.producers.borrow_mut();
+        if producers.len() >= PRODUCER_CONNS_MAX * 16 && !producers.contains_key(group) {
+            // Bounded: forget the groups whose connections have all closed.
+            let by_id = self.by_id.borrow();
+            producers.retain(|_, ids| ids.iter().any(|id| by_id.contains_key(id)));
+        }
+        let ids = producers.entry(group.to_owned()).or_default();
+        if ids.last() == Some(&conn.id) {
+            return;
+        }
+        ids.retain(|&id| id != conn.id);
+        if ids.len() >= PRODUCER_CONNS_MAX {
+            ids.remove(0);
+        }
+        ids.push(conn.id);
+    }
+
+    /// The open connections of producers of `group`, newest first.
+    pub fn producers_of(&self, group: &str) -> Vec<Rc<ClientConn>> {
+        let by_id = self.by_id.borrow();
+        let mut producers = self.producers.borrow_mut();
+        let Some(ids) = producers.get_mut(group) else {
+            return Vec::new();
+        };
+        ids.retain(|id| by_id.contains_key(id));
+        ids.iter()
+            .rev()
+            .filter_map(|id| by_id.get(id).cloned())
+            .collect()
     }
 
     pub fn of_client(&self, client_id: &str) -> Option<Rc<ClientConn>> {

@@ -179,6 +179,15 @@ macro_rules! config_keys {
         pub const RENAMED_KEYS: &[(&str, &str)] = &[$($(($alias, stringify!($name)),)?)*];
 
         impl BrokerConfig {
+    /// How held (scheduled) messages' delivery times are read: the delay levels and the
+    /// furthest ahead one may be (the shard refuses the rest; the timer delivers by them).
+    pub fn timer_rules(&self) -> message::timer::TimerRules {
+        message::timer::TimerRules {
+            levels_ms: self.retry_delay_levels_ms.clone(),
+            max_delay_ms: self.timer_max_delay_sec.saturating_mul(1000),
+        }
+    }
+
             /// Checks every key that has a `range`; the error names the key, the value and
             /// the bounds.
             fn check_ranges(&self) -> Result<(), ConfigError> {
@@ -343,6 +352,15 @@ config_keys! {
         rocketmq: Some("haTransferBatchSize"),
         restart: true,
     }
+    /// A consumer reading more than `hot_bytes_max` behind a shard's end is told to read
+    /// from an in-sync slave (RocketMQ's suggestWhichBrokerId), and back from the master
+    /// once it is within it; the slave serves it meanwhile. Off: every read is the master's.
+    slave_read_enable: bool {
+        default: false,
+        bounds: "bool",
+        rocketmq: Some("slaveReadEnable"),
+        restart: true,
+    }
     /// An idle master says it is alive, and a slave acknowledges, this often.
     ha_send_heartbeat_interval_ms: u64 {
         default: 500,
@@ -428,11 +446,139 @@ config_keys! {
         rocketmq: Some("namesrvAddr"),
         restart: true,
     }
-    /// Serve Prometheus metrics at http://ADDR/metrics; off when unset.
+    /// Serve Prometheus metrics at http://ADDR/metrics; off when unset. A bare port is
+    /// `127.0.0.1:PORT`; an address beyond loopback is served but logged as a warning (the
+    /// metrics name every topic, group and queue).
     metrics_addr: Option<String> {
         default: None,
-        bounds: "ip:port",
+        bounds: "ip:port or a port (loopback)",
         rocketmq: None,
+        restart: true,
+    }
+    /// When set, a scrape must send `Authorization: Bearer TOKEN`; any other gets 401. Never
+    /// shown by GET_BROKER_CONFIG.
+    metrics_token: Option<String> {
+        default: None,
+        bounds: "non-empty",
+        rocketmq: None,
+        restart: true,
+    }
+    /// Check every request against the ACL file (`acl_file`): RocketMQ ACL 1.0's accounts,
+    /// signatures, per-topic and per-group permissions and IP allow-lists, for the native
+    /// protocol and RocketMQ's alike. Off by default.
+    acl_enable: bool {
+        default: false,
+        bounds: "bool",
+        rocketmq: Some("aclEnable"),
+        restart: true,
+    }
+    /// The ACL rules, RocketMQ's `plain_acl.yml` format; read again within a second of a
+    /// change (a change that does not parse keeps the rules in force). Relative to the
+    /// working directory, as RocketMQ's `conf/plain_acl.yml` is to its home.
+    acl_file: PathBuf {
+        default: PathBuf::from("conf/plain_acl.yml"),
+        bounds: "path",
+        rocketmq: None,
+        restart: true,
+    }
+    /// The broker's own ACL access key. With it (and `acl_secret_key`) the broker logs in to
+    /// every NameServer before it registers (a NameServer with ACL on takes registrations
+    /// only from an admin account of its plain_acl.yml), and both ends of a replication
+    /// stream prove the same pair to each other (challenge-response: the secret never
+    /// crosses the wire). Unset: nothing is sent and replication asks for nothing.
+    acl_access_key: Option<String> {
+        default: None,
+        bounds: "non-empty, with `acl_secret_key`",
+        rocketmq: None,
+        restart: true,
+    }
+    /// The secret key of `acl_access_key`. Never shown by GET_BROKER_CONFIG.
+    acl_secret_key: Option<String> {
+        default: None,
+        bounds: "non-empty, with `acl_access_key`",
+        rocketmq: None,
+        restart: true,
+    }
+
+    // ---- TLS (the `tls` crate; ARCHITECTURE.md, "TLS") ----
+
+    /// TLS on every client listener and the replication port: `disabled` (plaintext only,
+    /// nothing checked), `permissive` (TLS and plaintext on one port, told apart by the
+    /// first byte), `enforcing` (a plaintext connection is closed and counted).
+    tls_mode: String {
+        default: "disabled".into(),
+        bounds: "`disabled`, `permissive`, `enforcing`",
+        rocketmq: Some("tls.server.mode"),
+        restart: true,
+    }
+    /// The broker's PEM certificate chain, its own certificate first; needed unless
+    /// `tls_mode` is disabled.
+    tls_cert_path: Option<PathBuf> {
+        default: None,
+        bounds: "path",
+        rocketmq: Some("tls.server.certPath"),
+        restart: true,
+    }
+    /// The PEM private key of `tls_cert_path` (PKCS#8, PKCS#1 or SEC1).
+    tls_key_path: Option<PathBuf> {
+        default: None,
+        bounds: "path",
+        rocketmq: Some("tls.server.keyPath"),
+        restart: true,
+    }
+    /// Whether TLS clients must present a certificate: `none`, `optional` (one sent must
+    /// chain to `tls_trust_cert_path`), `require`.
+    tls_client_auth: String {
+        default: "none".into(),
+        bounds: "`none`, `optional`, `require`",
+        rocketmq: Some("tls.server.need.client.auth"),
+        restart: true,
+    }
+    /// PEM CA certificates that client certificates must chain to (for `tls_client_auth`).
+    tls_trust_cert_path: Option<PathBuf> {
+        default: None,
+        bounds: "path",
+        rocketmq: Some("tls.server.trustCertPath"),
+        restart: true,
+    }
+    /// The broker's own outgoing links speak TLS: to the NameServers and, as a slave, to
+    /// its master's replication port.
+    tls_client_enable: bool {
+        default: false,
+        bounds: "bool",
+        rocketmq: Some("tls.enable"),
+        restart: true,
+    }
+    /// PEM CA certificates the broker's outgoing TLS links trust; needed with
+    /// `tls_client_enable` unless `tls_client_trust_any`.
+    tls_client_trust_cert_path: Option<PathBuf> {
+        default: None,
+        bounds: "path",
+        rocketmq: Some("tls.client.trustCertPath"),
+        restart: true,
+    }
+    /// The outgoing TLS links accept any server certificate (RocketMQ's test mode, which
+    /// RocketMQ turns on by default and corvus does not): encrypted, but open to a man in
+    /// the middle. For tests and trials.
+    tls_client_trust_any: bool {
+        default: false,
+        bounds: "bool",
+        rocketmq: Some("tls.test.mode.enable"),
+        restart: true,
+    }
+    /// A PEM certificate the outgoing links present to servers that ask for one (with
+    /// `tls_client_key_path`).
+    tls_client_cert_path: Option<PathBuf> {
+        default: None,
+        bounds: "path",
+        rocketmq: Some("tls.client.certPath"),
+        restart: true,
+    }
+    /// The PEM private key of `tls_client_cert_path`.
+    tls_client_key_path: Option<PathBuf> {
+        default: None,
+        bounds: "path",
+        rocketmq: Some("tls.client.keyPath"),
         restart: true,
     }
     /// The data directory: topics, offsets and each shard's CommitLog, ConsumeQueues and
@@ -474,6 +620,31 @@ config_keys! {
         default: true,
         bounds: "bool",
         rocketmq: Some("autoCreateTopicEnable"),
+        restart: true,
+    }
+    /// Store replies of request-reply in the cluster's reply topic as well as pushing them
+    /// to their requester.
+    store_reply_message_enable: bool {
+        default: true,
+        bounds: "bool",
+        rocketmq: Some("storeReplyMessageEnable"),
+        restart: true,
+    }
+    /// Create the message trace topic (`RMQ_SYS_TRACE_TOPIC`) at start, so clients with
+    /// tracing on can write to it even with auto-creation off (otherwise their first trace
+    /// send auto-creates it).
+    trace_topic_enable: bool {
+        default: false,
+        bounds: "bool",
+        rocketmq: Some("traceTopicEnable"),
+        restart: true,
+    }
+    /// Accept SQL92 property filters (`MessageSelector.bySql`, the native client's
+    /// `sql92` subscriptions). Off, as in RocketMQ: such a subscription is refused.
+    enable_property_filter: bool {
+        default: false,
+        bounds: "bool",
+        rocketmq: Some("enablePropertyFilter"),
         restart: true,
     }
     /// Queues of an auto-created topic.
@@ -726,11 +897,57 @@ config_keys! {
         rocketmq: None,
         restart: true,
     }
-    /// The longest a pull may wait for new messages.
+    /// The longest a pull (or a native wait for a group change) may wait for new messages,
+    /// whatever suspend timeout the client asks for.
     long_polling_max_ms: u64 {
         default: 30_000,
         range: [0, 300_000],
         bounds: "0 to 300000 ms",
+        rocketmq: None,
+        restart: true,
+    }
+    /// The most messages one pull answers, whatever the client asks for (both protocols).
+    pull_batch_messages_max: u64 {
+        default: 1024,
+        range: [1, 1024],
+        bounds: "1 to 1024",
+        rocketmq: Some("maxTransferCountOnMessageInMemory"),
+        restart: true,
+    }
+    /// The most message bytes one pull answers, whatever the client asks for (the first
+    /// message is always answered whole): a pull cannot make the broker gather gigabytes
+    /// for one answer.
+    pull_batch_bytes_max: u64 {
+        default: 64 << 20,
+        range: [64 << 10, 1 << 30],
+        bounds: "64 KiB to 1 GiB",
+        rocketmq: Some("maxTransferBytesOnMessageInMemory"),
+        restart: true,
+    }
+    /// The most messages a query by key (or by unique key) answers, whatever the client
+    /// asks for (both protocols).
+    query_messages_max: u64 {
+        default: 64,
+        range: [1, 4096],
+        bounds: "1 to 4096",
+        rocketmq: Some("maxMsgsNumBatch"),
+        restart: true,
+    }
+    /// The most producer or consumer groups one RocketMQ heartbeat may declare (each
+    /// consumer group gets a retry topic); a heartbeat with more is refused.
+    heartbeat_groups_max: u64 {
+        default: 256,
+        range: [1, 65_536],
+        bounds: "1 to 65536",
+        rocketmq: None,
+        restart: true,
+    }
+    /// The most subscriptions one consumer group of a RocketMQ heartbeat may declare; a
+    /// heartbeat with more is refused.
+    heartbeat_subscriptions_max: u64 {
+        default: 1024,
+        range: [1, 65_536],
+        bounds: "1 to 65536",
         rocketmq: None,
         restart: true,
     }
@@ -783,13 +1000,74 @@ config_keys! {
         rocketmq: Some("flushConsumerOffsetInterval"),
         restart: true,
     }
-    /// Delay of each retry level (RocketMQ's messageDelayLevel, level 1 first). A message
-    /// that failed `n` times comes back after level `n + 3` (the last level beyond).
+    /// Delay of each delay level (RocketMQ's messageDelayLevel, level 1 first): a message
+    /// with `DELAY = n` is held for level n (the last level beyond the list), and a message
+    /// that failed `n` times comes back after level `n + 3`.
     retry_delay_levels_ms: Vec<u64> {
         default: RETRY_DELAY_LEVELS_MS_DEFAULT.to_vec(),
         bounds: "1 to 64 levels, each 1 ms to 7 days",
         rocketmq: Some("messageDelayLevel"),
         restart: true,
+    }
+    /// The furthest ahead a scheduled message (`TIMER_DELIVER_MS`, `TIMER_DELAY_SEC`,
+    /// `__STARTDELIVERTIME`, or a delay level) may be due, counted from its store time; one
+    /// asking for more is refused at the send (RocketMQ 5's timerMaxDelaySec).
+    timer_max_delay_sec: u64 {
+        default: 3 * 24 * 3600,
+        range: [1, 366 * 24 * 3600],
+        bounds: "1 to 31622400 s",
+        rocketmq: Some("timerMaxDelaySec"),
+        restart: true,
+    }
+
+    // ---- transactions ----
+
+    /// How old an undecided half message must be before the broker checks it back with its
+    /// producer group (RocketMQ's transactionTimeOut).
+    transaction_timeout_ms: u64 {
+        default: 6_000,
+        range: [100, 86_400_000],
+        bounds: "100 ms to 1 day",
+        rocketmq: Some("transactionTimeOut"),
+        restart: true,
+    }
+    /// How often each core scans its shards' half messages for undecided ones to check back
+    /// (RocketMQ's transactionCheckInterval); also the spacing of a transaction's checks.
+    transaction_check_interval_ms: u64 {
+        default: 60_000,
+        range: [100, 3_600_000],
+        bounds: "100 ms to 1 hour",
+        rocketmq: Some("transactionCheckInterval"),
+        restart: true,
+    }
+    /// Checks of one transaction before the broker discards it (logged at WARN)
+    /// (RocketMQ's transactionCheckMax).
+    transaction_check_max: u32 {
+        default: 15,
+        range: [1, 1_000],
+        bounds: "1 to 1000",
+        rocketmq: Some("transactionCheckMax"),
+        restart: true,
+    }
+}
+
+/// Keys whose values are secrets: never reported (GET_BROKER_CONFIG leaves them out).
+pub const SECRET_KEYS: &[&str] = &["metrics_token", "acl_secret_key"];
+
+/// The broker's own credentials (`acl_access_key`, `acl_secret_key`). `Debug` leaves the
+/// secret out.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Credentials {
+    pub access_key: String,
+    pub secret_key: String,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials")
+            .field("access_key", &self.access_key)
+            .field("secret_key", &"<redacted>")
+            .finish()
     }
 }
 
@@ -800,6 +1078,17 @@ pub const RETRY_DELAY_LEVELS_MS_DEFAULT: [u64; 18] = [
 ];
 
 impl BrokerConfig {
+    /// The broker's own credentials, when both keys are set.
+    pub fn credentials(&self) -> Option<Credentials> {
+        match (&self.acl_access_key, &self.acl_secret_key) {
+            (Some(a), Some(s)) => Some(Credentials {
+                access_key: a.clone(),
+                secret_key: s.clone(),
+            }),
+            _ => None,
+        }
+    }
+
     /// Defaults overlaid with a named profile.
     pub fn from_profile(name: &str) -> Result<BrokerConfig, ConfigError> {
         let text = PROFILES
@@ -1075,9 +1364,37 @@ impl BrokerConfig {
             })?;
         }
         if let Some(a) = &self.metrics_addr {
-            a.parse::<SocketAddr>().map_err(|e| ConfigError::Invalid {
+            telemetry::listen_addr(a).map_err(|message| ConfigError::Invalid {
                 key: "metrics_addr",
-                message: format!("`{a}` is not ip:port ({e})"),
+                message,
+            })?;
+        }
+        match (&self.acl_access_key, &self.acl_secret_key) {
+            (Some(a), Some(s)) if !a.is_empty() && !s.is_empty() => {}
+            (None, None) => {}
+            (Some(_), None) | (Some(_), Some(_)) => {
+                return Err(ConfigError::Invalid {
+                    key: "acl_secret_key",
+                    message: "set both acl_access_key and acl_secret_key, neither empty".into(),
+                })
+            }
+            (None, Some(_)) => {
+                return Err(ConfigError::Invalid {
+                    key: "acl_access_key",
+                    message: "set both acl_access_key and acl_secret_key, neither empty".into(),
+                })
+            }
+        }
+        if self.metrics_token.as_deref().is_some_and(str::is_empty) {
+            return Err(ConfigError::Invalid {
+                key: "metrics_token",
+                message: "must not be empty (unset it to serve metrics without a token)".into(),
+            });
+        }
+        if self.acl_enable {
+            acl::AclConfig::load(&self.acl_file).map_err(|e| ConfigError::Invalid {
+                key: "acl_file",
+                message: e.to_string(),
             })?;
         }
         for ns in self.namesrv_list() {
@@ -1304,7 +1621,7 @@ mod tests {
             .parse()
             .unwrap_or_else(|_| panic!("not a number: `{text}`"));
         let scale = match unit {
-            "" | "ms" | "µs" | "hours" => 1.0,
+            "" | "ms" | "µs" | "hours" | "s" => 1.0,
             "KiB" => 1024.0,
             "MiB" => 1024.0 * 1024.0,
             "GiB" => 1024.0 * 1024.0 * 1024.0,

@@ -25,7 +25,7 @@ use crate::connections::ClosedFor;
 use crate::core::{Core, PullBody};
 use crate::error::BrokerError;
 use crate::groups::{MemberView, StoredOffset};
-use crate::mesh::{GroupOp, OffsetOp, PullStatus};
+use crate::mesh::{GroupOp, OffsetOp, PullOutcome, PullStatus};
 use crate::stages::{SendTrace, Stage};
 
 /// A response on its way to the socket.
@@ -87,8 +87,12 @@ fn ok(request_id: u64, command: Command) -> Outgoing {
 }
 
 /// A request of the broker's own to the client (see `client_conn`).
-pub(crate) fn request_to_client(header: Header) -> Outgoing {
-    answer(header, Body::None)
+pub(crate) fn request_to_client(header: Header, body: Bytes) -> Outgoing {
+    if body.is_empty() {
+        answer(header, Body::None)
+    } else {
+        answer(header, Body::Owned(vec![body]))
+    }
 }
 
 fn answer(header: Header, body: Body) -> Outgoing {
@@ -352,7 +356,11 @@ fn start_request(
             core.stages.record(Stage::Queued, read_at.elapsed());
         }
         core.count_request();
-        let out = handle(&core, &client, frame.header.command, frame.body).await;
+        // The front door: nothing past it unless the ACL allows it.
+        let out = match core.acl.check_native(&client, &frame.header.command) {
+            Ok(()) => handle(&core, &client, frame.header.command, frame.body).await,
+            Err(e) => Err(e),
+        };
         let out = out.unwrap_or_else(|e| error_response(id, &e));
         let header = match out.header {
             OutHeader::Native(h) => h,
@@ -421,9 +429,16 @@ pub async fn serve_connection(core: Rc<Core>, stream: TcpStream) {
     let _ = stream.set_nodelay(true);
     let idle_timeout = Duration::from_millis(core.shared.config.connection_idle_timeout_ms);
     let frame_deadline = Duration::from_millis(core.shared.config.frame_deadline_ms);
+    let bounds = crate::tls::Bounds {
+        first_byte: idle_timeout,
+        handshake: frame_deadline,
+    };
+    let Some(stream) = crate::tls::accept_counted(&core, stream, &peer, bounds).await else {
+        return;
+    };
     // Reads wake at least this often to check both bounds.
     let tick = (idle_timeout.min(frame_deadline) / 4).max(Duration::from_millis(100));
-    let _ = stream.set_read_timeout(Some(tick));
+    let _ = stream.tcp().set_read_timeout(Some(tick));
     let (mut reader, writer) = futures_lite::io::split(stream);
     let inflight_max = core.shared.config.connection_inflight_max as usize;
     // Unbounded, growing as needed: the permits bound the responses queued to about
@@ -704,6 +719,27 @@ async fn write_joined<W: futures_lite::AsyncWrite + Unpin>(
     w.write_all(run.as_bytes()).await
 }
 
+/// The response to a pull (with or without a SQL92 filter).
+fn pull_answer(out: PullOutcome<PullBody>) -> Outgoing {
+    let code = match out.status {
+        PullStatus::Found => ResponseCode::Success,
+        PullStatus::NoNewMessage => ResponseCode::PullNotFound,
+        PullStatus::OffsetMoved => ResponseCode::PullOffsetMoved,
+    };
+    let result = PullResult {
+        next_offset: out.next_offset.into(),
+        min_offset: out.min_offset.into(),
+        max_offset: out.max_offset.into(),
+        count: out.count,
+        suggested_broker_id: out.suggest_broker_id,
+    };
+    let body = match out.body {
+        PullBody::Local(v) => Body::Local(v),
+        PullBody::Owned(v) => Body::Owned(v),
+    };
+    answer(Header::response(0, code, Command::PullResult(result)), body)
+}
+
 /// Maps one request to its handler and the handler's answer to a response.
 async fn handle(
     core: &Rc<Core>,
@@ -725,28 +761,10 @@ async fn handle(
                 }),
             ))
         }
-        Command::Pull(req) => {
-            let out = core.pull(req).await?;
-            let code = match out.status {
-                PullStatus::Found => ResponseCode::Success,
-                PullStatus::NoNewMessage => ResponseCode::PullNotFound,
-                PullStatus::OffsetMoved => ResponseCode::PullOffsetMoved,
-            };
-            let result = PullResult {
-                next_offset: out.next_offset.into(),
-                min_offset: out.min_offset.into(),
-                max_offset: out.max_offset.into(),
-                count: out.count,
-            };
-            let body = match out.body {
-                PullBody::Local(v) => Body::Local(v),
-                PullBody::Owned(v) => Body::Owned(v),
-            };
-            Ok(answer(
-                Header::response(0, code, Command::PullResult(result)),
-                body,
-            ))
-        }
+        Command::Pull(req) => Ok(pull_answer(core.pull(req).await?)),
+        Command::PullSql92 { pull, expression } => Ok(pull_answer(
+            core.pull_filtered(pull, Some(expression)).await?,
+        )),
         Command::CreateTopic(cfg) => {
             core.create_topic(cfg).await?;
             Ok(ok(0, Command::Empty))
@@ -800,6 +818,7 @@ async fn handle(
         Command::GetTopicConfigs => Ok(ok(0, Command::TopicConfigs(core.topics.borrow().all()))),
         Command::ConsumerHeartbeat(hb) => {
             check_name("client id", &hb.client_id)?;
+            check_name("consumer group", &hb.group)?;
             core.clients.identified(client, &hb.client_id);
             let v = core
                 .group(GroupOp::Heartbeat {
@@ -809,12 +828,36 @@ async fn handle(
                 .await?;
             Ok(members_response(core, v))
         }
+        Command::IdentifyClient { client_id } => {
+            check_name("client id", &client_id)?;
+            core.clients.identified(client, &client_id);
+            // A requester identifies itself before its request: the reply topic its
+            // replier will send to exists from then on.
+            core.ensure_reply_topic().await;
+            Ok(ok(0, Command::Empty))
+        }
+        Command::SendReply(req) => {
+            let reply = native_reply(client, &req, &body)?;
+            core.reply(reply).await?;
+            Ok(ok(0, Command::Empty))
+        }
+        Command::ProducerHeartbeat { group, client_id } => {
+            check_name("producer group", &group)?;
+            check_name("client id", &client_id)?;
+            core.clients.produces(client, &group);
+            Ok(ok(0, Command::Empty))
+        }
+        Command::EndTransaction(end) => {
+            core.end_transaction(end).await?;
+            Ok(ok(0, Command::Empty))
+        }
         Command::GetClientRunningInfo { client_id } => {
             check_name("client id", &client_id)?;
             let info = core.client_running_info(&client_id).await?;
             Ok(ok(0, Command::ClientRunningInfoResult(info)))
         }
         Command::UnregisterConsumer { group, client_id } => {
+            check_name("consumer group", &group)?;
             let v = core.group(GroupOp::Unregister { group, client_id }).await?;
             Ok(members_response(core, v))
         }
@@ -823,6 +866,7 @@ async fn handle(
             known_version,
             timeout_ms,
         } => {
+            check_name("consumer group", &group)?;
             let v = core
                 .group(GroupOp::WaitChange {
                     group,
@@ -859,11 +903,63 @@ async fn handle(
             .await?;
             Ok(ok(0, Command::Empty))
         }
+        Command::AuthChallenge => Ok(ok(
+            0,
+            Command::AuthNonce {
+                nonce: client.new_nonce(),
+            },
+        )),
+        Command::Login {
+            access_key,
+            signature,
+        } => {
+            core.acl.login(client, &access_key, &signature)?;
+            Ok(ok(0, Command::Empty))
+        }
         other => Err(BrokerError::Unsupported(format!(
             "the broker does not serve `{}` requests",
             other.name()
         ))),
     }
+}
+
+/// A native reply's one record as the reply to push.
+fn native_reply(
+    client: &ClientConn,
+    req: &protocol::SendRequest,
+    body: &[u8],
+) -> Result<crate::reply::ReplyPush, BrokerError> {
+    if req.count != 1 {
+        return Err(BrokerError::BadRequest(format!(
+            "a reply is one message, not {}",
+            req.count
+        )));
+    }
+    let rec = message::RecordView::parse(body)
+        .map_err(|e| BrokerError::MessageIllegal(format!("reply record: {e}")))?;
+    if rec.len() != body.len() {
+        return Err(BrokerError::MessageIllegal(format!(
+            "reply body holds {} bytes past its record",
+            body.len() - rec.len()
+        )));
+    }
+    Ok(crate::reply::ReplyPush {
+        producer_group: req.producer_group.clone(),
+        topic: req.topic.clone(),
+        queue_id: req.queue_id as i32,
+        body: Bytes::copy_from_slice(rec.body()),
+        flag: rec.flag(),
+        sys_flag: rec.sys_flag(),
+        born_timestamp_ms: rec.born_timestamp_ms(),
+        born_host: client.peer_v4.or(Some(rec.born_host())),
+        reconsume_times: rec.reconsume_times(),
+        properties: rec
+            .properties()
+            .iter()
+            .filter(|(k, _)| *k != message::prop::CRC)
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect(),
+    })
 }
 
 fn check_name(what: &str, name: &str) -> Result<(), BrokerError> {

@@ -24,12 +24,16 @@ pub enum ClosedFor {
     FrameDeadline,
     /// A frame that is not one (answered "bad frame" first).
     BadFrame,
+    /// Plaintext on a listener whose `tls_mode` is enforcing.
+    Plaintext,
+    /// A TLS handshake that failed or did not finish within `frame_deadline_ms`.
+    TlsHandshake,
 }
 
 impl ClosedFor {
     /// How many reasons there are: the per-reason counters are indexed by `self as usize`.
-    const COUNT: usize = 4;
-    const LAST_IS_COUNTED: () = assert!(ClosedFor::BadFrame as usize + 1 == ClosedFor::COUNT);
+    const COUNT: usize = 6;
+    const LAST_IS_COUNTED: () = assert!(ClosedFor::TlsHandshake as usize + 1 == ClosedFor::COUNT);
 
     fn describe(self) -> &'static str {
         match self {
@@ -41,6 +45,12 @@ impl ClosedFor {
                 "closed connections whose frame was not complete in time (frame_deadline_ms)"
             }
             ClosedFor::BadFrame => "closed connections after a malformed frame",
+            ClosedFor::Plaintext => {
+                "closed plaintext connections: tls_mode = enforcing accepts TLS only"
+            }
+            ClosedFor::TlsHandshake => {
+                "closed connections whose TLS handshake failed or did not finish within frame_deadline_ms"
+            }
         }
     }
 }

@@ -65,6 +65,8 @@ pub struct Shared {
     pub registry_wake: (Mutex<()>, std::sync::Condvar),
     /// Controller mode: what the controllers decided, and what the cores report to them.
     pub controller: Option<crate::controller_link::ControllerState>,
+    /// The listeners' TLS and the outgoing links' (from the `tls_*` keys, read at start).
+    pub tls: crate::tls::BrokerTls,
 }
 
 impl Shared {
@@ -106,6 +108,10 @@ fn bump(c: &Cell<u64>, by: u64) {
 
 /// What a local pull returns: zero-copy slices of the shard's memory or of one disk read.
 pub type LocalPull = PullOutcome<Vec<StoredSlice>>;
+
+/// With a SQL92 filter, how many further ConsumeQueue windows (of the pull's
+/// `max_messages`) one pull reads while none of their records match.
+const SQL92_WINDOWS_MAX: u32 = 16;
 
 /// A pull answer on the core that will write it to a socket.
 pub enum PullBody {
@@ -161,10 +167,16 @@ pub struct Core {
     pub rocketmq: crate::rocketmq::Seen,
     /// Each topic's queue ids per core as RocketMQ clients number them, worked out once.
     pub rocketmq_queues: crate::rocketmq::QueueIdCache,
+    /// The SQL92 filter expressions of this core's pulls, parsed once.
+    pub sql92: crate::filters::Sql92Cache,
     /// Subscription group configs: on core 0 only.
     pub sub_groups: Option<RefCell<crate::sub_groups::SubGroupTable>>,
     /// Held while subscription_groups.json is written (core 0).
     pub sub_groups_persist: glommio::sync::Semaphore,
+    /// Each local shard's transaction check state and op index.
+    pub transactions: crate::transaction::Transactions,
+    /// This core's copy of the ACL rules, the front door's (`acl_enable`).
+    pub acl: crate::access::Gate,
 }
 
 /// Counts a send in flight on its core for as long as it lives.
@@ -190,7 +202,7 @@ impl Core {
         (shard, shard_core(shard, self.shared.cores))
     }
 
-    fn local_shard(&self, shard: u16) -> Result<&Shard, BrokerError> {
+    pub(crate) fn local_shard(&self, shard: u16) -> Result<&Shard, BrokerError> {
         self.shards.get(&shard).ok_or_else(|| {
             BrokerError::Storage(format!("shard {shard} is not hosted on core {}", self.id))
         })
@@ -224,7 +236,7 @@ impl Core {
     }
 
     /// What a core is asked, here or on `core`, served by [`Core::serve_core`] either way.
-    async fn at_core(&self, core: u16, op: CoreOp) -> Result<CoreAnswer, BrokerError> {
+    pub(crate) async fn at_core(&self, core: u16, op: CoreOp) -> Result<CoreAnswer, BrokerError> {
         if core == self.id {
             return Box::pin(self.serve_core(op)).await;
         }
@@ -255,7 +267,9 @@ impl Core {
                 self.append_local(shard, &topic, queue_id, &records, count)
                     .await?,
             ),
-            ShardOp::Pull(args) => ShardAnswer::Pulled(self.pull_local(shard, &args).await?),
+            ShardOp::Pull(args, sql92) => {
+                ShardAnswer::Pulled(self.pull_local(shard, &args, sql92.as_deref()).await?)
+            }
             ShardOp::QueueOffsets { topic, queue_id } => {
                 let o = self.local_shard(shard)?.queue_offsets(&topic, queue_id);
                 ShardAnswer::Offsets {
@@ -277,6 +291,10 @@ impl Core {
             }
             ShardOp::GroupOffset(op) => {
                 ShardAnswer::GroupOffset(self.group_offset_local(shard, op)?)
+            }
+            ShardOp::EndTransaction(end) => {
+                crate::transaction::end_local(self, shard, end).await?;
+                ShardAnswer::Ended
             }
         })
     }
@@ -317,6 +335,12 @@ impl Core {
             CoreOp::TopicDeleted(name) => {
                 self.topics.borrow_mut().remove(&name);
                 CoreAnswer::Done
+            }
+            CoreOp::PushReply { client_id, reply } => {
+                CoreAnswer::ReplyPushed(self.push_reply_local(&client_id, &reply).await?)
+            }
+            CoreOp::CheckTransaction(check) => {
+                CoreAnswer::Checked(crate::transaction::ask_producer(self, check).await)
             }
         })
     }
@@ -422,6 +446,50 @@ impl Core {
         )))
     }
 
+    /// Commits or rolls back a half message, on the core of its shard.
+    pub async fn end_transaction(&self, end: protocol::EndTransaction) -> Result<(), BrokerError> {
+        if end.shard >= self.shared.shard_count {
+            return Err(BrokerError::BadRequest(format!(
+                "shard {} does not exist",
+                end.shard
+            )));
+        }
+        // Counted as a send: the graceful stop waits for it before closing the shards.
+        if self.shared.stopping() {
+            return Err(BrokerError::ShuttingDown);
+        }
+        self.check_master()?;
+        let _in_flight = SendInFlight::enter(&self.sends_in_flight);
+        match self
+            .at_shard(end.shard, ShardOp::EndTransaction(end))
+            .await?
+        {
+            ShardAnswer::Ended => Ok(()),
+            other => Err(mismatch(other)),
+        }
+    }
+
+    /// Asks a producer of the check's group, connected to this core or else to another,
+    /// about an undecided transaction; `None` when no core could ask one. A RocketMQ
+    /// client answers later with END_TRANSACTION (`Some(Unknown)` here).
+    pub async fn check_transaction(
+        &self,
+        check: protocol::CheckTransaction,
+    ) -> Option<protocol::TransactionState> {
+        let cores = self.shared.cores;
+        for i in 0..cores {
+            let core = (self.id + i) % cores;
+            match Box::pin(self.at_core(core, CoreOp::CheckTransaction(check.clone()))).await {
+                Ok(CoreAnswer::Checked(Some(answer))) => {
+                    return Some(answer.unwrap_or(protocol::TransactionState::Unknown))
+                }
+                Ok(_) => {}
+                Err(e) => tracing::debug!(core, "cannot ask a core to check a transaction: {e}"),
+            }
+        }
+        None
+    }
+
     pub fn count_request(&self) {
         bump(&self.stats.requests, 1);
     }
@@ -487,11 +555,22 @@ impl Core {
         let bytes = records.len() as u64;
         let (shard, core) = self.owner(topic, queue_id);
         let forwarded_at = (core != self.id).then(Instant::now);
-        let op = ShardOp::Append {
-            topic: topic.to_owned(),
-            queue_id,
-            records,
-            count,
+        // A prepared transactional message is stored as a half message of the real queue's
+        // shard, invisible to consumers until it is committed (`transaction`).
+        let op = if crate::transaction::is_prepared(&records, count) {
+            ShardOp::Append {
+                topic: crate::transaction::HALF_TOPIC.to_owned(),
+                queue_id: u32::from(shard),
+                records: crate::transaction::half_record(&records, topic, queue_id)?,
+                count,
+            }
+        } else {
+            ShardOp::Append {
+                topic: topic.to_owned(),
+                queue_id,
+                records,
+                count,
+            }
         };
         let appended = match self.at_shard(shard, op).await? {
             ShardAnswer::Appended(a) => a,
@@ -528,7 +607,7 @@ impl Core {
         ))
     }
 
-    async fn append_local(
+    pub(crate) async fn append_local(
         &self,
         shard: u16,
         topic: &str,
@@ -581,6 +660,29 @@ impl Core {
         &self,
         args: protocol::PullRequest,
     ) -> Result<PullOutcome<PullBody>, BrokerError> {
+        self.pull_filtered(args, None).await
+    }
+
+    /// Refuses a SQL92 filter when `enable_property_filter` is off or when it does not
+    /// parse (RocketMQ's answers), before anything is read.
+    pub fn check_sql92(&self, expression: &str) -> Result<(), BrokerError> {
+        if !self.shared.config.enable_property_filter {
+            return Err(BrokerError::FilterDisabled);
+        }
+        self.sql92.get(expression)?;
+        Ok(())
+    }
+
+    /// [`Core::pull`], serving only the records whose properties match `sql92` when there
+    /// is one; the next offset still passes the records left out.
+    pub async fn pull_filtered(
+        &self,
+        args: protocol::PullRequest,
+        sql92: Option<String>,
+    ) -> Result<PullOutcome<PullBody>, BrokerError> {
+        if let Some(e) = &sql92 {
+            self.check_sql92(e)?;
+        }
         let cfg = self.topic_for_read(&args.topic)?;
         if args.queue_id >= cfg.read_queues.max(cfg.write_queues) {
             return Err(BrokerError::QueueNotExist {
@@ -590,7 +692,7 @@ impl Core {
             });
         }
         let (shard, _) = self.owner(&args.topic, args.queue_id);
-        match self.at_shard(shard, ShardOp::Pull(args)).await? {
+        match self.at_shard(shard, ShardOp::Pull(args, sql92)).await? {
             ShardAnswer::Pulled(o) => Ok(o),
             other => Err(mismatch(other)),
         }
@@ -600,23 +702,62 @@ impl Core {
         &self,
         shard_id: u16,
         args: &protocol::PullRequest,
+        sql92: Option<&str>,
     ) -> Result<LocalPull, BrokerError> {
         let shard = self.local_shard(shard_id)?;
         let filter = TagFilter::parse(&args.tag_expression);
+        let sql92 = match sql92 {
+            Some(e) => Some(self.sql92.get(e)?),
+            None => None,
+        };
         let wait_ms = args
             .suspend_timeout_ms
             .min(self.shared.config.long_polling_max_ms);
         let deadline = Instant::now() + Duration::from_millis(wait_ms);
+        // The client's batch, within the broker's bounds (both fit a u32 by their ranges).
+        let cfg = &self.shared.config;
+        let messages_max = u32::try_from(cfg.pull_batch_messages_max).unwrap_or(1024);
+        let bytes_max = u32::try_from(cfg.pull_batch_bytes_max).unwrap_or(u32::MAX);
+        // Where this pull reads from: past `args.queue_offset` only when a SQL92 filter
+        // matched nothing in the windows before.
+        let mut from = args.queue_offset;
+        let mut windows = 0;
         loop {
             let req = ReadRequest {
                 topic: &args.topic,
                 queue_id: args.queue_id,
-                queue_offset: shard::QueueOffset(args.queue_offset),
-                max_messages: args.max_messages.clamp(1, 1024),
-                max_bytes: args.max_bytes.max(1),
+                queue_offset: shard::QueueOffset(from),
+                max_messages: args.max_messages.clamp(1, messages_max),
+                max_bytes: args.max_bytes.clamp(1, bytes_max),
                 filter: &filter,
             };
-            let r = shard.read(&req).await?;
+            let mut r = shard.read(&req).await?;
+            if let Some(f) = &sql92 {
+                // RocketMQ evaluates SQL92 on the stored message the same way, after the
+                // ConsumeQueue: the records left out are passed by `next_queue_offset`.
+                r.records
+                    .retain(|s| crate::filters::selects(f, s.as_bytes()));
+                if r.records.is_empty() && r.status == ReadStatus::Found {
+                    r.status = ReadStatus::NoMatchedMessage;
+                }
+                // Nothing matched in this window and more is there: read on within this
+                // pull (bounded), as RocketMQ's broker does, rather than answer a window of
+                // nothing and have the consumer ask again at once.
+                if r.status == ReadStatus::NoMatchedMessage
+                    && r.records.is_empty()
+                    && r.next_queue_offset.0 > from
+                    && r.next_queue_offset.0 < shard.visible_max(&args.topic, args.queue_id).0
+                    && windows < SQL92_WINDOWS_MAX
+                {
+                    windows += 1;
+                    from = r.next_queue_offset.0;
+                    continue;
+                }
+                // The answer never sends the consumer back before what was scanned.
+                if r.next_queue_offset.0 < from {
+                    r.next_queue_offset = shard::QueueOffset(from);
+                }
+            }
             let status = match r.status {
                 ReadStatus::Found => PullStatus::Found,
                 ReadStatus::OffsetMoved | ReadStatus::OffsetOverflow => PullStatus::OffsetMoved,
@@ -646,14 +787,42 @@ impl Core {
             let bytes: u64 = r.records.iter().map(|s| s.len() as u64).sum();
             bump(&self.stats.consumed_messages, count as u64);
             bump(&self.stats.consumed_bytes, bytes);
+            let suggest_broker_id = self.suggest_reader(shard_id, shard, &r.records);
             return Ok(PullOutcome {
                 status,
                 next_offset: r.next_queue_offset,
                 min_offset: r.min_offset,
                 max_offset: r.max_offset,
                 count,
+                suggest_broker_id,
                 body: r.records,
             });
+        }
+    }
+
+    /// Which broker of the group a consumer should read from next (`slave_read_enable`,
+    /// RocketMQ's suggestWhichBrokerId): a consumer reading further back than the shard keeps
+    /// in memory (`hot_bytes_max`) goes to an in-sync slave, so its disk reads do not slow
+    /// the master's producers, and comes back to the master (0) once it is within it.
+    fn suggest_reader(&self, shard_id: u16, shard: &Shard, records: &[StoredSlice]) -> u64 {
+        if !self.shared.config.slave_read_enable {
+            return 0;
+        }
+        let Some(last) = records.last() else {
+            return 0;
+        };
+        let Ok(v) = message::RecordView::parse(last.as_bytes()) else {
+            return 0;
+        };
+        let read_to = v.physical_offset() + v.len() as u64;
+        let (_, end) = shard.log_bounds();
+        let behind = end.saturating_sub(read_to) > self.shared.config.hot_bytes_max;
+        match self.ha.master(shard_id) {
+            Some(m) if behind => m.in_sync_ids().first().copied().unwrap_or(0),
+            Some(_) => 0,
+            // A slave: keep the consumer while it is behind, else back to the master.
+            None if behind => self.shared.config.broker_id,
+            None => 0,
         }
     }
 
@@ -775,7 +944,11 @@ impl Core {
     }
 
     /// Asks every core (every shard) for messages by key.
-    pub async fn query_by_key(&self, q: protocol::QueryByKey) -> Result<Vec<Bytes>, BrokerError> {
+    pub async fn query_by_key(
+        &self,
+        mut q: protocol::QueryByKey,
+    ) -> Result<Vec<Bytes>, BrokerError> {
+        q.max = self.query_messages_max(q.max);
         let mut out = self.query_local(&q).await?;
         let max = q.max as usize;
         for core in 0..self.shared.cores {
@@ -791,10 +964,21 @@ impl Core {
         Ok(out)
     }
 
+    /// The most messages a query answers when its client asks for `asked`: at least one,
+    /// at most `query_messages_max`.
+    pub(crate) fn query_messages_max(&self, asked: u32) -> u32 {
+        let max = u32::try_from(self.shared.config.query_messages_max).unwrap_or(u32::MAX);
+        asked.clamp(1, max)
+    }
+
     pub(crate) async fn query_local(
         &self,
         q: &protocol::QueryByKey,
     ) -> Result<Vec<Bytes>, BrokerError> {
+        let q = &protocol::QueryByKey {
+            max: self.query_messages_max(q.max),
+            ..q.clone()
+        };
         let mut out = Vec::new();
         for shard in self.shards.values() {
             for s in shard
@@ -883,6 +1067,8 @@ impl Core {
             connections_timed_out: self.connections.closed(ClosedFor::Idle)
                 + self.connections.closed(ClosedFor::FrameDeadline),
             connections_bad_frames: self.connections.closed(ClosedFor::BadFrame),
+            connections_tls_refused: self.connections.closed(ClosedFor::Plaintext)
+                + self.connections.closed(ClosedFor::TlsHandshake),
             role: self.ha.role_name(&self.shared.config).to_owned(),
             replication: serde_json::to_string(&self.ha.status()).unwrap_or_default(),
             ..Default::default()
@@ -1050,7 +1236,20 @@ impl Core {
                 }
                 s
             }),
-            OffsetOp::Commit(c) => t.commit(&c.queue, c.offset, c.epoch, &c.client_id, c.release),
+            OffsetOp::Commit(c) => {
+                // A client's commit past the queue's end is taken as the end: a member
+                // cannot set its group's progress beyond every message (a reset can).
+                let end = self.shards.get(&shard).map_or(c.offset, |sh| {
+                    sh.queue_offsets(&c.queue.topic, c.queue.queue_id).max.0
+                });
+                t.commit(
+                    &c.queue,
+                    c.offset.min(end),
+                    c.epoch,
+                    &c.client_id,
+                    c.release,
+                )
+            }
             OffsetOp::Reset { queue, offset } => Some(t.reset(&queue, offset)),
             OffsetOp::Lock {
                 queue,
@@ -1100,7 +1299,7 @@ impl Core {
 
 /// An answer of another kind than the request asked for: a bug of the broker, caught by
 /// debug builds (tests); a release build answers an internal error instead of crashing.
-fn mismatch(answer: impl std::fmt::Debug) -> BrokerError {
+pub(crate) fn mismatch(answer: impl std::fmt::Debug) -> BrokerError {
     debug_assert!(false, "an answer of the wrong kind: {answer:?}");
     BrokerError::Storage(format!("internal: an answer of the wrong kind: {answer:?}"))
 }

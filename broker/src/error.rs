@@ -55,8 +55,20 @@ pub enum BrokerError {
     InSyncReplicasNotEnough(String),
     #[error("not supported: {0}")]
     Unsupported(String),
+    /// Refused by the ACL (`crate::access`): what was refused, for whom.
+    #[error("NO_PERMISSION: {0}")]
+    NoPermission(String),
     #[error("queue is leased to another member of the group: {0}")]
     QueueLocked(String),
+    /// A SQL92 filter that does not parse.
+    #[error("{0}")]
+    FilterInvalid(#[from] message::sql92::Sql92Error),
+    /// A SQL92 filter while `enable_property_filter` is off (RocketMQ's remark).
+    #[error("The broker does not support consumer to filter message by SQL92 (enable_property_filter is off)")]
+    FilterDisabled,
+    /// A RocketMQ pull with a SQL92 subscription the broker has no heartbeat for.
+    #[error("the subscription of group `{group}` to `{topic}` is not known yet: heartbeat first")]
+    SubscriptionNotExist { group: String, topic: String },
 }
 
 impl BrokerError {
@@ -87,7 +99,11 @@ impl BrokerError {
             BrokerError::FlushSlaveTimeout { .. } => ResponseCode::FlushSlaveTimeout,
             BrokerError::InSyncReplicasNotEnough(_) => ResponseCode::InSyncReplicasNotEnough,
             BrokerError::Unsupported(_) => ResponseCode::RequestCodeNotSupported,
+            BrokerError::NoPermission(_) => ResponseCode::NoPermission,
             BrokerError::QueueLocked(_) => ResponseCode::QueueLocked,
+            BrokerError::FilterInvalid(_) => ResponseCode::SubscriptionParseFailed,
+            BrokerError::FilterDisabled => ResponseCode::SystemError,
+            BrokerError::SubscriptionNotExist { .. } => ResponseCode::SubscriptionNotExist,
         }
     }
 }

@@ -11,6 +11,7 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+pub mod access;
 pub mod bootstrap;
 pub mod cli;
 pub mod client_conn;
@@ -22,15 +23,20 @@ pub mod core;
 mod deadline;
 pub mod durable;
 pub mod error;
+pub mod filters;
 pub mod groups;
 pub mod ha;
 pub mod mesh;
 pub mod metrics;
 pub mod registry;
+pub mod reply;
 pub mod rocketmq;
 pub mod stages;
 pub mod sub_groups;
+pub mod timer;
+pub mod tls;
 pub mod topics;
+pub mod transaction;
 
 pub use bootstrap::{start, Running};
 pub use config::BrokerConfig;

@@ -48,6 +48,9 @@ pub struct PullOutcome<B> {
     pub min_offset: QueueOffset,
     pub max_offset: QueueOffset,
     pub count: u32,
+    /// Where the consumer should read this queue next (RocketMQ's suggestWhichBrokerId):
+    /// 0 the master, else a slave's broker id (`slave_read_enable`).
+    pub suggest_broker_id: u64,
     pub body: B,
 }
 
@@ -71,8 +74,9 @@ pub enum ShardOp {
         /// How many records the sender said the batch holds (checked by the shard).
         count: u32,
     },
-    /// The wire's own request, as it arrived.
-    Pull(PullRequest),
+    /// The wire's own request, as it arrived, and the SQL92 expression its records must
+    /// match (checked by the sender; parsed again from the owning core's cache).
+    Pull(PullRequest, Option<String>),
     QueueOffsets {
         topic: String,
         queue_id: u32,
@@ -87,6 +91,8 @@ pub enum ShardOp {
     },
     /// A group's offset or lease of one of the shard's queues.
     GroupOffset(OffsetOp),
+    /// Commit or roll back one of the shard's half messages.
+    EndTransaction(protocol::EndTransaction),
 }
 
 /// A shard's answer to a [`ShardOp`], one variant per op; `B` is a pull's body (slices on
@@ -99,6 +105,7 @@ pub enum ShardAnswer<B> {
     Offset(QueueOffset),
     Records(Vec<Bytes>),
     GroupOffset(Option<StoredOffset>),
+    Ended,
 }
 
 impl<B> ShardAnswer<B> {
@@ -112,12 +119,14 @@ impl<B> ShardAnswer<B> {
                 min_offset: o.min_offset,
                 max_offset: o.max_offset,
                 count: o.count,
+                suggest_broker_id: o.suggest_broker_id,
                 body: f(o.body),
             }),
             ShardAnswer::Offsets { min, max } => ShardAnswer::Offsets { min, max },
             ShardAnswer::Offset(o) => ShardAnswer::Offset(o),
             ShardAnswer::Records(r) => ShardAnswer::Records(r),
             ShardAnswer::GroupOffset(g) => ShardAnswer::GroupOffset(g),
+            ShardAnswer::Ended => ShardAnswer::Ended,
         }
     }
 }
@@ -150,6 +159,14 @@ pub enum CoreOp {
     DeleteTopic(String),
     /// From core 0 to every other core: the topic was deleted.
     TopicDeleted(String),
+    /// To every core: if a connection of `client_id` is open here, push it this reply
+    /// (request-reply; `crate::reply`).
+    PushReply {
+        client_id: String,
+        reply: Box<crate::reply::ReplyPush>,
+    },
+    /// To a core: ask a producer of the check's group connected here about a transaction.
+    CheckTransaction(protocol::CheckTransaction),
 }
 
 /// A change to, or a look at, the subscription group configs (served by core 0).
@@ -173,6 +190,11 @@ pub enum CoreAnswer {
     ClientAnswer(Option<Frame>),
     /// Subscription group configs after the op (for a list: those asked for).
     SubGroups(Vec<remoting::body::SubscriptionGroupConfig>),
+    /// Whether the reply was pushed: false when no connection of the client is open there.
+    ReplyPushed(bool),
+    /// `None`: no producer of the group is connected there; `Some(None)`: a RocketMQ client
+    /// was asked (it answers with END_TRANSACTION); `Some(Some(s))`: a native client's answer.
+    Checked(Option<Option<protocol::TransactionState>>),
 }
 
 /// A request that crosses cores: for a shard, or for a core.

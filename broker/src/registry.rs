@@ -11,9 +11,11 @@
 
 use std::io::ErrorKind;
 use std::net::{SocketAddr, TcpStream};
+
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tls::SyncStream;
 
 use protocol::blocking::{write_frame, FrameReader};
 use protocol::{BrokerKey, Command, Header, RegisterBroker, ResponseCode, TopicConfig};
@@ -99,7 +101,11 @@ struct ExchangeError {
 /// keeps it, and the late answer is skipped by its request id when it comes.
 struct NameServerLink {
     addr: String,
-    conn: Option<FrameReader<TcpStream>>,
+    /// The broker's own credentials: each new connection logs in with them first.
+    credentials: Option<crate::config::Credentials>,
+    conn: Option<FrameReader<SyncStream>>,
+    /// TLS for this link (`tls_client_enable`).
+    tls: Option<Arc<tls::rustls::ClientConfig>>,
     next_request_id: u64,
     /// The last exchange failed (each change is logged once).
     failing: bool,
@@ -111,10 +117,16 @@ struct NameServerLink {
 }
 
 impl NameServerLink {
-    fn new(addr: &str) -> NameServerLink {
+    fn new(
+        addr: &str,
+        credentials: Option<crate::config::Credentials>,
+        tls: Option<Arc<tls::rustls::ClientConfig>>,
+    ) -> NameServerLink {
         NameServerLink {
             addr: addr.to_owned(),
+            credentials,
             conn: None,
+            tls,
             next_request_id: 0,
             failing: false,
             registered: false,
@@ -168,12 +180,20 @@ impl NameServerLink {
         };
         let reader = match &mut self.conn {
             Some(r) => r,
-            empty => empty.insert(dial(&self.addr, timeout).map_err(other)?),
+            empty => {
+                let mut conn = dial(&self.addr, timeout, self.tls.as_ref()).map_err(other)?;
+                if let Some(c) = &self.credentials {
+                    login(&mut conn, c, timeout).map_err(|e| {
+                        other(format!("the NameServer refused this broker's login: {e}"))
+                    })?;
+                }
+                empty.insert(conn)
+            }
         };
         let stream = reader.get_ref();
         stream
             .set_read_timeout(Some(timeout))
-            .and_then(|()| stream.set_write_timeout(Some(timeout)))
+            .and_then(|()| stream.socket().set_write_timeout(Some(timeout)))
             .map_err(|e| other(e.to_string()))?;
         self.next_request_id += 1;
         let id = self.next_request_id;
@@ -265,13 +285,66 @@ impl NameServerLink {
     }
 }
 
-fn dial(addr: &str, timeout: Duration) -> Result<FrameReader<TcpStream>, String> {
+fn dial(
+    addr: &str,
+    timeout: Duration,
+    tls: Option<&Arc<tls::rustls::ClientConfig>>,
+) -> Result<FrameReader<SyncStream>, String> {
     let sa: SocketAddr = addr
         .parse()
         .map_err(|e| format!("bad address {addr}: {e}"))?;
     let s = TcpStream::connect_timeout(&sa, timeout).map_err(|e| e.to_string())?;
     let _ = s.set_nodelay(true);
+    let s = SyncStream::dial(tls, addr, s, timeout).map_err(|e| format!("TLS: {e}"))?;
     Ok(FrameReader::new(s, protocol::FRAME_BYTES_MAX_DEFAULT))
+}
+
+/// Logs a new connection in for `c` (the acl crate's challenge-response: a nonce from the
+/// NameServer, then an HMAC over it keyed by the secret key, which never crosses the wire).
+/// A NameServer with ACL on takes registrations only from a logged-in admin account.
+fn login(
+    conn: &mut FrameReader<SyncStream>,
+    c: &crate::config::Credentials,
+    timeout: Duration,
+) -> Result<(), String> {
+    let stream = conn.get_ref();
+    stream
+        .set_read_timeout(Some(timeout))
+        .and_then(|()| stream.socket().set_write_timeout(Some(timeout)))
+        .map_err(|e| e.to_string())?;
+    let mut ask = |id: u64, command: Command| -> Result<Header, String> {
+        write_frame(&mut conn.get_ref(), &Header::request(id, command), &[])
+            .map_err(|e| e.to_string())?;
+        match conn.next_frame() {
+            Ok(Some(f)) if f.header.is_response() && f.header.request_id == id => Ok(f.header),
+            Ok(Some(f)) => Err(format!(
+                "answer to another request (id {})",
+                f.header.request_id
+            )),
+            Ok(None) => Err("connection closed".into()),
+            Err(e) => Err(e.to_string()),
+        }
+    };
+    // Ids from the top of the range: the link's own requests count up from 1.
+    let nonce = match ask(u64::MAX - 1, Command::AuthChallenge)? {
+        Header {
+            command: Command::AuthNonce { nonce },
+            ..
+        } => nonce,
+        h => return Err(format!("{}: {}", h.response_code(), h.remark)),
+    };
+    let signature = acl::sign::login_signature(&c.secret_key, &nonce, &c.access_key);
+    let answer = ask(
+        u64::MAX,
+        Command::Login {
+            access_key: c.access_key.clone(),
+            signature,
+        },
+    )?;
+    match answer.response_code() {
+        ResponseCode::Success => Ok(()),
+        code => Err(format!("{code}: {}", answer.remark)),
+    }
 }
 
 /// Whether a read ended at its timeout (the answer may still come).
@@ -381,7 +454,11 @@ fn run(shared: Arc<Shared>) {
     if namesrvs.is_empty() {
         return;
     }
-    let mut links: Vec<NameServerLink> = namesrvs.iter().map(|a| NameServerLink::new(a)).collect();
+    let credentials = shared.config.credentials();
+    let mut links: Vec<NameServerLink> = namesrvs
+        .iter()
+        .map(|a| NameServerLink::new(a, credentials.clone(), shared.tls.client.clone()))
+        .collect();
     let interval = Duration::from_millis(shared.config.register_interval_ms);
     let beat = Duration::from_millis(shared.config.namesrv_heartbeat_interval_ms);
     let mut next = Instant::now();
@@ -490,7 +567,7 @@ mod tests {
     #[test]
     fn a_late_answer_keeps_the_connection_and_is_skipped_by_its_request_id() {
         let (addr, accepted) = slow_first_answer(Duration::from_millis(400));
-        let mut link = NameServerLink::new(&addr);
+        let mut link = NameServerLink::new(&addr, None, None);
         let key = BrokerKey {
             cluster: "c".into(),
             broker_name: "b".into(),

@@ -19,7 +19,7 @@ pub struct Ignored {
 }
 
 const THREADS: &str = "corvus runs one event loop per core (`cores`), not thread pools";
-const REPLICATION: &str = "DLedger and slave reads are not built (issue 19): corvus replicates master to slave with brokerRole and haMasterAddress, and fails over with enableControllerMode and controllerAddr";
+const REPLICATION: &str = "DLedger is not built (issue 19): corvus replicates master to slave with brokerRole and haMasterAddress, and fails over with enableControllerMode and controllerAddr";
 const STORE_PATHS: &str = "corvus keeps every store file under `data_dir` (storePathRootDir)";
 const DERIVED: &str = "corvus derives the ConsumeQueue and IndexFile from the CommitLog: \
     their files follow its flushes and are rebuilt on recovery";
@@ -27,7 +27,6 @@ const DERIVED: &str = "corvus derives the ConsumeQueue and IndexFile from the Co
 /// RocketMQ broker keys corvus knows and does not use, with the reason.
 const IGNORED: &[(&str, &str)] = &[
     ("brokerIP2", REPLICATION),
-    ("slaveReadEnable", REPLICATION),
     (
         "syncFlushTimeout",
         "a sync flush waits for its fsync; the send times out at the client",
@@ -93,26 +92,17 @@ const IGNORED: &[(&str, &str)] = &[
         "the VIP channel is the listen port - 2, as RocketMQ's default",
     ),
     (
-        "enablePropertyFilter",
-        "SQL92 filters are not built yet (issue 20): tags only",
-    ),
-    (
         "filterServerNums",
-        "SQL92 filters are not built yet (issue 20): tags only",
-    ),
-    (
-        "traceTopicEnable",
-        "message trace is not built yet (issue 20)",
+        "corvus has no filter servers: SQL92 filters run on the broker (enablePropertyFilter)",
     ),
     (
         "msgTraceTopicName",
-        "message trace is not built yet (issue 20)",
+        "the trace topic is always RMQ_SYS_TRACE_TOPIC",
     ),
     (
         "timerWheelEnable",
         "scheduled messages are not built yet (issue 20)",
     ),
-    ("aclEnable", "ACL is not built yet (issue 21)"),
     ("brokerPermission", "every corvus broker reads and writes"),
 ];
 

@@ -463,6 +463,18 @@ pub async fn serve_slave(core: Rc<Core>, stream: TcpStream) {
         .map(|a| a.to_string())
         .unwrap_or_else(|_| "?".into());
     let _ = stream.set_nodelay(true);
+    // The replication port speaks TLS as the client ports do (`tls_mode`).
+    let bounds = crate::tls::Bounds {
+        first_byte: HANDSHAKE_TIMEOUT,
+        handshake: HANDSHAKE_TIMEOUT,
+    };
+    let stream = match crate::tls::accept(&core.shared.tls.listener, stream, bounds).await {
+        Ok(s) => s,
+        Err(why) => {
+            tracing::warn!(%peer, "replication connection refused: {why:?}");
+            return;
+        }
+    };
     let (mut rd, mut wr) = futures_lite::io::split(stream);
     let hello = match with_timeout(HANDSHAKE_TIMEOUT, wire::read_frame(&mut rd)).await {
         Some(Ok(Frame::Hello(h))) => h,
@@ -491,6 +503,22 @@ pub async fn serve_slave(core: Rc<Core>, stream: TcpStream) {
             let _ = wire::write_frame(&mut wr, &Frame::Redirect(addr)).await;
             return;
         }
+    }
+    // The version first: an older slave sends no credentials, and that is not why it is
+    // refused.
+    let authenticated = if hello.version == wire::VERSION {
+        authenticate_slave(&core, &hello, &mut rd, &mut wr).await
+    } else {
+        Err(format!(
+            "replication version {} (this master speaks {})",
+            hello.version,
+            wire::VERSION
+        ))
+    };
+    if let Err(reason) = authenticated {
+        tracing::warn!(%peer, shard = hello.shard, slave = hello.broker_id, "refused a slave: {reason}");
+        let _ = wire::write_frame(&mut wr, &Frame::Refuse(reason)).await;
+        return;
     }
     let (start, ms) = match handshake(&core, &hello) {
         Ok(s) => s,
@@ -521,6 +549,44 @@ pub async fn serve_slave(core: Rc<Core>, stream: TcpStream) {
     acks.cancel().await;
     ms.refresh();
     tracing::info!(%peer, shard = hello.shard, slave = hello.broker_id, why = ?link.closed.borrow(), "a slave's stream ended");
+}
+
+/// With this broker's credentials set, the slave must prove it holds the same pair (and
+/// hears this master's proof): see [`super::auth`]. The error is the reason it is refused.
+async fn authenticate_slave<R, W>(
+    core: &Core,
+    hello: &Hello,
+    rd: &mut R,
+    wr: &mut W,
+) -> Result<(), String>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let Some(mine) = core.shared.config.credentials() else {
+        return Ok(());
+    };
+    super::auth::check_access_key(&mine, &hello.access_key)?;
+    let nonce = super::auth::nonce();
+    let challenge = Frame::Challenge {
+        nonce: nonce.clone(),
+        proof: super::auth::master_proof(&mine, &hello.nonce),
+    };
+    wire::write_frame(wr, &challenge)
+        .await
+        .map_err(|e| format!("cannot send the challenge: {e}"))?;
+    match with_timeout(HANDSHAKE_TIMEOUT, wire::read_frame(rd)).await {
+        Some(Ok(Frame::Proof(p))) if super::auth::slave_proof_holds(&mine, &nonce, &p) => Ok(()),
+        Some(Ok(Frame::Proof(_))) => Err(format!(
+            "the slave's proof for access key `{}` is wrong: its acl_secret_key is not this \
+             master's",
+            hello.access_key
+        )),
+        Some(Ok(Frame::Refuse(why))) => Err(format!("the slave refused this master: {why}")),
+        Some(Ok(other)) => Err(format!("expected the slave's PROOF, got {other:?}")),
+        Some(Err(e)) => Err(format!("no PROOF from the slave: {e}")),
+        None => Err("no PROOF from the slave in time".into()),
+    }
 }
 
 /// Where the stream to `hello`'s slave starts and the master shard it comes from, or why it

@@ -22,6 +22,7 @@ use crate::config::BrokerConfig;
 use crate::controller_link::{Assignment, ShardReport};
 use crate::core::Core;
 
+pub mod auth;
 pub mod epochs;
 pub mod master;
 pub mod slave;

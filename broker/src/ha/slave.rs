@@ -236,9 +236,24 @@ async fn session(core: &Rc<Core>, ss: &Rc<SlaveShard>, addr: &str) -> Ended {
         Some(Err(e)) => return Ended::Lost(format!("cannot connect: {e}")),
     };
     let _ = stream.set_nodelay(true);
+    let stream = match &core.shared.tls.client {
+        None => crate::tls::Stream::Plain(stream),
+        Some(tls) => {
+            let dialed = crate::tls::connect(tls, addr, stream, HANDSHAKE_TIMEOUT);
+            match unless_stopped(core, ss, dialed).await {
+                None => return Ended::Lost("the slave is stopping".into()),
+                Some(Ok(s)) => s,
+                Some(Err(e)) => return Ended::Lost(format!("TLS handshake failed: {e}")),
+            }
+        }
+    };
     let (mut rd, mut wr) = futures_lite::io::split(stream);
     let shard = &ss.shard;
     let (min, end) = shard.log_bounds();
+    let creds = cfg.credentials();
+    let my_nonce = creds
+        .as_ref()
+        .map_or_else(String::new, |_| super::auth::nonce());
     let hello = Frame::Hello(Hello {
         version: wire::VERSION,
         shard: ss.shard_id,
@@ -249,14 +264,54 @@ async fn session(core: &Rc<Core>, ss: &Rc<SlaveShard>, addr: &str) -> Ended {
         log_end: end,
         broker_name: cfg.broker_name.clone(),
         epochs: ss.epochs.borrow().0.clone(),
+        access_key: creds
+            .as_ref()
+            .map_or_else(String::new, |c| c.access_key.clone()),
+        nonce: my_nonce.clone(),
     });
     if let Err(e) = wire::write_frame(&mut wr, &hello).await {
         return Ended::Lost(format!("cannot send HELLO: {e}"));
     }
     let welcome = with_timeout(HANDSHAKE_TIMEOUT, wire::read_frame(&mut rd));
-    let Some(welcome) = unless_stopped(core, ss, welcome).await else {
+    let Some(mut welcome) = unless_stopped(core, ss, welcome).await else {
         return Ended::Lost("the slave is stopping".into());
     };
+    // Mutual authentication (`super::auth`): with credentials, the master must answer with
+    // its proof before anything else, and this slave answers with its own.
+    match (&creds, &welcome) {
+        (Some(c), Some(Ok(Frame::Challenge { nonce, proof }))) => {
+            if !super::auth::master_proof_holds(c, &my_nonce, proof) {
+                // Said to the master too, so that both logs name the reason; this slave's
+                // own proof is never sent to a master that has not proven itself.
+                let why = "the master's proof is wrong: its acl_access_key / acl_secret_key \
+                           are not this slave's";
+                let _ = wire::write_frame(&mut wr, &Frame::Refuse(why.into())).await;
+                return Ended::Refused(why.into());
+            }
+            let answer = Frame::Proof(super::auth::slave_proof(c, nonce));
+            if let Err(e) = wire::write_frame(&mut wr, &answer).await {
+                return Ended::Lost(format!("cannot send PROOF: {e}"));
+            }
+            let next = with_timeout(HANDSHAKE_TIMEOUT, wire::read_frame(&mut rd));
+            let Some(next) = unless_stopped(core, ss, next).await else {
+                return Ended::Lost("the slave is stopping".into());
+            };
+            welcome = next;
+        }
+        (Some(_), Some(Ok(Frame::Welcome { .. }))) => {
+            return Ended::Refused(
+                "the master did not authenticate itself (it has no acl_access_key / \
+                 acl_secret_key) and this slave has credentials"
+                    .into(),
+            );
+        }
+        (None, Some(Ok(Frame::Challenge { .. }))) => {
+            return Ended::Refused(
+                "the master requires credentials: set acl_access_key and acl_secret_key".into(),
+            );
+        }
+        _ => {}
+    }
     let (start, master_epochs) = match welcome {
         Some(Ok(Frame::Welcome {
             start,

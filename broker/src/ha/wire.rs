@@ -5,12 +5,17 @@
 //! ```text
 //! HELLO     slave → master   version u16, shard u16, shard_count u16, segment_bytes u64,
 //!                            broker_id u64, log min u64, log end u64, broker_name (u16 len),
-//!                            epoch history (u32 count, then epoch u32 and start u64 each)
+//!                            epoch history (u32 count, then epoch u32 and start u64 each),
+//!                            access key (u16 len; empty: none), nonce (u16 len)
+//! CHALLENGE master → slave   nonce (u16 len), proof (u16 len): the master's proof of the
+//!                            shared secret over the slave's nonce (see `ha::auth`)
+//! PROOF     slave → master   proof (u16 len): the slave's over the master's nonce
 //! WELCOME   master → slave   start u64 (where the stream begins: below the slave's end,
 //!                            the slave cuts its log back there first), master min u64,
 //!                            master end u64, confirm u64, the master's epoch history
 //! REDIRECT  master → slave   address (u16 len): the master core that owns the shard
-//! REFUSE    master → slave   reason (u16 len)
+//! REFUSE    master → slave   reason (u16 len); also slave → master, for a master whose
+//!                            CHALLENGE proof is wrong
 //! DATA      master → slave   start u64, next u64, confirm u64, then whole log units
 //! KEEPALIVE master → slave   master end u64, confirm u64
 //! ACK       slave → master   safe end u64 (what a crash of the slave keeps), end u64
@@ -27,7 +32,7 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use futures_lite::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-pub const VERSION: u16 = 3;
+pub const VERSION: u16 = 4;
 /// The biggest frame either side accepts: a frame is at most one batch, or one record
 /// bigger than a batch.
 pub const FRAME_BYTES_MAX: usize = 80 << 20;
@@ -43,6 +48,10 @@ pub struct Hello {
     pub log_end: u64,
     pub broker_name: String,
     pub epochs: Vec<(u32, u64)>,
+    /// The slave's `acl_access_key`; empty when it has none.
+    pub access_key: String,
+    /// The slave's challenge to the master (empty without an access key).
+    pub nonce: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,6 +82,11 @@ pub enum Frame {
     },
     Topics(Vec<protocol::TopicConfig>),
     Offsets(Vec<OffsetEntry>),
+    Challenge {
+        nonce: String,
+        proof: String,
+    },
+    Proof(String),
 }
 
 /// One committed offset of a group's queue, as the master's shard stores it.
@@ -97,6 +111,8 @@ const KEEPALIVE: u8 = 6;
 const ACK: u8 = 7;
 const TOPICS: u8 = 8;
 const OFFSETS: u8 = 9;
+const CHALLENGE: u8 = 10;
+const PROOF: u8 = 11;
 
 fn put_epochs(b: &mut BytesMut, epochs: &[(u32, u64)]) {
     b.put_u32(epochs.len() as u32);
@@ -128,6 +144,17 @@ pub fn encode(f: &Frame) -> (BytesMut, Option<Bytes>) {
             b.put_u64(h.log_end);
             put_str(&mut b, &h.broker_name);
             put_epochs(&mut b, &h.epochs);
+            put_str(&mut b, &h.access_key);
+            put_str(&mut b, &h.nonce);
+        }
+        Frame::Challenge { nonce, proof } => {
+            b.put_u8(CHALLENGE);
+            put_str(&mut b, nonce);
+            put_str(&mut b, proof);
+        }
+        Frame::Proof(p) => {
+            b.put_u8(PROOF);
+            put_str(&mut b, p);
         }
         Frame::Welcome {
             start,
@@ -276,6 +303,14 @@ impl Reader<'_> {
         let n = self.u16()? as usize;
         String::from_utf8(self.take(n)?.to_vec()).map_err(|_| "a string is not UTF-8".into())
     }
+    /// A string, or empty at the end of the frame (a field older versions do not send).
+    fn string_or_empty(&mut self) -> Result<String, String> {
+        if self.b.is_empty() {
+            Ok(String::new())
+        } else {
+            self.string()
+        }
+    }
 }
 
 /// Decodes one frame's body (after its length).
@@ -295,7 +330,16 @@ pub fn decode(body: Bytes) -> Result<Frame, String> {
             log_end: r.u64()?,
             broker_name: r.string()?,
             epochs: r.epochs()?,
+            // A version-3 HELLO ends here: read as no credentials, so that the master
+            // refuses it naming the version.
+            access_key: r.string_or_empty()?,
+            nonce: r.string_or_empty()?,
         }),
+        CHALLENGE => Frame::Challenge {
+            nonce: r.string()?,
+            proof: r.string()?,
+        },
+        PROOF => Frame::Proof(r.string()?),
         WELCOME => Frame::Welcome {
             start: r.u64()?,
             master_min: r.u64()?,
@@ -395,7 +439,14 @@ mod tests {
             log_end: 12345,
             broker_name: "broker-a".into(),
             epochs: vec![(1, 0), (3, 4096)],
+            access_key: "ha".into(),
+            nonce: "n0nce".into(),
         }));
+        round_trip(Frame::Challenge {
+            nonce: "abc".into(),
+            proof: "def".into(),
+        });
+        round_trip(Frame::Proof("ghi".into()));
         round_trip(Frame::Welcome {
             start: 1,
             master_min: 2,
@@ -441,6 +492,27 @@ mod tests {
             offset: 42,
             epoch: 2,
         }]));
+    }
+
+    #[test]
+    fn a_version_3_hello_reads_as_one_without_credentials() {
+        let h = Hello {
+            version: 3,
+            shard: 0,
+            shard_count: 1,
+            segment_bytes: 1 << 20,
+            broker_id: 1,
+            log_min: 0,
+            log_end: 0,
+            broker_name: "broker-a".into(),
+            epochs: vec![(1, 0)],
+            access_key: String::new(),
+            nonce: String::new(),
+        };
+        let (head, _) = encode(&Frame::Hello(h.clone()));
+        // Version 3 ended after the epochs: drop the two empty strings (2 bytes each).
+        let v3 = &head[4..head.len() - 4];
+        assert_eq!(decode(Bytes::from(v3.to_vec())).unwrap(), Frame::Hello(h));
     }
 
     #[test]

@@ -42,11 +42,33 @@ pub(crate) struct SeenClient {
 #[derive(Default)]
 pub struct Seen {
     clients: RefCell<HashMap<String, SeenClient>>,
+    /// The SQL92 expression each (group, topic) subscribed with in its members' latest
+    /// heartbeat: a Java push consumer's pulls name the type, not the expression.
+    sql92: RefCell<HashMap<(String, String), String>>,
 }
 
 impl Seen {
     pub(crate) fn heartbeat(&self, client_id: &str, c: SeenClient) {
+        for d in &c.consumers {
+            for s in &d.subscription_data_set {
+                if s.expression_type.as_deref() == Some(super::SQL92) {
+                    self.sql92.borrow_mut().insert(
+                        (d.group_name.clone(), s.topic.clone()),
+                        s.sub_string.clone(),
+                    );
+                }
+            }
+        }
         self.clients.borrow_mut().insert(client_id.to_owned(), c);
+    }
+
+    /// The SQL92 expression `group` last subscribed to `topic` with, in a heartbeat to this
+    /// core.
+    pub(crate) fn sql92_of(&self, group: &str, topic: &str) -> Option<String> {
+        self.sql92
+            .borrow()
+            .get(&(group.to_owned(), topic.to_owned()))
+            .cloned()
     }
 
     pub(crate) fn forget(&self, client_id: &str) {
@@ -180,6 +202,9 @@ fn broker_config(core: &Core, req: &RemotingCommand) -> Result<Outgoing, BrokerE
     }
     if let Ok(serde_json::Value::Object(all)) = serde_json::to_value(c) {
         for (k, v) in all {
+            if crate::config::SECRET_KEYS.contains(&k.as_str()) {
+                continue;
+            }
             let v = match v {
                 serde_json::Value::String(s) => s,
                 other => other.to_string(),

@@ -54,6 +54,8 @@ pub use admin::Seen;
 const PULL_FLAG_COMMIT_OFFSET: i32 = 0x1;
 /// Pull sysFlag bit: the broker may hold the pull (long polling).
 const PULL_FLAG_SUSPEND: i32 = 0x2;
+/// RocketMQ's `ExpressionType.SQL92`.
+const SQL92: &str = "SQL92";
 /// What a pull may carry when the client sets no byte limit.
 const PULL_BYTES_MAX_DEFAULT: u32 = 4 << 20;
 /// How long a RocketMQ client's queue lock lasts (RocketMQ's rebalance lock lifetime): it
@@ -159,12 +161,20 @@ pub(crate) async fn serve(
     frame: Frame,
 ) -> Option<Outgoing> {
     let req = &frame.command;
+    // The front door: the same rules as the native protocol's.
+    if let Err(e) = core.acl.check_remoting(client, req, &frame.body) {
+        if req.is_oneway() {
+            tracing::debug!(peer = %client.peer, "a oneway request was refused: {e}");
+        }
+        return (!req.is_oneway()).then(|| error_answer(req, &e));
+    }
     let answer = match req.code {
         request::SEND_MESSAGE | request::SEND_MESSAGE_V2 | request::SEND_BATCH_MESSAGE => {
             send(core, client, req, frame.body.clone()).await
         }
         request::PULL_MESSAGE => pull(core, req).await,
         request::HEART_BEAT => heartbeat(core, client, req, &frame.body).await,
+        request::CHECK_CLIENT_CONFIG => check_client_config(core, req, &frame.body),
         request::UNREGISTER_CLIENT => unregister(core, req).await,
         request::GET_CONSUMER_LIST_BY_GROUP => consumer_list(core, req).await,
         request::QUERY_CONSUMER_OFFSET => query_offset(core, req).await,
@@ -178,6 +188,10 @@ pub(crate) async fn serve(
         request::UNLOCK_BATCH_MQ => unlock_batch(core, req, &frame.body).await,
         request::UPDATE_AND_CREATE_TOPIC => create_topic(core, req).await,
         request::CONSUMER_SEND_MSG_BACK => send_back(core, req).await,
+        request::SEND_REPLY_MESSAGE | request::SEND_REPLY_MESSAGE_V2 => {
+            send_reply(core, client, req, frame.body.clone()).await
+        }
+        request::END_TRANSACTION => end_transaction(core, req).await,
         code => match admin::serve(core, req, &frame.body).await {
             Some(answer) => answer,
             None => Err(BrokerError::Unsupported(format!(
@@ -191,6 +205,78 @@ pub(crate) async fn serve(
         Err(e) => error_answer(req, &e),
     };
     (!req.is_oneway()).then_some(out)
+}
+
+/// END_TRANSACTION (oneway from RocketMQ's producers): commit or roll back a half message
+/// named by the send result's offset msgId (the shard in the top 16 bits) and queue offset.
+async fn end_transaction(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
+    let num = |name: &str| -> Result<i64, BrokerError> {
+        req.ext(name)
+            .ok_or_else(|| BrokerError::BadRequest(format!("{name} is required")))?
+            .trim()
+            .parse::<i64>()
+            .map_err(|_| BrokerError::BadRequest(format!("{name} is not a number")))
+    };
+    let commit_log_offset = num("commitLogOffset")? as u64;
+    let state = match num("commitOrRollback")? as i32 {
+        c if c == crate::transaction::sys_flag::COMMIT => protocol::TransactionState::Commit,
+        c if c == crate::transaction::sys_flag::ROLLBACK => protocol::TransactionState::Rollback,
+        0 => protocol::TransactionState::Unknown,
+        c => {
+            return Err(BrokerError::BadRequest(format!(
+                "commitOrRollback {c} is none of 0, 8, 12"
+            )))
+        }
+    };
+    let end = protocol::EndTransaction {
+        producer_group: req.ext("producerGroup").unwrap_or("").to_owned(),
+        shard: (commit_log_offset >> LOCAL_OFFSET_BITS) as u16,
+        commit_log_offset: commit_log_offset & message::ids::LOCAL_OFFSET_MAX,
+        queue_offset: num("tranStateTableOffset")?.max(0) as u64,
+        msg_id: req.ext("msgId").unwrap_or("").to_owned(),
+        state,
+        from_check: req.ext("fromTransactionCheck") == Some("true"),
+    };
+    let r = core.end_transaction(end).await;
+    if let Err(e) = &r {
+        if req.is_oneway() {
+            tracing::warn!("END_TRANSACTION from a RocketMQ producer failed: {e}");
+        }
+    }
+    r.map(|()| Outgoing::remoting(ok(req), Body::None))
+}
+
+/// Sends CHECK_TRANSACTION_STATE (oneway, as RocketMQ's broker does) to a RocketMQ producer
+/// connected here, with the half message as its body; false when the connection closed.
+pub(crate) async fn check_transaction(
+    _core: &Core,
+    conn: &ClientConn,
+    check: &protocol::CheckTransaction,
+) -> bool {
+    let mut cmd = RemotingCommand::request(request::CHECK_TRANSACTION_STATE, conn.next_opaque());
+    cmd.set_oneway();
+    let wide = check.commit_log_offset | (u64::from(check.shard) << LOCAL_OFFSET_BITS);
+    let f = &mut cmd.ext_fields;
+    f.insert(
+        "tranStateTableOffset".into(),
+        check.queue_offset.to_string(),
+    );
+    f.insert("commitLogOffset".into(), wide.to_string());
+    f.insert("msgId".into(), check.msg_id.clone());
+    f.insert("transactionId".into(), check.msg_id.clone());
+    let mut body = BytesMut::from(&check.record[..]);
+    let queue_id = message::RecordView::parse(&check.record).map_or(0, |v| v.queue_id());
+    Restamp {
+        queue_id,
+        shard: check.shard,
+    }
+    .apply(&mut body);
+    if let Ok(v) = message::RecordView::parse(&check.record) {
+        let id =
+            remoting::message::encode_offset_msg_id(SocketAddr::V4(v.store_host()), wide as i64);
+        cmd.ext_fields.insert("offsetMsgId".into(), id);
+    }
+    conn.notify(cmd, body.freeze()).await
 }
 
 /// Tells the RocketMQ clients among `members` that have a connection on this core that
@@ -224,7 +310,7 @@ fn header<H: remoting::headers::ExtHeader>(req: &RemotingCommand) -> Result<H, B
         .map_err(|e| BrokerError::BadRequest(e.to_string()))
 }
 
-pub(super) fn json_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, BrokerError> {
+pub(crate) fn json_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, BrokerError> {
     body::from_json(body).map_err(|e| BrokerError::BadRequest(e.to_string()))
 }
 
@@ -365,9 +451,21 @@ async fn send(
     let mut records = Vec::with_capacity(body.len() + 256);
     // Each record's length, for its offset message id.
     let mut lens = Vec::new();
+    let cluster = core.shared.config.cluster_name.as_str();
+    let mut is_request = false;
     let mut add = |body: &[u8], flag: i32, props: &str| -> Result<(), BrokerError> {
         let start = records.len();
-        let pairs: Vec<(&str, &str)> = remoting::message::properties_of(props).collect();
+        let mut pairs: Vec<(&str, &str)> = remoting::message::properties_of(props).collect();
+        // A request of request-reply carries the cluster it was stored in, as RocketMQ's
+        // broker stamps it: the replier's client names the reply topic after it.
+        if pairs
+            .iter()
+            .any(|(k, _)| *k == crate::reply::prop::REPLY_TO_CLIENT)
+            && !pairs.iter().any(|(k, _)| *k == crate::reply::prop::CLUSTER)
+        {
+            pairs.push((crate::reply::prop::CLUSTER, cluster));
+            is_request = true;
+        }
         encode_record(
             &MessageFields {
                 topic,
@@ -395,6 +493,10 @@ async fn send(
         add(&body, h.flag, h.properties.as_deref().unwrap_or(""))?;
     }
     let count = lens.len() as u32;
+    if is_request {
+        // The replier will send to the reply topic: it exists from the first request on.
+        core.ensure_reply_topic().await;
+    }
     let sent = core.send(topic, global, Bytes::from(records), count).await;
     let queue_id = queues.local(global).unwrap_or(local) as i32;
     match sent {
@@ -416,6 +518,46 @@ async fn send(
             Ok(Outgoing::remoting(answer.with_header(&resp), Body::None))
         }
         Err(e) => Err(e),
+    }
+}
+
+/// A reply of request-reply (SEND_REPLY_MESSAGE, v1 or v2 header): pushed to the requester
+/// over its connection (PUSH_REPLY_MESSAGE_TO_CLIENT), stored too with
+/// `store_reply_message_enable`. Answered as RocketMQ does: SUCCESS with msgId "0" once
+/// pushed, SYSTEM_ERROR with the reason when the requester's connection is not found.
+async fn send_reply(
+    core: &Rc<Core>,
+    client: &ClientConn,
+    req: &RemotingCommand,
+    body: Bytes,
+) -> Result<Outgoing, BrokerError> {
+    let h: SendMessageRequestHeader = header(req)?;
+    let reply = crate::reply::ReplyPush {
+        producer_group: h.producer_group.clone(),
+        topic: h.topic.clone(),
+        queue_id: h.queue_id,
+        body,
+        flag: h.flag,
+        sys_flag: h.sys_flag,
+        born_timestamp_ms: h.born_timestamp,
+        born_host: client.peer_v4,
+        reconsume_times: h.reconsume_times.unwrap_or(0),
+        properties: remoting::message::decode_properties(h.properties.as_deref().unwrap_or("")),
+    };
+    match core.reply(reply).await {
+        Ok(()) => {
+            let resp = SendMessageResponseHeader {
+                msg_id: "0".into(),
+                queue_id: h.queue_id.max(0),
+                queue_offset: 0,
+                transaction_id: None,
+            };
+            Ok(Outgoing::remoting(ok(req).with_header(&resp), Body::None))
+        }
+        Err(e) => Ok(Outgoing::remoting(
+            RemotingCommand::response_to(req, response::SYSTEM_ERROR, Some(e.to_string())),
+            Body::None,
+        )),
     }
 }
 
@@ -466,29 +608,47 @@ async fn pull(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, Broker
     } else {
         0
     };
-    let tag_expression = match h.expression_type.as_deref() {
-        None | Some("TAG") => h.subscription.clone().unwrap_or_else(|| "*".into()),
+    let (tag_expression, sql92) = match h.expression_type.as_deref() {
+        None | Some("TAG") => (h.subscription.clone().unwrap_or_else(|| "*".into()), None),
+        Some(SQL92) => {
+            // A Java push consumer posts its subscription only with postSubscriptionWhenPull
+            // (off by default): else the group's latest heartbeat has it.
+            let expression = match h.subscription.clone().filter(|s| !s.is_empty()) {
+                Some(s) => s,
+                None => core
+                    .rocketmq
+                    .sql92_of(&h.consumer_group, &h.topic)
+                    .ok_or_else(|| BrokerError::SubscriptionNotExist {
+                        group: h.consumer_group.clone(),
+                        topic: h.topic.clone(),
+                    })?,
+            };
+            ("*".to_owned(), Some(expression))
+        }
         Some(other) => {
-            return Err(BrokerError::BadRequest(format!(
-                "expression type {other} is not supported yet; subscribe with tags"
+            return Err(BrokerError::Unsupported(format!(
+                "expression type {other}: corvus filters by TAG or SQL92"
             )))
         }
     };
     let pulled = core
-        .pull(protocol::PullRequest {
-            consumer_group: h.consumer_group.clone(),
-            topic: h.topic.clone(),
-            queue_id: global,
-            queue_offset: h.queue_offset.max(0) as u64,
-            max_messages: h.max_msg_nums.clamp(1, 1024) as u32,
-            max_bytes: h
-                .max_msg_bytes
-                .and_then(|b| u32::try_from(b).ok())
-                .filter(|&b| b > 0)
-                .unwrap_or(PULL_BYTES_MAX_DEFAULT),
-            tag_expression,
-            suspend_timeout_ms: suspend,
-        })
+        .pull_filtered(
+            protocol::PullRequest {
+                consumer_group: h.consumer_group.clone(),
+                topic: h.topic.clone(),
+                queue_id: global,
+                queue_offset: h.queue_offset.max(0) as u64,
+                max_messages: h.max_msg_nums.clamp(1, 1024) as u32,
+                max_bytes: h
+                    .max_msg_bytes
+                    .and_then(|b| u32::try_from(b).ok())
+                    .filter(|&b| b > 0)
+                    .unwrap_or(PULL_BYTES_MAX_DEFAULT),
+                tag_expression,
+                suspend_timeout_ms: suspend,
+            },
+            sql92,
+        )
         .await?;
     let next = pulled.next_offset.0;
     let code = match pulled.status {
@@ -501,7 +661,7 @@ async fn pull(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, Broker
         PullStatus::OffsetMoved => response::PULL_OFFSET_MOVED,
     };
     let resp = PullMessageResponseHeader {
-        suggest_which_broker_id: 0,
+        suggest_which_broker_id: pulled.suggest_broker_id as i64,
         next_begin_offset: next as i64,
         min_offset: pulled.min_offset.0 as i64,
         max_offset: pulled.max_offset.0 as i64,
@@ -571,6 +731,7 @@ async fn heartbeat(
             "clientID must be 1..=255 bytes".into(),
         ));
     }
+    check_heartbeat_bounds(&core.shared.config, &hb)?;
     core.clients.identified(client, &hb.client_id);
     core.rocketmq.heartbeat(
         &hb.client_id,
@@ -587,6 +748,12 @@ async fn heartbeat(
             at: std::time::Instant::now(),
         },
     );
+    for p in &hb.producer_data_set {
+        // The client's own internal producer is no group a transaction belongs to.
+        if p.group_name != "CLIENT_INNER_PRODUCER" && !p.group_name.is_empty() {
+            core.clients.produces(client, &p.group_name);
+        }
+    }
     for c in &hb.consumer_data_set {
         // Broadcasting consumers keep their offsets themselves and share no queues.
         if c.message_model == body::MessageModel::Broadcasting {
@@ -600,6 +767,70 @@ async fn heartbeat(
         // As RocketMQ does at a group's heartbeat: its retry topic, which its members
         // subscribe to by themselves, exists from then on.
         ensure_topic(core, &retry_topic(&c.group_name), perm::READ | perm::WRITE).await?;
+    }
+    Ok(Outgoing::remoting(ok(req), Body::None))
+}
+
+/// Refuses a heartbeat that declares more groups or subscriptions than the broker keeps
+/// for one client (`heartbeat_groups_max`, `heartbeat_subscriptions_max`), or a group
+/// name longer than 255 bytes: what a heartbeat declares is held for the client, and each
+/// consumer group gets a retry topic.
+fn check_heartbeat_bounds(
+    cfg: &crate::config::BrokerConfig,
+    hb: &body::HeartbeatData,
+) -> Result<(), BrokerError> {
+    let groups = hb.producer_data_set.len().max(hb.consumer_data_set.len()) as u64;
+    if groups > cfg.heartbeat_groups_max {
+        return Err(BrokerError::BadRequest(format!(
+            "the heartbeat declares {} producer and {} consumer groups: at most {} of each \
+             (heartbeat_groups_max)",
+            hb.producer_data_set.len(),
+            hb.consumer_data_set.len(),
+            cfg.heartbeat_groups_max
+        )));
+    }
+    let producer_names = hb.producer_data_set.iter().map(|p| &p.group_name);
+    let consumer_names = hb.consumer_data_set.iter().map(|c| &c.group_name);
+    if let Some(bad) = producer_names.chain(consumer_names).find(|n| n.len() > 255) {
+        return Err(BrokerError::BadRequest(format!(
+            "group name of {} bytes: at most 255",
+            bad.len()
+        )));
+    }
+    if let Some(c) = hb
+        .consumer_data_set
+        .iter()
+        .find(|c| c.subscription_data_set.len() as u64 > cfg.heartbeat_subscriptions_max)
+    {
+        return Err(BrokerError::BadRequest(format!(
+            "consumer group {} declares {} subscriptions: at most {} \
+             (heartbeat_subscriptions_max)",
+            c.group_name,
+            c.subscription_data_set.len(),
+            cfg.heartbeat_subscriptions_max
+        )));
+    }
+    Ok(())
+}
+
+/// CHECK_CLIENT_CONFIG: a consumer starting with a SQL92 subscription asks whether this
+/// broker takes it; a refusal (filters off: SYSTEM_ERROR; a bad expression:
+/// SUBSCRIPTION_PARSE_FAILED) makes the Java client's `start()` throw with the remark.
+fn check_client_config(
+    core: &Core,
+    req: &RemotingCommand,
+    body: &[u8],
+) -> Result<Outgoing, BrokerError> {
+    let b: body::CheckClientRequestBody = json_body(body)?;
+    let s = &b.subscription_data;
+    match s.expression_type.as_deref() {
+        None | Some("") | Some("TAG") => {}
+        Some(SQL92) => core.check_sql92(&s.sub_string)?,
+        Some(other) => {
+            return Err(BrokerError::Unsupported(format!(
+                "expression type {other}: corvus filters by TAG or SQL92"
+            )))
+        }
     }
     Ok(Outgoing::remoting(ok(req), Body::None))
 }
@@ -762,7 +993,7 @@ async fn query_message(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoin
             key: h.key,
             begin_ms: h.begin_timestamp,
             end_ms: h.end_timestamp,
-            max: h.max_num.clamp(1, 64) as u32,
+            max: u32::try_from(h.max_num).unwrap_or(1),
         })
         .await?;
     if recs.is_empty() {
@@ -899,8 +1130,8 @@ const RECONSUME_TIMES_MAX_DEFAULT: i32 = 16;
 /// A consumer could not process a message: it goes back to the group's retry topic (which
 /// its members consume again), or to the dead-letter topic once it failed
 /// `maxReconsumeTimes` times or the client asks for that (delay level < 0). RocketMQ delays
-/// the retry by level `3 + reconsume times` (the `DELAY` property says which); corvus
-/// records the level and delivers the retry at once until scheduled delivery exists.
+/// the retry by level `3 + reconsume times` (the `DELAY` property says which), and so does
+/// corvus: the shard's timer holds it (`crate::timer`).
 async fn send_back(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
     let h: remoting::headers::ConsumerSendMsgBackRequestHeader = header(req)?;
     let off = u64::try_from(h.offset)
@@ -964,10 +1195,12 @@ async fn send_back(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, B
                 message::prop::CRC,
                 message::prop::RETRY_TOPIC,
                 message::prop::ORIGIN_MESSAGE_ID,
-                "DELAY",
                 "RECONSUME_TIME",
+                message::timer::TIMER_OUT_MS,
+                message::timer::TIMER_FROM,
             ]
             .contains(k)
+                && !message::timer::KEYS.contains(k)
         })
         .collect();
     props.push((message::prop::RETRY_TOPIC, &origin_topic));

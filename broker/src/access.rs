@@ -1,0 +1,317 @@
+//! The broker's front door for access control: every request, native or RocketMQ, is checked
+//! here against one rule set (`acl_file`, RocketMQ ACL 1.0's `plain_acl.yml`, see the `acl`
+//! crate) before any handler sees it. With `acl_enable` off (the default) nothing is checked.
+//!
+//! * **Who.** A RocketMQ request names its `AccessKey` and carries a `Signature` over its
+//!   fields and body (the real clients' `AclClientRPCHook`): each request is verified. A native
+//!   connection logs in once (`AuthChallenge` for a nonce, then `Login`) and every later
+//!   request on it acts for that key; the peer's address decides the allow-lists either way.
+//! * **What.** Each request is mapped to one or more [`Action`]s ([`native_actions`],
+//!   [`remoting_actions`]): publishing needs the topic's PUB, pulling and offsets the topic's
+//!   and the group's SUB, membership and locks the group's SUB, and whatever changes topics,
+//!   groups, offsets of others or the broker's config needs an admin account. A request the
+//!   map does not know is an admin one: a new request code is refused until it is placed.
+//! * **Reload.** Each core holds its own copy of the rules and reads the file again every
+//!   [`POLL_INTERVAL`] on its own timer: no lock and no cross-core traffic on the data path.
+//!   A changed file that does not parse keeps the rules in force (logged once by core 0).
+
+use std::cell::RefCell;
+use std::net::IpAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use acl::{AclConfig, AclFile, Action, Denied, Reload};
+use protocol::Command;
+use remoting::codes::request;
+use remoting::RemotingCommand;
+
+use crate::client_conn::ClientConn;
+use crate::error::BrokerError;
+
+/// How often each core reads the ACL file again.
+pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
+
+/// One core's view of the rules: `None` with `acl_enable` off.
+#[derive(Default)]
+pub struct Gate {
+    file: Option<RefCell<AclFile>>,
+}
+
+impl Gate {
+    /// The gate of a core: the file is read (and must parse) when `enabled`.
+    pub fn open(enabled: bool, path: &Path) -> Result<Gate, String> {
+        if !enabled {
+            return Ok(Gate::default());
+        }
+        let file = AclFile::open(path).map_err(|e| format!("acl_file: {e}"))?;
+        Ok(Gate {
+            file: Some(RefCell::new(file)),
+        })
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.file.is_some()
+    }
+
+    fn rules(&self) -> Option<Arc<AclConfig>> {
+        self.file.as_ref().map(|f| f.borrow().rules().clone())
+    }
+
+    /// Reads the file again; `log` says what changed (one core logs for all).
+    pub fn poll(&self, log: bool) {
+        let Some(file) = &self.file else {
+            return;
+        };
+        let mut file = file.borrow_mut();
+        match file.poll() {
+            Reload::Unchanged => {}
+            Reload::Reloaded => {
+                if log {
+                    tracing::info!(path = %file.path().display(), "ACL file reloaded: its rules are in force");
+                }
+            }
+            Reload::Failed(e) => {
+                if log {
+                    tracing::warn!(path = %file.path().display(), "ACL file changed but cannot be used, the previous rules stay in force: {e}");
+                }
+            }
+        }
+    }
+
+    /// A native `Login` on `client` with the nonce it was last given.
+    pub fn login(
+        &self,
+        client: &ClientConn,
+        access_key: &str,
+        signature: &str,
+    ) -> Result<(), BrokerError> {
+        let Some(rules) = self.rules() else {
+            // Nothing to check against: the login is taken as given, so that a client
+            // configured with keys works against a broker with the ACL off.
+            client.set_access_key(access_key);
+            return Ok(());
+        };
+        let nonce = client.take_nonce().unwrap_or_default();
+        rules.login(access_key, &nonce, signature).map_err(denied)?;
+        client.set_access_key(access_key);
+        Ok(())
+    }
+
+    /// Whether the native request `command` on `client` may go on.
+    pub fn check_native(&self, client: &ClientConn, command: &Command) -> Result<(), BrokerError> {
+        // Logging in is how a connection gets past the rest.
+        if matches!(command, Command::AuthChallenge | Command::Login { .. }) {
+            return Ok(());
+        }
+        let Some(rules) = self.rules() else {
+            return Ok(());
+        };
+        let peer = peer_ip(client)?;
+        let key = client.access_key();
+        let access = rules.access(peer, key.as_deref()).map_err(denied)?;
+        for action in native_actions(command) {
+            access.check(&action).map_err(denied)?;
+        }
+        Ok(())
+    }
+
+    /// Whether the RocketMQ request `req` (with `body`) on `client` may go on: its signature
+    /// verifies and its account may do what it asks.
+    pub fn check_remoting(
+        &self,
+        client: &ClientConn,
+        req: &RemotingCommand,
+        body: &[u8],
+    ) -> Result<(), BrokerError> {
+        let Some(rules) = self.rules() else {
+            return Ok(());
+        };
+        let peer = peer_ip(client)?;
+        let fields = req.ext_fields.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+        let access = rules.access_signed(peer, fields, body).map_err(denied)?;
+        let wanted = remoting_actions(req, body)?;
+        for action in wanted.actions() {
+            access.check(&action).map_err(denied)?;
+        }
+        Ok(())
+    }
+}
+
+fn denied(d: Denied) -> BrokerError {
+    BrokerError::NoPermission(d.0)
+}
+
+fn peer_ip(client: &ClientConn) -> Result<IpAddr, BrokerError> {
+    client.peer_ip.ok_or_else(|| {
+        BrokerError::NoPermission(format!(
+            "the peer address `{}` is not an IP address",
+            client.peer
+        ))
+    })
+}
+
+/// What a native request asks to do. Answers and broker-to-client requests never reach the
+/// front door; NameServer requests sent here are refused as admin ones.
+pub fn native_actions(command: &Command) -> Vec<Action<'_>> {
+    use Command as C;
+    let one = |a| vec![a];
+    match command {
+        C::Send(r) | C::SendReply(r) => one(Action::Publish { topic: &r.topic }),
+        C::Pull(p) | C::PullSql92 { pull: p, .. } => one(Action::Subscribe {
+            topic: &p.topic,
+            group: Some(&p.consumer_group),
+        }),
+        C::QueryByKey(q) => one(Action::Subscribe {
+            topic: &q.topic,
+            group: None,
+        }),
+        C::QueryConsumerOffset(q) => one(Action::Subscribe {
+            topic: &q.topic,
+            group: Some(&q.group),
+        }),
+        C::CommitConsumerOffset(c) => one(Action::Subscribe {
+            topic: &c.queue.topic,
+            group: Some(&c.queue.group),
+        }),
+        C::LockQueue { queue, .. } => one(Action::Subscribe {
+            topic: &queue.topic,
+            group: Some(&queue.group),
+        }),
+        C::ConsumerHeartbeat(hb) => std::iter::once(Action::Group { group: &hb.group })
+            .chain(hb.topics.iter().map(|t| Action::Subscribe {
+                topic: t,
+                group: Some(&hb.group),
+            }))
+            .collect(),
+        C::UnregisterConsumer { group, .. } | C::WaitGroupChange { group, .. } => {
+            one(Action::Group { group })
+        }
+        C::GetQueueOffsets { .. }
+        | C::SearchOffsetByTime { .. }
+        | C::BrokerStatus
+        | C::ViewByOffset { .. }
+        | C::SendStages { .. }
+        | C::GetTopicConfigs
+        | C::IdentifyClient { .. }
+        | C::ProducerHeartbeat { .. }
+        | C::EndTransaction(_)
+        | C::GetClientRunningInfo { .. } => one(Action::Info),
+        C::CreateTopic(_) => one(Action::Admin {
+            what: "create or update topics",
+        }),
+        C::ResetConsumerOffset { .. } => one(Action::Admin {
+            what: "reset consumer offsets",
+        }),
+        other => one(Action::Admin { what: other.name() }),
+    }
+}
+
+/// The actions of one RocketMQ request; its topics and groups are borrowed from the request
+/// or, for the requests that carry them in a JSON body, owned.
+pub struct RemotingActions<'a> {
+    borrowed: Vec<Action<'a>>,
+    /// (topic, group) pairs to subscribe and groups to act for, from a body.
+    subscribe: Vec<(String, Option<String>)>,
+    groups: Vec<String>,
+}
+
+impl RemotingActions<'_> {
+    fn actions(&self) -> impl Iterator<Item = Action<'_>> {
+        self.borrowed
+            .iter()
+            .copied()
+            .chain(self.groups.iter().map(|g| Action::Group { group: g }))
+            .chain(self.subscribe.iter().map(|(t, g)| Action::Subscribe {
+                topic: t,
+                group: g.as_deref(),
+            }))
+    }
+}
+
+/// What a RocketMQ request asks to do (the codes RocketMQ's `PlainAccessResource` checks, and
+/// corvus's admin codes; an unknown code is an admin one).
+pub fn remoting_actions<'a>(
+    req: &'a RemotingCommand,
+    body: &[u8],
+) -> Result<RemotingActions<'a>, BrokerError> {
+    let mut out = RemotingActions {
+        borrowed: Vec::new(),
+        subscribe: Vec::new(),
+        groups: Vec::new(),
+    };
+    let field = |names: &[&str]| -> &'a str { names.iter().find_map(|n| req.ext(n)).unwrap_or("") };
+    let group_of =
+        |names: &[&str]| -> Option<&'a str> { Some(field(names)).filter(|g| !g.is_empty()) };
+    let a = &mut out.borrowed;
+    match req.code {
+        request::SEND_MESSAGE
+        | request::SEND_MESSAGE_V2
+        | request::SEND_BATCH_MESSAGE
+        | request::SEND_REPLY_MESSAGE
+        | request::SEND_REPLY_MESSAGE_V2 => a.push(Action::Publish {
+            topic: field(&["topic", "b"]),
+        }),
+        request::PULL_MESSAGE
+        | request::QUERY_CONSUMER_OFFSET
+        | request::UPDATE_CONSUMER_OFFSET => a.push(Action::Subscribe {
+            topic: field(&["topic"]),
+            group: Some(field(&["consumerGroup"])),
+        }),
+        request::QUERY_MESSAGE => a.push(Action::Subscribe {
+            topic: field(&["topic"]),
+            group: None,
+        }),
+        request::CONSUMER_SEND_MSG_BACK => a.push(Action::Group {
+            group: field(&["group"]),
+        }),
+        request::GET_CONSUMER_LIST_BY_GROUP | request::GET_CONSUMER_RUNNING_INFO => {
+            a.push(Action::Group {
+                group: field(&["consumerGroup"]),
+            })
+        }
+        request::UNREGISTER_CLIENT => match group_of(&["consumerGroup"]) {
+            Some(group) => a.push(Action::Group { group }),
+            None => a.push(Action::Info),
+        },
+        request::HEART_BEAT => {
+            let hb: remoting::body::HeartbeatData = crate::rocketmq::json_body(body)?;
+            for c in hb.consumer_data_set {
+                for s in &c.subscription_data_set {
+                    out.subscribe
+                        .push((s.topic.clone(), Some(c.group_name.clone())));
+                }
+                out.groups.push(c.group_name);
+            }
+            out.borrowed.push(Action::Info);
+        }
+        request::LOCK_BATCH_MQ | request::UNLOCK_BATCH_MQ => {
+            // Both bodies have the same shape where it matters: a group and its queues.
+            let b: remoting::body::LockBatchRequestBody = crate::rocketmq::json_body(body)?;
+            for mq in b.mq_set {
+                out.subscribe
+                    .push((mq.topic, Some(b.consumer_group.clone())));
+            }
+            out.groups.push(b.consumer_group);
+        }
+        request::CHECK_CLIENT_CONFIG
+        | request::END_TRANSACTION
+        | request::GET_MAX_OFFSET
+        | request::GET_MIN_OFFSET
+        | request::SEARCH_OFFSET_BY_TIMESTAMP
+        | request::VIEW_MESSAGE_BY_ID
+        | request::GET_BROKER_RUNTIME_INFO
+        | request::GET_BROKER_CONFIG
+        | request::GET_TOPIC_STATS_INFO
+        | request::GET_CONSUME_STATS
+        | request::GET_CONSUMER_CONNECTION_LIST
+        | request::GET_PRODUCER_CONNECTION_LIST
+        | request::GET_ALL_TOPIC_CONFIG
+        | request::QUERY_TOPIC_CONSUME_BY_WHO
+        | request::GET_ALL_SUBSCRIPTIONGROUP_CONFIG => a.push(Action::Info),
+        code => a.push(Action::Admin {
+            what: request::name(code).unwrap_or("use an unknown request code"),
+        }),
+    }
+    Ok(out)
+}

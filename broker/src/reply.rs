@@ -1,0 +1,283 @@
+//! Request-reply (RocketMQ 4.6+): a requester sends an ordinary message carrying
+//! `CORRELATION_ID`, `REPLY_TO_CLIENT` (its client id) and `TTL`; the consumer answers with a
+//! reply message (`MSG_TYPE=reply`, the same correlation id and requester) sent to the
+//! cluster's reply topic `<cluster>_REPLY_TOPIC` (RocketMQ's SEND_REPLY_MESSAGE, or the
+//! native `SendReply`). The broker pushes the reply to the requester over the requester's
+//! own connection (RocketMQ's PUSH_REPLY_MESSAGE_TO_CLIENT, or the native `PushReply`),
+//! wherever that connection is served: this core first, then each other core through
+//! `CoreOp::PushReply`. A reply whose requester has no open connection is dropped with a log
+//! line, and the replier gets an error answer (as RocketMQ's ReplyMessageProcessor does).
+//! With `store_reply_message_enable` (RocketMQ's `storeReplyMessageEnable`, on by default)
+//! the reply is also stored in the reply topic, so it can be looked up like any message.
+//! The reply topic is created when the first request comes in (`ensure_reply_topic`).
+
+use std::net::SocketAddrV4;
+use std::time::Duration;
+
+use bytes::Bytes;
+use message::{encode_record, MessageFields};
+use protocol::{Command, ResponseCode, TopicConfig};
+use remoting::codes::{request, response};
+use remoting::RemotingCommand;
+
+use crate::core::{mismatch, Core};
+use crate::error::BrokerError;
+use crate::mesh::{CoreAnswer, CoreOp};
+
+/// Property names of request-reply (RocketMQ's MessageConst).
+pub mod prop {
+    pub const CORRELATION_ID: &str = "CORRELATION_ID";
+    pub const REPLY_TO_CLIENT: &str = "REPLY_TO_CLIENT";
+    pub const TTL: &str = "TTL";
+    pub const MSG_TYPE: &str = "MSG_TYPE";
+    /// The cluster a request was stored in: the replier's client builds the reply topic's
+    /// name from it (Java `MessageUtil.createReplyMessage` refuses a request without it).
+    pub const CLUSTER: &str = "CLUSTER";
+    pub const PUSH_REPLY_TIME: &str = "PUSH_REPLY_TIME";
+}
+
+/// `MSG_TYPE`'s value on a reply.
+pub const REPLY_MESSAGE_FLAG: &str = "reply";
+
+/// RocketMQ's topic of client-side message trace records (`TopicValidator.RMQ_SYS_TRACE_TOPIC`).
+pub const TRACE_TOPIC: &str = "RMQ_SYS_TRACE_TOPIC";
+
+/// How long the broker waits for the requester to take a pushed reply.
+const PUSH_ANSWER_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// The cluster's reply topic (RocketMQ's `MixAll.getReplyTopic`).
+pub fn reply_topic(cluster: &str) -> String {
+    format!("{cluster}_REPLY_TOPIC")
+}
+
+/// A reply on its way to its requester: the message as the replier sent it.
+#[derive(Debug, Clone)]
+pub struct ReplyPush {
+    pub producer_group: String,
+    pub topic: String,
+    pub queue_id: i32,
+    pub body: Bytes,
+    pub flag: i32,
+    pub sys_flag: i32,
+    pub born_timestamp_ms: i64,
+    pub born_host: Option<SocketAddrV4>,
+    pub reconsume_times: i32,
+    /// Every property but the CRC trailer, in order.
+    pub properties: Vec<(String, String)>,
+}
+
+impl ReplyPush {
+    fn property(&self, key: &str) -> Option<&str> {
+        self.properties
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The requester's client id.
+    pub fn requester(&self) -> Option<&str> {
+        self.property(prop::REPLY_TO_CLIENT)
+            .filter(|c| !c.is_empty())
+    }
+
+    /// The reply as one record in the stored layout (what a native requester decodes).
+    pub fn record(&self) -> Result<Vec<u8>, BrokerError> {
+        let props: Vec<(&str, &str)> = self
+            .properties
+            .iter()
+            .filter(|(k, _)| k != message::prop::CRC)
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let mut out = Vec::with_capacity(self.body.len() + 256);
+        encode_record(
+            &MessageFields {
+                topic: &self.topic,
+                body: &self.body,
+                flag: self.flag,
+                sys_flag: self.sys_flag,
+                born_timestamp_ms: self.born_timestamp_ms,
+                born_host: self.born_host,
+                reconsume_times: self.reconsume_times,
+                properties: &props,
+            },
+            &mut out,
+        )
+        .map_err(|e| BrokerError::MessageIllegal(e.to_string()))?;
+        Ok(out)
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+impl Core {
+    /// Pushes `reply` to its requester's connection, on whichever core serves it. `NotFound`
+    /// (logged) when no connection of the requester is open: the reply is dropped.
+    pub async fn push_reply(&self, mut reply: ReplyPush) -> Result<(), BrokerError> {
+        let Some(client_id) = reply.requester().map(str::to_owned) else {
+            return Err(BrokerError::BadRequest(format!(
+                "reply message properties[{}] is null: the reply names no requester",
+                prop::REPLY_TO_CLIENT
+            )));
+        };
+        reply.properties.retain(|(k, _)| k != prop::PUSH_REPLY_TIME);
+        reply
+            .properties
+            .push((prop::PUSH_REPLY_TIME.into(), now_ms().to_string()));
+        if self.push_reply_local(&client_id, &reply).await? {
+            return Ok(());
+        }
+        for core in (0..self.shared.cores).filter(|c| *c != self.id) {
+            let op = CoreOp::PushReply {
+                client_id: client_id.clone(),
+                reply: Box::new(reply.clone()),
+            };
+            match self.at_core(core, op).await? {
+                CoreAnswer::ReplyPushed(true) => return Ok(()),
+                CoreAnswer::ReplyPushed(false) => continue,
+                other => return Err(mismatch(other)),
+            }
+        }
+        let correlation = reply.property(prop::CORRELATION_ID).unwrap_or("");
+        tracing::warn!(
+            requester = %client_id,
+            correlation_id = correlation,
+            "a reply is dropped: no connection of its requester is open (it is gone, or never connected to this broker)"
+        );
+        Err(BrokerError::NotFound(format!(
+            "push reply message fail, channel of <{client_id}> not found"
+        )))
+    }
+
+    /// Pushes `reply` on this core's connection of `client_id`; false when it has none.
+    pub(crate) async fn push_reply_local(
+        &self,
+        client_id: &str,
+        reply: &ReplyPush,
+    ) -> Result<bool, BrokerError> {
+        let Some(conn) = self.clients.of_client(client_id) else {
+            return Ok(false);
+        };
+        if conn.speaks_remoting() {
+            let mut cmd = RemotingCommand::request(request::PUSH_REPLY_MESSAGE_TO_CLIENT, 0);
+            let born = reply
+                .born_host
+                .map(|h| h.to_string())
+                .unwrap_or_else(|| conn.peer.clone());
+            let props = remoting::message::encode_properties(
+                reply
+                    .properties
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str())),
+            );
+            // ReplyMessageRequestHeader: every field the Java client reads.
+            for (k, v) in [
+                ("producerGroup", reply.producer_group.clone()),
+                ("topic", reply.topic.clone()),
+                (
+                    "defaultTopic",
+                    crate::topics::AUTO_CREATE_TOPIC_KEY.to_owned(),
+                ),
+                ("defaultTopicQueueNums", "4".to_owned()),
+                ("queueId", reply.queue_id.max(0).to_string()),
+                ("sysFlag", reply.sys_flag.to_string()),
+                ("bornTimestamp", reply.born_timestamp_ms.to_string()),
+                ("flag", reply.flag.to_string()),
+                ("properties", props),
+                ("reconsumeTimes", reply.reconsume_times.to_string()),
+                ("unitMode", "false".to_owned()),
+                ("bornHost", born),
+                ("storeHost", self.store_host.to_string()),
+                ("storeTimestamp", now_ms().to_string()),
+            ] {
+                cmd.ext_fields.insert(k.to_owned(), v);
+            }
+            let answer = conn
+                .request_remoting_with_body(cmd, reply.body.clone(), PUSH_ANSWER_TIMEOUT)
+                .await?;
+            if answer.command.code != response::SUCCESS {
+                return Err(BrokerError::Busy(format!(
+                    "push reply message to {client_id} failed: {}",
+                    answer.command.remark.unwrap_or_default()
+                )));
+            }
+        } else {
+            let record = Bytes::from(reply.record()?);
+            let answer = conn
+                .request_with_body(Command::PushReply, record, PUSH_ANSWER_TIMEOUT)
+                .await?;
+            if answer.header.code != ResponseCode::Success as u16 {
+                return Err(BrokerError::Busy(format!(
+                    "push reply message to {client_id} failed: {}",
+                    answer.header.remark
+                )));
+            }
+        }
+        Ok(true)
+    }
+
+    /// Handles a reply: pushes it to its requester, then stores it in the reply topic when
+    /// `store_reply_message_enable` is on (a failed store is logged; the push decides the
+    /// answer, as in RocketMQ).
+    pub async fn reply(&self, reply: ReplyPush) -> Result<(), BrokerError> {
+        let store = self
+            .shared
+            .config
+            .store_reply_message_enable
+            .then(|| reply.clone());
+        let pushed = self.push_reply(reply).await;
+        if let Some(r) = store {
+            if let Err(e) = self.store_reply(&r).await {
+                tracing::debug!(topic = %r.topic, "a reply was not stored: {e}");
+            }
+        }
+        pushed
+    }
+
+    async fn store_reply(&self, r: &ReplyPush) -> Result<(), BrokerError> {
+        let cfg = self.topic_for_send(&r.topic).await?;
+        let queues = cfg.write_queues.max(1);
+        let queue_id = (r.queue_id.max(0) as u32) % queues;
+        let record = r.record()?;
+        self.send(&r.topic, queue_id, Bytes::from(record), 1)
+            .await
+            .map(|_| ())
+    }
+
+    /// The cluster's reply topic exists (one queue per shard, as a group's retry topic):
+    /// called when a request comes in, so it is there before the replier looks its route
+    /// up, even with auto-creation off. A broker that never sees request-reply has none.
+    pub async fn ensure_reply_topic(&self) {
+        let name = reply_topic(&self.shared.config.cluster_name);
+        self.ensure_system_topic(&name).await;
+    }
+
+    /// On core 0 at start, with `trace_topic_enable`: the trace topic exists, so clients
+    /// with tracing on can write to it with auto-creation off.
+    pub async fn ensure_trace_topic(&self) {
+        if self.shared.config.trace_topic_enable {
+            self.ensure_system_topic(TRACE_TOPIC).await;
+        }
+    }
+
+    async fn ensure_system_topic(&self, name: &str) {
+        if self.topics.borrow().get(name).is_some() {
+            return;
+        }
+        let queues = u32::from(self.shared.shard_count.max(1));
+        let cfg = TopicConfig {
+            name: name.to_owned(),
+            read_queues: queues,
+            write_queues: queues,
+            perm: protocol::perm::READ_WRITE,
+        };
+        match self.create_topic(cfg).await {
+            Ok(()) => tracing::info!(topic = %name, queues, "created a system topic"),
+            Err(e) => tracing::warn!(topic = %name, "cannot create a system topic: {e}"),
+        }
+    }
+}

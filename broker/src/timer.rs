@@ -1,0 +1,927 @@
+//! Scheduled delivery: each master shard's timer delivers the records its shard holds
+//! (delay levels and delivery times, `message::timer`) when they are due.
+//!
+//! The shard keeps a held record in the CommitLog like any other, under its own topic and
+//! queue id, but indexes it in its timer queue (`TIMER_QUEUE_TOPIC`, queue 0) instead of
+//! its queue, so no consumer sees it (`shard::derived::queue_of`). This module is the
+//! derived index over that queue, one per shard, run by the core that owns the shard:
+//!
+//! - **Buckets.** Each entry (due time, timer-queue offset, log offset) goes to the file of
+//!   its 10-second bucket (`<shard dir>/timer/b<n>`). Only the bucket coming due is read
+//!   into memory, a few seconds ahead, so memory is one bucket's entries, however many are
+//!   pending. Entries of a bucket already read go to memory at once (and to the file).
+//! - **Delivery.** A due entry's record is read back, copied without its timer keys, with
+//!   `TIMER_OUT_MS` (when it was due) and `__TIMER_FROM` (its timer-queue offset), and
+//!   appended to its own topic and queue through the send path, so replication, flushing
+//!   and the acknowledgement rules are a send's. Entries are delivered in (due time, offset)
+//!   order; the cursor is the last one delivered.
+//! - **Checkpoint** (every 200 ms when something changed): the bucket entries are written
+//!   and fdatasynced, then `timer/checkpoint` (written aside and renamed) records how far
+//!   the timer queue is indexed, the cursor, the log's end and the retention floor.
+//! - **Crash.** Indexing resumes from the checkpoint (entries found again are the same
+//!   entries, kept once). A delivery made after the checkpoint is found again by reading the
+//!   log from the checkpoint's end for `__TIMER_FROM`, so it is not made twice.
+//! - **Retention** never deletes a segment holding a record not yet delivered: the floor
+//!   is the first such record (`Shard::set_retention_floor`). A held message is acknowledged
+//!   data; its segment stays until it is delivered.
+//!
+//! The timer runs only while its core serves the shard as master. A slave keeps the held
+//! records and the timer queue (they replicate as any record); on promotion its timer starts
+//! from its own checkpoint and skips what the old master delivered by reading the log for
+//! `__TIMER_FROM` from there.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use message::timer::{TimerRules, TIMER_FROM, TIMER_OUT_MS, TIMER_QUEUE_TOPIC};
+use message::{encode_record, MessageFields, RecordView, TagFilter};
+use shard::{QueueOffset, ReadRequest, ReadStatus, Shard};
+
+use crate::core::Core;
+use crate::error::BrokerError;
+
+/// Width of one bucket file.
+const BUCKET_MS: i64 = 10_000;
+/// A bucket is read this long before it starts, so its first entries are on time.
+const LOOKAHEAD_MS: i64 = 2_000;
+/// Entries in memory at most; past it no further bucket is read until some are delivered
+/// (after a long stop, when many are overdue at once).
+const DUE_MAX: usize = 500_000;
+/// How often the checkpoint is written when something changed.
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(200);
+/// Entries delivered per pass (sent in as few appends as their queues allow).
+const DELIVER_BATCH: usize = 512;
+/// Timer-queue entries indexed per read.
+const INDEX_BATCH: u32 = 512;
+/// Size of one bucket entry on disk.
+const ENTRY_BYTES: usize = 24;
+
+/// One held record: when it is due, its offset in the timer queue and in the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Entry {
+    at: i64,
+    q: u64,
+    log: u64,
+}
+
+impl Entry {
+    fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.at.to_le_bytes());
+        out.extend_from_slice(&self.q.to_le_bytes());
+        out.extend_from_slice(&self.log.to_le_bytes());
+    }
+
+    fn decode(b: &[u8]) -> Option<Entry> {
+        let at = i64::from_le_bytes(b.get(0..8)?.try_into().ok()?);
+        let q = u64::from_le_bytes(b.get(8..16)?.try_into().ok()?);
+        let log = u64::from_le_bytes(b.get(16..24)?.try_into().ok()?);
+        Some(Entry { at, q, log })
+    }
+}
+
+/// A held record's copy, ready to append.
+struct Delivery {
+    topic: String,
+    queue_id: u32,
+    record: Vec<u8>,
+}
+
+fn bucket_of(at: i64) -> i64 {
+    at.div_euclid(BUCKET_MS)
+}
+
+/// What survives a restart of the timer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Checkpoint {
+    /// Timer-queue offset up to which entries are in bucket files.
+    indexed: u64,
+    /// The last entry delivered (every entry ordered before it is delivered too).
+    cursor: (i64, u64),
+    /// The log's write offset when the checkpoint was taken: a delivery made after it lies
+    /// past it.
+    log_end: u64,
+    /// The first log offset a pending record may be at.
+    floor: u64,
+}
+
+const CHECKPOINT_BYTES: usize = 8 * 5 + 4;
+
+impl Checkpoint {
+    fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(CHECKPOINT_BYTES);
+        b.extend_from_slice(&self.indexed.to_le_bytes());
+        b.extend_from_slice(&self.cursor.0.to_le_bytes());
+        b.extend_from_slice(&self.cursor.1.to_le_bytes());
+        b.extend_from_slice(&self.log_end.to_le_bytes());
+        b.extend_from_slice(&self.floor.to_le_bytes());
+        let crc = crc32fast::hash(&b);
+        b.extend_from_slice(&crc.to_le_bytes());
+        b
+    }
+
+    fn decode(b: &[u8]) -> Result<Checkpoint, String> {
+        if b.len() != CHECKPOINT_BYTES {
+            return Err(format!("{} bytes, not {CHECKPOINT_BYTES}", b.len()));
+        }
+        let (body, crc) = b.split_at(CHECKPOINT_BYTES - 4);
+        let stored = u32::from_le_bytes([crc[0], crc[1], crc[2], crc[3]]);
+        if crc32fast::hash(body) != stored {
+            return Err("its CRC does not match".into());
+        }
+        let u = |i: usize| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&body[i * 8..i * 8 + 8]);
+            u64::from_le_bytes(w)
+        };
+        Ok(Checkpoint {
+            indexed: u(0),
+            cursor: (u(1) as i64, u(2)),
+            log_end: u(3),
+            floor: u(4),
+        })
+    }
+}
+
+/// The timer's files: bucket files and the checkpoint, in `<shard dir>/timer`.
+struct Files;
+
+impl Files {
+    fn bucket_path(dir: &Path, b: i64) -> PathBuf {
+        dir.join(format!("b{b}"))
+    }
+
+    /// The checkpoint, or `None` if there is none yet.
+    fn read_checkpoint(dir: &Path) -> Result<Option<Checkpoint>, String> {
+        let path = dir.join("checkpoint");
+        match std::fs::read(&path) {
+            Ok(b) => Checkpoint::decode(&b)
+                .map(Some)
+                .map_err(|e| format!("{}: {e}", path.display())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(format!("{}: {e}", path.display())),
+        }
+    }
+
+    /// The bucket numbers with a file.
+    fn list_buckets(dir: &Path) -> std::io::Result<BTreeSet<i64>> {
+        let mut out = BTreeSet::new();
+        for e in std::fs::read_dir(dir)? {
+            let name = e?.file_name();
+            if let Some(b) = name
+                .to_str()
+                .and_then(|n| n.strip_prefix('b'))
+                .and_then(|n| n.parse::<i64>().ok())
+            {
+                out.insert(b);
+            }
+        }
+        Ok(out)
+    }
+
+    /// A bucket's entries (a torn last entry is left out: it is indexed again).
+    fn read_bucket(dir: &Path, b: i64) -> std::io::Result<Vec<Entry>> {
+        let mut buf = Vec::new();
+        match std::fs::File::open(Self::bucket_path(dir, b)) {
+            Ok(mut f) => {
+                f.read_to_end(&mut buf)?;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        }
+        Ok(buf
+            .chunks_exact(ENTRY_BYTES)
+            .filter_map(Entry::decode)
+            .collect())
+    }
+
+    /// Appends to bucket files and makes them durable, then replaces the checkpoint, then
+    /// deletes the bucket files given (fully delivered).
+    fn persist(
+        dir: &Path,
+        writes: BTreeMap<i64, Vec<Entry>>,
+        ck: Checkpoint,
+        delete: Vec<i64>,
+    ) -> std::io::Result<()> {
+        for (b, entries) in writes {
+            let mut bytes = Vec::with_capacity(entries.len() * ENTRY_BYTES);
+            for e in &entries {
+                e.encode(&mut bytes);
+            }
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(Self::bucket_path(dir, b))?;
+            // A torn entry of an earlier crash would shift every later one: start whole.
+            let len = f.metadata()?.len();
+            if len % ENTRY_BYTES as u64 != 0 {
+                f.set_len(len - len % ENTRY_BYTES as u64)?;
+            }
+            f.write_all(&bytes)?;
+            f.sync_data()?;
+        }
+        let tmp = dir.join("checkpoint.tmp");
+        {
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(&ck.encode())?;
+            f.sync_all()?;
+        }
+        std::fs::rename(&tmp, dir.join("checkpoint"))?;
+        std::fs::File::open(dir)?.sync_all()?;
+        for b in delete {
+            match std::fs::remove_file(Self::bucket_path(dir, b)) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+) -> Result<T, BrokerError> {
+    glommio::executor()
+        .spawn_blocking(f)
+        .await
+        .map_err(|e| BrokerError::Storage(format!("timer files: {e}")))
+}
+
+/// Runs the timer of `shard_id` (hosted on this core) until the broker stops.
+pub async fn run(core: Rc<Core>, shard_id: u16) {
+    let mut logged_fail = None::<Instant>;
+    while !core.shared.stopping() {
+        if !serves(&core, shard_id) {
+            glommio::timer::sleep(Duration::from_millis(100)).await;
+            continue;
+        }
+        match Timer::open(&core, shard_id).await {
+            Ok(mut t) => {
+                if let Err(e) = t.serve().await {
+                    if logged_fail.is_none_or(|at| at.elapsed() > Duration::from_secs(10)) {
+                        tracing::warn!(shard = shard_id, error = %e, "the timer stopped; it starts again from its checkpoint");
+                        logged_fail = Some(Instant::now());
+                    }
+                }
+            }
+            Err(e) => {
+                if logged_fail.is_none_or(|at| at.elapsed() > Duration::from_secs(10)) {
+                    tracing::error!(shard = shard_id, error = %e, "the timer cannot start; scheduled messages of this shard wait");
+                    logged_fail = Some(Instant::now());
+                }
+            }
+        }
+        glommio::timer::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn serves(core: &Core, shard: u16) -> bool {
+    core.ha.master(shard).is_some() && core.ha.serving().is_ok()
+}
+
+struct Timer {
+    core: Rc<Core>,
+    shard_id: u16,
+    dir: PathBuf,
+    rules: TimerRules,
+    /// How far the timer queue is indexed (in memory; the checkpoint lags it).
+    indexed: u64,
+    cursor: (i64, u64),
+    /// Buckets up to this one are in `due`.
+    loaded_through: i64,
+    due: BTreeSet<Entry>,
+    /// Entries not yet in their bucket file.
+    unwritten: BTreeMap<i64, Vec<Entry>>,
+    /// Buckets with a file (or unwritten entries) not yet read: the least log offset of
+    /// each, for the retention floor.
+    pending_min: BTreeMap<i64, u64>,
+    /// Timer-queue offsets delivered after the checkpoint found at the start.
+    delivered_before: HashSet<u64>,
+    /// Every held record below this log offset is indexed.
+    indexed_log: u64,
+    /// The buckets that have a file.
+    files: BTreeSet<i64>,
+}
+
+impl Timer {
+    fn shard(&self) -> Result<&Shard, BrokerError> {
+        self.core
+            .shards
+            .get(&self.shard_id)
+            .ok_or_else(|| BrokerError::Storage(format!("shard {} is not here", self.shard_id)))
+    }
+
+    async fn open(core: &Rc<Core>, shard_id: u16) -> Result<Timer, BrokerError> {
+        let shard = core
+            .shards
+            .get(&shard_id)
+            .ok_or_else(|| BrokerError::Storage(format!("shard {shard_id} is not here")))?;
+        let dir = shard.dir().join("timer");
+        let rules = core.shared.config.timer_rules();
+        let (ck, buckets, files) = {
+            let dir = dir.clone();
+            blocking(move || {
+                std::fs::create_dir_all(&dir)?;
+                let ck = Files::read_checkpoint(&dir).map_err(std::io::Error::other)?;
+                let mut mins = BTreeMap::new();
+                let files = Files::list_buckets(&dir)?;
+                for &b in &files {
+                    let entries = Files::read_bucket(&dir, b)?;
+                    if let Some(min) = entries.iter().map(|e| e.log).min() {
+                        mins.insert(b, min);
+                    }
+                }
+                Ok((ck, mins, files))
+            })
+            .await?
+        };
+        let (log_min, log_end) = shard.log_bounds();
+        let first_start = ck.is_none();
+        // Without a checkpoint (a first start, or a slave promoted), deliveries may still
+        // be in the log (another master's): they lie after the first held record.
+        let scan_from = if first_start {
+            first_held_log_offset(shard).await?.unwrap_or(log_end)
+        } else {
+            0
+        };
+        let ck = ck.unwrap_or(Checkpoint {
+            indexed: 0,
+            cursor: (i64::MIN, 0),
+            log_end,
+            // Nothing is known yet: every held record still in the log may be pending.
+            floor: log_min,
+        });
+        // Nothing the timer may still deliver is deleted meanwhile.
+        shard.set_retention_floor(ck.floor);
+        let mut t = Timer {
+            core: core.clone(),
+            shard_id,
+            dir,
+            rules,
+            indexed: ck.indexed,
+            cursor: ck.cursor,
+            loaded_through: if ck.cursor.0 == i64::MIN {
+                bucket_of(now_ms()) - 1
+            } else {
+                bucket_of(ck.cursor.0) - 1
+            },
+            due: BTreeSet::new(),
+            unwritten: BTreeMap::new(),
+            pending_min: buckets,
+            delivered_before: HashSet::new(),
+            indexed_log: ck.floor,
+            files,
+        };
+        // Entries of buckets before the first one read are all due (a long stop).
+        if let Some((&first, _)) = t.pending_min.first_key_value() {
+            t.loaded_through = t.loaded_through.min(first - 1);
+        }
+        let from = if first_start { scan_from } else { ck.log_end };
+        t.find_deliveries(from, log_end).await?;
+        if first_start {
+            t.checkpoint().await?;
+        }
+        tracing::info!(
+            shard = shard_id,
+            indexed = t.indexed,
+            pending_buckets = t.pending_min.len(),
+            found_delivered = t.delivered_before.len(),
+            "timer started"
+        );
+        Ok(t)
+    }
+
+    /// Reads the log in `[from, to)` for deliveries (`__TIMER_FROM`) made after the
+    /// checkpoint, so that they are not made again.
+    async fn find_deliveries(&mut self, from: u64, to: u64) -> Result<(), BrokerError> {
+        let shard = self.shard()?;
+        let (min, _) = shard.log_bounds();
+        let mut at = from.max(min);
+        let mut found = HashSet::new();
+        while at < to {
+            let Some(run) = shard.read_log(at, 4 << 20).await? else {
+                break;
+            };
+            let bytes = run.bytes.as_bytes();
+            let mut pos = 0usize;
+            while pos < bytes.len() {
+                match message::peek_record(&bytes[pos..]) {
+                    message::Peek::Record(len) => {
+                        // A delivered copy is never held; a held record naming one is not
+                        // a delivery.
+                        if let Ok(v) = RecordView::parse(&bytes[pos..pos + len]) {
+                            let q = v.property(TIMER_FROM).and_then(|s| s.parse().ok());
+                            if let Some(q) = q.filter(|_| !message::timer::held(&v.properties())) {
+                                found.insert(q);
+                            }
+                        }
+                        pos += len;
+                    }
+                    message::Peek::Blank(len) => pos += len,
+                    message::Peek::Invalid => break,
+                }
+            }
+            if run.next <= at {
+                break;
+            }
+            at = run.next;
+        }
+        self.delivered_before = found;
+        Ok(())
+    }
+
+    async fn serve(&mut self) -> Result<(), BrokerError> {
+        let mut last_ck = Instant::now();
+        let mut dirty = false;
+        loop {
+            if self.core.shared.stopping() || !serves(&self.core, self.shard_id) {
+                // What is delivered is recorded before another timer may take over.
+                if dirty {
+                    self.checkpoint().await?;
+                }
+                return Ok(());
+            }
+            let indexed = self.index().await?;
+            self.load().await?;
+            let delivered = self.deliver().await?;
+            dirty |= indexed || delivered;
+            if last_ck.elapsed() >= CHECKPOINT_EVERY {
+                if dirty {
+                    self.checkpoint().await?;
+                    dirty = false;
+                } else {
+                    // Nothing to record, but the log moved on: retention may follow it
+                    // (the floor on disk stays lower, which is safe after a restart).
+                    let floor = self.floor()?;
+                    self.shard()?.set_retention_floor(floor);
+                }
+                last_ck = Instant::now();
+            }
+            if indexed || delivered {
+                continue;
+            }
+            // Sleep until the first entry is due, a bucket is to be read, a new held
+            // record comes, or the checkpoint is due.
+            let now = now_ms();
+            let next_due = self.due.first().map_or(i64::MAX, |e| e.at);
+            let next_load = (self.loaded_through + 1) * BUCKET_MS - LOOKAHEAD_MS;
+            let mut wait_ms = next_due.min(next_load).saturating_sub(now).clamp(0, 100);
+            if dirty {
+                wait_ms = wait_ms.min(CHECKPOINT_EVERY.as_millis() as i64);
+            }
+            let wait = Duration::from_millis(wait_ms as u64);
+            if wait.is_zero() {
+                futures_lite::future::yield_now().await;
+                continue;
+            }
+            let shard = self.shard()?;
+            shard
+                .wait_for_message(TIMER_QUEUE_TOPIC, 0, QueueOffset(self.indexed), wait)
+                .await;
+        }
+    }
+
+    /// Indexes newly held records; whether any were.
+    async fn index(&mut self) -> Result<bool, BrokerError> {
+        let shard = self.shard()?;
+        let (_, write_before) = shard.log_bounds();
+        let r = read_timer_queue(shard, self.indexed, INDEX_BATCH).await?;
+        match r.status {
+            ReadStatus::OffsetMoved => {
+                tracing::error!(
+                    shard = self.shard_id,
+                    from = self.indexed,
+                    to = r.next_queue_offset.0,
+                    "held records were deleted before the timer indexed them"
+                );
+                self.indexed = r.next_queue_offset.0;
+                return Ok(true);
+            }
+            ReadStatus::OffsetOverflow => {
+                // The queue is shorter than the checkpoint says (a slave cut its tail).
+                self.indexed = r.next_queue_offset.0;
+                return Ok(true);
+            }
+            ReadStatus::NoNewMessage
+                if r.records.is_empty() && r.next_queue_offset.0 <= self.indexed =>
+            {
+                self.indexed_log = write_before;
+                return Ok(false);
+            }
+            _ => {}
+        }
+        let now = now_ms();
+        let mut last_log = self.indexed_log;
+        for s in &r.records {
+            let v = match RecordView::parse(s.as_bytes()) {
+                Ok(v) => v,
+                Err(_) => continue,
+            };
+            let at = match self
+                .rules
+                .deliver_at_ms(&v.properties(), v.store_timestamp_ms())
+            {
+                Ok(Some(at)) => at,
+                // Held by the shard's rule, unreadable here: delivered at once.
+                _ => now,
+            };
+            let mut e = Entry {
+                at,
+                q: v.queue_offset(),
+                log: v.physical_offset(),
+            };
+            last_log = e.log;
+            // Found after the cursor passed its time (a restart): due next.
+            if (e.at, e.q) <= self.cursor {
+                e.at = self.cursor.0;
+            }
+            self.place(e);
+        }
+        let progressed = r.next_queue_offset.0 > self.indexed;
+        self.indexed = r.next_queue_offset.0.max(self.indexed);
+        self.indexed_log = last_log;
+        Ok(progressed || !r.records.is_empty())
+    }
+
+    fn place(&mut self, e: Entry) {
+        let b = bucket_of(e.at);
+        self.unwritten.entry(b).or_default().push(e);
+        if b <= self.loaded_through {
+            if (e.at, e.q) > self.cursor {
+                self.due.insert(e);
+            }
+        } else {
+            let m = self.pending_min.entry(b).or_insert(u64::MAX);
+            *m = (*m).min(e.log);
+        }
+    }
+
+    /// Reads the buckets coming due into memory.
+    async fn load(&mut self) -> Result<(), BrokerError> {
+        let target = bucket_of(now_ms() + LOOKAHEAD_MS);
+        while self.loaded_through < target {
+            let next = self
+                .pending_min
+                .range(self.loaded_through + 1..=target)
+                .next()
+                .map(|(&k, _)| k);
+            let Some(b) = next else {
+                // No entries before the horizon: nothing to read.
+                self.loaded_through = target;
+                break;
+            };
+            if self.due.len() >= DUE_MAX {
+                self.loaded_through = b - 1;
+                break;
+            }
+            self.loaded_through = b;
+            self.pending_min.remove(&b);
+            let dir = self.dir.clone();
+            let entries = blocking(move || Files::read_bucket(&dir, b)).await?;
+            let fresh = self.unwritten.get(&b).cloned().unwrap_or_default();
+            for e in entries.into_iter().chain(fresh) {
+                if (e.at, e.q) > self.cursor {
+                    self.due.insert(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Delivers what is due (at most `DELIVER_BATCH` entries); whether anything was.
+    async fn deliver(&mut self) -> Result<bool, BrokerError> {
+        let now = now_ms();
+        let batch: Vec<Entry> = self
+            .due
+            .iter()
+            .take_while(|e| e.at <= now)
+            .take(DELIVER_BATCH)
+            .copied()
+            .collect();
+        if batch.is_empty() {
+            return Ok(false);
+        }
+        let records = self.read_held(&batch).await?;
+        // The copies, in due order; `None`: nothing to send (delivered before, or gone).
+        let mut copies: Vec<(Entry, Option<Delivery>)> = Vec::with_capacity(batch.len());
+        for e in &batch {
+            if self.delivered_before.remove(&e.q) {
+                copies.push((*e, None));
+                continue;
+            }
+            let copy = match records.get(&e.q) {
+                Some(bytes) => self.copy_of(*e, bytes),
+                None => {
+                    tracing::error!(
+                        shard = self.shard_id,
+                        queue_offset = e.q,
+                        "a held record cannot be read back (deleted or damaged); it is not delivered"
+                    );
+                    None
+                }
+            };
+            copies.push((*e, copy));
+        }
+        // Consecutive copies for one queue go in one append; the cursor moves past each
+        // group once it is stored.
+        let mut i = 0;
+        while i < copies.len() {
+            let mut j = i + 1;
+            if let Some(first) = &copies[i].1 {
+                while j < copies.len()
+                    && copies[j]
+                        .1
+                        .as_ref()
+                        .is_some_and(|c| c.topic == first.topic && c.queue_id == first.queue_id)
+                {
+                    j += 1;
+                }
+                let mut bytes = Vec::new();
+                for (_, c) in &copies[i..j] {
+                    if let Some(c) = c {
+                        bytes.extend_from_slice(&c.record);
+                    }
+                }
+                self.send(
+                    &first.topic,
+                    first.queue_id,
+                    bytes,
+                    (j - i) as u32,
+                    copies[i].0,
+                )
+                .await?;
+            }
+            for (e, _) in &copies[i..j] {
+                self.due.remove(e);
+                self.cursor = (e.at, e.q);
+            }
+            i = j;
+        }
+        Ok(true)
+    }
+
+    /// The held records of `entries` by timer-queue offset: one read per run of
+    /// consecutive offsets.
+    async fn read_held(&self, entries: &[Entry]) -> Result<HashMap<u64, Bytes>, BrokerError> {
+        let shard = self.shard()?;
+        let mut wanted: Vec<u64> = entries.iter().map(|e| e.q).collect();
+        wanted.sort_unstable();
+        wanted.dedup();
+        let mut out = HashMap::with_capacity(wanted.len());
+        let mut k = 0;
+        while k < wanted.len() {
+            let mut end = k + 1;
+            while end < wanted.len() && wanted[end] == wanted[end - 1] + 1 {
+                end += 1;
+            }
+            let mut from = wanted[k];
+            let last = wanted[end - 1];
+            while from <= last {
+                let r = read_timer_queue(shard, from, (last - from + 1).min(1024) as u32).await?;
+                for s in &r.records {
+                    if let Ok(v) = RecordView::parse(s.as_bytes()) {
+                        out.insert(v.queue_offset(), Bytes::copy_from_slice(s.as_bytes()));
+                    }
+                }
+                if r.next_queue_offset.0 <= from {
+                    break;
+                }
+                from = r.next_queue_offset.0;
+            }
+            k = end;
+        }
+        Ok(out)
+    }
+
+    /// The copy to deliver of held record `bytes` (entry `e`), or `None` if it is not one.
+    fn copy_of(&self, e: Entry, bytes: &[u8]) -> Option<Delivery> {
+        let v = match RecordView::parse(bytes) {
+            Ok(v) if v.queue_offset() == e.q => v,
+            _ => {
+                tracing::error!(
+                    shard = self.shard_id,
+                    queue_offset = e.q,
+                    "the timer queue's entry does not match its record; it is not delivered"
+                );
+                return None;
+            }
+        };
+        let due = e.at.to_string();
+        let from = e.q.to_string();
+        let mut props: Vec<(&str, &str)> = v
+            .properties()
+            .iter()
+            .filter(|(k, _)| {
+                *k != message::prop::CRC
+                    && *k != TIMER_OUT_MS
+                    && *k != TIMER_FROM
+                    && !message::timer::KEYS.contains(k)
+            })
+            .collect();
+        props.push((TIMER_OUT_MS, &due));
+        props.push((TIMER_FROM, &from));
+        let mut record = Vec::with_capacity(v.len() + 48);
+        if let Err(err) = encode_record(
+            &MessageFields {
+                topic: v.topic(),
+                body: v.body(),
+                flag: v.flag(),
+                sys_flag: v.sys_flag(),
+                born_timestamp_ms: v.born_timestamp_ms(),
+                born_host: Some(v.born_host()),
+                reconsume_times: v.reconsume_times(),
+                properties: &props,
+            },
+            &mut record,
+        ) {
+            tracing::error!(shard = self.shard_id, queue_offset = e.q, error = %err, "a held record cannot be copied; it is not delivered");
+            return None;
+        }
+        Some(Delivery {
+            topic: v.topic().to_owned(),
+            queue_id: v.queue_id(),
+            record,
+        })
+    }
+
+    /// Appends `count` copies to their queue through the send path.
+    async fn send(
+        &self,
+        topic: &str,
+        queue_id: u32,
+        records: Vec<u8>,
+        count: u32,
+        first: Entry,
+    ) -> Result<(), BrokerError> {
+        match self
+            .core
+            .send(topic, queue_id, Bytes::from(records), count)
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(BrokerError::TopicNotExist(t))
+            | Err(BrokerError::QueueNotExist { topic: t, .. }) => {
+                tracing::warn!(
+                    shard = self.shard_id,
+                    topic = %t,
+                    queue_offset = first.q,
+                    count,
+                    "scheduled messages' topic or queue no longer exists; they are dropped"
+                );
+                Ok(())
+            }
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Writes the bucket entries and the checkpoint; moves the retention floor.
+    /// The first log offset a record not yet delivered may be at.
+    fn floor(&self) -> Result<u64, BrokerError> {
+        let (_, log_end) = self.shard()?.log_bounds();
+        let due_min = self.due.iter().map(|e| e.log).min().unwrap_or(u64::MAX);
+        let pending = self.pending_min.values().copied().min().unwrap_or(u64::MAX);
+        Ok(due_min.min(pending).min(self.indexed_log).min(log_end))
+    }
+
+    async fn checkpoint(&mut self) -> Result<(), BrokerError> {
+        let (_, log_end) = self.shard()?.log_bounds();
+        let floor = self.floor()?;
+        let ck = Checkpoint {
+            indexed: self.indexed,
+            cursor: self.cursor,
+            log_end,
+            floor,
+        };
+        let mut writes = std::mem::take(&mut self.unwritten);
+        // A bucket wholly before the cursor's holds only delivered entries (each is before
+        // the cursor): its file goes, and nothing more is written to it.
+        let done_below = if self.cursor.0 == i64::MIN {
+            i64::MIN
+        } else {
+            bucket_of(self.cursor.0).min(self.loaded_through + 1)
+        };
+        writes.retain(|&b, _| b >= done_below);
+        let delete: Vec<i64> = self.files.range(..done_below).copied().collect();
+        for b in &delete {
+            self.files.remove(b);
+        }
+        self.files.extend(writes.keys().copied());
+        let dir = self.dir.clone();
+        blocking(move || Files::persist(&dir, writes, ck, delete)).await?;
+        self.shard()?.set_retention_floor(floor);
+        Ok(())
+    }
+}
+
+/// Up to `max` held records of the shard's timer queue from offset `from`.
+async fn read_timer_queue(
+    shard: &Shard,
+    from: u64,
+    max: u32,
+) -> Result<shard::ReadResult, BrokerError> {
+    Ok(shard
+        .read(&ReadRequest {
+            topic: TIMER_QUEUE_TOPIC,
+            queue_id: 0,
+            queue_offset: QueueOffset(from),
+            max_messages: max,
+            max_bytes: 16 << 20,
+            filter: &TagFilter::All,
+        })
+        .await?)
+}
+
+/// The log offset of the first record in the timer queue, if it holds any.
+async fn first_held_log_offset(shard: &Shard) -> Result<Option<u64>, BrokerError> {
+    let q = shard.queue_offsets(TIMER_QUEUE_TOPIC, 0);
+    if q.min >= q.max {
+        return Ok(None);
+    }
+    let r = read_timer_queue(shard, q.min.0, 1).await?;
+    Ok(match r.records.first() {
+        Some(s) => RecordView::parse(s.as_bytes())
+            .ok()
+            .map(|v| v.physical_offset()),
+        // Not readable: read the whole log rather than deliver twice.
+        None => Some(shard.log_bounds().0),
+    })
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checkpoint_round_trips_and_refuses_damage() {
+        let ck = Checkpoint {
+            indexed: 7,
+            cursor: (1_700_000_000_123, 5),
+            log_end: 4096,
+            floor: 12,
+        };
+        let b = ck.encode();
+        assert_eq!(Checkpoint::decode(&b), Ok(ck));
+        let mut bad = b.clone();
+        bad[3] ^= 1;
+        assert!(Checkpoint::decode(&bad).is_err());
+        assert!(Checkpoint::decode(&b[..10]).is_err());
+    }
+
+    #[test]
+    fn bucket_files_keep_whole_entries() {
+        let dir = tempfile::tempdir().unwrap();
+        let e1 = Entry {
+            at: 25_000,
+            q: 1,
+            log: 100,
+        };
+        let e2 = Entry {
+            at: 29_999,
+            q: 2,
+            log: 200,
+        };
+        let ck = Checkpoint {
+            indexed: 2,
+            cursor: (i64::MIN, 0),
+            log_end: 300,
+            floor: 100,
+        };
+        let writes = BTreeMap::from([(2, vec![e1, e2])]);
+        Files::persist(dir.path(), writes, ck, Vec::new()).unwrap();
+        // A torn entry at the end (a crash mid-write) is left out, and the next write
+        // starts whole after the last whole entry.
+        let path = Files::bucket_path(dir.path(), 2);
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        f.write_all(&[1, 2, 3]).unwrap();
+        drop(f);
+        assert_eq!(Files::read_bucket(dir.path(), 2).unwrap(), vec![e1, e2]);
+        let e3 = Entry {
+            at: 21_000,
+            q: 3,
+            log: 300,
+        };
+        Files::persist(dir.path(), BTreeMap::from([(2, vec![e3])]), ck, Vec::new()).unwrap();
+        assert_eq!(Files::read_bucket(dir.path(), 2).unwrap(), vec![e1, e2, e3]);
+        assert_eq!(Files::read_checkpoint(dir.path()).unwrap(), Some(ck));
+        assert_eq!(
+            Files::list_buckets(dir.path()).unwrap(),
+            BTreeSet::from([2])
+        );
+        Files::persist(dir.path(), BTreeMap::new(), ck, vec![2]).unwrap();
+        assert!(Files::list_buckets(dir.path()).unwrap().is_empty());
+    }
+}
