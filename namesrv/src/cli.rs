@@ -61,13 +61,60 @@ struct Args {
     )]
     frame_timeout_ms: u64,
 
-    /// Serve Prometheus metrics at http://ADDR/metrics (off when unset).
-    #[arg(long)]
+    /// Serve Prometheus metrics at http://ADDR/metrics (off when unset); a bare port is
+    /// 127.0.0.1:PORT, and an address beyond loopback is logged as a warning.
+    #[arg(long, value_parser = telemetry::listen_addr)]
     metrics_addr: Option<SocketAddr>,
+
+    /// A file holding the token a scrape must send as `Authorization: Bearer TOKEN` (a
+    /// file, not a flag, so the token is not in the process list); without it metrics are
+    /// served to whoever reaches the address.
+    #[arg(long, requires = "metrics_addr")]
+    metrics_token_file: Option<std::path::PathBuf>,
+
+    /// Access control: every write (a broker's registration, heartbeat or unregistration,
+    /// a topic delete) needs an admin account of `--acl-file` (a native login or a
+    /// RocketMQ signature) or an allow-listed address; route reads stay open. Off by
+    /// default.
+    #[arg(long, requires = "acl_file")]
+    acl_enable: bool,
+
+    /// The plain_acl.yml (RocketMQ ACL 1.0's format) read with `--acl-enable`, and read
+    /// again when it changes.
+    #[arg(long, requires = "acl_enable")]
+    acl_file: Option<std::path::PathBuf>,
+
+    /// TLS on the listener: disabled, permissive (TLS and plaintext) or enforcing (TLS only).
+    #[arg(long, default_value = "disabled", value_parser = parse_mode)]
+    tls_mode: tls::Mode,
+
+    /// PEM certificate chain (needed unless --tls-mode disabled).
+    #[arg(long)]
+    tls_cert_path: Option<std::path::PathBuf>,
+
+    /// PEM private key of --tls-cert-path.
+    #[arg(long)]
+    tls_key_path: Option<std::path::PathBuf>,
+
+    /// Client certificates: none, optional or require (chaining to --tls-trust-cert-path).
+    #[arg(long, default_value = "none", value_parser = parse_client_auth)]
+    tls_client_auth: tls::ClientAuth,
+
+    /// PEM CA certificates that client certificates must chain to.
+    #[arg(long)]
+    tls_trust_cert_path: Option<std::path::PathBuf>,
 
     /// Log level: off, error, warn, info, debug or trace.
     #[arg(long, default_value_t = LevelFilter::INFO)]
     log_level: LevelFilter,
+}
+
+fn parse_mode(s: &str) -> Result<tls::Mode, String> {
+    tls::Mode::parse(s).map_err(|e| e.to_string())
+}
+
+fn parse_client_auth(s: &str) -> Result<tls::ClientAuth, String> {
+    tls::ClientAuth::parse(s).map_err(|e| e.to_string())
 }
 
 /// Parses `args` (the first is the program name) and runs until a signal. Usage errors print
@@ -93,6 +140,18 @@ where
             .context("--connections-max does not fit this platform")?,
         connection_idle_timeout_ms: args.connection_idle_timeout_ms,
         frame_timeout_ms: args.frame_timeout_ms,
+        acl_file: args.acl_file.clone().filter(|_| args.acl_enable),
+        tls_mode: args.tls_mode,
+        tls: match (args.tls_cert_path, args.tls_key_path) {
+            (Some(cert_path), Some(key_path)) => Some(tls::ServerSettings {
+                cert_path,
+                key_path,
+                client_auth: args.tls_client_auth,
+                trust_cert_path: args.tls_trust_cert_path,
+            }),
+            (None, None) => None,
+            _ => anyhow::bail!("--tls-cert-path and --tls-key-path go together"),
+        },
         ..NameServerConfig::default()
     };
     // Register for signals before starting, so a signal sent right after the start-up line
@@ -102,9 +161,21 @@ where
     let server =
         crate::start(config).with_context(|| format!("cannot start on {}", args.listen))?;
 
+    let token = match &args.metrics_token_file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("--metrics-token-file {}", path.display()))?;
+            let token = text.trim().to_owned();
+            if token.is_empty() {
+                anyhow::bail!("--metrics-token-file {}: the file is empty", path.display());
+            }
+            Some(token)
+        }
+        None => None,
+    };
     let metrics = match args.metrics_addr {
         Some(addr) => Some(
-            telemetry::serve(addr, server.metrics_renderer())
+            telemetry::serve(addr, server.metrics_renderer(), token)
                 .with_context(|| format!("--metrics-addr {addr}: cannot listen"))?,
         ),
         None => None,

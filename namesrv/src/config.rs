@@ -35,6 +35,16 @@ pub struct NameServerConfig {
     /// is closed: a half-sent frame cannot hold a connection slot. Default 30 000; bounds
     /// 1..=[`Self::TIMEOUT_MS_MAX`].
     pub frame_timeout_ms: u64,
+    /// Access control: the plain_acl.yml whose rules every request must pass (see
+    /// `access.rs`), reloaded when it changes; `None` (the default) serves everyone.
+    pub acl_file: Option<std::path::PathBuf>,
+    /// TLS on the listener (RocketMQ's `tls.server.mode`): disabled (default), permissive
+    /// (TLS and plaintext on the port, told apart by the first byte) or enforcing (a
+    /// plaintext connection is closed, counted in `connections_closed{reason="plaintext"}`).
+    pub tls_mode: tls::Mode,
+    /// The certificate, key and client authentication; needed unless `tls_mode` is
+    /// disabled. Read and checked at start.
+    pub tls: Option<tls::ServerSettings>,
 }
 
 impl NameServerConfig {
@@ -131,6 +141,9 @@ impl Default for NameServerConfig {
             connections_max: Self::CONNECTIONS_MAX_DEFAULT,
             connection_idle_timeout_ms: Self::CONNECTION_IDLE_TIMEOUT_MS_DEFAULT,
             frame_timeout_ms: Self::FRAME_TIMEOUT_MS_DEFAULT,
+            acl_file: None,
+            tls_mode: tls::Mode::Disabled,
+            tls: None,
         }
     }
 }

@@ -17,6 +17,7 @@
 //!
 //! Embed it with [`start`]; the `namesrv` binary is a thin wrapper around it.
 
+mod access;
 pub mod cli;
 mod config;
 mod connections;

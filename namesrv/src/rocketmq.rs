@@ -137,10 +137,33 @@ fn core_addrs(b: &protocol::BrokerData) -> Vec<String> {
     b.master_addr().map(str::to_owned).into_iter().collect()
 }
 
-/// The RocketMQ broker entry of one core.
+/// The RocketMQ broker entry of one core: each live member of the group under its own id
+/// (the master under 0, its slaves under theirs), at that member's address for the core,
+/// so RocketMQ clients send to the master and may read from a slave (`slave_read_enable`).
+/// While the master is away there is no id 0: clients do not send there, and read from a
+/// slave. Without members' core addresses (an older registration), `addr` under 0.
 fn core_broker(b: &protocol::BrokerData, core: u16, cores: u16, addr: &str) -> body::BrokerData {
+    let mut broker_addrs = BTreeMap::new();
+    for (id, member_cores) in &b.member_core_addrs {
+        let at = if member_cores.is_empty() {
+            b.addrs
+                .iter()
+                .find(|(i, _)| i == id)
+                .map(|(_, a)| a.clone())
+        } else {
+            member_cores
+                .get(core as usize % member_cores.len())
+                .cloned()
+        };
+        if let (Some(at), Ok(id)) = (at, i64::try_from(*id)) {
+            broker_addrs.insert(id, at);
+        }
+    }
+    if broker_addrs.is_empty() {
+        broker_addrs.insert(0, addr.to_owned());
+    }
     body::BrokerData {
-        broker_addrs: BTreeMap::from([(0, addr.to_owned())]),
+        broker_addrs,
         broker_name: core_broker_name(&b.broker_name, core, cores),
         cluster: b.cluster.clone(),
         enable_acting_master: false,
@@ -232,6 +255,7 @@ mod tests {
                 .map(|c| format!("127.0.0.1:{}", 20000 + c))
                 .collect(),
             shard_count: cores as u16,
+            member_core_addrs: vec![],
         }
     }
 
@@ -260,6 +284,50 @@ mod tests {
         for (core, q) in r.queue_datas.iter().enumerate() {
             let ids = core_queue_ids("TopicTest", 8, 2, 2, core as u16);
             assert_eq!(q.read_queue_nums as usize, ids.len());
+        }
+    }
+
+    /// Each core lists its slave beside its master; without the master, only the slave
+    /// (no id 0: RocketMQ clients then send elsewhere and read from the slave).
+    #[test]
+    fn each_core_lists_the_group_members_under_their_ids() {
+        let mut b = broker(2);
+        b.addrs.push((1, "127.0.0.1:10921".into()));
+        b.member_core_addrs = vec![
+            (0, vec!["127.0.0.1:20000".into(), "127.0.0.1:20001".into()]),
+            (1, vec!["127.0.0.1:30000".into(), "127.0.0.1:30001".into()]),
+        ];
+        let route = |b: protocol::BrokerData| protocol::RouteData {
+            brokers: vec![b],
+            queues: vec![protocol::QueueData {
+                broker_name: "broker-a".into(),
+                read_queues: 8,
+                write_queues: 8,
+                perm: 6,
+            }],
+        };
+        let r = route_data("TopicTest", &route(b.clone()));
+        for (core, bd) in r.broker_datas.iter().enumerate() {
+            assert_eq!(
+                bd.broker_addrs,
+                BTreeMap::from([
+                    (0, format!("127.0.0.1:{}", 20000 + core)),
+                    (1, format!("127.0.0.1:{}", 30000 + core)),
+                ])
+            );
+        }
+        // The master gone: its slave's cores, under id 1 only.
+        let mut away = b;
+        away.addrs.remove(0);
+        away.member_core_addrs.remove(0);
+        away.core_addrs = vec!["127.0.0.1:30000".into(), "127.0.0.1:30001".into()];
+        let r = route_data("TopicTest", &route(away));
+        assert_eq!(r.broker_datas.len(), 2);
+        for (core, bd) in r.broker_datas.iter().enumerate() {
+            assert_eq!(
+                bd.broker_addrs,
+                BTreeMap::from([(1, format!("127.0.0.1:{}", 30000 + core))])
+            );
         }
     }
 

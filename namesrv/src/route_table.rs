@@ -407,6 +407,10 @@ fn broker_data(name: &str, live: &[(u64, &LiveBroker)]) -> Option<BrokerData> {
         addrs: live.iter().map(|(id, b)| (*id, b.addr.clone())).collect(),
         core_addrs: primary.core_addrs.clone(),
         shard_count: primary.shard_count,
+        member_core_addrs: live
+            .iter()
+            .map(|(id, b)| (*id, b.core_addrs.clone()))
+            .collect(),
     })
 }
 

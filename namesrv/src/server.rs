@@ -14,11 +14,13 @@
 use std::collections::HashMap;
 use std::io::{self, Read};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
+use tls::SyncStream;
 
 use bytes::BytesMut;
 use protocol::blocking::write_frame;
@@ -68,9 +70,13 @@ struct Shared {
     broker_expiry: Duration,
     /// The origin of [`Activity`]'s millisecond clock.
     epoch: Instant,
+    /// The listener's TLS (`tls_mode`).
+    tls: tls::Listener,
     /// Evictions to report: by the accept thread as they happen, rate-limited, and by the
     /// scan thread for the tail of a burst (nothing else would report it).
     cap_log: Mutex<CapLog>,
+    /// Access control, when on.
+    acl: Option<crate::access::Gate>,
 }
 
 impl Shared {
@@ -110,6 +116,15 @@ pub struct NameServerHandle {
 /// (`InvalidInput`) or when the address cannot be bound.
 pub fn start(config: NameServerConfig) -> io::Result<NameServerHandle> {
     config.validate()?;
+    let acl = match &config.acl_file {
+        Some(path) => Some(
+            crate::access::Gate::open(path)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?,
+        ),
+        None => None,
+    };
+    let tls = tls::Listener::new(config.tls_mode, config.tls.as_ref())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     let listener = TcpListener::bind(config.listen_addr)?;
     let local_addr = listener.local_addr()?;
     let shared = Arc::new(Shared {
@@ -123,7 +138,9 @@ pub fn start(config: NameServerConfig) -> io::Result<NameServerHandle> {
         frame_timeout: config.frame_timeout(),
         broker_expiry: config.broker_expiry(),
         epoch: Instant::now(),
+        tls,
         cap_log: Mutex::new(CapLog::new(CAP_LOG_INTERVAL)),
+        acl,
     });
 
     let (scan_stop, scan_rx) = mpsc::channel::<()>();
@@ -402,8 +419,13 @@ fn serve_connection(
     peer: SocketAddr,
 ) {
     tracing::debug!(%peer, "connection opened");
+    let Some(stream) = accept_tls(shared, stream, peer) else {
+        return;
+    };
     // The brokers that registered or heartbeated over this connection.
     let mut brokers: Vec<BrokerKey> = Vec::new();
+    // Whom the connection logged in as (native protocol).
+    let mut session = crate::access::Session::default();
     // Told by the connection's first bytes.
     let mut wire = Wire::Undecided;
     let mut buf = BytesMut::new();
@@ -470,9 +492,18 @@ fn serve_connection(
         }
         let served = match &mut wire {
             Wire::Undecided => Served::Requests(false),
-            Wire::Native(decoder) => {
-                serve_native(shared, id, peer, &stream, decoder, &mut buf, &mut brokers)
-            }
+            Wire::Native(decoder) => serve_native(
+                shared,
+                Native {
+                    id,
+                    peer,
+                    stream: &stream,
+                    brokers: &mut brokers,
+                    session: &mut session,
+                },
+                decoder,
+                &mut buf,
+            ),
             Wire::Remoting(decoder) => serve_remoting(shared, peer, &stream, decoder, &mut buf),
         };
         let completed = match served {
@@ -524,15 +555,30 @@ enum Served {
 }
 
 /// Answers every whole native frame in `buf`.
-fn serve_native(
-    shared: &Shared,
+/// A native connection as its requests see it.
+struct Native<'a> {
     id: ConnectionId,
     peer: SocketAddr,
-    stream: &TcpStream,
+    stream: &'a SyncStream,
+    /// The brokers that registered or heartbeated over it.
+    brokers: &'a mut Vec<BrokerKey>,
+    /// Whom it logged in as.
+    session: &'a mut crate::access::Session,
+}
+
+fn serve_native(
+    shared: &Shared,
+    conn: Native<'_>,
     decoder: &mut FrameDecoder,
     buf: &mut BytesMut,
-    brokers: &mut Vec<BrokerKey>,
 ) -> Served {
+    let Native {
+        id,
+        peer,
+        stream,
+        brokers,
+        session,
+    } = conn;
     let mut completed = false;
     loop {
         let decoded = match decoder.decode(buf) {
@@ -548,7 +594,7 @@ fn serve_native(
                 return Served::Close;
             }
         };
-        let Some(response) = answer(shared, id, peer, decoded, brokers) else {
+        let Some(response) = answer(shared, id, peer, decoded, brokers, session) else {
             continue;
         };
         completed = true;
@@ -566,7 +612,7 @@ fn serve_native(
 fn serve_remoting(
     shared: &Shared,
     peer: SocketAddr,
-    stream: &TcpStream,
+    stream: &SyncStream,
     decoder: &mut RemotingDecoder,
     buf: &mut BytesMut,
 ) -> Served {
@@ -581,8 +627,20 @@ fn serve_remoting(
                 }
                 let name = remoting::codes::request::name(frame.command.code).unwrap_or("UNKNOWN");
                 shared.metrics.count_request(name);
-                let (response, body) =
-                    crate::rocketmq::handle(&shared.table, &frame.command, Instant::now());
+                let refused = shared.acl.as_ref().and_then(|gate| {
+                    crate::access::remoting(gate, peer.ip(), &frame.command, &frame.body).err()
+                });
+                let (response, body) = match refused {
+                    Some(d) => (
+                        RemotingCommand::response_to(
+                            &frame.command,
+                            remoting::codes::response::NO_PERMISSION,
+                            Some(d.to_string()),
+                        ),
+                        Vec::new(),
+                    ),
+                    None => crate::rocketmq::handle(&shared.table, &frame.command, Instant::now()),
+                };
                 completed = true;
                 if response.code != 0 {
                     let code = remoting::codes::response::name(response.code);
@@ -622,6 +680,58 @@ fn serve_remoting(
             return Served::Close;
         }
     }
+}
+
+/// The connection as the listener's `tls_mode` serves it: plaintext, after a TLS handshake,
+/// or not at all (plaintext on an enforcing listener, a failed handshake). The first byte
+/// must come within the idle timeout and the handshake within the frame timeout, so a
+/// client that opens and sends nothing holds its thread no longer than an idle one.
+fn accept_tls(shared: &Shared, stream: TcpStream, peer: SocketAddr) -> Option<SyncStream> {
+    let Some(config) = shared.tls.config.as_ref().filter(|_| shared.tls.enabled()) else {
+        return Some(SyncStream::Plain(stream));
+    };
+    let first = match tls::peek_first_byte(&stream, Instant::now() + shared.idle_timeout) {
+        Ok(Some(b)) => b,
+        Ok(None) | Err(_) => {
+            shared.metrics.count_closed("idle");
+            return None;
+        }
+    };
+    match shared.tls.decide(first) {
+        tls::Decision::Plain => Some(SyncStream::Plain(stream)),
+        tls::Decision::Refuse => {
+            shared.metrics.count_closed("plaintext");
+            log_tls_refusal(
+                peer,
+                "a plaintext connection was closed: tls_mode = enforcing accepts TLS only",
+            );
+            // Its first request is answered with why, so the client can say so.
+            tls::answer_plaintext_blocking(&stream, Instant::now() + shared.frame_timeout);
+            let _ = stream.shutdown(Shutdown::Both);
+            None
+        }
+        tls::Decision::Tls => {
+            match tls::accept(config, stream, Instant::now() + shared.frame_timeout) {
+                Ok(s) => Some(SyncStream::Tls(s)),
+                Err(e) => {
+                    shared.metrics.count_closed("tls_handshake");
+                    log_tls_refusal(peer, &format!("a TLS handshake failed: {e}"));
+                    None
+                }
+            }
+        }
+    }
+}
+
+/// Logs a TLS refusal at most once per 10 s (each line names the last peer).
+fn log_tls_refusal(peer: SocketAddr, what: &str) {
+    static LAST: Mutex<Option<Instant>> = Mutex::new(None);
+    let mut last = LAST.lock().unwrap_or_else(PoisonError::into_inner);
+    if last.is_some_and(|t| t.elapsed() < Duration::from_secs(10)) {
+        return;
+    }
+    *last = Some(Instant::now());
+    tracing::warn!(%peer, "{what}");
 }
 
 /// Logs (at most once a minute) that a gRPC client connected: RocketMQ 5's gRPC clients
@@ -674,6 +784,7 @@ fn answer(
     peer: SocketAddr,
     decoded: Decoded,
     brokers: &mut Vec<BrokerKey>,
+    session: &mut crate::access::Session,
 ) -> Option<Option<(Header, Vec<u8>)>> {
     let (response, oneway) = match decoded {
         Decoded::Frame(frame) => {
@@ -689,8 +800,14 @@ fn answer(
                 Command::BrokerHeartbeat(key) | Command::RegisterTopics(key) => Some(key.clone()),
                 _ => None,
             };
-            let response =
-                handle_request(&shared.table, id, frame.header, &frame.body, Instant::now());
+            let gated =
+                crate::access::native(shared.acl.as_ref(), session, peer.ip(), &frame.header);
+            let response = match gated {
+                Some(answer) => (answer, Vec::new()),
+                None => {
+                    handle_request(&shared.table, id, frame.header, &frame.body, Instant::now())
+                }
+            };
             if response.0.code != 0 {
                 shared.metrics.count_error(response.0.response_code());
             } else if let Some(key) = broker {
