@@ -27,6 +27,10 @@ pub struct PullOptions {
     /// How long the broker may hold a pull that finds nothing (long polling). 0 answers at
     /// once. Default 0.
     pub suspend_timeout_ms: u64,
+    /// A SQL92 expression over the messages' properties (RocketMQ's
+    /// `MessageSelector.bySql`, grammar in `message::sql92`), evaluated by the broker on
+    /// top of the tag expression; the broker needs `enable_property_filter`. Default none.
+    pub sql92: Option<String>,
 }
 
 impl Default for PullOptions {
@@ -36,6 +40,42 @@ impl Default for PullOptions {
             max_bytes: 4 * 1024 * 1024,
             tag_expression: "*".into(),
             suspend_timeout_ms: 0,
+            sql92: None,
+        }
+    }
+}
+
+/// How a subscription selects its topic's messages: by tag (`*`, `TagA || TagB`) or by a
+/// SQL92 expression over their properties (RocketMQ's `MessageSelector.byTag` / `bySql`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Selector {
+    Tag(String),
+    Sql92(String),
+}
+
+impl Selector {
+    /// A SQL92 selector, refused here when the expression does not parse (the broker
+    /// checks again, and refuses any SQL92 filter when `enable_property_filter` is off).
+    pub fn sql92(expression: impl Into<String>) -> Result<Selector> {
+        let expression = expression.into();
+        message::sql92::Sql92Filter::parse(&expression)
+            .map_err(|e| ClientError::Config(e.to_string()))?;
+        Ok(Selector::Sql92(expression))
+    }
+
+    /// Pull options selecting as this selector does.
+    pub fn apply(&self, opts: PullOptions) -> PullOptions {
+        match self {
+            Selector::Tag(t) => PullOptions {
+                tag_expression: t.clone(),
+                sql92: None,
+                ..opts
+            },
+            Selector::Sql92(e) => PullOptions {
+                tag_expression: "*".into(),
+                sql92: Some(e.clone()),
+                ..opts
+            },
         }
     }
 }
@@ -191,8 +231,8 @@ impl PullInner {
         offset: QueueOffset,
         opts: &PullOptions,
     ) -> Result<WirePull> {
-        let target = self.inst.queue_target(queue)?;
-        let command = Command::Pull(PullRequest {
+        let target = self.inst.read_target(queue)?;
+        let pull = PullRequest {
             consumer_group: self.group.clone(),
             topic: queue.topic.clone(),
             queue_id: queue.queue_id,
@@ -201,7 +241,14 @@ impl PullInner {
             max_bytes: opts.max_bytes,
             tag_expression: opts.tag_expression.clone(),
             suspend_timeout_ms: opts.suspend_timeout_ms,
-        });
+        };
+        let command = match &opts.sql92 {
+            None => Command::Pull(pull),
+            Some(e) => Command::PullSql92 {
+                pull,
+                expression: e.clone(),
+            },
+        };
         // The broker may hold the pull for the suspend time; allow the usual timeout on top.
         let timeout = Duration::from_millis(opts.suspend_timeout_ms) + self.inst.request_timeout();
         let future = self
@@ -232,9 +279,16 @@ impl PullInner {
         frame: Result<Frame>,
     ) -> Result<PulledBatch> {
         let result = frame.and_then(|f| self.parse_pull(pending, f));
-        if let Err(e) = &result {
-            // The broker may have moved or died: look again before the next pull.
-            self.inst.note_failure(&pending.target.queue.topic, e);
+        match &result {
+            Ok(b) => self
+                .inst
+                .suggest_reader(&pending.target.queue, b.suggested_broker_id),
+            Err(e) => {
+                // The broker may have moved or died: look again before the next pull, and
+                // read from the master (a slave suggested may be the one that went).
+                self.inst.note_failure(&pending.target.queue.topic, e);
+                self.inst.suggest_reader(&pending.target.queue, 0);
+            }
         }
         result
     }
@@ -242,13 +296,15 @@ impl PullInner {
     fn parse_pull(&self, pending: &WirePull, frame: Frame) -> Result<PulledBatch> {
         let addr = &pending.target.addr;
         let code = frame.header.response_code();
-        let (next_offset, min_offset, max_offset) = match &frame.header.command {
+        let (next_offset, min_offset, max_offset, suggested_broker_id) = match &frame.header.command
+        {
             Command::PullResult(r) => (
                 QueueOffset(r.next_offset),
                 QueueOffset(r.min_offset),
                 QueueOffset(r.max_offset),
+                r.suggested_broker_id,
             ),
-            _ => (pending.offset, QueueOffset(0), QueueOffset(0)),
+            _ => (pending.offset, QueueOffset(0), QueueOffset(0), 0),
         };
         let source = |status| BatchSource {
             addr,
@@ -257,6 +313,7 @@ impl PullInner {
             next_offset,
             min_offset,
             max_offset,
+            suggested_broker_id,
         };
         match code {
             ResponseCode::Success => {

@@ -6,6 +6,14 @@ use protocol::ResponseCode;
 pub enum ClientError {
     #[error("request to {addr} timed out after {timeout_ms} ms")]
     Timeout { addr: String, timeout_ms: u64 },
+    /// A request of request-reply ([`crate::Producer::request`]) was sent but no reply came
+    /// within its timeout.
+    #[error("no reply to the request on topic {topic} (correlation id {correlation_id}) within {timeout_ms} ms")]
+    RequestTimeout {
+        topic: String,
+        correlation_id: String,
+        timeout_ms: u64,
+    },
     #[error("{addr} answered {code}: {remark}")]
     Broker {
         addr: String,

@@ -1,7 +1,7 @@
 //! What producers, consumers and the admin share: the connection pool, the NameServer client,
 //! the route cache and its refresher, and the requests every role makes of brokers.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::{Ipv4Addr, SocketAddr, ToSocketAddrs, UdpSocket};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -40,6 +40,15 @@ impl ClientConfig {
         })
     }
 
+    /// Speaks TLS to the NameServers and the brokers, trusting as `settings` say; an
+    /// unreadable file or bad PEM is an error here, naming the file.
+    pub fn with_tls(mut self, settings: &tls::ClientSettings) -> Result<ClientConfig> {
+        let config =
+            tls::client_config(settings).map_err(|e| ClientError::Config(e.to_string()))?;
+        self.pool.tls = Some(config);
+        Ok(self)
+    }
+
     fn validate(&self) -> Result<()> {
         if self.namesrv_addrs.is_empty() {
             return Err(ClientError::Config("no NameServer address".into()));
@@ -68,7 +77,18 @@ pub(crate) struct Instance {
     pub local_ip: Ipv4Addr,
     /// What this client tells a broker that asks what it is doing.
     running: Arc<Mutex<Running>>,
+    /// The broker id each queue is read from, as its broker last suggested (absent: the
+    /// master): a consumer far behind reads from a slave (`slave_read_enable`).
+    read_from: Mutex<HashMap<MessageQueue, u64>>,
+    /// Requests of request-reply waiting for their reply, by correlation id.
+    pub replies: Arc<crate::reply::ReplyWaiters>,
+    /// Answers the broker's transaction checks (a transaction producer sets it).
+    pub checker: Arc<std::sync::RwLock<Option<TransactionChecker>>>,
 }
+
+/// What answers a broker's check of an undecided transaction.
+pub(crate) type TransactionChecker =
+    Arc<dyn Fn(&protocol::CheckTransaction) -> protocol::TransactionState + Send + Sync>;
 
 /// The consumer groups this client heartbeats, with their topics, and its client id.
 #[derive(Default)]
@@ -104,12 +124,28 @@ impl Instance {
         // the client holds.
         let running: Arc<Mutex<Running>> = Arc::default();
         let answers = Arc::clone(&running);
-        let server: RequestServer = Arc::new(move |command: &Command| match command {
-            Command::ClientRunningInfo => Some(Command::ClientRunningInfoResult(
-                lock_running(&answers).info(),
-            )),
-            _ => None,
-        });
+        let replies: Arc<crate::reply::ReplyWaiters> = Arc::default();
+        let waiting = Arc::clone(&replies);
+        let checker: Arc<std::sync::RwLock<Option<TransactionChecker>>> = Arc::default();
+        let check_with = Arc::clone(&checker);
+        let server: RequestServer =
+            Arc::new(move |frame: &protocol::Frame| match &frame.header.command {
+                Command::ClientRunningInfo => Some(Command::ClientRunningInfoResult(
+                    lock_running(&answers).info(),
+                )),
+                Command::PushReply => {
+                    waiting.deliver(&frame.body);
+                    Some(Command::Empty)
+                }
+                Command::CheckTransaction(c) => {
+                    let f = check_with
+                        .read()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .clone()?;
+                    Some(Command::TransactionStateResult(f(c)))
+                }
+                _ => None,
+            });
         let pool = Arc::new(ConnectionPool::with_server(config.pool.clone(), server));
         let namesrv = Arc::new(NameServerClient::new(
             config.namesrv_addrs.clone(),
@@ -129,6 +165,9 @@ impl Instance {
             refresher,
             local_ip,
             running,
+            read_from: Mutex::default(),
+            replies,
+            checker,
         }))
     }
 
@@ -172,6 +211,45 @@ impl Instance {
             .ok_or_else(|| ClientError::NoRoute {
                 topic: queue.topic.clone(),
             })
+    }
+
+    /// Where to read `queue`: its broker's suggestion when it named a slave the route has
+    /// (that slave's address; it serves the shard from whichever core hosts it), else the
+    /// usual target.
+    pub fn read_target(&self, queue: &MessageQueue) -> Result<QueueTarget> {
+        let target = self.queue_target(queue)?;
+        let id = match self.read_from.lock() {
+            Ok(m) => m.get(queue).copied(),
+            Err(p) => p.into_inner().get(queue).copied(),
+        };
+        let Some(id) = id.filter(|&id| id != 0) else {
+            return Ok(target);
+        };
+        let route = self.routes.get(&queue.topic)?;
+        let slave = route
+            .data
+            .brokers
+            .iter()
+            .find(|b| b.broker_name == queue.broker_name)
+            .and_then(|b| b.addrs.iter().find(|(i, _)| *i == id))
+            .map(|(_, a)| a.clone());
+        Ok(match slave {
+            Some(addr) => QueueTarget { addr, ..target },
+            None => target,
+        })
+    }
+
+    /// A broker suggested reading `queue` from broker id `id` next (0: the master).
+    pub fn suggest_reader(&self, queue: &MessageQueue, id: u64) {
+        let mut m = self
+            .read_from
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if id == 0 {
+            m.remove(queue);
+        } else {
+            m.insert(queue.clone(), id);
+        }
     }
 
     pub fn fresh_route(&self, topic: &str) -> Result<Arc<TopicRoute>> {

@@ -7,6 +7,11 @@
 //!   and after failures. Every queue request goes straight to the core that owns the queue.
 //! * Bodies over the compression threshold are zstd-compressed by the producer and
 //!   decompressed by consumers transparently.
+//! * Request-reply ([`reply`]): `Producer::request(msg, timeout)` waits for the reply a
+//!   consumer builds with [`create_reply_message`] and sends with `Producer::reply`; the
+//!   broker pushes it over the requester's connection.
+//! * Message trace ([`trace`], opt-in with `enable_trace`): Pub, SubBefore and SubAfter
+//!   records in RocketMQ's format, written to `RMQ_SYS_TRACE_TOPIC` by a background thread.
 //!
 //! ```no_run
 //! use client::{ConsumeFrom, ConsumeStatus, Message, Producer, PushConsumer};
@@ -57,11 +62,14 @@ mod producer;
 mod pulled;
 mod push;
 pub mod remoting;
+pub mod reply;
 mod route;
+pub mod trace;
+mod transaction;
 
 pub use admin::{Admin, QueueProgress};
 pub use allocate::{AllocateStrategy, Averagely, AveragelyByCircle, ByConfig, ConsistentHash};
-pub use consumer::{PendingPull, PullConsumer, PullOptions};
+pub use consumer::{PendingPull, PullConsumer, PullOptions, Selector};
 pub use error::{ClientError, Result};
 pub use instance::ClientConfig;
 pub use model::{
@@ -78,7 +86,16 @@ pub use push::{
     dlq_topic, retry_topic, ConsumeFrom, Listener, MessageModel, PushConsumer, PushConsumerBuilder,
     PROPERTY_DELIVER_AT_MS,
 };
+pub use remoting::set_default_tls;
+pub use remoting::{default_credentials, set_default_credentials, Credentials};
+pub use reply::{create_reply_message, reply_topic};
+/// TLS settings for [`ClientConfig::with_tls`].
+pub use tls;
 #[cfg(test)]
 mod testing;
 
 pub use route::{queue_target_addr, read_target_addr, QueueTarget, TopicRoute};
+pub use transaction::{
+    TransactionListener, TransactionProducer, TransactionProducerBuilder, TransactionSendResult,
+    TransactionState,
+};

@@ -78,6 +78,23 @@ impl Message {
         self
     }
 
+    /// Delivered after delay level `level` of the broker's levels (RocketMQ's `DELAY`:
+    /// 1 = 1 s, 2 = 5 s, 3 = 10 s, … 18 = 2 h by default).
+    pub fn with_delay_level(self, level: u32) -> Message {
+        self.with_property(message::timer::DELAY, level.to_string())
+    }
+
+    /// Delivered at `at_ms` (ms since the epoch, the broker's clock; RocketMQ 5's
+    /// `TIMER_DELIVER_MS`), at most the broker's `timer_max_delay_sec` ahead.
+    pub fn with_deliver_time_ms(self, at_ms: i64) -> Message {
+        self.with_property(message::timer::TIMER_DELIVER_MS, at_ms.to_string())
+    }
+
+    /// Delivered `secs` seconds after the broker stores it (`TIMER_DELAY_SEC`).
+    pub fn with_delay_secs(self, secs: u64) -> Message {
+        self.with_property(message::timer::TIMER_DELAY_SEC, secs.to_string())
+    }
+
     pub fn with_sharding_key(mut self, key: impl Into<String>) -> Message {
         self.sharding_key = Some(key.into());
         self
@@ -378,6 +395,11 @@ impl BatchSendResult {
     /// Messages in the batch.
     pub fn len(&self) -> usize {
         self.layout.len()
+    }
+
+    /// The broker's store host, as the offset ids carry it.
+    pub(crate) fn store_host(&self) -> SocketAddrV4 {
+        self.store_host
     }
 
     pub fn is_empty(&self) -> bool {

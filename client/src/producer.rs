@@ -13,7 +13,7 @@ use protocol::{Command, Frame, SendRequest};
 use crate::error::{ClientError, Result};
 use crate::instance::{ClientConfig, Instance};
 use crate::model::{
-    encode_message_with, now_ms, BatchLayout, BatchSendResult, EncodeOptions, Message,
+    encode_message_with, now_ms, BatchLayout, BatchSendResult, EncodeOptions, Message, MessageExt,
     MessageQueue, SendResult,
 };
 use crate::remoting::{expect_success, unexpected};
@@ -38,6 +38,9 @@ pub struct ProducerBuilder {
     message_bytes_max: usize,
     inflight_max_per_connection: usize,
     route_refresh_interval_ms: u64,
+    enable_trace: bool,
+    credentials: Option<crate::Credentials>,
+    tls: Option<tls::ClientSettings>,
 }
 
 impl Default for ProducerBuilder {
@@ -52,6 +55,9 @@ impl Default for ProducerBuilder {
             message_bytes_max: MESSAGE_BYTES_MAX_DEFAULT,
             inflight_max_per_connection: 4096,
             route_refresh_interval_ms: 30_000,
+            enable_trace: false,
+            credentials: None,
+            tls: None,
         }
     }
 }
@@ -115,6 +121,28 @@ impl ProducerBuilder {
         self
     }
 
+    /// Message trace (RocketMQ's `new DefaultMQProducer(group, true)`): each sent message
+    /// leaves a `Pub` record in `RMQ_SYS_TRACE_TOPIC`, written in batches by a background
+    /// thread; a send never waits for it. Off by default.
+    pub fn enable_trace(mut self, on: bool) -> Self {
+        self.enable_trace = on;
+        self
+    }
+
+    /// The account to log in as where the ACL is on (RocketMQ's `AclClientRPCHook` with
+    /// `SessionCredentials`). Default: the process's `set_default_credentials`.
+    pub fn credentials(mut self, credentials: crate::Credentials) -> Self {
+        self.credentials = Some(credentials);
+        self
+    }
+
+    /// Speaks TLS to the NameServers and the brokers (see [`ClientConfig::with_tls`]).
+    /// Default: as [`crate::set_default_tls`] set, plaintext unless it was called.
+    pub fn tls(mut self, settings: tls::ClientSettings) -> Self {
+        self.tls = Some(settings);
+        self
+    }
+
     pub fn build(self) -> Result<Producer> {
         if self.retries > SEND_RETRIES_MAX {
             return Err(ClientError::Config(format!(
@@ -141,8 +169,14 @@ impl ProducerBuilder {
             )));
         }
         let mut config = ClientConfig::new(&self.namesrv)?;
+        if let Some(settings) = &self.tls {
+            config = config.with_tls(settings)?;
+        }
         config.route_refresh_interval_ms = self.route_refresh_interval_ms;
         config.pool.inflight_max = self.inflight_max_per_connection;
+        if let Some(c) = self.credentials {
+            config.pool.credentials = Some(c);
+        }
         config.pool.write_timeout_ms = config.pool.write_timeout_ms.max(self.send_timeout_ms);
         let inst = Instance::start(config)?;
         let encode = EncodeOptions {
@@ -152,8 +186,25 @@ impl ProducerBuilder {
             born_host: SocketAddrV4::new(inst.local_ip, 0),
         };
         let uniq = UniqKeyGenerator::new(inst.local_ip);
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let client_id = format!(
+            "{}@{}@p{}",
+            inst.local_ip,
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        let trace = if self.enable_trace {
+            Some(crate::trace::TraceDispatcher::start(
+                &self.namesrv,
+                &self.group,
+            )?)
+        } else {
+            None
+        };
         Ok(Producer {
             inner: Arc::new(ProducerInner {
+                trace,
+                client_id,
                 inst,
                 group: self.group,
                 send_timeout: Duration::from_millis(self.send_timeout_ms),
@@ -182,25 +233,45 @@ impl Producer {
         ProducerBuilder::new()
     }
 
+    pub(crate) fn instance(&self) -> &Arc<Instance> {
+        &self.inner.inst
+    }
+
+    pub(crate) fn group(&self) -> &str {
+        &self.inner.group
+    }
+
     /// Sends and waits for the broker's result, retrying retriable failures.
     pub fn send(&self, msg: Message) -> Result<SendResult> {
+        refuse_reply(&msg)?;
+        let started = Instant::now();
         let prepared = self.inner.prepare(std::slice::from_ref(&msg), None)?;
-        first(self.inner.send_prepared(&prepared)?)
+        let sent = self.inner.send_prepared(&prepared);
+        self.inner
+            .trace_pub(std::slice::from_ref(&msg), &sent, started);
+        first(sent?)
     }
 
     /// Sends to the given queue (retries stay on that queue).
     pub fn send_to_queue(&self, msg: Message, queue: &MessageQueue) -> Result<SendResult> {
+        let started = Instant::now();
         let prepared = self
             .inner
             .prepare(std::slice::from_ref(&msg), Some(queue.clone()))?;
-        first(self.inner.send_prepared(&prepared)?)
+        let sent = self.inner.send_prepared(&prepared);
+        self.inner
+            .trace_pub(std::slice::from_ref(&msg), &sent, started);
+        first(sent?)
     }
 
     /// Sends several messages of one topic in one frame to one queue. The result covers the
     /// batch; [`BatchSendResult::results`] gives each message's, in the order of `msgs`.
     pub fn send_batch(&self, msgs: Vec<Message>) -> Result<BatchSendResult> {
+        let started = Instant::now();
         let prepared = self.inner.prepare(&msgs, None)?;
-        self.inner.send_prepared(&prepared)
+        let sent = self.inner.send_prepared(&prepared);
+        self.inner.trace_pub(&msgs, &sent, started);
+        sent
     }
 
     /// [`Producer::send_batch`] to the given queue (retries stay on that queue).
@@ -209,8 +280,11 @@ impl Producer {
         msgs: Vec<Message>,
         queue: &MessageQueue,
     ) -> Result<BatchSendResult> {
+        let started = Instant::now();
         let prepared = self.inner.prepare(&msgs, Some(queue.clone()))?;
-        self.inner.send_prepared(&prepared)
+        let sent = self.inner.send_prepared(&prepared);
+        self.inner.trace_pub(&msgs, &sent, started);
+        sent
     }
 
     /// Sends without waiting: `callback` gets the outcome, exactly once, on a client thread
@@ -222,7 +296,9 @@ impl Producer {
         F: FnOnce(Result<SendResult>) + Send + 'static,
     {
         let prepared = self.inner.prepare(std::slice::from_ref(&msg), None)?;
-        let cb: BatchCallback = Box::new(move |r| callback(r.and_then(first)));
+        let cb = self
+            .inner
+            .traced(vec![msg], Box::new(move |r| callback(r.and_then(first))));
         AsyncSend::start(&self.inner, prepared, cb);
         Ok(())
     }
@@ -240,7 +316,9 @@ impl Producer {
         let prepared = self
             .inner
             .prepare(std::slice::from_ref(&msg), Some(queue.clone()))?;
-        let cb: BatchCallback = Box::new(move |r| callback(r.and_then(first)));
+        let cb = self
+            .inner
+            .traced(vec![msg], Box::new(move |r| callback(r.and_then(first))));
         AsyncSend::start(&self.inner, prepared, cb);
         Ok(())
     }
@@ -251,8 +329,90 @@ impl Producer {
         F: FnOnce(Result<BatchSendResult>) + Send + 'static,
     {
         let prepared = self.inner.prepare(&msgs, None)?;
-        AsyncSend::start(&self.inner, prepared, Box::new(callback));
+        let cb = self.inner.traced(msgs, Box::new(callback));
+        AsyncSend::start(&self.inner, prepared, cb);
         Ok(())
+    }
+
+    /// Request-reply (RocketMQ's `request(msg, timeout)`): sends `msg` as a request and
+    /// waits up to `timeout` for the consumer's reply (built with
+    /// [`crate::create_reply_message`], sent with [`Producer::reply`]), which the broker
+    /// pushes over this producer's connection. [`ClientError::RequestTimeout`] when no reply
+    /// comes in time (the request itself stays stored and may still be consumed).
+    pub fn request(&self, msg: Message, timeout: Duration) -> Result<MessageExt> {
+        use crate::reply::prop;
+        let inner = &self.inner;
+        let started = Instant::now();
+        if timeout.is_zero() {
+            return Err(ClientError::Config("request timeout must be > 0 ms".into()));
+        }
+        refuse_reply(&msg)?;
+        let route = inner.inst.routes.get_for_send(&msg.topic)?;
+        let target = inner.choose(&route, &Selector::RoundRobin, None)?;
+        let cluster = route
+            .data
+            .brokers
+            .iter()
+            .find(|b| b.broker_name == target.queue.broker_name)
+            .map(|b| b.cluster.clone())
+            .unwrap_or_default();
+        // The broker pushes the reply on a connection that said whose it is: this one.
+        inner.inst.broker_request(
+            &target.addr,
+            Command::IdentifyClient {
+                client_id: inner.client_id.clone(),
+            },
+        )?;
+        let mut correlation_id = String::with_capacity(UNIQ_KEY_CHARS);
+        inner.uniq.push_keys(1, &mut correlation_id);
+        let waiting = crate::reply::Waiting::new(&inner.inst.replies, &correlation_id);
+        let mut msg = msg
+            .with_property(prop::CORRELATION_ID, correlation_id.as_str())
+            .with_property(prop::REPLY_TO_CLIENT, inner.client_id.as_str())
+            .with_property(prop::TTL, timeout.as_millis().to_string());
+        if !cluster.is_empty() {
+            msg = msg.with_property(prop::CLUSTER, cluster);
+        }
+        let topic = msg.topic.clone();
+        self.send_to_queue(msg, &target.queue)?;
+        let left = timeout.saturating_sub(started.elapsed());
+        waiting
+            .rx
+            .recv_timeout(left)
+            .map_err(|_| ClientError::RequestTimeout {
+                topic,
+                correlation_id: correlation_id.clone(),
+                timeout_ms: timeout.as_millis() as u64,
+            })
+    }
+
+    /// Sends a reply ([`crate::create_reply_message`]) to the requester that waits for it:
+    /// the broker pushes it over the requester's connection. An error when the requester is
+    /// gone (the broker found no connection of it) or the message is no reply.
+    pub fn reply(&self, msg: Message) -> Result<()> {
+        if !crate::reply::is_reply(&msg) {
+            return Err(ClientError::InvalidMessage(
+                "not a reply: build it with create_reply_message".into(),
+            ));
+        }
+        let inner = &self.inner;
+        let prepared = inner.prepare(std::slice::from_ref(&msg), None)?;
+        let route = inner.inst.routes.get_for_send(&prepared.topic)?;
+        let target = inner.choose(&route, &prepared.selector, None)?;
+        let Command::Send(req) = inner.send_command(&prepared, &target) else {
+            return Err(ClientError::InvalidMessage("not a send".into()));
+        };
+        let frame = inner.inst.pool.get(&target.addr)?.request(
+            Command::SendReply(req),
+            &prepared.body,
+            inner.send_timeout,
+        )?;
+        expect_success(&target.addr, frame).map(|_| ())
+    }
+
+    /// This producer's client id (what replies to its requests name).
+    pub fn client_id(&self) -> &str {
+        &self.inner.client_id
     }
 
     /// Sends without any answer from the broker: no result, no retry.
@@ -319,6 +479,9 @@ impl Producer {
     /// Closes the connections; later sends fail with [`ClientError::Shutdown`] and pending
     /// asynchronous sends complete with an error.
     pub fn shutdown(&self) {
+        if let Some(t) = &self.inner.trace {
+            t.shutdown();
+        }
         self.inner.inst.shutdown();
     }
 }
@@ -327,6 +490,16 @@ impl Drop for Producer {
     fn drop(&mut self) {
         self.shutdown();
     }
+}
+
+/// A reply goes through [`Producer::reply`], which has the broker push it to its requester.
+fn refuse_reply(msg: &Message) -> Result<()> {
+    if crate::reply::is_reply(msg) {
+        return Err(ClientError::InvalidMessage(
+            "a reply message (MSG_TYPE=reply) is sent with Producer::reply".into(),
+        ));
+    }
+    Ok(())
 }
 
 fn first(batch: BatchSendResult) -> Result<SendResult> {
@@ -356,6 +529,10 @@ pub(crate) struct Prepared {
 }
 
 struct ProducerInner {
+    /// Where the trace records go, with tracing on.
+    trace: Option<Arc<crate::trace::TraceDispatcher>>,
+    /// Who this producer is to the brokers: replies to its requests name it.
+    client_id: String,
     inst: Arc<Instance>,
     group: String,
     send_timeout: Duration,
@@ -366,6 +543,47 @@ struct ProducerInner {
 }
 
 impl ProducerInner {
+    /// With tracing on: a `Pub` record for each message of a successful send (RocketMQ's
+    /// trace hook records sends that have a result).
+    fn trace_pub(&self, msgs: &[Message], sent: &Result<BatchSendResult>, started: Instant) {
+        let (Some(trace), Ok(r)) = (&self.trace, sent) else {
+            return;
+        };
+        let cost_ms = started.elapsed().as_millis() as u64;
+        let timestamp_ms = now_ms();
+        for (i, m) in msgs.iter().enumerate() {
+            let Some(one) = r.get(i) else {
+                continue;
+            };
+            trace.record(crate::trace::TraceRecord::Pub {
+                timestamp_ms,
+                group: self.group.clone(),
+                topic: m.topic.clone(),
+                msg_id: one.msg_id,
+                tags: m.tags.clone().unwrap_or_default(),
+                keys: m.keys.join(" "),
+                store_host: r.store_host().to_string(),
+                body_len: m.body.len(),
+                cost_ms,
+                offset_msg_id: one.offset_msg_id,
+                success: true,
+            });
+        }
+    }
+
+    /// `callback` with the `Pub` records of `msgs` written first, with tracing on.
+    fn traced(self: &Arc<Self>, msgs: Vec<Message>, callback: BatchCallback) -> BatchCallback {
+        if self.trace.is_none() {
+            return callback;
+        }
+        let inner = Arc::clone(self);
+        let started = Instant::now();
+        Box::new(move |r| {
+            inner.trace_pub(&msgs, &r, started);
+            callback(r)
+        })
+    }
+
     fn prepare(&self, msgs: &[Message], queue: Option<MessageQueue>) -> Result<Prepared> {
         let Some(head) = msgs.first() else {
             return Err(ClientError::InvalidMessage("no message to send".into()));

@@ -20,6 +20,8 @@ pub struct PulledBatch {
     pub next_offset: QueueOffset,
     pub min_offset: QueueOffset,
     pub max_offset: QueueOffset,
+    /// The broker id to read the queue from next (0: the master), as the broker suggested.
+    pub suggested_broker_id: u64,
     frame: Bytes,
     records: Vec<Span>,
     shard: u16,
@@ -41,6 +43,7 @@ pub(crate) struct BatchSource<'a> {
     pub next_offset: QueueOffset,
     pub min_offset: QueueOffset,
     pub max_offset: QueueOffset,
+    pub suggested_broker_id: u64,
 }
 
 impl PulledBatch {
@@ -84,6 +87,7 @@ impl PulledBatch {
             next_offset: source.next_offset,
             min_offset: source.min_offset,
             max_offset: source.max_offset,
+            suggested_broker_id: source.suggested_broker_id,
             frame: Bytes::new(),
             records: Vec::new(),
             shard: source.shard,
@@ -240,6 +244,7 @@ mod tests {
             next_offset: QueueOffset(0),
             min_offset: QueueOffset(0),
             max_offset: QueueOffset(0),
+            suggested_broker_id: 0,
         };
         let batch = PulledBatch::decode(frame, filter, source, bytes_max)?;
         Ok(batch.into_result().messages)
@@ -257,6 +262,7 @@ mod tests {
             next_offset: QueueOffset(8),
             min_offset: QueueOffset(0),
             max_offset: QueueOffset(8),
+            suggested_broker_id: 0,
         };
         let batch = PulledBatch::decode(stored.clone(), &TagFilter::All, source, 1 << 20).unwrap();
         let m = batch.iter().next().unwrap();

@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use protocol::blocking::{write_frame, FrameReader};
 use protocol::{Command, Decoded, Frame, Header, ProtocolError};
+use tls::SyncStream;
 
 use crate::error::{ClientError, Result};
 
@@ -47,6 +48,57 @@ pub struct PoolConfig {
     pub inflight_max: usize,
     /// Largest response frame accepted. Default `protocol::FRAME_BYTES_MAX_DEFAULT`.
     pub frame_bytes_max: u32,
+    /// The account every connection logs in as (a broker or NameServer with its ACL on
+    /// refuses requests otherwise). Default: the process's [`set_default_credentials`].
+    pub credentials: Option<Credentials>,
+    /// TLS for every connection of the pool (see [`crate::ClientConfig::with_tls`]); the
+    /// handshake is bounded by `connect_timeout_ms`. Default none: plaintext.
+    pub tls: Option<Arc<tls::rustls::ClientConfig>>,
+}
+
+/// An access key and its secret (RocketMQ's `SessionCredentials`), as in the server's ACL
+/// file. The secret never crosses the wire: a connection proves it by answering a nonce.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Credentials {
+    pub access_key: String,
+    pub secret_key: String,
+}
+
+impl Credentials {
+    pub fn new(access_key: impl Into<String>, secret_key: impl Into<String>) -> Credentials {
+        Credentials {
+            access_key: access_key.into(),
+            secret_key: secret_key.into(),
+        }
+    }
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials")
+            .field("access_key", &self.access_key)
+            .field("secret_key", &"***")
+            .finish()
+    }
+}
+
+static DEFAULT_CREDENTIALS: RwLock<Option<Credentials>> = RwLock::new(None);
+
+/// The credentials every client built later in this process logs in with, unless its own
+/// config says otherwise (a tool's `--access-key`/`--secret-key`; the trace writer's
+/// producer).
+pub fn set_default_credentials(credentials: Option<Credentials>) {
+    *DEFAULT_CREDENTIALS
+        .write()
+        .unwrap_or_else(PoisonError::into_inner) = credentials;
+}
+
+/// What [`set_default_credentials`] set.
+pub fn default_credentials() -> Option<Credentials> {
+    DEFAULT_CREDENTIALS
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone()
 }
 
 impl Default for PoolConfig {
@@ -56,8 +108,33 @@ impl Default for PoolConfig {
             write_timeout_ms: 10_000,
             inflight_max: 4096,
             frame_bytes_max: protocol::FRAME_BYTES_MAX_DEFAULT,
+            credentials: default_credentials(),
+            tls: default_tls(),
         }
     }
+}
+
+/// The TLS that [`PoolConfig::default`] starts with: none unless [`set_default_tls`] set one.
+static DEFAULT_TLS: RwLock<Option<Arc<tls::rustls::ClientConfig>>> = RwLock::new(None);
+
+fn default_tls() -> Option<Arc<tls::rustls::ClientConfig>> {
+    DEFAULT_TLS
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone()
+}
+
+/// Makes every pool configured from then on with [`PoolConfig::default`] (every
+/// [`crate::ClientConfig::new`], producer, consumer and admin) speak TLS as `settings` say:
+/// the process-wide switch a command-line tool sets once from its `--tls` flags, as
+/// RocketMQ's clients take `-Dtls.enable=true`. `None` turns it off again.
+pub fn set_default_tls(settings: Option<&tls::ClientSettings>) -> Result<()> {
+    let config = settings
+        .map(tls::client_config)
+        .transpose()
+        .map_err(|e| ClientError::Config(e.to_string()))?;
+    *DEFAULT_TLS.write().unwrap_or_else(PoisonError::into_inner) = config;
+    Ok(())
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -217,13 +294,16 @@ impl Shared {
 /// Answers a request the broker sends on a client's connection (a broker-initiated
 /// request, such as the consumer running info): the answer's command, or `None` for one
 /// this client does not serve (answered REQUEST_CODE_NOT_SUPPORTED).
-pub type RequestServer = Arc<dyn Fn(&Command) -> Option<Command> + Send + Sync>;
+/// It sees the whole frame: a pushed reply carries its record in the body.
+pub type RequestServer = Arc<dyn Fn(&Frame) -> Option<Command> + Send + Sync>;
 
 /// One pipelined connection to a broker core or a NameServer.
 pub struct Connection {
     shared: Arc<Shared>,
     /// Shared with the reader thread, which writes the answers to the broker's requests.
-    writer: Arc<Mutex<TcpStream>>,
+    /// With TLS the reader and the writer share one session (`tls::BlockingTls`), whose
+    /// lock is never held across a socket read.
+    writer: Arc<Mutex<SyncStream>>,
     /// A handle for shutting the socket down without waiting for a stalled writer.
     control: TcpStream,
     next_id: AtomicU64,
@@ -299,10 +379,22 @@ impl Connection {
             .and_then(|_| {
                 stream.set_write_timeout(Some(Duration::from_millis(config.write_timeout_ms)))
             })
-            .and_then(|_| stream.set_read_timeout(Some(Duration::from_millis(READ_WAKE_MS))))
+            .map_err(|e| ClientError::io(addr, &e))?;
+        let stream = SyncStream::dial(
+            config.tls.as_ref(),
+            addr,
+            stream,
+            Duration::from_millis(config.connect_timeout_ms),
+        )
+        .map_err(|e| ClientError::io(addr, &e))?;
+        stream
+            .set_read_timeout(Some(Duration::from_millis(READ_WAKE_MS)))
             .map_err(|e| ClientError::io(addr, &e))?;
         let read_half = stream.try_clone().map_err(|e| ClientError::io(addr, &e))?;
-        let control = stream.try_clone().map_err(|e| ClientError::io(addr, &e))?;
+        let control = stream
+            .socket()
+            .try_clone()
+            .map_err(|e| ClientError::io(addr, &e))?;
         let (done_tx, done_rx) = mpsc::channel::<Completion>();
         let shared = Arc::new(Shared {
             addr: addr.to_owned(),
@@ -336,12 +428,43 @@ impl Connection {
             return Err(ClientError::io(addr, &e));
         }
         tracing::debug!(%addr, "connected");
-        Ok(Arc::new(Connection {
+        let conn = Arc::new(Connection {
             shared,
             writer,
             control,
             next_id: AtomicU64::new(1),
-        }))
+        });
+        if let Some(c) = &config.credentials {
+            let timeout = Duration::from_millis(config.connect_timeout_ms);
+            if let Err(e) = conn.login(c, timeout) {
+                conn.close("login failed");
+                return Err(e);
+            }
+        }
+        Ok(conn)
+    }
+
+    /// Logs the connection in: a nonce from the server, answered with an HMAC of it keyed
+    /// by the secret. A server that does not know the login commands (an older one) needs
+    /// none, and is used as it is.
+    fn login(&self, c: &Credentials, timeout: Duration) -> Result<()> {
+        let addr = self.addr().to_owned();
+        let frame = self.request(Command::AuthChallenge, &[], timeout)?;
+        if frame.header.response_code() == protocol::ResponseCode::RequestCodeNotSupported {
+            tracing::debug!(%addr, "the server has no login: connected without one");
+            return Ok(());
+        }
+        let nonce = match expect_success(&addr, frame)?.header.command {
+            Command::AuthNonce { nonce } => nonce,
+            other => return Err(unexpected(&addr, "auth_nonce", &other)),
+        };
+        let signature = acl::sign::login_signature(&c.secret_key, &nonce, &c.access_key);
+        let login = Command::Login {
+            access_key: c.access_key.clone(),
+            signature,
+        };
+        expect_success(&addr, self.request(login, &[], timeout)?)?;
+        Ok(())
     }
 
     pub fn addr(&self) -> &str {
@@ -490,9 +613,9 @@ fn fail_inline(waiter: Waiter, e: ClientError) {
 
 fn reader_loop(
     shared: Arc<Shared>,
-    stream: TcpStream,
+    stream: SyncStream,
     frame_bytes_max: u32,
-    answers: Option<(RequestServer, Arc<Mutex<TcpStream>>)>,
+    answers: Option<(RequestServer, Arc<Mutex<SyncStream>>)>,
 ) {
     let mut reader = FrameReader::new(stream, frame_bytes_max);
     let mut last_sweep = Instant::now();
@@ -508,7 +631,7 @@ fn reader_loop(
                     // answers are small and computed from what the client holds).
                     if !frame.header.is_oneway() {
                         let id = frame.header.request_id;
-                        let answer = match server(&frame.header.command) {
+                        let answer = match server(&frame) {
                             Some(command) => {
                                 Header::response(id, protocol::ResponseCode::Success, command)
                             }

@@ -154,6 +154,7 @@ pub(crate) fn broker(name: &str, addr: &str, core_addrs: &[&str], shard_count: u
         addrs: vec![(0, addr.into())],
         core_addrs: core_addrs.iter().map(|s| s.to_string()).collect(),
         shard_count,
+        member_core_addrs: vec![],
     }
 }
 
@@ -316,6 +317,7 @@ fn handle_broker(st: &BrokerState, f: &Frame) -> Reply {
                 min_offset: 0,
                 max_offset: max,
                 count: 0,
+                suggested_broker_id: 0,
             };
             if req.queue_offset > max {
                 return Reply::Send(

@@ -33,10 +33,11 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use crate::allocate::{AllocateStrategy, Averagely};
-use crate::consumer::{PullConsumer, PullInner};
+use crate::consumer::{PullConsumer, PullInner, PullOptions, Selector};
 use crate::error::{ClientError, Result};
-use crate::model::{ConsumeStatus, MessageExt, MessageQueue};
+use crate::model::{ConsumeStatus, MessageExt, MessageQueue, QueueOffset};
 use crate::producer::Producer;
+use protocol::ResponseCode;
 
 use membership::View;
 use offsets::LocalOffsetStore;
@@ -68,7 +69,7 @@ pub enum MessageModel {
 pub struct PushConsumerBuilder {
     namesrv: String,
     group: String,
-    subscriptions: Vec<(String, String)>,
+    subscriptions: Vec<(String, Selector)>,
     from: ConsumeFrom,
     model: MessageModel,
     strategy: Arc<dyn AllocateStrategy>,
@@ -83,6 +84,8 @@ pub struct PushConsumerBuilder {
     queue_lease_ms: u64,
     offset_store_dir: Option<PathBuf>,
     instance_name: String,
+    enable_trace: bool,
+    credentials: Option<crate::Credentials>,
 }
 
 impl Default for PushConsumerBuilder {
@@ -105,6 +108,8 @@ impl Default for PushConsumerBuilder {
             queue_lease_ms: 30_000,
             offset_store_dir: None,
             instance_name: "DEFAULT".into(),
+            enable_trace: false,
+            credentials: None,
         }
     }
 }
@@ -120,9 +125,24 @@ impl PushConsumerBuilder {
         self
     }
 
+    /// The account to log in as where the ACL is on. Default: the process's
+    /// `set_default_credentials`.
+    pub fn credentials(mut self, credentials: crate::Credentials) -> Self {
+        self.credentials = Some(credentials);
+        self
+    }
+
     /// Default `DEFAULT_CONSUMER`.
     pub fn group(mut self, group: impl Into<String>) -> Self {
         self.group = group.into();
+        self
+    }
+
+    /// Message trace (RocketMQ's `enableMsgTrace`): each message handed to the listener
+    /// leaves a `SubBefore` and a `SubAfter` record in `RMQ_SYS_TRACE_TOPIC`, written in
+    /// batches by a background thread; consuming never waits for it. Off by default.
+    pub fn enable_trace(mut self, on: bool) -> Self {
+        self.enable_trace = on;
         self
     }
 
@@ -133,7 +153,22 @@ impl PushConsumerBuilder {
         tag_expression: impl Into<String>,
     ) -> Self {
         self.subscriptions
-            .push((topic.into(), tag_expression.into()));
+            .push((topic.into(), Selector::Tag(tag_expression.into())));
+        self
+    }
+
+    /// Consumes `topic`'s messages whose properties match the SQL92 `expression`
+    /// (RocketMQ's `MessageSelector.bySql`: `a > 5 AND b IN ('x', 'y')`), filtered on the
+    /// broker, which needs `enable_property_filter`. A bad expression fails
+    /// [`PushConsumerBuilder::build`]; a broker that refuses it fails
+    /// [`PushConsumer::start`], both with the reason.
+    pub fn subscribe_sql92(
+        mut self,
+        topic: impl Into<String>,
+        expression: impl Into<String>,
+    ) -> Self {
+        self.subscriptions
+            .push((topic.into(), Selector::Sql92(expression.into())));
         self
     }
 
@@ -233,6 +268,13 @@ impl PushConsumerBuilder {
         if self.subscriptions.is_empty() {
             return bad("no subscription".into());
         }
+        for (topic, s) in &self.subscriptions {
+            if let Selector::Sql92(e) = s {
+                if let Err(err) = Selector::sql92(e.as_str()) {
+                    return bad(format!("the subscription to {topic}: {err}"));
+                }
+            }
+        }
         if !(1..=1024).contains(&self.batch_max) {
             return bad(format!("batch size {} is outside 1..=1024", self.batch_max));
         }
@@ -254,11 +296,18 @@ impl PushConsumerBuilder {
                 return bad(format!("{name} must be 10..=3600000 ms"));
             }
         }
-        let pull = PullConsumer::new(&self.namesrv, &self.group)?;
-        let producer = Producer::builder()
+        let mut config = crate::ClientConfig::new(&self.namesrv)?;
+        if let Some(c) = &self.credentials {
+            config.pool.credentials = Some(c.clone());
+        }
+        let pull = PullConsumer::with_config(config, &self.group)?;
+        let mut producer = Producer::builder()
             .namesrv(&self.namesrv)
-            .group(format!("{}-sendback", self.group))
-            .build()?;
+            .group(format!("{}-sendback", self.group));
+        if let Some(c) = &self.credentials {
+            producer = producer.credentials(c.clone());
+        }
+        let producer = producer.build()?;
         let ip = pull.inner.inst.local_ip;
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let client_id = format!(
@@ -271,6 +320,14 @@ impl PushConsumerBuilder {
             home.join(".corvus_offsets")
                 .join(format!("{ip}@{}", self.instance_name))
         });
+        let trace = if self.enable_trace {
+            Some(crate::trace::TraceDispatcher::start(
+                &self.namesrv,
+                &self.group,
+            )?)
+        } else {
+            None
+        };
         let local_offsets = (self.model == MessageModel::Broadcasting)
             .then(|| LocalOffsetStore::open(store_dir.join(format!("{}.json", self.group))))
             .transpose()?;
@@ -281,6 +338,7 @@ impl PushConsumerBuilder {
                 producer,
                 settings: self,
                 client_id,
+                trace,
                 stop: AtomicBool::new(false),
                 crashed: AtomicBool::new(false),
                 listener: Mutex::new(None),
@@ -320,6 +378,8 @@ struct PushInner {
     producer: Producer,
     settings: PushConsumerBuilder,
     client_id: String,
+    /// Where the trace records go, with tracing on.
+    trace: Option<Arc<crate::trace::TraceDispatcher>>,
     stop: AtomicBool,
     /// Stopped as by a crash: nothing committed, no lease released, no goodbye.
     crashed: AtomicBool,
@@ -333,8 +393,8 @@ struct PushInner {
     /// Listener calls running.
     permits: (Mutex<usize>, Condvar),
     local_offsets: Option<LocalOffsetStore>,
-    /// (topic, tag expression) consumed, with the retry topic in clustering mode.
-    subscriptions: Mutex<Vec<(String, String)>>,
+    /// (topic, selector) consumed, with the retry topic in clustering mode.
+    subscriptions: Mutex<Vec<(String, Selector)>>,
     /// The broker (core 0) addresses a membership watch runs for, and the watch threads: a
     /// broker restarted on other ports gets a watch at its new address, and the watch of the
     /// old one ends.
@@ -390,12 +450,15 @@ impl PushConsumer {
             return Err(ClientError::Shutdown);
         }
         let mut subs = inner.settings.subscriptions.clone();
-        for (topic, _) in &subs {
+        for (topic, selector) in &subs {
             let route = inner.pull.inst.fresh_route(topic)?;
-            if route.read_queues().is_empty() {
+            let Some(first) = route.read_queues().first() else {
                 return Err(ClientError::NoRoute {
                     topic: topic.clone(),
                 });
+            };
+            if let Selector::Sql92(_) = selector {
+                inner.check_selector(&first.queue, selector)?;
             }
         }
         let clustering = inner.settings.model == MessageModel::Clustering;
@@ -403,7 +466,10 @@ impl PushConsumer {
         inner.heartbeat_all();
         if clustering {
             match inner.ensure_retry_topic() {
-                Ok(()) => subs.push((retry_topic(&inner.settings.group), "*".into())),
+                Ok(()) => subs.push((
+                    retry_topic(&inner.settings.group),
+                    Selector::Tag("*".into()),
+                )),
                 Err(e) => {
                     tracing::warn!(error = %e, "no retry topic: failed messages are retried locally")
                 }
@@ -475,6 +541,9 @@ impl PushConsumer {
         }
         inner.producer.shutdown();
         inner.pull_handle.shutdown();
+        if let Some(t) = &inner.trace {
+            t.shutdown();
+        }
     }
 
     /// The queues this member consumes now.
@@ -492,6 +561,27 @@ impl Drop for PushConsumer {
 }
 
 impl PushInner {
+    /// Asks the broker of `queue` whether it takes `selector`, with a pull past the queue's
+    /// end (which reads nothing): filters off or a refused expression fail the start with
+    /// the broker's reason. Other failures are left to the queue workers, which retry.
+    fn check_selector(&self, queue: &MessageQueue, selector: &Selector) -> Result<()> {
+        let opts = selector.apply(PullOptions {
+            max_messages: 1,
+            ..PullOptions::default()
+        });
+        let pending = self.pull.start_pull(queue, QueueOffset(u64::MAX), &opts)?;
+        let frame = pending.future.wait();
+        match self.pull.finish_pull(&pending, frame) {
+            Err(
+                e @ ClientError::Broker {
+                    code: ResponseCode::SystemError | ResponseCode::SubscriptionParseFailed,
+                    ..
+                },
+            ) => Err(e),
+            _ => Ok(()),
+        }
+    }
+
     fn stopped(&self) -> bool {
         self.stop.load(Ordering::Acquire)
     }

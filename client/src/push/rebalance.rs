@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use super::worker::QueueWorker;
 use super::{lock, MessageModel, PushInner};
-use crate::consumer::PullOptions;
+use crate::consumer::{PullOptions, Selector};
 use crate::model::MessageQueue;
 
 pub(super) struct WorkerHandle {
@@ -46,7 +46,7 @@ impl PushInner {
         }
         let subs = lock(&self.subscriptions).clone();
         let members = self.members();
-        let mut wanted: HashMap<MessageQueue, String> = HashMap::new();
+        let mut wanted: HashMap<MessageQueue, Selector> = HashMap::new();
         for (topic, expr) in &subs {
             // A fresh route at every rebalance: a broker restarted on other ports (or moved)
             // was otherwise pulled from, leased from and heartbeated at its old addresses
@@ -96,12 +96,11 @@ impl PushInner {
                 continue;
             }
             let stop = Arc::new(AtomicBool::new(false));
-            let opts = PullOptions {
+            let opts = expr.apply(PullOptions {
                 max_messages: self.settings.batch_max,
-                tag_expression: expr,
                 suspend_timeout_ms: self.settings.suspend_timeout_ms,
                 ..PullOptions::default()
-            };
+            });
             let worker = QueueWorker::new(
                 Arc::clone(self),
                 q.clone(),

@@ -6,7 +6,7 @@ use protocol::{perm, TopicConfig};
 
 use super::{lock, PushInner};
 use crate::error::{ClientError, Result};
-use crate::model::{now_ms, Message, MessageExt};
+use crate::model::{Message, MessageExt};
 
 /// Property holding the earliest time (ms since the epoch) a retried message may be consumed.
 pub const PROPERTY_DELIVER_AT_MS: &str = "__DELIVER_AT_MS";
@@ -65,7 +65,7 @@ impl PushInner {
         msg.tags = m.tags.clone();
         msg.keys = m.keys.clone();
         msg.flag = m.flag;
-        const OWN: [&str; 7] = [
+        const OWN: [&str; 9] = [
             prop::TAGS,
             prop::KEYS,
             prop::UNIQ_KEY,
@@ -73,11 +73,15 @@ impl PushInner {
             prop::RETRY_TOPIC,
             prop::ORIGIN_MESSAGE_ID,
             PROPERTY_DELIVER_AT_MS,
+            message::timer::TIMER_OUT_MS,
+            message::timer::TIMER_FROM,
         ];
         msg.properties = m
             .properties
             .iter()
-            .filter(|(k, _)| !OWN.contains(&k.as_str()))
+            .filter(|(k, _)| {
+                !OWN.contains(&k.as_str()) && !message::timer::KEYS.contains(&k.as_str())
+            })
             .cloned()
             .collect();
         msg.properties
@@ -96,12 +100,10 @@ impl PushInner {
         }
         let levels = lock(&self.retry_levels_ms).clone();
         let level = (times as usize + 3).min(levels.len().max(1));
-        let delay_ms = levels.get(level - 1).copied().unwrap_or(1000);
         msg.topic = retry_topic(group);
-        msg.properties.push((
-            PROPERTY_DELIVER_AT_MS.into(),
-            (now_ms() + delay_ms as i64).to_string(),
-        ));
+        // The broker holds it for the level's delay (its timer), as RocketMQ's does.
+        msg.properties
+            .push((message::timer::DELAY.into(), level.to_string()));
         // One queue per level, so a queue's messages become due in the order they are stored.
         let route = self.pull.inst.routes.get(&msg.topic)?;
         let queues = route.write_queues();

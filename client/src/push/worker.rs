@@ -45,6 +45,9 @@ impl PushInner {
     }
 }
 
+/// Numbers the consumes traced by this process.
+static TRACE_REQUESTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// Consumes one queue.
 pub(super) struct QueueWorker {
     owner: Arc<PushInner>,
@@ -345,6 +348,58 @@ impl QueueWorker {
         }
     }
 
+    /// With tracing on: a `SubBefore` record for each message about to be consumed; the
+    /// consume's request id and start, for [`QueueWorker::trace_after`].
+    fn trace_before(&self, messages: &[MessageExt]) -> Option<(String, Instant)> {
+        let trace = self.owner.trace.as_ref()?;
+        let request_id = format!(
+            "{}-{}",
+            self.owner.client_id,
+            TRACE_REQUESTS.fetch_add(1, Ordering::Relaxed)
+        );
+        let timestamp_ms = crate::model::now_ms();
+        for m in messages {
+            trace.record(crate::trace::TraceRecord::SubBefore {
+                timestamp_ms,
+                group: self.owner.settings.group.clone(),
+                request_id: request_id.clone(),
+                msg_id: m.msg_id.clone(),
+                retry_times: m.reconsume_times,
+                keys: m.keys.join(" "),
+            });
+        }
+        Some((request_id, Instant::now()))
+    }
+
+    /// A `SubAfter` record for each message the listener was given, with its share of the
+    /// listener's time (as RocketMQ's consume hook divides it).
+    fn trace_after(
+        &self,
+        messages: &[MessageExt],
+        (request_id, started): (String, Instant),
+        status: ConsumeStatus,
+    ) {
+        let Some(trace) = self.owner.trace.as_ref() else {
+            return;
+        };
+        let success = status == ConsumeStatus::Success;
+        let cost_ms = started.elapsed().as_millis() as u64 / messages.len().max(1) as u64;
+        let timestamp_ms = crate::model::now_ms();
+        for m in messages {
+            trace.record(crate::trace::TraceRecord::SubAfter {
+                request_id: request_id.clone(),
+                msg_id: m.msg_id.clone(),
+                cost_ms,
+                success,
+                keys: m.keys.join(" "),
+                // RocketMQ's ConsumeReturnType: SUCCESS 0, FAILED 3.
+                context_code: if success { 0 } else { 3 },
+                timestamp_ms,
+                group: self.owner.settings.group.clone(),
+            });
+        }
+    }
+
     /// Hands a batch to the listener; false if the worker stopped before it was consumed.
     fn consume(&mut self, mut messages: Vec<MessageExt>) -> bool {
         if self.queue.topic.starts_with("%RETRY%") {
@@ -365,9 +420,13 @@ impl QueueWorker {
             if !self.owner.acquire_permit(&self.stop) {
                 return false;
             }
+            let traced = self.trace_before(&messages);
             let status = match &self.listener {
                 ListenerKind::Concurrently(l) | ListenerKind::Orderly(l) => l(&messages),
             };
+            if let Some(t) = traced {
+                self.trace_after(&messages, t, status);
+            }
             self.owner.release_permit();
             if status == ConsumeStatus::Success {
                 return true;
