@@ -25,6 +25,7 @@ mod rmq;
 mod stats;
 mod status;
 mod topics;
+mod trace;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -44,8 +45,58 @@ struct Cli {
     /// Print JSON instead of text.
     #[arg(long, global = true)]
     json: bool,
+    /// Access key of the ACL account to act as (brokers and NameServers with their ACL on;
+    /// changes to topics, groups, offsets and configs need an admin account).
+    #[arg(
+        long,
+        global = true,
+        env = "CORVUS_ACCESS_KEY",
+        requires = "secret_key"
+    )]
+    access_key: Option<String>,
+    /// Its secret key.
+    #[arg(
+        long,
+        global = true,
+        env = "CORVUS_SECRET_KEY",
+        hide_env_values = true,
+        requires = "access_key"
+    )]
+    secret_key: Option<String>,
+    #[command(flatten)]
+    tls: TlsArgs,
     #[command(subcommand)]
     command: Cmd,
+}
+
+/// TLS to the NameServers and brokers (they run with `tls_mode` permissive or enforcing).
+#[derive(Debug, clap::Args)]
+struct TlsArgs {
+    /// Speak TLS, trusting the CAs of --tls-trust-cert (or any server with --tls-insecure).
+    #[arg(long, global = true)]
+    tls: bool,
+    /// PEM CA certificates to trust.
+    #[arg(long, global = true, requires = "tls", conflicts_with = "tls_insecure")]
+    tls_trust_cert: Option<std::path::PathBuf>,
+    /// Accept any server certificate (encrypted, but open to a man in the middle).
+    #[arg(long, global = true, requires = "tls")]
+    tls_insecure: bool,
+}
+
+impl TlsArgs {
+    /// Sets the process's client TLS from the flags.
+    fn apply(&self) -> anyhow::Result<()> {
+        if !self.tls {
+            return Ok(());
+        }
+        let settings = match (&self.tls_trust_cert, self.tls_insecure) {
+            (Some(p), _) => client::tls::ClientSettings::trusting(p),
+            (None, true) => client::tls::ClientSettings::trust_any(),
+            (None, false) => anyhow::bail!("--tls needs --tls-trust-cert PATH or --tls-insecure"),
+        };
+        client::set_default_tls(Some(&settings))?;
+        Ok(())
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -124,6 +175,10 @@ enum Cmd {
         /// Tag expression: `*`, `TagA`, `TagA || TagB`.
         #[arg(short = 'c', long = "tags", default_value = "*")]
         tag_expr: String,
+        /// A SQL92 filter over the messages' properties (`a > 5 AND b = 'x'`), applied by
+        /// the broker (which needs `enable_property_filter`).
+        #[arg(long = "sql")]
+        sql92: Option<String>,
         /// Stop after this many messages.
         #[arg(long)]
         max: Option<u64>,
@@ -340,6 +395,16 @@ enum Cmd {
         #[arg(short = 't', long)]
         topic: String,
     },
+    /// The trace of a message (its sends and consumes, written by clients with tracing on)
+    /// from the trace topic, by its msg id.
+    #[command(alias = "queryMsgTraceById")]
+    QueryMsgTraceById {
+        #[arg(short = 'i', long = "msg-id")]
+        msg_id: String,
+        /// The trace topic (RocketMQ's -t).
+        #[arg(short = 't', long = "trace-topic", default_value = client::trace::TRACE_TOPIC)]
+        trace_topic: String,
+    },
     /// Print every message of a topic (all queues) stored between two times.
     #[command(alias = "printMsg")]
     PrintMsg {
@@ -453,6 +518,10 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     let mut out = Output::new(if cli.json { Format::Json } else { Format::Text });
+    if let (Some(ak), Some(sk)) = (&cli.access_key, &cli.secret_key) {
+        client::set_default_credentials(Some(client::Credentials::new(ak, sk)));
+    }
+    cli.tls.apply()?;
     let ns = cli.namesrv.as_str();
     match cli.command {
         Cmd::UpdateTopic {
@@ -516,12 +585,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             group,
             from,
             tag_expr,
+            sql92,
             max,
             timeout_ms,
         } => {
             let args = ConsumeArgs {
                 from: StartFrom::parse(&from)?,
                 tag_expr,
+                sql92,
                 max,
                 idle_timeout: Duration::from_millis(timeout_ms),
                 until_ms: None,
@@ -662,6 +733,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Cmd::ConsumerConnection { group } => {
             out.emit(&broker_admin::consumer_connection(ns, &group)?)?;
         }
+        Cmd::QueryMsgTraceById {
+            msg_id,
+            trace_topic,
+        } => {
+            out.emit(&trace::query(ns, &msg_id, &trace_topic)?)?;
+        }
         Cmd::QueryByUniqueKey { id, topic } => {
             let found = query::by_id(ns, &id, Some(&topic))?;
             out.emit(&query::messages(&found))?;
@@ -679,6 +756,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let args = ConsumeArgs {
                 from: begin_ms.map_or(StartFrom::First, StartFrom::Timestamp),
                 tag_expr: sub_expression,
+                sql92: None,
                 max: None,
                 // One pass over what is stored: stop as soon as a round finds nothing new.
                 idle_timeout: Duration::ZERO,

@@ -166,6 +166,8 @@ impl Render for Consumed<'_> {
 pub struct ConsumeArgs {
     pub from: StartFrom,
     pub tag_expr: String,
+    /// A SQL92 filter the broker applies on top of the tags.
+    pub sql92: Option<String>,
     pub max: Option<u64>,
     pub idle_timeout: Duration,
     /// Messages stored at or after this time (ms) are not printed, and their queue is done.
@@ -201,6 +203,7 @@ pub fn consume(
     }
     let opts = PullOptions {
         tag_expression: args.tag_expr.clone(),
+        sql92: args.sql92.clone(),
         ..PullOptions::default()
     };
     let mut printed: u64 = 0;

@@ -115,6 +115,15 @@ pub fn call(addr: &str, req: Request) -> anyhow::Result<Answer> {
     for (k, v) in req.fields {
         cmd.ext_fields.insert(k.to_owned(), v);
     }
+    // Signed as RocketMQ's AclClientRPCHook signs, for a broker or NameServer with its ACL on.
+    if let Some(c) = client::default_credentials() {
+        cmd.ext_fields
+            .insert(acl::sign::ACCESS_KEY.to_owned(), c.access_key.clone());
+        let fields = cmd.ext_fields.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+        let signature = acl::sign::sign_remoting(fields, &req.body, &c.secret_key);
+        cmd.ext_fields
+            .insert(acl::sign::SIGNATURE.to_owned(), signature);
+    }
     let frame = remoting::encode(&cmd, &req.body)?;
     conn.set_write_timeout(Some(CALL_TIMEOUT))?;
     conn.write_all(&frame)

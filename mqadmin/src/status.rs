@@ -49,6 +49,7 @@ pub struct CoreView {
     connections_refused: u64,
     connections_timed_out: u64,
     connections_bad_frames: u64,
+    connections_tls_refused: u64,
     cq_files_mapped: u64,
     cq_files_unmapped: u64,
 }
@@ -86,6 +87,7 @@ impl CoreView {
             connections_refused: c.connections_refused,
             connections_timed_out: c.connections_timed_out,
             connections_bad_frames: c.connections_bad_frames,
+            connections_tls_refused: c.connections_tls_refused,
             cq_files_mapped: c.cq_files_mapped,
             cq_files_unmapped: c.cq_files_unmapped,
         }
@@ -103,7 +105,7 @@ impl Render for BrokerStatusView {
             let shards: Vec<String> = c.shards.iter().map(u16::to_string).collect();
             writeln!(
                 w,
-                "core={} shards=[{}] produce_tps={:.1} consume_tps={:.1} requests={} cross_core_hops={} group_hops={} inbox_depth={} produced_messages={} produced_bytes={} consumed_messages={} consumed_bytes={} commit_log_bytes={} durable_lag_bytes={} disk_use_ratio={:.4} quarantined_ranges={} quarantined_bytes={} skipped_records={} busy_refusals={} tail_ring_records={} writes_blocked_shards={} connections_open={} connections_max={} connections_refused={} connections_timed_out={} connections_bad_frames={} cq_files_mapped={} cq_files_unmapped={}",
+                "core={} shards=[{}] produce_tps={:.1} consume_tps={:.1} requests={} cross_core_hops={} group_hops={} inbox_depth={} produced_messages={} produced_bytes={} consumed_messages={} consumed_bytes={} commit_log_bytes={} durable_lag_bytes={} disk_use_ratio={:.4} quarantined_ranges={} quarantined_bytes={} skipped_records={} busy_refusals={} tail_ring_records={} writes_blocked_shards={} connections_open={} connections_max={} connections_refused={} connections_timed_out={} connections_bad_frames={} connections_tls_refused={} cq_files_mapped={} cq_files_unmapped={}",
                 c.core,
                 shards.join(","),
                 c.produce_tps,
@@ -130,6 +132,7 @@ impl Render for BrokerStatusView {
                 c.connections_refused,
                 c.connections_timed_out,
                 c.connections_bad_frames,
+                c.connections_tls_refused,
                 c.cq_files_mapped,
                 c.cq_files_unmapped
             )?;

@@ -378,6 +378,7 @@ mod tests {
             addrs: vec![(0, "127.0.0.1:10911".into())],
             core_addrs: vec!["127.0.0.1:10912".into(), "127.0.0.1:10913".into()],
             shard_count: 2,
+            member_core_addrs: vec![],
         }
     }
 

@@ -75,6 +75,7 @@ fn broker_data(addr: &str) -> BrokerData {
         addrs: vec![(0, addr.to_owned())],
         core_addrs: vec![],
         shard_count: 1,
+        member_core_addrs: vec![],
     }
 }
 
@@ -119,6 +120,7 @@ fn answer(f: &Frame, addr: &str, seen: &Mutex<Seen>) -> (Header, Vec<u8>) {
                     min_offset: 0,
                     max_offset: n,
                     count: 0,
+                    suggested_broker_id: 0,
                 };
                 return (
                     Header::response(id, ResponseCode::PullNotFound, Command::PullResult(r)),
@@ -137,6 +139,7 @@ fn answer(f: &Frame, addr: &str, seen: &Mutex<Seen>) -> (Header, Vec<u8>) {
                 min_offset: 0,
                 max_offset: n,
                 count: (n - p.queue_offset) as u32,
+                suggested_broker_id: 0,
             };
             (
                 Header::response(id, ResponseCode::Success, Command::PullResult(r)),
