@@ -37,6 +37,37 @@ pub enum Command {
     /// itself): SEND_MESSAGE_V2 or SEND_BATCH_MESSAGE in, PULL_MESSAGE out, one `RESULT`
     /// JSON line at the end.
     Remoting(RemotingArgs),
+    /// Scheduled messages: schedule `--messages` due over `--spread-ms` after `--lead-ms`,
+    /// then report scheduling and delivery rates and lateness beside the floor.
+    Delayed(DelayedArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct DelayedArgs {
+    /// Messages to schedule (all pending at once before the first is due).
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
+    pub messages: u64,
+    /// The first is due this long after the bench starts sending.
+    #[arg(long, default_value_t = 10_000)]
+    pub lead_ms: u64,
+    /// Due times are spread evenly over this long.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=86_400_000))]
+    pub spread_ms: u64,
+    /// Body size in bytes.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=4_194_304))]
+    pub size: u64,
+    /// Messages per send.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub batch: u64,
+    /// Queues of the topic (1: every timer on one shard).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub queues: u32,
+    #[arg(long, default_value = "throughput")]
+    pub profile: String,
+    #[arg(long)]
+    pub broker_config: Option<std::path::PathBuf>,
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -57,9 +88,25 @@ pub struct RunArgs {
     /// started as child processes.
     #[arg(short = 'n', long)]
     pub namesrv: Option<String>,
+    /// Speak TLS to the cluster given with -n (its `tls_mode` permissive or enforcing),
+    /// trusting the PEM CA certificates in this file.
+    #[arg(long, requires = "namesrv")]
+    pub tls_trust_cert: Option<PathBuf>,
     /// Topic [default: a fresh `BenchTopic_<time>`, created with --queues queues].
     #[arg(short = 't', long)]
     pub topic: Option<String>,
+    /// Access key of the ACL account the bench's clients log in as (a broker with
+    /// `acl_enable`; creating the topic needs an admin account).
+    #[arg(long, env = "CORVUS_ACCESS_KEY", requires = "secret_key")]
+    pub access_key: Option<String>,
+    /// Its secret key.
+    #[arg(
+        long,
+        env = "CORVUS_SECRET_KEY",
+        hide_env_values = true,
+        requires = "access_key"
+    )]
+    pub secret_key: Option<String>,
     /// Body bytes per message (at least 24: the bench's header).
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(24..=4_194_304))]
     pub size: u64,

@@ -150,6 +150,23 @@ pub struct Cluster {
     memory: Memory,
 }
 
+/// The keys that set a broker's disk-use levels.
+const DISK_LEVEL_KEYS: [&str; 3] = [
+    "disk_clean_ratio",
+    "disk_force_clean_ratio",
+    "disk_refuse_ratio",
+];
+
+/// Disk-use levels of the bench's own brokers, unless `--broker-config` sets some. The
+/// defaults (clean at 75%, refuse sends at 90% of `df`'s Use%) read the whole host's disk:
+/// on a host already 90% full every send of the quickstart would be refused, and from 75%
+/// the broker would delete the run's oldest segments before the consume run reads them
+/// back. The bench's data are its own and go with it, so its brokers refuse only at 99.5%
+/// or when `disk_reserve_bytes` (64 MiB) would no longer be left free, and the run keeps
+/// to its share of the free space (`runner::DISK_SHARE_MAX`).
+pub const DISK_LEVELS: &str =
+    "\ndisk_clean_ratio = 0.99\ndisk_force_clean_ratio = 0.99\ndisk_refuse_ratio = 0.995\n";
+
 impl Cluster {
     pub fn start(opts: &ClusterOptions) -> Result<Cluster> {
         let (temp, data_dir) = match &opts.data_dir {
@@ -191,6 +208,9 @@ impl Cluster {
         };
         if shared_cpus && !overrides.contains("idle_poll_us") {
             overrides.push_str("\nidle_poll_us = 0\n");
+        }
+        if !DISK_LEVEL_KEYS.iter().any(|k| overrides.contains(k)) {
+            overrides.push_str(DISK_LEVELS);
         }
         let slave_overrides = opts.replica.as_ref().map(|_| overrides.clone());
         if let Some(role) = &opts.replica {

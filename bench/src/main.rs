@@ -7,6 +7,7 @@ mod body;
 mod cli;
 mod cluster;
 mod consume;
+mod delayed;
 mod disk;
 mod floor;
 mod machine;
