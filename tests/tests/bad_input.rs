@@ -10,21 +10,9 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 use client::{ClientError, Message, Producer};
+use integration::one_record as encode;
 use integration::{mqadmin, producer, raw_call, Cluster};
 use protocol::{Command, Header, ResponseCode, SendRequest};
-
-fn encode(topic: &str, body: &[u8]) -> Vec<u8> {
-    let props = [("UNIQ_KEY", "0123456789ABCDEF0123456789ABCDEF")];
-    let fields = message::MessageFields {
-        topic,
-        body,
-        properties: &props,
-        ..Default::default()
-    };
-    let mut out = Vec::new();
-    message::encode_record(&fields, &mut out).unwrap();
-    out
-}
 
 fn send_header(topic: &str, id: u64) -> Header {
     Header::request(

@@ -231,3 +231,124 @@ fn send_stages_count_every_send_in_each_stage_and_a_reset_clears_them() {
     // The reset cleared them: nothing since.
     assert!(admin.send_stages(&c.broker.addr, false).unwrap().is_empty());
 }
+
+/// One `GET /metrics` to `addr` with `headers` (each ending in CRLF): the whole response.
+fn get_metrics(addr: &str, headers: &str) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "GET /metrics HTTP/1.1\r\nHost: {addr}\r\n{headers}\r\n").unwrap();
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).unwrap();
+    resp
+}
+
+/// An address of this host beyond loopback, if it has one (the source address of a route
+/// to a non-local address; nothing is sent).
+fn non_loopback_ip() -> Option<std::net::IpAddr> {
+    let s = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    s.connect("192.0.2.1:9").ok()?;
+    let ip = s.local_addr().ok()?.ip();
+    (!ip.is_loopback() && !ip.is_unspecified()).then_some(ip)
+}
+
+#[test]
+fn broker_metrics_bind_loopback_for_a_bare_port_and_want_the_token() {
+    let token = "tok-3f9a1c";
+    let c = Cluster::start_with(1, "small", |o| {
+        o.extra.extend(["--metrics-addr".into(), "0".into()]);
+        o.config_toml = Some(format!("metrics_token = \"{token}\"\n"));
+    });
+    let addr = c
+        .broker
+        .preamble_addr("broker metrics on ")
+        .expect("metrics address printed")
+        .trim_start_matches("http://")
+        .trim_end_matches("/metrics")
+        .to_owned();
+    let bound: std::net::SocketAddr = addr.parse().unwrap();
+    assert!(bound.ip().is_loopback(), "a bare port binds {bound}");
+    // Not reachable from the host's other addresses.
+    if let Some(ip) = non_loopback_ip() {
+        let outside = std::net::SocketAddr::new(ip, bound.port());
+        assert!(
+            TcpStream::connect_timeout(&outside, Duration::from_secs(2)).is_err(),
+            "metrics reachable on {outside}"
+        );
+    }
+    let ns = c.namesrv.addr.clone();
+    integration::create_topic(&ns, "SecretTopicName", 1);
+    producer(&ns)
+        .send(Message::new("SecretTopicName", b"m".to_vec()))
+        .unwrap();
+
+    for headers in [
+        String::new(),
+        "Authorization: Bearer wrong-token\r\n".to_owned(),
+        format!("Authorization: Basic {token}\r\n"),
+    ] {
+        let resp = get_metrics(&addr, &headers);
+        assert!(resp.starts_with("HTTP/1.1 401"), "{headers:?}: {resp}");
+        assert!(!resp.contains("corvus_"), "{headers:?}: {resp}");
+    }
+    let resp = get_metrics(&addr, &format!("Authorization: Bearer {token}\r\n"));
+    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+    // Observed per request, so there at once (the counters follow within a second).
+    assert!(resp.contains("corvus_send_latency_seconds_count"), "{resp}");
+
+    // The token is not handed out with the broker's config.
+    let broker = c.broker.addr.clone();
+    let out = mqadmin(&ns, &["getBrokerConfig", "-b", &broker]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("metrics_addr"), "{text}");
+    assert!(!text.contains(token), "{text}");
+}
+
+#[test]
+fn a_broker_with_a_metrics_address_beyond_loopback_warns() {
+    let c = Cluster::start_with(1, "small", |o| {
+        o.extra
+            .extend(["--metrics-addr".into(), "0.0.0.0:0".into()])
+    });
+    // Honoured as asked ...
+    let url = c
+        .broker
+        .preamble_addr("broker metrics on ")
+        .expect("metrics address printed");
+    assert!(url.contains("0.0.0.0:"), "{url}");
+    // ... and said to be exposed.
+    let warned = wait_for(Duration::from_secs(10), || {
+        c.broker.stderr().contains("beyond loopback").then_some(())
+    });
+    assert!(warned.is_some(), "{}", c.broker.stderr());
+}
+
+#[test]
+fn namesrv_metrics_bind_loopback_for_a_bare_port_and_want_the_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("metrics.token");
+    std::fs::write(&token_file, "ns-token-77\n").unwrap();
+    let ns = start_namesrv_with(
+        dir.path(),
+        &[
+            "--metrics-addr",
+            "0",
+            "--metrics-token-file",
+            token_file.to_str().unwrap(),
+        ],
+    );
+    let addr = ns
+        .preamble_addr("namesrv metrics on ")
+        .expect("metrics address printed")
+        .trim_start_matches("http://")
+        .trim_end_matches("/metrics")
+        .to_owned();
+    let bound: std::net::SocketAddr = addr.parse().unwrap();
+    assert!(bound.ip().is_loopback(), "a bare port binds {bound}");
+    let resp = get_metrics(&addr, "");
+    assert!(resp.starts_with("HTTP/1.1 401"), "{resp}");
+    assert!(!resp.contains("corvus_namesrv"), "{resp}");
+    let resp = get_metrics(&addr, "Authorization: Bearer ns-token-77\r\n");
+    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+    assert!(resp.contains("corvus_namesrv_brokers"), "{resp}");
+}

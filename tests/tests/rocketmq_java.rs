@@ -148,6 +148,134 @@ fn rocketmq_mqadmin(cp: &str, ns: &str, args: &[&str]) -> String {
     text
 }
 
+/// RocketMQ ACL 1.0 from the real Java client: a producer and a push consumer with an
+/// `AclClientRPCHook` send and receive on the topic their account may use, a send to a topic
+/// it may only read is refused NO_PERMISSION, and a producer with the wrong secret is refused.
+#[test]
+fn java_clients_with_acl_client_rpc_hook_produce_and_consume() {
+    let Some(cp) = java_or_skip() else {
+        return;
+    };
+    let acl_dir = tempfile::tempdir().unwrap();
+    let acl_file = acl_dir.path().join("plain_acl.yml");
+    std::fs::write(
+        &acl_file,
+        "accounts:\n  - accessKey: admin0001\n    secretKey: admin-secret-1\n    admin: true\n  - accessKey: java-app\n    secretKey: java-secret-1\n    defaultTopicPerm: DENY\n    defaultGroupPerm: DENY\n    topicPerms:\n      - JavaAcl=PUB|SUB\n      - JavaAclReadOnly=SUB\n    groupPerms:\n      - JavaAclGroup=SUB\n",
+    )
+    .unwrap();
+    let toml = format!("acl_enable = true\nacl_file = \"{}\"\n", acl_file.display());
+    let c = Cluster::start_with(2, "small", |o| o.config_toml = Some(toml));
+    let ns = c.namesrv.addr.clone();
+    for t in ["JavaAcl", "JavaAclReadOnly"] {
+        let out = integration::mqadmin_as(
+            &ns,
+            Some(("admin0001", "admin-secret-1")),
+            &["update-topic", "-t", t, "-q", "4"],
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let lines = run_java(
+        &cp,
+        "corvus.Acl",
+        &[
+            &ns,
+            "JavaAcl",
+            "JavaAclReadOnly",
+            "20",
+            "JavaAclGroup",
+            "java-app",
+            "java-secret-1",
+        ],
+    );
+    assert_printed(
+        &lines,
+        &[
+            "SENT 20",
+            "DENIED TOPIC REFUSED 16",
+            "WRONG SECRET REFUSED 16",
+            "RECEIVED 20",
+        ],
+    );
+}
+
+/// Request-reply with RocketMQ's API (`producer.request`, `MessageUtil.createReplyMessage`):
+/// every request gets its reply, pushed over the requester's connection by whichever core
+/// serves it, and one nobody answers times out. The requester and the responding consumer
+/// trace (`new DefaultMQProducer(group, true)`, `new DefaultMQPushConsumer(group, true)`):
+/// their records land in `RMQ_SYS_TRACE_TOPIC`, and corvus's `mqadmin queryMsgTraceById`
+/// (and RocketMQ's) shows a request's send and consume.
+#[test]
+fn a_java_request_gets_its_reply_and_a_traced_java_send_is_found_by_id() {
+    let Some(cp) = java_or_skip() else {
+        return;
+    };
+    // No auto-creation: the reply topic comes with the first request, the trace topic with
+    // trace_topic_enable.
+    let c = Cluster::start_with(2, "small", |o| {
+        o.config_toml = Some("auto_create_topic_enable = false\ntrace_topic_enable = true\n".into())
+    });
+    let ns = c.namesrv.addr.clone();
+    create_topic(&ns, "JavaRequests", 8);
+    create_topic(&ns, "JavaUnanswered", 2);
+    let lines = run_java(
+        &cp,
+        "corvus.RequestReply",
+        &[&ns, "JavaRequests", "5", "JavaUnanswered"],
+    );
+    assert_printed(&lines, &["REPLIED 5", "TIMED OUT"]);
+    let traced = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("TRACED "))
+        .expect("the program prints the traced msg id")
+        .to_owned();
+    let shown = wait_for(Duration::from_secs(20), || {
+        let out = integration::mqadmin(&ns, &["--json", "queryMsgTraceById", "-i", &traced]);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+        let views = v["views"].as_array()?.clone();
+        views
+            .iter()
+            .any(|v| v["type"] == "Pub" && v["group"] == "JavaRequester")
+            .then_some(views)
+    });
+    assert!(
+        shown.is_some(),
+        "the Java producer's trace of {traced} is found"
+    );
+    // The traced Java consumer's records of a request it answered: its send and its consume.
+    let answered = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("ANSWERED "))
+        .expect("the program prints an answered request's msg id")
+        .to_owned();
+    let both = wait_for(Duration::from_secs(20), || {
+        let out = integration::mqadmin(&ns, &["--json", "queryMsgTraceById", "-i", &answered]);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+        let views = v["views"].as_array()?.clone();
+        let has = |kind: &str, group: &str| {
+            views
+                .iter()
+                .any(|v| v["type"] == kind && v["group"] == group && v["status"] == "success")
+        };
+        (has("Pub", "JavaRequester") && has("Sub", "JavaResponders")).then_some(())
+    });
+    assert!(
+        both.is_some(),
+        "the trace of request {answered} shows its send and its consume"
+    );
+    // RocketMQ's own mqadmin reads the same trace (when rocketmq-tools is fetched).
+    if let Some(tools) = tools_classpath() {
+        let text = rocketmq_mqadmin(&tools, &ns, &["queryMsgTraceById", "-i", &traced]);
+        assert!(
+            text.contains("#ProducerGroup") && text.contains("JavaRequester"),
+            "{text}"
+        );
+    }
+}
+
 #[test]
 fn a_java_producer_and_push_consumer_round_trip_every_message_without_hops() {
     let Some((cp, c)) = java_cluster("JavaTopic") else {
@@ -223,6 +351,57 @@ fn a_message_the_java_consumer_fails_comes_back_from_the_retry_topic() {
         .unwrap();
     let queues: u32 = route.data.queues.iter().map(|q| q.write_queues).sum();
     assert_eq!(queues, 2, "{:?}", route.data);
+}
+
+#[test]
+fn a_java_consumer_with_a_sql92_selector_gets_exactly_the_matching_messages() {
+    let Some(cp) = java_or_skip() else {
+        return;
+    };
+    let c = Cluster::start_with(2, "small", |o| {
+        o.config_toml = Some("enable_property_filter = true\n".into())
+    });
+    let ns = c.namesrv.addr.clone();
+    create_topic(&ns, "SqlTopic", 8);
+    // Message i has a = i and b = x, y, z by i mod 3 (see Sql92.java).
+    let want: Vec<String> = (0..40)
+        .filter(|i| (i % 3 == 1 && *i >= 10) || *i < 2)
+        .map(|i| i.to_string())
+        .collect();
+    let lines = run_java(
+        &cp,
+        "corvus.Sql92",
+        &[
+            &ns,
+            "SqlTopic",
+            "40",
+            "SqlGroup",
+            "(b = 'y' AND a BETWEEN 10 AND 100) OR a < 2",
+            &want.join(","),
+        ],
+    );
+    assert!(lines.iter().any(|l| l == "ALL MATCHED"), "{lines:?}");
+    // The bad expression was refused by the broker at the consumer's start, with the reason.
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("REFUSED") && l.contains("invalid SQL92 filter expression")),
+        "{lines:?}"
+    );
+}
+
+#[test]
+fn java_delayed_messages_come_once_and_not_before_their_time() {
+    let Some((cp, c)) = java_cluster("DelayedTopic") else {
+        return;
+    };
+    let ns = c.namesrv.addr.clone();
+    let lines = run_java(
+        &cp,
+        "corvus.Delayed",
+        &[&ns, "DelayedTopic", "DelayedGroup"],
+    );
+    assert!(lines.iter().any(|l| l == "ALL ON TIME"), "{lines:?}");
 }
 
 #[test]
@@ -326,6 +505,35 @@ fn a_message_the_java_consumer_always_fails_ends_in_the_dead_letter_topic() {
         assert!(l.contains("topic %DLQ%DlqGroup"), "{l}");
     }
     assert!(lines.iter().any(|l| l == "ALL DEAD"), "{lines:?}");
+}
+
+/// `slave_read_enable`: the route lists the slave beside the master, and a Java consumer far
+/// behind follows the broker's suggestWhichBrokerId to it; it still gets every message.
+#[test]
+fn a_java_consumer_far_behind_reads_from_the_slave() {
+    let Some(cp) = java_or_skip() else {
+        return;
+    };
+    let pair = integration::MasterSlave::start("slave_read_enable = true\nhot_bytes_max = 65536\n");
+    let ns = pair.ns.addr.clone();
+    create_topic(&ns, "SlaveReadTopic", 2);
+    pair.wait_in_sync(Duration::from_secs(30));
+    let before = pair.consumed(&pair.slave);
+    let lines = run_java(
+        &cp,
+        "corvus.LitePull",
+        &[&ns, "SlaveReadTopic", "3000", "SlaveReadGroup"],
+    );
+    assert!(
+        lines.iter().any(|l| l.starts_with("POLLED 3000 of 3000")),
+        "{lines:?}"
+    );
+    let on_slave = pair.consumed(&pair.slave) - before;
+    assert!(
+        on_slave > 0,
+        "the Java consumer never read from the slave (master served {})",
+        pair.consumed(&pair.master)
+    );
 }
 
 #[test]
@@ -763,4 +971,36 @@ impl Drop for Roundtrip {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+#[test]
+fn a_java_transaction_producer_commits_rolls_back_and_answers_a_check_back() {
+    let Some(cp) = java_or_skip() else {
+        return;
+    };
+    let c = Cluster::start_with(2, "small", |o| {
+        o.config_toml =
+            Some("transaction_timeout_ms = 500\ntransaction_check_interval_ms = 300\n".into())
+    });
+    let ns = c.namesrv.addr.clone();
+    create_topic(&ns, "JavaTx", 8);
+    let lines = run_java(&cp, "corvus.Transactions", &[&ns, "JavaTx", "JavaTxGroup"]);
+    assert_printed(
+        &lines,
+        &["SENT java-commit COMMIT_MESSAGE", "SENT java-later UNKNOW"],
+    );
+    // The check carries the message under its real topic, as RocketMQ's broker sends it.
+    assert!(
+        lines.iter().any(|l| l == "CHECKED java-later topic JavaTx"),
+        "{lines:?}"
+    );
+    let got = |key: &str| lines.iter().filter(|l| **l == format!("GOT {key}")).count();
+    assert_eq!(got("java-commit"), 1, "{lines:?}");
+    assert_eq!(got("java-later"), 1, "{lines:?}");
+    assert_eq!(got("java-rollback"), 0, "{lines:?}");
+    assert!(
+        !lines.iter().any(|l| l.starts_with("CHECKED java-commit")),
+        "a committed transaction is never checked: {lines:?}"
+    );
+    assert!(lines.iter().any(|l| l == "DONE"), "{lines:?}");
 }
