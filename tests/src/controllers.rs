@@ -197,3 +197,60 @@ pub fn controller_broker_opts(
     ));
     o
 }
+
+/// Three controllers (heartbeat timeout 3 s), a NameServer and a SYNC_MASTER group of two
+/// brokers in controller mode (ids 0 and 1, each with a tail ring of its own across its
+/// starts), once the controllers have made broker 0 master with both in sync.
+pub struct ControllerGroup {
+    pub ctl: Controllers,
+    pub ns: Proc,
+    pub logs: PathBuf,
+    pub a_opts: crate::BrokerOpts,
+    pub b_opts: crate::BrokerOpts,
+    /// Broker 0, the first master.
+    pub a: Proc,
+    /// Broker 1, its slave.
+    pub b: Proc,
+    /// The group's record once both are in sync.
+    pub first: controller_proto::ReplicaInfo,
+    /// The data directories and rings, kept as long as the group.
+    pub keep: (tempfile::TempDir, tempfile::TempDir, tempfile::TempDir),
+}
+
+impl ControllerGroup {
+    pub fn start(group: &str) -> ControllerGroup {
+        let ctl = Controllers::start(3000);
+        ctl.agreed_leader(Duration::from_secs(30));
+        let dir = tempfile::tempdir().unwrap();
+        let logs = dir.path().join("logs");
+        std::fs::create_dir_all(&logs).unwrap();
+        let ns = crate::start_namesrv(&logs);
+        let (ring_a, ring_b) = (crate::ring_dir(), crate::ring_dir());
+        let opts = |data: &str, ring: &std::path::Path, id| {
+            controller_broker_opts(
+                &ns.addr,
+                &dir.path().join(data),
+                ring,
+                group,
+                id,
+                &ctl.mq_addrs(),
+            )
+        };
+        let a_opts = opts("a", ring_a.path(), 0);
+        let b_opts = opts("b", ring_b.path(), 1);
+        let a = crate::start_broker(&a_opts, &logs);
+        let b = crate::start_broker(&b_opts, &logs);
+        let first = ctl.wait_group(group, 0, &[&a, &b]);
+        ControllerGroup {
+            ctl,
+            ns,
+            logs,
+            a_opts,
+            b_opts,
+            a,
+            b,
+            first,
+            keep: (dir, ring_a, ring_b),
+        }
+    }
+}

@@ -103,7 +103,10 @@ pub fn classify(e: &ClientError) -> Outcome {
             | ResponseCode::BadRequest
             | ResponseCode::QueueLocked
             | ResponseCode::BrokerNotRegistered
-            | ResponseCode::InSyncReplicasNotEnough => Outcome::Fail,
+            | ResponseCode::InSyncReplicasNotEnough
+            | ResponseCode::SubscriptionParseFailed
+            | ResponseCode::SubscriptionNotExist
+            | ResponseCode::NoPermission => Outcome::Fail,
         },
         // Never reached the broker.
         ClientError::NoRoute { .. }
@@ -115,8 +118,10 @@ pub fn classify(e: &ClientError) -> Outcome {
         ClientError::Io { kind, .. } if *kind == std::io::ErrorKind::ConnectionRefused => {
             Outcome::Fail
         }
+        // A request of request-reply that got no reply was stored.
         ClientError::Io { .. }
         | ClientError::Timeout { .. }
+        | ClientError::RequestTimeout { .. }
         | ClientError::ConnectionClosed { .. }
         | ClientError::Protocol { .. } => Outcome::Unknown,
     }

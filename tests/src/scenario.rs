@@ -98,6 +98,8 @@ pub struct Cast {
     logs: PathBuf,
     members: BTreeMap<String, Member>,
     proxies: BTreeMap<String, FaultProxy>,
+    /// Nodes whose data live on a filesystem of the test's own: its mount point.
+    disks: BTreeMap<String, PathBuf>,
 }
 
 impl Cast {
@@ -109,7 +111,15 @@ impl Cast {
             logs,
             members: BTreeMap::new(),
             proxies: BTreeMap::new(),
+            disks: BTreeMap::new(),
         }
+    }
+
+    /// Says that `node`'s data live on the filesystem mounted at `mnt`, one of the test's
+    /// own (a [`crate::loop_fs::LoopFs`]), which a [`crate::schedule::Fault::DiskFull`] may
+    /// fill.
+    pub fn data_on(&mut self, node: &str, mnt: &Path) {
+        self.disks.insert(node.to_owned(), mnt.to_owned());
     }
 
     pub fn logs(&self) -> &Path {
@@ -234,6 +244,10 @@ impl crate::schedule::Nodes for Cast {
 
     fn proxy(&mut self, name: &str) -> Option<&mut FaultProxy> {
         self.proxies.get_mut(name)
+    }
+
+    fn disk(&self, node: &str) -> Option<PathBuf> {
+        self.disks.get(node).cloned()
     }
 }
 

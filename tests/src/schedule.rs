@@ -45,6 +45,9 @@ pub enum Fault {
     },
     /// A host's link capped (tbf).
     Bandwidth { host: String, rate_kbit: u32 },
+    /// The filesystem under the node's data (a loop mount of the test's own, see
+    /// [`Nodes::disk`]) filled by another process; the space comes back when the step ends.
+    DiskFull { node: String },
 }
 
 impl Fault {
@@ -76,6 +79,7 @@ impl fmt::Display for Fault {
                 f,
                 "proxy {proxy} delay {delay_ms} ms + {jitter_ms} ms jitter"
             ),
+            Fault::DiskFull { node } => write!(f, "disk full under {node} (then space back)"),
             Fault::Bandwidth { host, rate_kbit } => {
                 write!(f, "bandwidth {rate_kbit} kbit/s on {host}")
             }
@@ -103,6 +107,8 @@ pub struct Mix {
     pub loss: Vec<String>,
     pub proxy_delay: Vec<String>,
     pub bandwidth: Vec<String>,
+    /// Nodes whose data filesystem may be filled ([`Nodes::disk`] must name it).
+    pub disk_full: Vec<String>,
     /// Each fault lasts between these (ms).
     pub fault_ms: (u64, u64),
     /// Between one fault's end and the next one's start (ms); with `overlap`, between
@@ -129,6 +135,7 @@ impl Default for Mix {
             loss: Vec::new(),
             proxy_delay: Vec::new(),
             bandwidth: Vec::new(),
+            disk_full: Vec::new(),
             fault_ms: (1_000, 3_000),
             gap_ms: (500, 1_500),
             overlap: false,
@@ -160,6 +167,7 @@ impl Mix {
             self.loss.len(),
             self.proxy_delay.len(),
             self.bandwidth.len(),
+            self.disk_full.len(),
         ];
         (0..lens.len() as u8)
             .filter(|&k| lens[k as usize] > 0)
@@ -205,13 +213,16 @@ impl Mix {
                     jitter_ms: rng.gen_range(0..=delay_ms / 4),
                 }
             }
-            _ => {
+            7 => {
                 let (lo, hi) = self.rate_kbit;
                 Fault::Bandwidth {
                     host: pick(rng, &self.bandwidth).clone(),
                     rate_kbit: rng.gen_range(lo.min(hi)..=hi.max(lo)),
                 }
             }
+            _ => Fault::DiskFull {
+                node: pick(rng, &self.disk_full).clone(),
+            },
         }
     }
 }
@@ -318,6 +329,11 @@ pub trait Nodes {
     /// Starts `node` again after a kill; waits until it is ready.
     fn restart(&mut self, node: &str);
     fn proxy(&mut self, name: &str) -> Option<&mut FaultProxy>;
+    /// The mount point of a filesystem of the test's own that holds `node`'s data, which a
+    /// [`Fault::DiskFull`] may fill: never the host's own disk.
+    fn disk(&self, _node: &str) -> Option<std::path::PathBuf> {
+        None
+    }
 }
 
 /// What the runner did, when (ms since the Unix epoch, as in the histories).
@@ -335,6 +351,8 @@ enum Undo {
     Restart(String),
     Continue(i32),
     ProxyPass(String),
+    /// The filesystem mounted there, and the files that filled it.
+    Unfill(std::path::PathBuf, Vec<std::path::PathBuf>),
 }
 
 fn signal(pid: i32, sig: libc::c_int) -> Result<(), String> {
@@ -375,6 +393,13 @@ fn apply(fault: &Fault, net: &Net, nodes: &mut dyn Nodes) -> Result<Undo, String
         Fault::Bandwidth { host, rate_kbit } => {
             Undo::Net(net.limit_bandwidth(host, *rate_kbit).map_err(net_err)?)
         }
+        Fault::DiskFull { node } => {
+            let mnt = nodes
+                .disk(node)
+                .ok_or_else(|| format!("{node} has no filesystem of the test's own to fill"))?;
+            let files = crate::loop_fs::fill(&mnt);
+            Undo::Unfill(mnt, files)
+        }
         Fault::ProxyDelay {
             proxy,
             delay_ms,
@@ -401,6 +426,10 @@ fn undo(u: Undo, net: &Net, nodes: &mut dyn Nodes) -> Result<(), String> {
             .proxy(&name)
             .ok_or_else(|| format!("no proxy {name}"))?
             .pass(),
+        Undo::Unfill(mnt, files) => {
+            crate::loop_fs::unfill(&mnt, &files);
+            Ok(())
+        }
     }
 }
 
@@ -473,6 +502,7 @@ mod tests {
             loss: vec!["broker".into()],
             proxy_delay: vec!["client-proxy".into()],
             bandwidth: vec!["broker".into()],
+            disk_full: vec!["broker".into()],
             ..Mix::default()
         }
     }
@@ -518,12 +548,12 @@ mod tests {
     #[test]
     fn cover_all_puts_every_kind_first_with_parameters_in_bounds() {
         let s = Schedule::generate(3, Duration::from_secs(60), &mix());
-        let first: Vec<std::mem::Discriminant<Fault>> = s.steps[..8]
+        let first: Vec<std::mem::Discriminant<Fault>> = s.steps[..9]
             .iter()
             .map(|st| std::mem::discriminant(&st.fault))
             .collect();
         let unique: std::collections::HashSet<_> = first.iter().collect();
-        assert_eq!(unique.len(), 8, "{s}");
+        assert_eq!(unique.len(), 9, "{s}");
         for st in &s.steps {
             match &st.fault {
                 Fault::Loss { percent, .. } => assert!((5..=30).contains(percent)),

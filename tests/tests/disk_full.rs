@@ -55,10 +55,7 @@ fn sends_are_refused_above_the_refuse_ratio_and_accepted_again_below_it() {
 
 // ---- a real full disk: a loop-mounted ext4 filled by another process ----
 
-#[path = "../../shard/tests/common/loop_fs.rs"]
-mod loop_fs;
-
-use loop_fs::loop_fs_or_skip;
+use integration::loop_fs::loop_fs_or_skip;
 
 fn assert_disk_full(err: &ClientError) {
     match err {

@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use client::PullConsumer;
-use integration::controllers::controller_broker_opts;
+use integration::controllers::ControllerGroup;
 use integration::*;
 
 const GROUP: &str = "broker-a";
@@ -37,32 +37,17 @@ fn send_n(sends: &mut AckedSends, p: &client::Producer, n: usize) {
 
 #[test]
 fn a_killed_master_is_replaced_by_its_in_sync_slave_and_comes_back_as_its_slave() {
-    let ctl = Controllers::start(3000);
-    ctl.agreed_leader(Duration::from_secs(30));
-    let dir = tempfile::tempdir().unwrap();
-    let logs = dir.path().join("logs");
-    std::fs::create_dir_all(&logs).unwrap();
-    let ns = start_namesrv(&logs);
-    let (ring_a, ring_b) = (ring_dir(), ring_dir());
-    let a_opts = controller_broker_opts(
-        &ns.addr,
-        &dir.path().join("a"),
-        ring_a.path(),
-        GROUP,
-        0,
-        &ctl.mq_addrs(),
-    );
-    let b_opts = controller_broker_opts(
-        &ns.addr,
-        &dir.path().join("b"),
-        ring_b.path(),
-        GROUP,
-        1,
-        &ctl.mq_addrs(),
-    );
-    let mut a = start_broker(&a_opts, &logs);
-    let b = start_broker(&b_opts, &logs);
-    let first = ctl.wait_group(GROUP, 0, &[&a, &b]);
+    let ControllerGroup {
+        ctl,
+        ns,
+        logs,
+        a_opts,
+        b_opts: _,
+        mut a,
+        b,
+        first,
+        keep: _keep,
+    } = ControllerGroup::start(GROUP);
     assert!(first.master_epoch >= 1);
     create_topic(&ns.addr, TOPIC, 4);
     let p = producer(&ns.addr);

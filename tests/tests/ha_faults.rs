@@ -1,7 +1,8 @@
 //! A SYNC_MASTER and its slave, each on a network-namespace host of its own, under a seeded
 //! schedule of faults (kill -9 of the slave and of the master, SIGSTOP of the slave, a
 //! master/slave partition, a one-way cut, a cut of the replication port only, packet loss
-//! on the slave's link) while producers send and a consumer tails:
+//! on the slave's link, a slow slave (its link capped at a fraction of the stream's rate),
+//! the slave's disk filled by another process) while producers send and a consumer tails:
 //!
 //! * nothing acknowledged is lost, nothing is stored that no one sent, no offset holds two
 //!   messages, nothing a consumer read is missing from the final log (the confirm offset);
@@ -17,7 +18,7 @@ use std::time::{Duration, Instant};
 use integration::netns::Net;
 use integration::scenario::{Cast, Produce, Workload};
 use integration::schedule::{self, Mix, Nodes, Schedule};
-use integration::BrokerOpts;
+use integration::{loop_fs, BrokerOpts};
 
 const TOPIC: &str = "HaFaults";
 const QUEUES: u32 = 4;
@@ -26,8 +27,9 @@ const HA_PORT: u16 = 10912;
 const NAMESRV_PORT: u16 = 9876;
 const SCHEDULE_RUN: Duration = Duration::from_secs(30);
 const PRODUCE_AFTER: Duration = Duration::from_secs(4);
-/// The default seed (CI runs it): its schedule kills the master twice and the slave never,
-/// `CORVUS_FAULT_SEED=19190001` kills the slave instead.
+/// The default seed (CI runs it): its schedule caps the slave's bandwidth, drops its packets,
+/// fills its disk, cuts the replication port, stops the slave, cuts one way, partitions the
+/// pair and kills the master once; `CORVUS_FAULT_SEED=19190001` kills the slave instead.
 const SEED: u64 = 7;
 
 fn mix() -> Mix {
@@ -38,6 +40,8 @@ fn mix() -> Mix {
         one_way: vec![("slave".into(), "master".into())],
         port_cut: vec![("slave".into(), "master".into(), HA_PORT)],
         loss: vec!["slave".into()],
+        bandwidth: vec!["slave".into()],
+        disk_full: vec!["slave".into()],
         fault_ms: (1_500, 3_000),
         gap_ms: (1_000, 1_500),
         cover_all: true,
@@ -62,9 +66,14 @@ fn a_sync_master_and_its_slave_lose_nothing_acknowledged_under_seeded_faults() {
     let Some(net) = Net::new_or_skip("ha", &["ns", "master", "slave", "client"]) else {
         return;
     };
+    // The slave's data on a filesystem of the test's own, which the disk-full fault fills.
+    let Some(slave_fs) = loop_fs::loop_fs_or_skip(256) else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let (m, s) = (net.host("master"), net.host("slave"));
     let mut cast = Cast::new(dir.path());
+    cast.data_on("slave", &slave_fs.mnt);
     let ns = cast.namesrv("namesrv", net.host("ns"), NAMESRV_PORT);
     let common = "idle_poll_us = 0\nvip_channel = false\nnamesrv_heartbeat_interval_ms = 500\n\
                   ha_send_heartbeat_interval_ms = 200\nha_housekeeping_interval_ms = 1500\n\
@@ -76,12 +85,14 @@ fn a_sync_master_and_its_slave_lose_nothing_acknowledged_under_seeded_faults() {
         format!("broker_role = \"SYNC_MASTER\"\nha_listen_port = {HA_PORT}\n{common}"),
     );
     cast.broker_on_cpu("master", m, master, Some(0));
+    // The slave notices a full disk within 200 ms (the default checks every 10 s).
     let slave = broker_opts(
         &ns,
-        &dir.path().join("slave"),
+        &slave_fs.mnt.join("slave"),
         s.addr(BROKER_PORT),
         format!(
-            "broker_role = \"SLAVE\"\nbroker_id = 1\nha_master_address = \"{}\"\n{common}",
+            "broker_role = \"SLAVE\"\nbroker_id = 1\nha_master_address = \"{}\"\n\
+             disk_check_interval_ms = 200\n{common}",
             m.addr(HA_PORT)
         ),
     );

@@ -14,8 +14,7 @@ use client::PullConsumer;
 use integration::*;
 use protocol::ResponseCode;
 
-#[path = "../../shard/tests/common/loop_fs.rs"]
-mod loop_fs;
+use integration::loop_fs;
 
 struct Pair {
     _dir: tempfile::TempDir,
@@ -94,27 +93,13 @@ impl Pair {
 }
 
 fn status_replication(ns: &str, broker: &str) -> Vec<serde_json::Value> {
-    let admin = client::Admin::new(ns).unwrap();
-    let st = admin.broker_status(broker).unwrap();
-    st.cores
-        .iter()
-        .flat_map(|c| {
-            serde_json::from_str::<Vec<serde_json::Value>>(&c.replication).unwrap_or_default()
-        })
-        .collect()
+    replication_status(ns, broker).expect("the broker answers its status")
 }
 
 /// Waits until every shard of the master has its slave in the in-sync set.
 fn wait_in_sync(pair: &Pair, timeout: Duration) {
     let ok = wait_for(timeout, || {
-        let shards = pair.master_replication();
-        (!shards.is_empty()
-            && shards.iter().all(|s| {
-                s["slaves"]
-                    .as_array()
-                    .is_some_and(|l| l.iter().any(|x| x["in_sync"] == true))
-            }))
-        .then_some(())
+        all_shards_in_sync(&pair.master_replication()).then_some(())
     });
     assert!(
         ok.is_some(),
@@ -315,6 +300,25 @@ fn a_slave_holds_every_acknowledged_message_and_catches_up_after_a_crash() {
     drop(p);
     pair.master.terminate();
     pair.slave.terminate();
+}
+
+/// With `acl_access_key` / `acl_secret_key` on both (`ha::auth`: each proves the pair to the
+/// other), replication works as without: two cores each, so shard 1's stream is redirected
+/// to the master's core 1 and authenticated there.
+#[test]
+fn with_credentials_on_both_the_slave_holds_every_acknowledged_message() {
+    let keys = "acl_access_key = \"replicator\"\nacl_secret_key = \"ha-secret-1\"\n";
+    let pair = Pair::start(2, keys, keys);
+    let p = producer(&pair.master_ns.addr);
+    create_topic(&pair.master_ns.addr, "Replicated", 4);
+    let mut sends = AckedSends::new("Replicated");
+    send_n(&mut sends, &p, 300);
+    assert_slave_has(&pair, &sends, Duration::from_secs(60));
+    assert!(
+        !pair.master.stderr().contains("refused a slave"),
+        "{}",
+        pair.master.stderr()
+    );
 }
 
 #[test]
@@ -636,4 +640,66 @@ fn a_slave_on_a_full_disk_leaves_the_in_sync_set_and_catches_up_once_space_retur
     wait_in_sync(&pair, Duration::from_secs(60));
     send_n(&mut sends, &p, 100);
     assert_slave_has(&pair, &sends, Duration::from_secs(60));
+}
+
+/// `slave_read_enable`: a consumer far behind (more than `hot_bytes_max`) is sent to the
+/// in-sync slave, reads there, and comes back to the master once it is close; it reads
+/// every message once, in order. A consumer close to the end never leaves the master.
+#[test]
+fn a_consumer_far_behind_reads_from_the_slave_and_comes_back_to_the_master() {
+    let pair = MasterSlave::start("slave_read_enable = true\nhot_bytes_max = 1048576\n");
+    let ns = pair.ns.addr.clone();
+    create_topic(&ns, "FarBehind", 1);
+    let p = producer(&ns);
+    let body = vec![b'x'; 1024];
+    for i in 0..8000 {
+        p.send(client::Message::new("FarBehind", body.clone()).with_key(format!("k{i}")))
+            .unwrap();
+    }
+    // The slave has it all before the consumer starts.
+    pair.wait_in_sync(Duration::from_secs(30));
+    let consumed = |b: &Proc| pair.consumed(b);
+    let (master, slave) = (&pair.master, &pair.slave);
+    let (m0, s0) = (consumed(master), consumed(slave));
+
+    let consumer = PullConsumer::new(&ns, "far-behind").unwrap();
+    let q = consumer.queues("FarBehind").unwrap().remove(0);
+    let opts = client::PullOptions {
+        max_messages: 32,
+        ..Default::default()
+    };
+    let mut offset = client::QueueOffset(0);
+    let mut keys = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while keys.len() < 8000 {
+        assert!(Instant::now() < deadline, "read {}", keys.len());
+        let r = consumer.pull(&q, offset, &opts).unwrap();
+        for m in &r.messages {
+            keys.push(m.keys[0].clone());
+        }
+        offset = r.next_offset;
+    }
+    let want: Vec<String> = (0..8000).map(|i| format!("k{i}")).collect();
+    assert_eq!(keys, want, "every message once, in order");
+    let (m1, s1) = (consumed(master), consumed(slave));
+    let (on_master, on_slave) = (m1 - m0, s1 - s0);
+    assert!(
+        on_slave >= 4000,
+        "the consumer far behind read mostly from the slave: master {on_master}, slave {on_slave}"
+    );
+    assert!(
+        (32..4000).contains(&on_master),
+        "it started and ended on the master: master {on_master}, slave {on_slave}"
+    );
+    // A consumer at the end stays on the master.
+    let near = PullConsumer::new(&ns, "near-the-end").unwrap();
+    let r = near.pull(&q, client::QueueOffset(7990), &opts).unwrap();
+    assert_eq!(r.messages.len(), 10);
+    let r = near.pull(&q, r.next_offset, &opts).unwrap();
+    assert!(r.messages.is_empty());
+    assert_eq!(
+        consumed(slave),
+        s1,
+        "a consumer near the end never reads the slave"
+    );
 }

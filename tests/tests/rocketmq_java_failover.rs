@@ -23,7 +23,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use integration::controllers::controller_broker_opts;
+use integration::controllers::ControllerGroup;
 use integration::*;
 
 const GROUP: &str = "broker-a";
@@ -213,32 +213,17 @@ fn a_java_producer_and_push_consumer_keep_working_through_a_failover() {
     let Some(cp) = java_or_skip() else {
         return;
     };
-    let ctl = Controllers::start(3000);
-    ctl.agreed_leader(Duration::from_secs(30));
-    let dir = tempfile::tempdir().unwrap();
-    let logs = dir.path().join("logs");
-    std::fs::create_dir_all(&logs).unwrap();
-    let ns = start_namesrv(&logs);
-    let (ring_a, ring_b) = (ring_dir(), ring_dir());
-    let a_opts = controller_broker_opts(
-        &ns.addr,
-        &dir.path().join("a"),
-        ring_a.path(),
-        GROUP,
-        0,
-        &ctl.mq_addrs(),
-    );
-    let b_opts = controller_broker_opts(
-        &ns.addr,
-        &dir.path().join("b"),
-        ring_b.path(),
-        GROUP,
-        1,
-        &ctl.mq_addrs(),
-    );
-    let mut a = start_broker(&a_opts, &logs);
-    let b = start_broker(&b_opts, &logs);
-    let first = ctl.wait_group(GROUP, 0, &[&a, &b]);
+    let ControllerGroup {
+        ctl,
+        ns,
+        logs,
+        a_opts,
+        b_opts,
+        mut a,
+        b,
+        first,
+        keep: _keep,
+    } = ControllerGroup::start(GROUP);
     create_topic(&ns.addr, TOPIC, 4);
 
     let mut java = JavaApp::start(&cp, &ns.addr);
