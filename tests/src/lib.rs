@@ -14,6 +14,9 @@ use std::time::{Duration, Instant};
 pub mod checker;
 pub mod controllers;
 pub mod history;
+/// A small loop-mounted ext4 a test can really fill (shared with the shard's tests).
+#[path = "../../shard/tests/common/loop_fs.rs"]
+pub mod loop_fs;
 pub mod netns;
 pub mod proxy;
 pub mod scenario;
@@ -401,14 +404,35 @@ pub fn broker_command(opts: &BrokerOpts, log_dir: &Path) -> Command {
     if !opts.namesrv.is_empty() {
         cmd.args(["--namesrv", &opts.namesrv]);
     }
-    if let Some(toml) = &opts.config_toml {
-        let path = log_dir.join(format!("{}.toml", opts.name));
-        std::fs::write(&path, toml).unwrap();
-        cmd.arg("--config").arg(path);
-    }
+    let toml = opts.config_toml.as_deref().unwrap_or("");
+    let toml = if DISK_LEVEL_KEYS.iter().any(|k| toml.contains(k)) {
+        toml.to_owned()
+    } else {
+        format!("{HOST_INDEPENDENT_DISK_LEVELS}{toml}")
+    };
+    let path = log_dir.join(format!("{}.toml", opts.name));
+    std::fs::write(&path, toml).unwrap();
+    cmd.arg("--config").arg(path);
     cmd.args(&opts.extra);
     cmd
 }
+
+/// The keys that set a broker's disk-use levels.
+const DISK_LEVEL_KEYS: [&str; 3] = [
+    "disk_clean_ratio",
+    "disk_force_clean_ratio",
+    "disk_refuse_ratio",
+];
+
+/// Disk-use levels for a test broker whose test sets none of its own. The default levels
+/// (clean at 75%, refuse sends at 90% of `df`'s Use%) read the whole host's disk, which
+/// the tests share with everything else on it: a host at 91% would make every send of a
+/// crash test "disk full" and the test say nothing about crashes. Here sends are refused
+/// only at 99.5% and, below that, by `disk_reserve_bytes` (64 MiB left free), the guard
+/// that does not depend on what else the disk holds; the tests of the levels themselves
+/// (disk_full.rs, consumer_progress.rs) set theirs.
+const HOST_INDEPENDENT_DISK_LEVELS: &str =
+    "disk_clean_ratio = 0.99\ndisk_force_clean_ratio = 0.99\ndisk_refuse_ratio = 0.995\n";
 
 /// Runs mqadmin to completion (bounded by its own --timeout-ms where it has one).
 pub fn mqadmin(namesrv: &str, args: &[&str]) -> Output {
@@ -421,6 +445,23 @@ pub fn mqadmin(namesrv: &str, args: &[&str]) -> Output {
         .spawn()
         .unwrap();
     child.wait_with_output().unwrap()
+}
+
+/// [`mqadmin`] acting as an ACL account (`--access-key`/`--secret-key`), or as nobody
+/// whatever the environment says.
+pub fn mqadmin_as(namesrv: &str, account: Option<(&str, &str)>, args: &[&str]) -> Output {
+    let mut cmd = Command::new(bin("mqadmin"));
+    cmd.args(["-n", namesrv]);
+    if let Some((ak, sk)) = account {
+        cmd.args(["--access-key", ak, "--secret-key", sk]);
+    }
+    cmd.args(args)
+        .env_remove("CORVUS_ACCESS_KEY")
+        .env_remove("CORVUS_SECRET_KEY")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd.spawn().unwrap().wait_with_output().unwrap()
 }
 
 /// Writes the topic table a broker that had created `topics` (name, queues) would have
@@ -636,22 +677,33 @@ pub fn drain_topic_with(
     tag_expression: &str,
     timeout: Duration,
 ) -> Vec<client::MessageExt> {
+    let opts = client::PullOptions {
+        tag_expression: tag_expression.to_owned(),
+        ..Default::default()
+    };
+    drain_topic_opts(consumer, topic, &opts, timeout).unwrap()
+}
+
+/// [`drain_topic`] with pull options of the caller's (a SQL92 filter, say); the first pull
+/// the broker refuses is the answer.
+pub fn drain_topic_opts(
+    consumer: &client::PullConsumer,
+    topic: &str,
+    opts: &client::PullOptions,
+    timeout: Duration,
+) -> client::Result<Vec<client::MessageExt>> {
     let deadline = Instant::now() + timeout;
     let mut out = Vec::new();
     let queues = consumer.queues(topic).unwrap();
     for q in queues {
         let (min, max) = consumer.queue_offsets(&q).unwrap();
         let mut offset = min;
-        let opts = client::PullOptions {
-            tag_expression: tag_expression.to_owned(),
-            ..Default::default()
-        };
         while offset < max {
             assert!(
                 Instant::now() < deadline,
                 "draining {q} timed out at offset {offset:?} of {max:?}"
             );
-            let r = consumer.pull(&q, offset, &opts).unwrap();
+            let r = consumer.pull(&q, offset, opts)?;
             assert!(r.next_offset >= offset, "offset went backwards on {q}");
             out.extend(r.messages);
             if r.next_offset == offset {
@@ -660,7 +712,7 @@ pub fn drain_topic_with(
             offset = r.next_offset;
         }
     }
-    out
+    Ok(out)
 }
 
 /// The commit interval of a [`group_member`], in milliseconds.
@@ -784,6 +836,46 @@ impl AckedSends {
     }
 }
 
+/// One record for `topic` with `body` (and a fixed `UNIQ_KEY`), as a native send carries it.
+pub fn one_record(topic: &str, body: &[u8]) -> Vec<u8> {
+    let props = [("UNIQ_KEY", "0123456789ABCDEF0123456789ABCDEF")];
+    let fields = message::MessageFields {
+        topic,
+        body,
+        properties: &props,
+        ..Default::default()
+    };
+    let mut out = Vec::new();
+    message::encode_record(&fields, &mut out).unwrap();
+    out
+}
+
+/// One remoting request and its answer, on a connection of its own (read timeout 30 s).
+pub fn remoting_call(addr: &str, cmd: &remoting::RemotingCommand, body: &[u8]) -> remoting::Frame {
+    use std::io::{Read, Write};
+    let mut conn = std::net::TcpStream::connect(addr).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    conn.write_all(&remoting::encode(cmd, body).unwrap())
+        .unwrap();
+    let mut decoder = remoting::RemotingDecoder::default();
+    let mut buf = bytes::BytesMut::new();
+    let mut chunk = [0u8; 64 << 10];
+    loop {
+        // Requests the broker sends the client (NOTIFY_CONSUMER_IDS_CHANGED after a
+        // heartbeat) are passed over: the answer is the response.
+        if let Some(remoting::Decoded::Frame(f)) = decoder.decode(&mut buf).unwrap() {
+            if f.command.is_response() && f.command.opaque == cmd.opaque {
+                return f;
+            }
+            continue;
+        }
+        let n = conn.read(&mut chunk).unwrap();
+        assert!(n > 0, "the broker closed the connection without an answer");
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
 /// Sends one raw request to `addr` over a fresh connection and returns the response.
 pub fn raw_call(addr: &str, header: &protocol::Header, body: &[u8]) -> protocol::Frame {
     let mut s = std::net::TcpStream::connect(addr).unwrap();
@@ -791,4 +883,92 @@ pub fn raw_call(addr: &str, header: &protocol::Header, body: &[u8]) -> protocol:
     protocol::blocking::write_frame(&mut s, header, body).unwrap();
     let mut r = protocol::blocking::FrameReader::new(&s, 64 << 20);
     r.next_frame().unwrap().expect("a response")
+}
+
+/// A master (`broker-a`, id 0) and its slave (id 1), one core each, registered on one
+/// NameServer, so routes list both; `toml` is given to both.
+pub struct MasterSlave {
+    pub dir: tempfile::TempDir,
+    pub logs: PathBuf,
+    pub ns: Proc,
+    pub master: Proc,
+    pub slave: Proc,
+}
+
+impl MasterSlave {
+    pub fn start(toml: &str) -> MasterSlave {
+        let dir = tempfile::tempdir().unwrap();
+        let logs = dir.path().join("logs");
+        std::fs::create_dir_all(&logs).unwrap();
+        let ns = start_namesrv(&logs);
+        let mut mo = BrokerOpts::new(&ns.addr, &dir.path().join("master"));
+        mo.name = "broker-a".into();
+        mo.config_toml = Some(toml.to_owned());
+        let master = start_broker(&mo, &logs);
+        let ha = master
+            .preamble_addr("broker replication on ")
+            .expect("the master says where it replicates from");
+        let mut so = BrokerOpts::new(&ns.addr, &dir.path().join("slave"));
+        so.name = "broker-a".into();
+        so.config_toml = Some(format!(
+            "broker_role = \"SLAVE\"\nbroker_id = 1\nha_master_address = \"{ha}\"\n{toml}"
+        ));
+        let slave = start_broker(&so, &logs);
+        MasterSlave {
+            dir,
+            logs,
+            ns,
+            master,
+            slave,
+        }
+    }
+
+    /// Messages `broker` has served to consumers, over all its cores.
+    pub fn consumed(&self, broker: &Proc) -> u64 {
+        client::Admin::new(&self.ns.addr)
+            .unwrap()
+            .broker_status(&broker.addr)
+            .unwrap()
+            .cores
+            .iter()
+            .map(|c| c.consumed_messages)
+            .sum()
+    }
+
+    /// Waits (bounded) until the slave is in sync on every shard of the master.
+    pub fn wait_in_sync(&self, timeout: Duration) {
+        let in_sync = wait_for(timeout, || {
+            let shards = replication_status(&self.ns.addr, &self.master.addr)?;
+            all_shards_in_sync(&shards).then_some(())
+        });
+        assert!(
+            in_sync.is_some(),
+            "the slave is not in sync:\n{}",
+            self.slave.stderr()
+        );
+    }
+}
+
+/// Each shard's replication state as `broker` reports it (the JSON of its status), or
+/// `None` when the broker cannot be asked.
+pub fn replication_status(ns: &str, broker: &str) -> Option<Vec<serde_json::Value>> {
+    let st = client::Admin::new(ns).ok()?.broker_status(broker).ok()?;
+    Some(
+        st.cores
+            .iter()
+            .flat_map(|c| {
+                serde_json::from_str::<Vec<serde_json::Value>>(&c.replication).unwrap_or_default()
+            })
+            .collect(),
+    )
+}
+
+/// Whether every shard of a master's `replication_status` has a slave in its in-sync set.
+pub fn all_shards_in_sync(shards: &[serde_json::Value]) -> bool {
+    !shards.is_empty()
+        && shards.iter().all(|s| {
+            s["slaves"]
+                .as_array()
+                .is_some_and(|l| l.iter().any(|x| x["in_sync"] == true))
+        })
 }

@@ -45,6 +45,20 @@ const SEND_TIMEOUT_MS: u64 = 2000;
 /// Group-membership and offset timings short enough for a test (as consumer_groups.rs).
 const GROUP_TOML: &str = "consumer_timeout_ms = 1500\noffset_flush_interval_ms = 100\n";
 
+/// The profiles' own keys but for the CommitLog segment size: 64 MiB instead of 1 GiB. A
+/// run writes a few MB, but each of the two shards preallocates a whole segment (and the
+/// durable profile a zero-filled spare besides), so two tests side by side took 4 to 8 GiB
+/// of the host's disk and, where it was short, failed with "disk full" instead of saying
+/// anything about crashes. The flush policy, the tail ring and the warm spare are the
+/// profile's.
+const SEGMENT_TOML: &str = "commit_log_segment_bytes = 67108864\n";
+
+fn start(profile: &str, toml: &str) -> Cluster {
+    Cluster::start_with(CORES, profile, |o| {
+        o.config_toml = Some(format!("{SEGMENT_TOML}{toml}"))
+    })
+}
+
 /// A small deterministic generator: the seed comes from the clock unless `CRASH_SEED` is set.
 struct Rng(u64);
 
@@ -487,7 +501,7 @@ fn kill_9_under_load(profile: &str) {
     let test = format!("kill_9_under_load[{profile}]");
     let mut rng = Rng::from_env(&test);
     let started = Instant::now();
-    let mut c = Cluster::start(CORES, profile);
+    let mut c = start(profile, "");
     let ns = c.namesrv.addr.clone();
     let topic = "Crash";
     create_topic(&c, topic);
@@ -559,7 +573,7 @@ fn sigterm_under_load_refuses_sends_and_keeps_every_acknowledged_one() {
     let test = "sigterm_under_load[throughput]";
     let mut rng = Rng::from_env(test);
     let started = Instant::now();
-    let mut c = Cluster::start(CORES, "throughput");
+    let mut c = start("throughput", "");
     let ns = c.namesrv.addr.clone();
     let topic = "Stop";
     create_topic(&c, topic);
@@ -646,7 +660,7 @@ fn group_through_kill_9(profile: &str) {
     let test = format!("group_through_kill_9[{profile}]");
     let mut rng = Rng::from_env(&test);
     let started = Instant::now();
-    let mut c = Cluster::start_with(CORES, profile, |o| o.config_toml = Some(GROUP_TOML.into()));
+    let mut c = start(profile, GROUP_TOML);
     let ns = c.namesrv.addr.clone();
     let topic = "CrashGroup";
     create_topic(&c, topic);
