@@ -36,6 +36,33 @@ use std::path::Path;
 pub use addr::{AddrPattern, LOCALHOST};
 pub use reload::{AclFile, Reload};
 
+/// An access key and its secret (RocketMQ's `SessionCredentials`), as in the ACL file: what
+/// a client signs its requests with and a broker logs in to its NameServer and master with.
+/// The secret never crosses the wire, and `Debug` leaves it out.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Credentials {
+    pub access_key: String,
+    pub secret_key: String,
+}
+
+impl Credentials {
+    pub fn new(access_key: impl Into<String>, secret_key: impl Into<String>) -> Credentials {
+        Credentials {
+            access_key: access_key.into(),
+            secret_key: secret_key.into(),
+        }
+    }
+}
+
+impl fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Credentials")
+            .field("access_key", &self.access_key)
+            .field("secret_key", &"<redacted>")
+            .finish()
+    }
+}
+
 /// RocketMQ's retry-topic prefix: `%RETRY%<group>` belongs to the group.
 pub const RETRY_TOPIC_PREFIX: &str = "%RETRY%";
 /// RocketMQ's message-trace topic, which any valid account may publish to.

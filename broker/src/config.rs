@@ -1054,22 +1054,8 @@ config_keys! {
 /// Keys whose values are secrets: never reported (GET_BROKER_CONFIG leaves them out).
 pub const SECRET_KEYS: &[&str] = &["metrics_token", "acl_secret_key"];
 
-/// The broker's own credentials (`acl_access_key`, `acl_secret_key`). `Debug` leaves the
-/// secret out.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Credentials {
-    pub access_key: String,
-    pub secret_key: String,
-}
-
-impl std::fmt::Debug for Credentials {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Credentials")
-            .field("access_key", &self.access_key)
-            .field("secret_key", &"<redacted>")
-            .finish()
-    }
-}
+/// The broker's own credentials (`acl_access_key`, `acl_secret_key`).
+pub use acl::Credentials;
 
 /// RocketMQ's delay levels: 1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h.
 pub const RETRY_DELAY_LEVELS_MS_DEFAULT: [u64; 18] = [

@@ -56,31 +56,7 @@ pub struct PoolConfig {
     pub tls: Option<Arc<tls::rustls::ClientConfig>>,
 }
 
-/// An access key and its secret (RocketMQ's `SessionCredentials`), as in the server's ACL
-/// file. The secret never crosses the wire: a connection proves it by answering a nonce.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Credentials {
-    pub access_key: String,
-    pub secret_key: String,
-}
-
-impl Credentials {
-    pub fn new(access_key: impl Into<String>, secret_key: impl Into<String>) -> Credentials {
-        Credentials {
-            access_key: access_key.into(),
-            secret_key: secret_key.into(),
-        }
-    }
-}
-
-impl std::fmt::Debug for Credentials {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Credentials")
-            .field("access_key", &self.access_key)
-            .field("secret_key", &"***")
-            .finish()
-    }
-}
+pub use acl::Credentials;
 
 static DEFAULT_CREDENTIALS: RwLock<Option<Credentials>> = RwLock::new(None);
 

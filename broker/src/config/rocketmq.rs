@@ -101,7 +101,7 @@ const IGNORED: &[(&str, &str)] = &[
     ),
     (
         "timerWheelEnable",
-        "scheduled messages are not built yet (issue 20)",
+        "the timer is always on: delay levels and delivery times are held in a per-shard timer queue (`timer_max_delay_sec`)",
     ),
     ("brokerPermission", "every corvus broker reads and writes"),
 ];
