@@ -7,6 +7,10 @@
 // RECEIVED n of m, WRONG for a message whose tag or keys differ from those sent, then ALL
 // RECEIVED or MISSING); exits 0 only when every message sent was received as it was sent, 1 when some were not, 2 on a client error.
 //
+// With ROCKETMQ_ACCESS_KEY and ROCKETMQ_SECRET_KEY set, the producer and the consumer sign
+// every request with them (RocketMQ ACL 1.0, the client's own credentials option), as an
+// application configured for an ACL-enabled cluster does.
+//
 // Against remoting/examples/capture_server.rs it also serves to capture the client's frames
 // (`rocketmq-go 127.0.0.1:19876 TopicTest 1`).
 package main
@@ -48,12 +52,24 @@ func main() {
 	}
 	rlog.SetLogLevel("error")
 
-	p, err := rocketmq.NewProducer(
+	popts := []producer.Option{
 		producer.WithNameServer([]string{ns}),
 		producer.WithGroupName("GoRoundtripProducer"),
 		producer.WithInstanceName("roundtrip-producer"),
 		producer.WithRetry(2),
-	)
+	}
+	copts := []consumer.Option{
+		consumer.WithNameServer([]string{ns}),
+		consumer.WithGroupName(group),
+		consumer.WithInstance("roundtrip-consumer"),
+		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
+	}
+	if ak := os.Getenv("ROCKETMQ_ACCESS_KEY"); ak != "" {
+		creds := primitive.Credentials{AccessKey: ak, SecretKey: os.Getenv("ROCKETMQ_SECRET_KEY")}
+		popts = append(popts, producer.WithCredentials(creds))
+		copts = append(copts, consumer.WithCredentials(creds))
+	}
+	p, err := rocketmq.NewProducer(popts...)
 	must(err)
 	must(p.Start())
 
@@ -101,12 +117,7 @@ func main() {
 	var mu sync.Mutex
 	received := map[string]bool{}
 	var wrong []string
-	c, err := rocketmq.NewPushConsumer(
-		consumer.WithNameServer([]string{ns}),
-		consumer.WithGroupName(group),
-		consumer.WithInstance("roundtrip-consumer"),
-		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
-	)
+	c, err := rocketmq.NewPushConsumer(copts...)
 	must(err)
 	sel := consumer.MessageSelector{Type: consumer.TAG, Expression: "*"}
 	must(c.Subscribe(topic, sel, func(ctx context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {

@@ -5,6 +5,10 @@
 //! consumer of a new group, consuming from the first offset, receives every one of them.
 //! The broker stored each message exactly once, and no request hopped between its cores.
 //!
+//! With an ACL-enabled broker, the same program configured with an access key and secret
+//! (the Go client's `WithCredentials`) round-trips on the topic its account may use, and
+//! with a wrong secret its first send is refused.
+//!
 //! `.ci/run` builds the Go program (`go build -o bin/rocketmq-go` there); without Go and
 //! the build the test says so and fails when `CORVUS_REQUIRE_GO` is set, as CI sets it.
 
@@ -12,7 +16,9 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use integration::{create_topic, hops_and_stored, run_client_program, workspace_root, Cluster};
+use integration::{
+    create_topic, hops_and_stored, mqadmin_as, run_client_program, workspace_root, Cluster,
+};
 
 /// The Go program, when it has been built.
 fn go_program() -> Option<PathBuf> {
@@ -20,12 +26,20 @@ fn go_program() -> Option<PathBuf> {
     p.exists().then_some(p)
 }
 
-#[test]
-fn a_go_producer_and_push_consumer_round_trip_every_message() {
-    let Some(program) = go_program() else {
+/// The Go program, or `None` (after saying why) where it is not built outside CI.
+fn go_program_or_skip() -> Option<PathBuf> {
+    let program = go_program();
+    if program.is_none() {
         let msg = "the Go client program is not built (cd tests/rocketmq-go && go build -o bin/rocketmq-go .)";
         assert!(std::env::var_os("CORVUS_REQUIRE_GO").is_none(), "{msg}");
         eprintln!("skipped: {msg}");
+    }
+    program
+}
+
+#[test]
+fn a_go_producer_and_push_consumer_round_trip_every_message() {
+    let Some(program) = go_program_or_skip() else {
         return;
     };
     let c = Cluster::start(2, "small");
@@ -60,5 +74,85 @@ fn a_go_producer_and_push_consumer_round_trip_every_message() {
     assert_eq!(
         hops, 0,
         "sends, pulls and offset commits of a RocketMQ client stay on the owning core"
+    );
+}
+
+/// `go-client` may publish and consume `GoAcl` as `GoAclGroup`, and nothing else.
+const GO_RULES: &str = "accounts:
+  - accessKey: admin0001
+    secretKey: admin-secret-1
+    admin: true
+  - accessKey: go-client
+    secretKey: go-secret-1
+    defaultTopicPerm: DENY
+    defaultGroupPerm: DENY
+    topicPerms:
+      - GoAcl=PUB|SUB
+    groupPerms:
+      - GoAclGroup=SUB
+";
+
+#[test]
+fn a_go_client_with_credentials_round_trips_and_a_wrong_secret_is_refused() {
+    let Some(program) = go_program_or_skip() else {
+        return;
+    };
+    let acl_dir = tempfile::tempdir().expect("a temp dir for the ACL file");
+    let acl_file = acl_dir.path().join("plain_acl.yml");
+    std::fs::write(&acl_file, GO_RULES).expect("the ACL file is written");
+    let toml = format!("acl_enable = true\nacl_file = \"{}\"\n", acl_file.display());
+    let c = Cluster::start_with(2, "small", |o| o.config_toml = Some(toml));
+    let ns = c.namesrv.addr.clone();
+    let out = mqadmin_as(
+        &ns,
+        Some(("admin0001", "admin-secret-1")),
+        &["update-topic", "-t", "GoAcl", "-q", "4"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let (status, lines) = run_client_program(
+        "Go",
+        Command::new(&program)
+            .args([&ns, "GoAcl", "20", "GoAclGroup"])
+            .env("HOME", c.dir.path())
+            .env("ROCKETMQ_ACCESS_KEY", "go-client")
+            .env("ROCKETMQ_SECRET_KEY", "go-secret-1"),
+        Duration::from_secs(120),
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l == "SENT 30 to 4 queues, batch SEND_OK"),
+        "the signed producer's sends were accepted: {lines:?}"
+    );
+    assert!(
+        lines.iter().any(|l| l == "RECEIVED 30 of 30"),
+        "the signed push consumer received every message: {lines:?}"
+    );
+    assert!(status.success(), "{status}: {lines:?}");
+
+    let (status, lines) = run_client_program(
+        "Go",
+        Command::new(&program)
+            .args([&ns, "GoAcl", "1", "GoAclGroup"])
+            .env("HOME", c.dir.path())
+            .env("ROCKETMQ_ACCESS_KEY", "go-client")
+            .env("ROCKETMQ_SECRET_KEY", "not-the-secret"),
+        Duration::from_secs(120),
+    );
+    assert_eq!(status.code(), Some(2), "a client error: {lines:?}");
+    assert!(
+        !lines.iter().any(|l| l.starts_with("SENT")),
+        "nothing was accepted with a wrong secret: {lines:?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("ERROR") && l.contains("CODE: 16")),
+        "the send was refused NO_PERMISSION (16): {lines:?}"
     );
 }
