@@ -404,15 +404,24 @@ pub fn broker_command(opts: &BrokerOpts, log_dir: &Path) -> Command {
     if !opts.namesrv.is_empty() {
         cmd.args(["--namesrv", &opts.namesrv]);
     }
-    let toml = opts.config_toml.as_deref().unwrap_or("");
-    let toml = if DISK_LEVEL_KEYS.iter().any(|k| toml.contains(k)) {
-        toml.to_owned()
-    } else {
-        format!("{HOST_INDEPENDENT_DISK_LEVELS}{toml}")
-    };
-    let path = log_dir.join(format!("{}.toml", opts.name));
-    std::fs::write(&path, toml).unwrap();
-    cmd.arg("--config").arg(path);
+    // A test that hands the broker a config file of its own (`extra`: `-c broker.conf`, a
+    // RocketMQ one, say) gets exactly that file: the broker takes one.
+    let own_file = opts.extra.iter().any(|a| a == "-c" || a == "--config");
+    assert!(
+        !(own_file && opts.config_toml.is_some()),
+        "a test broker takes config_toml or its own -c file, not both"
+    );
+    if !own_file {
+        let toml = opts.config_toml.as_deref().unwrap_or("");
+        let toml = if DISK_LEVEL_KEYS.iter().any(|k| toml.contains(k)) {
+            toml.to_owned()
+        } else {
+            format!("{HOST_INDEPENDENT_DISK_LEVELS}{toml}")
+        };
+        let path = log_dir.join(format!("{}.toml", opts.name));
+        std::fs::write(&path, toml).unwrap();
+        cmd.arg("--config").arg(path);
+    }
     cmd.args(&opts.extra);
     cmd
 }
