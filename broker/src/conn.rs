@@ -433,7 +433,11 @@ pub async fn serve_connection(core: Rc<Core>, stream: TcpStream) {
         first_byte: idle_timeout,
         handshake: frame_deadline,
     };
-    let Some(stream) = crate::tls::accept_counted(&core, stream, &peer, bounds).await else {
+    // Boxed: the TLS handshake's state (12 KiB) lives only while it runs, not in every
+    // connection's future for as long as the connection is open (14.6 KiB a connection
+    // unboxed, 2.3 KiB boxed, debug build).
+    let accepted = Box::pin(crate::tls::accept_counted(&core, stream, &peer, bounds));
+    let Some(stream) = accepted.await else {
         return;
     };
     // Reads wake at least this often to check both bounds.
