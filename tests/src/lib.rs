@@ -514,6 +514,45 @@ pub fn create_topic(namesrv: &str, topic: &str, queues: u32) {
     );
 }
 
+/// A `plain_acl.yml` of a test's own, in a directory that lives as long as this does.
+pub struct AclRules {
+    pub file: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl AclRules {
+    pub fn write(rules: &str) -> AclRules {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("plain_acl.yml");
+        std::fs::write(&file, rules).unwrap();
+        AclRules { file, _dir: dir }
+    }
+
+    /// The broker keys that turn access control on with these rules.
+    pub fn broker_toml(&self) -> String {
+        format!(
+            "acl_enable = true\nacl_file = \"{}\"\n",
+            self.file.display()
+        )
+    }
+}
+
+/// `create_topic` as an account (`mqadmin --access-key --secret-key`), for a cluster that
+/// checks access.
+pub fn create_topic_as(namesrv: &str, account: (&str, &str), topic: &str, queues: u32) {
+    let out = mqadmin_as(
+        namesrv,
+        Some(account),
+        &["update-topic", "-t", topic, "-q", &queues.to_string()],
+    );
+    assert!(
+        out.status.success(),
+        "update-topic {topic} as {}: {}",
+        account.0,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Runs `mqadmin --json <args>` and returns what it printed, parsed; fails the test with
 /// its stderr when it fails.
 pub fn mqadmin_json(namesrv: &str, args: &[&str]) -> serde_json::Value {

@@ -22,7 +22,9 @@ use std::process::Output;
 use std::time::Duration;
 
 use client::{ClientConfig, Credentials, Message, Producer, PullConsumer};
-use integration::{mqadmin_as, raw_call, remoting_call, wait_for, BrokerOpts, Cluster};
+use integration::{
+    create_topic_as, mqadmin_as, raw_call, remoting_call, wait_for, AclRules, BrokerOpts, Cluster,
+};
 use protocol::{Command, GroupQueue, Header, ResponseCode};
 use remoting::codes::{request, response};
 use remoting::RemotingCommand;
@@ -53,21 +55,15 @@ accounts:
 
 struct AclCluster {
     c: Cluster,
-    acl_file: std::path::PathBuf,
-    _acl_dir: tempfile::TempDir,
+    rules: AclRules,
 }
 
 fn start(rules: &str) -> AclCluster {
-    let acl_dir = tempfile::tempdir().unwrap();
-    let acl_file = acl_dir.path().join("plain_acl.yml");
-    std::fs::write(&acl_file, rules).unwrap();
-    let toml = format!("acl_enable = true\nacl_file = \"{}\"\n", acl_file.display());
-    let c = Cluster::start_with(1, "small", |o: &mut BrokerOpts| o.config_toml = Some(toml));
-    AclCluster {
-        c,
-        acl_file,
-        _acl_dir: acl_dir,
-    }
+    let rules = AclRules::write(rules);
+    let c = Cluster::start_with(1, "small", |o: &mut BrokerOpts| {
+        o.config_toml = Some(rules.broker_toml())
+    });
+    AclCluster { c, rules }
 }
 
 fn stderr(o: &Output) -> String {
@@ -76,12 +72,7 @@ fn stderr(o: &Output) -> String {
 
 fn create_topics_as_admin(ns: &str) {
     for t in ["Orders", "Audit"] {
-        let out = mqadmin_as(ns, Some(ADMIN), &["update-topic", "-t", t, "-q", "2"]);
-        assert!(
-            out.status.success(),
-            "admin update-topic {t}: {}",
-            stderr(&out)
-        );
+        create_topic_as(ns, ADMIN, t, 2);
     }
 }
 
@@ -298,7 +289,7 @@ fn a_changed_acl_file_is_in_force_without_a_restart() {
     refused(app.send(Message::new("Audit", "before")));
 
     // Give orders-app Audit: its next sends succeed, on the same connections.
-    write_atomically(&ac.acl_file, &RULES.replace("Audit=SUB", "Audit=PUB|SUB"));
+    write_atomically(&ac.rules.file, &RULES.replace("Audit=SUB", "Audit=PUB|SUB"));
     let sent = wait_for(Duration::from_secs(15), || {
         app.send(Message::new("Audit", "after")).ok()
     });
@@ -308,7 +299,7 @@ fn a_changed_acl_file_is_in_force_without_a_restart() {
     );
 
     // A broken file: the rules in force stay, and the log says why.
-    write_atomically(&ac.acl_file, "accounts:\n  - accessKey: x\n");
+    write_atomically(&ac.rules.file, "accounts:\n  - accessKey: x\n");
     let logs = ac.c.logs();
     let said = wait_for(Duration::from_secs(15), || {
         std::fs::read_dir(&logs)

@@ -19,7 +19,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use integration::{
-    create_topic, hops_and_stored, mqadmin_as, run_client_program, workspace_root, Cluster,
+    create_topic, create_topic_as, hops_and_stored, run_client_program, workspace_root, AclRules,
+    Cluster,
 };
 
 /// The venv's Python, when the venv has the client installed.
@@ -114,22 +115,10 @@ fn a_cpp_client_with_credentials_round_trips_and_a_wrong_secret_is_refused() {
     let Some(python) = cpp_python_or_skip() else {
         return;
     };
-    let acl_dir = tempfile::tempdir().expect("a temp dir for the ACL file");
-    let acl_file = acl_dir.path().join("plain_acl.yml");
-    std::fs::write(&acl_file, CPP_RULES).expect("the ACL file is written");
-    let toml = format!("acl_enable = true\nacl_file = \"{}\"\n", acl_file.display());
-    let c = Cluster::start_with(2, "small", |o| o.config_toml = Some(toml));
+    let rules = AclRules::write(CPP_RULES);
+    let c = Cluster::start_with(2, "small", |o| o.config_toml = Some(rules.broker_toml()));
     let ns = c.namesrv.addr.clone();
-    let out = mqadmin_as(
-        &ns,
-        Some(("admin0001", "admin-secret-1")),
-        &["update-topic", "-t", "CppAcl", "-q", "4"],
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    create_topic_as(&ns, ("admin0001", "admin-secret-1"), "CppAcl", 4);
     let script = workspace_root().join("tests/rocketmq-cpp/roundtrip.py");
 
     let (status, lines) = run_client_program(

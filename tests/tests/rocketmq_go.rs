@@ -17,7 +17,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use integration::{
-    create_topic, hops_and_stored, mqadmin_as, run_client_program, workspace_root, Cluster,
+    create_topic, create_topic_as, hops_and_stored, run_client_program, workspace_root, AclRules,
+    Cluster,
 };
 
 /// The Go program, when it has been built.
@@ -97,22 +98,10 @@ fn a_go_client_with_credentials_round_trips_and_a_wrong_secret_is_refused() {
     let Some(program) = go_program_or_skip() else {
         return;
     };
-    let acl_dir = tempfile::tempdir().expect("a temp dir for the ACL file");
-    let acl_file = acl_dir.path().join("plain_acl.yml");
-    std::fs::write(&acl_file, GO_RULES).expect("the ACL file is written");
-    let toml = format!("acl_enable = true\nacl_file = \"{}\"\n", acl_file.display());
-    let c = Cluster::start_with(2, "small", |o| o.config_toml = Some(toml));
+    let rules = AclRules::write(GO_RULES);
+    let c = Cluster::start_with(2, "small", |o| o.config_toml = Some(rules.broker_toml()));
     let ns = c.namesrv.addr.clone();
-    let out = mqadmin_as(
-        &ns,
-        Some(("admin0001", "admin-secret-1")),
-        &["update-topic", "-t", "GoAcl", "-q", "4"],
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    create_topic_as(&ns, ("admin0001", "admin-secret-1"), "GoAcl", 4);
 
     let (status, lines) = run_client_program(
         "Go",

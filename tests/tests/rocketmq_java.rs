@@ -156,27 +156,11 @@ fn java_clients_with_acl_client_rpc_hook_produce_and_consume() {
     let Some(cp) = java_or_skip() else {
         return;
     };
-    let acl_dir = tempfile::tempdir().unwrap();
-    let acl_file = acl_dir.path().join("plain_acl.yml");
-    std::fs::write(
-        &acl_file,
-        "accounts:\n  - accessKey: admin0001\n    secretKey: admin-secret-1\n    admin: true\n  - accessKey: java-app\n    secretKey: java-secret-1\n    defaultTopicPerm: DENY\n    defaultGroupPerm: DENY\n    topicPerms:\n      - JavaAcl=PUB|SUB\n      - JavaAclReadOnly=SUB\n    groupPerms:\n      - JavaAclGroup=SUB\n",
-    )
-    .unwrap();
-    let toml = format!("acl_enable = true\nacl_file = \"{}\"\n", acl_file.display());
-    let c = Cluster::start_with(2, "small", |o| o.config_toml = Some(toml));
+    let rules = integration::AclRules::write("accounts:\n  - accessKey: admin0001\n    secretKey: admin-secret-1\n    admin: true\n  - accessKey: java-app\n    secretKey: java-secret-1\n    defaultTopicPerm: DENY\n    defaultGroupPerm: DENY\n    topicPerms:\n      - JavaAcl=PUB|SUB\n      - JavaAclReadOnly=SUB\n    groupPerms:\n      - JavaAclGroup=SUB\n");
+    let c = Cluster::start_with(2, "small", |o| o.config_toml = Some(rules.broker_toml()));
     let ns = c.namesrv.addr.clone();
     for t in ["JavaAcl", "JavaAclReadOnly"] {
-        let out = integration::mqadmin_as(
-            &ns,
-            Some(("admin0001", "admin-secret-1")),
-            &["update-topic", "-t", t, "-q", "4"],
-        );
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        integration::create_topic_as(&ns, ("admin0001", "admin-secret-1"), t, 4);
     }
     let lines = run_java(
         &cp,
