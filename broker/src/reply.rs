@@ -24,31 +24,11 @@ use crate::core::{mismatch, Core};
 use crate::error::BrokerError;
 use crate::mesh::{CoreAnswer, CoreOp};
 
-/// Property names of request-reply (RocketMQ's MessageConst).
-pub mod prop {
-    pub const CORRELATION_ID: &str = "CORRELATION_ID";
-    pub const REPLY_TO_CLIENT: &str = "REPLY_TO_CLIENT";
-    pub const TTL: &str = "TTL";
-    pub const MSG_TYPE: &str = "MSG_TYPE";
-    /// The cluster a request was stored in: the replier's client builds the reply topic's
-    /// name from it (Java `MessageUtil.createReplyMessage` refuses a request without it).
-    pub const CLUSTER: &str = "CLUSTER";
-    pub const PUSH_REPLY_TIME: &str = "PUSH_REPLY_TIME";
-}
-
-/// `MSG_TYPE`'s value on a reply.
-pub const REPLY_MESSAGE_FLAG: &str = "reply";
-
-/// RocketMQ's topic of client-side message trace records (`TopicValidator.RMQ_SYS_TRACE_TOPIC`).
-pub const TRACE_TOPIC: &str = "RMQ_SYS_TRACE_TOPIC";
+pub use message::reply::{prop, reply_topic, REPLY_MESSAGE_FLAG};
+pub use message::TRACE_TOPIC;
 
 /// How long the broker waits for the requester to take a pushed reply.
 const PUSH_ANSWER_TIMEOUT: Duration = Duration::from_secs(3);
-
-/// The cluster's reply topic (RocketMQ's `MixAll.getReplyTopic`).
-pub fn reply_topic(cluster: &str) -> String {
-    format!("{cluster}_REPLY_TOPIC")
-}
 
 /// A reply on its way to its requester: the message as the replier sent it.
 #[derive(Debug, Clone)]

@@ -193,14 +193,8 @@ impl ProducerBuilder {
             std::process::id(),
             NEXT.fetch_add(1, Ordering::Relaxed)
         );
-        let trace = if self.enable_trace {
-            Some(crate::trace::TraceDispatcher::start(
-                &self.namesrv,
-                &self.group,
-            )?)
-        } else {
-            None
-        };
+        let trace =
+            crate::trace::TraceDispatcher::start_if(self.enable_trace, &self.namesrv, &self.group)?;
         Ok(Producer {
             inner: Arc::new(ProducerInner {
                 trace,

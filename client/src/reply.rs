@@ -18,22 +18,7 @@ use message::RecordView;
 use crate::error::{ClientError, Result};
 use crate::model::{message_ext_with_body, owned_body, Message, MessageExt};
 
-/// Property names of request-reply (RocketMQ's MessageConst).
-pub mod prop {
-    pub const CORRELATION_ID: &str = "CORRELATION_ID";
-    pub const REPLY_TO_CLIENT: &str = "REPLY_TO_CLIENT";
-    pub const TTL: &str = "TTL";
-    pub const MSG_TYPE: &str = "MSG_TYPE";
-    pub const CLUSTER: &str = "CLUSTER";
-}
-
-/// `MSG_TYPE`'s value on a reply.
-pub const REPLY_MESSAGE_FLAG: &str = "reply";
-
-/// The cluster's reply topic (RocketMQ's `MixAll.getReplyTopic`).
-pub fn reply_topic(cluster: &str) -> String {
-    format!("{cluster}_REPLY_TOPIC")
-}
+pub use message::reply::{prop, reply_topic, REPLY_MESSAGE_FLAG};
 
 /// Whether `msg` is a reply (sent with [`crate::Producer::reply`]).
 pub(crate) fn is_reply(msg: &Message) -> bool {

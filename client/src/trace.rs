@@ -19,8 +19,7 @@ use std::time::{Duration, Instant};
 use crate::error::{ClientError, Result};
 use crate::model::Message;
 
-/// RocketMQ's trace topic (`TopicValidator.RMQ_SYS_TRACE_TOPIC`).
-pub const TRACE_TOPIC: &str = "RMQ_SYS_TRACE_TOPIC";
+pub use message::TRACE_TOPIC;
 /// Between the fields of a record (RocketMQ's `TraceConstants.CONTENT_SPLITOR`).
 pub const CONTENT_SPLITOR: char = '\u{1}';
 /// After each record (RocketMQ's `TraceConstants.FIELD_SPLITOR`).
@@ -220,6 +219,17 @@ pub(crate) struct TraceDispatcher {
 }
 
 impl TraceDispatcher {
+    /// The dispatcher of a producer or consumer built with `enable_trace(on)`: started when
+    /// `on`, none otherwise.
+    pub(crate) fn start_if(
+        on: bool,
+        namesrv: &str,
+        group: &str,
+    ) -> Result<Option<Arc<TraceDispatcher>>> {
+        on.then(|| TraceDispatcher::start(namesrv, group))
+            .transpose()
+    }
+
     /// Starts the writer thread; its own producer (group `_INNER_TRACE_PRODUCER-<group>`,
     /// no tracing of its own) is made on that thread, so a NameServer that is down delays
     /// nothing but the trace.

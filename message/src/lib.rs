@@ -40,11 +40,15 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 pub mod ids;
 pub mod offsets;
 pub mod properties;
+pub mod reply;
 pub mod sql92;
 pub mod timer;
 
 pub use ids::{MsgOffsetId, UniqKeyGenerator, UNIQ_KEY_CHARS};
 pub use properties::{IndexedProperties, Properties, PropertiesIter};
+
+/// RocketMQ's topic of client-side message trace records (`TopicValidator.RMQ_SYS_TRACE_TOPIC`).
+pub const TRACE_TOPIC: &str = "RMQ_SYS_TRACE_TOPIC";
 
 /// RocketMQ's MESSAGE_MAGIC_CODE (V1).
 pub const MAGIC_CODE: i32 = -626843481;

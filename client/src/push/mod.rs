@@ -320,14 +320,8 @@ impl PushConsumerBuilder {
             home.join(".corvus_offsets")
                 .join(format!("{ip}@{}", self.instance_name))
         });
-        let trace = if self.enable_trace {
-            Some(crate::trace::TraceDispatcher::start(
-                &self.namesrv,
-                &self.group,
-            )?)
-        } else {
-            None
-        };
+        let trace =
+            crate::trace::TraceDispatcher::start_if(self.enable_trace, &self.namesrv, &self.group)?;
         let local_offsets = (self.model == MessageModel::Broadcasting)
             .then(|| LocalOffsetStore::open(store_dir.join(format!("{}.json", self.group))))
             .transpose()?;
