@@ -963,7 +963,8 @@ const SEND_DRAIN_POLL: Duration = Duration::from_millis(1);
 /// 3. wait until every core has done so, since a send taken here may be appending on a
 ///    shard of another core;
 /// 4. close every shard: it refuses appends, then writes and fdatasyncs everything it took;
-/// 5. persist the group offsets.
+/// 5. wait until the in-sync slaves have all of it (`ha::drain_slaves`);
+/// 6. persist the group offsets.
 ///
 /// Pulls and group requests on open connections are served until the core returns.
 async fn stop_core(
@@ -997,7 +998,9 @@ async fn stop_core(
             tracing::error!(shard = sid, "flush at shutdown failed: {e}");
         }
     }
-    // Replication last: slaves get what was stored up to the close.
+    // Replication last: slaves get what was stored up to the close, and in controller
+    // mode the heartbeat thread hands the group over to one that has all of it.
+    crate::ha::drain_slaves(core).await;
     for t in ha_tasks {
         t.cancel().await;
     }

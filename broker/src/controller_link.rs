@@ -9,6 +9,10 @@
 //! count until the shrink is committed, so the controllers never elect a slave that lacks an
 //! acknowledged send.
 //!
+//! At a graceful stop the master hands the group over: once its cores have closed their
+//! shards and their in-sync slaves have acknowledged all of them, it asks the controllers
+//! to elect one of those slaves (`hand_over`).
+//!
 //! This is the one place where the controllers' answers cross to the cores: through the
 //! mutexes and counters of [`ControllerState`], read by each core on its own tick.
 
@@ -68,6 +72,9 @@ pub struct ControllerState {
     registration: Mutex<Option<(u64, u32)>>,
     /// The last heartbeat failed (each change is logged once).
     failing: AtomicBool,
+    /// At a graceful stop, per shard: the slaves that acknowledged all of its closed log
+    /// (`None` until the shard's core has said).
+    drained: Mutex<Vec<Option<Vec<u64>>>>,
 }
 
 impl ControllerState {
@@ -90,7 +97,28 @@ impl ControllerState {
             ]),
             registration: Mutex::new(None),
             failing: AtomicBool::new(false),
+            drained: Mutex::new(vec![None; shard_count as usize]),
         }
+    }
+
+    /// A stopping core's word on `shard`: these slaves have all of its log.
+    pub fn drained(&self, shard: u16, slaves: Vec<u64>) {
+        let mut d = self.drained.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(slot) = d.get_mut(shard as usize) {
+            *slot = Some(slaves);
+        }
+    }
+
+    /// Once every shard has been drained: the slaves that have all of every shard's log.
+    fn drained_everywhere(&self) -> Option<Vec<u64>> {
+        let d = self.drained.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut shards = d.iter();
+        let mut set: BTreeSet<u64> = shards.next()?.as_ref()?.iter().copied().collect();
+        for s in shards {
+            let here: BTreeSet<u64> = s.as_ref()?.iter().copied().collect();
+            set = set.intersection(&here).copied().collect();
+        }
+        Some(set.into_iter().collect())
     }
 
     pub fn version(&self) -> u64 {
@@ -313,6 +341,76 @@ fn run(shared: Arc<Shared>) {
                     .saturating_duration_since(Instant::now())
                     .min(Duration::from_millis(50)),
             );
+        }
+    }
+    hand_over(&shared, state, &mut client);
+}
+
+/// Longest the heartbeat thread waits, at a graceful stop, for every core to have drained
+/// its slaves: the cores' send drain and slave drain, with room to spare.
+const HAND_OVER_WAIT_MAX: Duration = Duration::from_secs(20);
+
+/// At a graceful stop of the group's master: once the cores have closed their shards and
+/// said which slaves acknowledged all of them, asks the controllers to elect one of those
+/// now (an `ElectMaster` of that broker), so the group has a master again within a
+/// heartbeat of the slave instead of after this broker's lease and the controllers'
+/// heartbeat timeout. This broker takes no send from the moment it began to stop, so it
+/// cannot act as a second master. Without such a slave (none in sync, or none that
+/// caught up in time) nothing is asked: the controllers elect as after a crash.
+fn hand_over(shared: &Shared, state: &ControllerState, client: &mut Client) {
+    let me = shared.config.broker_id;
+    let Assignment::Master { sync_state_set, .. } = state.assignment() else {
+        return;
+    };
+    let deadline = Instant::now() + HAND_OVER_WAIT_MAX;
+    let drained = loop {
+        if let Some(d) = state.drained_everywhere() {
+            break d;
+        }
+        if Instant::now() >= deadline {
+            tracing::warn!("stopping: the cores did not finish in time; no hand-over (the controllers elect after the lease)");
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    let candidates: Vec<u64> = drained
+        .into_iter()
+        .filter(|id| *id != me && sync_state_set.contains(id))
+        .collect();
+    if candidates.is_empty() {
+        tracing::info!(
+            in_sync = ?sync_state_set,
+            "stopping: no in-sync slave acknowledged all of the log; no hand-over (the controllers elect after the lease)"
+        );
+        return;
+    }
+    let group = shared.config.broker_name.clone();
+    for id in candidates {
+        let req = Request::ElectMaster {
+            group: group.clone(),
+            broker_id: Some(id),
+        };
+        match client.call(&req) {
+            Ok(Response::Replica(info)) if info.master_id == Some(id) => {
+                tracing::info!(
+                    new_master = id,
+                    epoch = info.master_epoch,
+                    "stopping: handed the group over to a slave that has all of the log"
+                );
+                return;
+            }
+            Ok(other) => {
+                tracing::warn!(
+                    slave = id,
+                    "stopping: the controllers did not elect it: {other:?}"
+                );
+            }
+            Err(e) => {
+                tracing::warn!(
+                    slave = id,
+                    "stopping: cannot ask the controllers to elect it: {e}"
+                );
+            }
         }
     }
 }

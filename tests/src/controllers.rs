@@ -177,8 +177,9 @@ impl Controllers {
     }
 }
 
-/// A SYNC_MASTER broker of `group` in controller mode with identity `id`, its tail ring in
-/// `ring` across its starts (what it acknowledged before a kill -9 comes back from there).
+/// A `role` (`SYNC_MASTER` or `ASYNC_MASTER`) broker of `group` in controller mode with
+/// identity `id`, its tail ring in `ring` across its starts (what it acknowledged before a
+/// kill -9 comes back from there).
 pub fn controller_broker_opts(
     ns: &str,
     data: &std::path::Path,
@@ -186,13 +187,14 @@ pub fn controller_broker_opts(
     group: &str,
     id: u64,
     controllers: &str,
+    role: &str,
 ) -> crate::BrokerOpts {
     let mut o = crate::BrokerOpts::new(ns, data);
     o.name = group.into();
     o.tail_ring_dir = Some(ring.to_owned());
     o.ring_dir_guard = None;
     o.config_toml = Some(format!(
-        "broker_role = \"SYNC_MASTER\"\nbroker_id = {id}\nenable_controller_mode = true\n\
+        "broker_role = \"{role}\"\nbroker_id = {id}\nenable_controller_mode = true\n\
          controller_addr = \"{controllers}\"\n"
     ));
     o
@@ -219,7 +221,13 @@ pub struct ControllerGroup {
 
 impl ControllerGroup {
     pub fn start(group: &str) -> ControllerGroup {
-        let ctl = Controllers::start(3000);
+        Self::start_with(group, "SYNC_MASTER", 3000)
+    }
+
+    /// The same with `role` brokers and controllers whose heartbeat timeout (and master
+    /// lease) is `heartbeat_timeout_ms`.
+    pub fn start_with(group: &str, role: &str, heartbeat_timeout_ms: u64) -> ControllerGroup {
+        let ctl = Controllers::start(heartbeat_timeout_ms);
         ctl.agreed_leader(Duration::from_secs(30));
         let dir = tempfile::tempdir().unwrap();
         let logs = dir.path().join("logs");
@@ -234,6 +242,7 @@ impl ControllerGroup {
                 group,
                 id,
                 &ctl.mq_addrs(),
+                role,
             )
         };
         let a_opts = opts("a", ring_a.path(), 0);

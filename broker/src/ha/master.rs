@@ -182,6 +182,27 @@ impl MasterShard {
             .collect()
     }
 
+    /// At a graceful stop, once the shard is closed at `end`: waits until every in-sync
+    /// slave has acknowledged all of it, or until `deadline`, and returns the slaves (by
+    /// broker id) that have.
+    pub async fn wait_acknowledged(&self, end: u64, deadline: Instant) -> Vec<u64> {
+        loop {
+            let open = self.in_sync();
+            let mut have: Vec<u64> = open
+                .iter()
+                .filter(|l| l.acked.get() >= end)
+                .map(|l| l.broker_id)
+                .collect();
+            let now = Instant::now();
+            if have.len() == open.len() || now >= deadline {
+                have.sort_unstable();
+                have.dedup();
+                return have;
+            }
+            self.changed.wait_timeout(deadline - now).await;
+        }
+    }
+
     fn in_sync(&self) -> Vec<Rc<SlaveLink>> {
         self.links
             .borrow()
@@ -754,7 +775,10 @@ async fn send_stream<W: AsyncWrite + Unpin>(
             .offsets
             .get(&ms.shard_id)
             .map_or(0, |t| t.borrow().version());
-        if offsets_sent != Some(version) && offsets_at.elapsed() >= heartbeat {
+        // Stopping: at once, so the slave that may take over has the last commits.
+        if offsets_sent != Some(version)
+            && (offsets_at.elapsed() >= heartbeat || core.shared.stopping())
+        {
             for frame in offsets_frames(core, ms.shard_id) {
                 if let Err(e) = wire::write_frame(wr, &frame).await {
                     link.close(format!("cannot send: {e}"));
@@ -815,7 +839,14 @@ async fn send_stream<W: AsyncWrite + Unpin>(
                     confirm_sent = confirm;
                     last_write = Instant::now();
                 }
-                if core.shared.stopping() && shard.log_bounds().1 == from {
+                // Stopping: the stream ends once the closed log is sent whole and the slave
+                // has acknowledged it (the hand-over waits for that, `drain_slaves`). A slave
+                // that never does is left when the core stops.
+                if core.shared.stopping()
+                    && shard.is_closed()
+                    && shard.log_bounds().1 == from
+                    && link.acked.get() >= from
+                {
                     link.close("the master is stopping".into());
                     return;
                 }

@@ -267,6 +267,36 @@ pub fn spawn(core: &Rc<Core>, listener: TcpListener) -> Vec<glommio::Task<()>> {
     tasks
 }
 
+/// Longest a stopping master waits for its in-sync slaves to acknowledge the closed logs.
+const DRAIN_SLAVES_MAX: Duration = Duration::from_secs(5);
+
+/// At a graceful stop, once this core's shards are closed: waits (up to `slave_timeout_ms`,
+/// at most [`DRAIN_SLAVES_MAX`]) until the in-sync slaves of each master shard here have
+/// acknowledged all of its log, so a SIGTERM loses nothing on them even under ASYNC_MASTER.
+/// In controller mode it tells the heartbeat thread which slaves have everything on each
+/// shard (none for a shard this core does not serve as master), for the hand-over.
+pub async fn drain_slaves(core: &Core) {
+    let serving = core.ha.serving.get();
+    let wait = Duration::from_millis(core.shared.config.slave_timeout_ms).min(DRAIN_SLAVES_MAX);
+    let deadline = Instant::now() + wait;
+    let mut ids: Vec<u16> = core.shards.keys().copied().collect();
+    ids.sort_unstable();
+    for id in ids {
+        let caught_up = match (core.ha.master(id), core.shards.get(&id)) {
+            (Some(m), Some(shard)) => {
+                let end = shard.log_bounds().1;
+                let have = m.wait_acknowledged(end, deadline).await;
+                tracing::info!(shard = id, end, slaves = ?have, "stopping: these slaves have all of the shard's log");
+                have
+            }
+            _ => Vec::new(),
+        };
+        if let Some(ctl) = core.shared.controller.as_ref() {
+            ctl.drained(id, if serving { caught_up } else { Vec::new() });
+        }
+    }
+}
+
 /// Controller mode, on this core's tick: reports its shards to the heartbeat thread, and
 /// applies a new assignment of the controllers.
 async fn follow(core: &Rc<Core>) {

@@ -449,6 +449,11 @@ impl Shard {
         Ok(shard)
     }
 
+    /// Whether [`Shard::close`] has begun: nothing more enters the log.
+    pub fn is_closed(&self) -> bool {
+        self.inner.closed.get()
+    }
+
     /// Whether a write or fdatasync has failed: the shard refuses sends until a restart.
     pub fn is_poisoned(&self) -> bool {
         self.inner.poisoned.borrow().is_some()
