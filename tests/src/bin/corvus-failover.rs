@@ -7,7 +7,10 @@
 //!   the new master's slave;
 //! * stall: `SIGSTOP` the master for a seeded time of at least `--stall-ms`, then
 //!   `SIGCONT`; its lease has run out by then, so it must refuse writes and follow the new
-//!   master by itself.
+//!   master by itself;
+//! * stop: `SIGTERM` the master (`--stops`, none by default): a graceful stop hands the
+//!   group over to the slave before the process exits; then it starts again, as after a
+//!   kill.
 //!
 //! Each round waits until the controllers name a master with both brokers in the
 //! SyncStateSet and that master has acknowledged a send, applies the fault, and measures
@@ -59,7 +62,9 @@ const DISK_RATIO: f64 = 0.98;
 const POLL_INTERVAL: Duration = Duration::from_millis(20);
 
 #[derive(Parser)]
-#[command(about = "Failover timing of a controller-mode broker group under kill -9 and SIGSTOP")]
+#[command(
+    about = "Failover timing of a controller-mode broker group under kill -9, SIGSTOP and SIGTERM"
+)]
 struct Cli {
     /// Rounds that kill -9 the master.
     #[arg(long, default_value_t = 20)]
@@ -67,6 +72,9 @@ struct Cli {
     /// Rounds that SIGSTOP the master.
     #[arg(long, default_value_t = 10)]
     stalls: u32,
+    /// Rounds that stop the master gracefully (SIGTERM): it hands the group over.
+    #[arg(long, default_value_t = 0)]
+    stops: u32,
     /// Seeds the order of the faults, the stall lengths and the moment of each fault.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -113,6 +121,7 @@ struct Cli {
 enum Fault {
     Kill,
     Stall { ms: u64 },
+    Stop,
 }
 
 impl Fault {
@@ -120,6 +129,7 @@ impl Fault {
         match self {
             Fault::Kill => "kill",
             Fault::Stall { .. } => "stall",
+            Fault::Stop => "stop",
         }
     }
 }
@@ -213,6 +223,7 @@ fn run(cli: &Cli, bin_dir: &Path) -> Result<bool> {
         let ms = rng.gen_range(cli.stall_ms..=cli.stall_ms + cli.stall_ms / 2);
         plan.push(Fault::Stall { ms });
     }
+    plan.extend((0..cli.stops).map(|_| Fault::Stop));
     plan.shuffle(&mut rng);
 
     let dir = tempfile::Builder::new()
@@ -282,11 +293,12 @@ fn run(cli: &Cli, bin_dir: &Path) -> Result<bool> {
     };
 
     println!(
-        "corvus-failover: seed {} mode {} {} kills {} stalls, send timeout {} ms, controller heartbeat timeout {} ms, election check {} ms, broker heartbeat {} ms",
+        "corvus-failover: seed {} mode {} {} kills {} stalls {} stops, send timeout {} ms, controller heartbeat timeout {} ms, election check {} ms, broker heartbeat {} ms",
         cli.seed,
         cli.mode,
         cli.kills,
         cli.stalls,
+        cli.stops,
         cli.send_timeout_ms,
         cli.heartbeat_timeout_ms,
         cli.election_check_interval_ms,
@@ -317,10 +329,12 @@ fn run(cli: &Cli, bin_dir: &Path) -> Result<bool> {
         match fault {
             Fault::Kill => brokers[old as usize].kill9(),
             Fault::Stall { .. } => signal(pid, libc::SIGSTOP)?,
+            // Not waited for here: the round watches the hand-over while the broker stops.
+            Fault::Stop => signal(pid, libc::SIGTERM)?,
         }
         let cont_at = match fault {
             Fault::Stall { ms } => Some(fault_at + Duration::from_millis(ms)),
-            Fault::Kill => None,
+            Fault::Kill | Fault::Stop => None,
         };
         let mut continued = false;
         // A stall must hold: the broker is seen stopped, and not running again before its
@@ -426,7 +440,15 @@ fn run(cli: &Cli, bin_dir: &Path) -> Result<bool> {
             round.refused = refused.len();
             round.first_refusal = refused.first().map(|r| r.error.clone());
         }
-        if matches!(fault, Fault::Kill) {
+        if matches!(fault, Fault::Stop) {
+            let code = brokers[old as usize].terminate();
+            if code != Some(0) {
+                failures.push(format!(
+                    "round {index}: broker {old} did not stop cleanly on SIGTERM (exit {code:?})"
+                ));
+            }
+        }
+        if matches!(fault, Fault::Kill | Fault::Stop) {
             let p = spawn_broker(&opts[old as usize], old, &logs);
             hosts.insert(advertised(&p)?, old);
             println!("broker {old} restarted: pid {} at {}", p.pid(), p.addr);
@@ -827,7 +849,7 @@ fn retry<T>(deadline: Instant, what: &str, mut f: impl FnMut() -> client::Result
 fn print_round(r: &Round) {
     let stall = match r.fault {
         Fault::Stall { ms } => format!(" {ms} ms"),
-        Fault::Kill => String::new(),
+        Fault::Kill | Fault::Stop => String::new(),
     };
     let (new, epoch) = r
         .detected
@@ -899,6 +921,7 @@ fn print_table(rounds: &[Round]) {
     for (label, kind) in [
         ("kill", Some("kill")),
         ("stall", Some("stall")),
+        ("stop", Some("stop")),
         ("all", None),
     ] {
         let f = stats(select(rounds, kind, Round::failover_ms));
@@ -965,6 +988,7 @@ fn summarize(
             "mode": cli.mode,
             "kills": cli.kills,
             "stalls": cli.stalls,
+            "stops": cli.stops,
             "stall_ms_min": cli.stall_ms,
             "stall_ms_max": cli.stall_ms + cli.stall_ms / 2,
             "send_timeout_ms": cli.send_timeout_ms,
@@ -979,6 +1003,7 @@ fn summarize(
         },
         "kill": by_kind(Some("kill")),
         "stall": by_kind(Some("stall")),
+        "stop": by_kind(Some("stop")),
         "all": by_kind(None),
         "acknowledged": log.acks.len(),
         "refused": log.refusals.len(),
@@ -997,7 +1022,7 @@ fn summarize(
         "rounds": rounds.iter().map(|r| json!({
             "index": r.index,
             "fault": r.fault.kind(),
-            "stall_ms": match r.fault { Fault::Stall { ms } => Some(ms), Fault::Kill => None },
+            "stall_ms": match r.fault { Fault::Stall { ms } => Some(ms), Fault::Kill | Fault::Stop => None },
             "old_master": r.old_master,
             "new_master": r.detected.map(|(_, m, _)| m),
             "epoch_before": r.epoch_before,
