@@ -14,12 +14,15 @@
 //! * **Reload.** Each core holds its own copy of the rules and reads the file again every
 //!   [`POLL_INTERVAL`] on its own timer: no lock and no cross-core traffic on the data path.
 //!   A changed file that does not parse keeps the rules in force (logged once by core 0).
+//! * **Refusals are logged** (warn), with the peer, the account and the reason the client
+//!   is given, at most [`REFUSAL_LOG_LINES`] lines per [`REFUSAL_LOG_INTERVAL`] per core;
+//!   the next line says how many were refused unlogged meanwhile.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::net::IpAddr;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use acl::{AclConfig, AclFile, Action, Denied, Reload};
 use protocol::Command;
@@ -32,10 +35,19 @@ use crate::error::BrokerError;
 /// How often each core reads the ACL file again.
 pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
 
+/// Each core logs at most [`REFUSAL_LOG_LINES`] refusals per this interval (a client
+/// retrying a refused request must not flood the log).
+pub const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(1);
+pub const REFUSAL_LOG_LINES: u32 = 10;
+
 /// One core's view of the rules: `None` with `acl_enable` off.
 #[derive(Default)]
 pub struct Gate {
     file: Option<RefCell<AclFile>>,
+    /// The current interval of refusal lines: when it began and how many it logged; and
+    /// how many refusals were not logged since the last line.
+    log_window: Cell<Option<(Instant, u32)>>,
+    unlogged: Cell<u64>,
 }
 
 impl Gate {
@@ -47,6 +59,7 @@ impl Gate {
         let file = AclFile::open(path).map_err(|e| format!("acl_file: {e}"))?;
         Ok(Gate {
             file: Some(RefCell::new(file)),
+            ..Gate::default()
         })
     }
 
@@ -93,9 +106,34 @@ impl Gate {
             return Ok(());
         };
         let nonce = client.take_nonce().unwrap_or_default();
-        rules.login(access_key, &nonce, signature).map_err(denied)?;
+        rules
+            .login(access_key, &nonce, signature)
+            .map_err(denied)
+            .inspect_err(|e| self.log_refusal(client, Some(access_key), "Login", e))?;
         client.set_access_key(access_key);
         Ok(())
+    }
+
+    /// Logs a refusal (rate limited, see [`REFUSAL_LOG_INTERVAL`]).
+    fn log_refusal(&self, client: &ClientConn, key: Option<&str>, request: &str, e: &BrokerError) {
+        let now = Instant::now();
+        let window = match self.log_window.get() {
+            Some((began, n)) if now.duration_since(began) < REFUSAL_LOG_INTERVAL => (began, n),
+            _ => (now, 0),
+        };
+        if window.1 >= REFUSAL_LOG_LINES {
+            self.unlogged.set(self.unlogged.get() + 1);
+            return;
+        }
+        self.log_window.set(Some((window.0, window.1 + 1)));
+        let more = self.unlogged.replace(0);
+        tracing::warn!(
+            peer = %client.peer,
+            access_key = key.unwrap_or("-"),
+            request,
+            unlogged_since_last_line = more,
+            "ACL refused a request: {e}"
+        );
     }
 
     /// Whether the native request `command` on `client` may go on.
@@ -107,13 +145,16 @@ impl Gate {
         let Some(rules) = self.rules() else {
             return Ok(());
         };
-        let peer = peer_ip(client)?;
         let key = client.access_key();
-        let access = rules.access(peer, key.as_deref()).map_err(denied)?;
-        for action in native_actions(command) {
-            access.check(&action).map_err(denied)?;
-        }
-        Ok(())
+        let checked = (|| {
+            let peer = peer_ip(client)?;
+            let access = rules.access(peer, key.as_deref()).map_err(denied)?;
+            for action in native_actions(command) {
+                access.check(&action).map_err(denied)?;
+            }
+            Ok(())
+        })();
+        checked.inspect_err(|e| self.log_refusal(client, key.as_deref(), command.name(), e))
     }
 
     /// Whether the RocketMQ request `req` (with `body`) on `client` may go on: its signature
@@ -127,14 +168,20 @@ impl Gate {
         let Some(rules) = self.rules() else {
             return Ok(());
         };
-        let peer = peer_ip(client)?;
-        let fields = req.ext_fields.iter().map(|(k, v)| (k.as_str(), v.as_str()));
-        let access = rules.access_signed(peer, fields, body).map_err(denied)?;
-        let wanted = remoting_actions(req, body)?;
-        for action in wanted.actions() {
-            access.check(&action).map_err(denied)?;
-        }
-        Ok(())
+        let checked = (|| {
+            let peer = peer_ip(client)?;
+            let fields = req.ext_fields.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+            let access = rules.access_signed(peer, fields, body).map_err(denied)?;
+            let wanted = remoting_actions(req, body)?;
+            for action in wanted.actions() {
+                access.check(&action).map_err(denied)?;
+            }
+            Ok(())
+        })();
+        checked.inspect_err(|e| {
+            let key = req.ext_fields.get("AccessKey").map(String::as_str);
+            self.log_refusal(client, key, &format!("code {}", req.code), e)
+        })
     }
 }
 

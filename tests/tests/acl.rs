@@ -126,6 +126,18 @@ fn native_clients_get_what_their_account_allows_and_nothing_else() {
         "{}",
         stderr(&out)
     );
+    // The broker's log says so too, with the account.
+    let logged = wait_for(Duration::from_secs(10), || {
+        let log = ac.c.broker.stderr();
+        log.lines()
+            .any(|l| {
+                l.contains("ACL refused a request")
+                    && l.contains("orders-app")
+                    && l.contains("is not an admin account")
+            })
+            .then_some(())
+    });
+    assert!(logged.is_some(), "{}", ac.c.broker.stderr());
     create_topics_as_admin(&ns);
 
     // The account's own topic: sends and pulls as its group.
