@@ -164,6 +164,12 @@ pub struct RunArgs {
     /// Cores of the local broker (it pins itself to the first ones; the bench takes the rest).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub broker_cores: u16,
+    /// CPUs the bench's own threads run on, comma-separated [default: those after the local
+    /// broker's]. With `--replica`, `--bench-cpus 0` leaves the last CPU to the slave alone,
+    /// as if it had a host of its own (the bench then shares the master's CPU, standalone
+    /// or not).
+    #[arg(long, value_delimiter = ',')]
+    pub bench_cpus: Option<Vec<usize>>,
     /// Data directory of the local broker and of the disk measurement [default: a temporary
     /// directory, removed at the end].
     #[arg(long)]
@@ -263,6 +269,14 @@ mod tests {
         let cli = parse(&["--profile", "small", "--messages", "100", "--json"]).unwrap();
         assert_eq!(cli.quick.run.messages, Some(100));
         assert!(cli.quick.run.json);
+        assert_eq!(cli.quick.run.bench_cpus, None);
+    }
+
+    #[test]
+    fn the_bench_cpus_are_a_comma_separated_list() {
+        let cli = parse(&["--replica", "ASYNC_MASTER", "--bench-cpus", "0,2"]).unwrap();
+        assert_eq!(cli.quick.run.bench_cpus, Some(vec![0, 2]));
+        assert!(parse(&["--bench-cpus", "zero"]).is_err());
     }
 
     #[test]

@@ -53,6 +53,17 @@ pub struct ClusterOptions {
     /// `ASYNC_MASTER` or `SYNC_MASTER`: the broker is that role's master and a slave
     /// (`--replica`) runs beside it, on the last CPU (shared with the bench).
     pub replica: Option<String>,
+    /// The bench's own CPUs (`--bench-cpus`); by default those after the broker's.
+    pub bench_cpus: Option<Vec<usize>>,
+}
+
+impl ClusterOptions {
+    /// The CPUs the bench's own threads run on.
+    pub fn bench_cpus(&self) -> Vec<usize> {
+        self.bench_cpus
+            .clone()
+            .unwrap_or_else(|| bench_cpus(&allowed_cpus(), self.broker_cores))
+    }
 }
 
 /// A child process that is stopped (SIGTERM, then SIGKILL) when dropped.
@@ -199,7 +210,12 @@ impl Cluster {
         let broker_data = data_dir.join("broker");
         let cores = opts.broker_cores.to_string();
         // A broker core polling while idle would take the CPU the bench shares with it.
-        let shared_cpus = bench_cpus(&allowed_cpus(), opts.broker_cores).is_empty();
+        let broker_cpus: Vec<usize> = allowed_cpus()
+            .into_iter()
+            .take(opts.broker_cores as usize)
+            .collect();
+        let own = opts.bench_cpus();
+        let shared_cpus = own.is_empty() || own.iter().any(|c| broker_cpus.contains(c));
         let no_polling = data_dir.join("broker-overrides.toml");
         let mut overrides = match &opts.broker_config {
             Some(p) => std::fs::read_to_string(p)

@@ -43,6 +43,7 @@ pub fn run(a: &DelayedArgs) -> Result<bool> {
         broker_config: a.broker_config.clone(),
         data_dir: Some(dir.path().to_owned()),
         replica: None,
+        bench_cpus: None,
     })?;
     let cpus = cluster::bench_cpus(&cluster::allowed_cpus(), 1);
     if !cpus.is_empty() {

@@ -149,8 +149,10 @@ impl Session {
                     broker_config: args.broker_config.clone(),
                     data_dir: Some(dir.clone()),
                     replica: args.replica.clone(),
+                    bench_cpus: args.bench_cpus.clone(),
                 })?;
                 let cpus = cluster::bench_cpus(&cluster::allowed_cpus(), args.broker_cores);
+                let cpus = args.bench_cpus.clone().unwrap_or(cpus);
                 if cpus.is_empty() {
                     note(
                         args.json,
