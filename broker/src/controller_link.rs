@@ -112,13 +112,8 @@ impl ControllerState {
     /// Once every shard has been drained: the slaves that have all of every shard's log.
     fn drained_everywhere(&self) -> Option<Vec<u64>> {
         let d = self.drained.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut shards = d.iter();
-        let mut set: BTreeSet<u64> = shards.next()?.as_ref()?.iter().copied().collect();
-        for s in shards {
-            let here: BTreeSet<u64> = s.as_ref()?.iter().copied().collect();
-            set = set.intersection(&here).copied().collect();
-        }
-        Some(set.into_iter().collect())
+        let shards: Option<Vec<&[u64]>> = d.iter().map(|s| s.as_deref()).collect();
+        Some(in_every(shards?)?.into_iter().collect())
     }
 
     pub fn version(&self) -> u64 {
@@ -242,18 +237,22 @@ fn slave_id(me: u64, info: &ReplicaInfo) -> u64 {
 /// The slaves in sync on every shard, and this broker: what the master proposes as the
 /// group's SyncStateSet.
 fn in_sync_everywhere(me: u64, reports: &[ShardReport]) -> Option<Vec<u64>> {
-    let mut shards = reports.iter();
-    let first = shards.next()?;
     if !reports.iter().all(|r| r.master) {
         return None;
     }
-    let mut set: BTreeSet<u64> = first.in_sync.iter().copied().collect();
-    for r in shards {
-        let here: BTreeSet<u64> = r.in_sync.iter().copied().collect();
-        set = set.intersection(&here).copied().collect();
-    }
+    let mut set = in_every(reports.iter().map(|r| r.in_sync.as_slice()))?;
     set.insert(me);
     Some(set.into_iter().collect())
+}
+
+/// The ids in every one of `shards`' lists (`None` for no shard at all).
+fn in_every<'a>(shards: impl IntoIterator<Item = &'a [u64]>) -> Option<BTreeSet<u64>> {
+    let mut shards = shards.into_iter();
+    let mut set: BTreeSet<u64> = shards.next()?.iter().copied().collect();
+    for ids in shards {
+        set.retain(|id| ids.contains(id));
+    }
+    Some(set)
 }
 
 pub fn spawn(shared: Arc<Shared>) -> std::io::Result<std::thread::JoinHandle<()>> {
