@@ -143,16 +143,16 @@ impl Session {
                         dir.display()
                     ),
                 );
-                let c = Cluster::start(&ClusterOptions {
+                let opts = ClusterOptions {
                     profile: args.profile.clone(),
                     broker_cores: args.broker_cores,
                     broker_config: args.broker_config.clone(),
                     data_dir: Some(dir.clone()),
                     replica: args.replica.clone(),
                     bench_cpus: args.bench_cpus.clone(),
-                })?;
-                let cpus = cluster::bench_cpus(&cluster::allowed_cpus(), args.broker_cores);
-                let cpus = args.bench_cpus.clone().unwrap_or(cpus);
+                };
+                let c = Cluster::start(&opts)?;
+                let cpus = opts.bench_cpus();
                 if cpus.is_empty() {
                     note(
                         args.json,
