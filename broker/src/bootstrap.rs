@@ -26,6 +26,8 @@ pub struct Running {
     executors: Vec<glommio::ExecutorJoinHandle<()>>,
     /// Each core's id once its executor stopped, by return or by panic (see [`CoreEnded`]).
     ended: mpsc::Receiver<u16>,
+    /// Cores whose end the start already took from `ended`.
+    ended_cores: Vec<u16>,
     registry: Option<std::thread::JoinHandle<()>>,
     controller_link: Option<std::thread::JoinHandle<()>>,
     metrics_server: Option<telemetry::MetricsServer>,
@@ -51,7 +53,7 @@ impl Running {
     pub fn wait(mut self) -> anyhow::Result<()> {
         let cores = self.executors.len();
         let mut failed = None;
-        let mut ended = 0;
+        let mut ended = self.ended_cores.len();
         let mut deadline: Option<Instant> = None;
         while ended < cores {
             let next = match deadline {
@@ -105,6 +107,70 @@ impl Running {
 
 /// How long the other cores get to stop after one stopped unexpectedly.
 const CORE_STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// How often the main thread looks at a start that is still going (and at the stop flag).
+const START_POLL: Duration = Duration::from_millis(50);
+
+/// Stops the cores of a start that cannot go on. The cores that already serve stop as at
+/// any shutdown (they refuse sends from the flag on and close their shards) and get
+/// [`CORE_STOP_GRACE`] to do it; a core still starting took no send, so the serving cores
+/// do not wait for it, and neither does this: one stuck in its start is left behind, and
+/// the process ends with the start's error.
+fn abandon_start(running: &mut Running, steps: &crate::starting::StartSteps, cores: usize) {
+    running.request_shutdown();
+    let serving = steps.ready_cores();
+    for _ in serving.len()..cores {
+        running.shared.cores_drained.fetch_add(1, Ordering::SeqCst);
+    }
+    let deadline = Instant::now() + CORE_STOP_GRACE;
+    let mut ended = vec![false; cores];
+    for &c in &running.ended_cores {
+        if let Some(e) = ended.get_mut(c as usize) {
+            *e = true;
+        }
+    }
+    while serving
+        .iter()
+        .any(|&c| !ended.get(c as usize).copied().unwrap_or(true))
+        && ended.iter().any(|e| !e)
+    {
+        match running
+            .ended
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+        {
+            Ok(c) => {
+                if let Some(e) = ended.get_mut(c as usize) {
+                    *e = true;
+                }
+                running.ended_cores.push(c);
+            }
+            Err(_) => break,
+        }
+    }
+    // Whoever ended by now is joined; a core still waiting for the mesh or its shards
+    // notices the flag when it gets there (or never, if stuck), and the process ending
+    // takes it.
+    while let Ok(c) = running.ended.try_recv() {
+        if let Some(e) = ended.get_mut(c as usize) {
+            *e = true;
+        }
+        running.ended_cores.push(c);
+    }
+    if ended.iter().all(|&e| e) {
+        for h in std::mem::take(&mut running.executors) {
+            let _ = h.join();
+        }
+    } else {
+        let left: Vec<String> = (0..cores)
+            .filter(|&c| !ended[c])
+            .map(|c| c.to_string())
+            .collect();
+        tracing::warn!(
+            "leaving core(s) {} of the start behind: they had not started",
+            left.join(", ")
+        );
+    }
+}
 
 /// Tells [`Running::wait`] that core `.0` stopped, when dropped: it lives in a thread local
 /// of the core's executor thread, whose destructors run when the thread ends, by return or
@@ -407,6 +473,25 @@ fn keep_big_allocations() {
 
 /// Starts every core and returns once all of them serve (or one failed to start).
 pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
+    start_until(config, &AtomicBool::new(false))
+}
+
+/// The start was given up because `stop` was set (a signal) before every core served.
+#[derive(Debug)]
+pub struct StoppedWhileStarting(pub String);
+
+impl std::fmt::Display for StoppedWhileStarting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "stopped while starting ({})", self.0)
+    }
+}
+
+impl std::error::Error for StoppedWhileStarting {}
+
+/// [`start`], given up (with [`StoppedWhileStarting`]) as soon as `stop` is set. Every core
+/// reports its step of the start; a core that ends, stops running or overstays a step fails
+/// the start with a line that names it and the step (`crate::starting`).
+pub fn start_until(config: BrokerConfig, stop: &AtomicBool) -> anyhow::Result<Running> {
     config.validate()?;
     preflight(&config)?;
     keep_big_allocations();
@@ -529,6 +614,13 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
 
     let mesh_builder =
         crate::mesh::MeshLinks::new(cores as usize, shared.config.inbox_capacity as usize);
+    // Every core's handle on the mesh is cloned here, before any executor runs: glommio's
+    // builder counts its clones in an `Rc`, so a clone made on this thread while a core
+    // thread drops its own would race on that count.
+    let mut mesh_links: Vec<crate::mesh::MeshLinks> =
+        (0..cores).map(|_| mesh_builder.clone()).collect();
+    drop(mesh_builder);
+    let steps = Arc::new(crate::starting::StartSteps::new(cores, Instant::now()));
     let (ready_tx, ready_rx) = mpsc::channel::<Result<u16, String>>();
     let mut executors = Vec::with_capacity(cores as usize);
     let (ended_tx, ended_rx) = mpsc::channel::<u16>();
@@ -557,7 +649,10 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
             })
             .collect();
         let shared = shared.clone();
-        let mesh_builder = mesh_builder.clone();
+        let Some(mesh_builder) = mesh_links.pop() else {
+            bail!("internal: mesh link count mismatch");
+        };
+        let steps = steps.clone();
         let topics = topics.clone();
         let sub_groups = (core == 0).then(|| sub_groups.clone());
         let ready = ready_tx.clone();
@@ -579,6 +674,8 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
                 // Dropped when the executor's thread ends, by return or by panic.
                 CORE_ENDED.with(|e| *e.borrow_mut() = Some(CoreEnded(core, ended)));
                 async move {
+                    // First, before anything can wait: see `starting::PARK_GUARD_INTERVAL`.
+                    glommio::spawn_local(crate::starting::park_guard(steps.alive(core))).detach();
                     let result = core_main(
                         core,
                         shared,
@@ -588,6 +685,7 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
                         ha_fd,
                         topics,
                         sub_groups,
+                        steps,
                         ready.clone(),
                     )
                     .await;
@@ -606,26 +704,48 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
         listen_addr,
         executors,
         ended: ended_rx,
+        ended_cores: Vec::new(),
         registry: None,
         controller_link: None,
         metrics_server: None,
         _data_dir_lock: data_dir_lock,
     };
     let mut ready = 0;
+    let mut next_report = Instant::now() + crate::starting::START_REPORT_INTERVAL;
     while ready < cores {
-        match ready_rx.recv_timeout(Duration::from_secs(600)) {
+        if stop.load(Ordering::SeqCst) {
+            let doing = steps.report(Instant::now()).unwrap_or_default();
+            tracing::info!("stopping while starting: {doing}");
+            abandon_start(&mut running, &steps, cores as usize);
+            return Err(StoppedWhileStarting(doing).into());
+        }
+        match ready_rx.recv_timeout(START_POLL) {
             Ok(Ok(_)) => ready += 1,
             Ok(Err(e)) => {
-                running.request_shutdown();
-                for h in std::mem::take(&mut running.executors) {
-                    let _ = h.join();
-                }
+                abandon_start(&mut running, &steps, cores as usize);
                 bail!("{e}");
             }
-            Err(_) => {
-                running.request_shutdown();
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                abandon_start(&mut running, &steps, cores as usize);
                 bail!("the cores did not start");
             }
+        }
+        while let Ok(core) = running.ended.try_recv() {
+            steps.ended(core);
+            running.ended_cores.push(core);
+        }
+        let now = Instant::now();
+        if let Err(failure) = steps.verdict(now) {
+            tracing::error!("the broker cannot start: {failure}");
+            abandon_start(&mut running, &steps, cores as usize);
+            bail!("{failure}");
+        }
+        if now >= next_report {
+            if let Some(doing) = steps.report(now) {
+                tracing::info!("still starting: {doing}");
+            }
+            next_report = now + crate::starting::START_REPORT_INTERVAL;
         }
     }
     // Register only once every core serves: the listeners are bound before the shards
@@ -687,8 +807,10 @@ async fn core_main(
     ha_fd: RawFd,
     topics: TopicTable,
     sub_groups: Option<crate::sub_groups::SubGroupTable>,
+    steps: Arc<crate::starting::StartSteps>,
     ready: mpsc::Sender<Result<u16, String>>,
 ) -> anyhow::Result<()> {
+    use crate::starting::StartStep;
     let listeners: Vec<TcpListener> = listener_fds
         .into_iter()
         // SAFETY: every descriptor is a listening TCP socket created by `start` and handed to
@@ -698,6 +820,17 @@ async fn core_main(
     // SAFETY: as above: the replication listener `start` made for this core alone.
     let ha_listener = unsafe { TcpListener::from_raw_fd(ha_fd) };
     // Join the mesh before anything can fail, so no peer waits for this core forever.
+    steps.enter(id, StartStep::JoiningMesh);
+    // Fault injection for the tests (debug builds only): the core named by
+    // CORVUS_DEBUG_START_STALL_CORE never joins the mesh, so the start cannot finish; it
+    // waits for the stop, as a stuck core would not.
+    #[cfg(debug_assertions)]
+    if std::env::var("CORVUS_DEBUG_START_STALL_CORE").ok() == Some(id.to_string()) {
+        while !shared.shutdown.load(Ordering::SeqCst) {
+            glommio::timer::sleep(Duration::from_millis(20)).await;
+        }
+        bail!("CORVUS_DEBUG_START_STALL_CORE: core {id} stalled its start on purpose");
+    }
     let (mesh, receivers) = mesh_builder.join(id).await.map_err(|e| anyhow!(e))?;
     let mesh = Rc::new(mesh);
 
@@ -706,6 +839,7 @@ async fn core_main(
     let mut open_error = None;
     for cfg in shard_configs {
         let sid = cfg.shard_id;
+        steps.enter(id, StartStep::OpeningShard(sid));
         match crate::groups::OffsetTable::load(&cfg.dir) {
             Ok(t) => {
                 offsets.insert(sid, std::cell::RefCell::new(t));
@@ -725,6 +859,7 @@ async fn core_main(
             }
         }
     }
+    steps.enter(id, StartStep::StartingTasks);
     let ha = match crate::ha::CoreHa::new(&shared.config, &shards) {
         Ok(ha) => ha,
         Err(e) => {
@@ -897,6 +1032,7 @@ async fn core_main(
             }
         }));
     }
+    steps.enter(id, StartStep::Ready);
     let _ = ready.send(Ok(id));
     // Fault injection for the tests (debug builds only): the core named by
     // CORVUS_DEBUG_PANIC_CORE panics half a second after it serves.

@@ -3,6 +3,8 @@
 //! binaries (the bench) can run a broker as a child process of their own.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
 use clap::Parser;
@@ -149,22 +151,47 @@ where
 
 fn run(cli: &Cli) -> anyhow::Result<()> {
     let cfg = load_config(cli)?;
-    let running = crate::start(cfg)?;
-    let shared = running.shared.clone();
+    // Signals are taken before the start, so SIGTERM ends a start that is still recovering
+    // (or stuck) as it ends a serving broker. The signal thread sets `stop`, which the start
+    // watches, and stops the broker once it serves; the main thread looks at `stop` again
+    // after publishing the broker, so a signal between the two is not lost.
+    let stop = Arc::new(AtomicBool::new(false));
+    let serving: Arc<Mutex<Option<Arc<crate::core::Shared>>>> = Arc::new(Mutex::new(None));
     let mut signals = signal_hook::iterator::Signals::new([
         signal_hook::consts::SIGTERM,
         signal_hook::consts::SIGINT,
     ])
     .context("cannot install signal handlers")?;
-    let sig_shared = shared.clone();
-    std::thread::Builder::new()
-        .name("signals".into())
-        .spawn(move || {
-            if let Some(sig) = signals.forever().next() {
-                tracing::info!(signal = sig, "stopping");
-                sig_shared.request_shutdown();
-            }
-        })?;
+    {
+        let stop = stop.clone();
+        let serving = serving.clone();
+        std::thread::Builder::new()
+            .name("signals".into())
+            .spawn(move || {
+                if let Some(sig) = signals.forever().next() {
+                    tracing::info!(signal = sig, "stopping");
+                    stop.store(true, Ordering::SeqCst);
+                    if let Some(shared) = serving.lock().ok().and_then(|s| s.clone()) {
+                        shared.request_shutdown();
+                    }
+                }
+            })?;
+    }
+    let running = match crate::start_until(cfg, &stop) {
+        Ok(r) => r,
+        Err(e) if e.downcast_ref::<crate::StoppedWhileStarting>().is_some() => {
+            tracing::info!("broker stopped: {e}");
+            return Ok(());
+        }
+        Err(e) => return Err(e),
+    };
+    let shared = running.shared.clone();
+    if let Ok(mut s) = serving.lock() {
+        *s = Some(shared.clone());
+    }
+    if stop.load(Ordering::SeqCst) {
+        shared.request_shutdown();
+    }
     let core_addrs = shared
         .core_addrs
         .lock()

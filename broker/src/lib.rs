@@ -1,6 +1,7 @@
 //! The thread-per-core broker.
 //!
 //! * [`bootstrap`]: start-up, one glommio executor pinned per core, listeners, shutdown.
+//! * [`starting`]: each core's step of the start, the watch over it, the park guard.
 //! * [`mesh`]: all cross-core traffic (one enum, bounded inboxes).
 //! * [`core`]: one core's state and the request handlers (codec-independent).
 //! * [`conn`]: the native protocol front end.
@@ -32,12 +33,13 @@ pub mod registry;
 pub mod reply;
 pub mod rocketmq;
 pub mod stages;
+pub mod starting;
 pub mod sub_groups;
 pub mod timer;
 pub mod tls;
 pub mod topics;
 pub mod transaction;
 
-pub use bootstrap::{start, Running};
+pub use bootstrap::{start, start_until, Running, StoppedWhileStarting};
 pub use config::BrokerConfig;
 pub use error::BrokerError;
