@@ -300,6 +300,7 @@ pub fn remoting_actions<'a>(
             topic: field(&["topic", "b"]),
         }),
         request::PULL_MESSAGE
+        | request::LITE_PULL_MESSAGE
         | request::QUERY_CONSUMER_OFFSET
         | request::UPDATE_CONSUMER_OFFSET => a.push(Action::Subscribe {
             topic: field(&["topic"]),

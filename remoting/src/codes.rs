@@ -114,13 +114,13 @@ pub mod request {
     pub const REMOVE_BROKER: i32 = 903;
     pub const BROKER_HEARTBEAT: i32 = 904;
     pub const NOTIFY_MIN_BROKER_ID_CHANGE: i32 = 905;
-    pub const POP_MESSAGE: i32 = 3442;
-    pub const ACK_MESSAGE: i32 = 3443;
-    pub const PEEK_MESSAGE: i32 = 3444;
-    pub const CHANGE_MESSAGE_INVISIBLETIME: i32 = 3445;
-    pub const NOTIFICATION: i32 = 3446;
-    pub const POLLING_INFO: i32 = 3447;
-    pub const BATCH_ACK_MESSAGE: i32 = 3543;
+    pub const POP_MESSAGE: i32 = 200050;
+    pub const ACK_MESSAGE: i32 = 200051;
+    pub const PEEK_MESSAGE: i32 = 200052;
+    pub const CHANGE_MESSAGE_INVISIBLETIME: i32 = 200053;
+    pub const NOTIFICATION: i32 = 200054;
+    pub const POLLING_INFO: i32 = 200055;
+    pub const BATCH_ACK_MESSAGE: i32 = 200151;
 
     /// The Java name of a code, for logs and remarks.
     pub fn name(code: i32) -> Option<&'static str> {
@@ -402,6 +402,11 @@ mod tests {
         assert_eq!(request::GET_BROKER_CONFIG, 26);
         assert_eq!(request::QUERY_DATA_VERSION, 322);
         assert_eq!(request::BROKER_HEARTBEAT, 904);
+        assert_eq!(request::LITE_PULL_MESSAGE, 361);
+        assert_eq!(request::POP_MESSAGE, 200050);
+        assert_eq!(request::NOTIFICATION, 200054);
+        assert_eq!(request::BATCH_ACK_MESSAGE, 200151);
+        assert_eq!(request::name(200053), Some("CHANGE_MESSAGE_INVISIBLETIME"));
         assert_eq!(response::SUBSCRIPTION_GROUP_NOT_EXIST, 26);
         assert_eq!(response::PULL_NOT_FOUND, 19);
         assert_eq!(response::NO_PERMISSION, 16);

@@ -538,6 +538,40 @@ fn a_java_lite_pull_consumer_polls_every_message() {
     assert!(lines.iter().any(|l| l == "ALL POLLED"), "{lines:?}");
 }
 
+/// The 5.x client's DefaultLitePullConsumer pulls with LITE_PULL_MESSAGE (361), which
+/// RocketMQ serves as it serves PULL_MESSAGE: subscribed and assigned (seekToBegin), it
+/// polls every message.
+#[test]
+fn the_java_client_5_lite_pull_consumer_polls_every_message_subscribed_and_assigned() {
+    let Some(cp) = classpath_of("tests/rocketmq-java5") else {
+        let msg = "the Java 5.x client program is not built (cd tests/rocketmq-java5 && mvn -q -B compile dependency:build-classpath -Dmdep.outputFile=cp.txt)";
+        assert!(std::env::var_os("CORVUS_REQUIRE_JAVA").is_none(), "{msg}");
+        eprintln!("skipped: {msg}");
+        return;
+    };
+    assert!(
+        cp.contains("rocketmq-client-5."),
+        "built against the 5.x client: {cp}"
+    );
+    let c = Cluster::start(2, "small");
+    let ns = c.namesrv.addr.clone();
+    create_topic(&ns, "Lite5Topic", 4);
+    for (mode, group) in [("subscribe", "Lite5Group"), ("assign", "Lite5AssignGroup")] {
+        let lines = run_java(
+            &cp,
+            "corvus.LitePull",
+            &[&ns, "Lite5Topic", "12", group, mode],
+        );
+        // Both runs send the same 12 bodies; assigned from the beginning, the second run
+        // also polls the first run's copies, which its set of bodies counts once.
+        assert!(
+            lines.iter().any(|l| l.starts_with("POLLED 12 of 12")),
+            "{mode}: {lines:?}"
+        );
+        assert!(lines.iter().any(|l| l == "ALL POLLED"), "{mode}: {lines:?}");
+    }
+}
+
 #[test]
 fn a_java_member_leaving_a_group_leaves_its_queues_to_the_other_within_seconds() {
     let Some((cp, c)) = java_cluster("LeaveTopic") else {

@@ -172,7 +172,8 @@ pub(crate) async fn serve(
         request::SEND_MESSAGE | request::SEND_MESSAGE_V2 | request::SEND_BATCH_MESSAGE => {
             send(core, client, req, frame.body.clone()).await
         }
-        request::PULL_MESSAGE => pull(core, req).await,
+        // The 5.x DefaultLitePullConsumer's pull: the same request, served the same way.
+        request::PULL_MESSAGE | request::LITE_PULL_MESSAGE => pull(core, req).await,
         request::HEART_BEAT => heartbeat(core, client, req, &frame.body).await,
         request::CHECK_CLIENT_CONFIG => check_client_config(core, req, &frame.body),
         request::UNREGISTER_CLIENT => unregister(core, req).await,

@@ -1,6 +1,7 @@
 package corvus;
 
 import java.nio.charset.StandardCharsets;
+import java.util.Collection;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
@@ -11,11 +12,15 @@ import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageExt;
+import org.apache.rocketmq.common.message.MessageQueue;
 
 /**
- * A DefaultLitePullConsumer subscribed to a topic polls until it has every message sent.
+ * A DefaultLitePullConsumer polls until it has every message sent: subscribed to the topic
+ * (the default), or assigned every queue of it and sought to their beginning (MODE assign).
+ * The 5.x client pulls with LITE_PULL_MESSAGE (361), the 4.9 client with PULL_MESSAGE.
  *
- * Usage: LitePull NAMESRV TOPIC COUNT GROUP. Prints POLLED ... and ALL POLLED; exit 0.
+ * Usage: LitePull NAMESRV TOPIC COUNT GROUP [subscribe|assign]. Prints POLLED ... and
+ * ALL POLLED; exit 0.
  */
 public class LitePull {
     public static void main(String[] args) throws Exception {
@@ -23,6 +28,7 @@ public class LitePull {
         String topic = args[1];
         int count = Integer.parseInt(args[2]);
         String group = args[3];
+        boolean assign = args.length > 4 && args[4].equals("assign");
 
         DefaultMQProducer producer = new DefaultMQProducer("JavaLitePullProducer");
         producer.setNamesrvAddr(ns);
@@ -39,8 +45,17 @@ public class LitePull {
         consumer.setNamesrvAddr(ns);
         consumer.setInstanceName("litepull-consumer");
         consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
-        consumer.subscribe(topic, "*");
-        consumer.start();
+        if (assign) {
+            consumer.setAutoCommit(false);
+            consumer.start();
+            Collection<MessageQueue> queues = consumer.fetchMessageQueues(topic);
+            consumer.assign(queues);
+            for (MessageQueue q : queues) consumer.seekToBegin(q);
+            System.out.println("ASSIGNED " + queues.size() + " queues");
+        } else {
+            consumer.subscribe(topic, "*");
+            consumer.start();
+        }
         Set<String> received = new HashSet<>();
         int polls = 0;
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(40);
