@@ -521,6 +521,10 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
         cores_drained: AtomicUsize::new(0),
         registry_wake: (Mutex::new(()), std::sync::Condvar::new()),
         metrics: Arc::new(crate::metrics::BrokerMetrics::new()),
+        replay_guard: Arc::new(Mutex::new(acl::fresh::ReplayGuard::new(
+            config.acl_signature_window_ms,
+            config.acl_signature_time_required,
+        ))),
         controller: config
             .enable_controller_mode
             .then(|| crate::controller_link::ControllerState::new(layout.shard_count)),
@@ -732,7 +736,7 @@ async fn core_main(
             crate::ha::CoreHa::default()
         }
     };
-    let acl = match crate::access::Gate::open(shared.config.acl_enable, &shared.config.acl_file) {
+    let acl = match crate::access::Gate::open(&shared.config, shared.replay_guard.clone()) {
         Ok(g) => g,
         Err(e) => {
             // The core does not serve: a broker told to check access never runs without it.
