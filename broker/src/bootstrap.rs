@@ -409,6 +409,15 @@ fn keep_big_allocations() {
 pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
     config.validate()?;
     preflight(&config)?;
+    if config.acl_enable && config.credentials().is_none() {
+        // Only `acl_allow_no_broker_credentials` gets a broker here (validate refuses the
+        // rest): say at start what it means, not only when a slave is refused.
+        tracing::warn!(
+            "acl_enable without acl_access_key / acl_secret_key \
+             (acl_allow_no_broker_credentials): this broker refuses every slave and registers \
+             with its NameServers without logging in"
+        );
+    }
     keep_big_allocations();
     let cpus = allowed_cpus();
     let cores = if config.cores == 0 {

@@ -257,6 +257,10 @@ fn a_rogue_slave_gets_no_log_from_an_acl_master_without_credentials() {
         log.contains("refused a slave") && log.contains("takes no slaves"),
         "the master logs why: {log}"
     );
+    assert!(
+        log.contains("this broker refuses every slave"),
+        "the start says so: {log}"
+    );
 }
 
 #[test]
