@@ -12,6 +12,9 @@
 //!   for a group, read broker information, administer), checked by [`Access::check`], which
 //!   answers a [`Denied`] saying what was refused.
 //!
+//! * When it was asked: [`fresh`] refuses a signed request whose time (the workspace's
+//!   own signers add one) is outside a window, and the exact replay of one within it.
+//!
 //! The order of the checks is RocketMQ's (`PlainPermissionManager.validate`): a peer in
 //! `globalWhiteRemoteAddresses` may do anything without an account; otherwise the request
 //! must name a known access key; a peer in that account's `whiteRemoteAddress` may then do
@@ -25,6 +28,7 @@
 
 mod addr;
 mod file;
+pub mod fresh;
 mod reload;
 pub mod sign;
 

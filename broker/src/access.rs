@@ -11,6 +11,15 @@
 //!   and the group's SUB, membership and locks the group's SUB, and whatever changes topics,
 //!   groups, offsets of others or the broker's config needs an admin account. A request the
 //!   map does not know is an admin one: a new request code is refused until it is placed.
+//! * **Lookups.** A lookup by offset or id (`ViewByOffset`, VIEW_MESSAGE_BY_ID) names no
+//!   topic: it passes the door as information, and the message it finds is served only if
+//!   the account has SUB on the message's topic ([`Gate::check_lookup`], after the read;
+//!   `acl_lookup_requires_sub`, on by default; RocketMQ checks nothing there). Lookups by
+//!   key name their topic and are checked at the door like a pull.
+//! * **Time.** A signed RocketMQ request that carries `SignedAtMs` (the workspace's own
+//!   signers add it with a nonce) is taken only within `acl_signature_window_ms` of the
+//!   broker's clock and only once ([`acl::fresh`]); one without is taken as before (real
+//!   RocketMQ clients send none) unless `acl_signature_time_required`.
 //! * **Reload.** Each core holds its own copy of the rules and reads the file again every
 //!   [`POLL_INTERVAL`] on its own timer: no lock and no cross-core traffic on the data path.
 //!   A changed file that does not parse keeps the rules in force (logged once by core 0).
@@ -20,16 +29,17 @@
 
 use std::cell::{Cell, RefCell};
 use std::net::IpAddr;
-use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use acl::{AclConfig, AclFile, Action, Denied, Reload};
+use acl::fresh::ReplayGuard;
+use acl::{Access, AclConfig, AclFile, Action, Denied, Reload};
 use protocol::Command;
 use remoting::codes::request;
 use remoting::RemotingCommand;
 
 use crate::client_conn::ClientConn;
+use crate::config::BrokerConfig;
 use crate::error::BrokerError;
 
 /// How often each core reads the ACL file again.
@@ -48,17 +58,24 @@ pub struct Gate {
     /// how many refusals were not logged since the last line.
     log_window: Cell<Option<(Instant, u32)>>,
     unlogged: Cell<u64>,
+    /// `acl_lookup_requires_sub`.
+    lookup_requires_sub: bool,
+    /// Every core's memory of the timed signatures taken (`None` with the ACL off).
+    replay: Option<Arc<Mutex<ReplayGuard>>>,
 }
 
 impl Gate {
-    /// The gate of a core: the file is read (and must parse) when `enabled`.
-    pub fn open(enabled: bool, path: &Path) -> Result<Gate, String> {
-        if !enabled {
+    /// The gate of a core: the file is read (and must parse) with `acl_enable`. `replay` is
+    /// the broker's one memory of taken signatures, shared by every core's gate.
+    pub fn open(config: &BrokerConfig, replay: Arc<Mutex<ReplayGuard>>) -> Result<Gate, String> {
+        if !config.acl_enable {
             return Ok(Gate::default());
         }
-        let file = AclFile::open(path).map_err(|e| format!("acl_file: {e}"))?;
+        let file = AclFile::open(&config.acl_file).map_err(|e| format!("acl_file: {e}"))?;
         Ok(Gate {
             file: Some(RefCell::new(file)),
+            lookup_requires_sub: config.acl_lookup_requires_sub,
+            replay: Some(replay),
             ..Gate::default()
         })
     }
@@ -172,6 +189,19 @@ impl Gate {
             let peer = peer_ip(client)?;
             let fields = req.ext_fields.iter().map(|(k, v)| (k.as_str(), v.as_str()));
             let access = rules.access_signed(peer, fields, body).map_err(denied)?;
+            // A request that passed by its signature (not by an allow-list) must be fresh.
+            if let (Access::Account(_), Some(replay)) = (&access, &self.replay) {
+                let signature = req.ext(acl::sign::SIGNATURE).unwrap_or("");
+                replay
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .check(
+                        req.ext(acl::fresh::SIGNED_AT_MS),
+                        signature,
+                        acl::fresh::now_ms(),
+                    )
+                    .map_err(denied)?;
+            }
             let wanted = remoting_actions(req, body)?;
             for action in wanted.actions() {
                 access.check(&action).map_err(denied)?;
@@ -182,6 +212,35 @@ impl Gate {
             let key = req.ext_fields.get("AccessKey").map(String::as_str);
             self.log_refusal(client, key, &format!("code {}", req.code), e)
         })
+    }
+}
+
+impl Gate {
+    /// Whether the message of `topic`, found by a lookup by offset or id (`request` names
+    /// it), may be served to the account `access_key` asking on `client`: it needs SUB on
+    /// the topic (with `acl_lookup_requires_sub`; the signature, if any, was verified at
+    /// the door).
+    pub fn check_lookup(
+        &self,
+        client: &ClientConn,
+        access_key: Option<&str>,
+        topic: &str,
+        request: &str,
+    ) -> Result<(), BrokerError> {
+        if !self.lookup_requires_sub {
+            return Ok(());
+        }
+        let Some(rules) = self.rules() else {
+            return Ok(());
+        };
+        let checked = (|| {
+            let peer = peer_ip(client)?;
+            let access = rules.access(peer, access_key).map_err(denied)?;
+            access
+                .check(&Action::Subscribe { topic, group: None })
+                .map_err(denied)
+        })();
+        checked.inspect_err(|e| self.log_refusal(client, access_key, request, e))
     }
 }
 

@@ -494,6 +494,15 @@ impl std::error::Error for StoppedWhileStarting {}
 pub fn start_until(config: BrokerConfig, stop: &AtomicBool) -> anyhow::Result<Running> {
     config.validate()?;
     preflight(&config)?;
+    if config.acl_enable && config.credentials().is_none() {
+        // Only `acl_allow_no_broker_credentials` gets a broker here (validate refuses the
+        // rest): say at start what it means, not only when a slave is refused.
+        tracing::warn!(
+            "acl_enable without acl_access_key / acl_secret_key \
+             (acl_allow_no_broker_credentials): this broker refuses every slave and registers \
+             with its NameServers without logging in"
+        );
+    }
     keep_big_allocations();
     let cpus = allowed_cpus();
     let cores = if config.cores == 0 {
@@ -606,6 +615,10 @@ pub fn start_until(config: BrokerConfig, stop: &AtomicBool) -> anyhow::Result<Ru
         cores_drained: AtomicUsize::new(0),
         registry_wake: (Mutex::new(()), std::sync::Condvar::new()),
         metrics: Arc::new(crate::metrics::BrokerMetrics::new()),
+        replay_guard: Arc::new(Mutex::new(acl::fresh::ReplayGuard::new(
+            config.acl_signature_window_ms,
+            config.acl_signature_time_required,
+        ))),
         controller: config
             .enable_controller_mode
             .then(|| crate::controller_link::ControllerState::new(layout.shard_count)),
@@ -867,7 +880,7 @@ async fn core_main(
             crate::ha::CoreHa::default()
         }
     };
-    let acl = match crate::access::Gate::open(shared.config.acl_enable, &shared.config.acl_file) {
+    let acl = match crate::access::Gate::open(&shared.config, shared.replay_guard.clone()) {
         Ok(g) => g,
         Err(e) => {
             // The core does not serve: a broker told to check access never runs without it.

@@ -499,6 +499,46 @@ config_keys! {
         rocketmq: None,
         restart: true,
     }
+    /// With `acl_enable`, a broker without `acl_access_key` and `acl_secret_key` does not
+    /// start: its replication port would have nothing to ask a slave for. Set this to start
+    /// it anyway; it then refuses every slave (and registers with its NameServers without
+    /// logging in).
+    acl_allow_no_broker_credentials: bool {
+        default: false,
+        bounds: "bool",
+        rocketmq: None,
+        restart: true,
+    }
+    /// With `acl_enable`, a lookup by offset or id (ViewByOffset, VIEW_MESSAGE_BY_ID) serves
+    /// a message only to an account with SUB on the message's topic. `false` is RocketMQ's
+    /// behaviour: any authenticated account reads any message it can name.
+    acl_lookup_requires_sub: bool {
+        default: true,
+        bounds: "bool",
+        rocketmq: None,
+        restart: true,
+    }
+    /// With `acl_enable`, a signed RocketMQ request that carries its time (`SignedAtMs`, as
+    /// the workspace's own signers send) is taken only within this many ms of the broker's
+    /// clock, and only once: its signature is remembered for the window, so an exact replay
+    /// is refused.
+    acl_signature_window_ms: u64 {
+        default: acl::fresh::WINDOW_MS_DEFAULT,
+        range: [1_000, 3_600_000],
+        bounds: "1000 to 3600000 ms",
+        rocketmq: None,
+        restart: true,
+    }
+    /// With `acl_enable`, refuse a signed RocketMQ request that carries no time. Real
+    /// RocketMQ clients (ACL 1.0) send none, so this shuts them out: for deployments whose
+    /// clients are all the workspace's own (native clients log in per connection and are
+    /// not affected).
+    acl_signature_time_required: bool {
+        default: false,
+        bounds: "bool",
+        rocketmq: None,
+        restart: true,
+    }
 
     // ---- TLS (the `tls` crate; ARCHITECTURE.md, "TLS") ----
 
@@ -1382,6 +1422,17 @@ impl BrokerConfig {
                 key: "acl_file",
                 message: e.to_string(),
             })?;
+            if self.credentials().is_none() && !self.acl_allow_no_broker_credentials {
+                return Err(ConfigError::Invalid {
+                    key: "acl_access_key",
+                    message: "acl_enable is on but acl_access_key and acl_secret_key are not \
+                              set: replication would be open to anyone who reaches the \
+                              replication port. Set both (the same pair on the master and its \
+                              slaves), or set acl_allow_no_broker_credentials = true to start \
+                              without them and refuse every slave"
+                        .into(),
+                });
+            }
         }
         for ns in self.namesrv_list() {
             ns.parse::<SocketAddr>().map_err(|e| ConfigError::Invalid {

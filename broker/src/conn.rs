@@ -813,6 +813,17 @@ async fn handle(
             commit_log_offset,
         } => {
             let recs = core.view_by_offset(shard, commit_log_offset).await?;
+            // The offset named no topic: the account must hold SUB on the one found.
+            let key = client.access_key();
+            for r in &recs {
+                let topic = message::RecordView::parse(r).map(|v| v.topic().to_owned());
+                core.acl.check_lookup(
+                    client,
+                    key.as_deref(),
+                    topic.as_deref().unwrap_or(""),
+                    "ViewByOffset",
+                )?;
+            }
             records_response(recs)
         }
         Command::SendStages { reset } => Ok(ok(

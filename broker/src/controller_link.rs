@@ -294,6 +294,8 @@ fn run(shared: Arc<Shared>) {
         attempts_max: 6,
         call_timeout_ms: 1500,
         retry_backoff_ms: 50,
+        // Controllers with access control on take only requests signed by an admin account.
+        credentials: shared.config.credentials(),
     };
     let mut client = match Client::with_config(&addrs, config) {
         Ok(c) => c,

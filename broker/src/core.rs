@@ -67,6 +67,11 @@ pub struct Shared {
     pub controller: Option<crate::controller_link::ControllerState>,
     /// The listeners' TLS and the outgoing links' (from the `tls_*` keys, read at start).
     pub tls: crate::tls::BrokerTls,
+    /// The signatures of timed RocketMQ requests taken within `acl_signature_window_ms`,
+    /// for every core: a replay sent on a connection another core serves is still a replay.
+    /// Only requests that carry a time (mqadmin's) take this lock; RocketMQ's clients send
+    /// none and the native protocol logs in per connection, so sends and pulls never do.
+    pub replay_guard: Arc<Mutex<acl::fresh::ReplayGuard>>,
 }
 
 impl Shared {

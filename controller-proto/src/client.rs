@@ -9,7 +9,8 @@ use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
-use crate::frame::{body_len, decode, encode, FRAME_HEADER_BYTES};
+use crate::encode_signed;
+use crate::frame::{body_len, decode, FRAME_HEADER_BYTES};
 use crate::{ProtoError, Request, Response};
 
 /// Bounds of a [`Client`]'s calls.
@@ -24,6 +25,9 @@ pub struct ClientConfig {
     /// Pause after a round in which no controller named a leader (an election is likely
     /// under way).
     pub retry_backoff_ms: u64,
+    /// Sign every request with this account (controllers with access control on take
+    /// nothing else); each attempt is signed anew, so a re-send is never a replay.
+    pub credentials: Option<acl::Credentials>,
 }
 
 impl Default for ClientConfig {
@@ -33,6 +37,7 @@ impl Default for ClientConfig {
             attempts_max: 20,
             call_timeout_ms: 10_000,
             retry_backoff_ms: 100,
+            credentials: None,
         }
     }
 }
@@ -82,7 +87,6 @@ impl Client {
     /// Sends `req` and returns the leader's answer, following `NotLeader` redirects.
     /// `Refused` is an answer, returned as `Ok`.
     pub fn call(&mut self, req: &Request) -> Result<Response, ProtoError> {
-        let frame = encode(req)?;
         let deadline = Instant::now() + Duration::from_millis(self.config.call_timeout_ms);
         let mut last = String::from("none");
         let mut since_leader_hint = 0usize;
@@ -93,6 +97,7 @@ impl Client {
                     last,
                 });
             }
+            let frame = encode_signed(req, self.config.credentials.as_ref())?;
             match self.round_trip(&frame) {
                 Ok(Response::NotLeader { leader: Some(l) }) if l != self.current_addr() => {
                     last = format!("{} is not the leader, it names {l}", self.current_addr());
@@ -126,7 +131,7 @@ impl Client {
     /// Asks the controller at the current address only, without following redirects (to
     /// see what one controller says).
     pub fn call_one(&mut self, req: &Request) -> Result<Response, ProtoError> {
-        let frame = encode(req)?;
+        let frame = encode_signed(req, self.config.credentials.as_ref())?;
         self.round_trip(&frame)
     }
 
@@ -215,6 +220,7 @@ fn read_exact(conn: &mut TcpStream, buf: &mut [u8], addr: &str) -> Result<(), Pr
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::encode;
     use std::net::TcpListener;
 
     /// A one-connection server that answers each request with the next canned answer.
@@ -268,6 +274,7 @@ mod tests {
             attempts_max: 4,
             call_timeout_ms: 2000,
             retry_backoff_ms: 10,
+            credentials: None,
         };
         let mut c = Client::with_config(&[dead], cfg).unwrap();
         let started = Instant::now();

@@ -9,6 +9,10 @@
 //! larger than [`MAX_FRAME_BYTES`] are refused on both encode and decode, so a corrupt or
 //! hostile length cannot make a reader allocate without bound.
 //!
+//! With credentials ([`ClientConfig::credentials`]) every request goes as a
+//! [`Request::Signed`] envelope, signed anew at each attempt ([`encode_signed`]): controllers
+//! with access control on take nothing else.
+//!
 //! A broker's loop is: [`encode`] a [`Request::BrokerHeartbeat`], write the bytes, feed what
 //! it reads into a [`FrameDecoder`], and [`decode`] each complete frame as a [`Response`].
 
@@ -20,7 +24,24 @@ mod types;
 
 pub use client::{Client, ClientConfig};
 pub use frame::{body_len, decode, encode, FrameDecoder, FRAME_HEADER_BYTES, MAX_FRAME_BYTES};
-pub use types::{ControllerNode, Heartbeat, ReplicaInfo, ReplicaState, Request, Response};
+pub use types::{
+    ControllerNode, Heartbeat, ReplicaInfo, ReplicaState, Request, Response, SignedRequest,
+};
+
+/// The frame of `req`: as it is without credentials, else wrapped in a
+/// [`Request::Signed`] envelope signed by them now.
+pub fn encode_signed(
+    req: &Request,
+    credentials: Option<&acl::Credentials>,
+) -> Result<Vec<u8>, ProtoError> {
+    match credentials {
+        None => encode(req),
+        Some(c) => {
+            let body = serde_json::to_string(req)?;
+            encode(&Request::Signed(SignedRequest::sign(c, body)))
+        }
+    }
+}
 
 /// Errors of framing, decoding and the blocking client.
 #[derive(Debug, thiserror::Error)]

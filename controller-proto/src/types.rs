@@ -33,6 +33,57 @@ pub enum Request {
     },
     /// The controllers: ids, addresses and which one leads. Any controller answers it.
     GetMetadata,
+    /// Another request (or a controller's Raft RPC), signed: what callers send to
+    /// controllers with access control on. See [`SignedRequest`].
+    Signed(SignedRequest),
+}
+
+/// A request signed by an account of the controllers' plain_acl.yml: `body` is the JSON of
+/// the request as sent (the exact bytes signed, so no re-serialization can change them),
+/// and `signature` is the acl crate's envelope signature over the access key, the time, the
+/// nonce and the body ([`acl::sign::sign_envelope`]). A controller takes it only within its
+/// window of `signed_at_ms`, and only once ([`acl::fresh`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SignedRequest {
+    pub access_key: String,
+    pub signed_at_ms: u64,
+    pub nonce: String,
+    pub signature: String,
+    pub body: String,
+}
+
+impl SignedRequest {
+    /// `body` (a frame body's JSON) signed by `c` now, with a fresh nonce.
+    pub fn sign(c: &acl::Credentials, body: String) -> SignedRequest {
+        let signed_at_ms = acl::fresh::now_ms();
+        let nonce = acl::sign::new_nonce();
+        let signature = acl::sign::sign_envelope(
+            &c.secret_key,
+            &c.access_key,
+            signed_at_ms,
+            &nonce,
+            body.as_bytes(),
+        );
+        SignedRequest {
+            access_key: c.access_key.clone(),
+            signed_at_ms,
+            nonce,
+            signature,
+            body,
+        }
+    }
+
+    /// Whether the signature is right for `secret_key` (constant-time compare).
+    pub fn verifies(&self, secret_key: &str) -> bool {
+        acl::sign::verify_envelope(
+            secret_key,
+            &self.access_key,
+            self.signed_at_ms,
+            &self.nonce,
+            self.body.as_bytes(),
+            &self.signature,
+        )
+    }
 }
 
 /// A broker's heartbeat to the controller leader.

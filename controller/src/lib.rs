@@ -9,10 +9,12 @@
 //! * [`log_store`] and [`state_machine`]: openraft's storage on disk;
 //! * [`network`]: Raft RPCs between controllers over the same JSON frames as brokers use;
 //! * [`service`]: heartbeats, admin requests and the election timer on the leader;
-//! * [`server`]: the TCP listener that feeds both.
+//! * [`server`]: the TCP listener that feeds both;
+//! * [`access`]: with `--acl-file`, the signature, time and rights every frame must pass.
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+pub mod access;
 pub mod durable;
 pub mod log_store;
 pub mod network;

@@ -19,6 +19,7 @@ use anyhow::{bail, Context};
 use clap::Parser;
 use openraft::BasicNode;
 
+use controller::access::Gate;
 use controller::log_store::LogStore;
 use controller::network::Network;
 use controller::policy::PolicyConfig;
@@ -63,6 +64,19 @@ struct Cli {
     /// Raft election timeout, randomized between this and twice this.
     #[arg(long = "raft-election-timeout-ms", default_value_t = 600)]
     raft_election_timeout_ms: u64,
+    /// Access control: every request must be signed by an account of this plain_acl.yml
+    /// (RocketMQ ACL 1.0's format; admin accounts for anything that changes the record),
+    /// within --acl-signature-window-ms, and never replayed. Off when unset.
+    #[arg(long = "acl-file", requires = "acl_access_key")]
+    acl_file: Option<PathBuf>,
+    /// The admin account of --acl-file this controller signs its Raft RPCs to the others
+    /// with (its secret is read from the file).
+    #[arg(long = "acl-access-key", requires = "acl_file")]
+    acl_access_key: Option<String>,
+    /// A signed request is taken only this close to the controller's clock.
+    #[arg(long = "acl-signature-window-ms", default_value_t = acl::fresh::WINDOW_MS_DEFAULT,
+          value_parser = clap::value_parser!(u64).range(1_000..=3_600_000))]
+    acl_signature_window_ms: u64,
 }
 
 fn parse_peers(s: &str) -> anyhow::Result<BTreeMap<u64, String>> {
@@ -119,9 +133,20 @@ async fn main() -> anyhow::Result<()> {
     .validate()
     .context("raft config")?;
 
+    let (gate, credentials) = match (&cli.acl_file, &cli.acl_access_key) {
+        (Some(file), Some(ak)) => {
+            let (gate, own) = Gate::open(file, ak, cli.acl_signature_window_ms)
+                .map_err(|e| anyhow::anyhow!(e))?;
+            tracing::info!(file = %file.display(), "access control on");
+            (Some(Arc::new(gate)), Some(own))
+        }
+        _ => (None, None),
+    };
+
     let log = LogStore::open(&cli.data_dir)?;
     let sm = StateMachine::open(&cli.data_dir)?;
-    let raft = Raft::new(cli.id, Arc::new(config), Network, log, sm.clone())
+    let network = Network { credentials };
+    let raft = Raft::new(cli.id, Arc::new(config), network, log, sm.clone())
         .await
         .context("starting raft")?;
 
@@ -139,6 +164,7 @@ async fn main() -> anyhow::Result<()> {
         listener,
         raft.clone(),
         service.clone(),
+        gate,
     ));
     tokio::spawn(
         service

@@ -10,7 +10,8 @@
 
 use std::time::Duration;
 
-use controller_proto::{body_len, decode, encode, Request, FRAME_HEADER_BYTES};
+use acl::Credentials;
+use controller_proto::{body_len, decode, encode, Request, SignedRequest, FRAME_HEADER_BYTES};
 use openraft::error::{
     InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
 };
@@ -89,9 +90,12 @@ pub async fn read_frame(stream: &mut TcpStream) -> std::io::Result<Option<Vec<u8
     Ok(Some(body))
 }
 
-/// Makes one [`PeerClient`] per target.
+/// Makes one [`PeerClient`] per target. With `credentials` (access control on), every
+/// RPC goes signed by them (see `crate::access`).
 #[derive(Debug, Clone, Default)]
-pub struct Network;
+pub struct Network {
+    pub credentials: Option<Credentials>,
+}
 
 impl RaftNetworkFactory<TypeConfig> for Network {
     type Network = PeerClient;
@@ -101,6 +105,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
             target,
             addr: node.addr.clone(),
             conn: None,
+            credentials: self.credentials.clone(),
         }
     }
 }
@@ -111,6 +116,7 @@ pub struct PeerClient {
     target: NodeId,
     addr: String,
     conn: Option<TcpStream>,
+    credentials: Option<Credentials>,
 }
 
 /// Why a call failed before an answer: the peer could not be reached, or the exchange broke.
@@ -134,8 +140,13 @@ fn timed_out() -> std::io::Error {
 
 impl PeerClient {
     async fn call(&mut self, req: PeerRequest, ttl: Duration) -> Result<PeerResponse, CallError> {
-        let frame = encode(&PeerFrame::Peer(req))
-            .map_err(|e| CallError::Network(std::io::Error::other(e)))?;
+        let frame = match &self.credentials {
+            None => encode(&PeerFrame::Peer(req)),
+            Some(c) => serde_json::to_string(&PeerFrame::Peer(req))
+                .map_err(controller_proto::ProtoError::from)
+                .and_then(|body| encode(&Request::Signed(SignedRequest::sign(c, body)))),
+        }
+        .map_err(|e| CallError::Network(std::io::Error::other(e)))?;
         if self.conn.is_none() {
             let stream = tokio::time::timeout(ttl, TcpStream::connect(&self.addr))
                 .await

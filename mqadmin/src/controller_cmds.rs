@@ -5,7 +5,7 @@
 use std::io::{self, Write};
 
 use anyhow::{bail, Context};
-use controller_proto::{Client, ControllerNode, ReplicaInfo, Request, Response};
+use controller_proto::{Client, ClientConfig, ControllerNode, ReplicaInfo, Request, Response};
 use serde::Serialize;
 
 use crate::output::Render;
@@ -20,7 +20,14 @@ fn addrs(list: &str) -> Vec<String> {
 }
 
 fn call(controllers: &str, req: &Request) -> anyhow::Result<Response> {
-    let mut client = Client::connect(&addrs(controllers)).context("controller addresses")?;
+    // Signed with the account mqadmin acts as (--access-key / --secret-key), for
+    // controllers with access control on.
+    let config = ClientConfig {
+        credentials: client::default_credentials(),
+        ..ClientConfig::default()
+    };
+    let mut client =
+        Client::with_config(&addrs(controllers), config).context("controller addresses")?;
     client
         .call(req)
         .with_context(|| format!("asking the controllers at {controllers}"))

@@ -115,10 +115,16 @@ pub fn call(addr: &str, req: Request) -> anyhow::Result<Answer> {
     for (k, v) in req.fields {
         cmd.ext_fields.insert(k.to_owned(), v);
     }
-    // Signed as RocketMQ's AclClientRPCHook signs, for a broker or NameServer with its ACL on.
+    // Signed as RocketMQ's AclClientRPCHook signs, for a broker or NameServer with its ACL on,
+    // with the time and a nonce among the signed fields: a server takes it only near its
+    // clock and only once (`acl::fresh`), and one that does not know the fields signs over
+    // them all the same.
     if let Some(c) = client::default_credentials() {
         cmd.ext_fields
             .insert(acl::sign::ACCESS_KEY.to_owned(), c.access_key.clone());
+        for (k, v) in acl::fresh::stamp() {
+            cmd.ext_fields.insert(k.to_owned(), v);
+        }
         let fields = cmd.ext_fields.iter().map(|(k, v)| (k.as_str(), v.as_str()));
         let signature = acl::sign::sign_remoting(fields, &req.body, &c.secret_key);
         cmd.ext_fields

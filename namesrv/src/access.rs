@@ -13,14 +13,18 @@
 //! Native connections log in once (`AuthChallenge`, then `Login` over the nonce: the acl
 //! crate's challenge-response) and act for that account from then on; RocketMQ requests are
 //! signed one by one (`AclClientRPCHook`). A refusal is NO_PERMISSION with the reason, and
-//! touches nothing: the real broker's registration stays as it was.
+//! touches nothing: the real broker's registration stays as it was. A signed request that
+//! carries its time (mqadmin's) is taken only within `--acl-signature-window-ms` of the
+//! NameServer's clock and only once (`acl::fresh`); real RocketMQ clients send no time and
+//! are taken as before unless `--acl-signature-time-required`.
 
 use std::net::IpAddr;
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use acl::{AclConfig, AclFile, Action, Denied, Reload};
+use acl::fresh::ReplayGuard;
+use acl::{Access, AclConfig, AclFile, Action, Denied, Reload};
 use protocol::{Command, Header, ResponseCode};
 use remoting::codes::request;
 use remoting::RemotingCommand;
@@ -36,20 +40,31 @@ pub(crate) struct Gate {
 struct GateState {
     file: AclFile,
     checked: Instant,
+    /// The timed signatures taken within the window (`acl::fresh`).
+    replay: ReplayGuard,
 }
 
 impl Gate {
     /// Reads the rules; a missing or malformed file is an error (the NameServer then does
     /// not start).
-    pub(crate) fn open(path: &Path) -> Result<Gate, acl::AclError> {
+    pub(crate) fn open(path: &Path, replay: ReplayGuard) -> Result<Gate, acl::AclError> {
         let file = AclFile::open(path)?;
         tracing::info!(file = %path.display(), "access control on");
         Ok(Gate {
             state: Mutex::new(GateState {
                 file,
                 checked: Instant::now(),
+                replay,
             }),
         })
+    }
+
+    /// Whether a request that passed by its signature is fresh: signed within the window
+    /// and not taken before (`acl::fresh`).
+    fn fresh(&self, signed_at_ms: Option<&str>, signature: &str) -> Result<(), Denied> {
+        let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        s.replay
+            .check(signed_at_ms, signature, acl::fresh::now_ms())
     }
 
     /// The rules in force now: the file is read again at most once a second, and a changed
@@ -220,9 +235,16 @@ pub(crate) fn remoting(
     };
     let rules = gate.rules();
     let fields = cmd.ext_fields.iter().map(|(k, v)| (k.as_str(), v.as_str()));
-    let checked = rules
-        .access_signed(peer, fields, body)
-        .and_then(|a| a.check(&action));
+    let checked = rules.access_signed(peer, fields, body).and_then(|a| {
+        // A request that passed by its signature (not by an allow-list) must be fresh.
+        if let Access::Account(_) = a {
+            gate.fresh(
+                cmd.ext(acl::fresh::SIGNED_AT_MS),
+                cmd.ext(acl::sign::SIGNATURE).unwrap_or(""),
+            )?;
+        }
+        a.check(&action)
+    });
     if let Err(d) = &checked {
         if matches!(
             cmd.code,
@@ -255,7 +277,7 @@ accounts:
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("plain_acl.yml");
         std::fs::write(&path, RULES).unwrap();
-        let g = Gate::open(&path).unwrap();
+        let g = Gate::open(&path, ReplayGuard::new(60_000, false)).unwrap();
         (dir, g)
     }
 

@@ -84,6 +84,18 @@ struct Args {
     #[arg(long, requires = "acl_enable")]
     acl_file: Option<std::path::PathBuf>,
 
+    /// With `--acl-enable`: a signed RocketMQ request carrying its time (`SignedAtMs`, as
+    /// mqadmin sends) is taken only this close to the NameServer's clock, and only once
+    /// (an exact replay is refused).
+    #[arg(long, default_value_t = acl::fresh::WINDOW_MS_DEFAULT,
+          value_parser = clap::value_parser!(u64).range(1_000..=3_600_000))]
+    acl_signature_window_ms: u64,
+
+    /// With `--acl-enable`: refuse signed RocketMQ requests that carry no time (real
+    /// RocketMQ clients send none in ACL 1.0, so this shuts them out).
+    #[arg(long)]
+    acl_signature_time_required: bool,
+
     /// TLS on the listener: disabled, permissive (TLS and plaintext) or enforcing (TLS only).
     #[arg(long, default_value = "disabled", value_parser = parse_mode)]
     tls_mode: tls::Mode,
@@ -141,6 +153,8 @@ where
         connection_idle_timeout_ms: args.connection_idle_timeout_ms,
         frame_timeout_ms: args.frame_timeout_ms,
         acl_file: args.acl_file.clone().filter(|_| args.acl_enable),
+        acl_signature_window_ms: args.acl_signature_window_ms,
+        acl_signature_time_required: args.acl_signature_time_required,
         tls_mode: args.tls_mode,
         tls: match (args.tls_cert_path, args.tls_key_path) {
             (Some(cert_path), Some(key_path)) => Some(tls::ServerSettings {

@@ -38,6 +38,13 @@ pub struct NameServerConfig {
     /// Access control: the plain_acl.yml whose rules every request must pass (see
     /// `access.rs`), reloaded when it changes; `None` (the default) serves everyone.
     pub acl_file: Option<std::path::PathBuf>,
+    /// With access control on, a signed RocketMQ request that carries its time
+    /// (`SignedAtMs`, as mqadmin sends) is taken only this close to the NameServer's clock,
+    /// and only once (`acl::fresh`). Default [`acl::fresh::WINDOW_MS_DEFAULT`].
+    pub acl_signature_window_ms: u64,
+    /// With access control on, refuse signed RocketMQ requests that carry no time (real
+    /// RocketMQ clients send none). Default false.
+    pub acl_signature_time_required: bool,
     /// TLS on the listener (RocketMQ's `tls.server.mode`): disabled (default), permissive
     /// (TLS and plaintext on the port, told apart by the first byte) or enforcing (a
     /// plaintext connection is closed, counted in `connections_closed{reason="plaintext"}`).
@@ -142,6 +149,8 @@ impl Default for NameServerConfig {
             connection_idle_timeout_ms: Self::CONNECTION_IDLE_TIMEOUT_MS_DEFAULT,
             frame_timeout_ms: Self::FRAME_TIMEOUT_MS_DEFAULT,
             acl_file: None,
+            acl_signature_window_ms: acl::fresh::WINDOW_MS_DEFAULT,
+            acl_signature_time_required: false,
             tls_mode: tls::Mode::Disabled,
             tls: None,
         }

@@ -118,8 +118,14 @@ pub fn start(config: NameServerConfig) -> io::Result<NameServerHandle> {
     config.validate()?;
     let acl = match &config.acl_file {
         Some(path) => Some(
-            crate::access::Gate::open(path)
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?,
+            crate::access::Gate::open(
+                path,
+                acl::fresh::ReplayGuard::new(
+                    config.acl_signature_window_ms,
+                    config.acl_signature_time_required,
+                ),
+            )
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?,
         ),
         None => None,
     };

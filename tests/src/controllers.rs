@@ -19,6 +19,9 @@ pub struct Controllers {
     peers: String,
     extra: Vec<String>,
     pub procs: Vec<Option<Proc>>,
+    /// The account the harness's own requests are signed as (controllers started with
+    /// `--acl-file`); `None` signs nothing.
+    pub credentials: Option<acl::Credentials>,
 }
 
 impl Controllers {
@@ -29,6 +32,15 @@ impl Controllers {
     /// Three controllers with `--heartbeat-timeout-ms heartbeat_timeout_ms` and
     /// `--election-check-interval-ms election_check_interval_ms`.
     pub fn start_with(heartbeat_timeout_ms: u64, election_check_interval_ms: u64) -> Controllers {
+        Self::start_with_flags(heartbeat_timeout_ms, election_check_interval_ms, &[])
+    }
+
+    /// [`Controllers::start_with`] and `flags` on every controller (`--acl-file` ...).
+    pub fn start_with_flags(
+        heartbeat_timeout_ms: u64,
+        election_check_interval_ms: u64,
+        flags: &[&str],
+    ) -> Controllers {
         let dir = tempfile::tempdir().unwrap();
         let logs = dir.path().join("logs");
         std::fs::create_dir_all(&logs).unwrap();
@@ -50,7 +62,10 @@ impl Controllers {
             heartbeat_timeout_ms.to_string(),
             "--election-check-interval-ms".to_owned(),
             election_check_interval_ms.to_string(),
-        ];
+        ]
+        .into_iter()
+        .chain(flags.iter().map(|f| (*f).to_owned()))
+        .collect();
         let mut c = Controllers {
             _dir: dir,
             logs,
@@ -59,6 +74,7 @@ impl Controllers {
             peers,
             extra,
             procs: vec![None, None, None],
+            credentials: None,
         };
         for i in 0..3 {
             c.start_one(i);
@@ -79,6 +95,11 @@ impl Controllers {
     }
 
     pub fn client(&self) -> Client {
+        self.client_as(self.credentials.clone())
+    }
+
+    /// A client signing its requests as `credentials` (for controllers with `--acl-file`).
+    pub fn client_as(&self, credentials: Option<acl::Credentials>) -> Client {
         Client::with_config(
             &self.addrs,
             ClientConfig {
@@ -86,6 +107,7 @@ impl Controllers {
                 attempts_max: 30,
                 call_timeout_ms: 10_000,
                 retry_backoff_ms: 50,
+                credentials,
             },
         )
         .unwrap()
@@ -109,7 +131,11 @@ impl Controllers {
                 if p.is_none() {
                     continue; // stopped on purpose
                 }
-                let mut c = Client::connect(&[&self.addrs[i]]).ok()?;
+                let config = ClientConfig {
+                    credentials: self.credentials.clone(),
+                    ..ClientConfig::default()
+                };
+                let mut c = Client::with_config(&[&self.addrs[i]], config).ok()?;
                 match c.call_one(&Request::GetMetadata).ok()? {
                     Response::Metadata {
                         leader_id: Some(l), ..

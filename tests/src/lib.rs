@@ -514,6 +514,10 @@ pub fn create_topic(namesrv: &str, topic: &str, queues: u32) {
     );
 }
 
+/// The test brokers' own ACL account ([`AclRules::broker_toml`]): what they log in to
+/// NameServers and controllers with, and what master and slave prove to each other.
+pub const BROKER_CREDENTIALS: (&str, &str) = ("corvus-broker", "corvus-broker-secret");
+
 /// A `plain_acl.yml` of a test's own, in a directory that lives as long as this does.
 pub struct AclRules {
     pub file: PathBuf,
@@ -528,11 +532,14 @@ impl AclRules {
         AclRules { file, _dir: dir }
     }
 
-    /// The broker keys that turn access control on with these rules.
+    /// The broker keys that turn access control on with these rules, and the broker's own
+    /// credentials ([`BROKER_CREDENTIALS`]), which a broker with access control on needs.
     pub fn broker_toml(&self) -> String {
         format!(
-            "acl_enable = true\nacl_file = \"{}\"\n",
-            self.file.display()
+            "acl_enable = true\nacl_file = \"{}\"\nacl_access_key = \"{}\"\nacl_secret_key = \"{}\"\n",
+            self.file.display(),
+            BROKER_CREDENTIALS.0,
+            BROKER_CREDENTIALS.1
         )
     }
 }

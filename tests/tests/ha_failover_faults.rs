@@ -76,6 +76,7 @@ fn ask(addrs: &[String]) -> Option<ReplicaInfo> {
             attempts_max: 6,
             call_timeout_ms: 3000,
             retry_backoff_ms: 50,
+            credentials: None,
         },
     )
     .ok()?;

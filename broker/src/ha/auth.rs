@@ -9,8 +9,10 @@
 //!
 //! A broker with credentials asks them of its peer: a master refuses a slave that sends
 //! none or another access key or a wrong proof, and a slave refuses a master that answers
-//! without a challenge or with a wrong proof. Brokers without credentials replicate as
-//! before.
+//! without a challenge or with a wrong proof. Brokers without credentials replicate
+//! unauthenticated, unless access control is on (`acl_enable`): such a broker does not start
+//! without credentials, and one told to (`acl_allow_no_broker_credentials`) refuses every
+//! slave.
 
 use crate::config::Credentials;
 

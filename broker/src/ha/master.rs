@@ -585,6 +585,16 @@ where
     W: AsyncWrite + Unpin,
 {
     let Some(mine) = core.shared.config.credentials() else {
+        // With access control on, a master without credentials has nothing to ask a slave
+        // for: it refuses them all rather than serve its log to anyone who connects (it
+        // starts so only with `acl_allow_no_broker_credentials`).
+        if core.shared.config.acl_enable {
+            return Err(
+                "this master has acl_enable on and no acl_access_key / acl_secret_key \
+                 (acl_allow_no_broker_credentials): it takes no slaves"
+                    .into(),
+            );
+        }
         return Ok(());
     };
     super::auth::check_access_key(&mine, &hello.access_key)?;

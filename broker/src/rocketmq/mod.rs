@@ -183,7 +183,7 @@ pub(crate) async fn serve(
         request::GET_MAX_OFFSET => max_offset(core, req).await,
         request::GET_MIN_OFFSET => min_offset(core, req).await,
         request::SEARCH_OFFSET_BY_TIMESTAMP => search_offset(core, req).await,
-        request::VIEW_MESSAGE_BY_ID => view_message(core, req).await,
+        request::VIEW_MESSAGE_BY_ID => view_message(core, client, req).await,
         request::QUERY_MESSAGE => query_message(core, req).await,
         request::LOCK_BATCH_MQ => lock_batch(core, req, &frame.body).await,
         request::UNLOCK_BATCH_MQ => unlock_batch(core, req, &frame.body).await,
@@ -974,13 +974,27 @@ fn records_body(core: &Core, records: Vec<Bytes>) -> Body {
     )
 }
 
-async fn view_message(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
+async fn view_message(
+    core: &Rc<Core>,
+    client: &ClientConn,
+    req: &RemotingCommand,
+) -> Result<Outgoing, BrokerError> {
     let h: ViewMessageRequestHeader = header(req)?;
     let off = u64::try_from(h.offset)
         .map_err(|_| BrokerError::BadRequest(format!("offset {} is negative", h.offset)))?;
     let shard = (off >> LOCAL_OFFSET_BITS) as u16;
     let local = off & message::ids::LOCAL_OFFSET_MAX;
     let recs = core.view_by_offset(shard, local).await?;
+    // The id named no topic: the account must hold SUB on the one found.
+    for r in &recs {
+        let topic = message::RecordView::parse(r).map(|v| v.topic().to_owned());
+        core.acl.check_lookup(
+            client,
+            req.ext(acl::sign::ACCESS_KEY),
+            topic.as_deref().unwrap_or(""),
+            "VIEW_MESSAGE_BY_ID",
+        )?;
+    }
     Ok(Outgoing::remoting(ok(req), records_body(core, recs)))
 }
 

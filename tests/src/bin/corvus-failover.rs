@@ -241,6 +241,7 @@ fn run(cli: &Cli, bin_dir: &Path) -> Result<bool> {
             attempts_max: 3,
             call_timeout_ms: 1000,
             retry_backoff_ms: 20,
+            credentials: None,
         },
     )
     .context("a controller client")?;
