@@ -444,7 +444,19 @@ impl Timer {
                         pos += len;
                     }
                     message::Peek::Blank(len) => pos += len,
-                    message::Peek::Invalid => break,
+                    // A record that fails its CRC (changed on disk since recovery) names
+                    // no delivery it can be trusted with; `read_log` checked the run's
+                    // structure, so its size leads to the next one.
+                    message::Peek::Invalid => {
+                        let total = bytes
+                            .get(pos..pos + 4)
+                            .and_then(|b| <[u8; 4]>::try_from(b).ok())
+                            .map_or(0, i32::from_be_bytes);
+                        if total <= 0 {
+                            break;
+                        }
+                        pos += total as usize;
+                    }
                 }
             }
             if run.next <= at {
