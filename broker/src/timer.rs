@@ -403,9 +403,31 @@ impl Timer {
         let mut at = from.max(min);
         let mut found = HashSet::new();
         while at < to {
-            let Some(run) = shard.read_log(at, 4 << 20).await? else {
-                break;
+            let run = match shard.read_log(at, 4 << 20).await {
+                Ok(Some(run)) => run,
+                Ok(None) => break,
+                Err(e) => {
+                    // Damage recovery did not see (the log changed on disk since): the
+                    // rest of the range cannot be walked. Delivering what may have been
+                    // delivered already is the lesser harm; holding every scheduled
+                    // message of the shard back is not an option.
+                    tracing::warn!(
+                        shard = self.shard_id,
+                        error = %e,
+                        "the timer cannot read the log from offset {at} to {to} for deliveries made before it stopped; scheduled messages delivered in that range may be delivered again"
+                    );
+                    break;
+                }
             };
+            if run.quarantined {
+                // Damage quarantined by recovery: it holds no delivery to find (the read
+                // path logs the range once).
+                if run.next <= at {
+                    break;
+                }
+                at = run.next;
+                continue;
+            }
             let bytes = run.bytes.as_bytes();
             let mut pos = 0usize;
             while pos < bytes.len() {
@@ -422,7 +444,19 @@ impl Timer {
                         pos += len;
                     }
                     message::Peek::Blank(len) => pos += len,
-                    message::Peek::Invalid => break,
+                    // A record that fails its CRC (changed on disk since recovery) names
+                    // no delivery it can be trusted with; `read_log` checked the run's
+                    // structure, so its size leads to the next one.
+                    message::Peek::Invalid => {
+                        let total = bytes
+                            .get(pos..pos + 4)
+                            .and_then(|b| <[u8; 4]>::try_from(b).ok())
+                            .map_or(0, i32::from_be_bytes);
+                        if total <= 0 {
+                            break;
+                        }
+                        pos += total as usize;
+                    }
                 }
             }
             if run.next <= at {

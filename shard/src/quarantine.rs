@@ -54,6 +54,8 @@ pub(crate) struct Quarantine {
     pub(crate) skipped_records: u64,
     /// Ranges whose first step-over by a reader has been logged.
     reported: HashSet<u64>,
+    /// Ranges whose first step-over by a log walker (timer, replication) has been logged.
+    walked: HashSet<u64>,
     /// (topic, queue, queue offset) of missing entries already logged.
     reported_holes: HashSet<(String, u32, u64)>,
     /// The distinct queue offsets of each queue that reads stepped over.
@@ -88,6 +90,40 @@ impl Quarantine {
             Some(&(l, _)) if l == len => Some((offset, offset + l)),
             _ => None,
         }
+    }
+
+    /// The first quarantined range or span that ends after `offset`, as `[start, end)`:
+    /// `start <= offset` when `offset` lies inside it. Walkers of the log by physical
+    /// offset stop before it and resume at its end.
+    pub(crate) fn next_after(&self, offset: u64) -> Option<(u64, u64)> {
+        if self.ranges.is_empty() && self.spans.is_empty() {
+            return None;
+        }
+        let i = self.ranges.partition_point(|r| r.end <= offset);
+        let range = self.ranges.get(i).map(|r| (r.start, r.end));
+        // A span is one record: one that starts before `offset` ends after it only when
+        // `offset` lies inside it, and that span starts at most one record back.
+        let before = self
+            .spans
+            .range(..=offset)
+            .next_back()
+            .map(|(&o, &(l, _))| (o, o + l))
+            .filter(|&(_, e)| e > offset);
+        let after = self
+            .spans
+            .range(offset + 1..)
+            .next()
+            .map(|(&o, &(l, _))| (o, o + l));
+        [range, before, after]
+            .into_iter()
+            .flatten()
+            .min_by_key(|&(s, _)| s)
+    }
+
+    /// Marks a range (by its start) as reported to a log walker; true the first time, when
+    /// the caller logs it. Not counted in `skipped_records`, which counts queue entries.
+    pub(crate) fn walk_over(&mut self, range_start: u64) -> bool {
+        self.walked.insert(range_start)
     }
 
     /// Records a span a read found failing its check. Returns false if it was known.
@@ -212,6 +248,23 @@ mod tests {
         q.forget_below(600);
         assert_eq!(q.count(), 1);
         assert_eq!(q.list()[0].start, 1000);
+    }
+
+    #[test]
+    fn the_next_range_or_span_after_an_offset() {
+        let mut q = Quarantine::from_recovery(vec![range(100, 200), range(500, 600)]);
+        assert!(q.add_span(300, 50, PathBuf::from("seg")));
+        assert_eq!(q.next_after(0), Some((100, 200)));
+        assert_eq!(q.next_after(150), Some((100, 200)), "inside it");
+        assert_eq!(
+            q.next_after(200),
+            Some((300, 350)),
+            "a range ends at its end"
+        );
+        assert_eq!(q.next_after(320), Some((300, 350)), "inside a span");
+        assert_eq!(q.next_after(350), Some((500, 600)));
+        assert_eq!(q.next_after(600), None);
+        assert_eq!(Quarantine::default().next_after(0), None);
     }
 
     #[test]

@@ -439,3 +439,103 @@ fn a_header_damaged_into_an_end_of_segment_blank_hides_nothing() {
     std::fs::remove_dir_all(dir.path().join("consumequeue")).unwrap();
     check_quarantined(dir.path(), offsets, end, vec![victim]);
 }
+
+/// Walks the whole log by physical offset as the timer and replication do (`read_log`),
+/// returning the offset of every record found and the quarantined runs stepped over.
+async fn walk_log(shard: &Shard) -> (Vec<u64>, Vec<(u64, u64)>) {
+    let (min, end) = shard.log_bounds();
+    let (mut records, mut skipped) = (Vec::new(), Vec::new());
+    let mut at = min;
+    for _ in 0..100_000 {
+        if at >= end {
+            break;
+        }
+        let Some(run) = shard.read_log(at, 8 << 10).await.unwrap() else {
+            break;
+        };
+        assert_eq!(run.start, at);
+        assert!(run.next > at, "the walk moves on");
+        if run.quarantined {
+            assert!(run.bytes.is_empty(), "no quarantined byte is handed out");
+            skipped.push((run.start, run.next));
+        } else {
+            let bytes = run.bytes.as_bytes();
+            let mut pos = 0;
+            while pos < bytes.len() {
+                match message::peek_record(&bytes[pos..]) {
+                    message::Peek::Record(n) => {
+                        records.push(at + pos as u64);
+                        pos += n;
+                    }
+                    message::Peek::Blank(n) => pos += n,
+                    // The end-of-segment marker: only its header is in the run.
+                    message::Peek::Invalid
+                        if bytes.len() - pos == 8
+                            && bytes[pos + 4..pos + 8]
+                                == message::BLANK_MAGIC_CODE.to_be_bytes() =>
+                    {
+                        break
+                    }
+                    message::Peek::Invalid => {
+                        panic!("a run holds an invalid unit at {}", at + pos as u64)
+                    }
+                }
+            }
+        }
+        at = run.next;
+    }
+    assert_eq!(at, end, "the walk reached the log's end");
+    (records, skipped)
+}
+
+/// A reader of the log by offset (the timer looking for its deliveries, replication) steps
+/// over a quarantined range exactly as a pull does, whether the damage left a record's
+/// structure (a flipped body byte) or not (garbage over a header): every other record is
+/// found, in order, and the walk reaches the log's end.
+#[test]
+fn a_walk_of_the_log_by_offset_steps_over_quarantined_ranges() {
+    let dir = tempfile::tempdir().unwrap();
+    let (offsets, end) = write_log(dir.path());
+    // A header made garbage (no record structure left), and a flipped body byte.
+    let headless = 40;
+    let flipped = 200;
+    for k in 0..8 {
+        damage(dir.path(), offsets[headless] + k, 0x5a);
+    }
+    damage(dir.path(), offsets[flipped] + 400, 1);
+    let p = dir.path().to_owned();
+    shard::run_local(move || async move {
+        let shard = Shard::open(small_config(&p)).await.unwrap();
+        assert_eq!(shard.quarantined().len(), 2, "{:?}", shard.quarantined());
+        let (found, skipped) = walk_log(&shard).await;
+        let expected: Vec<u64> = (0..RECORDS)
+            .filter(|&i| i != headless && i != flipped)
+            .map(|i| offsets[i])
+            .collect();
+        assert_eq!(found, expected, "every record outside the damage, in order");
+        let ranges: Vec<(u64, u64)> = shard
+            .quarantined()
+            .iter()
+            .map(|r| (r.start, r.end))
+            .collect();
+        assert_eq!(skipped, ranges, "each range stepped over once, whole");
+        assert_eq!(shard.log_bounds().1, end);
+        // A walk that starts inside a range steps to its end.
+        let inside = shard
+            .read_log(offsets[headless] + 8, 4096)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(inside.quarantined);
+        assert_eq!(inside.next, ranges[0].1);
+        // A run ends where a range starts: it never holds a damaged record.
+        let before = shard
+            .read_log(offsets[flipped - 1], 1 << 20)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(!before.quarantined);
+        assert_eq!(before.next, offsets[flipped]);
+        shard.close().await.unwrap();
+    });
+}

@@ -800,6 +800,17 @@ async fn send_stream<W: AsyncWrite + Unpin>(
         }
         let from = link.sent.get();
         match shard.read_log(from, batch).await {
+            Ok(Some(run)) if run.quarantined => {
+                // A slave must hold the same bytes at the same offsets, and these are not
+                // records it could check: the stream cannot go past them.
+                let reason = format!(
+                    "the log holds the quarantined range [{}, {}), which cannot be replicated",
+                    run.start, run.next
+                );
+                link.close(reason.clone());
+                tracing::error!(shard = ms.shard_id, "replication stopped: {reason}");
+                return;
+            }
             Ok(Some(run)) => {
                 if let Some(rate) = rate {
                     // 100 ms windows of a tenth of the rate each.

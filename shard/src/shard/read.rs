@@ -97,7 +97,7 @@ impl Shard {
                     i += 1;
                 }
                 Located::Memory(s) => {
-                    out.push(match check_record(s.as_bytes(), spans[i].0, false) {
+                    out.push(match check_record(s.as_bytes(), spans[i].0) {
                         Ok(()) => Fetched::Record(s.clone()),
                         Err(reason) => Fetched::Bad {
                             segment: None,
@@ -130,7 +130,7 @@ impl Shard {
                         // failed, or the queue would stall on it.
                         let checked = StoredSlice::from_read(&r, (o - base) as usize, l)
                             .ok_or_else(|| "the segment file ends inside the record".to_owned())
-                            .and_then(|s| check_record(s.as_bytes(), o, true).map(|()| s));
+                            .and_then(|s| check_record(s.as_bytes(), o).map(|()| s));
                         out.push(match checked {
                             Ok(s) => Fetched::Record(s),
                             Err(reason) => Fetched::Bad {
@@ -624,20 +624,18 @@ impl Shard {
     }
 }
 
-/// Checks a record on its way to a reader: structure, position and (for bytes that came
-/// from disk) CRC. The write path checked the same when it stamped the record. The error
-/// says what failed.
-fn check_record(bytes: &[u8], offset: u64, from_disk: bool) -> Result<(), String> {
+/// Checks a record on its way to a reader: structure, position and CRC, wherever the bytes
+/// came from. Bytes from disk may have changed since they were written; bytes in memory
+/// are what the write path stamped, but a reader is never handed a record on that promise
+/// alone: whatever went wrong between the stamp and the read (a ConsumeQueue entry pointing
+/// at bytes that were replaced, memory reused too early), the record is refused, not
+/// served. The error says what failed.
+fn check_record(bytes: &[u8], offset: u64) -> Result<(), String> {
     let v = RecordView::parse(bytes).map_err(|e| e.to_string())?;
     if v.len() != bytes.len() || v.physical_offset() != offset {
         return Err("record does not start where its index says".into());
     }
-    if from_disk {
-        v.verify_crc().map_err(|e| e.to_string())?;
-    } else {
-        debug_assert!(v.verify_crc().is_ok());
-    }
-    Ok(())
+    v.verify_crc().map_err(|e| e.to_string())
 }
 
 /// One span of [`Shard::fetch`].

@@ -27,6 +27,10 @@ pub struct LogRun {
     /// the run ends with the segment's end marker (whose filler is not sent).
     pub next: u64,
     pub bytes: StoredSlice,
+    /// `[start, next)` lies in a quarantined range (recovery found no valid record there,
+    /// or a read found this record failing its check): `bytes` is empty, nothing in it is
+    /// a record, and a reader steps over it to `next`, as a pull steps over its entries.
+    pub quarantined: bool,
 }
 
 /// The whole units at the front of `bytes`, which hold the log from `start`.
@@ -117,9 +121,15 @@ impl Shard {
     }
 
     /// Up to about `max_bytes` of the log from `from` (a unit boundary) as whole units, for
-    /// a replica; `None` when `from` is the write offset. From memory where the log still
-    /// holds it, else one read of the segment file. A unit bigger than `max_bytes` comes
-    /// whole, alone.
+    /// a replica or any other reader that walks the log by physical offset (the timer);
+    /// `None` when `from` is the write offset. From memory where the log still holds it,
+    /// else one read of the segment file. A unit bigger than `max_bytes` comes whole,
+    /// alone.
+    ///
+    /// Quarantined bytes never come in a run: a run ends where a quarantined range starts,
+    /// and a read from inside one returns it as a run marked `quarantined` (no bytes) whose
+    /// `next` is the range's end. This is the one way every log walker steps over damage;
+    /// each range is logged once, at the first walk over it.
     pub async fn read_log(
         &self,
         from: u64,
@@ -143,7 +153,28 @@ impl Shard {
         }
         let record_max = self.inner.config.message_bytes_max;
         let mut want = max_bytes.max(BLANK_RECORD_MIN_BYTES);
+        let damaged = self.inner.quarantine.borrow().next_after(from);
+        if let Some((start, end)) = damaged {
+            if start <= from {
+                if self.inner.quarantine.borrow_mut().walk_over(start) {
+                    tracing::warn!(
+                        shard_dir = %self.inner.config.dir.display(),
+                        "a reader of the log by offset (timer or replication) steps over the quarantined CommitLog range [{start}, {end}): it holds no record to read"
+                    );
+                }
+                return Ok(Some(LogRun {
+                    start: from,
+                    next: end,
+                    bytes: StoredSlice::owned(bytes::Bytes::new()),
+                    quarantined: true,
+                }));
+            }
+        }
+        // The run stops where the next quarantined range starts: a damaged record is never
+        // handed out, and the record before it ends exactly there.
+        let stop = damaged.map_or(usize::MAX, |(start, _)| (start - from) as usize);
         for _ in 0..2 {
+            want = want.min(stop);
             let run = self.inner.log.borrow().run_at(from, want);
             let slice = match run {
                 RunAt::Gone => return Ok(None),
@@ -169,6 +200,7 @@ impl Shard {
                     start: from,
                     next: units.next,
                     bytes: slice.prefix(units.len),
+                    quarantined: false,
                 }));
             }
             // The first unit is bigger than asked for: ask for it whole.
