@@ -1174,7 +1174,8 @@ async fn send_back(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, B
     let dead = h.delay_level < 0 || reconsume > max;
     let (topic, cfg) = if dead {
         let t = dead_letter_topic(&h.group);
-        let cfg = ensure_topic(core, &t, perm::WRITE).await?;
+        // Readable, as RocketMQ 5 creates it, so dead letters can be consumed again.
+        let cfg = ensure_topic(core, &t, perm::READ | perm::WRITE).await?;
         (t, cfg)
     } else {
         let t = retry_topic(&h.group);

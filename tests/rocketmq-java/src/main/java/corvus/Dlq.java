@@ -20,10 +20,12 @@ import org.apache.rocketmq.common.message.MessageExt;
 /**
  * A consumer that fails every message, with setMaxReconsumeTimes(MAX): each message is
  * delivered 1 + MAX times (the first time, then from the group's retry topic) and then ends in
- * the group's dead letter topic %DLQ%GROUP, where a lookup by key finds it.
+ * the group's dead letter topic %DLQ%GROUP, where a lookup by key finds it, and from where a
+ * consumer of another group reads them again (RocketMQ creates the topic readable, so dead
+ * letters can be reprocessed).
  *
- * Usage: Dlq NAMESRV TOPIC COUNT GROUP MAX. Prints DELIVERIES ..., DEAD key ... and
- * ALL DEAD; exit 0.
+ * Usage: Dlq NAMESRV TOPIC COUNT GROUP MAX. Prints DELIVERIES ..., DEAD key ...,
+ * REPROCESSED n of COUNT and ALL DEAD; exit 0.
  */
 public class Dlq {
     public static void main(String[] args) throws Exception {
@@ -95,6 +97,25 @@ public class Dlq {
             if (n == null || n != 1 + max) ok = false;
         }
         consumer.shutdown();
+
+        Set<String> again = ConcurrentHashMap.newKeySet();
+        DefaultMQPushConsumer reprocess = new DefaultMQPushConsumer(group + "Reprocess");
+        reprocess.setNamesrvAddr(ns);
+        reprocess.setInstanceName("dlq-reprocess");
+        reprocess.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        reprocess.subscribe(dlq, "*");
+        reprocess.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+            for (MessageExt m : msgs) again.add(m.getKeys());
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        reprocess.start();
+        long againDeadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+        while (!again.containsAll(keys) && System.nanoTime() < againDeadline) {
+            Thread.sleep(100);
+        }
+        System.out.println("REPROCESSED " + again.size() + " of " + keys.size());
+        if (!again.containsAll(keys)) ok = false;
+        reprocess.shutdown();
         producer.shutdown();
         System.out.println(ok ? "ALL DEAD" : "NOT ALL DEAD");
         System.exit(ok ? 0 : 1);
