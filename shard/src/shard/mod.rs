@@ -238,6 +238,8 @@ struct Inner {
     appends: Cell<u64>,
     appended_bytes: Cell<u64>,
     busy_refusals: Cell<u64>,
+    /// Paces async appends past a quarter of `unsynced_bytes_max` at the disk's durable rate.
+    pacer: RefCell<append::Pacer>,
     /// Reads of the segment files (records no longer in memory) and their bytes.
     disk_reads: Cell<u64>,
     disk_read_bytes: Cell<u64>,
@@ -435,6 +437,7 @@ impl Shard {
             appends: Cell::new(0),
             appended_bytes: Cell::new(0),
             busy_refusals: Cell::new(0),
+            pacer: RefCell::new(append::Pacer::default()),
             disk_reads: Cell::new(0),
             disk_read_bytes: Cell::new(0),
             readahead: RefCell::new(Readahead::default()),
