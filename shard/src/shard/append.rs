@@ -52,9 +52,11 @@ impl Default for Pacer {
 }
 
 impl Pacer {
-    /// A sync made `bytes` durable in `took`.
-    pub(super) fn observe(&mut self, bytes: u64, took: Duration) {
-        if bytes == 0 {
+    /// A sync made `bytes` durable in `took`. One of fewer than `bytes_min` bytes is not
+    /// counted: it measures a sync's latency, not the disk's rate, and the small syncs of
+    /// a quiet spell would otherwise pace the next burst far below what the disk can do.
+    pub(super) fn observe(&mut self, bytes: u64, took: Duration, bytes_min: u64) {
+        if bytes == 0 || bytes < bytes_min {
             return;
         }
         // At least a millisecond: a sync of nothing new is not infinitely fast.

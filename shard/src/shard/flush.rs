@@ -13,6 +13,10 @@ use crate::{FlushPolicy, ShardError};
 
 use super::{Inner, Shard, Signals, Spare, SEGMENT_CREATE_RETRY};
 
+/// A sync that made fewer than `unsynced_bytes_max / PACE_SAMPLE_FRACTION` bytes durable
+/// does not count towards the rate that paces appends (see `append::Pacer::observe`).
+const PACE_SAMPLE_FRACTION: u64 = 64;
+
 impl Shard {
     fn poison(&self, operation: &str, e: &std::io::Error) -> ShardError {
         tracing::error!(operation, error = %e, "shard poisoned: refusing writes until reopened");
@@ -268,10 +272,11 @@ impl Shard {
                 };
                 // What the disk makes durable per second paces async appends (see
                 // `wait_for_room`).
-                inner
-                    .pacer
-                    .borrow_mut()
-                    .observe(newly_durable, synced_from.elapsed());
+                inner.pacer.borrow_mut().observe(
+                    newly_durable,
+                    synced_from.elapsed(),
+                    inner.config.unsynced_bytes_max / PACE_SAMPLE_FRACTION,
+                );
                 if inner.config.flush == FlushPolicy::Sync {
                     // Sync-flush readers are served only what is durable: this is new to them.
                     inner.signals.new_message.notify_all();
