@@ -416,6 +416,52 @@ fn keep_big_allocations() {
     }
 }
 
+/// A send of at least this many bytes counts towards giving freed heap memory back
+/// ([`give_back_heap`]).
+pub const TRIM_AFTER_SEND_BYTES: usize = 1 << 20;
+
+/// Bytes of large sends (see [`TRIM_AFTER_SEND_BYTES`]) since the heap was last trimmed.
+/// Process-wide, as the allocator is.
+static LARGE_SEND_BYTES: AtomicU64 = AtomicU64::new(0);
+
+/// Counts a send of `bytes` towards the next trim of the heap, if it is large.
+pub fn note_send_bytes(bytes: usize) {
+    if bytes >= TRIM_AFTER_SEND_BYTES {
+        LARGE_SEND_BYTES.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+}
+
+/// Core 0's once-a-second check: after large sends, once a whole second passed without
+/// another, returns the heap's free pages to the kernel (`malloc_trim`, on the blocking
+/// thread so the core goes on serving). Batches between 1 MiB and
+/// [`OWN_MAPPING_BYTES_MIN`] are copied on the heap (their records, their chunk), and
+/// freed among longer-lived allocations those pages stayed resident: bursts of 6 MB batches
+/// from 8 connections left a 2-core broker 569 MiB of anonymous memory for good. A steady
+/// stream of large sends reuses that memory and is not trimmed under.
+async fn give_back_heap(seen: &mut u64) {
+    let now = LARGE_SEND_BYTES.load(Ordering::Relaxed);
+    if now == 0 {
+        return;
+    }
+    if now != *seen {
+        // Still coming: wait for a quiet second.
+        *seen = now;
+        return;
+    }
+    LARGE_SEND_BYTES.fetch_sub(now, Ordering::Relaxed);
+    *seen = 0;
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        glommio::executor()
+            .spawn_blocking(|| {
+                // SAFETY: malloc_trim takes no pointers; it only returns free memory of
+                // the allocator's own arenas to the kernel, under their locks.
+                unsafe { libc::malloc_trim(0) }
+            })
+            .await;
+    }
+}
+
 /// Starts every core and returns once all of them serve (or one failed to start).
 pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
     config.validate()?;
@@ -929,6 +975,7 @@ async fn core_main(
     };
     let mut ticks = 0u32;
     let mut replication_seen = Vec::new();
+    let mut large_sends_seen = 0u64;
     while !shared.shutdown.load(Ordering::SeqCst) {
         glommio::timer::sleep(Duration::from_millis(50)).await;
         ticks += 1;
@@ -946,6 +993,9 @@ async fn core_main(
             last = now;
             core.publish_backlogs();
             core.publish_replication(&mut replication_seen);
+            if id == 0 {
+                give_back_heap(&mut large_sends_seen).await;
+            }
         }
     }
     stop_core(
