@@ -863,7 +863,8 @@ config_keys! {
     }
     /// Bytes acknowledged but not yet fdatasynced per shard, at most (async flush): past
     /// it, sends wait up to `send_busy_wait_ms` for a sync and are then answered
-    /// SYSTEM_BUSY.
+    /// SYSTEM_BUSY. From a quarter of it, sends are paced at the rate the disk makes
+    /// bytes durable, so a slow disk slows acknowledgements rather than stopping them.
     unsynced_bytes_max: u64 {
         default: 512 << 20,
         range: [1 << 20, 64 << 30],

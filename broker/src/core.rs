@@ -537,6 +537,9 @@ impl Core {
         records: Bytes,
         count: u32,
     ) -> Result<SendOutcome, BrokerError> {
+        // A large batch's copies are freed once it is stored: counted, so that the heap is
+        // trimmed once such sends pause (`bootstrap::give_back_heap`).
+        crate::bootstrap::note_send_bytes(records.len());
         // The gate of the graceful stop. The check and the count happen in one step on this
         // core, so once `shutdown` is set no send can start unseen: shutdown waits for the
         // counted ones to be answered, then flushes. A send refused here was never stored

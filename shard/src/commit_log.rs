@@ -699,6 +699,98 @@ pub(crate) struct Recovered {
     pub(crate) truncated_segments: usize,
     /// Damaged ranges inside the log, in log order, each within one segment.
     pub(crate) quarantined: Vec<QuarantinedRange>,
+    /// What a torn tail's cut dropped; `None` when only zeros follow the log's end.
+    pub(crate) cut: Option<TailCut>,
+}
+
+/// What recovery cut from the end of the CommitLog: bytes past the last valid record that
+/// are not zeros, with nothing valid after them (a torn last write, or damage at the tail).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TailCut {
+    /// Where the log now ends: the first byte dropped.
+    pub at: u64,
+    /// From `at` to the last byte that was not zero.
+    pub bytes: u64,
+    /// Records walked from `at` by their headers (magic code and a size that fits the
+    /// segment): each failed its check or was torn, and is gone.
+    pub records: u64,
+    /// Bytes of the cut after those records that do not parse as a record header.
+    pub unparsed_bytes: u64,
+}
+
+/// Tracks the last byte that is not zero among the bytes a scan passed over, in log order.
+#[derive(Default)]
+struct NonZero {
+    /// Everything below this was looked at.
+    scanned_to: u64,
+    last: Option<u64>,
+}
+
+impl NonZero {
+    /// Looks at the window's bytes from `from` (or where the last look ended) to its end.
+    fn see(&mut self, window: &Option<(u64, ReadBytes)>, from: u64) {
+        let Some((ws, r)) = window.as_ref() else {
+            return;
+        };
+        let bytes = r.as_bytes();
+        let start = from.max(self.scanned_to).max(*ws);
+        let end = ws + bytes.len() as u64;
+        if start >= end {
+            return;
+        }
+        if let Some(i) = last_nonzero(&bytes[(start - ws) as usize..]) {
+            self.last = Some(start + i as u64);
+        }
+        self.scanned_to = end;
+    }
+}
+
+/// The index of the last byte that is not zero. Whole blocks of zeros (the rest of a
+/// preallocated segment) are passed over with an OR over the block, which the compiler
+/// vectorises: this runs over every byte past the log end at each start.
+fn last_nonzero(bytes: &[u8]) -> Option<usize> {
+    let mut end = bytes.len();
+    for block in bytes.rchunks(BLOCK_BYTES as usize) {
+        let start = end - block.len();
+        if block.iter().fold(0u8, |a, &b| a | b) != 0 {
+            return block.iter().rposition(|&b| b != 0).map(|i| start + i);
+        }
+        end = start;
+    }
+    None
+}
+
+/// Walks record headers in `[at, cut_end)` of a torn tail: how many records it held (each
+/// failing its check, or cut short), and how many bytes after them parse as no record.
+async fn describe_cut(
+    file: &SegmentFile,
+    at: u64,
+    cut_end: u64,
+    seg_end: u64,
+) -> Result<TailCut, ShardError> {
+    let mut window = None;
+    let mut pos = at;
+    let mut records = 0;
+    while pos < cut_end {
+        let Some(head) =
+            ensure_window(file, &mut window, pos, BLANK_RECORD_MIN_BYTES, seg_end).await?
+        else {
+            break;
+        };
+        let total = i32::from_be_bytes([head[0], head[1], head[2], head[3]]);
+        let magic = i32::from_be_bytes([head[4], head[5], head[6], head[7]]);
+        if magic != MAGIC_CODE || total < FIXED_BYTES as i32 || pos + total as u64 > seg_end {
+            break;
+        }
+        records += 1;
+        pos += total as u64;
+    }
+    Ok(TailCut {
+        at,
+        bytes: cut_end - at,
+        records,
+        unparsed_bytes: cut_end.saturating_sub(pos),
+    })
 }
 
 pub(crate) struct LogParams {
@@ -779,6 +871,9 @@ pub(crate) async fn recover(
     let mut damaged_from: Option<u64> = None;
     let mut quarantined: Vec<QuarantinedRange> = Vec::new();
     let mut last_pos = log.min_offset;
+    // Where the last byte that is not zero lies among the bytes the search for a valid
+    // record passed over: past a torn tail's start it is the end of what the cut drops.
+    let mut nonzero = NonZero::default();
     for &start in &starts {
         let path = log.segment_path(start);
         let file = Rc::new(
@@ -796,7 +891,7 @@ pub(crate) async fn recover(
                     // must not hide the records after it: if a valid record follows, the
                     // "blank" is quarantined like any damage.
                     let after = pos + BLANK_RECORD_MIN_BYTES as u64;
-                    match find_record(&file, &mut window, after, seg_end).await? {
+                    match find_record(&file, &mut window, after, seg_end, &mut nonzero).await? {
                         Some(p) => {
                             damaged_from.get_or_insert(pos);
                             pos = p;
@@ -818,7 +913,8 @@ pub(crate) async fn recover(
                 }
                 At::Invalid => {
                     damaged_from.get_or_insert(pos);
-                    pos = find_record(&file, &mut window, pos + 1, seg_end)
+                    nonzero.see(&window, pos);
+                    pos = find_record(&file, &mut window, pos + 1, seg_end, &mut nonzero)
                         .await?
                         .unwrap_or(seg_end);
                 }
@@ -839,17 +935,28 @@ pub(crate) async fn recover(
     // nothing valid (the scan looked at every byte), so deleting them loses nothing, and
     // stale bytes in them must never pass for a continuation of the log later.
     let mut truncated_segments = 0;
+    let mut cut = None;
     let end = match damaged_from {
         Some(from) => {
-            // Said, not silent: an operator must be able to tell a crash's torn last write
-            // (expected) from a cut into data that was acknowledged (see the quarantine).
-            tracing::warn!(
-                offset = from,
-                scanned_to = last_pos,
-                "recovery cut the CommitLog at {from}: nothing valid follows it (a torn last \
-                 write); {} bytes after it, up to {last_pos}, held no valid record",
-                last_pos.saturating_sub(from)
-            );
+            // Only zeros past `from`: the log simply ends there (the preallocated rest of
+            // its segment), and nothing is cut. Anything else is what the cut drops, and
+            // the caller says how much of it (an operator must be able to tell a crash's
+            // torn last write from a cut into acknowledged data, see the quarantine).
+            if let Some(last) = nonzero.last.filter(|&l| l >= from) {
+                let file = log.segments.get(&log.segment_start(from)).cloned();
+                cut = Some(match file {
+                    Some(file) => {
+                        let seg_end = log.segment_start(from) + log.segment_bytes;
+                        describe_cut(&file, from, last + 1, seg_end).await?
+                    }
+                    None => TailCut {
+                        at: from,
+                        bytes: last + 1 - from,
+                        records: 0,
+                        unparsed_bytes: last + 1 - from,
+                    },
+                });
+            }
             let keep_up_to = log.segment_start(from);
             let later: Vec<u64> = log
                 .segments
@@ -885,6 +992,7 @@ pub(crate) async fn recover(
         log,
         truncated_segments,
         quarantined,
+        cut,
     })
 }
 
@@ -1047,6 +1155,7 @@ async fn find_record(
     window: &mut Option<(u64, ReadBytes)>,
     from: u64,
     seg_end: u64,
+    nonzero: &mut NonZero,
 ) -> Result<Option<u64>, ShardError> {
     let magic = MAGIC_CODE.to_be_bytes();
     let finder = memchr::memmem::Finder::new(&magic);
@@ -1058,6 +1167,7 @@ async fn find_record(
         {
             return Ok(None);
         }
+        nonzero.see(window, cur);
         let Some((ws, r)) = window.as_ref() else {
             return Ok(None);
         };
@@ -1191,9 +1301,15 @@ mod tests {
                     .await
                     .unwrap();
                 let mut w = None;
-                let found = find_record(&file, &mut w, 1, seg_size).await.unwrap();
+                let mut nz = NonZero::default();
+                let found = find_record(&file, &mut w, 1, seg_size, &mut nz)
+                    .await
+                    .unwrap();
                 let mut w = None;
-                let none = find_record(&file, &mut w, at + 1, seg_size).await.unwrap();
+                let mut nz = NonZero::default();
+                let none = find_record(&file, &mut w, at + 1, seg_size, &mut nz)
+                    .await
+                    .unwrap();
                 (found, none)
             });
             assert_eq!(found, (Some(at), None), "record at {at}");

@@ -227,7 +227,9 @@ pub struct ShardConfig {
     pub tail_ring: Option<crate::TailRingConfig>,
     /// Bytes acknowledged but not yet fdatasynced, at most (async policies; a sync append
     /// waits for its own sync). Past it an append waits for a sync, up to
-    /// `busy_wait_ms`, then is refused with `ShardError::Busy`. Default 512 MiB; >= 1 MiB.
+    /// `busy_wait_ms`, then is refused with `ShardError::Busy`; from a quarter of it,
+    /// appends are paced at the rate the disk makes bytes durable. Default 512 MiB;
+    /// >= 1 MiB.
     pub unsynced_bytes_max: u64,
     /// How long an append may wait for room (unwritten, unsynced or tail-ring bytes at
     /// their bounds) before it is refused with `ShardError::Busy` (RocketMQ's

@@ -6,6 +6,7 @@
 // Tests may unwrap: a panic there is a failed test, not a crashed broker.
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+mod clean_stop;
 mod clock;
 mod commit_log;
 mod config;
@@ -24,7 +25,9 @@ mod slice;
 mod storage;
 mod tail_ring;
 
+pub use clean_stop::{RecoveryReport, ReportLevel};
 pub use clock::Clock;
+pub use commit_log::TailCut;
 pub use config::{
     statvfs_free_bytes, statvfs_used_ratio, DiskUsageSource, FlushObserver, FlushPolicy,
     ShardConfig,

@@ -274,15 +274,24 @@ fn a_torn_tail_is_cut_and_the_cut_is_said() {
     let active = segment_files(&commitlog).pop().unwrap();
     let mut bytes = std::fs::read(&active).unwrap();
     let end = bytes.iter().rposition(|b| *b != 0).unwrap() + 1;
+    let seg_start: u64 = active
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.parse().ok())
+        .unwrap();
     bytes[end..end + 3000].fill(0xa5);
     std::fs::write(&active, &bytes).unwrap();
 
     c.restart_broker();
     let log = c.broker.stderr();
     assert!(
-        log.lines()
-            .any(|l| l.contains("WARN") && l.contains("recovery cut the CommitLog")),
-        "a WARN line says where the log was cut:\n{log}"
+        log.lines().any(|l| l.contains("WARN")
+            && l.contains(&format!(
+                "recovery cut the CommitLog at {}",
+                seg_start + end as u64
+            ))
+            && l.contains("dropped 3000 bytes past the last valid record")),
+        "a WARN line says where the log was cut and how much it dropped:\n{log}"
     );
     // Every message before the cut is served.
     let consumer = PullConsumer::new(&ns, "torn-check").unwrap();

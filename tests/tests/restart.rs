@@ -51,6 +51,18 @@ fn sigterm_then_restart_serves_every_acknowledged_message() {
     assert_eq!(c.broker.terminate(), Some(0), "clean exit on SIGTERM");
     assert!(c.broker.stderr().contains("broker stopped"));
     c.restart_broker();
+    // The start says the stop was clean, and claims no cut: a cut is what an operator
+    // must look into.
+    let log = c.broker.stderr();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("INFO") && l.contains("clean stop: CommitLog ends at")),
+        "the restart says the last stop was clean:\n{log}"
+    );
+    assert!(
+        !log.contains("recovery cut") && !log.contains("no clean-stop mark"),
+        "a clean stop is not reported as a cut or a crash:\n{log}"
+    );
     check_all(&ns, "Durable", &ids);
     // And it keeps accepting writes after the restart.
     let more = send_n(&ns, "Durable", 10);
@@ -67,6 +79,16 @@ fn kill_9_after_sync_flushed_sends_loses_nothing() {
     let ids = send_n(&ns, "Sync", 500);
     c.broker.kill9();
     c.restart_broker();
+    // A crash is said to be one, and since every send was synced, nothing is cut.
+    let log = c.broker.stderr();
+    assert!(
+        log.contains("no clean-stop mark: the last run did not stop cleanly"),
+        "the restart says the last stop was not clean:\n{log}"
+    );
+    assert!(
+        !log.contains("recovery cut") && !log.contains("clean stop:"),
+        "nothing torn, nothing cut, and no clean stop claimed:\n{log}"
+    );
     check_all(&ns, "Sync", &ids);
 }
 

@@ -13,6 +13,10 @@ use crate::{FlushPolicy, ShardError};
 
 use super::{Inner, Shard, Signals, Spare, SEGMENT_CREATE_RETRY};
 
+/// A sync that made fewer than `unsynced_bytes_max / PACE_SAMPLE_FRACTION` bytes durable
+/// does not count towards the rate that paces appends (see `append::Pacer::observe`).
+const PACE_SAMPLE_FRACTION: u64 = 64;
+
 impl Shard {
     fn poison(&self, operation: &str, e: &std::io::Error) -> ShardError {
         tracing::error!(operation, error = %e, "shard poisoned: refusing writes until reopened");
@@ -236,6 +240,7 @@ impl Shard {
         self.check_poisoned()?;
         let ticket = inner.sync_next_ticket.get();
         inner.sync_next_ticket.set(ticket + 1);
+        let synced_from = Instant::now();
         let (target, segs) = {
             let mut log = inner.log.borrow_mut();
             let segs = std::mem::take(&mut log.dirty_segments);
@@ -259,7 +264,19 @@ impl Shard {
         let result = match failed {
             Some(e) => Err(self.poison("fdatasync", &e)),
             None => {
-                inner.log.borrow_mut().mark_durable(target);
+                let newly_durable = {
+                    let mut log = inner.log.borrow_mut();
+                    let before = log.durable_offset;
+                    log.mark_durable(target);
+                    log.durable_offset - before
+                };
+                // What the disk makes durable per second paces async appends (see
+                // `wait_for_room`).
+                inner.pacer.borrow_mut().observe(
+                    newly_durable,
+                    synced_from.elapsed(),
+                    inner.config.unsynced_bytes_max / PACE_SAMPLE_FRACTION,
+                );
                 if inner.config.flush == FlushPolicy::Sync {
                     // Sync-flush readers are served only what is durable: this is new to them.
                     inner.signals.new_message.notify_all();

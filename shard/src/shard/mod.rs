@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use message::TagFilter;
 
+use crate::clean_stop::{self, RecoveryReport};
 use crate::commit_log::{self, CommitLog, LogParams};
 use crate::consume_queue::ConsumeQueues;
 use crate::derived::{derive, queue_of, Derive, StoredRecord};
@@ -237,6 +238,8 @@ struct Inner {
     appends: Cell<u64>,
     appended_bytes: Cell<u64>,
     busy_refusals: Cell<u64>,
+    /// Paces async appends past a quarter of `unsynced_bytes_max` at the disk's durable rate.
+    pacer: RefCell<append::Pacer>,
     /// Reads of the segment files (records no longer in memory) and their bytes.
     disk_reads: Cell<u64>,
     disk_read_bytes: Cell<u64>,
@@ -247,6 +250,8 @@ struct Inner {
     /// than a whole `retention_check_interval_ms` later.
     disk_measured: Cell<Instant>,
     truncated_segments: u64,
+    /// What the open found about the last stop, and what recovery did.
+    report: RecoveryReport,
     /// Records the tail ring held past its written mark at open (written back, or found
     /// on disk already).
     ring_records: u64,
@@ -274,6 +279,9 @@ impl Shard {
     pub async fn open(config: ShardConfig) -> Result<Shard, ShardError> {
         config.validate()?;
         std::fs::create_dir_all(&config.dir)?;
+        // Taken away before anything below writes, so that a run which crashes from here on
+        // leaves no mark for the next start to trust.
+        let clean_stop_end = clean_stop::take(&config.dir)?;
         let storage = storage::Storage::new(&config);
         let mut cqs = ConsumeQueues::open(
             config.dir.join(CONSUME_QUEUE_DIR),
@@ -397,6 +405,15 @@ impl Shard {
                 "recovery kept the log after damaged ranges; their records are skipped by readers"
             );
         }
+        let report = RecoveryReport {
+            end: log.write_offset,
+            clean_stop_end,
+            cut: recovered.cut,
+            quarantined_ranges: recovered.quarantined.len() as u64,
+            truncated_segments: recovered.truncated_segments as u64,
+            ring_records,
+        };
+        report.log(config.shard_id);
         let syncs_max = SYNCS_IN_FLIGHT_MAX;
         let inner = Rc::new(Inner {
             config,
@@ -420,6 +437,7 @@ impl Shard {
             appends: Cell::new(0),
             appended_bytes: Cell::new(0),
             busy_refusals: Cell::new(0),
+            pacer: RefCell::new(append::Pacer::default()),
             disk_reads: Cell::new(0),
             disk_read_bytes: Cell::new(0),
             readahead: RefCell::new(Readahead::default()),
@@ -427,6 +445,7 @@ impl Shard {
             disk_measured: Cell::new(Instant::now()),
             truncated_segments: recovered.truncated_segments as u64,
             ring_records,
+            report,
             quarantine: RefCell::new(Quarantine::from_recovery(recovered.quarantined)),
             spare: Cell::new(Spare::Off),
             read_cap: Cell::new(u64::MAX),
@@ -499,6 +518,12 @@ impl Shard {
             });
         }
         Ok(())
+    }
+
+    /// How the previous run stopped and what recovery did at this open: the same facts as
+    /// the line the open logged.
+    pub fn recovery_report(&self) -> RecoveryReport {
+        self.inner.report
     }
 
     pub fn stats(&self) -> ShardStats {
@@ -581,6 +606,10 @@ impl Shard {
             if let Some(ring) = ring {
                 ring.remove()?;
             }
+            // Last: the mark tells the next start that everything up to here is on disk,
+            // so it must follow every sync above.
+            let end = inner.log.borrow().durable_offset;
+            clean_stop::leave(&inner.config.dir, end)?;
         }
         flushed
     }

@@ -1,0 +1,93 @@
+#![allow(clippy::unwrap_used)]
+//! A disk slower than the producer slows acceptance to the disk's rate: while every
+//! fdatasync takes 400 ms, acknowledgements keep coming (paced), instead of the log filling
+//! to `unsynced_bytes_max` at memory speed and every send then waiting out the sync.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use shard::{FlushPolicy, Shard, ShardError};
+
+const SYNC_MS: u64 = 400;
+
+#[test]
+fn acknowledgements_keep_flowing_while_slow_syncs_run() {
+    in_temp_dir(move |p| async move {
+        let mut c = small_config(&p);
+        c.segment_bytes = 32 << 20;
+        c.write_chunk_bytes = 64 << 10;
+        c.hot_bytes_max = 256 << 10;
+        c.flush = FlushPolicy::Async {
+            interval_ms: 5,
+            dirty_bytes_max: 64 << 10,
+        };
+        c.unsynced_bytes_max = 2 << 20;
+        c.busy_wait_ms = 200;
+        let (c, faults) = with_faults(c);
+        faults.slow_fsyncs_ms(SYNC_MS);
+        let shard = Shard::open(c).await.unwrap();
+        let rec = record(TOPIC, &[7u8; 4000], None, None);
+
+        // Warm-up: the disk's rate is known once two syncs have finished.
+        let mut syncs_seen = 0;
+        let mut durable = shard.stats().durable_offset;
+        let mut window: Option<Instant> = None;
+        let mut last_ack = Instant::now();
+        let mut gap_max = Duration::ZERO;
+        let mut acked_in_window = 0u64;
+        let mut busy = 0u64;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        for _ in 0..1_000_000 {
+            assert!(Instant::now() < deadline, "the run took too long");
+            let now_durable = shard.stats().durable_offset;
+            if now_durable != durable {
+                durable = now_durable;
+                syncs_seen += 1;
+                if syncs_seen == 2 {
+                    window = Some(Instant::now());
+                    last_ack = Instant::now();
+                }
+            }
+            if window.is_some_and(|w| w.elapsed() >= Duration::from_millis(6 * SYNC_MS)) {
+                break;
+            }
+            match shard.append(TOPIC, 0, &rec).await {
+                Ok(_) => {
+                    let now = Instant::now();
+                    if window.is_some() {
+                        gap_max = gap_max.max(now - last_ack);
+                        acked_in_window += 1;
+                    }
+                    last_ack = now;
+                }
+                Err(ShardError::Busy { .. }) => {
+                    busy += 1;
+                    // A producer's retry after SYSTEM_BUSY.
+                    glommio::timer::sleep(Duration::from_millis(1)).await;
+                }
+                Err(e) => panic!("append failed: {e}"),
+            }
+            let s = shard.stats();
+            assert!(
+                s.write_offset.0 - s.durable_offset.0 <= (2 << 20) + rec.len() as u64,
+                "unsynced bytes stay within unsynced_bytes_max: {s:?}"
+            );
+        }
+        assert!(window.is_some(), "two syncs finished");
+        // Each sync takes 400 ms; a send waiting out a whole sync is the outage this
+        // guards against. Paced, the longest gap is a small part of one sync.
+        assert!(
+            gap_max < Duration::from_millis(SYNC_MS / 3),
+            "longest time without an acknowledgement {gap_max:?} while syncs take {SYNC_MS} ms \
+             ({acked_in_window} acknowledged in the window, {busy} refused busy)"
+        );
+        assert!(
+            acked_in_window >= 100,
+            "acknowledgements kept coming: {acked_in_window}"
+        );
+        faults.slow_fsyncs_ms(0);
+        shard.close().await.unwrap();
+    });
+}
