@@ -121,9 +121,13 @@ impl From<shard::ShardError> for BrokerError {
             S::NoSpace { .. } => BrokerError::NoSpace(e.to_string()),
             S::TooManyOpenFiles { .. } => BrokerError::TooManyOpenFiles(e.to_string()),
             S::BadRecord(r) => BrokerError::MessageIllegal(r.to_string()),
-            S::TopicMismatch { .. } | S::CountMismatch { .. } | S::EmptyBatch => {
-                BrokerError::MessageIllegal(e.to_string())
-            }
+            // A delivery time that is not a number or lies past timer_max_delay_sec is the
+            // message's fault, as RocketMQ says (MESSAGE_ILLEGAL, which clients do not retry).
+            S::TopicMismatch { .. }
+            | S::CountMismatch { .. }
+            | S::EmptyBatch
+            | S::BadTimer(_)
+            | S::MixedTimerBatch => BrokerError::MessageIllegal(e.to_string()),
             S::Closed => BrokerError::ShuttingDown,
             S::Busy { reason } => BrokerError::Busy(reason),
             other => BrokerError::Storage(other.to_string()),

@@ -8,8 +8,9 @@
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use client::{Message, PullConsumer};
+use client::{ClientError, Message, PullConsumer};
 use integration::{create_topic, drain_topic, producer, wait_for, Cluster};
+use protocol::ResponseCode;
 
 /// Fast levels so a test takes seconds: level 1 = 500 ms, 2 = 1 s, 3 = 2 s.
 const TOML: &str = "retry_delay_levels_ms = [500, 1000, 2000]\ntimer_max_delay_sec = 60\n";
@@ -237,18 +238,40 @@ fn a_bad_or_too_distant_delivery_time_is_refused_with_the_reason() {
     let ns = c.namesrv.addr.clone();
     create_topic(&ns, "SchedBad", 1);
     let p = producer(&ns);
+    // Both are the message's fault: MESSAGE_ILLEGAL (13), as RocketMQ answers, not a system
+    // error that clients retry.
     let err = p
         .send(Message::new("SchedBad", "x").with_property("DELAY", "soon"))
-        .unwrap_err()
-        .to_string();
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ClientError::Broker {
+                code: ResponseCode::MessageIllegal,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    let err = err.to_string();
     assert!(
         err.contains("DELAY") && err.contains("not a number"),
         "{err}"
     );
     let err = p
         .send(Message::new("SchedBad", "x").with_delay_secs(3600))
-        .unwrap_err()
-        .to_string();
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ClientError::Broker {
+                code: ResponseCode::MessageIllegal,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    let err = err.to_string();
     assert!(err.contains("timer_max_delay_sec"), "{err}");
     // The broker goes on serving.
     p.send(Message::new("SchedBad", "fine")).unwrap();
