@@ -6,7 +6,9 @@
 //! memory while the disk is full and from the files after a reopen, is checked whole (its
 //! CRC, and its body against what its producer sent: the body names its own length), no
 //! record is stepped over as damaged, and every acknowledged record is served once, in its
-//! queue's order.
+//! queue's order. A second run fills the disk early in a segment, with small ConsumeQueue
+//! files, so that appends are refused in the middle of indexing their batch (a record
+//! needing a new ConsumeQueue block), whose earlier records are then undone.
 
 mod common;
 
@@ -84,7 +86,7 @@ async fn read_from(shard: &Shard, q: u32, from: u64) -> (Vec<Vec<u8>>, u64) {
     (out, at.0)
 }
 
-fn config(dir: &std::path::Path, ring: &std::path::Path) -> ShardConfig {
+fn config(dir: &std::path::Path, ring: &std::path::Path, small_maps: bool) -> ShardConfig {
     let mut c = ShardConfig::new(dir.to_owned(), 0);
     c.segment_bytes = 4 << 20;
     c.write_chunk_bytes = 256 << 10;
@@ -101,6 +103,14 @@ fn config(dir: &std::path::Path, ring: &std::path::Path) -> ShardConfig {
     });
     c.disk_reserve_bytes = 1 << 20;
     c.consume_queue_file_entries = 300_000;
+    if small_maps {
+        // Small ConsumeQueue files and IndexFiles, so that on the full disk appends are
+        // also refused when one of a batch's records needs a new file's blocks (the
+        // batch's earlier records are then undone).
+        c.consume_queue_file_entries = 128;
+        c.index_file_slots = 512;
+        c.index_file_entries = 2048;
+    }
     c.retention_check_interval_ms = 3_600_000;
     c
 }
@@ -110,30 +120,48 @@ struct Sent {
     /// Per queue: queue offset -> body acknowledged there.
     acked: Vec<HashMap<u64, Vec<u8>>>,
     refused: u64,
+    /// Refusals because a ConsumeQueue file or IndexFile could not get its blocks.
+    refused_mapped: u64,
 }
 
 #[test]
 fn records_served_around_a_really_full_disk_are_whole() {
+    full_disk_run(false);
+}
+
+#[test]
+fn records_served_when_a_full_disk_also_refuses_consume_queue_blocks_are_whole() {
+    full_disk_run(true);
+}
+
+fn full_disk_run(small_maps: bool) {
     let Some(fs) = loop_fs::loop_fs_or_skip(96) else {
         return;
     };
     let ring_dir = tempfile::tempdir().unwrap();
-    let c = config(&fs.mnt.join("shard"), ring_dir.path());
+    let c = config(&fs.mnt.join("shard"), ring_dir.path(), small_maps);
     let mnt = fs.mnt.clone();
     shard::run_local(move || async move {
         let shard = Shard::open(c.clone()).await.unwrap();
         let sent = Rc::new(RefCell::new(Sent {
             acked: vec![HashMap::new(); QUEUES as usize],
             refused: 0,
+            refused_mapped: 0,
         }));
         // Phases: 0 = before the fill, 1 = full, 2 = space back; producers stop at 3.
         let phase = Rc::new(std::cell::Cell::new(0u8));
+        let paused = Rc::new(std::cell::Cell::new(false));
         let mut producers = Vec::new();
         for p in 0..4u32 {
             let (shard, sent, phase) = (shard.clone(), sent.clone(), phase.clone());
+            let paused = paused.clone();
             producers.push(glommio::spawn_local(async move {
                 let mut n = 0usize;
                 while phase.get() < 3 {
+                    if paused.get() {
+                        glommio::timer::sleep(Duration::from_millis(1)).await;
+                        continue;
+                    }
                     let count = 1 + (n * 7 + p as usize) % 8;
                     let mut batch = Vec::new();
                     let mut bodies = Vec::new();
@@ -168,7 +196,14 @@ fn records_served_around_a_really_full_disk_are_whole() {
                                         ),
                                     "{e}"
                                 );
-                                sent.borrow_mut().refused += 1;
+                                let why = e.to_string();
+                                let mapped =
+                                    why.contains("/consumequeue/") || why.contains("/index/");
+                                {
+                                    let mut s = sent.borrow_mut();
+                                    s.refused += 1;
+                                    s.refused_mapped += u64::from(mapped);
+                                }
                                 glommio::timer::sleep(Duration::from_millis(2)).await;
                             }
                         }
@@ -205,6 +240,27 @@ fn records_served_around_a_really_full_disk_are_whole() {
             }
         };
         wait_appended(20 << 20).await;
+        if small_maps {
+            // The fill comes early in a segment, with everything appended written: the
+            // appends after it have most of a segment to go before a new one is needed,
+            // and meet the ConsumeQueues' need for new blocks first.
+            let deadline = Instant::now() + Duration::from_secs(60);
+            loop {
+                let at = shard.stats().write_offset.0 % c.segment_bytes;
+                if at < c.segment_bytes / 4 {
+                    break;
+                }
+                assert!(Instant::now() < deadline, "appends stalled");
+                glommio::timer::sleep(Duration::from_millis(1)).await;
+            }
+            paused.set(true);
+            let written = eventually(Duration::from_secs(60), Duration::from_millis(5), || {
+                let st = shard.stats();
+                st.written_offset >= st.write_offset
+            })
+            .await;
+            assert!(written, "the appended log was not written");
+        }
         // Another process fills the disk while the producers go on.
         let filling = {
             let mnt = mnt.clone();
@@ -214,6 +270,7 @@ fn records_served_around_a_really_full_disk_are_whole() {
             glommio::timer::sleep(Duration::from_millis(5)).await;
         }
         let filler = filling.join().unwrap();
+        paused.set(false);
         phase.set(1);
         let refused_before = sent.borrow().refused;
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -235,8 +292,20 @@ fn records_served_around_a_really_full_disk_are_whole() {
         }
         let served_live = reader.await;
         assert!(!shard.stats().poisoned);
-        let refused = sent.borrow().refused;
-        eprintln!("served while running: {served_live}; refused sends: {refused}");
+        let (refused, refused_mapped) = {
+            let s = sent.borrow();
+            (s.refused, s.refused_mapped)
+        };
+        eprintln!(
+            "served while running: {served_live}; refused sends: {refused}, \
+             {refused_mapped} of them for a mapped file's blocks"
+        );
+        if small_maps {
+            assert!(
+                refused_mapped > 0,
+                "no append was refused for a mapped file"
+            );
+        }
 
         let check_all = |shard: Shard, sent: Rc<RefCell<Sent>>, when: &'static str| async move {
             for q in 0..QUEUES {
