@@ -48,6 +48,10 @@ pub struct FaultInjector {
     fail_fsync: AtomicBool,
     tear_at: AtomicU64,
     flip_at: AtomicU64,
+    /// Where the next covering write stops short, and how many more writes after it store
+    /// nothing at all (see [`FaultInjector::short_write_at`]).
+    short_at: AtomicU64,
+    short_stuck_writes: AtomicU32,
     slow_sync_ms: AtomicU64,
     /// errno for segment and spare creation; 0 = none.
     segment_create_errno: AtomicI32,
@@ -116,6 +120,8 @@ impl Default for FaultInjector {
             fail_fsync: AtomicBool::new(false),
             tear_at: AtomicU64::new(OFF),
             flip_at: AtomicU64::new(OFF),
+            short_at: AtomicU64::new(OFF),
+            short_stuck_writes: AtomicU32::new(0),
             slow_sync_ms: AtomicU64::new(0),
             segment_create_errno: AtomicI32::new(0),
             map_reserve_errno: AtomicI32::new(0),
@@ -148,6 +154,19 @@ impl FaultInjector {
     /// written range becomes garbage) and then fails, like a crash in the middle of a write.
     pub fn tear_write_at(&self, offset: impl Into<u64>) {
         self.tear_at.store(offset.into(), Ordering::SeqCst);
+    }
+    /// The next write covering `offset` stores only the whole blocks before it and reports
+    /// that count as its result, not an error: the short write the kernel may return (an
+    /// O_DIRECT write that met a full disk part-way). The `stuck` writes after it store
+    /// nothing and report 0 bytes, like a disk that stays full.
+    pub fn short_write_at(&self, offset: impl Into<u64>, stuck: u32) {
+        self.short_stuck_writes.store(stuck, Ordering::SeqCst);
+        self.short_at.store(offset.into(), Ordering::SeqCst);
+    }
+    /// Whether a short write set by [`FaultInjector::short_write_at`] has not happened yet.
+    pub fn short_write_pending(&self) -> bool {
+        self.short_at.load(Ordering::SeqCst) != OFF
+            || self.short_stuck_writes.load(Ordering::SeqCst) > 0
     }
     /// Every write covering `offset` flips the low bit of that byte on disk and reports
     /// success, like a bad spot on the media (sticky, since a rewrite of the same block
@@ -614,7 +633,10 @@ impl SegmentFile {
         matches!(self.backend, Backend::Direct(_))
     }
 
-    /// Writes the aligned buffer at commit-log offset `at` (block aligned).
+    /// Writes the aligned buffer at commit-log offset `at` (block aligned), all of it: a
+    /// write the kernel cuts short (fewer bytes than asked, which is not an error) is
+    /// continued with the rest, from the last whole block it stored, at its place. A write
+    /// that stores nothing at all is an error ("short write"), never taken as done.
     pub(crate) async fn write(&self, buf: Rc<DmaBuffer>, at: u64) -> std::io::Result<()> {
         debug_assert_eq!(at % BLOCK_BYTES, 0);
         debug_assert_eq!(buf.len() as u64 % BLOCK_BYTES, 0);
@@ -643,25 +665,76 @@ impl SegmentFile {
                 buf = Rc::new(copy);
             }
         }
-        let pos = at - self.start;
-        let written = match &self.backend {
-            Backend::Direct(f) => f.write_rc_at(buf.clone(), pos).await.map_err(glommio_io)?,
-            Backend::Buffered(f) => {
-                use std::os::unix::fs::FileExt;
-                f.write_all_at(buf.as_bytes(), pos)?;
-                buf.len()
+        // `done`: bytes of `buf` stored so far, always whole blocks (O_DIRECT writes start
+        // on a block; a count that ends mid-block is rounded down and that block rewritten,
+        // the same bytes at the same place).
+        let mut done = 0usize;
+        while done < buf.len() {
+            let part = if done == 0 {
+                buf.clone()
+            } else {
+                let rest = &buf.as_bytes()[done..];
+                let mut copy = glommio::allocate_dma_buffer(rest.len());
+                copy.as_bytes_mut().copy_from_slice(rest);
+                Rc::new(copy)
+            };
+            let pos = at + done as u64 - self.start;
+            let written = self.write_once(part, pos).await?;
+            let whole = align_down(written.min(buf.len() - done) as u64) as usize;
+            if whole == 0 {
+                return Err(std::io::Error::other(format!(
+                    "short write: {} of {} bytes at {} in {}, the rest not taken",
+                    done + written,
+                    buf.len(),
+                    at - self.start,
+                    self.path.display()
+                )));
             }
-        };
-        if written != buf.len() {
-            return Err(std::io::Error::other(format!(
-                "short write: {written} of {} bytes at {pos} in {}",
-                buf.len(),
-                self.path.display()
-            )));
+            if done + whole < buf.len() {
+                tracing::warn!(
+                    path = %self.path.display(),
+                    offset = at + done as u64,
+                    written,
+                    asked = buf.len() - done,
+                    "a CommitLog write was cut short; writing the rest"
+                );
+            }
+            done += whole;
         }
         match result_err {
             Some(e) => Err(e),
             None => Ok(()),
+        }
+    }
+
+    /// One write of `buf` at file position `pos`: the byte count the kernel reports.
+    async fn write_once(&self, buf: Rc<DmaBuffer>, pos: u64) -> std::io::Result<usize> {
+        let mut buf = buf;
+        if let Some(f) = &self.faults {
+            let at = pos + self.start;
+            let short = f.short_at.load(Ordering::SeqCst);
+            if short == OFF && f.short_stuck_writes.load(Ordering::SeqCst) > 0 {
+                f.short_stuck_writes.fetch_sub(1, Ordering::SeqCst);
+                return Ok(0);
+            }
+            if (at..at + buf.len() as u64).contains(&short) {
+                f.short_at.store(OFF, Ordering::SeqCst);
+                let cut = align_down(short - at) as usize;
+                if cut == 0 {
+                    return Ok(0);
+                }
+                let mut head = glommio::allocate_dma_buffer(cut);
+                head.as_bytes_mut().copy_from_slice(&buf.as_bytes()[..cut]);
+                buf = Rc::new(head);
+            }
+        }
+        match &self.backend {
+            Backend::Direct(f) => f.write_rc_at(buf, pos).await.map_err(glommio_io),
+            Backend::Buffered(f) => {
+                use std::os::unix::fs::FileExt;
+                f.write_all_at(buf.as_bytes(), pos)?;
+                Ok(buf.len())
+            }
         }
     }
 
