@@ -51,27 +51,77 @@ pub fn workspace_root() -> PathBuf {
 }
 
 /// Builds the binaries the tests start (cargo releases its lock while tests run, so this
-/// nested build works and is a no-op when they are fresh).
+/// nested build works and is a no-op when they are fresh). Under cargo-nextest, where each
+/// test is a process of its own, only the first test process of a run builds: the others
+/// would each wait for cargo's lock on the build directory just to learn that nothing
+/// changed.
 pub fn ensure_built() {
     BUILD.call_once(|| {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .args([
-                "build",
-                "-p",
-                "broker",
-                "-p",
-                "namesrv",
-                "-p",
-                "mqadmin",
-                "-p",
-                "controller",
-            ])
-            .current_dir(workspace_root())
-            .status()
-            .expect("run cargo build");
-        assert!(status.success(), "building the binaries failed");
+        let run_id = std::env::var("NEXTEST_RUN_ID").ok();
+        let marker_dir = std::env::current_exe()
+            .ok()
+            .and_then(|exe| Some(exe.parent()?.parent()?.to_path_buf()));
+        match (run_id, marker_dir) {
+            (Some(run_id), Some(dir)) => build_once_per_run(&dir, &run_id),
+            _ => build_binaries(),
+        }
     });
+}
+
+/// [`build_binaries`] unless another test process of the nextest run `run_id` already
+/// did: a lock file in `dir` (`target/<profile>`) makes the others wait for the first, and
+/// a marker named after the run says it is done.
+fn build_once_per_run(dir: &Path, run_id: &str) {
+    use std::os::fd::AsRawFd;
+    let run_id: String = run_id
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+        .collect();
+    let Ok(lock) = std::fs::File::create(dir.join(".integration-build.lock")) else {
+        return build_binaries();
+    };
+    // SAFETY: flock on a descriptor `lock` keeps open; it is released when `lock` drops.
+    if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) } != 0 {
+        return build_binaries();
+    }
+    let marker = dir.join(format!(".integration-built-{run_id}"));
+    if !marker.exists() {
+        build_binaries();
+        // Markers of earlier runs are of no use any more.
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            for e in entries.flatten() {
+                if e.file_name()
+                    .to_string_lossy()
+                    .starts_with(".integration-built-")
+                {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
+        let _ = std::fs::write(&marker, b"");
+    }
+    drop(lock);
+}
+
+/// Runs `cargo build` for the binaries the tests start.
+fn build_binaries() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .args([
+            "build",
+            "-p",
+            "broker",
+            "-p",
+            "namesrv",
+            "-p",
+            "mqadmin",
+            "-p",
+            "controller",
+        ])
+        .current_dir(workspace_root())
+        .status()
+        .expect("run cargo build");
+    assert!(status.success(), "building the binaries failed");
 }
 
 /// Where [`bin`] takes the binaries from when a program sets it (see [`use_bin_dir`]).
