@@ -447,6 +447,7 @@ pub fn broker_command(opts: &BrokerOpts, log_dir: &Path) -> Command {
         &opts.name,
     ]);
     cmd.args(["--cores", &opts.cores.to_string()]);
+    spread_over_cpus(&mut cmd, opts.cores);
     cmd.arg("--data-dir").arg(&opts.data_dir);
     if let Some(d) = &opts.tail_ring_dir {
         cmd.arg("--tail-ring-dir").arg(d);
@@ -474,6 +475,68 @@ pub fn broker_command(opts: &BrokerOpts, log_dir: &Path) -> Command {
     }
     cmd.args(&opts.extra);
     cmd
+}
+
+/// The CPUs this process may run on (its affinity mask), in order.
+fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: cpu_set_t is plain data; sched_getaffinity writes at most `size_of` bytes into
+    // it and CPU_ISSET only reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0 {
+            return (0..libc::CPU_SETSIZE as usize)
+                .filter(|&c| libc::CPU_ISSET(c, &set))
+                .collect();
+        }
+    }
+    Vec::new()
+}
+
+/// Where the next test broker of this process starts on the CPU list; seeded from the pid,
+/// so brokers of tests running side by side (one process per test under cargo-nextest)
+/// start on different CPUs too.
+static NEXT_CPU: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(usize::MAX);
+
+/// Gives a broker of `cores` executors (fewer than the CPUs this process may use) an
+/// affinity mask of `cores` CPUs of its own, taken round-robin. The broker pins executor `i`
+/// to the `i`-th CPU of its mask, so without this every test broker pinned its first core
+/// to the host's first CPU, and tests running side by side all queued on that one CPU. With
+/// as many cores as CPUs or more (or `cores = 0`: every CPU) the mask stays whole, and the
+/// broker behaves as it would alone on the host; with one CPU it is the same CPU either way.
+fn spread_over_cpus(cmd: &mut Command, cores: u16) {
+    use std::os::unix::process::CommandExt;
+    use std::sync::atomic::Ordering;
+    let cpus = allowed_cpus();
+    let cores = usize::from(cores);
+    if cores == 0 || cores >= cpus.len() {
+        return;
+    }
+    let _ = NEXT_CPU.compare_exchange(
+        usize::MAX,
+        std::process::id() as usize,
+        Ordering::SeqCst,
+        Ordering::SeqCst,
+    );
+    let start = NEXT_CPU.fetch_add(cores, Ordering::SeqCst);
+    // SAFETY: cpu_set_t is plain data; CPU_ZERO and CPU_SET only write into it.
+    let set = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_ZERO(&mut set);
+        for i in 0..cores {
+            libc::CPU_SET(cpus[(start + i) % cpus.len()], &mut set);
+        }
+        set
+    };
+    // SAFETY: the hook runs in the child between fork and exec and only makes one system
+    // call (sched_setaffinity, async-signal-safe) on a set built before the fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
 }
 
 /// The keys that set a broker's disk-use levels.
