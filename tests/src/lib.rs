@@ -51,27 +51,77 @@ pub fn workspace_root() -> PathBuf {
 }
 
 /// Builds the binaries the tests start (cargo releases its lock while tests run, so this
-/// nested build works and is a no-op when they are fresh).
+/// nested build works and is a no-op when they are fresh). Under cargo-nextest, where each
+/// test is a process of its own, only the first test process of a run builds: the others
+/// would each wait for cargo's lock on the build directory just to learn that nothing
+/// changed.
 pub fn ensure_built() {
     BUILD.call_once(|| {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .args([
-                "build",
-                "-p",
-                "broker",
-                "-p",
-                "namesrv",
-                "-p",
-                "mqadmin",
-                "-p",
-                "controller",
-            ])
-            .current_dir(workspace_root())
-            .status()
-            .expect("run cargo build");
-        assert!(status.success(), "building the binaries failed");
+        let run_id = std::env::var("NEXTEST_RUN_ID").ok();
+        let marker_dir = std::env::current_exe()
+            .ok()
+            .and_then(|exe| Some(exe.parent()?.parent()?.to_path_buf()));
+        match (run_id, marker_dir) {
+            (Some(run_id), Some(dir)) => build_once_per_run(&dir, &run_id),
+            _ => build_binaries(),
+        }
     });
+}
+
+/// [`build_binaries`] unless another test process of the nextest run `run_id` already
+/// did: a lock file in `dir` (`target/<profile>`) makes the others wait for the first, and
+/// a marker named after the run says it is done.
+fn build_once_per_run(dir: &Path, run_id: &str) {
+    use std::os::fd::AsRawFd;
+    let run_id: String = run_id
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+        .collect();
+    let Ok(lock) = std::fs::File::create(dir.join(".integration-build.lock")) else {
+        return build_binaries();
+    };
+    // SAFETY: flock on a descriptor `lock` keeps open; it is released when `lock` drops.
+    if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) } != 0 {
+        return build_binaries();
+    }
+    let marker = dir.join(format!(".integration-built-{run_id}"));
+    if !marker.exists() {
+        build_binaries();
+        // Markers of earlier runs are of no use any more.
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            for e in entries.flatten() {
+                if e.file_name()
+                    .to_string_lossy()
+                    .starts_with(".integration-built-")
+                {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
+        let _ = std::fs::write(&marker, b"");
+    }
+    drop(lock);
+}
+
+/// Runs `cargo build` for the binaries the tests start.
+fn build_binaries() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .args([
+            "build",
+            "-p",
+            "broker",
+            "-p",
+            "namesrv",
+            "-p",
+            "mqadmin",
+            "-p",
+            "controller",
+        ])
+        .current_dir(workspace_root())
+        .status()
+        .expect("run cargo build");
+    assert!(status.success(), "building the binaries failed");
 }
 
 /// Where [`bin`] takes the binaries from when a program sets it (see [`use_bin_dir`]).
@@ -397,6 +447,7 @@ pub fn broker_command(opts: &BrokerOpts, log_dir: &Path) -> Command {
         &opts.name,
     ]);
     cmd.args(["--cores", &opts.cores.to_string()]);
+    spread_over_cpus(&mut cmd, opts.cores);
     cmd.arg("--data-dir").arg(&opts.data_dir);
     if let Some(d) = &opts.tail_ring_dir {
         cmd.arg("--tail-ring-dir").arg(d);
@@ -424,6 +475,68 @@ pub fn broker_command(opts: &BrokerOpts, log_dir: &Path) -> Command {
     }
     cmd.args(&opts.extra);
     cmd
+}
+
+/// The CPUs this process may run on (its affinity mask), in order.
+fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: cpu_set_t is plain data; sched_getaffinity writes at most `size_of` bytes into
+    // it and CPU_ISSET only reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0 {
+            return (0..libc::CPU_SETSIZE as usize)
+                .filter(|&c| libc::CPU_ISSET(c, &set))
+                .collect();
+        }
+    }
+    Vec::new()
+}
+
+/// Where the next test broker of this process starts on the CPU list; seeded from the pid,
+/// so brokers of tests running side by side (one process per test under cargo-nextest)
+/// start on different CPUs too.
+static NEXT_CPU: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(usize::MAX);
+
+/// Gives a broker of `cores` executors (fewer than the CPUs this process may use) an
+/// affinity mask of `cores` CPUs of its own, taken round-robin. The broker pins executor `i`
+/// to the `i`-th CPU of its mask, so without this every test broker pinned its first core
+/// to the host's first CPU, and tests running side by side all queued on that one CPU. With
+/// as many cores as CPUs or more (or `cores = 0`: every CPU) the mask stays whole, and the
+/// broker behaves as it would alone on the host; with one CPU it is the same CPU either way.
+fn spread_over_cpus(cmd: &mut Command, cores: u16) {
+    use std::os::unix::process::CommandExt;
+    use std::sync::atomic::Ordering;
+    let cpus = allowed_cpus();
+    let cores = usize::from(cores);
+    if cores == 0 || cores >= cpus.len() {
+        return;
+    }
+    let _ = NEXT_CPU.compare_exchange(
+        usize::MAX,
+        std::process::id() as usize,
+        Ordering::SeqCst,
+        Ordering::SeqCst,
+    );
+    let start = NEXT_CPU.fetch_add(cores, Ordering::SeqCst);
+    // SAFETY: cpu_set_t is plain data; CPU_ZERO and CPU_SET only write into it.
+    let set = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_ZERO(&mut set);
+        for i in 0..cores {
+            libc::CPU_SET(cpus[(start + i) % cpus.len()], &mut set);
+        }
+        set
+    };
+    // SAFETY: the hook runs in the child between fork and exec and only makes one system
+    // call (sched_setaffinity, async-signal-safe) on a set built before the fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
 }
 
 /// The keys that set a broker's disk-use levels.

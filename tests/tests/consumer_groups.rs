@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use client::{
-    AllocateStrategy, Averagely, AveragelyByCircle, ByConfig, ConsistentHash, ConsumeFrom,
+    Admin, AllocateStrategy, Averagely, AveragelyByCircle, ByConfig, ConsistentHash, ConsumeFrom,
     ConsumeStatus, Message, MessageModel, MessageQueue, PushConsumer, PushConsumerBuilder,
 };
 use integration::{mqadmin, producer, wait_for, Cluster};
@@ -19,7 +19,6 @@ use integration::{mqadmin, producer, wait_for, Cluster};
 const BROKER_TOML: &str = "consumer_timeout_ms = 1500\noffset_flush_interval_ms = 100\n\
                            retry_delay_levels_ms = [50, 50, 200, 200, 300, 300]\n";
 const LEASE_MS: u64 = integration::GROUP_LEASE_MS;
-const COMMIT_MS: u64 = integration::GROUP_COMMIT_MS;
 const WAIT: Duration = Duration::from_secs(30);
 
 #[derive(Debug, Clone)]
@@ -138,6 +137,140 @@ fn counts(log: &Log) -> HashMap<String, usize> {
     c
 }
 
+/// The body of a sentinel message (see [`send_sentinels`]).
+const SENTINEL: &str = "sentinel";
+
+/// Sends one sentinel message to each of the `queues` queues of `topic` (tagged `TagA`, so
+/// every subscription of these tests takes it), and returns their ids.
+fn send_sentinels(ns: &str, topic: &str, queues: u32) -> Vec<String> {
+    let p = producer(ns);
+    (0..queues)
+        .map(|queue_id| {
+            let q = MessageQueue {
+                topic: topic.into(),
+                broker_name: "broker-a".into(),
+                queue_id,
+            };
+            let m = Message::new(topic, SENTINEL).with_tags("TagA");
+            p.send_to_queue(m, &q).unwrap().msg_id
+        })
+        .collect()
+}
+
+/// Sends a sentinel message to each queue of `topic` and waits until every log of `logs`
+/// holds all of them. A queue is read in offset order, so a message delivered again (or one
+/// that should not have been delivered) would come before its queue's sentinel: once the
+/// sentinels are in, the logs can be checked for what must not be there.
+fn drain(ns: &str, topic: &str, queues: u32, logs: &[&Log]) -> BTreeSet<String> {
+    let ids = send_sentinels(ns, topic, queues);
+    for log in logs {
+        wait_all(log, &ids);
+    }
+    ids.into_iter().collect()
+}
+
+/// [`counts`] without the sentinel messages.
+fn counts_without(log: &Log, sentinels: &BTreeSet<String>) -> HashMap<String, usize> {
+    let mut c = counts(log);
+    c.retain(|id, _| !sentinels.contains(id));
+    c
+}
+
+/// How many deliveries `log` holds that are not sentinels.
+fn len_without(log: &Log, sentinels: &BTreeSet<String>) -> usize {
+    log.lock()
+        .unwrap()
+        .iter()
+        .filter(|g| !sentinels.contains(&g.msg_id))
+        .count()
+}
+
+/// Waits until `group` has committed offsets on every queue of `topic` for which `covered`
+/// holds, at the queue's end (all it consumed there is committed).
+fn wait_committed(ns: &str, group: &str, topic: &str, covered: impl Fn(u32) -> bool) {
+    let admin = Admin::new(ns).unwrap();
+    let ok = wait_for(WAIT, || {
+        let progress = admin.consumer_progress(group, topic).ok()?;
+        progress
+            .iter()
+            .filter(|p| covered(p.queue.queue_id))
+            .all(|p| p.committed == Some(p.max_offset))
+            .then_some(())
+    });
+    admin.shutdown();
+    assert!(
+        ok.is_some(),
+        "{group} never committed its consumption of {topic}"
+    );
+}
+
+/// Waits until `group` has a committed offset on every queue of `topic`. A member commits
+/// where it starts on a queue once it has fixed that start (from its consume-from setting)
+/// and pulled there, so after this, messages sent are ones it reads from where it started.
+fn wait_started(ns: &str, group: &str, topic: &str) {
+    let admin = Admin::new(ns).unwrap();
+    let ok = wait_for(WAIT, || {
+        let progress = admin.consumer_progress(group, topic).ok()?;
+        (!progress.is_empty() && progress.iter().all(|p| p.committed.is_some())).then_some(())
+    });
+    admin.shutdown();
+    assert!(
+        ok.is_some(),
+        "{group} never fixed where it starts on {topic}"
+    );
+}
+
+/// The sum of `group`'s offsets in `topic` in the broker's offsets files under `dir` (each
+/// shard's `consumer_offsets.json`: rows of group, topic, queue, offset, epoch).
+fn stored_offsets(dir: &std::path::Path, group: &str, topic: &str) -> u64 {
+    let mut sum = 0;
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    for e in entries.flatten() {
+        let path = e.path();
+        if path.is_dir() {
+            sum += stored_offsets(&path, group, topic);
+        } else if path
+            .file_name()
+            .is_some_and(|n| n == "consumer_offsets.json")
+        {
+            let rows: Vec<serde_json::Value> = std::fs::read(&path)
+                .ok()
+                .and_then(|b| serde_json::from_slice(&b).ok())
+                .unwrap_or_default();
+            sum += rows
+                .iter()
+                .filter(|r| r[0] == group && r[1] == topic)
+                .filter_map(|r| r[3].as_u64())
+                .sum::<u64>();
+        }
+    }
+    sum
+}
+
+/// Milliseconds since the epoch.
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// Waits (spinning; it is at most a millisecond) until the clock has passed `ms`, and
+/// returns the time then.
+fn ms_after(ms: i64) -> i64 {
+    let deadline = Instant::now() + Duration::from_secs(1);
+    loop {
+        let now = now_ms();
+        if now > ms {
+            return now;
+        }
+        assert!(Instant::now() < deadline, "the clock does not move");
+        std::thread::yield_now();
+    }
+}
+
 /// Waits until the members' queues partition `queues` of `topic`, the same for a second
 /// (a passing state of a rebalance can be a partition too).
 fn wait_partition(members: &[&PushConsumer], topic: &str, queues: u32) -> Vec<Vec<u32>> {
@@ -240,7 +373,7 @@ fn three_members_share_the_queues_by_each_strategy_and_each_message_goes_to_one(
         let ids = send(&ns, "Shared", sent_total, 48);
         sent_total += 48;
         wait_all(&log, &ids);
-        std::thread::sleep(Duration::from_millis(300));
+        drain(&ns, "Shared", 8, &[&log]);
         let c = counts(&log);
         for id in &ids {
             assert_eq!(c.get(id), Some(&1), "{name}: message {id} delivered once");
@@ -300,9 +433,10 @@ fn a_crashed_members_queues_move_within_the_stated_time_and_nothing_is_lost() {
     let per = wait_partition(&refs, "Crash", 6);
     let first = send(&ns, "Crash", 0, 60);
     wait_all(&log, &first);
-    // Let the periodic commit cover what was consumed.
-    std::thread::sleep(Duration::from_millis(COMMIT_MS * 5));
+    // The periodic commits of members 1 and 2 cover what they consumed (member 0 commits
+    // nothing).
     let crashed_queues = per[0].clone();
+    wait_committed(&ns, "crash", "Crash", |q| !crashed_queues.contains(&q));
     assert!(!crashed_queues.is_empty());
     let crash_at = Instant::now();
     members[0].abort();
@@ -357,8 +491,8 @@ fn a_clean_shutdown_and_a_join_redeliver_nothing() {
     wait_partition(&[&a, &d], "Clean", 4);
     ids.extend(send(&ns, "Clean", 120, 40));
     wait_all(&log, &ids);
-    std::thread::sleep(Duration::from_millis(500));
-    let c = counts(&log);
+    let sentinels = drain(&ns, "Clean", 4, &[&log]);
+    let c = counts_without(&log, &sentinels);
     let dups: Vec<_> = c.iter().filter(|(_, n)| **n > 1).collect();
     assert!(
         dups.is_empty(),
@@ -413,8 +547,8 @@ fn broadcasting_delivers_everything_to_everyone_and_keeps_offsets_locally() {
     again.start(record(&log2, 0)).unwrap();
     let more = send(&ns, "Bcast", 30, 6);
     wait_all(&log2, &more);
-    std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(log2.lock().unwrap().len(), 6, "old messages came back");
+    let sentinels = drain(&ns, "Bcast", 3, &[&log2]);
+    assert_eq!(len_without(&log2, &sentinels), 6, "old messages came back");
     again.shutdown();
     shutdown_all(&members[1..]);
 }
@@ -426,8 +560,14 @@ fn committed_offsets_survive_a_broker_kill_9() {
     let m = started(&ns, "durable", "Durable", &log, 0);
     let first = send(&ns, "Durable", 0, 40);
     wait_all(&log, &first);
-    // Commit interval plus offset flush interval, with room.
-    std::thread::sleep(Duration::from_millis(COMMIT_MS + 100 + 600));
+    // The member's commits of all 40, in the broker's offsets files on disk.
+    let stored = wait_for(WAIT, || {
+        (stored_offsets(&c.opts.data_dir, "durable", "Durable") == 40).then_some(())
+    });
+    assert!(
+        stored.is_some(),
+        "the commits never reached the offsets files"
+    );
     m.abort();
     c.broker.kill9();
     c.restart_broker();
@@ -441,11 +581,12 @@ fn committed_offsets_survive_a_broker_kill_9() {
     let m2 = started(&ns, "durable", "Durable", &log2, 1);
     let second = send(&ns, "Durable", 40, 8);
     wait_all(&log2, &second);
-    std::thread::sleep(Duration::from_millis(300));
+    let sentinels = drain(&ns, "Durable", 4, &[&log2]);
     let got: Vec<String> = log2
         .lock()
         .unwrap()
         .iter()
+        .filter(|g| !sentinels.contains(&g.msg_id))
         .map(|g| g.body.clone())
         .collect();
     assert_eq!(got.len(), 8, "consumed again after the restart: {got:?}");
@@ -456,12 +597,9 @@ fn committed_offsets_survive_a_broker_kill_9() {
 fn groups_start_from_first_last_or_a_timestamp_and_reset_offset_moves_them() {
     let (_cluster, ns) = cluster_with_topic("Start", 2);
     let old = send(&ns, "Start", 0, 10);
-    std::thread::sleep(Duration::from_millis(50));
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64;
-    std::thread::sleep(Duration::from_millis(50));
+    // Every `old` message was stored by now, so before `t`; every `mid` one after it.
+    let t = ms_after(now_ms());
+    ms_after(t);
     let mid = send(&ns, "Start", 10, 10);
     let logs: Vec<Log> = (0..3).map(|_| Arc::default()).collect();
     let froms = [
@@ -482,18 +620,20 @@ fn groups_start_from_first_last_or_a_timestamp_and_reset_offset_moves_them() {
             m
         })
         .collect();
-    // Let each member take its queues and fix its start before sending more.
-    std::thread::sleep(Duration::from_millis(500));
+    // Each member has fixed its start on each queue before more is sent.
+    for i in 0..froms.len() {
+        wait_started(&ns, &format!("start-{i}"), "Start");
+    }
     let new = send(&ns, "Start", 20, 10);
     let all: Vec<String> = old.iter().chain(&mid).chain(&new).cloned().collect();
     wait_all(&logs[0], &all);
     wait_all(&logs[1], &new);
     let ts: Vec<String> = mid.iter().chain(&new).cloned().collect();
     wait_all(&logs[2], &ts);
-    std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(logs[0].lock().unwrap().len(), 30, "first");
-    assert_eq!(logs[1].lock().unwrap().len(), 10, "last");
-    assert_eq!(logs[2].lock().unwrap().len(), 20, "timestamp");
+    let sentinels = drain(&ns, "Start", 2, &[&logs[0], &logs[1], &logs[2]]);
+    assert_eq!(len_without(&logs[0], &sentinels), 30, "first");
+    assert_eq!(len_without(&logs[1], &sentinels), 10, "last");
+    assert_eq!(len_without(&logs[2], &sentinels), 20, "timestamp");
     // Reset the `last` group to the first offset: the running member re-reads everything.
     let out = mqadmin(
         &ns,
@@ -512,11 +652,13 @@ fn groups_start_from_first_last_or_a_timestamp_and_reset_offset_moves_them() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let ok = wait_for(WAIT, || (logs[1].lock().unwrap().len() >= 40).then_some(()));
+    let ok = wait_for(WAIT, || {
+        (len_without(&logs[1], &sentinels) >= 40).then_some(())
+    });
     assert!(
         ok.is_some(),
         "reset not adopted: {}",
-        logs[1].lock().unwrap().len()
+        len_without(&logs[1], &sentinels)
     );
     shutdown_all(&members);
 }
@@ -569,16 +711,19 @@ fn push_consumers_filter_by_tag_expression() {
         let ok = wait_for(WAIT, || (log.lock().unwrap().len() >= want).then_some(()));
         assert!(ok.is_some(), "{expr}");
     }
-    std::thread::sleep(Duration::from_millis(500));
+    // The sentinels are tagged TagA, which every expression takes.
+    let logs: Vec<&Log> = runs.iter().map(|r| &r.1).collect();
+    let sentinels = drain(&ns, "Tags", 2, &logs);
     for (expr, log, m) in &runs {
-        let tags: BTreeMap<String, usize> =
-            log.lock()
-                .unwrap()
-                .iter()
-                .fold(BTreeMap::new(), |mut acc, g| {
-                    *acc.entry(g.topic.clone()).or_insert(0) += 1;
-                    acc
-                });
+        let tags: BTreeMap<String, usize> = log
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|g| !sentinels.contains(&g.msg_id))
+            .fold(BTreeMap::new(), |mut acc, g| {
+                *acc.entry(g.topic.clone()).or_insert(0) += 1;
+                acc
+            });
         let want: BTreeMap<String, usize> = match *expr {
             "*" => [("TagA", 10), ("TagB", 10), ("TagC", 10)].as_slice(),
             "TagA" => [("TagA", 10)].as_slice(),
@@ -656,7 +801,19 @@ fn a_failing_message_goes_through_retry_into_the_dead_letter_topic() {
     assert_eq!(found["msg_id"], bad.msg_id.as_str(), "{found}");
     assert_eq!(found["reconsume_times"], 3, "{found}");
     assert!(found.to_string().contains("bad"), "keys kept: {found}");
-    std::thread::sleep(Duration::from_millis(500));
+    // A second failing message as the sentinel: it takes the same retry path from its
+    // start, so by its third delivery (after retry delays of 200 and 300 ms), a fourth
+    // delivery of the first one, which would be due 300 ms after its third, would have come.
+    let sentinel = p
+        .send(Message::new("Fail", "poison").with_key("bad"))
+        .unwrap();
+    let ok = wait_for(WAIT, || {
+        (deliveries_of(&log, &sentinel.msg_id).len() >= 3).then_some(())
+    });
+    assert!(
+        ok.is_some(),
+        "the second message's retries did not come back"
+    );
     let n = deliveries_of(&log, &bad.msg_id).len();
     assert_eq!(n, 3, "no delivery after the DLQ");
     m.shutdown();

@@ -111,9 +111,11 @@ fn histogram_count(s: &prometheus_parse::Scrape, name: &str) -> f64 {
 fn broker_status_reports_sends_and_their_rate_and_flushes_are_timed() {
     let (c, url, ns) = metered_cluster("Status");
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sent_so_far = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let sender = {
         let ns = ns.clone();
         let stop = stop.clone();
+        let sent_so_far = sent_so_far.clone();
         std::thread::spawn(move || {
             let p = producer(&ns);
             let mut n = 0u64;
@@ -126,11 +128,16 @@ fn broker_status_reports_sends_and_their_rate_and_flushes_are_timed() {
                 p.send(Message::new("Status", format!("s{n}").into_bytes()))
                     .unwrap();
                 n += 1;
+                sent_so_far.store(n, std::sync::atomic::Ordering::SeqCst);
             }
             n
         })
     };
-    std::thread::sleep(Duration::from_millis(300));
+    // The sends are under way (the status's rate is taken over the next 500 ms).
+    let started = wait_for(Duration::from_secs(20), || {
+        (sent_so_far.load(std::sync::atomic::Ordering::SeqCst) >= 10).then_some(())
+    });
+    assert!(started.is_some(), "the sender sent nothing");
     let out = mqadmin(
         &ns,
         &[

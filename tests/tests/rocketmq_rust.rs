@@ -4,9 +4,9 @@
 //! broker of two cores, and a DefaultMQPushConsumer of a new group, consuming from the first
 //! offset, receives every one of them. The topic holds each message exactly once.
 //!
-//! `.ci/run` builds the program (`cargo build --release --manifest-path
-//! tests/rocketmq-rust/Cargo.toml --target-dir tests/rocketmq-rust/target`: a project of its
-//! own, not a member of this workspace); without the build the test says so and fails when
+//! `.ci/run` builds the program (`cargo build --manifest-path tests/rocketmq-rust/Cargo.toml
+//! --target-dir tests/rocketmq-rust/target`: a project of its own, not a member of this
+//! workspace, built unoptimised since it is a probe of the protocol, not a benchmark); without the build the test says so and fails when
 //! `CORVUS_REQUIRE_RUST_CLIENT` is set, as CI sets it.
 
 use std::path::PathBuf;
@@ -18,14 +18,14 @@ use integration::{create_topic, run_client_program, workspace_root, Cluster};
 
 /// The program, when it has been built.
 fn rust_program() -> Option<PathBuf> {
-    let p = workspace_root().join("tests/rocketmq-rust/target/release/rocketmq-rust-roundtrip");
+    let p = workspace_root().join("tests/rocketmq-rust/target/debug/rocketmq-rust-roundtrip");
     p.exists().then_some(p)
 }
 
 #[test]
 fn a_rust_client_producer_and_push_consumer_round_trip_every_message() {
     let Some(program) = rust_program() else {
-        let msg = "the Rust client program is not built (cargo build --release --manifest-path tests/rocketmq-rust/Cargo.toml --target-dir tests/rocketmq-rust/target)";
+        let msg = "the Rust client program is not built (cargo build --manifest-path tests/rocketmq-rust/Cargo.toml --target-dir tests/rocketmq-rust/target)";
         assert!(
             std::env::var_os("CORVUS_REQUIRE_RUST_CLIENT").is_none(),
             "{msg}"

@@ -122,24 +122,61 @@ fn push_consumer_receives_messages_sent_after_it_started() {
             ConsumeStatus::Success
         })
         .unwrap();
-    // Let the consumer's long polls reach the broker before sending.
-    std::thread::sleep(Duration::from_millis(300));
+    // The consumer starts from the end of each queue once it reads there: sentinels (TagA)
+    // are sent to a queue until one arrives from it, so the 40 below are sent after it
+    // started on both queues.
     let p = producer(&ns);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for queue_id in 0..2u32 {
+        let q = client::MessageQueue {
+            topic: "Pushed".into(),
+            broker_name: "broker-a".into(),
+            queue_id,
+        };
+        let prefix = format!("sentinel-{queue_id}-");
+        let mut n = 0;
+        loop {
+            assert!(
+                Instant::now() < deadline,
+                "no sentinel arrived from queue {queue_id}"
+            );
+            let body = format!("{prefix}{n}");
+            p.send_to_queue(
+                Message::new("Pushed", body.into_bytes()).with_tags("TagA"),
+                &q,
+            )
+            .unwrap();
+            n += 1;
+            let arrived = integration::wait_for(Duration::from_millis(500), || {
+                seen.lock()
+                    .unwrap()
+                    .iter()
+                    .any(|b: &String| b.starts_with(&prefix))
+                    .then_some(())
+            });
+            if arrived.is_some() {
+                break;
+            }
+        }
+    }
     for i in 0..40 {
         let tag = if i % 2 == 0 { "TagA" } else { "TagB" };
         p.send(Message::new("Pushed", format!("p{i}").into_bytes()).with_tags(tag))
             .unwrap();
     }
+    let sent_here = || -> Vec<String> {
+        let s = seen.lock().unwrap();
+        s.iter()
+            .filter(|b| !b.starts_with("sentinel-"))
+            .cloned()
+            .collect()
+    };
     let done = integration::wait_for(Duration::from_secs(20), || {
-        (seen.lock().unwrap().len() >= 20).then_some(())
+        (sent_here().len() >= 20).then_some(())
     });
     consumer.shutdown();
-    assert!(
-        done.is_some(),
-        "only {} of 20 delivered",
-        seen.lock().unwrap().len()
-    );
-    let got = seen.lock().unwrap().clone();
+    assert!(done.is_some(), "only {} of 20 delivered", sent_here().len());
+    let got = sent_here();
     let expected: HashSet<String> = (0..40)
         .filter(|i| i % 2 == 0)
         .map(|i| format!("p{i}"))
