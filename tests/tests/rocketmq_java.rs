@@ -489,10 +489,7 @@ fn a_message_the_java_consumer_always_fails_ends_in_the_dead_letter_topic() {
         assert!(l.contains("topic %DLQ%DlqGroup"), "{l}");
     }
     // The dead letter topic is readable, as RocketMQ creates it: another group reprocesses it.
-    assert!(
-        lines.iter().any(|l| l == "REPROCESSED 3 of 3"),
-        "{lines:?}"
-    );
+    assert!(lines.iter().any(|l| l == "REPROCESSED 3 of 3"), "{lines:?}");
     assert!(lines.iter().any(|l| l == "ALL DEAD"), "{lines:?}");
 }
 
