@@ -161,14 +161,25 @@ impl StartSteps {
     /// what it waited for (when one core never joins the mesh, every core waits there, and
     /// the operator needs to see them all).
     pub fn verdict(&self, now: Instant) -> Result<(), StartFailure> {
-        let failures: Vec<String> = (0..self.cores.len())
-            .filter_map(|core| self.core_verdict(core, now).err())
+        let verdicts: Vec<Result<(), String>> = (0..self.cores.len())
+            .map(|core| self.core_verdict(core, now))
             .collect();
-        if failures.is_empty() {
-            Ok(())
-        } else {
-            Err(StartFailure(failures.join("; ")))
+        if verdicts.iter().all(Result::is_ok) {
+            return Ok(());
         }
+        // The cores past a bound first, then every other core still starting with its step,
+        // which the bound has not reached yet (it may have started its step a moment later).
+        let mut lines: Vec<String> = verdicts.iter().filter_map(|v| v.clone().err()).collect();
+        for (core, v) in verdicts.iter().enumerate() {
+            let (step, since) = self.step(core);
+            if v.is_ok() && step != StartStep::Ready {
+                lines.push(format!(
+                    "core {core} was {step} for {} s",
+                    now.saturating_duration_since(since).as_secs()
+                ));
+            }
+        }
+        Err(StartFailure(lines.join("; ")))
     }
 
     fn core_verdict(&self, core: usize, now: Instant) -> Result<(), String> {
@@ -296,9 +307,13 @@ mod tests {
         steps.enter(1, StartStep::OpeningShard(1));
         steps.ended(1);
         let e = steps.verdict(Instant::now()).err().map(|e| e.0);
+        // Core 0, still starting, is named with what it was doing.
         assert_eq!(
             e.as_deref(),
-            Some("core 1 stopped while opening shard 1, before it served (see the lines above)")
+            Some(
+                "core 1 stopped while opening shard 1, before it served (see the lines above); \
+                 core 0 was waiting for its executor to run for 0 s"
+            )
         );
         steps.enter(0, StartStep::Ready);
         steps.enter(1, StartStep::Ready);

@@ -156,15 +156,17 @@ fn a_core_that_cannot_finish_its_start_fails_it_within_seconds_naming_the_core_a
         Some(1),
         "the start must fail, not hang; output:\n{out}"
     );
+    // Both cores wait in the mesh (core 1 never joins it); whichever passed the bound first
+    // is named first, and the other with it.
+    let error = out
+        .lines()
+        .find(|l| l.starts_with("error: "))
+        .unwrap_or_default();
     assert!(
-        out.contains("\nerror: core 0 did not start"),
-        "output:\n{out}"
-    );
-    assert!(
-        out.contains(
-            "core 1 did not start: it spent 10 s joining the cross-core mesh (at most 10 s)"
-        ),
-        "the error names the core and the step; output:\n{out}"
+        error.contains(" did not start: it spent 10 s joining the cross-core mesh (at most 10 s)")
+            && error.contains("core 0 ")
+            && error.contains("core 1 "),
+        "the error names the cores and the step; output:\n{out}"
     );
     assert!(
         out.contains("still starting: core 0 joining the cross-core mesh for ")
