@@ -53,6 +53,22 @@ impl AclFile {
         &self.rules
     }
 
+    /// [`AclFile::poll`], saying what changed in the log when `log` is set (a broker's cores
+    /// each poll their own copy, and one of them speaks for all).
+    pub fn poll_logged(&mut self, log: bool) {
+        match self.poll() {
+            Reload::Unchanged => {}
+            Reload::Reloaded if log => {
+                tracing::info!(path = %self.path.display(), "ACL file reloaded: its rules are in force")
+            }
+            Reload::Failed(e) if log => tracing::warn!(
+                path = %self.path.display(),
+                "ACL file changed but cannot be used, the previous rules stay in force: {e}"
+            ),
+            Reload::Reloaded | Reload::Failed(_) => {}
+        }
+    }
+
     /// Reads the file again and takes its rules if it changed and parses.
     pub fn poll(&mut self) -> Reload {
         let text = match std::fs::read(&self.path) {

@@ -33,7 +33,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use acl::fresh::ReplayGuard;
-use acl::{Access, AclConfig, AclFile, Action, Denied, Reload};
+use acl::{Access, AclConfig, AclFile, Action, Denied};
 use protocol::Command;
 use remoting::codes::request;
 use remoting::RemotingCommand;
@@ -93,20 +93,7 @@ impl Gate {
         let Some(file) = &self.file else {
             return;
         };
-        let mut file = file.borrow_mut();
-        match file.poll() {
-            Reload::Unchanged => {}
-            Reload::Reloaded => {
-                if log {
-                    tracing::info!(path = %file.path().display(), "ACL file reloaded: its rules are in force");
-                }
-            }
-            Reload::Failed(e) => {
-                if log {
-                    tracing::warn!(path = %file.path().display(), "ACL file changed but cannot be used, the previous rules stay in force: {e}");
-                }
-            }
-        }
+        file.borrow_mut().poll_logged(log);
     }
 
     /// A native `Login` on `client` with the nonce it was last given.

@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use acl::fresh::ReplayGuard;
-use acl::{Access, AclConfig, AclFile, Action, Denied, Reload};
+use acl::{Access, AclConfig, AclFile, Action, Denied};
 use protocol::{Command, Header, ResponseCode};
 use remoting::codes::request;
 use remoting::RemotingCommand;
@@ -73,16 +73,7 @@ impl Gate {
         let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         if s.checked.elapsed() >= RELOAD_CHECK_INTERVAL {
             s.checked = Instant::now();
-            match s.file.poll() {
-                Reload::Unchanged => {}
-                Reload::Reloaded => {
-                    tracing::info!(file = %s.file.path().display(), "ACL file reloaded")
-                }
-                Reload::Failed(e) => tracing::warn!(
-                    file = %s.file.path().display(),
-                    "ACL file changed but cannot be used, the old rules stay: {e}"
-                ),
-            }
+            s.file.poll_logged(true);
         }
         Arc::clone(s.file.rules())
     }
