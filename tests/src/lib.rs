@@ -1140,3 +1140,47 @@ pub fn all_shards_in_sync(shards: &[serde_json::Value]) -> bool {
                 .is_some_and(|l| l.iter().any(|x| x["in_sync"] == true))
         })
 }
+
+/// The sum of `group`'s offsets in `topic` in the broker's offsets files under `dir` (each
+/// shard's `consumer_offsets.json`: rows of group, topic, queue, offset, epoch).
+pub fn stored_offsets(dir: &Path, group: &str, topic: &str) -> u64 {
+    let mut sum = 0;
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    for e in entries.flatten() {
+        let path = e.path();
+        if path.is_dir() {
+            sum += stored_offsets(&path, group, topic);
+        } else if path
+            .file_name()
+            .is_some_and(|n| n == "consumer_offsets.json")
+        {
+            let rows: Vec<serde_json::Value> = std::fs::read(&path)
+                .ok()
+                .and_then(|b| serde_json::from_slice(&b).ok())
+                .unwrap_or_default();
+            sum += rows
+                .iter()
+                .filter(|r| r[0] == group && r[1] == topic)
+                .filter_map(|r| r[3].as_u64())
+                .sum::<u64>();
+        }
+    }
+    sum
+}
+
+/// The segment files of a shard's CommitLog directory, in log order (each is named by its
+/// 20-digit start offset); none when the directory cannot be read.
+pub fn segment_files(commitlog: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(commitlog)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.path())
+                .filter(|p| p.file_name().is_some_and(|n| n.len() == 20))
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}

@@ -13,7 +13,7 @@ use client::{
     Admin, AllocateStrategy, Averagely, AveragelyByCircle, ByConfig, ConsistentHash, ConsumeFrom,
     ConsumeStatus, Message, MessageModel, MessageQueue, PushConsumer, PushConsumerBuilder,
 };
-use integration::{mqadmin, producer, wait_for, Cluster};
+use integration::{mqadmin, producer, stored_offsets, wait_for, Cluster};
 
 /// Short timeouts so membership changes take a second, not minutes.
 const BROKER_TOML: &str = "consumer_timeout_ms = 1500\noffset_flush_interval_ms = 100\n\
@@ -218,35 +218,6 @@ fn wait_started(ns: &str, group: &str, topic: &str) {
         ok.is_some(),
         "{group} never fixed where it starts on {topic}"
     );
-}
-
-/// The sum of `group`'s offsets in `topic` in the broker's offsets files under `dir` (each
-/// shard's `consumer_offsets.json`: rows of group, topic, queue, offset, epoch).
-fn stored_offsets(dir: &std::path::Path, group: &str, topic: &str) -> u64 {
-    let mut sum = 0;
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return 0;
-    };
-    for e in entries.flatten() {
-        let path = e.path();
-        if path.is_dir() {
-            sum += stored_offsets(&path, group, topic);
-        } else if path
-            .file_name()
-            .is_some_and(|n| n == "consumer_offsets.json")
-        {
-            let rows: Vec<serde_json::Value> = std::fs::read(&path)
-                .ok()
-                .and_then(|b| serde_json::from_slice(&b).ok())
-                .unwrap_or_default();
-            sum += rows
-                .iter()
-                .filter(|r| r[0] == group && r[1] == topic)
-                .filter_map(|r| r[3].as_u64())
-                .sum::<u64>();
-        }
-    }
-    sum
 }
 
 /// Milliseconds since the epoch.

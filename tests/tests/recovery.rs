@@ -7,12 +7,13 @@
 #![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use client::{ConsumeFrom, ConsumeStatus, Message, PullConsumer, PushConsumer};
-use integration::{drain_topic, mqadmin, producer, run_broker_expecting_exit, wait_for, Cluster};
+use integration::{
+    drain_topic, mqadmin, producer, run_broker_expecting_exit, segment_files, wait_for, Cluster,
+};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -20,16 +21,6 @@ fn body(i: usize) -> Vec<u8> {
     let mut b = format!("Flip-{i:05}-").into_bytes();
     b.resize(2000, b'a' + (i % 26) as u8);
     b
-}
-
-fn segment_files(commitlog: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(commitlog)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.file_name().unwrap().len() == 20)
-        .collect();
-    v.sort();
-    v
 }
 
 #[test]

@@ -40,7 +40,8 @@ use std::time::Duration;
 
 use client::Admin;
 use integration::{
-    create_topic, hops_and_stored, run_client_program, wait_for, workspace_root, Cluster,
+    create_topic, hops_and_stored, run_client_program, stored_offsets, wait_for, workspace_root,
+    Cluster,
 };
 
 /// The Java program's classpath, when it has been built.
@@ -57,6 +58,22 @@ fn classpath_of(module: &str) -> Option<String> {
         .join("corvus/Roundtrip.class")
         .exists()
         .then(|| format!("{}:{}", classes.display(), deps.trim()))
+}
+
+/// The classpath of the programs built against the 5.x client, or `None` (the test skips,
+/// or fails where `CORVUS_REQUIRE_JAVA` is set) when they are not built.
+fn java5_or_skip() -> Option<String> {
+    let Some(cp) = classpath_of("tests/rocketmq-java5") else {
+        let msg = "the Java 5.x client program is not built (cd tests/rocketmq-java5 && mvn -q -B compile dependency:build-classpath -Dmdep.outputFile=cp.txt)";
+        assert!(std::env::var_os("CORVUS_REQUIRE_JAVA").is_none(), "{msg}");
+        eprintln!("skipped: {msg}");
+        return None;
+    };
+    assert!(
+        cp.contains("rocketmq-client-5."),
+        "built against the 5.x client: {cp}"
+    );
+    Some(cp)
 }
 
 /// Runs one of the Java programs to its end (bounded) and returns its output lines; it must
@@ -287,16 +304,9 @@ fn a_java_producer_and_push_consumer_round_trip_every_message_without_hops() {
 
 #[test]
 fn the_roundtrip_program_on_the_java_client_5_round_trips_every_message() {
-    let Some(cp) = classpath_of("tests/rocketmq-java5") else {
-        let msg = "the Java 5.x client program is not built (cd tests/rocketmq-java5 && mvn -q -B compile dependency:build-classpath -Dmdep.outputFile=cp.txt)";
-        assert!(std::env::var_os("CORVUS_REQUIRE_JAVA").is_none(), "{msg}");
-        eprintln!("skipped: {msg}");
+    let Some(cp) = java5_or_skip() else {
         return;
     };
-    assert!(
-        cp.contains("rocketmq-client-5."),
-        "built against the 5.x client: {cp}"
-    );
     let c = Cluster::start(2, "small");
     let ns = c.namesrv.addr.clone();
     let broker = c.broker.addr.clone();
@@ -545,16 +555,9 @@ fn a_java_lite_pull_consumer_polls_every_message() {
 /// polls every message.
 #[test]
 fn the_java_client_5_lite_pull_consumer_polls_every_message_subscribed_and_assigned() {
-    let Some(cp) = classpath_of("tests/rocketmq-java5") else {
-        let msg = "the Java 5.x client program is not built (cd tests/rocketmq-java5 && mvn -q -B compile dependency:build-classpath -Dmdep.outputFile=cp.txt)";
-        assert!(std::env::var_os("CORVUS_REQUIRE_JAVA").is_none(), "{msg}");
-        eprintln!("skipped: {msg}");
+    let Some(cp) = java5_or_skip() else {
         return;
     };
-    assert!(
-        cp.contains("rocketmq-client-5."),
-        "built against the 5.x client: {cp}"
-    );
     let c = Cluster::start(2, "small");
     let ns = c.namesrv.addr.clone();
     create_topic(&ns, "Lite5Topic", 4);
@@ -605,35 +608,6 @@ fn committed(cp: &str, ns: &str) -> std::collections::BTreeMap<String, i64> {
         Some((w.next()?.to_owned(), w.next()?.parse().ok()?))
     })
     .collect()
-}
-
-/// The sum of `group`'s offsets in `topic` in the broker's offsets files under `dir` (each
-/// shard's `consumer_offsets.json`: rows of group, topic, queue, offset, epoch).
-fn stored_offsets(dir: &std::path::Path, group: &str, topic: &str) -> u64 {
-    let mut sum = 0;
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return 0;
-    };
-    for e in entries.flatten() {
-        let path = e.path();
-        if path.is_dir() {
-            sum += stored_offsets(&path, group, topic);
-        } else if path
-            .file_name()
-            .is_some_and(|n| n == "consumer_offsets.json")
-        {
-            let rows: Vec<serde_json::Value> = std::fs::read(&path)
-                .ok()
-                .and_then(|b| serde_json::from_slice(&b).ok())
-                .unwrap_or_default();
-            sum += rows
-                .iter()
-                .filter(|r| r[0] == group && r[1] == topic)
-                .filter_map(|r| r[3].as_u64())
-                .sum::<u64>();
-        }
-    }
-    sum
 }
 
 /// What the test asserts of a group's offsets across a broker restart (kill -9 once the

@@ -6,11 +6,11 @@
 #![allow(clippy::unwrap_used)]
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use client::{Message, PullConsumer};
-use integration::{create_topic, drain_topic, producer, wait_for, Cluster};
+use integration::{create_topic, drain_topic, producer, segment_files, wait_for, Cluster};
 
 /// Level 3 holds a message long enough for the test to damage the log before it is due.
 const TOML: &str = "retry_delay_levels_ms = [500, 1000, 15000]\ntimer_max_delay_sec = 60\n";
@@ -21,16 +21,6 @@ fn body(i: usize) -> Vec<u8> {
     let mut b = format!("Plain-{i:05}-").into_bytes();
     b.resize(2000, b'a' + (i % 26) as u8);
     b
-}
-
-fn segment_files(commitlog: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(commitlog)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.file_name().unwrap().len() == 20)
-        .collect();
-    v.sort();
-    v
 }
 
 /// How far the timer's checkpoint says its queue is indexed (its first 8 bytes).
