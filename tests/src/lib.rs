@@ -625,6 +625,18 @@ pub fn create_topic(namesrv: &str, topic: &str, queues: u32) {
         "update-topic {topic}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    wait_for_route(namesrv, topic);
+}
+
+/// Waits (bounded) until the NameServer routes `topic`: a broker registers a new topic
+/// just after it answers its creation, and a client that looks the route up at once (the
+/// C++ client does, once) would find none.
+pub fn wait_for_route(namesrv: &str, topic: &str) {
+    let Ok(admin) = client::Admin::new(namesrv) else {
+        return;
+    };
+    let routed = wait_for(Duration::from_secs(10), || admin.topic_route(topic).ok());
+    assert!(routed.is_some(), "the NameServer never routed {topic}");
 }
 
 /// The test brokers' own ACL account ([`AclRules::broker_toml`]): what they log in to
@@ -671,6 +683,7 @@ pub fn create_topic_as(namesrv: &str, account: (&str, &str), topic: &str, queues
         account.0,
         String::from_utf8_lossy(&out.stderr)
     );
+    wait_for_route(namesrv, topic);
 }
 
 /// Runs `mqadmin --json <args>` and returns what it printed, parsed; fails the test with
