@@ -11,6 +11,7 @@ use std::sync::{mpsc, Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
+pub use broker::bootstrap::allowed_cpus;
 use serde::Serialize;
 
 /// How long a child may take to print its listening line.
@@ -483,21 +484,6 @@ fn drain(stdout: ChildStdout, marker: &str, tx: mpsc::Sender<(String, Vec<String
         } else if tx.is_some() {
             preamble.push(line);
         }
-    }
-}
-
-/// CPUs this process may run on.
-pub fn allowed_cpus() -> Vec<usize> {
-    // SAFETY: `cpu_set_t` is plain old data; all-zero is the empty set. The kernel writes at
-    // most `size_of::<cpu_set_t>()` bytes into the set we own.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return Vec::new();
-        }
-        (0..libc::CPU_SETSIZE as usize)
-            .filter(|&c| libc::CPU_ISSET(c, &set))
-            .collect()
     }
 }
 

@@ -239,8 +239,9 @@ pub fn preflight(config: &BrokerConfig) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The CPUs this process may run on (its affinity mask), in order.
-fn allowed_cpus() -> Vec<usize> {
+/// The CPUs this process may run on (its affinity mask), in order; every CPU the host has
+/// when the mask cannot be read. The bench and the test harness place their processes by it too.
+pub fn allowed_cpus() -> Vec<usize> {
     // SAFETY: cpu_set_t is plain data; sched_getaffinity writes at most `size_of` bytes into
     // it and CPU_ISSET only reads it.
     unsafe {
