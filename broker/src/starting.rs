@@ -170,13 +170,9 @@ impl StartSteps {
         // The cores past a bound first, then every other core still starting with its step,
         // which the bound has not reached yet (it may have started its step a moment later).
         let mut lines: Vec<String> = verdicts.iter().filter_map(|v| v.clone().err()).collect();
-        for (core, v) in verdicts.iter().enumerate() {
-            let (step, since) = self.step(core);
-            if v.is_ok() && step != StartStep::Ready {
-                lines.push(format!(
-                    "core {core} was {step} for {} s",
-                    now.saturating_duration_since(since).as_secs()
-                ));
+        for (core, step, secs) in self.still_starting(now) {
+            if verdicts.get(core).is_some_and(Result::is_ok) {
+                lines.push(format!("core {core} was {step} for {secs} s"));
             }
         }
         Err(StartFailure(lines.join("; ")))
@@ -224,18 +220,21 @@ impl StartSteps {
 
     /// One line naming each core still starting and its step, or `None` when all serve.
     pub fn report(&self, now: Instant) -> Option<String> {
-        let waiting: Vec<String> = (0..self.cores.len())
-            .filter_map(|core| {
-                let (step, since) = self.step(core);
-                (step != StartStep::Ready).then(|| {
-                    format!(
-                        "core {core} {step} for {} s",
-                        now.saturating_duration_since(since).as_secs()
-                    )
-                })
-            })
+        let waiting: Vec<String> = self
+            .still_starting(now)
+            .map(|(core, step, secs)| format!("core {core} {step} for {secs} s"))
             .collect();
         (!waiting.is_empty()).then(|| waiting.join("; "))
+    }
+
+    /// Each core that does not serve yet, with its step and the whole seconds it has spent
+    /// in it at `now`.
+    fn still_starting(&self, now: Instant) -> impl Iterator<Item = (usize, StartStep, u64)> + '_ {
+        (0..self.cores.len()).filter_map(move |core| {
+            let (step, since) = self.step(core);
+            (step != StartStep::Ready)
+                .then(|| (core, step, now.saturating_duration_since(since).as_secs()))
+        })
     }
 }
 
