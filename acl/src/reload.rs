@@ -5,8 +5,14 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crate::{AclConfig, AclError};
+
+/// How often a holder reads the file again: the broker's cores each on a timer of its own,
+/// the NameServer and the controller at the first request after it has passed
+/// ([`AclFile::rules_polled`]).
+pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
 
 /// The file and the rules last read from it.
 #[derive(Debug)]
@@ -16,6 +22,8 @@ pub struct AclFile {
     /// does nothing, whatever the file's timestamps say.
     last_text: Option<Vec<u8>>,
     rules: Arc<AclConfig>,
+    /// When the file was last read.
+    polled: Instant,
 }
 
 /// What a poll found.
@@ -41,6 +49,7 @@ impl AclFile {
             path: path.to_path_buf(),
             last_text: Some(text),
             rules: Arc::new(rules),
+            polled: Instant::now(),
         })
     }
 
@@ -69,8 +78,19 @@ impl AclFile {
         }
     }
 
+    /// The rules in force, after reading the file again (and saying what changed) if
+    /// [`POLL_INTERVAL`] has passed since the last read: for a holder that polls when asked
+    /// rather than on a timer.
+    pub fn rules_polled(&mut self) -> &Arc<AclConfig> {
+        if self.polled.elapsed() >= POLL_INTERVAL {
+            self.poll_logged(true);
+        }
+        &self.rules
+    }
+
     /// Reads the file again and takes its rules if it changed and parses.
     pub fn poll(&mut self) -> Reload {
+        self.polled = Instant::now();
         let text = match std::fs::read(&self.path) {
             Ok(t) => t,
             Err(source) => {

@@ -43,7 +43,7 @@ use crate::config::BrokerConfig;
 use crate::error::BrokerError;
 
 /// How often each core reads the ACL file again.
-pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
+pub use acl::POLL_INTERVAL;
 
 /// Each core logs at most [`REFUSAL_LOG_LINES`] refusals per this interval (a client
 /// retrying a refused request must not flood the log).

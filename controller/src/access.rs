@@ -26,8 +26,6 @@ use controller_proto::{Request, SignedRequest};
 
 use crate::network::Incoming;
 
-/// How often a request may make the gate look at the file again.
-const RELOAD_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 /// Refusals logged per second at most (a retrying caller must not flood the log).
 pub const REFUSAL_LOG_LINES: u32 = 10;
 
@@ -38,7 +36,6 @@ pub struct Gate {
 
 struct GateState {
     file: AclFile,
-    checked: Instant,
     replay: ReplayGuard,
     log_window: (Instant, u32),
 }
@@ -72,7 +69,6 @@ impl Gate {
         let gate = Gate {
             state: Mutex::new(GateState {
                 file,
-                checked: Instant::now(),
                 replay: ReplayGuard::new(window_ms, true),
                 log_window: (Instant::now(), 0),
             }),
@@ -84,11 +80,7 @@ impl Gate {
     /// file that does not parse keeps the old rules (logged).
     fn rules(&self) -> Arc<AclConfig> {
         let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        if s.checked.elapsed() >= RELOAD_CHECK_INTERVAL {
-            s.checked = Instant::now();
-            s.file.poll_logged(true);
-        }
-        Arc::clone(s.file.rules())
+        Arc::clone(s.file.rules_polled())
     }
 
     /// What a frame from `peer` asks, once its envelope is checked; the refusal says why.

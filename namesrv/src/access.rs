@@ -21,16 +21,12 @@
 use std::net::IpAddr;
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
 
 use acl::fresh::ReplayGuard;
 use acl::{Access, AclConfig, AclFile, Action, Denied};
 use protocol::{Command, Header, ResponseCode};
 use remoting::codes::request;
 use remoting::RemotingCommand;
-
-/// How often a request may make the gate look at the file again.
-const RELOAD_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 
 /// The rules in force, and the file they come from.
 pub(crate) struct Gate {
@@ -39,7 +35,6 @@ pub(crate) struct Gate {
 
 struct GateState {
     file: AclFile,
-    checked: Instant,
     /// The timed signatures taken within the window (`acl::fresh`).
     replay: ReplayGuard,
 }
@@ -51,11 +46,7 @@ impl Gate {
         let file = AclFile::open(path)?;
         tracing::info!(file = %path.display(), "access control on");
         Ok(Gate {
-            state: Mutex::new(GateState {
-                file,
-                checked: Instant::now(),
-                replay,
-            }),
+            state: Mutex::new(GateState { file, replay }),
         })
     }
 
@@ -71,11 +62,7 @@ impl Gate {
     /// file that does not parse keeps the old rules (logged).
     pub(crate) fn rules(&self) -> Arc<AclConfig> {
         let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        if s.checked.elapsed() >= RELOAD_CHECK_INTERVAL {
-            s.checked = Instant::now();
-            s.file.poll_logged(true);
-        }
-        Arc::clone(s.file.rules())
+        Arc::clone(s.file.rules_polled())
     }
 }
 
