@@ -1,7 +1,8 @@
 //! The storage engine of one CPU core: a CommitLog of fixed-size segment files written with
 //! O_DIRECT through io_uring (glommio), ConsumeQueues and IndexFiles derived from it, flush
 //! policies with group commit, crash recovery, and retention. It knows nothing of other
-//! cores, sockets or the wire protocol; see ARCHITECTURE-shard.md.
+//! cores, sockets or the wire protocol; see ARCHITECTURE.md, "The shard: one core's storage
+//! engine".
 
 // Tests may unwrap: a panic there is a failed test, not a crashed broker.
 #![cfg_attr(test, allow(clippy::unwrap_used))]
