@@ -23,7 +23,18 @@ import org.apache.rocketmq.common.message.MessageQueue;
  * ALL POLLED; exit 0.
  */
 public class LitePull {
-    public static void main(String[] args) throws Exception {
+    public static void main(String[] args) {
+        // The clients' threads keep the JVM alive after main throws: end it at once, so a
+        // failure is reported now and not when the test's own bound runs out.
+        try {
+            run(args);
+        } catch (Throwable e) {
+            e.printStackTrace();
+            System.exit(3);
+        }
+    }
+
+    static void run(String[] args) throws Exception {
         String ns = args[0];
         String topic = args[1];
         int count = Integer.parseInt(args[2]);
@@ -33,6 +44,8 @@ public class LitePull {
         DefaultMQProducer producer = new DefaultMQProducer("JavaLitePullProducer");
         producer.setNamesrvAddr(ns);
         producer.setInstanceName("litepull-producer");
+        // A probe of delivery, not of latency: on a loaded host a send may take seconds.
+        producer.setSendMsgTimeout(10000);
         producer.start();
         Set<String> sent = new HashSet<>();
         for (int i = 0; i < count; i++) {
