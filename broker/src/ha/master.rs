@@ -106,6 +106,10 @@ pub struct MasterShard {
     counted: RefCell<Option<Vec<u64>>>,
     /// This broker stopped being the master: sends still waiting are answered at once.
     deposed: Cell<bool>,
+    /// Stopping: the in-sync slaves whose streams ended once they had acknowledged all of
+    /// the closed log, with what they acknowledged. Their links are gone by the time the
+    /// hand-over asks ([`MasterShard::wait_acknowledged`]), but they still have everything.
+    drained: RefCell<Vec<(u64, u64)>>,
 }
 
 impl MasterShard {
@@ -126,6 +130,7 @@ impl MasterShard {
             batch_bytes: config.ha_transfer_batch_bytes as usize,
             read_uncommitted: config.read_uncommitted,
             links: RefCell::new(Vec::new()),
+            drained: RefCell::new(Vec::new()),
             next_link: Cell::new(1),
             changed: Signal::default(),
             hold: Cell::new(None),
@@ -193,14 +198,33 @@ impl MasterShard {
                 .filter(|l| l.acked.get() >= end)
                 .map(|l| l.broker_id)
                 .collect();
+            let all_open = have.len() == open.len();
+            have.extend(
+                self.drained
+                    .borrow()
+                    .iter()
+                    .filter(|&&(_, acked)| acked >= end)
+                    .map(|&(id, _)| id),
+            );
             let now = Instant::now();
-            if have.len() == open.len() || now >= deadline {
+            if all_open || now >= deadline {
                 have.sort_unstable();
                 have.dedup();
                 return have;
             }
             self.changed.wait_timeout(deadline - now).await;
         }
+    }
+
+    /// Stopping: ends the stream of a slave that has acknowledged all of the closed log,
+    /// remembering it as drained if it was in sync.
+    fn end_drained(&self, link: &SlaveLink) {
+        if link.in_sync.get() {
+            self.drained
+                .borrow_mut()
+                .push((link.broker_id, link.acked.get()));
+        }
+        link.close("the master is stopping".into());
     }
 
     fn in_sync(&self) -> Vec<Rc<SlaveLink>> {
@@ -868,7 +892,7 @@ async fn send_stream<W: AsyncWrite + Unpin>(
                     && shard.log_bounds().1 == from
                     && link.acked.get() >= from
                 {
-                    link.close("the master is stopping".into());
+                    ms.end_drained(link);
                     return;
                 }
                 let wait = heartbeat
@@ -915,4 +939,51 @@ fn offsets_frames(core: &Core, shard: u16) -> Vec<Frame> {
         .chunks(wire::OFFSETS_PER_FRAME)
         .map(|c| Frame::Offsets(c.to_vec()))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// At a graceful stop the stream of a slave that has everything ends, and its link goes;
+    /// the hand-over may ask only after that (a loaded host), and must still count it.
+    #[test]
+    fn a_slave_whose_stream_ended_at_the_stop_still_counts_for_the_hand_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().to_owned();
+        shard::run_local(move || async move {
+            let shard = Shard::open(shard::ShardConfig::new(path, 0)).await.unwrap();
+            let mut record = Vec::new();
+            message::encode_record(
+                &message::MessageFields {
+                    topic: "HandOver",
+                    body: b"acknowledged",
+                    ..Default::default()
+                },
+                &mut record,
+            )
+            .unwrap();
+            shard.append("HandOver", 0, &record).await.unwrap();
+            let end = shard.log_bounds().1;
+            let ms = MasterShard::new(
+                0,
+                shard,
+                &BrokerConfig::default(),
+                super::super::epochs::Epochs::default(),
+            );
+            let link = ms.attach(1, "127.0.0.1:1".into(), 0);
+            link.in_sync.set(true);
+            link.acked.set(end);
+            ms.end_drained(&link);
+            ms.refresh();
+            assert!(ms.in_sync().is_empty(), "the ended link is gone");
+            assert_eq!(ms.wait_acknowledged(end, Instant::now()).await, vec![1]);
+            // One that had not acknowledged it all does not count.
+            assert_eq!(
+                ms.wait_acknowledged(end + 1, Instant::now()).await,
+                Vec::<u64>::new()
+            );
+        });
+    }
 }
