@@ -10,7 +10,8 @@
 //! (CONSUMER_SEND_MSG_BACK); a second member that joins a group while messages flow gets its
 //! share of the queues at once, without the two consuming the same queues meanwhile
 //! (NOTIFY_CONSUMER_IDS_CHANGED); when a member of two leaves, the other takes its queues over
-//! within seconds, and while the two shared them no message reached both.
+//! within seconds, and while the two shared them no message reached both; orderly members
+//! too, whose queue locks the leaver gives back.
 //!
 //! More of the 4.9.8 API: async (SendCallback), oneway and MessageQueueSelector sends, an
 //! orderly push consumer (LOCK_BATCH_MQ) that gets each key's messages once and in order, a
@@ -584,6 +585,34 @@ fn a_java_member_leaving_a_group_leaves_its_queues_to_the_other_within_seconds()
     };
     let ns = c.namesrv.addr.clone();
     let lines = run_java(&cp, "corvus.Leave", &[&ns, "LeaveTopic", "LeaveGroup"]);
+    let stable = lines
+        .iter()
+        .find(|l| l.starts_with("STABLE "))
+        .expect("the stable window counted");
+    assert!(stable.ends_with(", both 0, neither 0"), "{stable}");
+    assert!(
+        lines.iter().any(|l| l == "SHARED THEN TAKEN OVER"),
+        "{lines:?}"
+    );
+}
+
+/// Orderly members (MessageListenerOrderly) consume a queue only under its lock. The one
+/// that leaves gives its locks back (UNLOCK_BATCH_MQ) before its shutdown commits its last
+/// offsets, and leaves (UNREGISTER_CLIENT): the broker frees its locks at once, committed
+/// offset or not, so the other locks the queues at the rebalance the leave prompts and gets
+/// every later message within the program's bound of seconds (not after the leaver's
+/// locks run out, a minute later).
+#[test]
+fn an_orderly_java_member_leaving_a_group_unlocks_its_queues_for_the_other_at_once() {
+    let Some((cp, c)) = java_cluster("LeaveOrderlyTopic") else {
+        return;
+    };
+    let ns = c.namesrv.addr.clone();
+    let lines = run_java(
+        &cp,
+        "corvus.Leave",
+        &[&ns, "LeaveOrderlyTopic", "LeaveOrderlyGroup", "orderly"],
+    );
     let stable = lines
         .iter()
         .find(|l| l.starts_with("STABLE "))

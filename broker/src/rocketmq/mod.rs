@@ -755,6 +755,13 @@ async fn heartbeat(
             core.clients.produces(client, &p.group_name);
         }
     }
+    client.set_consumer_groups(
+        hb.consumer_data_set
+            .iter()
+            .filter(|c| c.message_model != body::MessageModel::Broadcasting)
+            .map(|c| c.group_name.clone())
+            .collect(),
+    );
     for c in &hb.consumer_data_set {
         // Broadcasting consumers keep their offsets themselves and share no queues.
         if c.message_model == body::MessageModel::Broadcasting {
@@ -840,6 +847,8 @@ async fn unregister(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, 
     let h: UnregisterClientRequestHeader = header(req)?;
     core.rocketmq.forget(&h.client_id);
     if let Some(group) = h.consumer_group.filter(|g| !g.is_empty()) {
+        // Its queue locks first: the members told of the change lock its queues at once.
+        core.release_leases(&group, &h.client_id).await?;
         core.group(GroupOp::Unregister {
             group,
             client_id: h.client_id,
@@ -847,6 +856,42 @@ async fn unregister(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, 
         .await?;
     }
     Ok(Outgoing::remoting(ok(req), Body::None))
+}
+
+/// A RocketMQ client's connection closed. As RocketMQ's broker does when a client's
+/// channel closes, the client leaves the consumer groups its heartbeats declared (the members
+/// that stay are told, and rebalance at once), unless it still has a connection open on some
+/// core. Its queue locks end with it: a killed orderly consumer does not hold its queues
+/// until the locks run out.
+pub(crate) async fn connection_closed(core: &Rc<Core>, client: &ClientConn) {
+    let Some(client_id) = client.client_id() else {
+        return;
+    };
+    let groups = client.consumer_groups();
+    if groups.is_empty() {
+        return;
+    }
+    match core.client_connected(&client_id).await {
+        Ok(false) => {}
+        Ok(true) => return,
+        Err(e) => {
+            tracing::debug!(%client_id, "cannot tell whether the client is still connected: {e}");
+            return;
+        }
+    }
+    for group in groups {
+        let left = async {
+            core.release_leases(&group, &client_id).await?;
+            core.group(GroupOp::Unregister {
+                group: group.clone(),
+                client_id: client_id.clone(),
+            })
+            .await
+        };
+        if let Err(e) = left.await {
+            tracing::debug!(%group, %client_id, "a closed client's leave failed: {e}");
+        }
+    }
 }
 
 async fn consumer_list(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
@@ -1082,23 +1127,17 @@ async fn unlock_batch(
 ) -> Result<Outgoing, BrokerError> {
     let b: body::UnlockBatchRequestBody = json_body(body)?;
     for (mq, global) in lock_queues(core, &b) {
-        // A release: a commit of the offset stored now, with the lease given back.
-        let queue = GroupQueue {
-            group: b.consumer_group.clone(),
-            topic: mq.topic.clone(),
-            queue_id: global,
+        // The lease ends now, whether or not the group ever committed an offset of the
+        // queue: the member that takes the queue over locks it at its next rebalance.
+        let op = OffsetOp::Unlock {
+            queue: GroupQueue {
+                group: b.consumer_group.clone(),
+                topic: mq.topic.clone(),
+                queue_id: global,
+            },
+            client_id: b.client_id.clone(),
         };
-        let stored = core.group_offset(OffsetOp::Query(queue.clone())).await?;
-        if let Some(s) = stored {
-            let op = OffsetOp::Commit(CommitOffset {
-                queue,
-                offset: s.offset,
-                epoch: crate::groups::EPOCH_ANY,
-                client_id: b.client_id.clone(),
-                release: true,
-            });
-            core.group_offset(op).await?;
-        }
+        core.group_offset(op).await?;
     }
     Ok(Outgoing::remoting(ok(req), Body::None))
 }

@@ -1,6 +1,7 @@
 package corvus;
 
 import java.nio.charset.StandardCharsets;
+import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
@@ -8,8 +9,14 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.consumer.listener.ConsumeOrderlyStatus;
+import org.apache.rocketmq.client.consumer.listener.MessageListenerOrderly;
+import org.apache.rocketmq.client.impl.consumer.ProcessQueue;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.Message;
+import org.apache.rocketmq.common.message.MessageExt;
+import org.apache.rocketmq.common.message.MessageQueue;
 
 /**
  * Two push consumers of one group share the topic's queues while messages flow: while the
@@ -17,14 +24,53 @@ import org.apache.rocketmq.common.message.Message;
  * leaves (shutdown: UNREGISTER_CLIENT); the first must take its queues over within a few
  * seconds, not at its next periodic rebalance 20 s later.
  *
- * Usage: Leave NAMESRV TOPIC GROUP. Prints STABLE ..., TAKEN OVER IN ... ms and
+ * With "orderly", both members consume with a MessageListenerOrderly, which consumes a
+ * queue only while the broker grants it the queue's lock (LOCK_BATCH_MQ). The leaving member
+ * gives its locks back (UNLOCK_BATCH_MQ) before its shutdown persists its offsets, so
+ * some of its queues may have no committed offset yet: the first must still lock them at
+ * once, not when the leaver's locks run out a minute later.
+ *
+ * Usage: Leave NAMESRV TOPIC GROUP [orderly]. Prints STABLE ..., TAKEN OVER IN ... ms and
  * SHARED THEN TAKEN OVER; exit 0.
  */
 public class Leave {
+    /** A member of the group that consumes each queue in order, under the queue's lock. */
+    static DefaultMQPushConsumer orderly(String ns, String topic, String group, String name,
+            Set<Integer> got) throws Exception {
+        DefaultMQPushConsumer c = new DefaultMQPushConsumer(group);
+        c.setNamesrvAddr(ns);
+        c.setInstanceName(name);
+        c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        c.subscribe(topic, "*");
+        c.registerMessageListener((MessageListenerOrderly) (msgs, ctx) -> {
+            for (MessageExt m : msgs) {
+                String body = new String(m.getBody(), StandardCharsets.UTF_8);
+                got.add(Integer.parseInt(body.substring(2)));
+            }
+            return ConsumeOrderlyStatus.SUCCESS;
+        });
+        c.start();
+        return c;
+    }
+
+    /** The queues of `topic` the member holds the broker's lock of. */
+    static int locked(DefaultMQPushConsumer c, String topic) {
+        int n = 0;
+        for (Map.Entry<MessageQueue, ProcessQueue> e : c.getDefaultMQPushConsumerImpl()
+                .getRebalanceImpl().getProcessQueueTable().entrySet()) {
+            ProcessQueue pq = e.getValue();
+            if (e.getKey().getTopic().equals(topic) && pq.isLocked() && !pq.isDropped()) {
+                n++;
+            }
+        }
+        return n;
+    }
+
     public static void main(String[] args) throws Exception {
         String ns = args[0];
         String topic = args[1];
         String group = args[2];
+        boolean inOrder = args.length > 3 && args[3].equals("orderly");
 
         DefaultMQProducer producer = new DefaultMQProducer("JavaLeaveProducer");
         producer.setNamesrvAddr(ns);
@@ -47,8 +93,26 @@ public class Leave {
 
         Set<Integer> a = ConcurrentHashMap.newKeySet();
         Set<Integer> b = ConcurrentHashMap.newKeySet();
-        DefaultMQPushConsumer first = Rebalance.member(ns, topic, group, "leave-a", a);
-        DefaultMQPushConsumer second = Rebalance.member(ns, topic, group, "leave-b", b);
+        DefaultMQPushConsumer first = inOrder
+            ? orderly(ns, topic, group, "leave-a", a)
+            : Rebalance.member(ns, topic, group, "leave-a", a);
+        DefaultMQPushConsumer second = inOrder
+            ? orderly(ns, topic, group, "leave-b", b)
+            : Rebalance.member(ns, topic, group, "leave-b", b);
+        if (inOrder) {
+            // A joining member's lock of a queue the other has not given up yet fails, and it
+            // tries again at its next rebalance, up to 20 s later: the two settle on their
+            // halves of the 8 queues, each holding the locks of its own, before messages flow.
+            long settled = System.nanoTime() + TimeUnit.SECONDS.toNanos(45);
+            while (System.nanoTime() < settled) {
+                if (locked(first, topic) == 4 && locked(second, topic) == 4) {
+                    break;
+                }
+                Thread.sleep(20);
+            }
+            System.out.println("LOCKED first " + locked(first, topic) + ", second "
+                + locked(second, topic));
+        }
         sender.start();
         // Both consuming: the membership is settled.
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
