@@ -61,6 +61,9 @@ const PULL_BYTES_MAX_DEFAULT: u32 = 4 << 20;
 /// How long a RocketMQ client's queue lock lasts (RocketMQ's rebalance lock lifetime): it
 /// renews every 20 s.
 const LOCK_LEASE_MS: u64 = 60_000;
+/// The region RocketMQ's brokers name by default (`BrokerConfig.regionId`), stamped on
+/// stored messages (`MSG_REGION`).
+const REGION_ID: &str = "DefaultRegion";
 
 /// The two fields of a stored record written over when it is served to a RocketMQ client.
 #[derive(Debug, Clone, Copy)]
@@ -456,16 +459,26 @@ async fn send(
     let mut is_request = false;
     let mut add = |body: &[u8], flag: i32, props: &str| -> Result<(), BrokerError> {
         let start = records.len();
-        let mut pairs: Vec<(&str, &str)> = remoting::message::properties_of(props).collect();
-        // A request of request-reply carries the cluster it was stored in, as RocketMQ's
-        // broker stamps it: the replier's client names the reply topic after it.
-        if pairs
+        // `__TIMER_FROM` marks the broker's own delivered copies (`crate::timer`): a client
+        // cannot set it (one forwarding a message it received would otherwise send it too).
+        let mut pairs: Vec<(&str, &str)> = remoting::message::properties_of(props)
+            .filter(|(k, _)| *k != message::timer::TIMER_FROM)
+            .collect();
+        is_request |= pairs
             .iter()
-            .any(|(k, _)| *k == crate::reply::prop::REPLY_TO_CLIENT)
-            && !pairs.iter().any(|(k, _)| *k == crate::reply::prop::CLUSTER)
-        {
-            pairs.push((crate::reply::prop::CLUSTER, cluster));
-            is_request = true;
+            .any(|(k, _)| *k == crate::reply::prop::REPLY_TO_CLIENT);
+        // What RocketMQ's broker stamps on every message it stores: the cluster (the
+        // replier of a request names the reply topic after it), and the region and trace
+        // switch, which the consumer's trace records carry (the 5.x client's trace
+        // dispatcher drops a record without a region).
+        for (key, value) in [
+            (crate::reply::prop::CLUSTER, cluster),
+            (remoting::message::property::MSG_REGION, REGION_ID),
+            (remoting::message::property::TRACE_SWITCH, "true"),
+        ] {
+            if !pairs.iter().any(|(k, _)| *k == key) {
+                pairs.push((key, value));
+            }
         }
         encode_record(
             &MessageFields {
