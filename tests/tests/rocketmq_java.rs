@@ -381,6 +381,9 @@ fn the_roundtrip_program_on_the_java_client_5_round_trips_every_message() {
     assert!(lines.iter().any(|l| l == "VIEWED 5"), "{lines:?}");
 }
 
+/// The retried copy carries what RocketMQ's broker gives a retry (`corvus.Retry` checks):
+/// `RETRY_TOPIC`, `ORIGIN_MESSAGE_ID` (the first delivery's offset message id), its delay
+/// level and `REAL_TOPIC`/`REAL_QID`.
 #[test]
 fn a_message_the_java_consumer_fails_comes_back_from_the_retry_topic() {
     let Some((cp, c)) = java_cluster("RetryTopic") else {
@@ -440,6 +443,10 @@ fn a_java_consumer_with_a_sql92_selector_gets_exactly_the_matching_messages() {
     );
 }
 
+/// Delay levels and a delivery time from the 4.9.8 client: each message comes once, not
+/// before its time, and carries what RocketMQ's delivered copy does: its level
+/// (`getDelayTimeLevel()`), `REAL_TOPIC`, `REAL_QID` and `CLUSTER` (`corvus.Delayed` checks
+/// each).
 #[test]
 fn java_delayed_messages_come_once_and_not_before_their_time() {
     let Some((cp, c)) = java_cluster("DelayedTopic") else {

@@ -1002,6 +1002,17 @@ async fn search_offset(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoin
     Ok(offset_answer(req, off))
 }
 
+/// The number a RocketMQ client knows the topic's queue `global` by: its number on the core
+/// that owns it (the broker that core stands for in the routes).
+pub(crate) fn client_queue_id(core: &Core, topic: &str, global: u32) -> u32 {
+    let shard = protocol::queue_owner_shard(topic, global, core.shared.shard_count);
+    let owner = protocol::shard_core(shard, core.shared.cores);
+    topic_config(core, topic)
+        .ok()
+        .and_then(|cfg| CoreQueues::of(core, topic, &cfg, owner).local(global))
+        .unwrap_or(global)
+}
+
 /// Records as a remoting body: each restamped with its own shard and its queue's number on
 /// the core that owns it.
 fn records_body(core: &Core, records: Vec<Bytes>) -> Body {
@@ -1015,11 +1026,7 @@ fn records_body(core: &Core, records: Vec<Bytes>) -> Body {
                 let topic = v.topic();
                 let shard =
                     protocol::queue_owner_shard(topic, v.queue_id(), core.shared.shard_count);
-                let owner = protocol::shard_core(shard, core.shared.cores);
-                let local = topic_config(core, topic)
-                    .ok()
-                    .and_then(|cfg| CoreQueues::of(core, topic, &cfg, owner).local(v.queue_id()))
-                    .unwrap_or(v.queue_id());
+                let local = client_queue_id(core, topic, v.queue_id());
                 let mut m = BytesMut::from(&b[..]);
                 Restamp {
                     queue_id: local,
@@ -1244,9 +1251,10 @@ async fn send_back(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, B
         .property(message::prop::RETRY_TOPIC)
         .unwrap_or(v.topic())
         .to_owned();
+    // As RocketMQ's broker: the first failure's message, by its offset message id.
     let origin_id = match v.property(message::prop::ORIGIN_MESSAGE_ID) {
         Some(id) => id.to_owned(),
-        None => h.origin_msg_id.clone().unwrap_or_default(),
+        None => remoting::message::encode_offset_msg_id(SocketAddr::V4(v.store_host()), h.offset),
     };
     let level = if h.delay_level > 0 {
         h.delay_level
