@@ -329,7 +329,18 @@ impl ClientConns {
             if let Some(client) = conn.client_id() {
                 let mut by_client = self.by_client.borrow_mut();
                 if by_client.get(&client) == Some(&id) {
-                    by_client.remove(&client);
+                    // Another open connection of the client speaks for it now: a client
+                    // with one connection left is still connected.
+                    let other = self
+                        .by_id
+                        .borrow()
+                        .values()
+                        .find(|c| c.client_id.borrow().as_deref() == Some(client.as_str()))
+                        .map(|c| c.id);
+                    match other {
+                        Some(other) => by_client.insert(client, other),
+                        None => by_client.remove(&client),
+                    };
                 }
             }
         }
