@@ -1262,7 +1262,8 @@ async fn send_back(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, B
         3 + reconsume - 1
     };
     let level = level.to_string();
-    let reconsume_text = reconsume.to_string();
+    // As RocketMQ's broker stores the copy: the original's properties, with RETRY_TOPIC,
+    // ORIGIN_MESSAGE_ID, WAIT=false (it stores it without waiting) and the delay level.
     let mut props: Vec<(&str, &str)> = v
         .properties()
         .iter()
@@ -1271,7 +1272,7 @@ async fn send_back(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, B
                 message::prop::CRC,
                 message::prop::RETRY_TOPIC,
                 message::prop::ORIGIN_MESSAGE_ID,
-                "RECONSUME_TIME",
+                message::prop::WAIT,
                 message::timer::TIMER_OUT_MS,
                 message::timer::TIMER_FROM,
             ]
@@ -1283,7 +1284,7 @@ async fn send_back(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, B
     if !origin_id.is_empty() {
         props.push((message::prop::ORIGIN_MESSAGE_ID, &origin_id));
     }
-    props.push(("RECONSUME_TIME", &reconsume_text));
+    props.push((message::prop::WAIT, "false"));
     if !dead {
         props.push(("DELAY", &level));
     }

@@ -18,8 +18,9 @@ import org.apache.rocketmq.common.message.MessageExt;
  * broker (CONSUMER_SEND_MSG_BACK) and must get it again from the group's retry topic, with
  * its own topic, body and a reconsume count of 1, and the properties RocketMQ's broker gives
  * the retry: RETRY_TOPIC (the topic), ORIGIN_MESSAGE_ID (the first delivery's offset
- * message id), the delay level it waited (3: 10 s) and REAL_TOPIC/REAL_QID (the retry topic
- * and the queue it arrives in).
+ * message id), the delay level it waited (3: 10 s), REAL_TOPIC/REAL_QID (the retry topic
+ * and the queue it arrives in) and WAIT=false, and nothing else of its own (no
+ * RECONSUME_TIME: the count is the message's reconsume times).
  *
  * Usage: Retry NAMESRV TOPIC COUNT GROUP. Exits 0 once every message came back.
  */
@@ -64,13 +65,17 @@ public class Retry {
                     + " ORIGIN_MESSAGE_ID=" + m.getProperty("ORIGIN_MESSAGE_ID")
                     + " DELAY=" + m.getProperty("DELAY")
                     + " REAL_TOPIC=" + m.getProperty("REAL_TOPIC")
-                    + " REAL_QID=" + m.getProperty("REAL_QID") + " queue=" + m.getQueueId();
+                    + " REAL_QID=" + m.getProperty("REAL_QID") + " queue=" + m.getQueueId()
+                    + " WAIT=" + m.getProperty("WAIT")
+                    + " RECONSUME_TIME=" + m.getProperty("RECONSUME_TIME");
                 if (!topic.equals(m.getProperty("RETRY_TOPIC"))
                         || m.getProperty("ORIGIN_MESSAGE_ID") == null
                         || !m.getProperty("ORIGIN_MESSAGE_ID").equals(firstOffsetIds.get(body))
                         || m.getDelayTimeLevel() != 3
                         || !retryTopic.equals(m.getProperty("REAL_TOPIC"))
-                        || !String.valueOf(m.getQueueId()).equals(m.getProperty("REAL_QID"))) {
+                        || !String.valueOf(m.getQueueId()).equals(m.getProperty("REAL_QID"))
+                        || !"false".equals(m.getProperty("WAIT"))
+                        || m.getProperty("RECONSUME_TIME") != null) {
                     wrong.add(body + " " + props + " (first offset id " + firstOffsetIds.get(body) + ")");
                 }
                 retried.add(body);
