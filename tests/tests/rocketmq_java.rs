@@ -686,6 +686,39 @@ fn an_orderly_java_member_leaving_a_group_unlocks_its_queues_for_the_other_at_on
     );
 }
 
+/// An orderly member in a process of its own is killed (SIGKILL): it gives no lock back and
+/// does not unregister, its connections just close. The broker takes that as its leave at
+/// once: the other member is told, locks its queues (their locks end with the connection;
+/// RocketMQ's broker would keep them until they run out, a minute) and gets every later
+/// message within the program's bound of seconds.
+#[test]
+fn a_killed_orderly_java_member_s_queues_go_to_the_other_at_once() {
+    let Some((cp, c)) = java_cluster("KilledOrderlyTopic") else {
+        return;
+    };
+    let ns = c.namesrv.addr.clone();
+    let lines = run_java(
+        &cp,
+        "corvus.Leave",
+        &[
+            &ns,
+            "KilledOrderlyTopic",
+            "KilledOrderlyGroup",
+            "orderly",
+            "killed",
+        ],
+    );
+    let stable = lines
+        .iter()
+        .find(|l| l.starts_with("STABLE "))
+        .expect("the stable window counted");
+    assert!(stable.ends_with(", both 0, neither 0"), "{stable}");
+    assert!(
+        lines.iter().any(|l| l == "SHARED THEN TAKEN OVER"),
+        "{lines:?}"
+    );
+}
+
 /// A 5.x consumer subscribed to a topic that does not exist yet, sharing its client instance
 /// with the producer whose first send creates the topic (auto-creation): the producer's route
 /// lookup gives the consumer the topic's queues, and it consumes within a second or so, as
