@@ -11,14 +11,15 @@
 //! share of the queues at once, without the two consuming the same queues meanwhile
 //! (NOTIFY_CONSUMER_IDS_CHANGED); when a member of two leaves, the other takes its queues over
 //! within seconds, and while the two shared them no message reached both; orderly members
-//! too, whose queue locks the leaver gives back.
+//! too, whose queue locks the leaver gives back, or which is killed.
 //!
 //! More of the 4.9.8 API: async (SendCallback), oneway and MessageQueueSelector sends, an
 //! orderly push consumer (LOCK_BATCH_MQ) that gets each key's messages once and in order, a
 //! BROADCASTING group whose two members each get every message, a consumer that always fails
 //! (max reconsume times 1) whose messages end in `%DLQ%<group>`, a DefaultLitePullConsumer,
-//! and a group's committed offsets across a broker restart. The same Roundtrip program also
-//! runs on the 5.x client (`tests/rocketmq-java5`, rocketmq-client 5.3.1, still remoting).
+//! and a group's committed offsets across a broker restart; delayed and retried messages
+//! carry RocketMQ's properties. The Roundtrip, LitePull, Trace and AutoCreate programs also
+//! run on the 5.x client (`tests/rocketmq-java5`, rocketmq-client 5.3.1, still remoting).
 //!
 //! Apache RocketMQ's own admin tool (rocketmq-tools 4.9.8's mqadmin, `tests/rocketmq-tools`)
 //! lists the cluster, creates a topic, and shows topic status, consumer progress, consumer
