@@ -42,6 +42,9 @@ pub struct ClientConn {
     /// The nonce last given to a native `AuthChallenge`, taken by the login that uses it.
     nonce: RefCell<Option<String>>,
     client_id: RefCell<Option<String>>,
+    /// The clustering consumer groups the client's latest heartbeat on this connection
+    /// declared: it leaves them when the connection closes.
+    consumer_groups: RefCell<Vec<String>>,
     /// The connection's response queue (and its count, which the writer flushes by);
     /// taken when the connection closes, so that nothing holds the writer open.
     out: RefCell<Option<ResponseQueue>>,
@@ -81,6 +84,7 @@ impl ClientConn {
             access_key: RefCell::new(None),
             nonce: RefCell::new(None),
             client_id: RefCell::new(None),
+            consumer_groups: RefCell::new(Vec::new()),
             out: RefCell::new(Some((out, queued))),
             next_request_id: Cell::new(1),
             pending: RefCell::new(HashMap::new()),
@@ -128,6 +132,17 @@ impl ClientConn {
 
     pub fn client_id(&self) -> Option<String> {
         self.client_id.borrow().clone()
+    }
+
+    /// The clustering consumer groups the client's latest heartbeat here declared.
+    pub fn set_consumer_groups(&self, groups: Vec<String>) {
+        if *self.consumer_groups.borrow() != groups {
+            *self.consumer_groups.borrow_mut() = groups;
+        }
+    }
+
+    pub fn consumer_groups(&self) -> Vec<String> {
+        self.consumer_groups.borrow().clone()
     }
 
     /// Sends `command` to the client and waits (up to `timeout`) for its answer.
@@ -314,7 +329,18 @@ impl ClientConns {
             if let Some(client) = conn.client_id() {
                 let mut by_client = self.by_client.borrow_mut();
                 if by_client.get(&client) == Some(&id) {
-                    by_client.remove(&client);
+                    // Another open connection of the client speaks for it now: a client
+                    // with one connection left is still connected.
+                    let other = self
+                        .by_id
+                        .borrow()
+                        .values()
+                        .find(|c| c.client_id.borrow().as_deref() == Some(client.as_str()))
+                        .map(|c| c.id);
+                    match other {
+                        Some(other) => by_client.insert(client, other),
+                        None => by_client.remove(&client),
+                    };
                 }
             }
         }

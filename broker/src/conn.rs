@@ -678,6 +678,9 @@ pub async fn serve_connection(core: Rc<Core>, stream: TcpStream) {
     drop(tx);
     // Let in-flight requests finish and their responses drain before the socket closes.
     writer_task.await;
+    if client.speaks_remoting() {
+        crate::rocketmq::connection_closed(&core, &client).await;
+    }
 }
 
 /// Hands a response to the writer, counting it as queued (the writer flushes when none is).

@@ -332,6 +332,19 @@ impl Core {
                 crate::rocketmq::notify_members(self, &group, &members).await;
                 CoreAnswer::Done
             }
+            CoreOp::ReleaseLeases { group, client_id } => {
+                let mut released = 0;
+                for table in self.offsets.values() {
+                    released += table.borrow_mut().release_client(&group, &client_id);
+                }
+                if released > 0 {
+                    tracing::debug!(%group, %client_id, released, "leases of a leaving client released");
+                }
+                CoreAnswer::Done
+            }
+            CoreOp::ClientConnected(client_id) => {
+                CoreAnswer::Connected(self.clients.of_client(&client_id).is_some())
+            }
             CoreOp::SubGroup(op) => CoreAnswer::SubGroups(Box::pin(self.sub_group(op)).await?),
             CoreOp::DeleteTopic(name) => {
                 Box::pin(self.delete_topic(name)).await?;
@@ -1212,6 +1225,33 @@ impl Core {
         })
     }
 
+    /// Ends every lease `client_id` holds for `group`, on every core: the client left the
+    /// group (or its connection closed), and its queues must not stay locked until the
+    /// leases run out.
+    pub async fn release_leases(&self, group: &str, client_id: &str) -> Result<(), BrokerError> {
+        for core in 0..self.shared.cores {
+            let op = CoreOp::ReleaseLeases {
+                group: group.to_owned(),
+                client_id: client_id.to_owned(),
+            };
+            Box::pin(self.at_core(core, op)).await?;
+        }
+        Ok(())
+    }
+
+    /// Whether a connection of `client_id` is open on any core.
+    pub async fn client_connected(&self, client_id: &str) -> Result<bool, BrokerError> {
+        for core in 0..self.shared.cores {
+            let op = CoreOp::ClientConnected(client_id.to_owned());
+            match Box::pin(self.at_core(core, op)).await? {
+                CoreAnswer::Connected(true) => return Ok(true),
+                CoreAnswer::Connected(false) => {}
+                other => return Err(mismatch(other)),
+            }
+        }
+        Ok(false)
+    }
+
     /// An offset or lease request for the queue's owner core.
     pub async fn group_offset(&self, op: OffsetOp) -> Result<Option<StoredOffset>, BrokerError> {
         let q = op.queue();
@@ -1267,6 +1307,10 @@ impl Core {
                 let lease_ms = lease_ms.min(self.shared.config.queue_lock_lease_max_ms);
                 t.lock(&queue, &client_id, lease_ms)
                     .map_err(BrokerError::QueueLocked)?;
+                t.query(&queue)
+            }
+            OffsetOp::Unlock { queue, client_id } => {
+                t.unlock(&queue, &client_id);
                 t.query(&queue)
             }
         })

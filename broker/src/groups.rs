@@ -255,6 +255,28 @@ impl OffsetTable {
         Ok(())
     }
 
+    /// Gives a lease back at once: `client_id`'s lease of the queue ends, whatever offset
+    /// the group has stored (a lease of another client stays). True when one ended.
+    pub fn unlock(&mut self, key: &GroupQueue, client_id: &str) -> bool {
+        let mine = self
+            .leases
+            .get(key)
+            .is_some_and(|l| l.client_id == client_id);
+        if mine {
+            self.leases.remove(key);
+        }
+        mine
+    }
+
+    /// Ends every lease `client_id` holds for `group` on this shard (the client left the
+    /// group or its connection closed); how many ended.
+    pub fn release_client(&mut self, group: &str, client_id: &str) -> usize {
+        let before = self.leases.len();
+        self.leases
+            .retain(|k, l| !(k.group == group && l.client_id == client_id));
+        before - self.leases.len()
+    }
+
     /// Every stored offset of this shard (for backlog metrics).
     pub fn entries(&self) -> impl Iterator<Item = (&GroupQueue, &StoredOffset)> {
         self.offsets.iter()
@@ -498,6 +520,26 @@ mod tests {
             topic: "T".into(),
             queue_id: q,
         }
+    }
+
+    #[test]
+    fn an_unlock_or_a_leaving_client_frees_its_leases_without_a_stored_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut t = OffsetTable::load(dir.path()).unwrap();
+        t.lock(&key(0), "a", 60_000).unwrap();
+        t.lock(&key(1), "a", 60_000).unwrap();
+        t.lock(&key(2), "b", 60_000).unwrap();
+        assert_eq!(t.query(&key(0)), None, "no offset was ever committed");
+        // Another client cannot give a's lease back; a itself can, at once.
+        assert!(!t.unlock(&key(0), "b"));
+        assert_eq!(t.lock(&key(0), "b", 60_000), Err("a".to_owned()));
+        assert!(t.unlock(&key(0), "a"));
+        t.lock(&key(0), "b", 60_000).unwrap();
+        // a leaves: its other lease of the group ends, b's stay.
+        assert_eq!(t.release_client("g", "a"), 1);
+        t.lock(&key(1), "b", 60_000).unwrap();
+        assert_eq!(t.release_client("g", "a"), 0);
+        assert_eq!(t.lock(&key(2), "c", 60_000), Err("b".to_owned()));
     }
 
     #[test]

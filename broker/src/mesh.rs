@@ -153,6 +153,12 @@ pub enum CoreOp {
     /// `members` with a connection here are told (NOTIFY_CONSUMER_IDS_CHANGED) so they
     /// rebalance at once.
     GroupChanged { group: String, members: Vec<String> },
+    /// To every core: `client_id` left `group` (or its connection closed); the leases it
+    /// holds for the group on the core's shards end at once, so the members that stay can
+    /// lock its queues at their rebalance.
+    ReleaseLeases { group: String, client_id: String },
+    /// To every core: is a connection of `client_id` open there?
+    ClientConnected(String),
     /// To core 0, which keeps the subscription group configs.
     SubGroup(SubGroupOp),
     /// To core 0: delete a topic (persist, broadcast, register).
@@ -192,6 +198,8 @@ pub enum CoreAnswer {
     SubGroups(Vec<remoting::body::SubscriptionGroupConfig>),
     /// Whether the reply was pushed: false when no connection of the client is open there.
     ReplyPushed(bool),
+    /// Whether a connection of the client is open there.
+    Connected(bool),
     /// `None`: no producer of the group is connected there; `Some(None)`: a RocketMQ client
     /// was asked (it answers with END_TRANSACTION); `Some(Some(s))`: a native client's answer.
     Checked(Option<Option<protocol::TransactionState>>),
@@ -243,6 +251,11 @@ pub enum OffsetOp {
         client_id: String,
         lease_ms: u64,
     },
+    /// The client gives its lease of the queue back (RocketMQ's UNLOCK_BATCH_MQ).
+    Unlock {
+        queue: GroupQueue,
+        client_id: String,
+    },
 }
 
 impl OffsetOp {
@@ -250,7 +263,8 @@ impl OffsetOp {
         match self {
             OffsetOp::Query(q)
             | OffsetOp::Reset { queue: q, .. }
-            | OffsetOp::Lock { queue: q, .. } => q,
+            | OffsetOp::Lock { queue: q, .. }
+            | OffsetOp::Unlock { queue: q, .. } => q,
             OffsetOp::Commit(c) => &c.queue,
         }
     }

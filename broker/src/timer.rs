@@ -10,10 +10,14 @@
 //!   its 10-second bucket (`<shard dir>/timer/b<n>`). Only the bucket coming due is read
 //!   into memory, a few seconds ahead, so memory is one bucket's entries, however many are
 //!   pending. Entries of a bucket already read go to memory at once (and to the file).
-//! - **Delivery.** A due entry's record is read back, copied without its timer keys, with
-//!   `TIMER_OUT_MS` (when it was due) and `__TIMER_FROM` (its timer-queue offset), and
-//!   appended to its own topic and queue through the send path, so replication, flushing
-//!   and the acknowledgement rules are a send's. Entries are delivered in (due time, offset)
+//! - **Delivery.** A due entry's record is read back and copied with the properties
+//!   RocketMQ's delivered copies carry: the ones it was sent with (its timer key too, so a
+//!   consumer's `getDelayTimeLevel()` is the level), `REAL_TOPIC` and `REAL_QID` (where it
+//!   was bound for), `TIMER_OUT_MS` (when it was due), for a timer message also
+//!   `TIMER_ENQUEUE_MS` and `TIMER_DEQUEUE_MS`; and `__TIMER_FROM` (its timer-queue offset),
+//!   which marks it delivered, so its timer key does not hold it again. The copy is appended
+//!   to its own topic and queue through the send path, so replication, flushing and the
+//!   acknowledgement rules are a send's. Entries are delivered in (due time, offset)
 //!   order; the cursor is the last one delivered.
 //! - **Checkpoint** (every 200 ms when something changed): the bucket entries are written
 //!   and fdatasynced, then `timer/checkpoint` (written aside and renamed) records how far
@@ -37,12 +41,15 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use message::timer::{TimerRules, TIMER_FROM, TIMER_OUT_MS, TIMER_QUEUE_TOPIC};
+use message::timer::{
+    TimerRules, TIMER_DEQUEUE_MS, TIMER_ENQUEUE_MS, TIMER_FROM, TIMER_OUT_MS, TIMER_QUEUE_TOPIC,
+};
 use message::{encode_record, MessageFields, RecordView, TagFilter};
 use shard::{QueueOffset, ReadRequest, ReadStatus, Shard};
 
 use crate::core::Core;
 use crate::error::BrokerError;
+use crate::transaction::prop::{REAL_QID, REAL_TOPIC};
 
 /// Width of one bucket file.
 const BUCKET_MS: i64 = 10_000;
@@ -746,17 +753,49 @@ impl Timer {
         };
         let due = e.at.to_string();
         let from = e.q.to_string();
+        let topic = v.topic();
+        // As RocketMQ's delivered copy: the properties it was sent with, its timer key
+        // too (a consumer's getDelayTimeLevel() is the level), and where it was bound for;
+        // a timer message also says when it was stored and delivered. `__TIMER_FROM` marks
+        // the copy as delivered, so its key does not hold it again.
+        let real_qid =
+            crate::rocketmq::client_queue_id(&self.core, topic, v.queue_id()).to_string();
+        let level = v
+            .property(message::timer::DELAY)
+            .and_then(|l| l.trim().parse::<i64>().ok())
+            .filter(|&l| l > 0);
+        let delay_level = level.is_some();
+        // A level past the last was held for the last, and says so, as RocketMQ's broker
+        // rewrites it.
+        let levels = self.core.shared.config.retry_delay_levels_ms.len() as i64;
+        let capped = level.filter(|&l| l > levels).map(|_| levels.to_string());
+        let enqueued = v.store_timestamp_ms().to_string();
+        let dequeued = now_ms().to_string();
+        let set_here = [
+            message::prop::CRC,
+            TIMER_OUT_MS,
+            TIMER_FROM,
+            TIMER_ENQUEUE_MS,
+            TIMER_DEQUEUE_MS,
+            REAL_TOPIC,
+            REAL_QID,
+        ];
         let mut props: Vec<(&str, &str)> = v
             .properties()
             .iter()
-            .filter(|(k, _)| {
-                *k != message::prop::CRC
-                    && *k != TIMER_OUT_MS
-                    && *k != TIMER_FROM
-                    && !message::timer::KEYS.contains(k)
+            .filter(|(k, _)| !set_here.contains(k))
+            .map(|(k, val)| match (k, &capped) {
+                (message::timer::DELAY, Some(last)) => (k, last.as_str()),
+                _ => (k, val),
             })
             .collect();
+        props.push((REAL_TOPIC, topic));
+        props.push((REAL_QID, &real_qid));
         props.push((TIMER_OUT_MS, &due));
+        if !delay_level {
+            props.push((TIMER_ENQUEUE_MS, &enqueued));
+            props.push((TIMER_DEQUEUE_MS, &dequeued));
+        }
         props.push((TIMER_FROM, &from));
         let mut record = Vec::with_capacity(v.len() + 48);
         if let Err(err) = encode_record(

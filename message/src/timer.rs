@@ -31,8 +31,15 @@ pub const TIMER_QUEUE_TOPIC: &str = "SCHEDULE_TOPIC_XXXX";
 
 /// Set on the delivered copy: the time it was due (RocketMQ 5's `TIMER_OUT_MS`).
 pub const TIMER_OUT_MS: &str = "TIMER_OUT_MS";
+/// Set on the delivered copy of a timer message (not of a delay level): when the held
+/// record was stored, and when it was delivered (RocketMQ 5's `TIMER_ENQUEUE_MS` and
+/// `TIMER_DEQUEUE_MS`).
+pub const TIMER_ENQUEUE_MS: &str = "TIMER_ENQUEUE_MS";
+pub const TIMER_DEQUEUE_MS: &str = "TIMER_DEQUEUE_MS";
 /// Set on the delivered copy: the queue offset of the held record in its shard's timer
-/// queue, so that a delivery is never made twice (recovery looks for it).
+/// queue, so that a delivery is never made twice (recovery looks for it). A record that
+/// carries it is a delivered copy and is never held again, though it keeps the timer key
+/// it was sent with, as RocketMQ's delivered copies do.
 pub const TIMER_FROM: &str = "__TIMER_FROM";
 
 /// RocketMQ's default delay levels, in ms.
@@ -74,14 +81,20 @@ pub enum TimerError {
 }
 
 /// Whether a record with `props` is held by the timer: it names a timer key other than a
-/// `DELAY` of 0 or less. This depends on nothing but the record, so the append, recovery
-/// and a replica always agree on it. (A value that is not a number is refused at the
-/// append; one found anyway is held and delivered at once.)
+/// `DELAY` of 0 or less, and is not a delivered copy ([`TIMER_FROM`]). This depends on
+/// nothing but the record, so the append, recovery and a replica always agree on it. (A
+/// value that is not a number is refused at the append; one found anyway is held and
+/// delivered at once.)
 pub fn held(props: &Properties<'_>) -> bool {
-    props.iter().any(|(k, v)| match k {
-        DELAY => v.trim().parse::<i64>().map_or(true, |n| n > 0),
-        _ => KEYS.contains(&k),
-    })
+    let mut timer = false;
+    for (k, v) in props.iter() {
+        match k {
+            TIMER_FROM => return false,
+            DELAY => timer |= v.trim().parse::<i64>().map_or(true, |n| n > 0),
+            _ => timer |= KEYS.contains(&k),
+        }
+    }
+    timer
 }
 
 impl TimerRules {
@@ -157,6 +170,9 @@ mod tests {
             (vec![(DELAY, "x")], true),
             (vec![(TIMER_DELIVER_MS, "0")], true),
             (vec![(DELAY, "0"), (TIMER_DELAY_SEC, "1")], true),
+            // A delivered copy keeps its key and is not held again.
+            (vec![(DELAY, "2"), (TIMER_FROM, "7")], false),
+            (vec![(TIMER_FROM, "7"), (TIMER_DELIVER_MS, "0")], false),
         ] {
             let r = raw(&pairs);
             assert_eq!(held(&Properties::new(&r)), is_held, "{pairs:?}");

@@ -10,14 +10,16 @@
 //! (CONSUMER_SEND_MSG_BACK); a second member that joins a group while messages flow gets its
 //! share of the queues at once, without the two consuming the same queues meanwhile
 //! (NOTIFY_CONSUMER_IDS_CHANGED); when a member of two leaves, the other takes its queues over
-//! within seconds, and while the two shared them no message reached both.
+//! within seconds, and while the two shared them no message reached both; orderly members
+//! too, whose queue locks the leaver gives back, or which is killed.
 //!
 //! More of the 4.9.8 API: async (SendCallback), oneway and MessageQueueSelector sends, an
 //! orderly push consumer (LOCK_BATCH_MQ) that gets each key's messages once and in order, a
 //! BROADCASTING group whose two members each get every message, a consumer that always fails
 //! (max reconsume times 1) whose messages end in `%DLQ%<group>`, a DefaultLitePullConsumer,
-//! and a group's committed offsets across a broker restart. The same Roundtrip program also
-//! runs on the 5.x client (`tests/rocketmq-java5`, rocketmq-client 5.3.1, still remoting).
+//! and a group's committed offsets across a broker restart; delayed and retried messages
+//! carry RocketMQ's properties. The Roundtrip, LitePull, Trace and AutoCreate programs also
+//! run on the 5.x client (`tests/rocketmq-java5`, rocketmq-client 5.3.1, still remoting).
 //!
 //! Apache RocketMQ's own admin tool (rocketmq-tools 4.9.8's mqadmin, `tests/rocketmq-tools`)
 //! lists the cluster, creates a topic, and shows topic status, consumer progress, consumer
@@ -277,6 +279,61 @@ fn a_java_request_gets_its_reply_and_a_traced_java_send_is_found_by_id() {
     }
 }
 
+/// Message trace from both Java clients (`corvus.Trace`, built for 4.9.8 and 5.x): for each
+/// message, corvus's `mqadmin queryMsgTraceById` shows the traced producer's send (Pub) and
+/// the traced consumer's consume (Sub: its SubBefore and SubAfter). The 5.x client's trace
+/// dispatcher drops a record that names no region, and a consumer's records take theirs
+/// from the message's MSG_REGION property: the broker stamps it on what it stores, as
+/// RocketMQ's broker does.
+#[test]
+fn java_clients_4_and_5_trace_their_sends_and_consumes() {
+    let Some(cp4) = java_or_skip() else {
+        return;
+    };
+    let Some(cp5) = java5_or_skip() else {
+        return;
+    };
+    let c = Cluster::start_with(2, "small", |o| {
+        o.config_toml = Some("trace_topic_enable = true\n".into())
+    });
+    let ns = c.namesrv.addr.clone();
+    for (client, cp, topic, group) in [
+        ("4.9.8", cp4, "Trace4Topic", "Trace4Group"),
+        ("5.x", cp5, "Trace5Topic", "Trace5Group"),
+    ] {
+        create_topic(&ns, topic, 4);
+        let lines = run_java(&cp, "corvus.Trace", &[&ns, topic, "3", group]);
+        assert!(
+            lines.iter().any(|l| l == "CONSUMED 3 of 3"),
+            "{client}: {lines:?}"
+        );
+        let ids: Vec<&str> = lines
+            .iter()
+            .filter_map(|l| l.strip_prefix("TRACED "))
+            .collect();
+        assert_eq!(ids.len(), 3, "{client}: {lines:?}");
+        for id in ids {
+            let mut last = serde_json::Value::Null;
+            let both = wait_for(Duration::from_secs(20), || {
+                let out = integration::mqadmin(&ns, &["--json", "queryMsgTraceById", "-i", id]);
+                let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+                last = v.clone();
+                let views = v["views"].as_array()?;
+                let has = |kind: &str, who: &str| {
+                    views
+                        .iter()
+                        .any(|v| v["type"] == kind && v["group"] == who && v["status"] == "success")
+                };
+                (has("Pub", "JavaTraceProducer") && has("Sub", group)).then_some(())
+            });
+            assert!(
+                both.is_some(),
+                "{client}: the trace of {id} shows its send and its consume: {last}"
+            );
+        }
+    }
+}
+
 #[test]
 fn a_java_producer_and_push_consumer_round_trip_every_message_without_hops() {
     let Some((cp, c)) = java_cluster("JavaTopic") else {
@@ -325,6 +382,9 @@ fn the_roundtrip_program_on_the_java_client_5_round_trips_every_message() {
     assert!(lines.iter().any(|l| l == "VIEWED 5"), "{lines:?}");
 }
 
+/// The retried copy carries what RocketMQ's broker gives a retry (`corvus.Retry` checks):
+/// `RETRY_TOPIC`, `ORIGIN_MESSAGE_ID` (the first delivery's offset message id), its delay
+/// level and `REAL_TOPIC`/`REAL_QID`.
 #[test]
 fn a_message_the_java_consumer_fails_comes_back_from_the_retry_topic() {
     let Some((cp, c)) = java_cluster("RetryTopic") else {
@@ -384,6 +444,10 @@ fn a_java_consumer_with_a_sql92_selector_gets_exactly_the_matching_messages() {
     );
 }
 
+/// Delay levels and a delivery time from the 4.9.8 client: each message comes once, not
+/// before its time, and carries what RocketMQ's delivered copy does: its level
+/// (`getDelayTimeLevel()`), `REAL_TOPIC`, `REAL_QID` and `CLUSTER` (`corvus.Delayed` checks
+/// each).
 #[test]
 fn java_delayed_messages_come_once_and_not_before_their_time() {
     let Some((cp, c)) = java_cluster("DelayedTopic") else {
@@ -593,6 +657,92 @@ fn a_java_member_leaving_a_group_leaves_its_queues_to_the_other_within_seconds()
         lines.iter().any(|l| l == "SHARED THEN TAKEN OVER"),
         "{lines:?}"
     );
+}
+
+/// Orderly members (MessageListenerOrderly) consume a queue only under its lock. The one
+/// that leaves gives its locks back (UNLOCK_BATCH_MQ) before its shutdown commits its last
+/// offsets, and leaves (UNREGISTER_CLIENT): the broker frees its locks at once, committed
+/// offset or not, so the other locks the queues at the rebalance the leave prompts and gets
+/// every later message within the program's bound of seconds (not after the leaver's
+/// locks run out, a minute later).
+#[test]
+fn an_orderly_java_member_leaving_a_group_unlocks_its_queues_for_the_other_at_once() {
+    let Some((cp, c)) = java_cluster("LeaveOrderlyTopic") else {
+        return;
+    };
+    let ns = c.namesrv.addr.clone();
+    let lines = run_java(
+        &cp,
+        "corvus.Leave",
+        &[&ns, "LeaveOrderlyTopic", "LeaveOrderlyGroup", "orderly"],
+    );
+    let stable = lines
+        .iter()
+        .find(|l| l.starts_with("STABLE "))
+        .expect("the stable window counted");
+    assert!(stable.ends_with(", both 0, neither 0"), "{stable}");
+    assert!(
+        lines.iter().any(|l| l == "SHARED THEN TAKEN OVER"),
+        "{lines:?}"
+    );
+}
+
+/// An orderly member in a process of its own is killed (SIGKILL): it gives no lock back and
+/// does not unregister, its connections just close. The broker takes that as its leave at
+/// once: the other member is told, locks its queues (their locks end with the connection;
+/// RocketMQ's broker would keep them until they run out, a minute) and gets every later
+/// message within the program's bound of seconds.
+#[test]
+fn a_killed_orderly_java_member_s_queues_go_to_the_other_at_once() {
+    let Some((cp, c)) = java_cluster("KilledOrderlyTopic") else {
+        return;
+    };
+    let ns = c.namesrv.addr.clone();
+    let lines = run_java(
+        &cp,
+        "corvus.Leave",
+        &[
+            &ns,
+            "KilledOrderlyTopic",
+            "KilledOrderlyGroup",
+            "orderly",
+            "killed",
+        ],
+    );
+    let stable = lines
+        .iter()
+        .find(|l| l.starts_with("STABLE "))
+        .expect("the stable window counted");
+    assert!(stable.ends_with(", both 0, neither 0"), "{stable}");
+    assert!(
+        lines.iter().any(|l| l == "SHARED THEN TAKEN OVER"),
+        "{lines:?}"
+    );
+}
+
+/// A 5.x consumer subscribed to a topic that does not exist yet, sharing its client instance
+/// with the producer whose first send creates the topic (auto-creation): the producer's route
+/// lookup gives the consumer the topic's queues, and it consumes within a second or so, as
+/// against RocketMQ's broker (0.7 s measured with both), not at its next route poll (30 s).
+#[test]
+fn a_java_5_consumer_subscribed_before_its_topic_is_auto_created_starts_at_once() {
+    let Some(cp) = java5_or_skip() else {
+        return;
+    };
+    let c = Cluster::start(2, "small");
+    let ns = c.namesrv.addr.clone();
+    let lines = run_java(
+        &cp,
+        "corvus.AutoCreate",
+        &[
+            &ns,
+            "AutoCreatedTopic",
+            "AutoCreatedGroup",
+            "10000",
+            "shared",
+        ],
+    );
+    assert!(lines.iter().any(|l| l == "STARTED IN TIME"), "{lines:?}");
 }
 
 /// `Resume ... committed`: the group's committed offset of each queue, as the broker says.

@@ -61,6 +61,9 @@ const PULL_BYTES_MAX_DEFAULT: u32 = 4 << 20;
 /// How long a RocketMQ client's queue lock lasts (RocketMQ's rebalance lock lifetime): it
 /// renews every 20 s.
 const LOCK_LEASE_MS: u64 = 60_000;
+/// The region RocketMQ's brokers name by default (`BrokerConfig.regionId`), stamped on
+/// stored messages (`MSG_REGION`).
+const REGION_ID: &str = "DefaultRegion";
 
 /// The two fields of a stored record written over when it is served to a RocketMQ client.
 #[derive(Debug, Clone, Copy)]
@@ -456,16 +459,26 @@ async fn send(
     let mut is_request = false;
     let mut add = |body: &[u8], flag: i32, props: &str| -> Result<(), BrokerError> {
         let start = records.len();
-        let mut pairs: Vec<(&str, &str)> = remoting::message::properties_of(props).collect();
-        // A request of request-reply carries the cluster it was stored in, as RocketMQ's
-        // broker stamps it: the replier's client names the reply topic after it.
-        if pairs
+        // `__TIMER_FROM` marks the broker's own delivered copies (`crate::timer`): a client
+        // cannot set it (one forwarding a message it received would otherwise send it too).
+        let mut pairs: Vec<(&str, &str)> = remoting::message::properties_of(props)
+            .filter(|(k, _)| *k != message::timer::TIMER_FROM)
+            .collect();
+        is_request |= pairs
             .iter()
-            .any(|(k, _)| *k == crate::reply::prop::REPLY_TO_CLIENT)
-            && !pairs.iter().any(|(k, _)| *k == crate::reply::prop::CLUSTER)
-        {
-            pairs.push((crate::reply::prop::CLUSTER, cluster));
-            is_request = true;
+            .any(|(k, _)| *k == crate::reply::prop::REPLY_TO_CLIENT);
+        // What RocketMQ's broker stamps on every message it stores: the cluster (the
+        // replier of a request names the reply topic after it), and the region and trace
+        // switch, which the consumer's trace records carry (the 5.x client's trace
+        // dispatcher drops a record without a region).
+        for (key, value) in [
+            (crate::reply::prop::CLUSTER, cluster),
+            (remoting::message::property::MSG_REGION, REGION_ID),
+            (remoting::message::property::TRACE_SWITCH, "true"),
+        ] {
+            if !pairs.iter().any(|(k, _)| *k == key) {
+                pairs.push((key, value));
+            }
         }
         encode_record(
             &MessageFields {
@@ -755,6 +768,13 @@ async fn heartbeat(
             core.clients.produces(client, &p.group_name);
         }
     }
+    client.set_consumer_groups(
+        hb.consumer_data_set
+            .iter()
+            .filter(|c| c.message_model != body::MessageModel::Broadcasting)
+            .map(|c| c.group_name.clone())
+            .collect(),
+    );
     for c in &hb.consumer_data_set {
         // Broadcasting consumers keep their offsets themselves and share no queues.
         if c.message_model == body::MessageModel::Broadcasting {
@@ -840,6 +860,8 @@ async fn unregister(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, 
     let h: UnregisterClientRequestHeader = header(req)?;
     core.rocketmq.forget(&h.client_id);
     if let Some(group) = h.consumer_group.filter(|g| !g.is_empty()) {
+        // Its queue locks first: the members told of the change lock its queues at once.
+        core.release_leases(&group, &h.client_id).await?;
         core.group(GroupOp::Unregister {
             group,
             client_id: h.client_id,
@@ -847,6 +869,42 @@ async fn unregister(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, 
         .await?;
     }
     Ok(Outgoing::remoting(ok(req), Body::None))
+}
+
+/// A RocketMQ client's connection closed. As RocketMQ's broker does when a client's
+/// channel closes, the client leaves the consumer groups its heartbeats declared (the members
+/// that stay are told, and rebalance at once), unless it still has a connection open on some
+/// core. Its queue locks end with it: a killed orderly consumer does not hold its queues
+/// until the locks run out.
+pub(crate) async fn connection_closed(core: &Rc<Core>, client: &ClientConn) {
+    let Some(client_id) = client.client_id() else {
+        return;
+    };
+    let groups = client.consumer_groups();
+    if groups.is_empty() {
+        return;
+    }
+    match core.client_connected(&client_id).await {
+        Ok(false) => {}
+        Ok(true) => return,
+        Err(e) => {
+            tracing::debug!(%client_id, "cannot tell whether the client is still connected: {e}");
+            return;
+        }
+    }
+    for group in groups {
+        let left = async {
+            core.release_leases(&group, &client_id).await?;
+            core.group(GroupOp::Unregister {
+                group: group.clone(),
+                client_id: client_id.clone(),
+            })
+            .await
+        };
+        if let Err(e) = left.await {
+            tracing::debug!(%group, %client_id, "a closed client's leave failed: {e}");
+        }
+    }
 }
 
 async fn consumer_list(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
@@ -944,6 +1002,17 @@ async fn search_offset(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoin
     Ok(offset_answer(req, off))
 }
 
+/// The number a RocketMQ client knows the topic's queue `global` by: its number on the core
+/// that owns it (the broker that core stands for in the routes).
+pub(crate) fn client_queue_id(core: &Core, topic: &str, global: u32) -> u32 {
+    let shard = protocol::queue_owner_shard(topic, global, core.shared.shard_count);
+    let owner = protocol::shard_core(shard, core.shared.cores);
+    topic_config(core, topic)
+        .ok()
+        .and_then(|cfg| CoreQueues::of(core, topic, &cfg, owner).local(global))
+        .unwrap_or(global)
+}
+
 /// Records as a remoting body: each restamped with its own shard and its queue's number on
 /// the core that owns it.
 fn records_body(core: &Core, records: Vec<Bytes>) -> Body {
@@ -957,11 +1026,7 @@ fn records_body(core: &Core, records: Vec<Bytes>) -> Body {
                 let topic = v.topic();
                 let shard =
                     protocol::queue_owner_shard(topic, v.queue_id(), core.shared.shard_count);
-                let owner = protocol::shard_core(shard, core.shared.cores);
-                let local = topic_config(core, topic)
-                    .ok()
-                    .and_then(|cfg| CoreQueues::of(core, topic, &cfg, owner).local(v.queue_id()))
-                    .unwrap_or(v.queue_id());
+                let local = client_queue_id(core, topic, v.queue_id());
                 let mut m = BytesMut::from(&b[..]);
                 Restamp {
                     queue_id: local,
@@ -1082,23 +1147,17 @@ async fn unlock_batch(
 ) -> Result<Outgoing, BrokerError> {
     let b: body::UnlockBatchRequestBody = json_body(body)?;
     for (mq, global) in lock_queues(core, &b) {
-        // A release: a commit of the offset stored now, with the lease given back.
-        let queue = GroupQueue {
-            group: b.consumer_group.clone(),
-            topic: mq.topic.clone(),
-            queue_id: global,
+        // The lease ends now, whether or not the group ever committed an offset of the
+        // queue: the member that takes the queue over locks it at its next rebalance.
+        let op = OffsetOp::Unlock {
+            queue: GroupQueue {
+                group: b.consumer_group.clone(),
+                topic: mq.topic.clone(),
+                queue_id: global,
+            },
+            client_id: b.client_id.clone(),
         };
-        let stored = core.group_offset(OffsetOp::Query(queue.clone())).await?;
-        if let Some(s) = stored {
-            let op = OffsetOp::Commit(CommitOffset {
-                queue,
-                offset: s.offset,
-                epoch: crate::groups::EPOCH_ANY,
-                client_id: b.client_id.clone(),
-                release: true,
-            });
-            core.group_offset(op).await?;
-        }
+        core.group_offset(op).await?;
     }
     Ok(Outgoing::remoting(ok(req), Body::None))
 }
@@ -1192,9 +1251,10 @@ async fn send_back(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, B
         .property(message::prop::RETRY_TOPIC)
         .unwrap_or(v.topic())
         .to_owned();
+    // As RocketMQ's broker: the first failure's message, by its offset message id.
     let origin_id = match v.property(message::prop::ORIGIN_MESSAGE_ID) {
         Some(id) => id.to_owned(),
-        None => h.origin_msg_id.clone().unwrap_or_default(),
+        None => remoting::message::encode_offset_msg_id(SocketAddr::V4(v.store_host()), h.offset),
     };
     let level = if h.delay_level > 0 {
         h.delay_level
@@ -1202,7 +1262,8 @@ async fn send_back(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, B
         3 + reconsume - 1
     };
     let level = level.to_string();
-    let reconsume_text = reconsume.to_string();
+    // As RocketMQ's broker stores the copy: the original's properties, with RETRY_TOPIC,
+    // ORIGIN_MESSAGE_ID, WAIT=false (it stores it without waiting) and the delay level.
     let mut props: Vec<(&str, &str)> = v
         .properties()
         .iter()
@@ -1211,7 +1272,7 @@ async fn send_back(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, B
                 message::prop::CRC,
                 message::prop::RETRY_TOPIC,
                 message::prop::ORIGIN_MESSAGE_ID,
-                "RECONSUME_TIME",
+                message::prop::WAIT,
                 message::timer::TIMER_OUT_MS,
                 message::timer::TIMER_FROM,
             ]
@@ -1223,7 +1284,7 @@ async fn send_back(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, B
     if !origin_id.is_empty() {
         props.push((message::prop::ORIGIN_MESSAGE_ID, &origin_id));
     }
-    props.push(("RECONSUME_TIME", &reconsume_text));
+    props.push((message::prop::WAIT, "false"));
     if !dead {
         props.push(("DELAY", &level));
     }

@@ -19,15 +19,19 @@ import org.apache.rocketmq.common.message.MessageExt;
  * Delayed messages as a RocketMQ 4.9 application sends them: setDelayTimeLevel(1) (1 s) and
  * (2) (5 s) with the default levels, and __STARTDELIVERTIME (a time) set as a user property.
  * A push consumer must get each once, not before its time (measured from the send on this
- * host's clock, the broker's), and with the delivery-time keys gone.
+ * host's clock, the broker's), with the properties RocketMQ's delivered copy carries: its
+ * delay level (getDelayTimeLevel()) or delivery time as sent, REAL_TOPIC and REAL_QID (the
+ * topic and queue it was bound for, where it arrives) and CLUSTER (the broker's cluster).
  *
- * Usage: Delayed NAMESRV TOPIC GROUP. Exits 0 once every message came on time.
+ * Usage: Delayed NAMESRV TOPIC GROUP [CLUSTER]. Exits 0 once every message came on time
+ * with those properties (CLUSTER: DefaultCluster when not given).
  */
 public class Delayed {
     public static void main(String[] args) throws Exception {
         String ns = args[0];
         String topic = args[1];
         String group = args[2];
+        String cluster = args.length > 3 ? args[3] : "DefaultCluster";
 
         DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(group);
         consumer.setNamesrvAddr(ns);
@@ -47,8 +51,27 @@ public class Delayed {
                     wrong.put(body, "unknown");
                 } else if (now < at) {
                     wrong.put(body, "early by " + (at - now) + " ms");
-                } else if (m.getProperty("DELAY") != null || m.getProperty("__STARTDELIVERTIME") != null) {
-                    wrong.put(body, "still has its delay keys");
+                } else {
+                    String missing = "";
+                    int level = body.startsWith("level") ? body.charAt(5) - '0' : 0;
+                    if (m.getDelayTimeLevel() != level) {
+                        missing += " delay level " + m.getDelayTimeLevel() + " (sent " + level + ")";
+                    }
+                    if (level == 0 && m.getProperty("__STARTDELIVERTIME") == null) {
+                        missing += " no __STARTDELIVERTIME";
+                    }
+                    if (!topic.equals(m.getProperty("REAL_TOPIC"))) {
+                        missing += " REAL_TOPIC " + m.getProperty("REAL_TOPIC");
+                    }
+                    if (!String.valueOf(m.getQueueId()).equals(m.getProperty("REAL_QID"))) {
+                        missing += " REAL_QID " + m.getProperty("REAL_QID") + " (queue " + m.getQueueId() + ")";
+                    }
+                    if (!cluster.equals(m.getProperty("CLUSTER"))) {
+                        missing += " CLUSTER " + m.getProperty("CLUSTER");
+                    }
+                    if (!missing.isEmpty()) {
+                        wrong.put(body, "delivered with" + missing);
+                    }
                 }
             }
             return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;

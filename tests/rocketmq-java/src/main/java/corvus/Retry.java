@@ -16,7 +16,11 @@ import org.apache.rocketmq.common.message.MessageExt;
 /**
  * A consumer that fails each message once (RECONSUME_LATER): the client sends it back to the
  * broker (CONSUMER_SEND_MSG_BACK) and must get it again from the group's retry topic, with
- * its own topic, body and a reconsume count of 1.
+ * its own topic, body and a reconsume count of 1, and the properties RocketMQ's broker gives
+ * the retry: RETRY_TOPIC (the topic), ORIGIN_MESSAGE_ID (the first delivery's offset
+ * message id), the delay level it waited (3: 10 s), REAL_TOPIC/REAL_QID (the retry topic
+ * and the queue it arrives in) and WAIT=false, and nothing else of its own (no
+ * RECONSUME_TIME: the count is the message's reconsume times).
  *
  * Usage: Retry NAMESRV TOPIC COUNT GROUP. Exits 0 once every message came back.
  */
@@ -39,6 +43,7 @@ public class Retry {
         Set<String> failed = ConcurrentHashMap.newKeySet();
         Set<String> retried = ConcurrentHashMap.newKeySet();
         Set<String> wrong = ConcurrentHashMap.newKeySet();
+        java.util.Map<String, String> firstOffsetIds = new ConcurrentHashMap<>();
         DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(group);
         consumer.setNamesrvAddr(ns);
         consumer.setInstanceName("retry-consumer");
@@ -49,10 +54,29 @@ public class Retry {
                 String body = new String(m.getBody(), StandardCharsets.UTF_8);
                 if (m.getReconsumeTimes() == 0) {
                     failed.add(body);
+                    firstOffsetIds.put(body, ((org.apache.rocketmq.common.message.MessageClientExt) m).getOffsetMsgId());
                     return ConsumeConcurrentlyStatus.RECONSUME_LATER;
                 }
                 if (!m.getTopic().equals(topic) || m.getReconsumeTimes() != 1) {
                     wrong.add(body + " topic=" + m.getTopic() + " reconsume=" + m.getReconsumeTimes());
+                }
+                String retryTopic = "%RETRY%" + group;
+                String props = "RETRY_TOPIC=" + m.getProperty("RETRY_TOPIC")
+                    + " ORIGIN_MESSAGE_ID=" + m.getProperty("ORIGIN_MESSAGE_ID")
+                    + " DELAY=" + m.getProperty("DELAY")
+                    + " REAL_TOPIC=" + m.getProperty("REAL_TOPIC")
+                    + " REAL_QID=" + m.getProperty("REAL_QID") + " queue=" + m.getQueueId()
+                    + " WAIT=" + m.getProperty("WAIT")
+                    + " RECONSUME_TIME=" + m.getProperty("RECONSUME_TIME");
+                if (!topic.equals(m.getProperty("RETRY_TOPIC"))
+                        || m.getProperty("ORIGIN_MESSAGE_ID") == null
+                        || !m.getProperty("ORIGIN_MESSAGE_ID").equals(firstOffsetIds.get(body))
+                        || m.getDelayTimeLevel() != 3
+                        || !retryTopic.equals(m.getProperty("REAL_TOPIC"))
+                        || !String.valueOf(m.getQueueId()).equals(m.getProperty("REAL_QID"))
+                        || !"false".equals(m.getProperty("WAIT"))
+                        || m.getProperty("RECONSUME_TIME") != null) {
+                    wrong.add(body + " " + props + " (first offset id " + firstOffsetIds.get(body) + ")");
                 }
                 retried.add(body);
             }
