@@ -4,10 +4,10 @@
 # four producers sending bodies that carry their own length and hash (corvus-bodycheck, or
 # with JAVA=1 RocketMQ 4.9.8's client: BodyCheckLoad, checked by BodyCheckConsume too), and
 # another process filling the filesystem CYCLES times (from FILL_AT s, for FILL_FOR s, then
-# FILL_GAP s free). RESTART=1 stops and restarts the broker while the disk is full.
+# FILL_GAP s free). INFLIGHT=N sends async with N in flight per producer. RESTART=1 stops and restarts the broker while the disk is full.
 #
 # Needs: cargo build --release -p broker -p namesrv -p integration --bins (BIN= another
-# build's target/release), and for JAVA=1 the programs of tests/rocketmq-java built.
+# build's target/release for the broker and NameServer only), and for JAVA=1 the programs of tests/rocketmq-java built.
 # Prints the checkers' last lines; exits 1 if a body served was bad or an acknowledged
 # message was not served. Everything it makes goes when it ends.
 #
@@ -15,6 +15,7 @@
 set -u
 W=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${BIN:-$W/target/release}
+CHECKER=$W/target/release/corvus-bodycheck
 FS_MIB=${FS_MIB:-512}; DUR=${DUR:-60}; FILL_AT=${FILL_AT:-20}; FILL_FOR=${FILL_FOR:-10}
 FILL_GAP=${FILL_GAP:-5}; CYCLES=${CYCLES:-1}; QUEUES=${QUEUES:-8}; BODY_MAX=${BODY_MAX:-16384}
 LAG_MS=${LAG_MS:-0}; PORT=${PORT:-27311}; NSPORT=$((PORT + 1))
@@ -68,11 +69,11 @@ fill() {
 fill &
 FILLER=$!
 CHECK=(--namesrv "127.0.0.1:$NSPORT" --topic FullDisk --create-on "127.0.0.1:$PORT"
-    --queues "$QUEUES" --lag-ms "$LAG_MS" --body-bytes-max "$BODY_MAX")
+    --queues "$QUEUES" --lag-ms "$LAG_MS" --body-bytes-max "$BODY_MAX" --inflight "${INFLIGHT:-0}")
 status=0
 if [ "${JAVA:-0}" = 1 ]; then
     CP=$W/tests/rocketmq-java/target/classes:$(cat "$W/tests/rocketmq-java/cp.txt")
-    "$BIN/corvus-bodycheck" "${CHECK[@]}" --producers 0 --duration-ms $(((DUR + 5) * 1000)) \
+    "$CHECKER" "${CHECK[@]}" --producers 0 --duration-ms $(((DUR + 5) * 1000)) \
         > "$R/check.out" 2> "$R/check.err" &
     CHK=$!
     sleep 3
@@ -87,7 +88,7 @@ if [ "${JAVA:-0}" = 1 ]; then
     grep "BAD BODY" "$R/jcheck.out" | head -20
     tail -1 "$R/jcheck.out"
 else
-    "$BIN/corvus-bodycheck" "${CHECK[@]}" --producers 4 --duration-ms $((DUR * 1000)) \
+    "$CHECKER" "${CHECK[@]}" --producers 4 --duration-ms $((DUR * 1000)) \
         > "$R/check.out" 2> "$R/check.err" || status=1
 fi
 wait "$FILLER"
