@@ -152,7 +152,10 @@ start_rocketmq() {
     > "$dir/namesrv.out" 2>&1 &
   NS_PID=$!; PIDS+=("$NS_PID")
   wait_for "$dir/namesrv.out" "boot success" "$NS_PID" 90
+  # The disk levels of broker.conf, as system properties too: RocketMQ's store reads its
+  # "disk full" level (0.90 by default) from there.
   ROCKETMQ_HOME="$dir/home" java -Xms256m -Xmx256m -XX:MaxDirectMemorySize=512m "${JAVA_RMQ[@]}" \
+    -Drocketmq.broker.diskSpaceWarningLevelRatio=0.99 -Drocketmq.broker.diskSpaceCleanForciblyRatio=0.98 \
     -Duser.home="$dir/home" -cp "$(cat "$RMQ_CP")" org.apache.rocketmq.broker.BrokerStartup \
     -c "$dir/broker.conf" > "$dir/broker.out" 2>&1 &
   BROKER_PID=$!; PIDS+=("$BROKER_PID")
