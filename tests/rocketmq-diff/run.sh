@@ -152,10 +152,7 @@ start_rocketmq() {
     > "$dir/namesrv.out" 2>&1 &
   NS_PID=$!; PIDS+=("$NS_PID")
   wait_for "$dir/namesrv.out" "boot success" "$NS_PID" 90
-  # The disk levels of broker.conf, as system properties too: RocketMQ's store reads its
-  # "disk full" level (0.90 by default) from there.
   ROCKETMQ_HOME="$dir/home" java -Xms256m -Xmx256m -XX:MaxDirectMemorySize=512m "${JAVA_RMQ[@]}" \
-    -Drocketmq.broker.diskSpaceWarningLevelRatio=0.99 -Drocketmq.broker.diskSpaceCleanForciblyRatio=0.98 \
     -Duser.home="$dir/home" -cp "$(cat "$RMQ_CP")" org.apache.rocketmq.broker.BrokerStartup \
     -c "$dir/broker.conf" > "$dir/broker.out" 2>&1 &
   BROKER_PID=$!; PIDS+=("$BROKER_PID")
@@ -197,6 +194,12 @@ for broker in ${BROKERS//,/ }; do
       echo "the $v.x client's run against $broker exited non-zero (see $OUT/$broker-c$v.err)"
     echo "== $broker, $v.x client: $(wc -l < "$OUT/$broker-c$v.txt") lines in $((SECONDS - t1)) s"
   done
+  # RocketMQ's store refuses every write (SERVICE_NOT_AVAILABLE, 14) while the disk is over
+  # 90% full, whatever broker.conf says (it caps the level at 0.90); the disk is shared.
+  if grep -qs "mark disk full" "$dir/home/logs/rocketmqlogs/store.log"; then
+    echo "WARNING: Apache RocketMQ marked its disk full during the run (the filesystem passed 90% use):"
+    echo "WARNING: its transcripts show code 14 where it would have worked; run again with room on the disk"
+  fi
   cp "$dir/broker.out" "$OUT/$broker-broker.out" 2>/dev/null || true
   [ ! -d "$dir/home/logs" ] || cp -r "$dir/home/logs" "$OUT/$broker-logs"
   stop_pid "$BROKER_PID"; stop_pid "$NS_PID"
