@@ -340,12 +340,23 @@ fn a_send_that_names_no_queue_goes_to_a_queue_the_broker_picks() {
     let c = Cluster::start(2, "small");
     let ns = c.namesrv.addr.clone();
     create_topic(&ns, "AnyQueue", 8);
-    let addrs = core_addrs(&ns);
+    // Each core (broker-a-c<i>) and its share of the queues, from the topic's route.
+    let f = call(
+        &ns,
+        request::GET_ROUTEINFO_BY_TOPIC,
+        &[("topic", "AnyQueue")],
+    );
+    let route = body_json(&f);
     let mut sent = 0u64;
-    for addr in &addrs {
-        // The core's own queue count, as its RocketMQ broker holds the topic.
-        let f = call(addr, request::GET_TOPIC_CONFIG, &[("topic", "AnyQueue")]);
-        let own = body_json(&f)["writeQueueNums"].as_i64().unwrap();
+    for (core, addr) in core_addrs(&ns).iter().enumerate() {
+        let name = format!("broker-a-c{core}");
+        let own = route["queueDatas"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|q| q["brokerName"] == name.as_str())
+            .map_or(0, |q| q["writeQueueNums"].as_i64().unwrap());
+        assert!(own > 0, "{name} holds some of the 8 queues: {route}");
         let mut used = std::collections::BTreeSet::new();
         for i in 0..12 {
             let h = SendMessageRequestHeader {
