@@ -312,12 +312,14 @@ impl Core {
             CoreOp::SendStages { reset } => {
                 CoreAnswer::SendStages(self.stages.snapshot(self.id, reset))
             }
-            CoreOp::CreateTopic(cfg) => {
-                Box::pin(self.create_topic(cfg)).await?;
+            CoreOp::CreateTopic(cfg, attributes) => {
+                Box::pin(self.create_topic_with(cfg, attributes)).await?;
                 CoreAnswer::Done
             }
-            CoreOp::TopicChanged(cfg) => {
-                self.topics.borrow_mut().upsert(cfg);
+            CoreOp::TopicChanged(cfg, attributes) => {
+                let mut table = self.topics.borrow_mut();
+                table.set_attributes(&cfg.name, attributes);
+                table.upsert(cfg);
                 CoreAnswer::Done
             }
             CoreOp::Group(op) => CoreAnswer::Members(Box::pin(self.group(op)).await?),
@@ -1154,11 +1156,24 @@ impl Core {
     }
 
     /// Creates or updates a topic: core 0 persists it, tells every core, and has the broker
-    /// registered again with the NameServers before answering.
+    /// registered again with the NameServers before answering. An existing topic keeps its
+    /// attributes.
     pub async fn create_topic(&self, cfg: TopicConfig) -> Result<(), BrokerError> {
+        self.create_topic_with(cfg, None).await
+    }
+
+    /// [`Core::create_topic`], the topic's attributes replaced by `attributes` when given.
+    pub async fn create_topic_with(
+        &self,
+        cfg: TopicConfig,
+        attributes: Option<topics::Attributes>,
+    ) -> Result<(), BrokerError> {
         topics::validate_topic(&cfg).map_err(|e| BrokerError::BadRequest(e.to_string()))?;
         if self.id != 0 {
-            return match self.at_core(0, CoreOp::CreateTopic(cfg)).await? {
+            return match self
+                .at_core(0, CoreOp::CreateTopic(cfg, attributes))
+                .await?
+            {
                 CoreAnswer::Done => Ok(()),
                 other => Err(mismatch(other)),
             };
@@ -1173,13 +1188,20 @@ impl Core {
                 cfg.name
             )));
         }
-        self.topics.borrow_mut().upsert(cfg.clone());
+        let attributes = {
+            let mut table = self.topics.borrow_mut();
+            if let Some(a) = attributes {
+                table.set_attributes(&cfg.name, a);
+            }
+            table.upsert(cfg.clone());
+            table.attributes(&cfg.name)
+        };
         // Written and fdatasynced on the blocking thread (a sync held every send of core 0
         // when it ran on the core), one write at a time so none overtakes another: one row
         // appended to the journal, or now and then the whole table (`TopicStore`).
         self.persist_topics(|store, table| store.write_for(table, &cfg))
             .await?;
-        self.on_other_cores(|| CoreOp::TopicChanged(cfg.clone()))
+        self.on_other_cores(|| CoreOp::TopicChanged(cfg.clone(), attributes.clone()))
             .await?;
         let version = {
             if let Ok(mut t) = self.shared.topics.lock() {

@@ -140,10 +140,11 @@ pub enum CoreOp {
     Status,
     /// The serving core's send-stage histograms (cleared after, with `reset`).
     SendStages { reset: bool },
-    /// To core 0: create or update a topic (persist, broadcast, register).
-    CreateTopic(TopicConfig),
-    /// From core 0 to every other core: the topic table changed.
-    TopicChanged(TopicConfig),
+    /// To core 0: create or update a topic (persist, broadcast, register), with its new
+    /// attributes, or `None` to keep the ones it has.
+    CreateTopic(TopicConfig, Option<crate::topics::Attributes>),
+    /// From core 0 to every other core: the topic table changed (a topic and its attributes).
+    TopicChanged(TopicConfig, crate::topics::Attributes),
     /// To core 0, which keeps group membership.
     Group(GroupOp),
     /// To every core: if a connection of `client_id` is open here, send it `command` and

@@ -1,5 +1,10 @@
 //! The topic table. Core 0 owns the authoritative copy and its file; every core holds a
 //! replica that core 0 updates through the mesh (`CoreMessage::TopicChanged`).
+//!
+//! Beside each topic's queues and permission the table keeps its RocketMQ 5 attributes
+//! (`message.type`, …), set with `updateTopic -a +key=value` and checked by [`alter_attributes`]
+//! as RocketMQ's broker checks them. They are a broker-local part of the topic: the native
+//! protocol's `TopicConfig` (and so the NameServer's registration) does not carry them.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -10,19 +15,36 @@ use protocol::{perm, TopicConfig};
 /// find a broker for a topic nobody created yet.
 pub const AUTO_CREATE_TOPIC_KEY: &str = "TBW102";
 
+/// A topic's attributes by name (RocketMQ's `TopicConfig.attributes`), keys without the
+/// `+`/`-` of a modification.
+pub type Attributes = BTreeMap<String, String>;
+
 #[derive(Debug, Clone, Default)]
 pub struct TopicTable {
     topics: BTreeMap<String, TopicConfig>,
+    /// The attributes of the topics that have any.
+    attributes: BTreeMap<String, Attributes>,
     /// Queues of all topics together (each counting the larger of its read and write
     /// queues), kept as topics change so that checking `queues_max` costs nothing.
     queues: u64,
 }
 
-/// One row of topics.json and of the journal: name, read queues, write queues, perm.
-type Row = (String, u32, u32, u32);
+/// One row of topics.json and of the journal: name, read queues, write queues, perm, and
+/// the attributes when the topic has any (a row without them is the 4-element form).
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(untagged)]
+enum Row {
+    Plain(String, u32, u32, u32),
+    WithAttributes(String, u32, u32, u32, Attributes),
+}
 
-fn row(t: &TopicConfig) -> Row {
-    (t.name.clone(), t.read_queues, t.write_queues, t.perm)
+fn row(t: &TopicConfig, attributes: &Attributes) -> Row {
+    let (name, r, w, p) = (t.name.clone(), t.read_queues, t.write_queues, t.perm);
+    if attributes.is_empty() {
+        Row::Plain(name, r, w, p)
+    } else {
+        Row::WithAttributes(name, r, w, p, attributes.clone())
+    }
 }
 
 fn queues_of(t: &TopicConfig) -> u64 {
@@ -44,8 +66,8 @@ const JOURNAL_ROWS_MIN: usize = 1024;
 
 /// What core 0 writes for one topic change, on the blocking thread.
 pub enum TopicWrite {
-    /// Append this row to the journal.
-    Append(TopicConfig),
+    /// Append this topic's row (with its attributes) to the journal.
+    Append(TopicConfig, Attributes),
     /// Rewrite topics.json with this table and empty the journal.
     Rewrite(TopicTable),
 }
@@ -58,7 +80,7 @@ impl TopicStore {
             TopicWrite::Rewrite(table.clone())
         } else {
             self.journal_rows += 1;
-            TopicWrite::Append(changed.clone())
+            TopicWrite::Append(changed.clone(), table.attributes(&changed.name))
         }
     }
 
@@ -73,7 +95,7 @@ impl TopicStore {
 impl TopicWrite {
     pub fn apply(&self, data_dir: &Path) -> Result<(), TopicError> {
         match self {
-            TopicWrite::Append(t) => TopicTable::append(data_dir, t),
+            TopicWrite::Append(t, attributes) => TopicTable::append(data_dir, t, attributes),
             TopicWrite::Rewrite(table) => table.persist(data_dir),
         }
     }
@@ -89,6 +111,184 @@ pub enum TopicError {
     Persist { path: PathBuf, message: String },
     #[error("topic table file {path} is corrupt: {message}")]
     Corrupt { path: PathBuf, message: String },
+    /// An attribute change RocketMQ refuses (its broker answers SYSTEM_ERROR with this
+    /// text), or one corvus cannot honour.
+    #[error("{0}")]
+    BadAttribute(String),
+    /// `message.type=MIXED`, which RocketMQ refuses as INVALID_PARAMETER unless
+    /// `enableMixedMessageType`.
+    #[error("MIXED message type is not supported.")]
+    MixedMessageType,
+}
+
+/// The values an attribute may take.
+enum AttributeValues {
+    OneOf(&'static [&'static str]),
+    /// A whole number in this range (bounds included).
+    Range(i64, i64),
+}
+
+/// One of RocketMQ 5's topic attributes (`TopicAttributes.ALL`).
+struct AttributeSpec {
+    name: &'static str,
+    /// Whether an existing topic may change it (else only its creation sets it).
+    changeable: bool,
+    values: AttributeValues,
+    /// Why corvus refuses a value RocketMQ takes, when it does: the feature is not there.
+    unsupported: fn(&str) -> Option<&'static str>,
+}
+
+/// RocketMQ 5.3's topic attributes, with the values corvus cannot honour.
+const ATTRIBUTE_SPECS: [AttributeSpec; 4] = [
+    AttributeSpec {
+        name: "message.type",
+        changeable: true,
+        values: AttributeValues::OneOf(&[
+            "UNSPECIFIED",
+            "NORMAL",
+            "FIFO",
+            "DELAY",
+            "TRANSACTION",
+            "MIXED",
+        ]),
+        unsupported: |_| None,
+    },
+    AttributeSpec {
+        name: "queue.type",
+        changeable: false,
+        values: AttributeValues::OneOf(&["BatchCQ", "SimpleCQ"]),
+        unsupported: |v| {
+            (v == "BatchCQ").then_some(
+                "corvus keeps SimpleCQ ConsumeQueues only: queue.type=BatchCQ is not supported",
+            )
+        },
+    },
+    AttributeSpec {
+        name: "cleanup.policy",
+        changeable: false,
+        values: AttributeValues::OneOf(&["DELETE", "COMPACTION"]),
+        unsupported: |v| {
+            (v == "COMPACTION").then_some(
+                "corvus does not compact topics: cleanup.policy=COMPACTION is not supported",
+            )
+        },
+    },
+    AttributeSpec {
+        name: "reserve.time",
+        changeable: true,
+        values: AttributeValues::Range(-1, i64::MAX),
+        unsupported: |_| Some("corvus has no tiered store: reserve.time is not supported"),
+    },
+];
+
+/// The topic attribute names corvus knows (RocketMQ 5.3's).
+pub const ATTRIBUTE_NAMES: [&str; 4] = [
+    ATTRIBUTE_SPECS[0].name,
+    ATTRIBUTE_SPECS[1].name,
+    ATTRIBUTE_SPECS[2].name,
+    ATTRIBUTE_SPECS[3].name,
+];
+
+/// A topic's attributes after the modification `modification` (`updateTopic -a`'s text:
+/// `+key=value` adds or changes, `-key` deletes, comma-separated) of `current`, refused as
+/// RocketMQ 5.3's broker refuses it (`AttributeParser.parseToMap`, then
+/// `AttributeUtil.alterCurrentAttributes` against `TopicAttributes.ALL`), in its words. A
+/// topic being created (`create`) takes additions only. An empty modification keeps
+/// `current`.
+pub fn alter_attributes(
+    create: bool,
+    current: &Attributes,
+    modification: &str,
+) -> Result<Attributes, TopicError> {
+    let bad = |m: String| TopicError::BadAttribute(m);
+    // AttributeParser.parseToMap: the signed keys and their values.
+    let mut asked: Vec<(&str, &str)> = Vec::new();
+    if !modification.is_empty() {
+        for kv in modification.split(',') {
+            let (key, value) = match kv.split_once('=') {
+                Some((key, rest)) => {
+                    if !key.contains('+') {
+                        return Err(bad(format!("add/alter attribute format is wrong: {key}")));
+                    }
+                    // As RocketMQ splits on every `=` and takes the second part.
+                    let value = rest.split('=').next().unwrap_or("");
+                    if value.is_empty() {
+                        return Err(bad(format!("attribute {key} has no value")));
+                    }
+                    (key, value)
+                }
+                None => {
+                    if !kv.contains('-') {
+                        return Err(bad(format!("delete attribute format is wrong: {kv}")));
+                    }
+                    (kv, "")
+                }
+            };
+            if asked.iter().any(|(k, _)| *k == key) {
+                return Err(bad(format!("key duplication: {key}")));
+            }
+            asked.push((key, value));
+        }
+    }
+    if asked
+        .iter()
+        .any(|&(k, v)| k == "+message.type" && v == "MIXED")
+    {
+        return Err(TopicError::MixedMessageType);
+    }
+    // AttributeUtil.alterCurrentAttributes.
+    let mut out = current.clone();
+    let mut seen: Vec<&str> = Vec::new();
+    for &(key, value) in &asked {
+        let real = key.get(1..).unwrap_or("");
+        if real.is_empty() || real.contains('+') || real.contains('-') {
+            return Err(bad("kv string format wrong.".into()));
+        }
+        if seen.contains(&real) {
+            return Err(bad(format!("alter duplication key. key: {real}")));
+        }
+        seen.push(real);
+        let adds = key.starts_with('+');
+        if create && !adds {
+            return Err(bad(format!(
+                "only add attribute is supported while creating topic. key: {real}"
+            )));
+        }
+        if !adds && !key.starts_with('-') {
+            return Err(bad(format!("wrong format key: {real}")));
+        }
+        if !adds && !current.contains_key(real) {
+            return Err(bad(format!("attempt to delete a nonexistent key: {real}")));
+        }
+        let Some(spec) = ATTRIBUTE_SPECS.iter().find(|s| s.name == real) else {
+            return Err(bad(format!("unsupported key: {real}")));
+        };
+        if !create && !spec.changeable {
+            return Err(bad(format!(
+                "attempt to update an unchangeable attribute. key: {real}"
+            )));
+        }
+        if !adds {
+            out.remove(real);
+            continue;
+        }
+        match spec.values {
+            AttributeValues::OneOf(set) if !set.contains(&value) => {
+                return Err(bad(format!("value is not in set: [{}]", set.join(", "))));
+            }
+            AttributeValues::Range(min, max)
+                if !value.parse::<i64>().is_ok_and(|n| (min..=max).contains(&n)) =>
+            {
+                return Err(bad(format!("value is not in range({min}, {max})")));
+            }
+            _ => {}
+        }
+        if let Some(why) = (spec.unsupported)(value) {
+            return Err(bad(why.to_owned()));
+        }
+        out.insert(real.to_owned(), value.to_owned());
+    }
+    Ok(out)
 }
 
 /// RocketMQ's topic name rule (letters, digits, `_`, `-`, `%`, `|`), at most 127 bytes
@@ -178,7 +378,11 @@ impl TopicTable {
         Ok(table)
     }
 
-    fn load_row(&mut self, (name, read_queues, write_queues, perm): Row) -> Result<(), TopicError> {
+    fn load_row(&mut self, row: Row) -> Result<(), TopicError> {
+        let ((name, read_queues, write_queues, perm), attributes) = match row {
+            Row::Plain(n, r, w, p) => ((n, r, w, p), Attributes::new()),
+            Row::WithAttributes(n, r, w, p, a) => ((n, r, w, p), a),
+        };
         let cfg = TopicConfig {
             name,
             read_queues,
@@ -186,6 +390,7 @@ impl TopicTable {
             perm,
         };
         validate_topic(&cfg)?;
+        self.set_attributes(&cfg.name, attributes);
         self.upsert(cfg);
         Ok(())
     }
@@ -200,7 +405,16 @@ impl TopicTable {
         };
         let dir = path.parent().unwrap_or(data_dir);
         std::fs::create_dir_all(dir).map_err(err)?;
-        let rows: Vec<Row> = self.topics.values().map(row).collect();
+        let rows: Vec<Row> = self
+            .topics
+            .values()
+            .map(|t| {
+                row(
+                    t,
+                    self.attributes.get(&t.name).unwrap_or(&Attributes::new()),
+                )
+            })
+            .collect();
         let text = serde_json::to_string_pretty(&rows).map_err(|e| TopicError::Persist {
             path: path.clone(),
             message: e.to_string(),
@@ -217,7 +431,7 @@ impl TopicTable {
 
     /// Appends one topic's row to the journal and fdatasyncs it (and the directory, when
     /// this append created the journal).
-    fn append(data_dir: &Path, t: &TopicConfig) -> Result<(), TopicError> {
+    fn append(data_dir: &Path, t: &TopicConfig, attributes: &Attributes) -> Result<(), TopicError> {
         use std::io::Write;
         let path = Self::journal(data_dir);
         let err = |e: std::io::Error| TopicError::Persist {
@@ -226,10 +440,11 @@ impl TopicTable {
         };
         let dir = path.parent().unwrap_or(data_dir);
         std::fs::create_dir_all(dir).map_err(err)?;
-        let mut line = serde_json::to_string(&row(t)).map_err(|e| TopicError::Persist {
-            path: path.clone(),
-            message: e.to_string(),
-        })?;
+        let mut line =
+            serde_json::to_string(&row(t, attributes)).map_err(|e| TopicError::Persist {
+                path: path.clone(),
+                message: e.to_string(),
+            })?;
         line.push('\n');
         let created = !path.exists();
         let mut f = std::fs::OpenOptions::new()
@@ -264,8 +479,23 @@ impl TopicTable {
         }
     }
 
-    /// Removes a topic; whether it was there.
+    /// The topic's attributes (none for a topic without any, or one not in the table).
+    pub fn attributes(&self, name: &str) -> Attributes {
+        self.attributes.get(name).cloned().unwrap_or_default()
+    }
+
+    /// Replaces the topic's attributes.
+    pub fn set_attributes(&mut self, name: &str, attributes: Attributes) {
+        if attributes.is_empty() {
+            self.attributes.remove(name);
+        } else {
+            self.attributes.insert(name.to_owned(), attributes);
+        }
+    }
+
+    /// Removes a topic (and its attributes); whether it was there.
     pub fn remove(&mut self, name: &str) -> bool {
+        self.attributes.remove(name);
         match self.topics.remove(name) {
             Some(old) => {
                 self.queues -= queues_of(&old);
@@ -367,7 +597,9 @@ mod tests {
         table.upsert(a.clone());
         table.persist(dir.path()).unwrap();
         let b = topic_config("B", 2);
-        TopicWrite::Append(b.clone()).apply(dir.path()).unwrap();
+        TopicWrite::Append(b.clone(), Attributes::new())
+            .apply(dir.path())
+            .unwrap();
         let journal = TopicTable::journal(dir.path());
         let mut text = std::fs::read_to_string(&journal).unwrap();
         text.push_str("[\"C\",2,");
@@ -398,5 +630,106 @@ mod tests {
         let back = TopicTable::load(dir.path()).unwrap();
         assert!(back.get("A").is_none());
         assert_eq!(back.get("B").map(|t| t.read_queues), Some(2));
+    }
+
+    #[test]
+    fn attributes_survive_a_reload_from_the_table_and_from_the_journal() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut table = TopicTable::default();
+        let mut store = TopicStore::default();
+        let fifo = Attributes::from([("message.type".to_owned(), "FIFO".to_owned())]);
+        let a = topic_config("A", 4);
+        table.upsert(a.clone());
+        table.set_attributes("A", fifo.clone());
+        table.persist(dir.path()).unwrap();
+        let b = topic_config("B", 2);
+        table.upsert(b.clone());
+        table.set_attributes(
+            "B",
+            Attributes::from([("message.type".into(), "DELAY".into())]),
+        );
+        store.write_for(&table, &b).apply(dir.path()).unwrap();
+        let c = topic_config("C", 1);
+        table.upsert(c.clone());
+        store.write_for(&table, &c).apply(dir.path()).unwrap();
+        assert!(TopicTable::journal(dir.path()).exists());
+        let back = TopicTable::load(dir.path()).unwrap();
+        assert_eq!(back.attributes("A"), fifo);
+        assert_eq!(back.attributes("B")["message.type"], "DELAY");
+        assert!(back.attributes("C").is_empty());
+        // A table written before attributes existed (4-element rows) still loads.
+        let text = std::fs::read_to_string(TopicTable::file(dir.path())).unwrap();
+        assert!(
+            text.contains("\"C\",\n    1,\n    1,\n    6\n  ]"),
+            "{text}"
+        );
+        // Deleting a topic drops its attributes: one created again under the name has none.
+        let mut back = back;
+        assert!(back.remove("A"));
+        back.upsert(a);
+        assert!(back.attributes("A").is_empty());
+    }
+
+    #[test]
+    fn attribute_changes_are_checked_as_rocketmq_checks_them() {
+        let none = Attributes::new();
+        let fifo = alter_attributes(true, &none, "+message.type=FIFO").unwrap();
+        assert_eq!(
+            fifo,
+            Attributes::from([("message.type".into(), "FIFO".into())])
+        );
+        // No modification keeps what the topic has; a change replaces one value.
+        assert_eq!(alter_attributes(false, &fifo, "").unwrap(), fifo);
+        let delay = alter_attributes(false, &fifo, "+message.type=DELAY").unwrap();
+        assert_eq!(delay["message.type"], "DELAY");
+        assert!(alter_attributes(false, &fifo, "-message.type")
+            .unwrap()
+            .is_empty());
+        let refused = |create: bool, current: &Attributes, m: &str| {
+            alter_attributes(create, current, m)
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            refused(true, &none, "+colour=red"),
+            "unsupported key: colour"
+        );
+        assert!(
+            refused(true, &none, "+message.type=URGENT").starts_with("value is not in set: ["),
+            "a bad value is refused"
+        );
+        assert_eq!(
+            refused(true, &none, "message.type=FIFO"),
+            "add/alter attribute format is wrong: message.type"
+        );
+        assert_eq!(
+            refused(true, &none, "-message.type"),
+            "only add attribute is supported while creating topic. key: message.type"
+        );
+        assert_eq!(
+            refused(false, &none, "-message.type"),
+            "attempt to delete a nonexistent key: message.type"
+        );
+        assert_eq!(
+            refused(false, &none, "+queue.type=SimpleCQ"),
+            "attempt to update an unchangeable attribute. key: queue.type"
+        );
+        assert_eq!(
+            refused(true, &none, "+message.type=FIFO,+message.type=NORMAL"),
+            "key duplication: +message.type"
+        );
+        assert!(matches!(
+            alter_attributes(true, &none, "+message.type=MIXED"),
+            Err(TopicError::MixedMessageType)
+        ));
+        // What corvus cannot honour is refused, not stored and ignored.
+        assert!(refused(true, &none, "+cleanup.policy=COMPACTION").contains("not supported"));
+        assert!(refused(true, &none, "+queue.type=BatchCQ").contains("not supported"));
+        assert_eq!(
+            alter_attributes(true, &none, "+queue.type=SimpleCQ,+cleanup.policy=DELETE")
+                .unwrap()
+                .len(),
+            2
+        );
     }
 }

@@ -19,12 +19,8 @@ use remoting::RemotingCommand;
 use crate::handler::lock;
 use crate::RouteTable;
 
-/// The topic a producer asks for before it sends to a topic that does not exist yet
-/// (RocketMQ's `TBW102`): every broker appears in its route, and the first send creates the
-/// topic (`auto_create_topic_enable`).
-pub const AUTO_CREATE_TOPIC: &str = "TBW102";
-/// Queues per core in the route of [`AUTO_CREATE_TOPIC`] (RocketMQ's defaultTopicQueueNums).
-const AUTO_CREATE_QUEUES: i32 = 4;
+/// Queues per core in the route of a cluster's own topic (RocketMQ's `TopicConfig` default).
+const CLUSTER_TOPIC_QUEUES: i32 = 16;
 
 /// Answers one remoting request: the response and its body.
 pub(crate) fn handle(
@@ -46,12 +42,14 @@ pub(crate) fn handle(
             };
             let route = {
                 let table = lock(table);
+                // RocketMQ's `TBW102`, the topic a producer asks for before it sends to a
+                // topic that does not exist yet, is served only as the brokers register it:
+                // they do when they create topics on first send (`auto_create_topic_enable`).
+                // Without it, a client's send to an unknown topic fails at once with "No
+                // route info of this topic", as against RocketMQ.
                 match table.route(&h.topic, now) {
                     Some(r) => Some(route_data(&h.topic, &r)),
-                    None if h.topic == AUTO_CREATE_TOPIC => {
-                        Some(auto_create_route(&table.cluster_info(now)))
-                    }
-                    None => None,
+                    None => own_topic_route(&h.topic, &table.cluster_info(now)),
                 }
             };
             match route.filter(|r| !r.queue_datas.is_empty()) {
@@ -201,26 +199,36 @@ fn route_data(topic: &str, route: &protocol::RouteData) -> body::TopicRouteData 
     out
 }
 
-/// The route of [`AUTO_CREATE_TOPIC`]: every core of every live broker, readable and
-/// writable, with [`AUTO_CREATE_QUEUES`] queues.
-fn auto_create_route(info: &protocol::ClusterInfo) -> body::TopicRouteData {
+/// The route of a topic named after a cluster or a broker, which every RocketMQ broker
+/// registers for itself (`TopicConfigManager`: its cluster's name with 16 queues, its own
+/// name with one, both readable and writable): Apache's Proxy finds a cluster's brokers by
+/// the route of the cluster's name. Each core of a live broker of the cluster appears, or
+/// the one core named; `None` when the topic names neither.
+fn own_topic_route(topic: &str, info: &protocol::ClusterInfo) -> Option<body::TopicRouteData> {
     let mut out = body::TopicRouteData::default();
     for b in &info.brokers {
         let addrs = core_addrs(b);
         let cores = addrs.len() as u16;
         for (core, addr) in addrs.iter().enumerate() {
             let broker = core_broker(b, core as u16, cores, addr);
+            let queues = if b.cluster == topic {
+                CLUSTER_TOPIC_QUEUES
+            } else if broker.broker_name == topic {
+                1
+            } else {
+                continue;
+            };
             out.queue_datas.push(body::QueueData {
                 broker_name: broker.broker_name.clone(),
                 perm: body::perm::READ | body::perm::WRITE | body::perm::INHERIT,
-                read_queue_nums: AUTO_CREATE_QUEUES,
-                write_queue_nums: AUTO_CREATE_QUEUES,
+                read_queue_nums: queues,
+                write_queue_nums: queues,
                 topic_sys_flag: 0,
             });
             out.broker_datas.push(broker);
         }
     }
-    out
+    (!out.broker_datas.is_empty()).then_some(out)
 }
 
 /// Every live broker's cores as RocketMQ brokers, by cluster.
@@ -244,6 +252,8 @@ fn cluster_info(info: &protocol::ClusterInfo) -> body::ClusterInfo {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
+
     use super::*;
 
     fn broker(cores: usize) -> protocol::BrokerData {
@@ -355,5 +365,100 @@ mod tests {
         let (resp, _) = handle(&table, &req, Instant::now());
         assert_eq!(resp.code, response::REQUEST_CODE_NOT_SUPPORTED);
         assert!(resp.remark.unwrap_or_default().contains("REGISTER_BROKER"));
+    }
+
+    /// A two-core broker-a of DefaultCluster registered in a fresh table with `topics`.
+    fn table_with(topics: Vec<protocol::TopicConfig>) -> Mutex<RouteTable> {
+        let mut table = RouteTable::new(std::time::Duration::from_secs(10));
+        let b = broker(2);
+        table
+            .register(
+                protocol::RegisterBroker {
+                    key: protocol::BrokerKey {
+                        cluster: b.cluster.clone(),
+                        broker_name: b.broker_name.clone(),
+                        broker_id: 0,
+                    },
+                    addr: "127.0.0.1:10911".into(),
+                    core_addrs: b.core_addrs.clone(),
+                    shard_count: 2,
+                    topics,
+                    master_epoch: 0,
+                },
+                Instant::now(),
+            )
+            .unwrap();
+        Mutex::new(table)
+    }
+
+    fn route_of(table: &Mutex<RouteTable>, topic: &str) -> (i32, Option<body::TopicRouteData>) {
+        let mut req = RemotingCommand::request(request::GET_ROUTEINFO_BY_TOPIC, 5);
+        req.ext_fields.insert("topic".into(), topic.into());
+        let (resp, b) = handle(table, &req, Instant::now());
+        let route = (resp.code == response::SUCCESS).then(|| body::from_json(&b).unwrap());
+        (resp.code, route)
+    }
+
+    /// With auto-creation off a broker does not register TBW102, and its route is not
+    /// served: a client's send to an unknown topic then fails at once ("No route info").
+    /// With it on, the route is the registered one.
+    #[test]
+    fn tbw102_is_served_only_as_the_brokers_register_it() {
+        let off = table_with(vec![]);
+        assert_eq!(route_of(&off, "TBW102").0, response::TOPIC_NOT_EXIST);
+        let tbw = protocol::TopicConfig {
+            name: "TBW102".into(),
+            read_queues: 8,
+            write_queues: 8,
+            perm: 7,
+        };
+        let on = table_with(vec![tbw]);
+        let (code, route) = route_of(&on, "TBW102");
+        assert_eq!(code, response::SUCCESS);
+        let total: i32 = route
+            .unwrap()
+            .queue_datas
+            .iter()
+            .map(|q| q.write_queue_nums)
+            .sum();
+        assert_eq!(total, 8);
+    }
+
+    /// As every RocketMQ broker registers a topic named after its cluster and one named
+    /// after itself, the cluster's name routes to all its brokers (each core) and a core's
+    /// broker name to that core.
+    #[test]
+    fn the_cluster_and_broker_names_route_to_their_brokers() {
+        let table = table_with(vec![]);
+        let (code, route) = route_of(&table, "DefaultCluster");
+        assert_eq!(code, response::SUCCESS);
+        let route = route.unwrap();
+        let names: Vec<&str> = route
+            .broker_datas
+            .iter()
+            .map(|b| b.broker_name.as_str())
+            .collect();
+        assert_eq!(names, ["broker-a-c0", "broker-a-c1"]);
+        assert!(route
+            .queue_datas
+            .iter()
+            .all(|q| q.perm & body::perm::WRITE != 0 && q.read_queue_nums == CLUSTER_TOPIC_QUEUES));
+        let (_, one) = route_of(&table, "broker-a-c1");
+        let one = one.unwrap();
+        assert_eq!(one.broker_datas.len(), 1);
+        assert_eq!(one.broker_datas[0].broker_addrs[&0], "127.0.0.1:20001");
+        assert_eq!(
+            route_of(&table, "OtherCluster").0,
+            response::TOPIC_NOT_EXIST
+        );
+        // A topic a broker registered under such a name is routed as registered.
+        let t = protocol::TopicConfig {
+            name: "DefaultCluster".into(),
+            read_queues: 1,
+            write_queues: 1,
+            perm: 6,
+        };
+        let (_, route) = route_of(&table_with(vec![t]), "DefaultCluster");
+        assert_eq!(route.unwrap().broker_datas.len(), 1);
     }
 }

@@ -75,6 +75,8 @@ struct Shared {
     /// Evictions to report: by the accept thread as they happen, rate-limited, and by the
     /// scan thread for the tail of a burst (nothing else would report it).
     cap_log: Mutex<CapLog>,
+    /// Request codes refused as not served, for one log line per code per minute.
+    refused_codes: Mutex<remoting::refusals::RefusedCodes>,
     /// Access control, when on.
     acl: Option<crate::access::Gate>,
 }
@@ -146,6 +148,7 @@ pub fn start(config: NameServerConfig) -> io::Result<NameServerHandle> {
         epoch: Instant::now(),
         tls,
         cap_log: Mutex::new(CapLog::new(CAP_LOG_INTERVAL)),
+        refused_codes: Mutex::new(remoting::refusals::RefusedCodes::default()),
         acl,
     });
 
@@ -648,6 +651,9 @@ fn serve_remoting(
                     None => crate::rocketmq::handle(&shared.table, &frame.command, Instant::now()),
                 };
                 completed = true;
+                if response.code == remoting::codes::response::REQUEST_CODE_NOT_SUPPORTED {
+                    log_refused_code(shared, peer, frame.command.code);
+                }
                 if response.code != 0 {
                     let code = remoting::codes::response::name(response.code);
                     shared.metrics.count_error_named(code.unwrap_or("UNKNOWN"));
@@ -840,4 +846,24 @@ fn answer(
         }
     };
     Some((!oneway).then_some(response))
+}
+
+/// Logs a remoting request refused because the NameServer does not serve its code: one line
+/// per code per minute, with the count of those left out since.
+fn log_refused_code(shared: &Shared, peer: SocketAddr, code: i32) {
+    let left_out = shared
+        .refused_codes
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .note(code, Instant::now());
+    if let Some(left_out) = left_out {
+        tracing::warn!(
+            %peer,
+            code,
+            name = remoting::codes::request::name(code).unwrap_or("unknown"),
+            left_out_since_last_line = left_out.same_code,
+            other_codes_left_out = left_out.other_codes,
+            "refused a RocketMQ request: the NameServer does not serve request code {code}"
+        );
+    }
 }

@@ -614,6 +614,8 @@ pub struct CreateTopicRequestHeader {
     pub topic_filter_type: String,
     pub topic_sys_flag: Option<i32>,
     pub order: bool,
+    /// RocketMQ 5's attribute changes (`+message.type=FIFO,-key`), when any.
+    pub attributes: Option<String>,
 }
 
 impl ExtHeader for CreateTopicRequestHeader {
@@ -628,6 +630,7 @@ impl ExtHeader for CreateTopicRequestHeader {
             topic_filter_type: f.str(&["topicFilterType"])?,
             topic_sys_flag: f.opt_i32(&["topicSysFlag"])?,
             order: f.bool_or(&["order"], false)?,
+            attributes: f.opt_str(&["attributes"]),
         })
     }
 
@@ -641,6 +644,7 @@ impl ExtHeader for CreateTopicRequestHeader {
             .put("topicFilterType", &self.topic_filter_type)
             .put_opt("topicSysFlag", &self.topic_sys_flag)
             .put("order", self.order)
+            .put_opt("attributes", &self.attributes)
             .0
     }
 }
@@ -1060,6 +1064,7 @@ mod tests {
             topic_filter_type: "SINGLE_TAG".into(),
             topic_sys_flag: Some(0),
             order: false,
+            attributes: Some("+message.type=FIFO".into()),
         });
         round_trip(RegisterBrokerRequestHeader {
             broker_name: "broker-a".into(),

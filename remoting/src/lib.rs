@@ -93,6 +93,7 @@ pub mod fuzzing;
 pub mod headers;
 mod json_header;
 pub mod message;
+pub mod refusals;
 
 pub use codec::{
     decode_frame, decode_header, encode, encode_header, encode_into, encode_prefix, Decoded, Frame,

@@ -1,6 +1,7 @@
 //! The admin requests Apache RocketMQ's own `mqadmin` (rocketmq-tools) sends a broker:
 //! runtime info and config, topic stats, consume stats and progress, consumer and producer
-//! connections, offset resets, subscription groups (stored), topic configs, topic deletion. Each core answers for
+//! connections, offset resets, subscription groups (stored), topic configs (with their
+//! attributes), topic deletion. Each core answers for
 //! the queues it holds, as the RocketMQ broker it stands for in the routes.
 
 use std::cell::RefCell;
@@ -45,9 +46,27 @@ pub struct Seen {
     /// The SQL92 expression each (group, topic) subscribed with in its members' latest
     /// heartbeat: a Java push consumer's pulls name the type, not the expression.
     sql92: RefCell<HashMap<(String, String), String>>,
+    /// The request codes this core refused as not served, for a rate-limited log line.
+    refused: RefCell<remoting::refusals::RefusedCodes>,
 }
 
 impl Seen {
+    /// Logs a request refused because this broker does not serve its code: one line per
+    /// code per minute on each core, with the count of those left out since.
+    pub(crate) fn log_refused_code(&self, peer: &str, code: i32) {
+        let Some(left_out) = self.refused.borrow_mut().note(code, Instant::now()) else {
+            return;
+        };
+        tracing::warn!(
+            %peer,
+            code,
+            name = request::name(code).unwrap_or("unknown"),
+            left_out_since_last_line = left_out.same_code,
+            other_codes_left_out = left_out.other_codes,
+            "refused a RocketMQ request: corvus does not serve request code {code}"
+        );
+    }
+
     pub(crate) fn heartbeat(&self, client_id: &str, c: SeenClient) {
         for d in &c.consumers {
             for s in &d.subscription_data_set {
@@ -103,6 +122,8 @@ pub(crate) async fn serve(
         request::GET_CONSUMER_CONNECTION_LIST => consumer_connections(core, req),
         request::GET_PRODUCER_CONNECTION_LIST => producer_connections(core, req),
         request::GET_ALL_TOPIC_CONFIG => all_topic_configs(core, req),
+        request::GET_TOPIC_CONFIG => one_topic_config(core, req),
+        request::GET_SUBSCRIPTIONGROUP_CONFIG => one_subscription_group(core, req).await,
         request::QUERY_TOPIC_CONSUME_BY_WHO => consumed_by(core, req),
         request::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP => subscription_group(core, req, body).await,
         request::DELETE_SUBSCRIPTIONGROUP => delete_subscription_group(core, req).await,
@@ -484,9 +505,8 @@ fn producer_connections(core: &Core, req: &RemotingCommand) -> Result<Outgoing, 
 }
 
 fn all_topic_configs(core: &Core, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
-    let table: BTreeMap<String, serde_json::Value> = core
-        .topics
-        .borrow()
+    let topics = core.topics.borrow();
+    let table: BTreeMap<String, serde_json::Value> = topics
         .all()
         .into_iter()
         .map(|t| {
@@ -498,6 +518,7 @@ fn all_topic_configs(core: &Core, req: &RemotingCommand) -> Result<Outgoing, Bro
                 "topicFilterType": "SINGLE_TAG",
                 "topicSysFlag": 0,
                 "order": false,
+                "attributes": topics.attributes(&t.name),
             });
             (t.name, v)
         })
@@ -509,6 +530,83 @@ fn all_topic_configs(core: &Core, req: &RemotingCommand) -> Result<Outgoing, Bro
             "dataVersion": { "counter": 0, "timestamp": 0 },
         }),
     )
+}
+
+/// GET_TOPIC_CONFIG (RocketMQ 5's admin and Proxy): the topic as this core, the RocketMQ
+/// broker it stands for, holds it (its queue counts are the core's), with its attributes,
+/// in the fields of RocketMQ's `TopicConfigAndQueueMapping` (no static-topic mapping:
+/// corvus has no static topics). A topic this broker does not have is TOPIC_NOT_EXIST.
+fn one_topic_config(core: &Core, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
+    let topic = req
+        .ext("topic")
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| BrokerError::BadRequest("topic is required".into()))?;
+    let Ok(cfg) = topic_config(core, topic) else {
+        return Ok(Outgoing::remoting(
+            RemotingCommand::response_to(
+                req,
+                remoting::codes::response::TOPIC_NOT_EXIST,
+                Some(format!("No topic in this broker. topic: {topic}")),
+            ),
+            Body::None,
+        ));
+    };
+    let ids = CoreQueues::of(core, topic, &cfg, core.id).ids;
+    let count = |n| protocol::core_view::core_queue_count(&ids, n);
+    json_answer(
+        req,
+        &serde_json::json!({
+            "topicName": cfg.name,
+            "readQueueNums": count(cfg.read_queues),
+            "writeQueueNums": count(cfg.write_queues),
+            "perm": cfg.perm,
+            "topicFilterType": "SINGLE_TAG",
+            "topicSysFlag": 0,
+            "order": false,
+            "attributes": core.topics.borrow().attributes(topic),
+        }),
+    )
+}
+
+/// GET_SUBSCRIPTIONGROUP_CONFIG (RocketMQ 5's admin, `getConsumerConfig`): the group's stored
+/// config, or RocketMQ's defaults for a group known from its offsets or its members'
+/// heartbeats (as GET_ALL_SUBSCRIPTIONGROUP_CONFIG lists it); any other group is
+/// SUBSCRIPTION_GROUP_NOT_EXIST. (RocketMQ's broker, with autoCreateSubscriptionGroup on,
+/// creates a config for any group it is asked about; corvus does not invent groups.)
+async fn one_subscription_group(
+    core: &Rc<Core>,
+    req: &RemotingCommand,
+) -> Result<Outgoing, BrokerError> {
+    let group = req
+        .ext("group")
+        .filter(|g| !g.is_empty())
+        .ok_or_else(|| BrokerError::BadRequest("group is required".into()))?
+        .to_owned();
+    let stored = core
+        .sub_group(SubGroupOp::List(Some(group.clone())))
+        .await?
+        .into_iter()
+        .next();
+    let known = || {
+        stored_offsets(core).iter().any(|(q, _)| q.group == group)
+            || core
+                .rocketmq
+                .live(timeout(core))
+                .iter()
+                .any(|(_, c)| c.consumers.iter().any(|d| d.group_name == group))
+    };
+    match stored {
+        Some(cfg) => json_answer(req, &cfg),
+        None if known() => json_answer(req, &SubscriptionGroupConfig::named(&group)),
+        None => Ok(Outgoing::remoting(
+            RemotingCommand::response_to(
+                req,
+                remoting::codes::response::SUBSCRIPTION_GROUP_NOT_EXIST,
+                Some("No group in this broker".into()),
+            ),
+            Body::None,
+        )),
+    }
 }
 
 fn consumed_by(core: &Core, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {

@@ -198,10 +198,13 @@ pub(crate) async fn serve(
         request::END_TRANSACTION => end_transaction(core, req).await,
         code => match admin::serve(core, req, &frame.body).await {
             Some(answer) => answer,
-            None => Err(BrokerError::Unsupported(format!(
-                "request code {code} ({}) is not supported by corvus",
-                request::name(code).unwrap_or("unknown")
-            ))),
+            None => {
+                core.rocketmq.log_refused_code(&client.peer, code);
+                Err(BrokerError::Unsupported(format!(
+                    "request code {code} ({}) is not supported by corvus",
+                    request::name(code).unwrap_or("unknown")
+                )))
+            }
         },
     };
     let out = match answer {
@@ -354,6 +357,8 @@ pub(super) struct CoreQueues {
 #[derive(Default)]
 pub struct QueueIdCache {
     by_topic: RefCell<HashMap<String, Vec<QueueIds>>>,
+    /// Turns of the sends that name no queue ([`any_queue`]).
+    turn: std::cell::Cell<u32>,
 }
 
 /// A topic's queue count, a core, and the queue ids that core holds.
@@ -442,14 +447,20 @@ async fn send(
         &cfg,
         target_core(core, h.broker_name.as_deref()),
     );
-    let local = queue_number(h.queue_id)?;
+    // RocketMQ 5's Proxy names no queue (-1): the broker picks one.
+    let local = if h.queue_id < 0 {
+        None
+    } else {
+        Some(queue_number(h.queue_id)?)
+    };
     // A producer that learnt its queues from the route of TBW102 (the topic did not exist
     // yet) numbers them by that route: past this core's queues of the real topic, any queue
     // serves, at the cost of a hop.
-    let global = match queues.global(topic, local) {
-        Ok(g) => g,
-        Err(_) if cfg.write_queues > 0 => local % cfg.write_queues,
-        Err(e) => return Err(e),
+    let global = match local.map(|l| (l, queues.global(topic, l))) {
+        None => any_queue(core, &queues, cfg.write_queues),
+        Some((_, Ok(g))) => g,
+        Some((l, Err(_))) if cfg.write_queues > 0 => l % cfg.write_queues,
+        Some((_, Err(e))) => return Err(e),
     };
     let born_host = client.peer_v4;
     let mut records = Vec::with_capacity(body.len() + 256);
@@ -512,7 +523,7 @@ async fn send(
         core.ensure_reply_topic().await;
     }
     let sent = core.send(topic, global, Bytes::from(records), count).await;
-    let queue_id = queues.local(global).unwrap_or(local) as i32;
+    let queue_id = queues.local(global).or(local).unwrap_or(global) as i32;
     match sent {
         Ok(out) => {
             let resp = send_result(&out.appended, out.store_host, &lens, queue_id);
@@ -532,6 +543,21 @@ async fn send(
             Ok(Outgoing::remoting(answer.with_header(&resp), Body::None))
         }
         Err(e) => Err(e),
+    }
+}
+
+/// The queue (the topic's queue id) of a send that names none, as RocketMQ 5's Proxy sends
+/// (queue id -1): this core's writable queues in turn, so the send stays on the core; when
+/// the core holds none of them, the topic's writable queues in turn. (RocketMQ's broker
+/// picks one of the topic's writable queues at random.)
+fn any_queue(core: &Core, queues: &CoreQueues, write_queues: u32) -> u32 {
+    let turn = core.rocketmq_queues.turn.get();
+    core.rocketmq_queues.turn.set(turn.wrapping_add(1));
+    let own = protocol::core_view::core_queue_count(&queues.ids, write_queues);
+    match queues.ids.get((turn % own.max(1)) as usize) {
+        Some(&global) if own > 0 => global,
+        // No writable queue at all is refused by the send (`QueueNotExist`).
+        _ => turn % write_queues.max(1),
     }
 }
 
@@ -1310,18 +1336,41 @@ async fn send_back(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, B
     Ok(Outgoing::remoting(ok(req), Body::None))
 }
 
+/// UPDATE_AND_CREATE_TOPIC: creates or updates a topic, with RocketMQ 5's attribute changes
+/// (`updateTopic -a +message.type=FIFO`) applied to the attributes it has, checked as
+/// RocketMQ's broker checks them and answered with its codes and words when refused.
 async fn create_topic(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
     let h: CreateTopicRequestHeader = header(req)?;
     let count = |n: i32, what: &str| {
         u32::try_from(n).map_err(|_| BrokerError::BadRequest(format!("{what} {n} is negative")))
     };
-    core.create_topic(TopicConfig {
+    let cfg = TopicConfig {
         name: h.topic,
         read_queues: count(h.read_queue_nums, "readQueueNums")?,
         write_queues: count(h.write_queue_nums, "writeQueueNums")?,
         perm: count(h.perm, "perm")?,
-    })
-    .await?;
+    };
+    let (exists, current) = {
+        let table = core.topics.borrow();
+        (table.get(&cfg.name).is_some(), table.attributes(&cfg.name))
+    };
+    let modification = h.attributes.unwrap_or_default();
+    let attributes = match crate::topics::alter_attributes(!exists, &current, modification.trim()) {
+        Ok(a) => a,
+        Err(e) => {
+            let code = match e {
+                crate::topics::TopicError::MixedMessageType => response::INVALID_PARAMETER,
+                // RocketMQ's broker answers its attribute exceptions SYSTEM_ERROR.
+                _ => response::SYSTEM_ERROR,
+            };
+            tracing::info!(topic = %cfg.name, %modification, "refused a topic's attributes: {e}");
+            return Ok(Outgoing::remoting(
+                RemotingCommand::response_to(req, code, Some(e.to_string())),
+                Body::None,
+            ));
+        }
+    };
+    core.create_topic_with(cfg, Some(attributes)).await?;
     Ok(Outgoing::remoting(ok(req), Body::None))
 }
 

@@ -1,0 +1,487 @@
+//! What RocketMQ 5's admin tool and Proxy ask of a broker and a NameServer, against corvus:
+//!
+//! - the 5.x mqadmin (`tests/rocketmq-tools5`, rocketmq-tools 5.3.3) shows a topic's status
+//!   and a group's config, which it reads with GET_TOPIC_CONFIG and
+//!   GET_SUBSCRIPTIONGROUP_CONFIG; an unknown topic or group gets RocketMQ's codes;
+//! - topic attributes (`updateTopic -a +message.type=FIFO`) are stored with the topic,
+//!   returned by GET_TOPIC_CONFIG and GET_ALL_TOPIC_CONFIG, kept across a restart, and a bad
+//!   one is refused with RocketMQ's code and words;
+//! - a send that names no queue (queue id -1, as the Proxy sends) is stored in a queue the
+//!   broker picks;
+//! - the route of the cluster's name lists every broker (core) of the cluster, as the Proxy
+//!   needs at start;
+//! - with auto-creation off, a Java producer's send to an unknown topic fails at once with the
+//!   client's "No route info of this topic" (4.9.8 and 5.3.1 clients);
+//! - a request code nobody serves is logged once per code, not once per request, by the
+//!   broker and by the NameServer.
+//!
+//! The Java parts need the programs built (`.ci/run` builds them); without them those tests
+//! say so and skip, or fail where `CORVUS_REQUIRE_JAVA` is set.
+
+// Tests may unwrap: a panic there is a test failure.
+#![allow(clippy::unwrap_used)]
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use integration::{
+    create_topic, mqadmin_json, remoting_call, run_client_program, wait_for, workspace_root,
+    Cluster,
+};
+use remoting::codes::{request, response};
+use remoting::headers::SendMessageRequestHeader;
+use remoting::RemotingCommand;
+
+/// The classpath of a built Maven module's program, or its dependencies alone (`classes`
+/// false, for the tools module), when built.
+fn classpath_of(module: &str, classes: bool) -> Option<String> {
+    let dir: PathBuf = workspace_root().join(module);
+    let deps = std::fs::read_to_string(dir.join("cp.txt")).ok()?;
+    if !classes {
+        return Some(deps.trim().to_owned());
+    }
+    let built = dir.join("target/classes");
+    built
+        .join("corvus/UnknownTopic.class")
+        .exists()
+        .then(|| format!("{}:{}", built.display(), deps.trim()))
+}
+
+/// The classpath, or `None` after saying why the test does not run.
+fn built_or_skip(module: &str, classes: bool, build: &str) -> Option<String> {
+    let cp = classpath_of(module, classes);
+    if cp.is_none() {
+        let msg = format!("{module} is not built (cd {module} && {build})");
+        assert!(std::env::var_os("CORVUS_REQUIRE_JAVA").is_none(), "{msg}");
+        eprintln!("skipped: {msg}");
+    }
+    cp
+}
+
+fn tools5_or_skip() -> Option<String> {
+    built_or_skip(
+        "tests/rocketmq-tools5",
+        false,
+        "mvn -q -B dependency:build-classpath -Dmdep.outputFile=cp.txt",
+    )
+}
+
+/// Runs RocketMQ 5.3.3's mqadmin with `args` against the NameServer `ns`: whether it exited
+/// 0 and what it printed (bounded by the tool's own timeouts).
+fn mqadmin5(cp: &str, ns: &str, args: &[&str]) -> (bool, String) {
+    let out = Command::new("java")
+        .arg("-cp")
+        .arg(cp)
+        .arg("org.apache.rocketmq.tools.command.MQAdminStartup")
+        .args(args)
+        .args(["-n", ns])
+        .current_dir(std::env::temp_dir())
+        .env(
+            "ROCKETMQ_HOME",
+            workspace_root().join("tests/rocketmq-tools"),
+        )
+        .output()
+        .expect("java runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    println!("mqadmin 5.3.3 {args:?}:\n{text}");
+    (out.status.success() && !text.contains("Exception"), text)
+}
+
+/// Every RocketMQ broker (core) address of the cluster.
+fn core_addrs(ns: &str) -> Vec<String> {
+    let v = mqadmin_json(ns, &["cluster-list"]);
+    v["clusters"][0]["brokers"][0]["core_addrs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// One request with `fields`, answered by `addr`.
+fn call(addr: &str, code: i32, fields: &[(&str, &str)]) -> remoting::Frame {
+    let mut cmd = RemotingCommand::request(code, 7);
+    for (k, v) in fields {
+        cmd.ext_fields.insert((*k).into(), (*v).into());
+    }
+    remoting_call(addr, &cmd, b"")
+}
+
+fn body_json(f: &remoting::Frame) -> serde_json::Value {
+    remoting::body::from_json(&f.body).unwrap()
+}
+
+/// UPDATE_AND_CREATE_TOPIC of `topic` (`queues` queues) with the attribute change `attrs`.
+fn update_topic(addr: &str, topic: &str, queues: u32, attrs: &str) -> remoting::Frame {
+    let q = queues.to_string();
+    call(
+        addr,
+        request::UPDATE_AND_CREATE_TOPIC,
+        &[
+            ("topic", topic),
+            ("defaultTopic", "TBW102"),
+            ("readQueueNums", &q),
+            ("writeQueueNums", &q),
+            ("perm", "6"),
+            ("topicFilterType", "SINGLE_TAG"),
+            ("order", "false"),
+            ("attributes", attrs),
+        ],
+    )
+}
+
+/// GET_TOPIC_CONFIG of `topic` from every core: (code, body) of each.
+fn topic_configs(ns: &str, topic: &str) -> Vec<(i32, Option<serde_json::Value>)> {
+    core_addrs(ns)
+        .iter()
+        .map(|a| {
+            let f = call(
+                a,
+                request::GET_TOPIC_CONFIG,
+                &[("topic", topic), ("lo", "true")],
+            );
+            let body = (f.command.code == response::SUCCESS).then(|| body_json(&f));
+            (f.command.code, body)
+        })
+        .collect()
+}
+
+/// The 5.x admin reads topic and subscription-group configs; attributes set with
+/// `updateTopic -a` are stored, returned and kept across a restart; bad ones are refused.
+#[test]
+fn topic_and_group_configs_with_attributes_are_served_as_rocketmq_5_serves_them() {
+    let mut c = Cluster::start(2, "small");
+    let ns = c.namesrv.addr.clone();
+    let tools = tools5_or_skip();
+
+    // The topic, with its message type, as RocketMQ 5's mqadmin creates it (else by hand).
+    if let Some(cp) = &tools {
+        let (ok, text) = mqadmin5(
+            cp,
+            &ns,
+            &[
+                "updateTopic",
+                "-c",
+                "DefaultCluster",
+                "-t",
+                "AttrTopic",
+                "-r",
+                "4",
+                "-w",
+                "4",
+                "-a",
+                "+message.type=FIFO",
+            ],
+        );
+        assert!(ok, "{text}");
+    } else {
+        let f = update_topic(&c.broker.addr, "AttrTopic", 4, "+message.type=FIFO");
+        assert_eq!(f.command.code, response::SUCCESS, "{:?}", f.command.remark);
+    }
+    integration::wait_for_route(&ns, "AttrTopic");
+
+    // GET_TOPIC_CONFIG: each core holds some of the 4 queues, and every one has the type.
+    let configs = topic_configs(&ns, "AttrTopic");
+    let mut queues = 0;
+    for (code, body) in &configs {
+        assert_eq!(*code, response::SUCCESS);
+        let b = body.as_ref().unwrap();
+        assert_eq!(b["topicName"], "AttrTopic");
+        assert_eq!(b["attributes"]["message.type"], "FIFO", "{b}");
+        assert_eq!(b["perm"], 6);
+        queues += b["writeQueueNums"].as_u64().unwrap();
+    }
+    assert_eq!(
+        queues, 4,
+        "the cores' queues add up to the topic's: {configs:?}"
+    );
+    // An unknown topic: TOPIC_NOT_EXIST, as RocketMQ answers (its admin skips such brokers).
+    for (code, _) in topic_configs(&ns, "NoSuchTopic") {
+        assert_eq!(code, response::TOPIC_NOT_EXIST);
+    }
+    // The listing of every topic config carries the attributes too.
+    let all = call(&c.broker.addr, request::GET_ALL_TOPIC_CONFIG, &[]);
+    let all = body_json(&all);
+    assert_eq!(
+        all["topicConfigTable"]["AttrTopic"]["attributes"]["message.type"], "FIFO",
+        "{all}"
+    );
+
+    // Bad attributes are refused with RocketMQ's code and words, and change nothing.
+    let broker = c.broker.addr.clone();
+    for (attrs, code, words) in [
+        (
+            "+message.type=URGENT",
+            response::SYSTEM_ERROR,
+            "value is not in set",
+        ),
+        (
+            "+colour=red",
+            response::SYSTEM_ERROR,
+            "unsupported key: colour",
+        ),
+        (
+            "+message.type=MIXED",
+            response::INVALID_PARAMETER,
+            "MIXED message type is not supported",
+        ),
+        (
+            "+queue.type=BatchCQ",
+            response::SYSTEM_ERROR,
+            "attempt to update an unchangeable attribute",
+        ),
+    ] {
+        let f = update_topic(&broker, "AttrTopic", 4, attrs);
+        let remark = f.command.remark.clone().unwrap_or_default();
+        assert_eq!(f.command.code, code, "{attrs}: {remark}");
+        assert!(remark.contains(words), "{attrs}: {remark}");
+    }
+    let f = update_topic(&broker, "NewAttrTopic", 2, "+cleanup.policy=COMPACTION");
+    assert_eq!(f.command.code, response::SYSTEM_ERROR);
+    assert!(
+        f.command
+            .remark
+            .clone()
+            .unwrap_or_default()
+            .contains("not supported"),
+        "corvus does not compact, so it refuses rather than ignores: {:?}",
+        f.command.remark
+    );
+    // An update without attributes keeps them; one with a change replaces the value.
+    let f = update_topic(&broker, "AttrTopic", 4, "");
+    assert_eq!(f.command.code, response::SUCCESS);
+    let f = update_topic(&broker, "AttrTopic", 4, "+message.type=DELAY");
+    assert_eq!(f.command.code, response::SUCCESS, "{:?}", f.command.remark);
+
+    // A subscription group stored by the admin tool, read back by the 5.x admin.
+    if let Some(cp) = &tools {
+        let (ok, text) = mqadmin5(
+            cp,
+            &ns,
+            &[
+                "updateSubGroup",
+                "-c",
+                "DefaultCluster",
+                "-g",
+                "AttrGroup",
+                "-r",
+                "3",
+            ],
+        );
+        assert!(ok, "{text}");
+        let (ok, text) = mqadmin5(cp, &ns, &["getConsumerConfig", "-g", "AttrGroup"]);
+        assert!(ok, "{text}");
+        let retry_line = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("retryMaxTimes"))
+            .unwrap_or_else(|| panic!("no retryMaxTimes in {text}"));
+        assert!(retry_line.trim_end().ends_with("3"), "{retry_line}");
+        // topicStatus reads every broker's topic config (GET_TOPIC_CONFIG) beside the offsets.
+        let (ok, text) = mqadmin5(cp, &ns, &["topicStatus", "-t", "AttrTopic"]);
+        assert!(ok, "{text}");
+        assert!(text.contains("#Broker Name"), "{text}");
+        assert_eq!(
+            text.lines()
+                .filter(|l| l.contains("AttrTopic") || l.contains("broker-a-c"))
+                .count(),
+            4,
+            "one line per queue: {text}"
+        );
+    } else {
+        let cfg = serde_json::json!({"groupName": "AttrGroup", "retryMaxTimes": 3});
+        let cmd = RemotingCommand::request(request::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, 3);
+        let f = remoting_call(&broker, &cmd, cfg.to_string().as_bytes());
+        assert_eq!(f.command.code, response::SUCCESS);
+    }
+    for addr in core_addrs(&ns) {
+        let f = call(
+            &addr,
+            request::GET_SUBSCRIPTIONGROUP_CONFIG,
+            &[("group", "AttrGroup")],
+        );
+        assert_eq!(f.command.code, response::SUCCESS, "{:?}", f.command.remark);
+        let b = body_json(&f);
+        assert_eq!(
+            (b["groupName"].clone(), b["retryMaxTimes"].clone()),
+            ("AttrGroup".into(), 3.into())
+        );
+        let f = call(
+            &addr,
+            request::GET_SUBSCRIPTIONGROUP_CONFIG,
+            &[("group", "NoSuchGroup")],
+        );
+        assert_eq!(f.command.code, response::SUBSCRIPTION_GROUP_NOT_EXIST);
+    }
+
+    // The attributes are stored with the topic: a restarted broker has them.
+    c.restart_broker();
+    let back = wait_for(Duration::from_secs(30), || {
+        let configs = topic_configs(&ns, "AttrTopic");
+        configs
+            .iter()
+            .all(|(code, _)| *code == response::SUCCESS)
+            .then_some(configs)
+    })
+    .expect("the restarted broker serves the topic");
+    for (_, body) in back {
+        assert_eq!(body.unwrap()["attributes"]["message.type"], "DELAY");
+    }
+}
+
+/// A send with queue id -1 (RocketMQ 5's Proxy names no queue) is stored in a queue the
+/// broker picks among the core's own, spread over them, and answered with that queue.
+#[test]
+fn a_send_that_names_no_queue_goes_to_a_queue_the_broker_picks() {
+    let c = Cluster::start(2, "small");
+    let ns = c.namesrv.addr.clone();
+    create_topic(&ns, "AnyQueue", 8);
+    // Each core (broker-a-c<i>) and its share of the queues, from the topic's route.
+    let f = call(
+        &ns,
+        request::GET_ROUTEINFO_BY_TOPIC,
+        &[("topic", "AnyQueue")],
+    );
+    let route = body_json(&f);
+    let mut sent = 0u64;
+    for (core, addr) in core_addrs(&ns).iter().enumerate() {
+        let name = format!("broker-a-c{core}");
+        let own = route["queueDatas"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|q| q["brokerName"] == name.as_str())
+            .map_or(0, |q| q["writeQueueNums"].as_i64().unwrap());
+        assert!(own > 0, "{name} holds some of the 8 queues: {route}");
+        let mut used = std::collections::BTreeSet::new();
+        for i in 0..12 {
+            let h = SendMessageRequestHeader {
+                producer_group: "ProxyLike".into(),
+                topic: "AnyQueue".into(),
+                default_topic: "TBW102".into(),
+                default_topic_queue_nums: 4,
+                queue_id: -1,
+                born_timestamp: 1,
+                properties: Some(format!("KEYS\u{1}any-{i}\u{2}")),
+                ..SendMessageRequestHeader::default()
+            };
+            let cmd = RemotingCommand::request(request::SEND_MESSAGE, 100 + i).with_header(&h);
+            let f = remoting_call(addr, &cmd, b"picked by the broker");
+            assert_eq!(f.command.code, response::SUCCESS, "{:?}", f.command.remark);
+            let q: i64 = f.command.ext("queueId").unwrap().parse().unwrap();
+            assert!((0..own).contains(&q), "queue {q} of the core's {own}");
+            used.insert(q);
+            sent += 1;
+        }
+        assert_eq!(
+            used.len() as i64,
+            own.min(12),
+            "the sends spread over the core's queues"
+        );
+    }
+    // Every one was stored.
+    let status = mqadmin_json(&ns, &["topicStatus", "-t", "AnyQueue"]);
+    let stored: u64 = status["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| q["max_offset"].as_u64().unwrap())
+        .sum();
+    assert_eq!(stored, sent, "{status}");
+}
+
+/// Every RocketMQ broker registers a topic named after its cluster; Apache's Proxy looks its
+/// route up at start. The route lists every core of the cluster's brokers.
+#[test]
+fn the_route_of_the_cluster_name_lists_every_broker_of_the_cluster() {
+    let c = Cluster::start(2, "small");
+    let ns = c.namesrv.addr.clone();
+    let f = call(
+        &ns,
+        request::GET_ROUTEINFO_BY_TOPIC,
+        &[("topic", "DefaultCluster")],
+    );
+    assert_eq!(f.command.code, response::SUCCESS, "{:?}", f.command.remark);
+    let route = body_json(&f);
+    let mut names: Vec<String> = route["brokerDatas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["brokerName"].as_str().unwrap().to_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["broker-a-c0", "broker-a-c1"], "{route}");
+    // RocketMQ 5's own tool reads the same route.
+    if let Some(cp) = tools5_or_skip() {
+        let (ok, text) = mqadmin5(&cp, &ns, &["topicRoute", "-t", "DefaultCluster"]);
+        assert!(ok, "{text}");
+        assert!(
+            text.contains("broker-a-c0") && text.contains("broker-a-c1"),
+            "{text}"
+        );
+    }
+}
+
+/// With auto-creation off, no TBW102 route is served: a Java producer's send to a topic
+/// nobody created fails at once with the client's "No route info of this topic"
+/// (NOT_FOUND_TOPIC_EXCEPTION, 10005), on the 4.9.8 and the 5.3.1 client alike.
+#[test]
+fn without_auto_creation_a_java_send_to_an_unknown_topic_finds_no_route() {
+    let build = "mvn -q -B compile dependency:build-classpath -Dmdep.outputFile=cp.txt";
+    let Some(cp4) = built_or_skip("tests/rocketmq-java", true, build) else {
+        return;
+    };
+    let cp5 = built_or_skip("tests/rocketmq-java5", true, build);
+    let c = Cluster::start_with(2, "small", |o| {
+        o.config_toml = Some("auto_create_topic_enable = false\n".into())
+    });
+    let ns = c.namesrv.addr.clone();
+    for cp in std::iter::once(cp4).chain(cp5) {
+        let mut cmd = Command::new("java");
+        cmd.arg("-cp")
+            .arg(&cp)
+            .arg("corvus.UnknownTopic")
+            .args([ns.as_str(), "NobodyCreatedThis"])
+            .env("ROCKETMQ_HOME", std::env::temp_dir());
+        let (status, lines) =
+            run_client_program("corvus.UnknownTopic", &mut cmd, Duration::from_secs(120));
+        assert!(status.success(), "{lines:?}");
+        let refused = lines
+            .iter()
+            .find(|l| l.starts_with("REFUSED "))
+            .unwrap_or_else(|| panic!("no REFUSED line in {lines:?}"));
+        assert!(
+            refused.starts_with("REFUSED 10005 No route info of this topic"),
+            "{refused} ({cp})"
+        );
+    }
+}
+
+/// A request code nobody serves is answered REQUEST_CODE_NOT_SUPPORTED every time, and
+/// logged once per code (per minute), by the broker and by the NameServer.
+#[test]
+fn refused_request_codes_are_logged_once_per_code() {
+    let c = Cluster::start(1, "small");
+    for (addr, proc_) in [(&c.broker.addr, &c.broker), (&c.namesrv.addr, &c.namesrv)] {
+        for (code, times) in [(9999, 20), (9998, 3)] {
+            for _ in 0..times {
+                let f = call(addr, code, &[]);
+                assert_eq!(f.command.code, response::REQUEST_CODE_NOT_SUPPORTED);
+            }
+        }
+        let lines = |code: i32| {
+            proc_
+                .stderr()
+                .lines()
+                .filter(|l| l.contains(&format!("does not serve request code {code}")))
+                .count()
+        };
+        // Each refusal is logged (if at all) before it is answered.
+        assert_eq!(lines(9999), 1, "{}", proc_.stderr());
+        assert_eq!(lines(9998), 1, "{}", proc_.stderr());
+    }
+}
