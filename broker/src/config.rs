@@ -1051,7 +1051,7 @@ config_keys! {
         restart: true,
     }
     /// The furthest ahead a scheduled message (`TIMER_DELIVER_MS`, `TIMER_DELAY_SEC`,
-    /// `__STARTDELIVERTIME`, or a delay level) may be due, counted from its store time; one
+    /// `TIMER_DELAY_MS`, `__STARTDELIVERTIME`, or a delay level) may be due, counted from its store time; one
     /// asking for more is refused at the send (RocketMQ 5's timerMaxDelaySec).
     timer_max_delay_sec: u64 {
         default: 3 * 24 * 3600,

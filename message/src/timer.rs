@@ -5,8 +5,8 @@
 //!   `messageDelayLevel`, by default `1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m
 //!   1h 2h`); a level past the last is the last, a level of 0 or less is no delay.
 //! - an arbitrary time (RocketMQ 5's timer): `TIMER_DELIVER_MS` or `__STARTDELIVERTIME`
-//!   (an absolute time in ms since the epoch) or `TIMER_DELAY_SEC` (seconds after the store
-//!   time).
+//!   (an absolute time in ms since the epoch), `TIMER_DELAY_SEC` (seconds after the store
+//!   time) or `TIMER_DELAY_MS` (milliseconds after it: the 5.x clients' `setDelayTimeMs`).
 //!
 //! The time is counted from the record's store timestamp, so it is the same whenever it is
 //! computed (at the append, at recovery, on a replica). A record naming any of these keys
@@ -20,10 +20,18 @@ pub const DELAY: &str = "DELAY";
 pub const TIMER_DELIVER_MS: &str = "TIMER_DELIVER_MS";
 /// RocketMQ 5's `PROPERTY_TIMER_DELAY_SEC`.
 pub const TIMER_DELAY_SEC: &str = "TIMER_DELAY_SEC";
+/// RocketMQ 5's `PROPERTY_TIMER_DELAY_MS` (what the 5.x clients' `setDelayTimeMs` sets).
+pub const TIMER_DELAY_MS: &str = "TIMER_DELAY_MS";
 /// RocketMQ's `__STARTDELIVERTIME` (the 4.x clients' and Aliyun's delivery time).
 pub const START_DELIVER_TIME: &str = "__STARTDELIVERTIME";
 /// Every key that holds a record back.
-pub const KEYS: [&str; 4] = [DELAY, TIMER_DELIVER_MS, TIMER_DELAY_SEC, START_DELIVER_TIME];
+pub const KEYS: [&str; 5] = [
+    DELAY,
+    TIMER_DELIVER_MS,
+    TIMER_DELAY_SEC,
+    TIMER_DELAY_MS,
+    START_DELIVER_TIME,
+];
 
 /// The shard's queue of held records (queue 0 of it in each shard), RocketMQ 4's name for
 /// its delay queues. Not a topic of the broker's table: only the broker's timer reads it.
@@ -123,6 +131,7 @@ impl TimerRules {
                     store_ms.saturating_add(ms as i64)
                 }
                 TIMER_DELAY_SEC => store_ms.saturating_add(n.saturating_mul(1000)),
+                TIMER_DELAY_MS => store_ms.saturating_add(n),
                 _ => n,
             };
             let ahead = at.saturating_sub(store_ms);
@@ -188,6 +197,7 @@ mod tests {
         // Past the last level: the last (2 h).
         assert_eq!(at(&[(DELAY, "99")]), Ok(Some(1_000_000 + 7_200_000)));
         assert_eq!(at(&[(TIMER_DELAY_SEC, "7")]), Ok(Some(1_007_000)));
+        assert_eq!(at(&[(TIMER_DELAY_MS, "2500")]), Ok(Some(1_002_500)));
         assert_eq!(at(&[(TIMER_DELIVER_MS, "1500000")]), Ok(Some(1_500_000)));
         assert_eq!(at(&[(START_DELIVER_TIME, "1200000")]), Ok(Some(1_200_000)));
         // In the past: due at once.
@@ -198,6 +208,11 @@ mod tests {
         ));
         assert!(matches!(
             at(&[(TIMER_DELAY_SEC, "999999999")]),
+            Err(TimerError::TooFar { .. })
+        ));
+        // Ten days in ms, past the 3-day maximum.
+        assert!(matches!(
+            at(&[(TIMER_DELAY_MS, "864000000")]),
             Err(TimerError::TooFar { .. })
         ));
     }

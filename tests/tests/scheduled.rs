@@ -78,6 +78,12 @@ fn delay_levels_and_delivery_times_are_held_until_due_then_delivered_once() {
             "TIMER_DELAY_SEC",
             1000,
         );
+        // RocketMQ 5's delay in ms (the 5.x clients' setDelayTimeMs).
+        send(
+            Message::new("Sched", format!("ms-{i}")).with_property("TIMER_DELAY_MS", "1300"),
+            "TIMER_DELAY_MS",
+            1300,
+        );
         let at = now_ms() + 1500;
         send(
             Message::new("Sched", format!("at-{i}")).with_deliver_time_ms(at),
@@ -255,6 +261,10 @@ fn a_bad_or_too_distant_delivery_time_is_refused_with_the_reason() {
         ),
         (
             Message::new("SchedBad", "x").with_delay_secs(3600),
+            "timer_max_delay_sec",
+        ),
+        (
+            Message::new("SchedBad", "x").with_property("TIMER_DELAY_MS", "3600000"),
             "timer_max_delay_sec",
         ),
     ] {
