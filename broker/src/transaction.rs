@@ -55,6 +55,9 @@ pub mod prop {
     pub const REAL_TOPIC: &str = "REAL_TOPIC";
     pub const REAL_QID: &str = "REAL_QID";
     pub const CHECK_TIMES: &str = "TRANSACTION_CHECK_TIMES";
+    /// The half's unique key, kept on the committed message (RocketMQ's
+    /// `PROPERTY_TRANSACTION_ID`).
+    pub const TRANSACTION_ID: &str = "__transactionId__";
 }
 
 /// The transaction type bits of sysFlag (MessageSysFlag).
@@ -135,12 +138,21 @@ pub fn half_record(records: &[u8], topic: &str, queue_id: u32) -> Result<Bytes, 
         RecordView::parse(records).map_err(|e| BrokerError::MessageIllegal(e.to_string()))?;
     let sys = (view.sys_flag() & !sys_flag::TYPE_MASK) | sys_flag::PREPARED;
     let qid = queue_id.to_string();
+    let mut add = vec![(prop::REAL_TOPIC, topic), (prop::REAL_QID, qid.as_str())];
+    if let Some(uniq) = view.uniq_key() {
+        add.push((prop::TRANSACTION_ID, uniq));
+    }
     let rec = rewrite(
         &view,
         HALF_TOPIC,
         sys,
-        &[prop::REAL_TOPIC, prop::REAL_QID, prop::CHECK_TIMES],
-        &[(prop::REAL_TOPIC, topic), (prop::REAL_QID, &qid)],
+        &[
+            prop::REAL_TOPIC,
+            prop::REAL_QID,
+            prop::CHECK_TIMES,
+            prop::TRANSACTION_ID,
+        ],
+        &add,
     )?;
     Ok(Bytes::from(rec))
 }
@@ -397,13 +409,9 @@ pub async fn end_local(core: &Core, shard: u16, end: EndTransaction) -> Result<(
         }
         if !committed_already(core, shard, real_topic, view.uniq_key()).await? {
             let sys = (view.sys_flag() & !sys_flag::TYPE_MASK) | sys_flag::COMMIT;
-            let mut rec = rewrite(
-                &view,
-                real_topic,
-                sys,
-                &[prop::REAL_TOPIC, prop::REAL_QID],
-                &[],
-            )?;
+            // The half's properties stay, REAL_TOPIC, REAL_QID and the transaction id
+            // included, as on RocketMQ's committed messages.
+            let mut rec = rewrite(&view, real_topic, sys, &[], &[])?;
             // Where the half lies, as RocketMQ's committed messages say.
             let at = message::OFF_PREPARED_TX_OFFSET;
             rec[at..at + 8].copy_from_slice(&end.commit_log_offset.to_be_bytes());

@@ -193,6 +193,26 @@ fn commit_rollback_check_back_and_discard() {
     assert!(!got.contains_key("rolled-back"), "{got:?}");
     assert!(!got.contains_key("never-decided"), "{got:?}");
     assert!(!got.contains_key("producer-gone"), "{got:?}");
+    // The committed message names where it was bound and its transaction, as RocketMQ's
+    // committed messages do: REAL_TOPIC, REAL_QID and __transactionId__ (its unique key).
+    let consumer = PullConsumer::new(&ns, "tx-props").unwrap();
+    let all = drain_topic(&consumer, "TxOrders", Duration::from_secs(20));
+    let m = all
+        .iter()
+        .find(|m| m.keys.first().map(String::as_str) == Some("committed"))
+        .unwrap_or_else(|| panic!("the committed message is not served: {all:?}"));
+    let prop = |key: &str| {
+        m.properties
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    };
+    assert_eq!(prop("REAL_TOPIC"), Some("TxOrders"), "{m:?}");
+    assert!(
+        prop("REAL_QID").is_some_and(|q| q.parse::<u32>().is_ok()),
+        "{m:?}"
+    );
+    assert_eq!(prop("__transactionId__"), Some(m.msg_id.as_str()), "{m:?}");
     // The half topic is in no route: ordinary consumers cannot read it.
     let consumer = PullConsumer::new(&ns, "tx-snoop").unwrap();
     assert!(consumer.queues("RMQ_SYS_TRANS_HALF_TOPIC").is_err());
