@@ -5,13 +5,11 @@
 //! one with a message group and a SimpleConsumer's receive (POP, not served by corvus) are
 //! tried and only reported.
 //!
-//! Ignored for now: at 1e437c3 the Proxy exits at its start ("No topic route info in name
-//! server for the topic: DefaultCluster": RocketMQ's brokers register a topic named after
-//! their cluster, which the Proxy's system topics are created through), and with such a topic
-//! made by hand the producer does not start ("Message type is not specified": the Proxy learns
-//! a topic's message type with GET_TOPIC_CONFIG, which corvus refuses). Both are issue 35
-//! fixes; once they are in, run it with `cargo nextest run -p integration -E
-//! 'binary(rocketmq_java_proxy)' --run-ignored all` and drop the `ignore`.
+//! The Proxy needs two things of the brokers behind it: a route for the topic named after
+//! their cluster (its system topics are created through it; without one it exits at its start,
+//! "No topic route info in name server for the topic: DefaultCluster") and GET_TOPIC_CONFIG
+//! with the topic's attributes (it learns a topic's message type there; without it the
+//! producer does not start, "Message type is not specified").
 //! `tests/rocketmq-proxy/run.sh` runs the same by hand and prints the Proxy's errors.
 //!
 //! `.ci/run` builds both (`mvn` there, which writes `cp.txt`); without a JVM and the builds the
@@ -63,7 +61,6 @@ impl Drop for Proxy {
 }
 
 #[test]
-#[ignore = "needs the cluster-named topic route and GET_TOPIC_CONFIG with topic attributes (issue 35)"]
 fn a_v5_grpc_producer_sends_through_apache_proxy_to_corvus() {
     let Some((server_cp, client_cp)) = proxy_or_skip() else {
         return;
