@@ -1311,9 +1311,8 @@ async fn send_back(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, B
         props.push((message::prop::ORIGIN_MESSAGE_ID, &origin_id));
     }
     props.push((message::prop::WAIT, "false"));
-    if !dead {
-        props.push(("DELAY", &level));
-    }
+    // A dead letter says level 0, as RocketMQ's does (and so is not held).
+    props.push(("DELAY", if dead { "0" } else { &level }));
     let mut record = Vec::with_capacity(original.len() + 64);
     encode_record(
         &MessageFields {

@@ -89,7 +89,7 @@ public class Dlq {
             MessageExt m = e.getValue();
             String body = new String(m.getBody(), StandardCharsets.UTF_8);
             System.out.println("DEAD " + e.getKey() + " topic " + m.getTopic() + " body " + body
-                + " reconsumeTimes " + m.getReconsumeTimes());
+                + " reconsumeTimes " + m.getReconsumeTimes() + " DELAY=" + m.getProperty("DELAY"));
             if (!m.getTopic().equals(dlq) || !body.equals("dlq-" + e.getKey().substring(8))) ok = false;
         }
         for (String key : keys) {
