@@ -556,6 +556,34 @@ const DISK_LEVEL_KEYS: [&str; 3] = [
 const HOST_INDEPENDENT_DISK_LEVELS: &str =
     "disk_clean_ratio = 0.99\ndisk_force_clean_ratio = 0.99\ndisk_refuse_ratio = 0.995\n";
 
+/// Runs Apache RocketMQ's own mqadmin (`MQAdminStartup` on the classpath `cp`, 4.9.8 or
+/// 5.3.3) with `args` against the NameServer `ns`; whether it exited 0 without printing an
+/// exception, and what it printed (bounded by the tool's own timeouts).
+pub fn rocketmq_mqadmin(cp: &str, ns: &str, args: &[&str]) -> (bool, String) {
+    let out = Command::new("java")
+        .arg("-cp")
+        .arg(cp)
+        .arg("org.apache.rocketmq.tools.command.MQAdminStartup")
+        .args(args)
+        .args(["-n", ns])
+        // consumerStatus writes each client's running info under `<now>/` in its working
+        // directory: not in the source tree.
+        .current_dir(std::env::temp_dir())
+        .env(
+            "ROCKETMQ_HOME",
+            workspace_root().join("tests/rocketmq-tools"),
+        )
+        .output()
+        .expect("java runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    println!("mqadmin {args:?}:\n{text}");
+    (out.status.success() && !text.contains("Exception"), text)
+}
+
 /// Runs mqadmin to completion (bounded by its own --timeout-ms where it has one).
 pub fn mqadmin(namesrv: &str, args: &[&str]) -> Output {
     let mut cmd = Command::new(bin("mqadmin"));

@@ -70,26 +70,7 @@ fn tools5_or_skip() -> Option<String> {
 /// Runs RocketMQ 5.3.3's mqadmin with `args` against the NameServer `ns`: whether it exited
 /// 0 and what it printed (bounded by the tool's own timeouts).
 fn mqadmin5(cp: &str, ns: &str, args: &[&str]) -> (bool, String) {
-    let out = Command::new("java")
-        .arg("-cp")
-        .arg(cp)
-        .arg("org.apache.rocketmq.tools.command.MQAdminStartup")
-        .args(args)
-        .args(["-n", ns])
-        .current_dir(std::env::temp_dir())
-        .env(
-            "ROCKETMQ_HOME",
-            workspace_root().join("tests/rocketmq-tools"),
-        )
-        .output()
-        .expect("java runs");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    println!("mqadmin 5.3.3 {args:?}:\n{text}");
-    (out.status.success() && !text.contains("Exception"), text)
+    integration::rocketmq_mqadmin(cp, ns, args)
 }
 
 /// Every RocketMQ broker (core) address of the cluster.

@@ -138,32 +138,8 @@ fn tools_classpath() -> Option<String> {
 /// Runs RocketMQ's mqadmin with `args` against the NameServer `ns`: its output, once it
 /// exited 0 (bounded: the tool gives up on a broker after its own timeouts).
 fn rocketmq_mqadmin(cp: &str, ns: &str, args: &[&str]) -> String {
-    let out = Command::new("java")
-        .arg("-cp")
-        .arg(cp)
-        .arg("org.apache.rocketmq.tools.command.MQAdminStartup")
-        .args(args)
-        .args(["-n", ns])
-        // consumerStatus writes each client's running info under `<now>/` in its working
-        // directory: not in the source tree.
-        .current_dir(std::env::temp_dir())
-        .env(
-            "ROCKETMQ_HOME",
-            workspace_root().join("tests/rocketmq-tools"),
-        )
-        .output()
-        .expect("java runs");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    println!("mqadmin {args:?}:\n{text}");
-    assert!(out.status.success(), "mqadmin {args:?} failed: {text}");
-    assert!(
-        !text.contains("Exception"),
-        "mqadmin {args:?} reported an error: {text}"
-    );
+    let (ok, text) = integration::rocketmq_mqadmin(cp, ns, args);
+    assert!(ok, "mqadmin {args:?} failed or reported an error: {text}");
     text
 }
 
