@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use std::net::{SocketAddr, SocketAddrV4};
 use std::os::fd::{FromRawFd, IntoRawFd, RawFd};
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, PoisonError};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
@@ -14,10 +14,13 @@ use glommio::net::TcpListener;
 use glommio::{LocalExecutorBuilder, Placement};
 use socket2::{Domain, Protocol, Socket, Type};
 
-use crate::config::{BrokerConfig, FlushDiskType};
-use crate::core::{Core, CoreStats, Shared};
-use crate::mesh;
-use crate::topics::TopicTable;
+use broker_base::config::{BrokerConfig, FlushDiskType};
+use broker_base::Shared;
+use broker_core::core::Core;
+use broker_core::lifecycle::CoreParts;
+use broker_core::topics::TopicTable;
+use broker_front::Front;
+use broker_replication::controller_link::ControllerState;
 
 /// A running broker: `wait` blocks until shutdown is requested and everything has stopped.
 pub struct Running {
@@ -483,52 +486,6 @@ fn keep_big_allocations() {
     }
 }
 
-/// A send of at least this many bytes counts towards giving freed heap memory back
-/// ([`give_back_heap`]).
-pub const TRIM_AFTER_SEND_BYTES: usize = 1 << 20;
-
-/// Bytes of large sends (see [`TRIM_AFTER_SEND_BYTES`]) since the heap was last trimmed.
-/// Process-wide, as the allocator is.
-static LARGE_SEND_BYTES: AtomicU64 = AtomicU64::new(0);
-
-/// Counts a send of `bytes` towards the next trim of the heap, if it is large.
-pub fn note_send_bytes(bytes: usize) {
-    if bytes >= TRIM_AFTER_SEND_BYTES {
-        LARGE_SEND_BYTES.fetch_add(bytes as u64, Ordering::Relaxed);
-    }
-}
-
-/// Core 0's once-a-second check: after large sends, once a whole second passed without
-/// another, returns the heap's free pages to the kernel (`malloc_trim`, on the blocking
-/// thread so the core goes on serving). Batches between 1 MiB and
-/// [`OWN_MAPPING_BYTES_MIN`] are copied on the heap (their records, their chunk), and
-/// freed among longer-lived allocations those pages stayed resident: bursts of 6 MB batches
-/// from 8 connections left a 2-core broker 569 MiB of anonymous memory for good. A steady
-/// stream of large sends reuses that memory and is not trimmed under.
-async fn give_back_heap(seen: &mut u64) {
-    let now = LARGE_SEND_BYTES.load(Ordering::Relaxed);
-    if now == 0 {
-        return;
-    }
-    if now != *seen {
-        // Still coming: wait for a quiet second.
-        *seen = now;
-        return;
-    }
-    LARGE_SEND_BYTES.fetch_sub(now, Ordering::Relaxed);
-    *seen = 0;
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        glommio::executor()
-            .spawn_blocking(|| {
-                // SAFETY: malloc_trim takes no pointers; it only returns free memory of
-                // the allocator's own arenas to the kernel, under their locks.
-                unsafe { libc::malloc_trim(0) }
-            })
-            .await;
-    }
-}
-
 /// Starts every core and returns once all of them serve (or one failed to start).
 pub fn start(config: BrokerConfig) -> anyhow::Result<Running> {
     start_until(config, &AtomicBool::new(false))
@@ -583,7 +540,7 @@ pub fn start_until(config: BrokerConfig, stop: &AtomicBool) -> anyhow::Result<Ru
     let layout = shard::open_data_dir(&config.data_dir, cores)
         .with_context(|| format!("cannot open data directory {}", config.data_dir.display()))?;
     let topics = TopicTable::load(&config.data_dir)?;
-    let sub_groups = crate::sub_groups::SubGroupTable::load(&config.data_dir)?;
+    let sub_groups = broker_core::sub_groups::SubGroupTable::load(&config.data_dir)?;
 
     let listen = config.listen_addr()?;
     // Every core accepts on the shared port (SO_REUSEPORT spreads connections); each also
@@ -650,45 +607,34 @@ pub fn start_until(config: BrokerConfig, stop: &AtomicBool) -> anyhow::Result<Ru
         ha_listeners.push(l);
     }
 
-    let tls = crate::tls::BrokerTls::from_config(&config).context("TLS")?;
-    let shared = Arc::new(Shared {
-        tls,
-        started: Instant::now(),
-        shard_count: layout.shard_count,
-        cores,
-        advertise_addr: advertise.to_string(),
-        core_addrs: Mutex::new(core_addrs.clone()),
-        ha_addrs: Mutex::new(ha_addrs),
-        topics: Mutex::new(
-            topics
-                .all()
-                .into_iter()
-                .map(|t| (t.name.clone(), t))
-                .collect(),
-        ),
-        topics_changed: Mutex::new(Vec::new()),
-        topics_version: AtomicU64::new(1),
-        registered_version: AtomicU64::new(0),
-        shutdown: AtomicBool::new(false),
-        cores_drained: AtomicUsize::new(0),
-        registry_wake: (Mutex::new(()), std::sync::Condvar::new()),
-        metrics: Arc::new(crate::metrics::BrokerMetrics::new()),
-        replay_guard: Arc::new(Mutex::new(acl::fresh::ReplayGuard::new(
-            config.acl_signature_window_ms,
-            config.acl_signature_time_required,
-        ))),
-        controller: config
-            .enable_controller_mode
-            .then(|| crate::controller_link::ControllerState::new(layout.shard_count)),
+    let tls = broker_base::tls::BrokerTls::from_config(&config).context("TLS")?;
+    let controller = config
+        .enable_controller_mode
+        .then(|| Arc::new(ControllerState::new(layout.shard_count)));
+    let shared = Shared::new(
         config,
-    });
+        layout.shard_count,
+        cores,
+        advertise.to_string(),
+        tls,
+        topics.all(),
+    );
+    *shared
+        .core_addrs
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner) = core_addrs.clone();
+    *shared
+        .ha_addrs
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner) = ha_addrs;
+    let shared = Arc::new(shared);
 
     let mesh_builder =
-        crate::mesh::MeshLinks::new(cores as usize, shared.config.inbox_capacity as usize);
+        broker_core::mesh::MeshLinks::new(cores as usize, shared.config.inbox_capacity as usize);
     // Every core's handle on the mesh is cloned here, before any executor runs: glommio's
     // builder counts its clones in an `Rc`, so a clone made on this thread while a core
     // thread drops its own would race on that count.
-    let mut mesh_links: Vec<crate::mesh::MeshLinks> =
+    let mut mesh_links: Vec<broker_core::mesh::MeshLinks> =
         (0..cores).map(|_| mesh_builder.clone()).collect();
     drop(mesh_builder);
     let steps = Arc::new(crate::starting::StartSteps::new(cores, Instant::now()));
@@ -724,6 +670,7 @@ pub fn start_until(config: BrokerConfig, stop: &AtomicBool) -> anyhow::Result<Ru
             bail!("internal: mesh link count mismatch");
         };
         let steps = steps.clone();
+        let controller = controller.clone();
         let topics = topics.clone();
         let sub_groups = (core == 0).then(|| sub_groups.clone());
         let ready = ready_tx.clone();
@@ -750,6 +697,7 @@ pub fn start_until(config: BrokerConfig, stop: &AtomicBool) -> anyhow::Result<Ru
                     let result = core_main(
                         core,
                         shared,
+                        controller,
                         shards,
                         mesh_builder,
                         listener_fds,
@@ -822,8 +770,8 @@ pub fn start_until(config: BrokerConfig, stop: &AtomicBool) -> anyhow::Result<Ru
     // Register only once every core serves: the listeners are bound before the shards
     // recover, and a client routed here during a long recovery would sit in the accept
     // backlog until its requests time out.
-    if shared.controller.is_some() {
-        match crate::controller_link::spawn(shared.clone()) {
+    if let Some(state) = &controller {
+        match broker_replication::controller_link::spawn(shared.clone(), state.clone()) {
             Ok(h) => running.controller_link = Some(h),
             Err(e) => {
                 running.request_shutdown();
@@ -834,7 +782,7 @@ pub fn start_until(config: BrokerConfig, stop: &AtomicBool) -> anyhow::Result<Ru
             }
         }
     }
-    match crate::registry::spawn(shared.clone()) {
+    match broker_front::registry::spawn(shared.clone(), controller.clone()) {
         Ok(r) => running.registry = Some(r),
         Err(e) => {
             running.request_shutdown();
@@ -872,12 +820,13 @@ pub fn start_until(config: BrokerConfig, stop: &AtomicBool) -> anyhow::Result<Ru
 async fn core_main(
     id: u16,
     shared: Arc<Shared>,
+    controller: Option<Arc<ControllerState>>,
     shard_configs: Vec<shard::ShardConfig>,
-    mesh_builder: crate::mesh::MeshLinks,
+    mesh_builder: broker_core::mesh::MeshLinks,
     listener_fds: Vec<RawFd>,
     ha_fd: RawFd,
     topics: TopicTable,
-    sub_groups: Option<crate::sub_groups::SubGroupTable>,
+    sub_groups: Option<broker_core::sub_groups::SubGroupTable>,
     steps: Arc<crate::starting::StartSteps>,
     ready: mpsc::Sender<Result<u16, String>>,
 ) -> anyhow::Result<()> {
@@ -911,7 +860,7 @@ async fn core_main(
     for cfg in shard_configs {
         let sid = cfg.shard_id;
         steps.enter(id, StartStep::OpeningShard(sid));
-        match crate::groups::OffsetTable::load(&cfg.dir) {
+        match broker_core::groups::OffsetTable::load(&cfg.dir) {
             Ok(t) => {
                 offsets.insert(sid, std::cell::RefCell::new(t));
             }
@@ -931,75 +880,33 @@ async fn core_main(
         }
     }
     steps.enter(id, StartStep::StartingTasks);
-    let ha = match crate::ha::CoreHa::new(&shared.config, &shards) {
+    let ha = match broker_replication::CoreHa::new(&shared.config, &shards, controller) {
         Ok(ha) => ha,
         Err(e) => {
             open_error.get_or_insert(anyhow!("cannot start replication: {e}"));
-            crate::ha::CoreHa::default()
+            broker_replication::CoreHa::default()
         }
     };
-    let acl = match crate::access::Gate::open(&shared.config, shared.replay_guard.clone()) {
+    let acl = match broker_front::access::Gate::open(&shared.config, shared.replay_guard.clone()) {
         Ok(g) => g,
         Err(e) => {
             // The core does not serve: a broker told to check access never runs without it.
             open_error.get_or_insert(anyhow!("cannot start access control: {e}"));
-            crate::access::Gate::default()
+            broker_front::access::Gate::default()
         }
     };
-    let core = Rc::new(Core {
-        acl,
+    let core = Core::new(CoreParts {
         id,
-        ha,
         shared: shared.clone(),
         shards,
-        mesh: mesh.clone(),
-        topics: std::cell::RefCell::new(topics),
-        stats: CoreStats::default(),
-        send_latency: shared.metrics.send_latency(id),
-        store_host: match shared.advertise_addr.parse() {
-            Ok(a) => a,
-            Err(_) => SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, 0),
-        },
         offsets,
-        membership: (id == 0).then(|| {
-            let base = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_millis() as u64)
-                .unwrap_or(1);
-            crate::groups::Membership::new(
-                Duration::from_millis(shared.config.consumer_timeout_ms),
-                base,
-            )
-        }),
-        sends_in_flight: std::cell::Cell::new(0),
-        stages: crate::stages::SendStages::new(),
-        topics_persist: glommio::sync::Semaphore::new(1),
-        topic_store: std::cell::RefCell::new(crate::topics::TopicStore::default()),
-        clients: Default::default(),
-        rocketmq: Default::default(),
-        rocketmq_queues: Default::default(),
-        transactions: Default::default(),
-        sql92: Default::default(),
-        sub_groups: sub_groups.map(std::cell::RefCell::new),
-        sub_groups_persist: glommio::sync::Semaphore::new(1),
-        connections: crate::connections::Connections::new(crate::connections::per_core_max(
-            shared.config.connections_max,
-            shared.cores,
-        )),
+        mesh,
+        topics,
+        sub_groups,
+        ha,
     });
-    let serving = core.clone();
-    mesh::spawn_receivers(
-        mesh.clone(),
-        receivers,
-        shared.config.inbox_capacity,
-        move |from, token, req| {
-            let core = serving.clone();
-            async move {
-                let reply = core.serve_remote(req).await;
-                core.mesh.reply(from, token, reply).await;
-            }
-        },
-    );
+    let front = Front::new(core.clone(), acl);
+    core.serve_mesh(receivers);
     if let Some(e) = open_error {
         // Took no sends: the other cores must not wait for this one at shutdown.
         shared.cores_drained.fetch_add(1, Ordering::SeqCst);
@@ -1008,7 +915,7 @@ async fn core_main(
 
     let mut accept_tasks = Vec::new();
     for listener in listeners {
-        let core = core.clone();
+        let front = front.clone();
         accept_tasks.push(glommio::spawn_local(async move {
             // Failures (EMFILE while descriptors are short, say) are logged once per
             // ACCEPT_FAILURE_LOG_INTERVAL with how many there were, not once per retry:
@@ -1022,12 +929,13 @@ async fn core_main(
                         // descriptors it would hold belong to the storage and the clients
                         // already served.
                         use std::os::fd::AsRawFd;
-                        if !core.connections.admit(stream.as_raw_fd() as u64) {
+                        if !front.connections.admit(stream.as_raw_fd() as u64) {
                             drop(stream);
                             continue;
                         }
-                        let core = core.clone();
-                        glommio::spawn_local(crate::conn::serve_connection(core, stream)).detach();
+                        let front = front.clone();
+                        glommio::spawn_local(broker_front::conn::serve_connection(front, stream))
+                            .detach();
                     }
                     Err(e) => {
                         failures += 1;
@@ -1045,64 +953,18 @@ async fn core_main(
             }
         }));
     }
-    let ha_tasks = crate::ha::spawn(&core, ha_listener);
-    if core.acl.enabled() {
-        let core = core.clone();
+    let ha_tasks = broker_replication::spawn(&core.as_host(), ha_listener);
+    if front.acl.enabled() {
+        let front = front.clone();
         glommio::spawn_local(async move {
             loop {
-                glommio::timer::sleep(crate::access::POLL_INTERVAL).await;
-                core.acl.poll(core.id == 0);
+                glommio::timer::sleep(broker_front::access::POLL_INTERVAL).await;
+                front.acl.poll(front.id == 0);
             }
         })
         .detach();
     }
-    // Each local shard's timer (scheduled messages), while this core serves it as master.
-    for &shard in core.shards.keys() {
-        glommio::spawn_local(crate::timer::run(core.clone(), shard)).detach();
-    }
-    let mut group_tasks = Vec::new();
-    {
-        let core = core.clone();
-        let every = Duration::from_millis(shared.config.offset_flush_interval_ms);
-        group_tasks.push(glommio::spawn_local(async move {
-            loop {
-                glommio::timer::sleep(every).await;
-                core.flush_offsets().await;
-            }
-        }));
-    }
-    if core.membership.is_some() {
-        let core = core.clone();
-        group_tasks.push(glommio::spawn_local(async move {
-            core.notify_group_changes().await;
-        }));
-    }
-    // RocketMQ's trace topic with `trace_topic_enable`, on a master (a slave keeps its
-    // master's topic table).
-    if id == 0
-        && shared.config.trace_topic_enable
-        && shared.config.broker_role != crate::config::BrokerRole::Slave
-    {
-        let core = core.clone();
-        glommio::spawn_local(async move {
-            core.ensure_trace_topic().await;
-        })
-        .detach();
-    }
-    group_tasks.push(glommio::spawn_local(crate::transaction::check_loop(
-        core.clone(),
-    )));
-    if let Some(period) = core.membership.as_ref().map(|m| m.expiry_period()) {
-        let core = core.clone();
-        group_tasks.push(glommio::spawn_local(async move {
-            loop {
-                glommio::timer::sleep(period).await;
-                if let Some(m) = &core.membership {
-                    m.expire();
-                }
-            }
-        }));
-    }
+    let core_tasks = core.spawn_tasks();
     steps.enter(id, StartStep::Ready);
     let _ = ready.send(Ok(id));
     // Fault injection for the tests (debug builds only): the core named by
@@ -1144,83 +1006,17 @@ async fn core_main(
             core.publish_backlogs();
             core.publish_replication(&mut replication_seen);
             if id == 0 {
-                give_back_heap(&mut large_sends_seen).await;
+                broker_base::heap::give_back_heap(&mut large_sends_seen).await;
             }
         }
     }
-    stop_core(
-        &core,
-        accept_tasks.into_iter().chain(group_tasks).collect(),
+    core.stop(
+        accept_tasks.into_iter().chain(core_tasks).collect(),
         ha_tasks,
     )
     .await;
+    drop(front);
     Ok(())
-}
-
-/// Longest a core waits for the sends it took before the signal to be answered, and then
-/// for the other cores to do the same. A send waits at most for back-pressure or a group
-/// commit (milliseconds) or an auto-created topic's registration (3 s); past this the
-/// shards close anyway and a send still waiting is answered with an error.
-const SEND_DRAIN_MAX: Duration = Duration::from_secs(10);
-/// How often the drain looks again. Only while stopping: the counts it waits for live on
-/// other threads, and a poll this short adds at most a millisecond to the stop.
-const SEND_DRAIN_POLL: Duration = Duration::from_millis(1);
-
-/// The graceful stop of one core, once `shared.shutdown` is set. Every core already refuses
-/// new sends (`Core::send` checks the flag per request), so:
-/// 1. stop accepting connections and stop the group timers;
-/// 2. wait until the sends this core took have been answered (acknowledged from memory,
-///    or, under SYNC_FLUSH, from disk);
-/// 3. wait until every core has done so, since a send taken here may be appending on a
-///    shard of another core;
-/// 4. close every shard: it refuses appends, then writes and fdatasyncs everything it took;
-/// 5. wait until the in-sync slaves have all of it (`ha::drain_slaves`);
-/// 6. persist the group offsets.
-///
-/// Pulls and group requests on open connections are served until the core returns.
-async fn stop_core(
-    core: &Rc<Core>,
-    tasks: Vec<glommio::Task<()>>,
-    ha_tasks: Vec<glommio::Task<()>>,
-) {
-    let shared = &core.shared;
-    for t in tasks {
-        t.cancel().await;
-    }
-    let deadline = Instant::now() + SEND_DRAIN_MAX;
-    while core.sends_in_flight.get() > 0 && Instant::now() < deadline {
-        glommio::timer::sleep(SEND_DRAIN_POLL).await;
-    }
-    if core.sends_in_flight.get() > 0 {
-        tracing::warn!(
-            core = core.id,
-            sends = core.sends_in_flight.get(),
-            "sends still unanswered at shutdown; closing the shards anyway"
-        );
-    }
-    shared.cores_drained.fetch_add(1, Ordering::SeqCst);
-    while shared.cores_drained.load(Ordering::SeqCst) < shared.cores as usize
-        && Instant::now() < deadline
-    {
-        glommio::timer::sleep(SEND_DRAIN_POLL).await;
-    }
-    for (sid, shard) in core.shards.iter() {
-        if let Err(e) = shard.close().await {
-            tracing::error!(shard = sid, "flush at shutdown failed: {e}");
-        }
-    }
-    // Replication last: slaves get what was stored up to the close, and in controller
-    // mode the heartbeat thread hands the group over to one that has all of it.
-    crate::ha::drain_slaves(core).await;
-    for t in ha_tasks {
-        t.cancel().await;
-    }
-    // A write cut short by the cancellation above is redone here.
-    for table in core.offsets.values() {
-        table.borrow_mut().mark_dirty();
-    }
-    core.flush_offsets().await;
-    core.mesh.fail_pending();
 }
 
 #[cfg(test)]

@@ -156,7 +156,7 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
     // watches, and stops the broker once it serves; the main thread looks at `stop` again
     // after publishing the broker, so a signal between the two is not lost.
     let stop = Arc::new(AtomicBool::new(false));
-    let serving: Arc<Mutex<Option<Arc<crate::core::Shared>>>> = Arc::new(Mutex::new(None));
+    let serving: Arc<Mutex<Option<Arc<broker_base::Shared>>>> = Arc::new(Mutex::new(None));
     let mut signals = signal_hook::iterator::Signals::new([
         signal_hook::consts::SIGTERM,
         signal_hook::consts::SIGINT,

@@ -778,7 +778,9 @@ pub fn peek_first_byte(sock: &TcpStream, deadline: Instant) -> io::Result<Option
     }
 }
 
+#[cfg(feature = "refusal")]
 mod refusal;
+#[cfg(feature = "refusal")]
 pub use refusal::{
     answer_plaintext_blocking, refuse_plaintext, Refusal, PLAINTEXT_REFUSED, REFUSAL_READ_BYTES_MAX,
 };

@@ -48,14 +48,14 @@ pub enum BrokerError {
     #[error("flush slave timeout: {reason}")]
     FlushSlaveTimeout {
         reason: String,
-        stored: Option<Box<crate::mesh::Appended>>,
+        stored: Option<Box<Appended>>,
     },
     /// SYNC_MASTER: refused before anything was written.
     #[error("in-sync replicas not enough: {0}")]
     InSyncReplicasNotEnough(String),
     #[error("not supported: {0}")]
     Unsupported(String),
-    /// Refused by the ACL (`crate::access`): what was refused, for whom.
+    /// Refused by the ACL (the front door's ACL gate): what was refused, for whom.
     #[error("NO_PERMISSION: {0}")]
     NoPermission(String),
     #[error("queue is leased to another member of the group: {0}")]
@@ -66,6 +66,10 @@ pub enum BrokerError {
     /// A SQL92 filter while `enable_property_filter` is off (RocketMQ's remark).
     #[error("The broker does not support consumer to filter message by SQL92 (enable_property_filter is off)")]
     FilterDisabled,
+    /// A broken invariant of the broker itself (an answer of the wrong kind, a value that
+    /// cannot be encoded): a bug, never the client's fault.
+    #[error("internal error: {0}")]
+    Internal(String),
     /// A RocketMQ pull with a SQL92 subscription the broker has no heartbeat for.
     #[error("the subscription of group `{group}` to `{topic}` is not known yet: heartbeat first")]
     SubscriptionNotExist { group: String, topic: String },
@@ -92,7 +96,7 @@ impl BrokerError {
             BrokerError::Busy(_) => ResponseCode::SystemBusy,
             BrokerError::BadRequest(_) => ResponseCode::BadRequest,
             BrokerError::MessageIllegal(_) => ResponseCode::MessageIllegal,
-            BrokerError::Storage(_) => ResponseCode::SystemError,
+            BrokerError::Storage(_) | BrokerError::Internal(_) => ResponseCode::SystemError,
             BrokerError::NotFound(_) => ResponseCode::QueryNotFound,
             BrokerError::ShuttingDown => ResponseCode::ServiceNotAvailable,
             BrokerError::NotMaster(_) => ResponseCode::NotLeader,
@@ -167,4 +171,14 @@ mod tests {
         );
         assert!(text.contains("failed write"), "{text}");
     }
+}
+
+/// Where a send's records were stored.
+#[derive(Debug, Clone, Copy)]
+pub struct Appended {
+    pub shard: u16,
+    pub first_queue_offset: message::offsets::QueueOffset,
+    pub first_commit_log_offset: message::offsets::CommitLogOffset,
+    /// Records stored.
+    pub count: u32,
 }

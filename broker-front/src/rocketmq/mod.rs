@@ -17,8 +17,6 @@
 //! resolves with VIEW_MESSAGE_BY_ID. The whole-record CRC corvus keeps as the last property
 //! (`__CRC`) is visible to applications among the message's properties.
 
-use std::cell::RefCell;
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::rc::Rc;
 
@@ -26,7 +24,7 @@ use bytes::{Bytes, BytesMut};
 use futures_lite::io::AsyncWriteExt;
 use message::ids::LOCAL_OFFSET_BITS;
 use message::{encode_record, MessageFields};
-use protocol::core_view::{core_of_broker_name, core_queue_ids, global_queue_id, local_queue_id};
+use protocol::core_view::core_of_broker_name;
 use protocol::{CommitOffset, GroupQueue, ResponseCode, TopicConfig};
 use remoting::body::{self, JsonForm};
 use remoting::codes::{request, response};
@@ -42,9 +40,11 @@ use remoting::{Frame, RemotingCommand};
 
 use crate::client_conn::ClientConn;
 use crate::conn::{Body, Outgoing};
-use crate::core::{Core, PullBody};
+use crate::core::PullBody;
 use crate::error::BrokerError;
+use crate::front::Front;
 use crate::mesh::{GroupOp, OffsetOp, PullStatus};
+use crate::numbering::CoreQueues;
 
 mod admin;
 
@@ -148,7 +148,7 @@ pub(crate) fn error_answer(req: &RemotingCommand, e: &BrokerError) -> Outgoing {
 
 /// A gRPC (HTTP/2) client connected: RocketMQ 5's gRPC clients need a proxy corvus does not
 /// have. Said once a minute at most; the connection is closed.
-pub(crate) fn refuse_grpc(core: &Core, peer: &str) {
+pub(crate) fn refuse_grpc(core: &Front, peer: &str) {
     if core.connections.grpc_refused_log_due() {
         tracing::warn!(
             %peer,
@@ -159,7 +159,7 @@ pub(crate) fn refuse_grpc(core: &Core, peer: &str) {
 
 /// Serves one remoting request; `None` for a oneway one.
 pub(crate) async fn serve(
-    core: &Rc<Core>,
+    core: &Rc<Front>,
     client: &Rc<ClientConn>,
     frame: Frame,
 ) -> Option<Outgoing> {
@@ -216,7 +216,7 @@ pub(crate) async fn serve(
 
 /// END_TRANSACTION (oneway from RocketMQ's producers): commit or roll back a half message
 /// named by the send result's offset msgId (the shard in the top 16 bits) and queue offset.
-async fn end_transaction(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
+async fn end_transaction(core: &Rc<Front>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
     let num = |name: &str| -> Result<i64, BrokerError> {
         req.ext(name)
             .ok_or_else(|| BrokerError::BadRequest(format!("{name} is required")))?
@@ -256,7 +256,7 @@ async fn end_transaction(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgo
 /// Sends CHECK_TRANSACTION_STATE (oneway, as RocketMQ's broker does) to a RocketMQ producer
 /// connected here, with the half message as its body; false when the connection closed.
 pub(crate) async fn check_transaction(
-    _core: &Core,
+    _core: &Front,
     conn: &ClientConn,
     check: &protocol::CheckTransaction,
 ) -> bool {
@@ -289,7 +289,7 @@ pub(crate) async fn check_transaction(
 /// Tells the RocketMQ clients among `members` that have a connection on this core that
 /// `group`'s members changed (NOTIFY_CONSUMER_IDS_CHANGED, oneway), so they rebalance now
 /// rather than at their next 20 s rebalance.
-pub(crate) async fn notify_members(core: &Core, group: &str, members: &[String]) {
+pub(crate) async fn notify_members(core: &Front, group: &str, members: &[String]) {
     for m in members {
         let Some(conn) = core.clients.of_client(m) else {
             continue;
@@ -340,76 +340,14 @@ fn queue_number(id: i32) -> Result<u32, BrokerError> {
 
 /// The core a request is for: the one its broker name names, or else the one serving the
 /// connection (a client connects to the address the route gives for that name).
-fn target_core(core: &Core, broker_name: Option<&str>) -> u16 {
+fn target_core(core: &Front, broker_name: Option<&str>) -> u16 {
     broker_name
         .and_then(|n| core_of_broker_name(&core.shared.config.broker_name, n, core.shared.cores))
         .unwrap_or(core.id)
 }
 
-/// How a topic's queues are numbered on one core.
-pub(super) struct CoreQueues {
-    pub(super) ids: Rc<[u32]>,
-}
-
-/// The queue ids of [`core_queue_ids`] by topic, queue count and core: every request of a
-/// RocketMQ client translates its queue number, and working the ids out hashes the topic
-/// once per queue. Bounded: past [`QUEUE_ID_CACHE_MAX`] topics it starts over.
-#[derive(Default)]
-pub struct QueueIdCache {
-    by_topic: RefCell<HashMap<String, Vec<QueueIds>>>,
-    /// Turns of the sends that name no queue ([`any_queue`]).
-    turn: std::cell::Cell<u32>,
-}
-
-/// A topic's queue count, a core, and the queue ids that core holds.
-type QueueIds = (u32, u16, Rc<[u32]>);
-
-const QUEUE_ID_CACHE_MAX: usize = 1 << 16;
-
-impl CoreQueues {
-    pub(super) fn of(core: &Core, topic: &str, cfg: &TopicConfig, of_core: u16) -> CoreQueues {
-        let all = cfg.read_queues.max(cfg.write_queues);
-        let cache = &core.rocketmq_queues.by_topic;
-        if let Some(entries) = cache.borrow().get(topic) {
-            if let Some((_, _, ids)) = entries.iter().find(|(n, c, _)| *n == all && *c == of_core) {
-                return CoreQueues { ids: ids.clone() };
-            }
-        }
-        let ids: Rc<[u32]> = core_queue_ids(
-            topic,
-            all,
-            core.shared.shard_count,
-            core.shared.cores,
-            of_core,
-        )
-        .into();
-        let mut cache = cache.borrow_mut();
-        if cache.len() >= QUEUE_ID_CACHE_MAX {
-            cache.clear();
-        }
-        let entries = cache.entry(topic.to_owned()).or_default();
-        // A topic whose queue count changed keeps only its current entries.
-        entries.retain(|(n, _, _)| *n == all);
-        entries.push((all, of_core, ids.clone()));
-        CoreQueues { ids }
-    }
-
-    /// The topic's queue id of the core's queue `local`.
-    fn global(&self, topic: &str, local: u32) -> Result<u32, BrokerError> {
-        global_queue_id(&self.ids, local).ok_or_else(|| BrokerError::QueueNotExist {
-            topic: topic.to_owned(),
-            queue_id: local,
-            queues: self.ids.len() as u32,
-        })
-    }
-
-    fn local(&self, global: u32) -> Option<u32> {
-        local_queue_id(&self.ids, global)
-    }
-}
-
 /// The topic's config, for reading: `TopicNotExist` when it has none.
-pub(super) fn topic_config(core: &Core, topic: &str) -> Result<TopicConfig, BrokerError> {
+pub(super) fn topic_config(core: &Front, topic: &str) -> Result<TopicConfig, BrokerError> {
     core.topics
         .borrow()
         .get(topic)
@@ -420,7 +358,7 @@ pub(super) fn topic_config(core: &Core, topic: &str) -> Result<TopicConfig, Brok
 /// A queue named by a request (topic, the core's queue number, broker name) as the topic's
 /// queue id.
 fn global_queue(
-    core: &Core,
+    core: &Front,
     topic: &str,
     local: i32,
     broker_name: Option<&str>,
@@ -432,7 +370,7 @@ fn global_queue(
 }
 
 async fn send(
-    core: &Rc<Core>,
+    core: &Rc<Front>,
     client: &ClientConn,
     req: &RemotingCommand,
     body: Bytes,
@@ -550,9 +488,8 @@ async fn send(
 /// (queue id -1): this core's writable queues in turn, so the send stays on the core; when
 /// the core holds none of them, the topic's writable queues in turn. (RocketMQ's broker
 /// picks one of the topic's writable queues at random.)
-fn any_queue(core: &Core, queues: &CoreQueues, write_queues: u32) -> u32 {
-    let turn = core.rocketmq_queues.turn.get();
-    core.rocketmq_queues.turn.set(turn.wrapping_add(1));
+fn any_queue(core: &Front, queues: &CoreQueues, write_queues: u32) -> u32 {
+    let turn = core.queue_numbers.next_turn();
     let own = protocol::core_view::core_queue_count(&queues.ids, write_queues);
     match queues.ids.get((turn % own.max(1)) as usize) {
         Some(&global) if own > 0 => global,
@@ -566,7 +503,7 @@ fn any_queue(core: &Core, queues: &CoreQueues, write_queues: u32) -> u32 {
 /// `store_reply_message_enable`. Answered as RocketMQ does: SUCCESS with msgId "0" once
 /// pushed, SYSTEM_ERROR with the reason when the requester's connection is not found.
 async fn send_reply(
-    core: &Rc<Core>,
+    core: &Rc<Front>,
     client: &ClientConn,
     req: &RemotingCommand,
     body: Bytes,
@@ -628,7 +565,7 @@ fn send_result(
     }
 }
 
-async fn pull(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
+async fn pull(core: &Rc<Front>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
     let h: PullMessageRequestHeader = header(req)?;
     let (global, queues) = global_queue(core, &h.topic, h.queue_id, h.broker_name.as_deref())?;
     let local = queue_number(h.queue_id)?;
@@ -737,7 +674,7 @@ async fn pull(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, Broker
 }
 
 async fn commit(
-    core: &Core,
+    core: &Front,
     group: &str,
     topic: &str,
     queue_id: u32,
@@ -760,7 +697,7 @@ async fn commit(
 }
 
 async fn heartbeat(
-    core: &Rc<Core>,
+    core: &Rc<Front>,
     client: &ClientConn,
     req: &RemotingCommand,
     body: &[u8],
@@ -864,7 +801,7 @@ fn check_heartbeat_bounds(
 /// broker takes it; a refusal (filters off: SYSTEM_ERROR; a bad expression:
 /// SUBSCRIPTION_PARSE_FAILED) makes the Java client's `start()` throw with the remark.
 fn check_client_config(
-    core: &Core,
+    core: &Front,
     req: &RemotingCommand,
     body: &[u8],
 ) -> Result<Outgoing, BrokerError> {
@@ -882,7 +819,7 @@ fn check_client_config(
     Ok(Outgoing::remoting(ok(req), Body::None))
 }
 
-async fn unregister(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
+async fn unregister(core: &Rc<Front>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
     let h: UnregisterClientRequestHeader = header(req)?;
     core.rocketmq.forget(&h.client_id);
     if let Some(group) = h.consumer_group.filter(|g| !g.is_empty()) {
@@ -902,7 +839,7 @@ async fn unregister(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, 
 /// that stay are told, and rebalance at once), unless it still has a connection open on some
 /// core. Its queue locks end with it: a killed orderly consumer does not hold its queues
 /// until the locks run out.
-pub(crate) async fn connection_closed(core: &Rc<Core>, client: &ClientConn) {
+pub(crate) async fn connection_closed(core: &Rc<Front>, client: &ClientConn) {
     let Some(client_id) = client.client_id() else {
         return;
     };
@@ -933,7 +870,7 @@ pub(crate) async fn connection_closed(core: &Rc<Core>, client: &ClientConn) {
     }
 }
 
-async fn consumer_list(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
+async fn consumer_list(core: &Rc<Front>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
     let h: ConsumerGroupRequestHeader = header(req)?;
     let v = core
         .group(GroupOp::WaitChange {
@@ -957,7 +894,7 @@ fn offset_answer(req: &RemotingCommand, offset: u64) -> Outgoing {
     Outgoing::remoting(ok(req).with_header(&h), Body::None)
 }
 
-async fn query_offset(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
+async fn query_offset(core: &Rc<Front>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
     let h: QueryConsumerOffsetRequestHeader = header(req)?;
     let (global, _) = global_queue(core, &h.topic, h.queue_id, None)?;
     let stored = core
@@ -988,7 +925,7 @@ async fn query_offset(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing
 }
 
 async fn update_offset(
-    core: &Rc<Core>,
+    core: &Rc<Front>,
     client: &ClientConn,
     req: &RemotingCommand,
 ) -> Result<Outgoing, BrokerError> {
@@ -1007,41 +944,30 @@ async fn update_offset(
     Ok(Outgoing::remoting(ok(req), Body::None))
 }
 
-async fn max_offset(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
+async fn max_offset(core: &Rc<Front>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
     let h: GetMaxOffsetRequestHeader = header(req)?;
     let (global, _) = global_queue(core, &h.topic, h.queue_id, None)?;
     let (_, max) = core.queue_offsets(&h.topic, global).await?;
     Ok(offset_answer(req, max))
 }
 
-async fn min_offset(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
+async fn min_offset(core: &Rc<Front>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
     let h: GetMinOffsetRequestHeader = header(req)?;
     let (global, _) = global_queue(core, &h.topic, h.queue_id, None)?;
     let (min, _) = core.queue_offsets(&h.topic, global).await?;
     Ok(offset_answer(req, min))
 }
 
-async fn search_offset(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
+async fn search_offset(core: &Rc<Front>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
     let h: SearchOffsetRequestHeader = header(req)?;
     let (global, _) = global_queue(core, &h.topic, h.queue_id, None)?;
     let off = core.search_offset(&h.topic, global, h.timestamp).await?;
     Ok(offset_answer(req, off))
 }
 
-/// The number a RocketMQ client knows the topic's queue `global` by: its number on the core
-/// that owns it (the broker that core stands for in the routes).
-pub(crate) fn client_queue_id(core: &Core, topic: &str, global: u32) -> u32 {
-    let shard = protocol::queue_owner_shard(topic, global, core.shared.shard_count);
-    let owner = protocol::shard_core(shard, core.shared.cores);
-    topic_config(core, topic)
-        .ok()
-        .and_then(|cfg| CoreQueues::of(core, topic, &cfg, owner).local(global))
-        .unwrap_or(global)
-}
-
 /// Records as a remoting body: each restamped with its own shard and its queue's number on
 /// the core that owns it.
-fn records_body(core: &Core, records: Vec<Bytes>) -> Body {
+fn records_body(core: &Front, records: Vec<Bytes>) -> Body {
     Body::Owned(
         records
             .into_iter()
@@ -1052,7 +978,7 @@ fn records_body(core: &Core, records: Vec<Bytes>) -> Body {
                 let topic = v.topic();
                 let shard =
                     protocol::queue_owner_shard(topic, v.queue_id(), core.shared.shard_count);
-                let local = client_queue_id(core, topic, v.queue_id());
+                let local = crate::numbering::client_queue_id(core, topic, v.queue_id());
                 let mut m = BytesMut::from(&b[..]);
                 Restamp {
                     queue_id: local,
@@ -1066,7 +992,7 @@ fn records_body(core: &Core, records: Vec<Bytes>) -> Body {
 }
 
 async fn view_message(
-    core: &Rc<Core>,
+    core: &Rc<Front>,
     client: &ClientConn,
     req: &RemotingCommand,
 ) -> Result<Outgoing, BrokerError> {
@@ -1089,7 +1015,7 @@ async fn view_message(
     Ok(Outgoing::remoting(ok(req), records_body(core, recs)))
 }
 
-async fn query_message(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
+async fn query_message(core: &Rc<Front>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
     let h: QueryMessageRequestHeader = header(req)?;
     // Only this core's shards: a RocketMQ client asks every broker of the topic's route,
     // and each core is one of them.
@@ -1124,7 +1050,7 @@ async fn query_message(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoin
 
 /// The queues of a lock request, each as the topic's queue id; one this broker does not
 /// hold is left out (a client asks each broker for its own).
-fn lock_queues(core: &Core, b: &body::LockBatchRequestBody) -> Vec<(body::MessageQueue, u32)> {
+fn lock_queues(core: &Front, b: &body::LockBatchRequestBody) -> Vec<(body::MessageQueue, u32)> {
     b.mq_set
         .iter()
         .filter_map(|mq| {
@@ -1136,7 +1062,7 @@ fn lock_queues(core: &Core, b: &body::LockBatchRequestBody) -> Vec<(body::Messag
 }
 
 async fn lock_batch(
-    core: &Rc<Core>,
+    core: &Rc<Front>,
     req: &RemotingCommand,
     body: &[u8],
 ) -> Result<Outgoing, BrokerError> {
@@ -1167,7 +1093,7 @@ async fn lock_batch(
 }
 
 async fn unlock_batch(
-    core: &Rc<Core>,
+    core: &Rc<Front>,
     req: &RemotingCommand,
     body: &[u8],
 ) -> Result<Outgoing, BrokerError> {
@@ -1208,7 +1134,7 @@ mod perm {
 /// exists: one queue on every broker, which here is one queue per shard, so that every core
 /// (every RocketMQ broker of the routes) holds at least one. RocketMQ's tools look for a
 /// group's consume stats on the brokers of its retry topic's route.
-async fn ensure_topic(core: &Core, topic: &str, perm: u32) -> Result<TopicConfig, BrokerError> {
+async fn ensure_topic(core: &Front, topic: &str, perm: u32) -> Result<TopicConfig, BrokerError> {
     if let Some(cfg) = core.topics.borrow().get(topic) {
         return Ok(cfg.clone());
     }
@@ -1232,7 +1158,7 @@ const RECONSUME_TIMES_MAX_DEFAULT: i32 = 16;
 /// `maxReconsumeTimes` times or the client asks for that (delay level < 0). RocketMQ delays
 /// the retry by level `3 + reconsume times` (the `DELAY` property says which), and so does
 /// corvus: the shard's timer holds it (`crate::timer`).
-async fn send_back(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
+async fn send_back(core: &Rc<Front>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
     let h: remoting::headers::ConsumerSendMsgBackRequestHeader = header(req)?;
     let off = u64::try_from(h.offset)
         .map_err(|_| BrokerError::BadRequest(format!("offset {} is negative", h.offset)))?;
@@ -1338,7 +1264,7 @@ async fn send_back(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, B
 /// UPDATE_AND_CREATE_TOPIC: creates or updates a topic, with RocketMQ 5's attribute changes
 /// (`updateTopic -a +message.type=FIFO`) applied to the attributes it has, checked as
 /// RocketMQ's broker checks them and answered with its codes and words when refused.
-async fn create_topic(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
+async fn create_topic(core: &Rc<Front>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
     let h: CreateTopicRequestHeader = header(req)?;
     let count = |n: i32, what: &str| {
         u32::try_from(n).map_err(|_| BrokerError::BadRequest(format!("{what} {n} is negative")))

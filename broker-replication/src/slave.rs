@@ -11,7 +11,7 @@ use glommio::net::TcpStream;
 use shard::signal::Signal;
 use shard::Shard;
 
-use crate::core::Core;
+use crate::Host;
 
 use super::wire::{self, Frame, Hello};
 use super::HANDSHAKE_TIMEOUT;
@@ -105,8 +105,8 @@ impl SlaveShard {
         }
     }
 
-    fn stopped(&self, core: &Core) -> bool {
-        self.stopping.get() || core.shared.stopping()
+    fn stopped(&self, core: &Rc<Host>) -> bool {
+        self.stopping.get() || core.shared().stopping()
     }
 
     pub fn status(&self) -> SlaveStatus {
@@ -144,7 +144,7 @@ impl SlaveShard {
 /// `fut`'s output, or `None` as soon as the stream is asked to stop (`fut` is dropped: use
 /// it only for waits that leave nothing half done, such as a read whose bytes are not kept).
 async fn unless_stopped<T>(
-    core: &Core,
+    core: &Rc<Host>,
     ss: &SlaveShard,
     fut: impl std::future::Future<Output = T>,
 ) -> Option<T> {
@@ -169,14 +169,14 @@ enum Ended {
 
 /// Keeps the shard's stream from the master going until the broker stops or the stream is
 /// stopped.
-pub async fn run(core: Rc<Core>, ss: Rc<SlaveShard>) {
+pub async fn run(core: Rc<Host>, ss: Rc<SlaveShard>) {
     stream_until_stopped(&core, &ss).await;
     ss.connected.set(false);
     ss.ended.set(true);
     ss.wake.notify_all();
 }
 
-async fn stream_until_stopped(core: &Rc<Core>, ss: &Rc<SlaveShard>) {
+async fn stream_until_stopped(core: &Rc<Host>, ss: &Rc<SlaveShard>) {
     let master = ss.master_addr.clone();
     if master.is_empty() {
         return;
@@ -227,8 +227,8 @@ async fn stream_until_stopped(core: &Rc<Core>, ss: &Rc<SlaveShard>) {
     }
 }
 
-async fn session(core: &Rc<Core>, ss: &Rc<SlaveShard>, addr: &str) -> Ended {
-    let cfg = &core.shared.config;
+async fn session(core: &Rc<Host>, ss: &Rc<SlaveShard>, addr: &str) -> Ended {
+    let cfg = &core.shared().config;
     let connect = TcpStream::connect_timeout(addr, HANDSHAKE_TIMEOUT);
     let stream = match unless_stopped(core, ss, connect).await {
         None => return Ended::Lost("the slave is stopping".into()),
@@ -236,7 +236,7 @@ async fn session(core: &Rc<Core>, ss: &Rc<SlaveShard>, addr: &str) -> Ended {
         Some(Err(e)) => return Ended::Lost(format!("cannot connect: {e}")),
     };
     let _ = stream.set_nodelay(true);
-    let stream = match &core.shared.tls.client {
+    let stream = match &core.shared().tls.client {
         None => crate::tls::Stream::Plain(stream),
         Some(tls) => {
             let dialed = crate::tls::connect(tls, addr, stream, HANDSHAKE_TIMEOUT);
@@ -257,7 +257,7 @@ async fn session(core: &Rc<Core>, ss: &Rc<SlaveShard>, addr: &str) -> Ended {
     let hello = Frame::Hello(Hello {
         version: wire::VERSION,
         shard: ss.shard_id,
-        shard_count: core.shared.shard_count,
+        shard_count: core.shared().shard_count,
         segment_bytes: shard.segment_bytes(),
         broker_id: cfg.broker_id,
         log_min: min,
@@ -426,22 +426,14 @@ async fn session(core: &Rc<Core>, ss: &Rc<SlaveShard>, addr: &str) -> Ended {
                 }
             }
             Some(Ok(Frame::Topics(list))) => {
-                glommio::spawn_local(follow_topics(core.clone(), list)).detach();
+                let core = core.clone();
+                glommio::spawn_local(async move { core.follow_topics(list).await }).detach();
             }
             Some(Ok(Frame::Offsets(list))) => {
                 // The master's group offsets of this shard: a promoted slave's consumers
                 // go on where they were.
-                if let Some(table) = core.offsets.get(&ss.shard_id) {
-                    let mut t = table.borrow_mut();
-                    for e in list {
-                        let key = protocol::GroupQueue {
-                            group: e.group,
-                            topic: e.topic,
-                            queue_id: e.queue_id,
-                        };
-                        t.replicate(key, e.offset, e.epoch);
-                    }
-                    ss.group_offsets.set(t.entries().count() as u64);
+                if let Some(held) = core.replicate_offsets(ss.shard_id, list) {
+                    ss.group_offsets.set(held as u64);
                 }
             }
             Some(Ok(other)) => break Ended::Lost(format!("unexpected frame {other:?}")),
@@ -456,41 +448,6 @@ async fn session(core: &Rc<Core>, ss: &Rc<SlaveShard>, addr: &str) -> Ended {
     };
     acker.cancel().await;
     ended
-}
-
-/// Takes the master's topic table (RocketMQ's slave synchronization of topic configs): a
-/// slave promoted, or read while its master is away, knows the topics. The table comes
-/// whole, so a topic the master deleted is deleted here too (its records stay in the log
-/// until retention, as on the master).
-async fn follow_topics(core: Rc<Core>, list: Vec<protocol::TopicConfig>) {
-    let gone: Vec<String> = {
-        let theirs: std::collections::HashSet<&str> =
-            list.iter().map(|t| t.name.as_str()).collect();
-        core.topics
-            .borrow()
-            .all()
-            .into_iter()
-            .map(|t| t.name)
-            .filter(|n| !theirs.contains(n.as_str()) && n != crate::topics::AUTO_CREATE_TOPIC_KEY)
-            .collect()
-    };
-    for name in gone {
-        if let Err(e) = core.delete_topic(name.clone()).await {
-            tracing::warn!(
-                topic = name,
-                "cannot delete a topic the master deleted: {e}"
-            );
-        }
-    }
-    for cfg in list {
-        if core.topics.borrow().get(&cfg.name) == Some(&cfg) {
-            continue;
-        }
-        let name = cfg.name.clone();
-        if let Err(e) = core.create_topic(cfg).await {
-            tracing::warn!(topic = name, "cannot take the master's topic config: {e}");
-        }
-    }
 }
 
 /// Acknowledges what a crash of this process keeps as soon as that grows (and at least

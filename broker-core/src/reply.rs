@@ -16,9 +16,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use message::{encode_record, MessageFields};
-use protocol::{Command, ResponseCode, TopicConfig};
-use remoting::codes::{request, response};
-use remoting::RemotingCommand;
+use protocol::TopicConfig;
 
 use crate::core::{mismatch, Core};
 use crate::error::BrokerError;
@@ -28,7 +26,7 @@ pub use message::reply::{prop, reply_topic, REPLY_MESSAGE_FLAG};
 pub use message::TRACE_TOPIC;
 
 /// How long the broker waits for the requester to take a pushed reply.
-const PUSH_ANSWER_TIMEOUT: Duration = Duration::from_secs(3);
+pub const PUSH_ANSWER_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// A reply on its way to its requester: the message as the replier sent it.
 #[derive(Debug, Clone)]
@@ -87,7 +85,7 @@ impl ReplyPush {
     }
 }
 
-fn now_ms() -> i64 {
+pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
@@ -108,7 +106,7 @@ impl Core {
         reply
             .properties
             .push((prop::PUSH_REPLY_TIME.into(), now_ms().to_string()));
-        if self.push_reply_local(&client_id, &reply).await? {
+        if self.link().push_reply(&client_id, &reply).await? {
             return Ok(());
         }
         for core in (0..self.shared.cores).filter(|c| *c != self.id) {
@@ -131,73 +129,6 @@ impl Core {
         Err(BrokerError::NotFound(format!(
             "push reply message fail, channel of <{client_id}> not found"
         )))
-    }
-
-    /// Pushes `reply` on this core's connection of `client_id`; false when it has none.
-    pub(crate) async fn push_reply_local(
-        &self,
-        client_id: &str,
-        reply: &ReplyPush,
-    ) -> Result<bool, BrokerError> {
-        let Some(conn) = self.clients.of_client(client_id) else {
-            return Ok(false);
-        };
-        if conn.speaks_remoting() {
-            let mut cmd = RemotingCommand::request(request::PUSH_REPLY_MESSAGE_TO_CLIENT, 0);
-            let born = reply
-                .born_host
-                .map(|h| h.to_string())
-                .unwrap_or_else(|| conn.peer.clone());
-            let props = remoting::message::encode_properties(
-                reply
-                    .properties
-                    .iter()
-                    .map(|(k, v)| (k.as_str(), v.as_str())),
-            );
-            // ReplyMessageRequestHeader: every field the Java client reads.
-            for (k, v) in [
-                ("producerGroup", reply.producer_group.clone()),
-                ("topic", reply.topic.clone()),
-                (
-                    "defaultTopic",
-                    crate::topics::AUTO_CREATE_TOPIC_KEY.to_owned(),
-                ),
-                ("defaultTopicQueueNums", "4".to_owned()),
-                ("queueId", reply.queue_id.max(0).to_string()),
-                ("sysFlag", reply.sys_flag.to_string()),
-                ("bornTimestamp", reply.born_timestamp_ms.to_string()),
-                ("flag", reply.flag.to_string()),
-                ("properties", props),
-                ("reconsumeTimes", reply.reconsume_times.to_string()),
-                ("unitMode", "false".to_owned()),
-                ("bornHost", born),
-                ("storeHost", self.store_host.to_string()),
-                ("storeTimestamp", now_ms().to_string()),
-            ] {
-                cmd.ext_fields.insert(k.to_owned(), v);
-            }
-            let answer = conn
-                .request_remoting_with_body(cmd, reply.body.clone(), PUSH_ANSWER_TIMEOUT)
-                .await?;
-            if answer.command.code != response::SUCCESS {
-                return Err(BrokerError::Busy(format!(
-                    "push reply message to {client_id} failed: {}",
-                    answer.command.remark.unwrap_or_default()
-                )));
-            }
-        } else {
-            let record = Bytes::from(reply.record()?);
-            let answer = conn
-                .request_with_body(Command::PushReply, record, PUSH_ANSWER_TIMEOUT)
-                .await?;
-            if answer.header.code != ResponseCode::Success as u16 {
-                return Err(BrokerError::Busy(format!(
-                    "push reply message to {client_id} failed: {}",
-                    answer.header.remark
-                )));
-            }
-        }
-        Ok(true)
     }
 
     /// Handles a reply: pushes it to its requester, then stores it in the reply topic when

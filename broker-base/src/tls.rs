@@ -149,10 +149,10 @@ impl AsyncWrite for Stream {
 }
 
 /// Why an accepted connection was not served.
-#[derive(Debug)]
 pub enum Refused {
-    /// Plaintext on an enforcing listener.
-    Plaintext,
+    /// Plaintext on an enforcing listener: the connection, for the caller to answer in the
+    /// protocol the client spoke (a front end) or to close (replication).
+    Plaintext(TcpStream),
     /// Nothing, or no complete handshake, within the deadline.
     Timeout,
     /// The handshake failed (a client that does not trust the certificate, or sent no
@@ -192,12 +192,7 @@ pub async fn accept(
     }
     match listener.decide(first[0]) {
         Decision::Plain => Ok(Stream::Plain(stream)),
-        Decision::Refuse => {
-            // Its first request is answered with why, so the client can say so.
-            let mut stream = stream;
-            crate::deadline::with_timeout(bounds.handshake, answer_plaintext(&mut stream)).await;
-            Err(Refused::Plaintext)
-        }
+        Decision::Refuse => Err(Refused::Plaintext(stream)),
         Decision::Tls => {
             let left = until.saturating_duration_since(Instant::now());
             let acceptor = TlsAcceptor::from(config.clone());
@@ -206,30 +201,6 @@ pub async fn accept(
                 Some(Ok(s)) => Ok(Stream::Server(Box::new(s))),
                 Some(Err(e)) => Err(Refused::Handshake(e.to_string())),
             }
-        }
-    }
-}
-
-/// Reads a plaintext client's first request and answers it with [`tls::PLAINTEXT_REFUSED`]
-/// (see [`tls::refuse_plaintext`]): bounded in bytes there, in time by the caller.
-async fn answer_plaintext(stream: &mut TcpStream) {
-    use futures_lite::{AsyncReadExt, AsyncWriteExt};
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    loop {
-        match tls::refuse_plaintext(&buf) {
-            tls::Refusal::NeedMore => {}
-            tls::Refusal::Answer(a) => {
-                if stream.write_all(&a).await.is_ok() {
-                    let _ = stream.flush().await;
-                }
-                return;
-            }
-            tls::Refusal::Close => return,
-        }
-        match stream.read(&mut chunk).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
         }
     }
 }
@@ -253,31 +224,13 @@ pub async fn connect(
     }
 }
 
-/// [`accept`] on a client listener of `core`: a refusal is counted in the core's
-/// connection stats (and logged at most once per interval) and yields `None`.
-pub async fn accept_counted(
-    core: &crate::core::Core,
-    stream: TcpStream,
-    peer: &str,
-    bounds: Bounds,
-) -> Option<Stream> {
-    use crate::connections::ClosedFor;
-    match accept(&core.shared.tls.listener, stream, bounds).await {
-        Ok(s) => Some(s),
-        Err(Refused::Plaintext) => {
-            core.connections.count(ClosedFor::Plaintext, peer);
-            None
+impl std::fmt::Debug for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refused::Plaintext(_) => f.write_str("Plaintext"),
+            Refused::Timeout => f.write_str("Timeout"),
+            Refused::Handshake(e) => write!(f, "Handshake({e})"),
+            Refused::Closed => f.write_str("Closed"),
         }
-        Err(Refused::Timeout) => {
-            core.connections
-                .count_with(ClosedFor::TlsHandshake, peer, "no handshake in time");
-            None
-        }
-        Err(Refused::Handshake(e)) => {
-            core.connections
-                .count_with(ClosedFor::TlsHandshake, peer, &e);
-            None
-        }
-        Err(Refused::Closed) => None,
     }
 }

@@ -1,4 +1,4 @@
-//! Subscription group configs (RocketMQ's `SubscriptionGroupConfig`, set by mqadmin's
+//! Subscription group configs (RocketMQ's `GroupConfig`, set by mqadmin's
 //! updateSubGroup): a small table core 0 owns and keeps in `<data dir>/config/subscription_groups.json`,
 //! rewritten whole at every change (a temporary file, fsync, rename, fsync of the directory),
 //! since changes are rare and the table is small. Other cores reach it through the mesh
@@ -11,13 +11,61 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use remoting::body::SubscriptionGroupConfig;
+use serde_json::{Map, Value};
 
 const FILE: &str = "subscription_groups.json";
 
+/// One subscription group's config as a front end gave it: a JSON object in RocketMQ's
+/// `GroupConfig` form (`groupName`, `retryMaxTimes`, ...). The kernel keeps,
+/// persists and lists it whole, fields it does not know included; the front ends read it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "Map<String, Value>", into = "Map<String, Value>")]
+pub struct GroupConfig {
+    name: String,
+    fields: Map<String, Value>,
+}
+
+impl GroupConfig {
+    /// The JSON key of the group's name.
+    pub const NAME_KEY: &'static str = "groupName";
+
+    /// The config `fields` hold; they must name the group (a non-empty `groupName`).
+    pub fn new(fields: Map<String, Value>) -> Result<GroupConfig, String> {
+        match fields.get(Self::NAME_KEY) {
+            Some(Value::String(name)) if !name.is_empty() => Ok(GroupConfig {
+                name: name.clone(),
+                fields,
+            }),
+            _ => Err(format!("{} is required", Self::NAME_KEY)),
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn fields(&self) -> &Map<String, Value> {
+        &self.fields
+    }
+}
+
+impl TryFrom<Map<String, Value>> for GroupConfig {
+    type Error = String;
+
+    fn try_from(fields: Map<String, Value>) -> Result<Self, String> {
+        GroupConfig::new(fields)
+    }
+}
+
+impl From<GroupConfig> for Map<String, Value> {
+    fn from(g: GroupConfig) -> Self {
+        g.fields
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct SubGroupTable {
-    groups: BTreeMap<String, SubscriptionGroupConfig>,
+    groups: BTreeMap<String, GroupConfig>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -48,16 +96,13 @@ impl SubGroupTable {
                 })
             }
         };
-        let list: Vec<SubscriptionGroupConfig> =
+        let list: Vec<GroupConfig> =
             serde_json::from_str(&text).map_err(|e| SubGroupError::Load {
                 path: path.clone(),
                 message: e.to_string(),
             })?;
         Ok(SubGroupTable {
-            groups: list
-                .into_iter()
-                .map(|g| (g.group_name.clone(), g))
-                .collect(),
+            groups: list.into_iter().map(|g| (g.name.clone(), g)).collect(),
         })
     }
 
@@ -68,7 +113,7 @@ impl SubGroupTable {
             path: path.clone(),
             message: e.to_string(),
         };
-        let list: Vec<&SubscriptionGroupConfig> = self.groups.values().collect();
+        let list: Vec<&GroupConfig> = self.groups.values().collect();
         let text = serde_json::to_string_pretty(&list).map_err(|e| SubGroupError::Persist {
             path: path.clone(),
             message: e.to_string(),
@@ -78,8 +123,8 @@ impl SubGroupTable {
         crate::durable::replace(&path, text.as_bytes()).map_err(err)
     }
 
-    pub fn upsert(&mut self, cfg: SubscriptionGroupConfig) {
-        self.groups.insert(cfg.group_name.clone(), cfg);
+    pub fn upsert(&mut self, cfg: GroupConfig) {
+        self.groups.insert(cfg.name.clone(), cfg);
     }
 
     /// Whether the group was there.
@@ -87,11 +132,11 @@ impl SubGroupTable {
         self.groups.remove(group).is_some()
     }
 
-    pub fn get(&self, group: &str) -> Option<&SubscriptionGroupConfig> {
+    pub fn get(&self, group: &str) -> Option<&GroupConfig> {
         self.groups.get(group)
     }
 
-    pub fn all(&self) -> Vec<SubscriptionGroupConfig> {
+    pub fn all(&self) -> Vec<GroupConfig> {
         self.groups.values().cloned().collect()
     }
 }
@@ -100,15 +145,22 @@ impl SubGroupTable {
 mod tests {
     use super::*;
 
+    fn group(name: &str, retry_max_times: i64) -> GroupConfig {
+        let mut fields = Map::new();
+        fields.insert(GroupConfig::NAME_KEY.into(), name.into());
+        fields.insert("retryMaxTimes".into(), retry_max_times.into());
+        fields.insert("aFieldOfALaterRelease".into(), Value::Bool(true));
+        GroupConfig::new(fields).unwrap()
+    }
+
     #[test]
-    fn groups_survive_a_reload_and_a_removal_is_kept() {
+    fn groups_survive_a_reload_whole_and_a_removal_is_kept() {
         let dir = tempfile::tempdir().unwrap();
         assert!(SubGroupTable::load(dir.path()).unwrap().all().is_empty());
         let mut t = SubGroupTable::default();
-        let mut g = SubscriptionGroupConfig::named("G1");
-        g.retry_max_times = 3;
+        let g = group("G1", 3);
         t.upsert(g.clone());
-        t.upsert(SubscriptionGroupConfig::named("G2"));
+        t.upsert(group("G2", 16));
         t.persist(dir.path()).unwrap();
         let back = SubGroupTable::load(dir.path()).unwrap();
         assert_eq!(back.get("G1"), Some(&g));
@@ -121,10 +173,12 @@ mod tests {
             .unwrap()
             .all()
             .into_iter()
-            .map(|g| g.group_name)
+            .map(|g| g.name().to_owned())
             .collect();
         assert_eq!(names, ["G1"]);
         std::fs::write(SubGroupTable::file(dir.path()), "[{").unwrap();
+        assert!(SubGroupTable::load(dir.path()).is_err());
+        std::fs::write(SubGroupTable::file(dir.path()), r#"[{"retryMaxTimes":1}]"#).unwrap();
         assert!(SubGroupTable::load(dir.path()).is_err());
     }
 }

@@ -20,20 +20,42 @@ use tls::SyncStream;
 use protocol::blocking::{write_frame, FrameReader};
 use protocol::{BrokerKey, Command, Header, RegisterBroker, ResponseCode, TopicConfig};
 
-use crate::core::Shared;
+use crate::ha::controller_link::ControllerState;
+use crate::shared::Shared;
 use crate::topics::{topic_config, AUTO_CREATE_TOPIC_KEY};
 
 const IO_TIMEOUT: Duration = Duration::from_secs(3);
 /// A heartbeat is a few bytes: a NameServer that takes longer is treated as unreachable.
 const HEARTBEAT_TIMEOUT: Duration = Duration::from_millis(500);
 
-pub fn spawn(shared: Arc<Shared>) -> std::io::Result<std::thread::JoinHandle<()>> {
+/// The registration thread: it registers the broker with every NameServer, again after
+/// each topic change, and heartbeats between; in controller mode with the id and epoch the
+/// controllers gave (`controller`).
+pub fn spawn(
+    shared: Arc<Shared>,
+    controller: Option<Arc<ControllerState>>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new()
         .name("namesrv-register".into())
-        .spawn(move || run(shared))
+        .spawn(move || run(Registrar { shared, controller }))
 }
 
-fn key(shared: &Shared) -> BrokerKey {
+/// What the registration thread reads: the broker's shared state and, in controller mode,
+/// the controllers' word.
+struct Registrar {
+    shared: Arc<Shared>,
+    controller: Option<Arc<ControllerState>>,
+}
+
+impl std::ops::Deref for Registrar {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.shared
+    }
+}
+
+fn key(shared: &Registrar) -> BrokerKey {
     BrokerKey {
         cluster: shared.config.cluster_name.clone(),
         broker_name: shared.config.broker_name.clone(),
@@ -43,7 +65,7 @@ fn key(shared: &Shared) -> BrokerKey {
 
 /// The NameServer id and master epoch to register with: in controller mode the ones the
 /// controllers' last answer gave (0 for the master), else the configured id.
-fn registered_as(shared: &Shared) -> (u64, u32) {
+fn registered_as(shared: &Registrar) -> (u64, u32) {
     shared
         .controller
         .as_ref()
@@ -51,7 +73,7 @@ fn registered_as(shared: &Shared) -> (u64, u32) {
         .unwrap_or((shared.config.broker_id, 0))
 }
 
-fn registration(shared: &Shared) -> RegisterBroker {
+fn registration(shared: &Registrar) -> RegisterBroker {
     let mut topics: Vec<TopicConfig> = shared
         .topics
         .lock()
@@ -370,7 +392,7 @@ fn peer_closed(e: &protocol::ProtocolError) -> bool {
 /// The full registration: the command, and the topic table compressed in the body (any
 /// number of topics fits in a frame, where a header of them passed its 1 MiB limit at
 /// 7,000-9,800 topics).
-fn registration_frame(shared: &Shared) -> (Command, Vec<u8>) {
+fn registration_frame(shared: &Registrar) -> (Command, Vec<u8>) {
     let mut reg = registration(shared);
     let body = match protocol::encode_topic_body(&reg.topics) {
         Ok(b) => {
@@ -391,7 +413,7 @@ const TOPIC_CHANGES_MAX: usize = 1024;
 /// Registers the topics created or changed since the last time: alone with a NameServer
 /// that has the broker's full registration (what a creation costs then does not grow with
 /// the number of topics), in full with any other.
-fn register_changes(shared: &Shared, links: &mut [NameServerLink]) {
+fn register_changes(shared: &Registrar, links: &mut [NameServerLink]) {
     let changed = shared
         .topics_changed
         .lock()
@@ -411,7 +433,7 @@ fn register_changes(shared: &Shared, links: &mut [NameServerLink]) {
     }
 }
 
-fn register_all(shared: &Shared, links: &mut [NameServerLink]) -> bool {
+fn register_all(shared: &Registrar, links: &mut [NameServerLink]) -> bool {
     let frame = registration_frame(shared);
     let mut any = false;
     for link in links {
@@ -424,7 +446,7 @@ fn register_all(shared: &Shared, links: &mut [NameServerLink]) -> bool {
 /// broker (it restarted empty, or dropped it) gets the full registration at once; one that
 /// does not answer is tried again at the next beat, with a short timeout, so that a frozen
 /// NameServer does not delay the others' heartbeats past their expiry.
-fn heartbeat_all(shared: &Shared, links: &mut [NameServerLink]) {
+fn heartbeat_all(shared: &Registrar, links: &mut [NameServerLink]) {
     let beat = Command::BrokerHeartbeat(key(shared));
     let mut frame = None;
     for link in links {
@@ -449,7 +471,7 @@ fn heartbeat_all(shared: &Shared, links: &mut [NameServerLink]) {
     }
 }
 
-fn run(shared: Arc<Shared>) {
+fn run(shared: Registrar) {
     let namesrvs = shared.config.namesrv_list();
     if namesrvs.is_empty() {
         return;

@@ -759,7 +759,7 @@ impl Timer {
         // a timer message also says when it was stored and delivered. `__TIMER_FROM` marks
         // the copy as delivered, so its key does not hold it again.
         let real_qid =
-            crate::rocketmq::client_queue_id(&self.core, topic, v.queue_id()).to_string();
+            crate::numbering::client_queue_id(&self.core, topic, v.queue_id()).to_string();
         let level = v
             .property(message::timer::DELAY)
             .and_then(|l| l.trim().parse::<i64>().ok())

@@ -9,24 +9,64 @@
 //!
 //! Every core of a master listens on its own replication port; a slave's shard connects to
 //! `ha_master_address` (core 0's) and is sent on to the core that owns the shard.
+//!
+//! This layer sits under the per-core kernel (`broker-core`) and never sees it: it reaches
+//! the core's shards, topics and group offsets through [`ReplicaHost`], which the kernel
+//! implements. [`controller_link`] is the thread that heartbeats the failover controllers.
+
+#![cfg_attr(test, allow(clippy::unwrap_used))]
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use glommio::net::TcpListener;
 use shard::Shard;
 
 use crate::config::BrokerConfig;
-use crate::controller_link::{Assignment, ShardReport};
-use crate::core::Core;
+use crate::controller_link::{Assignment, ControllerState, ShardReport};
 
 pub mod auth;
+pub mod controller_link;
 pub mod epochs;
 pub mod master;
 pub mod slave;
 pub mod wire;
+
+// The layer below, by the names this crate's modules use.
+pub use broker_base::{config, deadline, durable, error, metrics, shared, tls};
+
+/// What replication needs of the core that hosts its shards: the per-core kernel
+/// implements it, so this layer never names the kernel's types.
+pub trait ReplicaHost: 'static {
+    fn core_id(&self) -> u16;
+    fn shared(&self) -> &Arc<shared::Shared>;
+    /// This core's replication ends.
+    fn replication(&self) -> &CoreHa;
+    fn shards(&self) -> &HashMap<u16, Shard>;
+    /// The topic table, as a master sends it to its slaves.
+    fn topic_list(&self) -> Vec<protocol::TopicConfig>;
+    /// Takes the master's whole topic table: creates and changes what differs, deletes
+    /// what the master no longer has.
+    fn follow_topics(
+        &self,
+        list: Vec<protocol::TopicConfig>,
+    ) -> Pin<Box<dyn Future<Output = ()> + '_>>;
+    /// The version of `shard`'s group offsets: it moves at every commit.
+    fn offsets_version(&self, shard: u16) -> u64;
+    /// `shard`'s committed group offsets.
+    fn offset_entries(&self, shard: u16) -> Vec<wire::OffsetEntry>;
+    /// Stores the master's group offsets of `shard`; how many the shard's table holds then
+    /// (`None` when this core does not host the shard).
+    fn replicate_offsets(&self, shard: u16, entries: Vec<wire::OffsetEntry>) -> Option<usize>;
+}
+
+/// The host, as replication's tasks hold it.
+pub type Host = dyn ReplicaHost;
 
 pub use master::{LinkStatus, MasterShard};
 pub use slave::{SlaveShard, SlaveStatus};
@@ -52,6 +92,8 @@ pub struct CoreHa {
     /// Controller mode: each shard's history as found at start, until the shard first
     /// becomes a master or a slave.
     found: RefCell<HashMap<u16, epochs::Epochs>>,
+    /// Controller mode: what the controllers decided, and what the cores report to them.
+    pub controller: Option<Arc<ControllerState>>,
 }
 
 impl CoreHa {
@@ -60,8 +102,15 @@ impl CoreHa {
     /// disk, is logged and the shard keeps the epoch it had); a history that cannot be read
     /// is an error naming the shard. In controller mode every shard waits for the
     /// controllers' word.
-    pub fn new(config: &BrokerConfig, shards: &HashMap<u16, Shard>) -> Result<CoreHa, String> {
-        let ha = CoreHa::default();
+    pub fn new(
+        config: &BrokerConfig,
+        shards: &HashMap<u16, Shard>,
+        controller: Option<Arc<ControllerState>>,
+    ) -> Result<CoreHa, String> {
+        let ha = CoreHa {
+            controller,
+            ..CoreHa::default()
+        };
         if config.enable_controller_mode {
             *ha.refusal.borrow_mut() =
                 "it waits for the controllers to name its group's master".into();
@@ -216,10 +265,33 @@ pub struct ShardHaStatus {
     pub from_master: Option<SlaveStatus>,
 }
 
+impl ShardHaStatus {
+    /// What the metrics show of it.
+    pub fn gauges(&self) -> metrics::ShardReplication {
+        metrics::ShardReplication {
+            shard: self.shard,
+            from_master: self.from_master.as_ref().map(|m| metrics::MasterGauges {
+                lag_bytes: m.lag_bytes,
+                connected: m.connected,
+            }),
+            slaves: self
+                .slaves
+                .iter()
+                .map(|l| metrics::SlaveGauges {
+                    broker_id: l.broker_id,
+                    lag_bytes: l.lag_bytes,
+                    lag_ms: l.lag_ms,
+                    in_sync: l.in_sync,
+                })
+                .collect(),
+        }
+    }
+}
+
 /// Starts this core's replication tasks: the accept loop of its replication port, the
 /// in-sync set's clock (with, in controller mode, the controllers' assignment), and a
 /// slave's streams.
-pub fn spawn(core: &Rc<Core>, listener: TcpListener) -> Vec<glommio::Task<()>> {
+pub fn spawn(core: &Rc<Host>, listener: TcpListener) -> Vec<glommio::Task<()>> {
     let mut tasks = Vec::new();
     let c = core.clone();
     tasks.push(glommio::spawn_local(async move {
@@ -229,7 +301,7 @@ pub fn spawn(core: &Rc<Core>, listener: TcpListener) -> Vec<glommio::Task<()>> {
                     glommio::spawn_local(master::serve_slave(c.clone(), stream)).detach();
                 }
                 Err(e) => {
-                    tracing::warn!(core = c.id, "replication accept failed: {e}");
+                    tracing::warn!(core = c.core_id(), "replication accept failed: {e}");
                     glommio::timer::sleep(Duration::from_millis(100)).await;
                 }
             }
@@ -239,7 +311,7 @@ pub fn spawn(core: &Rc<Core>, listener: TcpListener) -> Vec<glommio::Task<()>> {
     tasks.push(glommio::spawn_local(async move {
         // Leaving the in-sync set is a matter of time passing, not only of acks arriving;
         // a new assignment is taken within a tick.
-        let tick = if c.shared.controller.is_some() {
+        let tick = if c.replication().controller.is_some() {
             Duration::from_millis(20)
         } else {
             Duration::from_millis(100)
@@ -250,17 +322,23 @@ pub fn spawn(core: &Rc<Core>, listener: TcpListener) -> Vec<glommio::Task<()>> {
             if refreshed.elapsed() >= Duration::from_millis(100) {
                 refreshed = Instant::now();
                 let masters: Vec<Rc<MasterShard>> =
-                    c.ha.masters.borrow().values().cloned().collect();
+                    c.replication().masters.borrow().values().cloned().collect();
                 for m in masters {
                     m.refresh();
                 }
             }
-            if c.shared.controller.is_some() {
+            if c.replication().controller.is_some() {
                 follow(&c).await;
             }
         }
     }));
-    let slaves: Vec<Rc<SlaveShard>> = core.ha.slaves.borrow().values().cloned().collect();
+    let slaves: Vec<Rc<SlaveShard>> = core
+        .replication()
+        .slaves
+        .borrow()
+        .values()
+        .cloned()
+        .collect();
     for s in slaves {
         tasks.push(glommio::spawn_local(slave::run(core.clone(), s)));
     }
@@ -275,14 +353,14 @@ const DRAIN_SLAVES_MAX: Duration = Duration::from_secs(5);
 /// acknowledged all of its log, so a SIGTERM loses nothing on them even under ASYNC_MASTER.
 /// In controller mode it tells the heartbeat thread which slaves have everything on each
 /// shard (none for a shard this core does not serve as master), for the hand-over.
-pub async fn drain_slaves(core: &Core) {
-    let serving = core.ha.serving.get();
-    let wait = Duration::from_millis(core.shared.config.slave_timeout_ms).min(DRAIN_SLAVES_MAX);
+pub async fn drain_slaves(core: &Rc<Host>) {
+    let serving = core.replication().serving.get();
+    let wait = Duration::from_millis(core.shared().config.slave_timeout_ms).min(DRAIN_SLAVES_MAX);
     let deadline = Instant::now() + wait;
-    let mut ids: Vec<u16> = core.shards.keys().copied().collect();
+    let mut ids: Vec<u16> = core.shards().keys().copied().collect();
     ids.sort_unstable();
     for id in ids {
-        let caught_up = match (core.ha.master(id), core.shards.get(&id)) {
+        let caught_up = match (core.replication().master(id), core.shards().get(&id)) {
             (Some(m), Some(shard)) => {
                 let end = shard.log_bounds().1;
                 let have = m.wait_acknowledged(end, deadline).await;
@@ -291,7 +369,7 @@ pub async fn drain_slaves(core: &Core) {
             }
             _ => Vec::new(),
         };
-        if let Some(ctl) = core.shared.controller.as_ref() {
+        if let Some(ctl) = core.replication().controller.as_ref() {
             ctl.drained(id, if serving { caught_up } else { Vec::new() });
         }
     }
@@ -299,27 +377,33 @@ pub async fn drain_slaves(core: &Core) {
 
 /// Controller mode, on this core's tick: reports its shards to the heartbeat thread, and
 /// applies a new assignment of the controllers.
-async fn follow(core: &Rc<Core>) {
-    let Some(ctl) = core.shared.controller.as_ref() else {
+async fn follow(core: &Rc<Host>) {
+    let Some(ctl) = core.replication().controller.as_ref() else {
         return;
     };
-    for (&id, shard) in &core.shards {
-        let report = match core.ha.master(id) {
+    for (&id, shard) in core.shards() {
+        let report = match core.replication().master(id) {
             Some(m) => ShardReport {
                 epoch: m.epochs.borrow().current(),
                 end: shard.log_bounds().1,
-                master: core.ha.serving.get(),
+                master: core.replication().serving.get(),
                 in_sync: m.in_sync_ids(),
                 healthy: !shard.is_poisoned(),
             },
             None => ShardReport {
                 epoch: core
-                    .ha
+                    .replication()
                     .slaves
                     .borrow()
                     .get(&id)
                     .map(|s| s.epochs.borrow().current())
-                    .unwrap_or_else(|| core.ha.found.borrow().get(&id).map_or(0, |e| e.current())),
+                    .unwrap_or_else(|| {
+                        core.replication()
+                            .found
+                            .borrow()
+                            .get(&id)
+                            .map_or(0, |e| e.current())
+                    }),
                 end: shard.log_bounds().1,
                 master: false,
                 in_sync: Vec::new(),
@@ -329,10 +413,10 @@ async fn follow(core: &Rc<Core>) {
         ctl.publish(id, report);
     }
     let version = ctl.version();
-    if version == core.ha.applied.get() {
+    if version == core.replication().applied.get() {
         return;
     }
-    core.ha.applied.set(version);
+    core.replication().applied.set(version);
     match ctl.assignment() {
         Assignment::Master {
             epoch,
@@ -344,28 +428,29 @@ async fn follow(core: &Rc<Core>) {
             master_ha,
         } => demote(core, epoch, master_id, &master_ha).await,
         Assignment::Pending { why } => {
-            core.ha.serving.set(false);
-            *core.ha.refusal.borrow_mut() = format!("it is not its group's master: {why}");
+            core.replication().serving.set(false);
+            *core.replication().refusal.borrow_mut() =
+                format!("it is not its group's master: {why}");
         }
     }
 }
 
 /// Makes every shard of this core a master in `epoch`: a slave's stream is stopped first
 /// (nothing is placed after this), then the epoch opened, then sends are taken.
-async fn promote(core: &Rc<Core>, epoch: u32, sync_state_set: &[u64]) {
-    let me = core.shared.config.broker_id;
+async fn promote(core: &Rc<Host>, epoch: u32, sync_state_set: &[u64]) {
+    let me = core.shared().config.broker_id;
     let counted: Vec<u64> = sync_state_set
         .iter()
         .copied()
         .filter(|&id| id != me)
         .collect();
-    let mut ids: Vec<u16> = core.shards.keys().copied().collect();
+    let mut ids: Vec<u16> = core.shards().keys().copied().collect();
     ids.sort_unstable();
     for id in ids {
-        let Some(shard) = core.shards.get(&id) else {
+        let Some(shard) = core.shards().get(&id) else {
             continue;
         };
-        if let Some(m) = core.ha.master(id) {
+        if let Some(m) = core.replication().master(id) {
             // Already the master: a new epoch (an election of this same broker) is opened
             // where the log is; the controllers' in-sync set is taken.
             let history = m.epochs.borrow().clone();
@@ -374,41 +459,46 @@ async fn promote(core: &Rc<Core>, epoch: u32, sync_state_set: &[u64]) {
             m.set_counted(Some(counted.clone()));
             continue;
         }
-        let stopped = core.ha.slaves.borrow_mut().remove(&id);
+        let stopped = core.replication().slaves.borrow_mut().remove(&id);
         let history = match stopped {
             Some(s) => {
                 s.stop().await;
                 s.epochs.borrow().clone()
             }
-            None => core.ha.found.borrow_mut().remove(&id).unwrap_or_default(),
+            None => core
+                .replication()
+                .found
+                .borrow_mut()
+                .remove(&id)
+                .unwrap_or_default(),
         };
         let history = open_epoch(id, shard, history, Some(epoch));
         let m = Rc::new(MasterShard::new(
             id,
             shard.clone(),
-            &core.shared.config,
+            &core.shared().config,
             history,
         ));
         m.set_counted(Some(counted.clone()));
         // Reads were capped at what the old master confirmed; from now on this shard's
         // own in-sync set sets the cap.
         m.refresh();
-        core.ha.masters.borrow_mut().insert(id, m);
+        core.replication().masters.borrow_mut().insert(id, m);
     }
-    core.ha.serving.set(true);
-    tracing::info!(core = core.id, epoch, "serving as master");
+    core.replication().serving.set(true);
+    tracing::info!(core = core.core_id(), epoch, "serving as master");
 }
 
 /// Makes every shard of this core a slave of `master_ha` in `epoch`: sends stop at once,
 /// the appends under way end, the master ends' streams close, then each shard streams from
 /// the new master (cutting back what it has that the new master never had).
-async fn demote(core: &Rc<Core>, epoch: u32, master_id: u64, master_ha: &str) {
-    core.ha.serving.set(false);
-    *core.ha.refusal.borrow_mut() = format!(
+async fn demote(core: &Rc<Host>, epoch: u32, master_id: u64, master_ha: &str) {
+    core.replication().serving.set(false);
+    *core.replication().refusal.borrow_mut() = format!(
         "it is a slave of broker {master_id} ({master_ha}) in epoch {epoch}: send to the master (broker id 0)"
     );
     let masters: Vec<Rc<MasterShard>> = core
-        .ha
+        .replication()
         .masters
         .borrow_mut()
         .drain()
@@ -419,16 +509,16 @@ async fn demote(core: &Rc<Core>, epoch: u32, master_id: u64, master_ha: &str) {
     }
     // Sends that waited for replicas have been answered; those still appending end now.
     let deadline = Instant::now() + Duration::from_secs(10);
-    while core.ha.appending.get() > 0 && Instant::now() < deadline {
+    while core.replication().appending.get() > 0 && Instant::now() < deadline {
         glommio::timer::sleep(Duration::from_millis(1)).await;
     }
-    let mut ids: Vec<u16> = core.shards.keys().copied().collect();
+    let mut ids: Vec<u16> = core.shards().keys().copied().collect();
     ids.sort_unstable();
     for id in ids {
-        let Some(shard) = core.shards.get(&id) else {
+        let Some(shard) = core.shards().get(&id) else {
             continue;
         };
-        let current = core.ha.slaves.borrow().get(&id).cloned();
+        let current = core.replication().slaves.borrow().get(&id).cloned();
         if let Some(s) = &current {
             if s.master_addr() == master_ha {
                 s.min_epoch.set(epoch);
@@ -437,13 +527,18 @@ async fn demote(core: &Rc<Core>, epoch: u32, master_id: u64, master_ha: &str) {
         }
         let history = match &current {
             Some(s) => {
-                core.ha.slaves.borrow_mut().remove(&id);
+                core.replication().slaves.borrow_mut().remove(&id);
                 s.stop().await;
                 s.epochs.borrow().clone()
             }
             None => match masters.iter().find(|m| m.shard_id == id) {
                 Some(m) => m.epochs.borrow().clone(),
-                None => core.ha.found.borrow_mut().remove(&id).unwrap_or_default(),
+                None => core
+                    .replication()
+                    .found
+                    .borrow_mut()
+                    .remove(&id)
+                    .unwrap_or_default(),
             },
         };
         let s = Rc::new(SlaveShard::new(
@@ -453,11 +548,11 @@ async fn demote(core: &Rc<Core>, epoch: u32, master_id: u64, master_ha: &str) {
             master_ha.to_owned(),
             epoch,
         ));
-        core.ha.slaves.borrow_mut().insert(id, s.clone());
+        core.replication().slaves.borrow_mut().insert(id, s.clone());
         glommio::spawn_local(slave::run(core.clone(), s)).detach();
     }
     tracing::info!(
-        core = core.id,
+        core = core.core_id(),
         epoch,
         master = master_ha,
         "serving as a slave"

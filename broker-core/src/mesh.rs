@@ -23,7 +23,7 @@ use std::rc::Rc;
 use bytes::Bytes;
 use glommio::channels::channel_mesh::{Full, MeshBuilder, Receivers, Senders};
 use glommio::channels::local_channel::{self, LocalSender};
-use message::offsets::{CommitLogOffset, QueueOffset};
+use message::offsets::QueueOffset;
 use protocol::{
     Command, CommitOffset, CoreStatus, Frame, GroupQueue, PullRequest, QueryByKey, StageHistogram,
     TopicConfig,
@@ -54,14 +54,7 @@ pub struct PullOutcome<B> {
     pub body: B,
 }
 
-#[derive(Debug, Clone, Copy)]
-pub struct Appended {
-    pub shard: u16,
-    pub first_queue_offset: QueueOffset,
-    pub first_commit_log_offset: CommitLogOffset,
-    /// Records stored.
-    pub count: u32,
-}
+pub use crate::error::Appended;
 
 /// What a shard is asked: served by the core that hosts it (`Core::at_shard` decides
 /// local or remote, in one place; the shard id travels beside it).
@@ -179,7 +172,7 @@ pub enum CoreOp {
 /// A change to, or a look at, the subscription group configs (served by core 0).
 #[derive(Debug)]
 pub enum SubGroupOp {
-    Upsert(remoting::body::SubscriptionGroupConfig),
+    Upsert(crate::sub_groups::GroupConfig),
     Delete(String),
     /// One group's config, or all of them.
     List(Option<String>),
@@ -196,7 +189,7 @@ pub enum CoreAnswer {
     /// The client's answer; `None` when no connection of that client is open there.
     ClientAnswer(Option<Frame>),
     /// Subscription group configs after the op (for a list: those asked for).
-    SubGroups(Vec<remoting::body::SubscriptionGroupConfig>),
+    SubGroups(Vec<crate::sub_groups::GroupConfig>),
     /// Whether the reply was pushed: false when no connection of the client is open there.
     ReplyPushed(bool),
     /// Whether a connection of the client is open there.

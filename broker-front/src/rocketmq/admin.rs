@@ -17,11 +17,13 @@ use remoting::codes::request;
 use remoting::RemotingCommand;
 use serde::Serialize;
 
-use super::{json_answer, ok, topic_config, CoreQueues};
+use super::{json_answer, ok, topic_config};
 use crate::conn::{Body, Outgoing};
-use crate::core::Core;
 use crate::error::BrokerError;
+use crate::front::Front;
 use crate::mesh::{OffsetOp, SubGroupOp};
+use crate::numbering::CoreQueues;
+use crate::sub_groups::GroupConfig;
 
 /// The RocketMQ version corvus answers as (`MQVersion.Version.V4_9_8`'s ordinal and name).
 const ROCKETMQ_VERSION: i32 = 433;
@@ -109,7 +111,7 @@ impl Seen {
 
 /// Serves the admin request `req` if it is one; `None` when the code is not an admin one.
 pub(crate) async fn serve(
-    core: &Rc<Core>,
+    core: &Rc<Front>,
     req: &RemotingCommand,
     body: &Bytes,
 ) -> Option<Result<Outgoing, BrokerError>> {
@@ -139,7 +141,7 @@ fn kv(table: BTreeMap<&str, String>) -> serde_json::Value {
     serde_json::json!({ "table": table })
 }
 
-fn runtime_info(core: &Core, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
+fn runtime_info(core: &Front, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
     let st = core.local_status();
     let up = core.shared.started.elapsed();
     let put = core.stats.put_tps.get();
@@ -188,7 +190,7 @@ fn runtime_info(core: &Core, req: &RemotingCommand) -> Result<Outgoing, BrokerEr
     json_answer(req, &kv(t))
 }
 
-fn broker_config(core: &Core, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
+fn broker_config(core: &Front, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
     let c = &core.shared.config;
     let mut text = String::new();
     // RocketMQ's names for what corvus has, then every corvus key as it is.
@@ -244,7 +246,7 @@ fn broker_config(core: &Core, req: &RemotingCommand) -> Result<Outgoing, BrokerE
 /// reads at start; the answer says they take effect at the next restart (corvus reads every
 /// key at start). Nothing is stored when any key is refused, and the remark says why.
 async fn update_broker_config(
-    core: &Core,
+    core: &Front,
     req: &RemotingCommand,
     body: &Bytes,
 ) -> Result<Outgoing, BrokerError> {
@@ -318,7 +320,7 @@ fn raw_answer(req: &RemotingCommand, body: Vec<u8>) -> Outgoing {
 }
 
 /// This core's RocketMQ broker name.
-fn own_name(core: &Core) -> String {
+fn own_name(core: &Front) -> String {
     protocol::core_view::core_broker_name(
         &core.shared.config.broker_name,
         core.id,
@@ -327,7 +329,7 @@ fn own_name(core: &Core) -> String {
 }
 
 /// The core's queues of `topic`: (its number for the queue, the topic's queue id).
-fn own_queues(core: &Core, topic: &str, cfg: &TopicConfig) -> Vec<(u32, u32)> {
+fn own_queues(core: &Front, topic: &str, cfg: &TopicConfig) -> Vec<(u32, u32)> {
     let queues = CoreQueues::of(core, topic, cfg, core.id);
     queues
         .ids
@@ -337,7 +339,7 @@ fn own_queues(core: &Core, topic: &str, cfg: &TopicConfig) -> Vec<(u32, u32)> {
         .collect()
 }
 
-async fn topic_stats(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
+async fn topic_stats(core: &Rc<Front>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
     let topic = req
         .ext("topic")
         .ok_or_else(|| BrokerError::BadRequest("topic is required".into()))?
@@ -367,7 +369,7 @@ async fn topic_stats(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing,
 }
 
 /// Every (group queue, stored offset) this core's shards hold.
-fn stored_offsets(core: &Core) -> Vec<(GroupQueue, crate::groups::StoredOffset)> {
+fn stored_offsets(core: &Front) -> Vec<(GroupQueue, crate::groups::StoredOffset)> {
     core.offsets
         .values()
         .flat_map(|t| {
@@ -379,7 +381,7 @@ fn stored_offsets(core: &Core) -> Vec<(GroupQueue, crate::groups::StoredOffset)>
         .collect()
 }
 
-async fn consume_stats(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
+async fn consume_stats(core: &Rc<Front>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
     let group = req
         .ext("consumerGroup")
         .ok_or_else(|| BrokerError::BadRequest("consumerGroup is required".into()))?
@@ -447,11 +449,11 @@ fn connection(client_id: &str, c: &SeenClient) -> serde_json::Value {
     })
 }
 
-fn timeout(core: &Core) -> Duration {
+fn timeout(core: &Front) -> Duration {
     Duration::from_millis(core.shared.config.consumer_timeout_ms)
 }
 
-fn consumer_connections(core: &Core, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
+fn consumer_connections(core: &Front, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
     let group = req
         .ext("consumerGroup")
         .ok_or_else(|| BrokerError::BadRequest("consumerGroup is required".into()))?;
@@ -485,7 +487,7 @@ fn consumer_connections(core: &Core, req: &RemotingCommand) -> Result<Outgoing, 
     )
 }
 
-fn producer_connections(core: &Core, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
+fn producer_connections(core: &Front, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
     let group = req
         .ext("producerGroup")
         .ok_or_else(|| BrokerError::BadRequest("producerGroup is required".into()))?;
@@ -504,7 +506,7 @@ fn producer_connections(core: &Core, req: &RemotingCommand) -> Result<Outgoing, 
     json_answer(req, &serde_json::json!({ "connectionSet": connections }))
 }
 
-fn all_topic_configs(core: &Core, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
+fn all_topic_configs(core: &Front, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
     let topics = core.topics.borrow();
     let table: BTreeMap<String, serde_json::Value> = topics
         .all()
@@ -536,7 +538,7 @@ fn all_topic_configs(core: &Core, req: &RemotingCommand) -> Result<Outgoing, Bro
 /// broker it stands for, holds it (its queue counts are the core's), with its attributes,
 /// in the fields of RocketMQ's `TopicConfigAndQueueMapping` (no static-topic mapping:
 /// corvus has no static topics). A topic this broker does not have is TOPIC_NOT_EXIST.
-fn one_topic_config(core: &Core, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
+fn one_topic_config(core: &Front, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
     let topic = req
         .ext("topic")
         .filter(|t| !t.is_empty())
@@ -574,7 +576,7 @@ fn one_topic_config(core: &Core, req: &RemotingCommand) -> Result<Outgoing, Brok
 /// SUBSCRIPTION_GROUP_NOT_EXIST. (RocketMQ's broker, with autoCreateSubscriptionGroup on,
 /// creates a config for any group it is asked about; corvus does not invent groups.)
 async fn one_subscription_group(
-    core: &Rc<Core>,
+    core: &Rc<Front>,
     req: &RemotingCommand,
 ) -> Result<Outgoing, BrokerError> {
     let group = req
@@ -609,7 +611,7 @@ async fn one_subscription_group(
     }
 }
 
-fn consumed_by(core: &Core, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
+fn consumed_by(core: &Front, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
     let topic = req
         .ext("topic")
         .ok_or_else(|| BrokerError::BadRequest("topic is required".into()))?;
@@ -633,7 +635,7 @@ fn consumed_by(core: &Core, req: &RemotingCommand) -> Result<Outgoing, BrokerErr
 /// Stores a subscription group's config (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP): core 0 keeps
 /// the broker's table (`crate::sub_groups`) and writes it before this answers.
 async fn subscription_group(
-    core: &Rc<Core>,
+    core: &Rc<Front>,
     req: &RemotingCommand,
     body: &Bytes,
 ) -> Result<Outgoing, BrokerError> {
@@ -643,7 +645,8 @@ async fn subscription_group(
         return Err(BrokerError::BadRequest("groupName is required".into()));
     }
     let name = cfg.group_name.clone();
-    core.sub_group(SubGroupOp::Upsert(cfg)).await?;
+    core.sub_group(SubGroupOp::Upsert(kept_group(&cfg)?))
+        .await?;
     tracing::info!(broker = %own_name(core), group = %name, "subscription group config stored");
     Ok(Outgoing::remoting(ok(req), Body::None))
 }
@@ -652,7 +655,7 @@ async fn subscription_group(
 /// offsets are kept (RocketMQ's `cleanOffset` is not applied): they live with each queue on
 /// its core and go when the topic's queues do.
 async fn delete_subscription_group(
-    core: &Rc<Core>,
+    core: &Rc<Front>,
     req: &RemotingCommand,
 ) -> Result<Outgoing, BrokerError> {
     let group = req
@@ -666,7 +669,7 @@ async fn delete_subscription_group(
 }
 
 /// Deletes a topic from this broker (DELETE_TOPIC_IN_BROKER): every core drops it.
-async fn delete_topic(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
+async fn delete_topic(core: &Rc<Front>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
     let topic = req
         .ext("topic")
         .filter(|t| !t.is_empty())
@@ -679,13 +682,14 @@ async fn delete_topic(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing
 /// The stored configs, and RocketMQ's defaults for the groups known only from their offsets
 /// or their members' heartbeats.
 async fn all_subscription_groups(
-    core: &Rc<Core>,
+    core: &Rc<Front>,
     req: &RemotingCommand,
 ) -> Result<Outgoing, BrokerError> {
     let mut table: BTreeMap<String, SubscriptionGroupConfig> = core
         .sub_group(SubGroupOp::List(None))
         .await?
         .into_iter()
+        .filter_map(stored_group)
         .map(|g| (g.group_name.clone(), g))
         .collect();
     let mut seen: Vec<String> = stored_offsets(core)
@@ -709,13 +713,44 @@ async fn all_subscription_groups(
     )
 }
 
+/// `cfg` as the kernel keeps it: every field, RocketMQ's defaults for those left out.
+fn kept_group(cfg: &SubscriptionGroupConfig) -> Result<GroupConfig, BrokerError> {
+    match serde_json::to_value(cfg) {
+        Ok(serde_json::Value::Object(fields)) => {
+            GroupConfig::new(fields).map_err(BrokerError::BadRequest)
+        }
+        Ok(_) => Err(BrokerError::Internal(
+            "a subscription group config is not a JSON object".into(),
+        )),
+        Err(e) => Err(BrokerError::Internal(format!(
+            "a subscription group config does not serialize: {e}"
+        ))),
+    }
+}
+
+/// A kept config read back (`None`, logged, if it no longer reads).
+fn stored_group(g: GroupConfig) -> Option<SubscriptionGroupConfig> {
+    let name = g.name().to_owned();
+    match serde_json::from_value(serde_json::Value::Object(g.fields().clone())) {
+        Ok(cfg) => Some(cfg),
+        Err(e) => {
+            tracing::warn!(group = %name, "a stored subscription group config does not read: {e}");
+            None
+        }
+    }
+}
+
 /// The retry limit a group's stored config sets (retryMaxTimes), if it has one.
-pub(crate) async fn stored_retry_max(core: &Rc<Core>, group: &str) -> Option<i32> {
+pub(crate) async fn stored_retry_max(core: &Rc<Front>, group: &str) -> Option<i32> {
     match core
         .sub_group(SubGroupOp::List(Some(group.to_owned())))
         .await
     {
-        Ok(v) => v.first().map(|g| g.retry_max_times),
+        Ok(v) => v
+            .into_iter()
+            .next()
+            .and_then(stored_group)
+            .map(|g| g.retry_max_times),
         Err(_) => None,
     }
 }
@@ -723,7 +758,7 @@ pub(crate) async fn stored_retry_max(core: &Rc<Core>, group: &str) -> Option<i32
 /// What a consumer says it is doing (mqadmin consumerStatus): asked of the client on its own
 /// connection to this core, and its answer passed on as it is.
 async fn consumer_running_info(
-    core: &Rc<Core>,
+    core: &Rc<Front>,
     req: &RemotingCommand,
 ) -> Result<Outgoing, BrokerError> {
     let client_id = req
@@ -757,7 +792,7 @@ async fn consumer_running_info(
 /// Resets a group's offsets of this core's queues of a topic to the first message stored at
 /// or after `timestamp` (RocketMQ's resetOffsetByTime), and tells the group's online
 /// RocketMQ clients the new offsets (RESET_CONSUMER_CLIENT_OFFSET) so they start there.
-async fn reset_offset(core: &Rc<Core>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
+async fn reset_offset(core: &Rc<Front>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
     let topic = req
         .ext("topic")
         .ok_or_else(|| BrokerError::BadRequest("topic is required".into()))?

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use controller_proto::{Client, ClientConfig, Heartbeat, ReplicaInfo, Request, Response};
 
-use crate::core::Shared;
+use crate::shared::Shared;
 
 /// What the controllers last said this broker is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -255,10 +255,13 @@ fn in_every<'a>(shards: impl IntoIterator<Item = &'a [u64]>) -> Option<BTreeSet<
     Some(set)
 }
 
-pub fn spawn(shared: Arc<Shared>) -> std::io::Result<std::thread::JoinHandle<()>> {
+pub fn spawn(
+    shared: Arc<Shared>,
+    state: Arc<ControllerState>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new()
         .name("controller-heartbeat".into())
-        .spawn(move || run(shared))
+        .spawn(move || run(shared, &state))
 }
 
 fn heartbeat(shared: &Shared, state: &ControllerState) -> Heartbeat {
@@ -281,10 +284,7 @@ fn heartbeat(shared: &Shared, state: &ControllerState) -> Heartbeat {
     }
 }
 
-fn run(shared: Arc<Shared>) {
-    let Some(state) = shared.controller.as_ref() else {
-        return;
-    };
+fn run(shared: Arc<Shared>, state: &ControllerState) {
     let interval = Duration::from_millis(shared.config.controller_heartbeat_interval_ms);
     let addrs = shared.config.controller_addrs();
     // One call may not outlast the lease it would renew: a silent controller is skipped

@@ -33,8 +33,7 @@ pub enum GroupError {
     Corrupt { path: PathBuf, message: String },
 }
 
-/// Longest lease a member may ask for.
-pub const LEASE_MS_MAX: u64 = 600_000;
+pub use crate::config::LEASE_MS_MAX;
 
 pub const OFFSETS_FILE: &str = "consumer_offsets.json";
 /// The epoch of a commit from a client that knows none (a RocketMQ client): never taken as

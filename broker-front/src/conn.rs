@@ -22,8 +22,9 @@ use remoting::{Decoded as RemotingDecoded, RemotingCommand, RemotingDecoder};
 
 use crate::client_conn::ClientConn;
 use crate::connections::ClosedFor;
-use crate::core::{Core, PullBody};
+use crate::core::PullBody;
 use crate::error::BrokerError;
+use crate::front::Front;
 use crate::groups::{MemberView, StoredOffset};
 use crate::mesh::{GroupOp, OffsetOp, PullOutcome, PullStatus};
 use crate::stages::{SendTrace, Stage};
@@ -277,7 +278,7 @@ impl Wire {
 /// started once one of the connection's permits is free. `false` once the permits are
 /// gone (the connection is closing).
 async fn take_frame(
-    core: &Rc<Core>,
+    core: &Rc<Front>,
     client: &Rc<ClientConn>,
     tx: &Rc<LocalSender<Outgoing>>,
     queued: &Rc<std::cell::Cell<usize>>,
@@ -313,7 +314,7 @@ async fn take_frame(
 /// Starts the task that serves one remoting request (holding one of the connection's
 /// permits).
 fn start_remoting_request(
-    core: &Rc<Core>,
+    core: &Rc<Front>,
     client: &Rc<ClientConn>,
     tx: &Rc<LocalSender<Outgoing>>,
     queued: &Rc<std::cell::Cell<usize>>,
@@ -336,7 +337,7 @@ fn start_remoting_request(
 
 /// Starts the task that serves one request (holding one of the connection's permits).
 fn start_request(
-    core: &Rc<Core>,
+    core: &Rc<Front>,
     client: &Rc<ClientConn>,
     tx: &Rc<LocalSender<Outgoing>>,
     queued: &Rc<std::cell::Cell<usize>>,
@@ -393,7 +394,7 @@ fn start_request(
 
 /// Answers a malformed frame (the connection is closed after it) and counts it.
 async fn bad_frame(
-    core: &Core,
+    core: &Front,
     tx: &LocalSender<Outgoing>,
     queued: &std::cell::Cell<usize>,
     peer: &str,
@@ -414,8 +415,8 @@ async fn bad_frame(
 
 /// Serves one connection that the core's [`crate::connections::Connections`] admitted, and
 /// gives its place back when it closes.
-pub async fn serve_connection(core: Rc<Core>, stream: TcpStream) {
-    struct Leave(Rc<Core>);
+pub async fn serve_connection(core: Rc<Front>, stream: TcpStream) {
+    struct Leave(Rc<Front>);
     impl Drop for Leave {
         fn drop(&mut self) {
             self.0.connections.left();
@@ -429,14 +430,14 @@ pub async fn serve_connection(core: Rc<Core>, stream: TcpStream) {
     let _ = stream.set_nodelay(true);
     let idle_timeout = Duration::from_millis(core.shared.config.connection_idle_timeout_ms);
     let frame_deadline = Duration::from_millis(core.shared.config.frame_deadline_ms);
-    let bounds = crate::tls::Bounds {
+    let bounds = broker_base::tls::Bounds {
         first_byte: idle_timeout,
         handshake: frame_deadline,
     };
     // Boxed: the TLS handshake's state (12 KiB) lives only while it runs, not in every
     // connection's future for as long as the connection is open (14.6 KiB a connection
     // unboxed, 2.3 KiB boxed, debug build).
-    let accepted = Box::pin(crate::tls::accept_counted(&core, stream, &peer, bounds));
+    let accepted = Box::pin(crate::front::accept_counted(&core, stream, &peer, bounds));
     let Some(stream) = accepted.await else {
         return;
     };
@@ -749,7 +750,7 @@ fn pull_answer(out: PullOutcome<PullBody>) -> Outgoing {
 
 /// Maps one request to its handler and the handler's answer to a response.
 async fn handle(
-    core: &Rc<Core>,
+    core: &Rc<Front>,
     client: &Rc<ClientConn>,
     command: Command,
     body: Bytes,
@@ -989,7 +990,7 @@ fn check_name(what: &str, name: &str) -> Result<(), BrokerError> {
     Ok(())
 }
 
-fn members_response(core: &Core, v: MemberView) -> Outgoing {
+fn members_response(core: &Front, v: MemberView) -> Outgoing {
     ok(
         0,
         Command::GroupMembers(protocol::GroupMembers {

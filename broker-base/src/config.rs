@@ -28,6 +28,9 @@ pub const PROFILES: &[(&str, &str)] = &[
 
 pub const DEFAULT_PROFILE: &str = "throughput";
 
+/// Longest queue lease a consumer group member may ask for.
+pub const LEASE_MS_MAX: u64 = 600_000;
+
 /// The overrides file in the data directory (see [`BrokerConfig::overrides_path`]).
 pub const OVERRIDES_FILE: &str = "broker-overrides.toml";
 
@@ -1027,7 +1030,7 @@ config_keys! {
     /// queue frees it within this long.
     queue_lock_lease_max_ms: u64 {
         default: 60_000,
-        range: [1_000, crate::groups::LEASE_MS_MAX],
+        range: [1_000, LEASE_MS_MAX],
         bounds: "1000 to 600000 ms",
         rocketmq: None,
         restart: true,

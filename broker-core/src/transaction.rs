@@ -34,7 +34,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use message::{encode_record, MessageFields, RecordView, TagFilter};
-use protocol::{CheckTransaction, Command, EndTransaction, GroupQueue, TransactionState};
+use protocol::{CheckTransaction, EndTransaction, GroupQueue, TransactionState};
 
 use crate::core::Core;
 use crate::error::BrokerError;
@@ -602,10 +602,10 @@ fn check_record(stored: &[u8]) -> Option<Vec<u8>> {
 
 /// The largest record a native check carries: it travels in the frame header
 /// (`protocol::HEADER_BYTES_MAX`), so a larger one goes without its body.
-const NATIVE_CHECK_RECORD_MAX: usize = 512 << 10;
+pub const NATIVE_CHECK_RECORD_MAX: usize = 512 << 10;
 
 /// `record` without its body (and so uncompressed), its store fields kept.
-fn without_body(record: &[u8]) -> Option<Vec<u8>> {
+pub fn without_body(record: &[u8]) -> Option<Vec<u8>> {
     let view = RecordView::parse(record).ok()?;
     let sys =
         view.sys_flag() & !(message::sys_flag::COMPRESSED | message::sys_flag::COMPRESSION_MASK);
@@ -615,44 +615,6 @@ fn without_body(record: &[u8]) -> Option<Vec<u8>> {
     let at = message::OFF_SYS_FLAG;
     rec[at..at + 4].copy_from_slice(&sys.to_be_bytes());
     Some(rec)
-}
-
-/// On the core serving the connection: sends `check` to a producer of its group connected
-/// here. `None`: none is; `Some(None)`: asked a RocketMQ client, which answers with
-/// END_TRANSACTION; `Some(Some(state))`: a native client's answer.
-pub async fn ask_producer(
-    core: &Core,
-    check: CheckTransaction,
-) -> Option<Option<TransactionState>> {
-    for conn in core.clients.producers_of(&check.producer_group) {
-        if conn.speaks_remoting() {
-            if crate::rocketmq::check_transaction(core, &conn, &check).await {
-                return Some(None);
-            }
-            continue;
-        }
-        let mut native = check.clone();
-        if native.record.len() > NATIVE_CHECK_RECORD_MAX {
-            native.record = without_body(&native.record).unwrap_or_default();
-        }
-        match conn
-            .request(
-                Command::CheckTransaction(native),
-                crate::client_conn::CLIENT_ANSWER_TIMEOUT,
-            )
-            .await
-        {
-            Ok(frame) => match frame.header.command {
-                Command::TransactionStateResult(s) => return Some(Some(s)),
-                other => {
-                    tracing::debug!(peer = %conn.peer, "a transaction check answered {}", other.name());
-                    return Some(Some(TransactionState::Unknown));
-                }
-            },
-            Err(e) => tracing::debug!(peer = %conn.peer, "a transaction check failed: {e}"),
-        }
-    }
-    None
 }
 
 #[cfg(test)]

@@ -304,9 +304,9 @@ impl BrokerMetrics {
             .inc();
     }
 
-    /// Sets one core's shards' replication gauges from their status; the gauges of a
-    /// slave no longer connected (in `gone`) are removed.
-    pub fn set_replication(&self, shards: &[crate::ha::ShardHaStatus], gone: &[(u16, u64)]) {
+    /// Sets one core's shards' replication gauges; the gauges of a slave no longer
+    /// connected (in `gone`) are removed.
+    pub fn set_replication(&self, shards: &[ShardReplication], gone: &[(u16, u64)]) {
         let clamp = |v: u64| v.min(i64::MAX as u64) as i64;
         for &(shard, slave) in gone {
             let l = ShardSlaveLabel {
@@ -484,4 +484,27 @@ mod tests {
             "{text}"
         );
     }
+}
+
+/// One shard's replication as its gauges show it: a slave shard's view of its master, or a
+/// master shard's slaves.
+#[derive(Debug, Clone, Default)]
+pub struct ShardReplication {
+    pub shard: u16,
+    pub from_master: Option<MasterGauges>,
+    pub slaves: Vec<SlaveGauges>,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MasterGauges {
+    pub lag_bytes: u64,
+    pub connected: bool,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SlaveGauges {
+    pub broker_id: u64,
+    pub lag_bytes: u64,
+    pub lag_ms: u64,
+    pub in_sync: bool,
 }

@@ -1,17 +1,18 @@
 //! One core's state and the request handlers.
 //!
 //! The handlers here know nothing of frames or wire codecs: they take plain arguments and
-//! return plain results or a [`BrokerError`], so a second front end (the RocketMQ remoting
-//! protocol) can call the same functions. Each handler finds the owning shard of its queue
+//! return plain results or a [`BrokerError`], so every front end (the native protocol,
+//! RocketMQ's remoting) calls the same functions. A client is reached through the core's
+//! [`ClientLink`], never through a connection. Each handler finds the owning shard of its queue
 //! (a pure function), serves it on this core when the shard is local, and otherwise sends it
 //! across the mesh, counting the hop.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::net::SocketAddrV4;
-use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::rc::{Rc, Weak};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -19,78 +20,17 @@ use message::TagFilter;
 use protocol::{queue_owner_shard, shard_core, CoreStatus, StageHistogram, TopicConfig};
 use shard::{ReadRequest, ReadStatus, Shard, StoredSlice};
 
-use crate::config::{BrokerConfig, FlushDiskType};
-use crate::connections::ClosedFor;
+use crate::config::FlushDiskType;
 use crate::error::BrokerError;
 use crate::groups::{self, MemberView, Membership, OffsetTable, StoredOffset};
+use crate::link::{ClientLink, NoClients};
 use crate::mesh::{
     Appended, CoreAnswer, CoreOp, GroupOp, Mesh, OffsetOp, PullOutcome, PullStatus, ShardAnswer,
     ShardOp, ShardReply, ShardRequest,
 };
+use crate::shared::Shared;
 use crate::stages::{SendStages, Stage};
 use crate::topics::{self, TopicTable, AUTO_CREATE_TOPIC_KEY};
-
-/// State shared by every core and the registration thread. Off the data path: only topic
-/// changes and status touch it.
-pub struct Shared {
-    pub config: BrokerConfig,
-    pub started: Instant,
-    pub shard_count: u16,
-    pub cores: u16,
-    /// The address any core answers on.
-    pub advertise_addr: String,
-    /// Each core's direct address, filled in as the cores bind.
-    pub core_addrs: Mutex<Vec<String>>,
-    /// Each core's replication address (a slave's shard is sent to its owner's).
-    pub ha_addrs: Mutex<Vec<String>>,
-    /// Latest topic table, for the NameServer registration thread.
-    pub topics: Mutex<std::collections::BTreeMap<String, TopicConfig>>,
-    /// Topics created or changed since the registration thread last took them: it sends
-    /// just these to the NameServers (`RegisterTopics`), not the whole table.
-    pub topics_changed: Mutex<Vec<TopicConfig>>,
-    /// Bumped by core 0 on every topic change; the registration thread registers again.
-    pub topics_version: AtomicU64,
-    /// The topics_version last registered with every reachable NameServer.
-    pub registered_version: AtomicU64,
-    /// Set once by the signal thread (or `Running::request_shutdown`): from then on every
-    /// core refuses new sends (`BrokerError::ShuttingDown`), at the request, not at a tick.
-    pub shutdown: AtomicBool,
-    /// Cores whose sends in flight have all been answered since shutdown began. A core
-    /// closes its shards only once every core has drained: a send taken by one core may
-    /// still be on its way over the mesh to a shard of another.
-    pub cores_drained: AtomicUsize,
-    pub metrics: Arc<crate::metrics::BrokerMetrics>,
-    /// Wakes the registration thread (a topic change, or shutdown): it sleeps otherwise,
-    /// so that it never takes a core's CPU between registrations.
-    pub registry_wake: (Mutex<()>, std::sync::Condvar),
-    /// Controller mode: what the controllers decided, and what the cores report to them.
-    pub controller: Option<crate::controller_link::ControllerState>,
-    /// The listeners' TLS and the outgoing links' (from the `tls_*` keys, read at start).
-    pub tls: crate::tls::BrokerTls,
-    /// The signatures of timed RocketMQ requests taken within `acl_signature_window_ms`,
-    /// for every core: a replay sent on a connection another core serves is still a replay.
-    /// Only requests that carry a time (mqadmin's) take this lock; RocketMQ's clients send
-    /// none and the native protocol logs in per connection, so sends and pulls never do.
-    pub replay_guard: Arc<Mutex<acl::fresh::ReplayGuard>>,
-}
-
-impl Shared {
-    /// Whether shutdown has begun (sends are refused from then on).
-    pub fn stopping(&self) -> bool {
-        self.shutdown.load(Ordering::SeqCst)
-    }
-
-    /// Asks every core and thread to stop.
-    pub fn request_shutdown(&self) {
-        self.shutdown.store(true, Ordering::SeqCst);
-        self.wake_registry();
-    }
-
-    pub fn wake_registry(&self) {
-        let _guard = self.registry_wake.0.lock();
-        self.registry_wake.1.notify_all();
-    }
-}
 
 /// Per-core counters (single-threaded: Cells).
 #[derive(Default)]
@@ -164,14 +104,8 @@ pub struct Core {
     pub topics_persist: glommio::sync::Semaphore,
     /// When the topic table is rewritten rather than appended to (core 0).
     pub topic_store: RefCell<crate::topics::TopicStore>,
-    /// The client connections this core keeps open, and why it closed others.
-    pub connections: crate::connections::Connections,
-    /// The same connections by id and client id, for requests to a client.
-    pub clients: crate::client_conn::ClientConns,
-    /// What RocketMQ clients told this core in their heartbeats, for the admin requests.
-    pub rocketmq: crate::rocketmq::Seen,
     /// Each topic's queue ids per core as RocketMQ clients number them, worked out once.
-    pub rocketmq_queues: crate::rocketmq::QueueIdCache,
+    pub queue_numbers: crate::numbering::QueueNumbering,
     /// The SQL92 filter expressions of this core's pulls, parsed once.
     pub sql92: crate::filters::Sql92Cache,
     /// Subscription group configs: on core 0 only.
@@ -180,8 +114,9 @@ pub struct Core {
     pub sub_groups_persist: glommio::sync::Semaphore,
     /// Each local shard's transaction check state and op index.
     pub transactions: crate::transaction::Transactions,
-    /// This core's copy of the ACL rules, the front door's (`acl_enable`).
-    pub acl: crate::access::Gate,
+    /// The clients connected to this core, reached through its front end (set once the
+    /// front end is built; until then, and for a core without one, no client).
+    pub link: RefCell<Weak<dyn ClientLink>>,
 }
 
 /// Counts a send in flight on its core for as long as it lives.
@@ -202,6 +137,19 @@ impl Drop for SendInFlight<'_> {
 }
 
 impl Core {
+    /// The clients connected to this core, through its front end.
+    pub fn link(&self) -> Rc<dyn ClientLink> {
+        self.link
+            .borrow()
+            .upgrade()
+            .unwrap_or_else(|| Rc::new(NoClients))
+    }
+
+    /// Reaches clients through `link` from now on.
+    pub fn set_link(&self, link: Weak<dyn ClientLink>) {
+        *self.link.borrow_mut() = link;
+    }
+
     fn owner(&self, topic: &str, queue_id: u32) -> (u16, u16) {
         let shard = queue_owner_shard(topic, queue_id, self.shared.shard_count);
         (shard, shard_core(shard, self.shared.cores))
@@ -323,15 +271,14 @@ impl Core {
                 CoreAnswer::Done
             }
             CoreOp::Group(op) => CoreAnswer::Members(Box::pin(self.group(op)).await?),
-            CoreOp::AskClient { client_id, command } => match self.clients.of_client(&client_id) {
-                Some(conn) => CoreAnswer::ClientAnswer(Some(
-                    conn.request(command, crate::client_conn::CLIENT_ANSWER_TIMEOUT)
-                        .await?,
-                )),
-                None => CoreAnswer::ClientAnswer(None),
-            },
+            CoreOp::AskClient { client_id, command } => {
+                match self.link().ask(&client_id, command).await {
+                    Some(answer) => CoreAnswer::ClientAnswer(Some(answer?)),
+                    None => CoreAnswer::ClientAnswer(None),
+                }
+            }
             CoreOp::GroupChanged { group, members } => {
-                crate::rocketmq::notify_members(self, &group, &members).await;
+                self.link().group_changed(&group, &members).await;
                 CoreAnswer::Done
             }
             CoreOp::ReleaseLeases { group, client_id } => {
@@ -345,7 +292,7 @@ impl Core {
                 CoreAnswer::Done
             }
             CoreOp::ClientConnected(client_id) => {
-                CoreAnswer::Connected(self.clients.of_client(&client_id).is_some())
+                CoreAnswer::Connected(self.link().connected(&client_id))
             }
             CoreOp::SubGroup(op) => CoreAnswer::SubGroups(Box::pin(self.sub_group(op)).await?),
             CoreOp::DeleteTopic(name) => {
@@ -357,10 +304,10 @@ impl Core {
                 CoreAnswer::Done
             }
             CoreOp::PushReply { client_id, reply } => {
-                CoreAnswer::ReplyPushed(self.push_reply_local(&client_id, &reply).await?)
+                CoreAnswer::ReplyPushed(self.link().push_reply(&client_id, &reply).await?)
             }
             CoreOp::CheckTransaction(check) => {
-                CoreAnswer::Checked(crate::transaction::ask_producer(self, check).await)
+                CoreAnswer::Checked(self.link().check_transaction(check).await)
             }
         })
     }
@@ -370,7 +317,7 @@ impl Core {
     pub async fn sub_group(
         &self,
         op: crate::mesh::SubGroupOp,
-    ) -> Result<Vec<remoting::body::SubscriptionGroupConfig>, BrokerError> {
+    ) -> Result<Vec<crate::sub_groups::GroupConfig>, BrokerError> {
         use crate::mesh::SubGroupOp;
         let Some(table) = &self.sub_groups else {
             return match self.at_core(0, CoreOp::SubGroup(op)).await? {
@@ -384,9 +331,6 @@ impl Core {
                 return Ok(table.borrow().get(&g).cloned().into_iter().collect())
             }
             SubGroupOp::Upsert(cfg) => {
-                if cfg.group_name.is_empty() {
-                    return Err(BrokerError::BadRequest("groupName is required".into()));
-                }
                 table.borrow_mut().upsert(cfg);
                 table.borrow().clone()
             }
@@ -515,7 +459,7 @@ impl Core {
     }
 
     /// The topic's config, creating it when auto-creation allows.
-    pub(crate) async fn topic_for_send(&self, topic: &str) -> Result<TopicConfig, BrokerError> {
+    pub async fn topic_for_send(&self, topic: &str) -> Result<TopicConfig, BrokerError> {
         if let Some(cfg) = self.topics.borrow().get(topic) {
             return Ok(cfg.clone());
         }
@@ -534,7 +478,7 @@ impl Core {
         Ok(cfg)
     }
 
-    fn topic_for_read(&self, topic: &str) -> Result<TopicConfig, BrokerError> {
+    pub fn topic_for_read(&self, topic: &str) -> Result<TopicConfig, BrokerError> {
         self.topics
             .borrow()
             .get(topic)
@@ -553,8 +497,8 @@ impl Core {
         count: u32,
     ) -> Result<SendOutcome, BrokerError> {
         // A large batch's copies are freed once it is stored: counted, so that the heap is
-        // trimmed once such sends pause (`bootstrap::give_back_heap`).
-        crate::bootstrap::note_send_bytes(records.len());
+        // trimmed once such sends pause (`heap::give_back_heap`).
+        crate::heap::note_send_bytes(records.len());
         // The gate of the graceful stop. The check and the count happen in one step on this
         // core, so once `shutdown` is set no send can start unseen: shutdown waits for the
         // counted ones to be answered, then flushes. A send refused here was never stored
@@ -616,7 +560,7 @@ impl Core {
     /// lease the controllers gave.
     fn check_master(&self) -> Result<(), BrokerError> {
         self.ha.serving().map_err(|why| self.not_master(why))?;
-        if let Some(ctl) = &self.shared.controller {
+        if let Some(ctl) = &self.ha.controller {
             ctl.lease_holds(&self.shared)
                 .map_err(|why| self.not_master(why))?;
         }
@@ -994,10 +938,7 @@ impl Core {
         asked.clamp(1, max)
     }
 
-    pub(crate) async fn query_local(
-        &self,
-        q: &protocol::QueryByKey,
-    ) -> Result<Vec<Bytes>, BrokerError> {
+    pub async fn query_local(&self, q: &protocol::QueryByKey) -> Result<Vec<Bytes>, BrokerError> {
         let q = &protocol::QueryByKey {
             max: self.query_messages_max(q.max),
             ..q.clone()
@@ -1064,7 +1005,8 @@ impl Core {
             .flat_map(|s| s.slaves.iter().map(move |l| (s.shard, l.broker_id)))
             .collect();
         let gone: Vec<(u16, u64)> = seen.iter().filter(|p| !now.contains(p)).copied().collect();
-        self.shared.metrics.set_replication(&status, &gone);
+        let gauges: Vec<_> = status.iter().map(|s| s.gauges()).collect();
+        self.shared.metrics.set_replication(&gauges, &gone);
         *seen = now;
     }
 
@@ -1084,14 +1026,6 @@ impl Core {
             produced_bytes: self.stats.produced_bytes.get(),
             consumed_messages: self.stats.consumed_messages.get(),
             consumed_bytes: self.stats.consumed_bytes.get(),
-            connections_open: self.connections.open() as u64,
-            connections_max: self.connections.max() as u64,
-            connections_refused: self.connections.closed(ClosedFor::Limit),
-            connections_timed_out: self.connections.closed(ClosedFor::Idle)
-                + self.connections.closed(ClosedFor::FrameDeadline),
-            connections_bad_frames: self.connections.closed(ClosedFor::BadFrame),
-            connections_tls_refused: self.connections.closed(ClosedFor::Plaintext)
-                + self.connections.closed(ClosedFor::TlsHandshake),
             role: self.ha.role_name(&self.shared.config).to_owned(),
             replication: serde_json::to_string(&self.ha.status()).unwrap_or_default(),
             ..Default::default()
@@ -1110,6 +1044,7 @@ impl Core {
             s.cq_files_mapped += st.cq_files_mapped;
             s.cq_files_unmapped += st.cq_files_unmapped;
         }
+        self.link().fill_status(&mut s);
         s
     }
 

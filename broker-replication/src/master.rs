@@ -12,8 +12,8 @@ use shard::signal::Signal;
 use shard::Shard;
 
 use crate::config::{BrokerConfig, BrokerRole};
-use crate::core::Core;
 use crate::error::BrokerError;
+use crate::Host;
 
 use super::wire::{self, Frame, Hello};
 use super::HANDSHAKE_TIMEOUT;
@@ -502,7 +502,7 @@ impl MasterShard {
 
 /// Answers a replication connection on this core: the handshake, then the shard's stream
 /// and its acknowledgements, until either side stops.
-pub async fn serve_slave(core: Rc<Core>, stream: TcpStream) {
+pub async fn serve_slave(core: Rc<Host>, stream: TcpStream) {
     let peer = stream
         .peer_addr()
         .map(|a| a.to_string())
@@ -513,7 +513,7 @@ pub async fn serve_slave(core: Rc<Core>, stream: TcpStream) {
         first_byte: HANDSHAKE_TIMEOUT,
         handshake: HANDSHAKE_TIMEOUT,
     };
-    let stream = match crate::tls::accept(&core.shared.tls.listener, stream, bounds).await {
+    let stream = match crate::tls::accept(&core.shared().tls.listener, stream, bounds).await {
         Ok(s) => s,
         Err(why) => {
             tracing::warn!(%peer, "replication connection refused: {why:?}");
@@ -536,10 +536,10 @@ pub async fn serve_slave(core: Rc<Core>, stream: TcpStream) {
             return;
         }
     };
-    let owner = protocol::shard_core(hello.shard, core.shared.cores);
-    if hello.shard < core.shared.shard_count && owner != core.id {
+    let owner = protocol::shard_core(hello.shard, core.shared().cores);
+    if hello.shard < core.shared().shard_count && owner != core.core_id() {
         let addr = core
-            .shared
+            .shared()
             .ha_addrs
             .lock()
             .ok()
@@ -587,7 +587,7 @@ pub async fn serve_slave(core: Rc<Core>, stream: TcpStream) {
     }
     tracing::info!(%peer, shard = hello.shard, slave = hello.broker_id, from = start, "a slave's stream starts");
     let link = ms.attach(hello.broker_id, peer.clone(), start);
-    let housekeeping = Duration::from_millis(core.shared.config.ha_housekeeping_interval_ms);
+    let housekeeping = Duration::from_millis(core.shared().config.ha_housekeeping_interval_ms);
     let acks = glommio::spawn_local(read_acks(ms.clone(), link.clone(), rd, housekeeping));
     send_stream(&core, &ms, &shard, &link, &mut wr).await;
     link.close("the stream ended".into());
@@ -599,7 +599,7 @@ pub async fn serve_slave(core: Rc<Core>, stream: TcpStream) {
 /// With this broker's credentials set, the slave must prove it holds the same pair (and
 /// hears this master's proof): see [`super::auth`]. The error is the reason it is refused.
 async fn authenticate_slave<R, W>(
-    core: &Core,
+    core: &Rc<Host>,
     hello: &Hello,
     rd: &mut R,
     wr: &mut W,
@@ -608,11 +608,11 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let Some(mine) = core.shared.config.credentials() else {
+    let Some(mine) = core.shared().config.credentials() else {
         // With access control on, a master without credentials has nothing to ask a slave
         // for: it refuses them all rather than serve its log to anyone who connects (it
         // starts so only with `acl_allow_no_broker_credentials`).
-        if core.shared.config.acl_enable {
+        if core.shared().config.acl_enable {
             return Err(
                 "this master has acl_enable on and no acl_access_key / acl_secret_key \
                  (acl_allow_no_broker_credentials): it takes no slaves"
@@ -646,8 +646,8 @@ where
 
 /// Where the stream to `hello`'s slave starts and the master shard it comes from, or why it
 /// is refused.
-fn handshake(core: &Core, hello: &Hello) -> Result<(u64, Rc<MasterShard>), String> {
-    let cfg = &core.shared.config;
+fn handshake(core: &Rc<Host>, hello: &Hello) -> Result<(u64, Rc<MasterShard>), String> {
+    let cfg = &core.shared().config;
     if hello.version != wire::VERSION {
         return Err(format!(
             "replication version {} (this master speaks {})",
@@ -655,13 +655,13 @@ fn handshake(core: &Core, hello: &Hello) -> Result<(u64, Rc<MasterShard>), Strin
             wire::VERSION
         ));
     }
-    let Some(ms) = core.ha.master(hello.shard) else {
+    let Some(ms) = core.replication().master(hello.shard) else {
         return Err(format!(
             "this broker ({} id {}) does not serve shard {} as master ({})",
             cfg.broker_name,
             cfg.broker_id,
             hello.shard,
-            core.ha.role_name(cfg)
+            core.replication().role_name(cfg)
         ));
     };
     if hello.broker_name != cfg.broker_name {
@@ -676,10 +676,10 @@ fn handshake(core: &Core, hello: &Hello) -> Result<(u64, Rc<MasterShard>), Strin
             hello.broker_id
         ));
     }
-    if hello.shard_count != core.shared.shard_count {
+    if hello.shard_count != core.shared().shard_count {
         return Err(format!(
             "the slave has {} shards, the master {}: both data directories must have the same shard count",
-            hello.shard_count, core.shared.shard_count
+            hello.shard_count, core.shared().shard_count
         ));
     }
     let shard = &ms.shard;
@@ -767,13 +767,13 @@ async fn read_acks<R: AsyncRead + Unpin>(
 /// frames of up to `ha_transfer_batch_bytes`; an idle stream says it is alive and what is
 /// confirmed.
 async fn send_stream<W: AsyncWrite + Unpin>(
-    core: &Core,
+    core: &Rc<Host>,
     ms: &MasterShard,
     shard: &Shard,
     link: &SlaveLink,
     wr: &mut W,
 ) {
-    let cfg = &core.shared.config;
+    let cfg = &core.shared().config;
     let batch = cfg.ha_transfer_batch_bytes as usize;
     let heartbeat = Duration::from_millis(cfg.ha_send_heartbeat_interval_ms);
     let rate = cfg
@@ -792,11 +792,11 @@ async fn send_stream<W: AsyncWrite + Unpin>(
         // Shard 0's stream carries the topic table: its core (0) keeps the table.
         if ms.shard_id == 0 {
             let version = core
-                .shared
+                .shared()
                 .topics_version
                 .load(std::sync::atomic::Ordering::SeqCst);
             if version != topics_sent {
-                let list = core.topics.borrow().all();
+                let list = core.topic_list();
                 if let Err(e) = wire::write_frame(wr, &Frame::Topics(list)).await {
                     link.close(format!("cannot send: {e}"));
                     return;
@@ -805,13 +805,10 @@ async fn send_stream<W: AsyncWrite + Unpin>(
             }
         }
         // The shard's group offsets, when they moved (at most every heartbeat).
-        let version = core
-            .offsets
-            .get(&ms.shard_id)
-            .map_or(0, |t| t.borrow().version());
+        let version = core.offsets_version(ms.shard_id);
         // Stopping: at once, so the slave that may take over has the last commits.
         if offsets_sent != Some(version)
-            && (offsets_at.elapsed() >= heartbeat || core.shared.stopping())
+            && (offsets_at.elapsed() >= heartbeat || core.shared().stopping())
         {
             for frame in offsets_frames(core, ms.shard_id) {
                 if let Err(e) = wire::write_frame(wr, &frame).await {
@@ -887,7 +884,7 @@ async fn send_stream<W: AsyncWrite + Unpin>(
                 // Stopping: the stream ends once the closed log is sent whole and the slave
                 // has acknowledged it (the hand-over waits for that, `drain_slaves`). A slave
                 // that never does is left when the core stops.
-                if core.shared.stopping()
+                if core.shared().stopping()
                     && shard.is_closed()
                     && shard.log_bounds().1 == from
                     && link.acked.get() >= from
@@ -920,22 +917,8 @@ async fn send_stream<W: AsyncWrite + Unpin>(
 
 /// The shard's committed group offsets, in OFFSETS frames of at most
 /// [`wire::OFFSETS_PER_FRAME`] entries (none for an empty table).
-fn offsets_frames(core: &Core, shard: u16) -> Vec<Frame> {
-    let Some(table) = core.offsets.get(&shard) else {
-        return Vec::new();
-    };
-    let entries: Vec<wire::OffsetEntry> = table
-        .borrow()
-        .entries()
-        .map(|(k, v)| wire::OffsetEntry {
-            group: k.group.clone(),
-            topic: k.topic.clone(),
-            queue_id: k.queue_id,
-            offset: v.offset,
-            epoch: v.epoch,
-        })
-        .collect();
-    entries
+fn offsets_frames(core: &Rc<Host>, shard: u16) -> Vec<Frame> {
+    core.offset_entries(shard)
         .chunks(wire::OFFSETS_PER_FRAME)
         .map(|c| Frame::Offsets(c.to_vec()))
         .collect()
@@ -970,7 +953,7 @@ mod tests {
                 0,
                 shard,
                 &BrokerConfig::default(),
-                super::super::epochs::Epochs::default(),
+                crate::epochs::Epochs::default(),
             );
             let link = ms.attach(1, "127.0.0.1:1".into(), 0);
             link.in_sync.set(true);

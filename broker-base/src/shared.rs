@@ -1,0 +1,106 @@
+//! The state every core and the broker's threads share: the config, the addresses, the
+//! topic table the NameServer registration sends, and the shutdown flags. Off the data path:
+//! only topic changes, status and the stop touch it.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use protocol::TopicConfig;
+
+use crate::config::BrokerConfig;
+
+/// State shared by every core and the registration thread. Off the data path: only topic
+/// changes and status touch it.
+pub struct Shared {
+    pub config: BrokerConfig,
+    pub started: Instant,
+    pub shard_count: u16,
+    pub cores: u16,
+    /// The address any core answers on.
+    pub advertise_addr: String,
+    /// Each core's direct address, filled in as the cores bind.
+    pub core_addrs: Mutex<Vec<String>>,
+    /// Each core's replication address (a slave's shard is sent to its owner's).
+    pub ha_addrs: Mutex<Vec<String>>,
+    /// Latest topic table, for the NameServer registration thread.
+    pub topics: Mutex<std::collections::BTreeMap<String, TopicConfig>>,
+    /// Topics created or changed since the registration thread last took them: it sends
+    /// just these to the NameServers (`RegisterTopics`), not the whole table.
+    pub topics_changed: Mutex<Vec<TopicConfig>>,
+    /// Bumped by core 0 on every topic change; the registration thread registers again.
+    pub topics_version: AtomicU64,
+    /// The topics_version last registered with every reachable NameServer.
+    pub registered_version: AtomicU64,
+    /// Set once by the signal thread (or `Running::request_shutdown`): from then on every
+    /// core refuses new sends (`BrokerError::ShuttingDown`), at the request, not at a tick.
+    pub shutdown: AtomicBool,
+    /// Cores whose sends in flight have all been answered since shutdown began. A core
+    /// closes its shards only once every core has drained: a send taken by one core may
+    /// still be on its way over the mesh to a shard of another.
+    pub cores_drained: AtomicUsize,
+    pub metrics: Arc<crate::metrics::BrokerMetrics>,
+    /// Wakes the registration thread (a topic change, or shutdown): it sleeps otherwise,
+    /// so that it never takes a core's CPU between registrations.
+    pub registry_wake: (Mutex<()>, std::sync::Condvar),
+    /// The listeners' TLS and the outgoing links' (from the `tls_*` keys, read at start).
+    pub tls: crate::tls::BrokerTls,
+    /// The signatures of timed RocketMQ requests taken within `acl_signature_window_ms`,
+    /// for every core: a replay sent on a connection another core serves is still a replay.
+    /// Only requests that carry a time (mqadmin's) take this lock; RocketMQ's clients send
+    /// none and the native protocol logs in per connection, so sends and pulls never do.
+    pub replay_guard: Arc<Mutex<acl::fresh::ReplayGuard>>,
+}
+
+impl Shared {
+    /// The state of a broker of `cores` cores over `shard_count` shards, answering on
+    /// `advertise_addr`, whose topic table starts as `topics`. The cores' direct and
+    /// replication addresses are filled in as they bind.
+    pub fn new(
+        config: BrokerConfig,
+        shard_count: u16,
+        cores: u16,
+        advertise_addr: String,
+        tls: crate::tls::BrokerTls,
+        topics: Vec<TopicConfig>,
+    ) -> Shared {
+        Shared {
+            tls,
+            started: Instant::now(),
+            shard_count,
+            cores,
+            advertise_addr,
+            core_addrs: Mutex::new(Vec::new()),
+            ha_addrs: Mutex::new(Vec::new()),
+            topics: Mutex::new(topics.into_iter().map(|t| (t.name.clone(), t)).collect()),
+            topics_changed: Mutex::new(Vec::new()),
+            topics_version: AtomicU64::new(1),
+            registered_version: AtomicU64::new(0),
+            shutdown: AtomicBool::new(false),
+            cores_drained: AtomicUsize::new(0),
+            registry_wake: (Mutex::new(()), std::sync::Condvar::new()),
+            metrics: Arc::new(crate::metrics::BrokerMetrics::new()),
+            replay_guard: Arc::new(Mutex::new(acl::fresh::ReplayGuard::new(
+                config.acl_signature_window_ms,
+                config.acl_signature_time_required,
+            ))),
+            config,
+        }
+    }
+
+    /// Whether shutdown has begun (sends are refused from then on).
+    pub fn stopping(&self) -> bool {
+        self.shutdown.load(Ordering::SeqCst)
+    }
+
+    /// Asks every core and thread to stop.
+    pub fn request_shutdown(&self) {
+        self.shutdown.store(true, Ordering::SeqCst);
+        self.wake_registry();
+    }
+
+    pub fn wake_registry(&self) {
+        let _guard = self.registry_wake.0.lock();
+        self.registry_wake.1.notify_all();
+    }
+}

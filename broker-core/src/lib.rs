@@ -1,0 +1,35 @@
+//! The broker's per-core kernel: one [`core::Core`] per glommio executor, its shards, and
+//! the handlers every front end calls with plain values. It knows no wire protocol: it
+//! reaches clients through [`link::ClientLink`], which the front ends implement, and it
+//! lends replication its topics and offsets through [`replica::CoreReplica`].
+//!
+//! * [`core`]: one core's state, `at_shard`/`at_core`, the request handlers.
+//! * [`mesh`]: all cross-core traffic (one enum, bounded inboxes).
+//! * [`groups`]: consumer group membership, committed offsets and queue leases.
+//! * [`topics`], [`numbering`]: the topic table; how each core numbers a topic's queues.
+//! * [`timer`], [`transaction`], [`reply`], [`filters`], [`sub_groups`]: scheduled
+//!   messages, half messages and their check-back, request-reply, SQL92, group configs.
+
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+pub mod core;
+pub mod filters;
+pub mod groups;
+pub mod lifecycle;
+pub mod link;
+pub mod mesh;
+pub mod numbering;
+pub mod replica;
+pub mod reply;
+pub mod sub_groups;
+pub mod timer;
+pub mod topics;
+pub mod transaction;
+
+// The layers below, by the names the kernel's modules use.
+pub use broker_base::{config, deadline, durable, error, heap, metrics, shared, stages, tls};
+pub use broker_replication as ha;
+pub use broker_replication::controller_link;
+
+pub use crate::core::Core;
+pub use broker_base::{BrokerConfig, BrokerError, Shared};
