@@ -1,5 +1,5 @@
 //! RocketMQ's everyday broker admin commands, sent as RocketMQ's remoting requests (the
-//! broker's handlers in `broker/src/rocketmq/admin.rs` serve RocketMQ's own mqadmin too):
+//! broker's handlers in `broker-front/src/rocketmq/admin.rs` serve RocketMQ's own mqadmin too):
 //! broker config, topic status, connections, subscription groups, topic deletion.
 
 use std::collections::BTreeMap;
