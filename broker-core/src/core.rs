@@ -442,7 +442,7 @@ impl Core {
         Ok(())
     }
 
-    fn not_master(&self, why: String) -> BrokerError {
+    fn not_master(&self, why: impl std::fmt::Display) -> BrokerError {
         BrokerError::NotMaster(format!(
             "{} id {} takes no sends: {why}",
             self.shared.config.broker_name, self.shared.config.broker_id
