@@ -20,13 +20,13 @@ use message::TagFilter;
 use protocol::{queue_owner_shard, shard_core, CoreStatus, StageHistogram, TopicConfig};
 use shard::{ReadRequest, ReadStatus, Shard, StoredSlice};
 
+use crate::calls::{opened, Answer, CoreCall, Crossing, ShardCall};
 use crate::config::FlushDiskType;
 use crate::error::BrokerError;
 use crate::groups::{self, MemberView, Membership, OffsetTable, StoredOffset};
 use crate::link::{ClientLink, NoClients};
 use crate::mesh::{
-    Appended, CoreAnswer, CoreOp, GroupOp, Mesh, OffsetOp, PullOutcome, PullStatus, ShardAnswer,
-    ShardOp, ShardReply, ShardRequest,
+    self, Appended, GroupOp, Mesh, OffsetOp, PullOutcome, PullStatus, ShardReply, ShardRequest,
 };
 use crate::shared::Shared;
 use crate::stages::{SendStages, Stage};
@@ -166,150 +166,38 @@ impl Core {
     }
 
     /// The front door of every shard: `op` is served here when this core hosts `shard`, or
-    /// forwarded to the core that does (counted as a hop), and either way by the same
-    /// [`Core::serve_shard`]. A rule for every request to a shard belongs here.
-    async fn at_shard(
-        &self,
-        shard: u16,
-        op: ShardOp,
-    ) -> Result<ShardAnswer<PullBody>, BrokerError> {
+    /// forwarded to the core that does (counted as a hop), and either way by the op's own
+    /// [`ShardCall::serve`]. A rule for every request to a shard belongs here.
+    async fn at_shard<T: ShardCall>(&self, shard: u16, op: T) -> Result<Answer<T>, BrokerError> {
         let core = shard_core(shard, self.shared.cores);
         if core == self.id {
-            return Ok(self.serve_shard(shard, op).await?.map_body(PullBody::Local));
+            debug_assert!(
+                self.shards.contains_key(&shard),
+                "shard {shard} asked of core {}, which does not host it",
+                self.id
+            );
+            return Ok(op.serve(self, shard).await?.here());
         }
         self.hop();
-        match self
-            .mesh
-            .call(core, ShardRequest::Shard { shard, op })
-            .await?
-        {
-            ShardReply::Shard(r) => Ok(r?.map_body(PullBody::Owned)),
-            other => Err(mismatch(other)),
-        }
+        let request = ShardRequest::Shard {
+            shard,
+            op: op.into(),
+        };
+        let sent = opened(self.mesh.call(core, request).await?)?;
+        Ok(<T::Found as Crossing>::arrived(sent))
     }
 
-    /// What a core is asked, here or on `core`, served by [`Core::serve_core`] either way.
-    pub(crate) async fn at_core(&self, core: u16, op: CoreOp) -> Result<CoreAnswer, BrokerError> {
-        if core == self.id {
-            return Box::pin(self.serve_core(op)).await;
-        }
-        match self.mesh.call(core, ShardRequest::Core(op)).await? {
-            ShardReply::Core(r) => r,
-            other => Err(mismatch(other)),
-        }
-    }
-
-    /// Serves `op` on the shard this core hosts.
-    async fn serve_shard(
+    /// What a core is asked, here or on `core`, served by the op's own [`CoreCall::serve`]
+    /// either way.
+    pub(crate) async fn at_core<T: CoreCall>(
         &self,
-        shard: u16,
-        op: ShardOp,
-    ) -> Result<ShardAnswer<Vec<StoredSlice>>, BrokerError> {
-        debug_assert!(
-            self.shards.contains_key(&shard),
-            "shard {shard} asked of core {}, which does not host it",
-            self.id
-        );
-        Ok(match op {
-            ShardOp::Append {
-                topic,
-                queue_id,
-                records,
-                count,
-            } => ShardAnswer::Appended(
-                self.append_local(shard, &topic, queue_id, &records, count)
-                    .await?,
-            ),
-            ShardOp::Pull(args, sql92) => {
-                ShardAnswer::Pulled(self.pull_local(shard, &args, sql92.as_deref()).await?)
-            }
-            ShardOp::QueueOffsets { topic, queue_id } => {
-                let o = self.local_shard(shard)?.queue_offsets(&topic, queue_id);
-                ShardAnswer::Offsets {
-                    min: o.min,
-                    max: o.max,
-                }
-            }
-            ShardOp::SearchOffset {
-                topic,
-                queue_id,
-                timestamp_ms,
-            } => ShardAnswer::Offset(
-                self.local_shard(shard)?
-                    .search_offset_by_time(&topic, queue_id, timestamp_ms)
-                    .await?,
-            ),
-            ShardOp::ViewByOffset { commit_log_offset } => {
-                ShardAnswer::Records(self.view_local(shard, commit_log_offset).await?)
-            }
-            ShardOp::GroupOffset(op) => {
-                ShardAnswer::GroupOffset(self.group_offset_local(shard, op)?)
-            }
-            ShardOp::EndTransaction(end) => {
-                crate::transaction::end_local(self, shard, end).await?;
-                ShardAnswer::Ended
-            }
-        })
-    }
-
-    /// Serves `op` on this core.
-    async fn serve_core(&self, op: CoreOp) -> Result<CoreAnswer, BrokerError> {
-        Ok(match op {
-            CoreOp::QueryByKey(q) => CoreAnswer::Records(self.query_local(&q).await?),
-            CoreOp::Status => CoreAnswer::Status(Box::new(self.local_status())),
-            CoreOp::SendStages { reset } => {
-                CoreAnswer::SendStages(self.stages.snapshot(self.id, reset))
-            }
-            CoreOp::CreateTopic(cfg, attributes) => {
-                Box::pin(self.create_topic_with(cfg, attributes)).await?;
-                CoreAnswer::Done
-            }
-            CoreOp::TopicChanged(cfg, attributes) => {
-                let mut table = self.topics.borrow_mut();
-                table.set_attributes(&cfg.name, attributes);
-                table.upsert(cfg);
-                CoreAnswer::Done
-            }
-            CoreOp::Group(op) => CoreAnswer::Members(Box::pin(self.group(op)).await?),
-            CoreOp::AskClient { client_id, command } => {
-                match self.link().ask(&client_id, command).await {
-                    Some(answer) => CoreAnswer::ClientAnswer(Some(answer?)),
-                    None => CoreAnswer::ClientAnswer(None),
-                }
-            }
-            CoreOp::GroupChanged { group, members } => {
-                self.link().group_changed(&group, &members).await;
-                CoreAnswer::Done
-            }
-            CoreOp::ReleaseLeases { group, client_id } => {
-                let mut released = 0;
-                for table in self.offsets.values() {
-                    released += table.borrow_mut().release_client(&group, &client_id);
-                }
-                if released > 0 {
-                    tracing::debug!(%group, %client_id, released, "leases of a leaving client released");
-                }
-                CoreAnswer::Done
-            }
-            CoreOp::ClientConnected(client_id) => {
-                CoreAnswer::Connected(self.link().connected(&client_id))
-            }
-            CoreOp::SubGroup(op) => CoreAnswer::SubGroups(Box::pin(self.sub_group(op)).await?),
-            CoreOp::DeleteTopic(name) => {
-                Box::pin(self.delete_topic(name)).await?;
-                CoreAnswer::Done
-            }
-            CoreOp::TopicDeleted(name) => {
-                self.topics.borrow_mut().remove(&name);
-                CoreAnswer::Done
-            }
-            CoreOp::PushReply { client_id, reply } => {
-                CoreAnswer::ReplyPushed(self.link().push_reply(&client_id, &reply).await?)
-            }
-            CoreOp::CheckTransaction(check) => {
-                CoreAnswer::Checked(self.link().check_transaction(check).await)
-            }
-        })
+        core: u16,
+        op: T,
+    ) -> Result<T::Answer, BrokerError> {
+        if core == self.id {
+            return Box::pin(op.serve(self)).await;
+        }
+        opened(self.mesh.call(core, ShardRequest::Core(op.into())).await?)
     }
 
     /// Changes or lists the subscription group configs: core 0 keeps them and writes the
@@ -320,10 +208,7 @@ impl Core {
     ) -> Result<Vec<crate::sub_groups::GroupConfig>, BrokerError> {
         use crate::mesh::SubGroupOp;
         let Some(table) = &self.sub_groups else {
-            return match self.at_core(0, CoreOp::SubGroup(op)).await? {
-                CoreAnswer::SubGroups(v) => Ok(v),
-                other => Err(mismatch(other)),
-            };
+            return self.at_core(0, op).await;
         };
         let snapshot = match op {
             SubGroupOp::List(None) => return Ok(table.borrow().all()),
@@ -367,7 +252,7 @@ impl Core {
         loop {
             for (group, members) in m.take_changed().await {
                 for core in 0..self.shared.cores {
-                    let op = CoreOp::GroupChanged {
+                    let op = mesh::GroupChanged {
                         group: group.clone(),
                         members: members.clone(),
                     };
@@ -386,13 +271,13 @@ impl Core {
         client_id: &str,
     ) -> Result<protocol::ClientRunningInfo, BrokerError> {
         for core in 0..self.shared.cores {
-            let op = CoreOp::AskClient {
+            let op = mesh::AskClient {
                 client_id: client_id.to_owned(),
                 command: protocol::Command::ClientRunningInfo,
             };
             match self.at_core(core, op).await? {
-                CoreAnswer::ClientAnswer(None) => continue,
-                CoreAnswer::ClientAnswer(Some(frame)) => {
+                None => continue,
+                Some(frame) => {
                     return match frame.header.command {
                         protocol::Command::ClientRunningInfoResult(info) => Ok(info),
                         _ => Err(BrokerError::BadRequest(format!(
@@ -402,7 +287,6 @@ impl Core {
                         ))),
                     };
                 }
-                other => return Err(mismatch(other)),
             }
         }
         Err(BrokerError::NotFound(format!(
@@ -424,13 +308,7 @@ impl Core {
         }
         self.check_master()?;
         let _in_flight = SendInFlight::enter(&self.sends_in_flight);
-        match self
-            .at_shard(end.shard, ShardOp::EndTransaction(end))
-            .await?
-        {
-            ShardAnswer::Ended => Ok(()),
-            other => Err(mismatch(other)),
-        }
+        self.at_shard(end.shard, end).await
     }
 
     /// Asks a producer of the check's group, connected to this core or else to another,
@@ -443,8 +321,8 @@ impl Core {
         let cores = self.shared.cores;
         for i in 0..cores {
             let core = (self.id + i) % cores;
-            match Box::pin(self.at_core(core, CoreOp::CheckTransaction(check.clone()))).await {
-                Ok(CoreAnswer::Checked(Some(answer))) => {
+            match Box::pin(self.at_core(core, check.clone())).await {
+                Ok(Some(answer)) => {
                     return Some(answer.unwrap_or(protocol::TransactionState::Unknown))
                 }
                 Ok(_) => {}
@@ -525,24 +403,21 @@ impl Core {
         // A prepared transactional message is stored as a half message of the real queue's
         // shard, invisible to consumers until it is committed (`transaction`).
         let op = if crate::transaction::is_prepared(&records, count) {
-            ShardOp::Append {
+            mesh::Append {
                 topic: crate::transaction::HALF_TOPIC.to_owned(),
                 queue_id: u32::from(shard),
                 records: crate::transaction::half_record(&records, topic, queue_id)?,
                 count,
             }
         } else {
-            ShardOp::Append {
+            mesh::Append {
                 topic: topic.to_owned(),
                 queue_id,
                 records,
                 count,
             }
         };
-        let appended = match self.at_shard(shard, op).await? {
-            ShardAnswer::Appended(a) => a,
-            other => return Err(mismatch(other)),
-        };
+        let appended = self.at_shard(shard, op).await?;
         if let Some(at) = forwarded_at {
             self.stages.record(Stage::Forward, at.elapsed());
         }
@@ -567,7 +442,7 @@ impl Core {
         Ok(())
     }
 
-    fn not_master(&self, why: String) -> BrokerError {
+    fn not_master(&self, why: impl std::fmt::Display) -> BrokerError {
         BrokerError::NotMaster(format!(
             "{} id {} takes no sends: {why}",
             self.shared.config.broker_name, self.shared.config.broker_id
@@ -659,13 +534,10 @@ impl Core {
             });
         }
         let (shard, _) = self.owner(&args.topic, args.queue_id);
-        match self.at_shard(shard, ShardOp::Pull(args, sql92)).await? {
-            ShardAnswer::Pulled(o) => Ok(o),
-            other => Err(mismatch(other)),
-        }
+        self.at_shard(shard, mesh::Pull { args, sql92 }).await
     }
 
-    async fn pull_local(
+    pub(crate) async fn pull_local(
         &self,
         shard_id: u16,
         args: &protocol::PullRequest,
@@ -828,12 +700,12 @@ impl Core {
     }
 
     /// Has every core but core 0 (this one) apply `op`, one after the other.
-    async fn on_other_cores(&self, op: impl Fn() -> CoreOp) -> Result<(), BrokerError> {
+    async fn on_other_cores<T: CoreCall<Answer = ()>>(
+        &self,
+        op: impl Fn() -> T,
+    ) -> Result<(), BrokerError> {
         for core in 1..self.shared.cores {
-            match self.at_core(core, op()).await? {
-                CoreAnswer::Done => {}
-                other => return Err(mismatch(other)),
-            }
+            self.at_core(core, op()).await?;
         }
         Ok(())
     }
@@ -845,14 +717,12 @@ impl Core {
     ) -> Result<(u64, u64), BrokerError> {
         self.topic_for_read(topic)?;
         let (shard, _) = self.owner(topic, queue_id);
-        let op = ShardOp::QueueOffsets {
+        let op = mesh::QueueOffsets {
             topic: topic.to_owned(),
             queue_id,
         };
-        match self.at_shard(shard, op).await? {
-            ShardAnswer::Offsets { min, max } => Ok((min.into(), max.into())),
-            other => Err(mismatch(other)),
-        }
+        let (min, max) = self.at_shard(shard, op).await?;
+        Ok((min.into(), max.into()))
     }
 
     pub async fn search_offset(
@@ -863,15 +733,12 @@ impl Core {
     ) -> Result<u64, BrokerError> {
         self.topic_for_read(topic)?;
         let (shard, _) = self.owner(topic, queue_id);
-        let op = ShardOp::SearchOffset {
+        let op = mesh::SearchOffset {
             topic: topic.to_owned(),
             queue_id,
             timestamp_ms,
         };
-        match self.at_shard(shard, op).await? {
-            ShardAnswer::Offset(o) => Ok(o.into()),
-            other => Err(mismatch(other)),
-        }
+        Ok(self.at_shard(shard, op).await?.into())
     }
 
     pub async fn view_by_offset(
@@ -884,16 +751,11 @@ impl Core {
                 "shard {shard} does not exist"
             )));
         }
-        match self
-            .at_shard(shard, ShardOp::ViewByOffset { commit_log_offset })
-            .await?
-        {
-            ShardAnswer::Records(r) => Ok(r),
-            other => Err(mismatch(other)),
-        }
+        self.at_shard(shard, mesh::ViewByOffset { commit_log_offset })
+            .await
     }
 
-    async fn view_local(
+    pub(crate) async fn view_local(
         &self,
         shard: u16,
         commit_log_offset: u64,
@@ -922,10 +784,7 @@ impl Core {
             if core == self.id {
                 continue;
             }
-            match self.at_core(core, CoreOp::QueryByKey(q.clone())).await? {
-                CoreAnswer::Records(r) => out.extend(r),
-                other => return Err(mismatch(other)),
-            }
+            out.extend(self.at_core(core, q.clone()).await?);
         }
         out.truncate(max);
         Ok(out)
@@ -959,10 +818,7 @@ impl Core {
     pub async fn status(&self) -> Result<Vec<CoreStatus>, BrokerError> {
         let mut out = Vec::with_capacity(self.shared.cores as usize);
         for core in 0..self.shared.cores {
-            match self.at_core(core, CoreOp::Status).await? {
-                CoreAnswer::Status(s) => out.push(*s),
-                other => return Err(mismatch(other)),
-            }
+            out.push(self.at_core(core, mesh::Status).await?);
         }
         Ok(out)
     }
@@ -971,10 +827,7 @@ impl Core {
     pub async fn send_stages(&self, reset: bool) -> Result<Vec<StageHistogram>, BrokerError> {
         let mut out = Vec::new();
         for core in 0..self.shared.cores {
-            match self.at_core(core, CoreOp::SendStages { reset }).await? {
-                CoreAnswer::SendStages(s) => out.extend(s),
-                other => return Err(mismatch(other)),
-            }
+            out.extend(self.at_core(core, mesh::SendStages { reset }).await?);
         }
         Ok(out)
     }
@@ -1054,10 +907,7 @@ impl Core {
     /// too, and a topic created again under the name continues their offsets.
     pub async fn delete_topic(&self, name: String) -> Result<(), BrokerError> {
         if self.id != 0 {
-            return match self.at_core(0, CoreOp::DeleteTopic(name)).await? {
-                CoreAnswer::Done => Ok(()),
-                other => Err(mismatch(other)),
-            };
+            return self.at_core(0, mesh::DeleteTopic(name)).await;
         }
         if name == topics::AUTO_CREATE_TOPIC_KEY {
             return Err(BrokerError::BadRequest(format!(
@@ -1071,7 +921,7 @@ impl Core {
         }
         self.persist_topics(|store, table| store.rewrite(table))
             .await?;
-        self.on_other_cores(|| CoreOp::TopicDeleted(name.clone()))
+        self.on_other_cores(|| mesh::TopicDeleted(name.clone()))
             .await?;
         let version = {
             if let Ok(mut t) = self.shared.topics.lock() {
@@ -1105,13 +955,7 @@ impl Core {
     ) -> Result<(), BrokerError> {
         topics::validate_topic(&cfg).map_err(|e| BrokerError::BadRequest(e.to_string()))?;
         if self.id != 0 {
-            return match self
-                .at_core(0, CoreOp::CreateTopic(cfg, attributes))
-                .await?
-            {
-                CoreAnswer::Done => Ok(()),
-                other => Err(mismatch(other)),
-            };
+            return self.at_core(0, mesh::CreateTopic(cfg, attributes)).await;
         }
         // A bound on all queues together: each one with data has its ConsumeQueue files
         // and mappings (vm.max_map_count is 65,530 by default).
@@ -1136,7 +980,7 @@ impl Core {
         // appended to the journal, or now and then the whole table (`TopicStore`).
         self.persist_topics(|store, table| store.write_for(table, &cfg))
             .await?;
-        self.on_other_cores(|| CoreOp::TopicChanged(cfg.clone(), attributes.clone()))
+        self.on_other_cores(|| mesh::TopicChanged(cfg.clone(), attributes.clone()))
             .await?;
         let version = {
             if let Ok(mut t) = self.shared.topics.lock() {
@@ -1162,10 +1006,7 @@ impl Core {
     pub async fn group(&self, op: GroupOp) -> Result<MemberView, BrokerError> {
         let Some(m) = &self.membership else {
             bump(&self.stats.group_hops, 1);
-            return match self.at_core(0, CoreOp::Group(op)).await? {
-                CoreAnswer::Members(v) => Ok(v),
-                other => Err(mismatch(other)),
-            };
+            return self.at_core(0, op).await;
         };
         Ok(match op {
             GroupOp::Heartbeat { group, client_id } => m.heartbeat(&group, &client_id),
@@ -1187,7 +1028,7 @@ impl Core {
     /// leases run out.
     pub async fn release_leases(&self, group: &str, client_id: &str) -> Result<(), BrokerError> {
         for core in 0..self.shared.cores {
-            let op = CoreOp::ReleaseLeases {
+            let op = mesh::ReleaseLeases {
                 group: group.to_owned(),
                 client_id: client_id.to_owned(),
             };
@@ -1199,11 +1040,9 @@ impl Core {
     /// Whether a connection of `client_id` is open on any core.
     pub async fn client_connected(&self, client_id: &str) -> Result<bool, BrokerError> {
         for core in 0..self.shared.cores {
-            let op = CoreOp::ClientConnected(client_id.to_owned());
-            match Box::pin(self.at_core(core, op)).await? {
-                CoreAnswer::Connected(true) => return Ok(true),
-                CoreAnswer::Connected(false) => {}
-                other => return Err(mismatch(other)),
+            let op = mesh::ClientConnected(client_id.to_owned());
+            if Box::pin(self.at_core(core, op)).await? {
+                return Ok(true);
             }
         }
         Ok(false)
@@ -1218,13 +1057,10 @@ impl Core {
             ));
         }
         let (shard, _) = self.owner(&q.topic, q.queue_id);
-        match self.at_shard(shard, ShardOp::GroupOffset(op)).await? {
-            ShardAnswer::GroupOffset(g) => Ok(g),
-            other => Err(mismatch(other)),
-        }
+        self.at_shard(shard, op).await
     }
 
-    fn group_offset_local(
+    pub(crate) fn group_offset_local(
         &self,
         shard: u16,
         op: OffsetOp,
@@ -1295,20 +1131,8 @@ impl Core {
     /// [`Core::at_core`] serve local ones.
     pub async fn serve_remote(&self, request: ShardRequest) -> ShardReply {
         match request {
-            ShardRequest::Shard { shard, op } => ShardReply::Shard(
-                self.serve_shard(shard, op)
-                    .await
-                    // The one copy of a cross-core pull: the slices are core-local.
-                    .map(|a| a.map_body(|b| b.iter().map(StoredSlice::to_bytes).collect())),
-            ),
-            ShardRequest::Core(op) => ShardReply::Core(Box::pin(self.serve_core(op)).await),
+            ShardRequest::Shard { shard, op } => op.serve_for_mesh(self, shard).await,
+            ShardRequest::Core(op) => Box::pin(op.serve_for_mesh(self)).await,
         }
     }
-}
-
-/// An answer of another kind than the request asked for: a bug of the broker, caught by
-/// debug builds (tests); a release build answers an internal error instead of crashing.
-pub(crate) fn mismatch(answer: impl std::fmt::Debug) -> BrokerError {
-    debug_assert!(false, "an answer of the wrong kind: {answer:?}");
-    BrokerError::Storage(format!("internal: an answer of the wrong kind: {answer:?}"))
 }

@@ -1,10 +1,11 @@
 //! The broker's per-core kernel: one [`core::Core`] per glommio executor, its shards, and
 //! the handlers every front end calls with plain values. It knows no wire protocol: it
 //! reaches clients through [`link::ClientLink`], which the front ends implement, and it
-//! lends replication its topics and offsets through [`replica::CoreReplica`].
+//! lends replication its topics and offsets through `ReplicaHost` ([`replica`]).
 //!
 //! * [`core`]: one core's state, `at_shard`/`at_core`, the request handlers.
-//! * [`mesh`]: all cross-core traffic (one enum, bounded inboxes).
+//! * [`mesh`]: all cross-core traffic (one enum, bounded inboxes); [`calls`]: each op's own
+//!   answer type and how it is served.
 //! * [`groups`]: consumer group membership, committed offsets and queue leases.
 //! * [`topics`], [`numbering`]: the topic table; how each core numbers a topic's queues.
 //! * [`timer`], [`transaction`], [`reply`], [`filters`], [`sub_groups`]: scheduled
@@ -12,6 +13,7 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+pub mod calls;
 pub mod core;
 pub mod filters;
 pub mod groups;

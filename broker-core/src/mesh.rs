@@ -24,13 +24,9 @@ use bytes::Bytes;
 use glommio::channels::channel_mesh::{Full, MeshBuilder, Receivers, Senders};
 use glommio::channels::local_channel::{self, LocalSender};
 use message::offsets::QueueOffset;
-use protocol::{
-    Command, CommitOffset, CoreStatus, Frame, GroupQueue, PullRequest, QueryByKey, StageHistogram,
-    TopicConfig,
-};
+use protocol::{Command, CommitOffset, GroupQueue, PullRequest, QueryByKey, TopicConfig};
 
 use crate::error::BrokerError;
-use crate::groups::{MemberView, StoredOffset};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PullStatus {
@@ -54,119 +50,167 @@ pub struct PullOutcome<B> {
     pub body: B,
 }
 
+impl<B> PullOutcome<B> {
+    /// The same outcome with its body converted.
+    pub fn map_body<C>(self, f: impl FnOnce(B) -> C) -> PullOutcome<C> {
+        PullOutcome {
+            status: self.status,
+            next_offset: self.next_offset,
+            min_offset: self.min_offset,
+            max_offset: self.max_offset,
+            count: self.count,
+            suggest_broker_id: self.suggest_broker_id,
+            body: f(self.body),
+        }
+    }
+}
+
 pub use crate::error::Appended;
 
 /// What a shard is asked: served by the core that hosts it (`Core::at_shard` decides
-/// local or remote, in one place; the shard id travels beside it).
+/// local or remote, in one place; the shard id travels beside it). Each variant is an op of
+/// its own type, whose answer type its [`ShardCall`](crate::calls::ShardCall) names.
 #[derive(Debug)]
 pub enum ShardOp {
-    Append {
-        topic: String,
-        queue_id: u32,
-        records: Bytes,
-        /// How many records the sender said the batch holds (checked by the shard).
-        count: u32,
-    },
-    /// The wire's own request, as it arrived, and the SQL92 expression its records must
-    /// match (checked by the sender; parsed again from the owning core's cache).
-    Pull(PullRequest, Option<String>),
-    QueueOffsets {
-        topic: String,
-        queue_id: u32,
-    },
-    SearchOffset {
-        topic: String,
-        queue_id: u32,
-        timestamp_ms: i64,
-    },
-    ViewByOffset {
-        commit_log_offset: u64,
-    },
+    Append(Append),
+    Pull(Pull),
+    QueueOffsets(QueueOffsets),
+    SearchOffset(SearchOffset),
+    ViewByOffset(ViewByOffset),
     /// A group's offset or lease of one of the shard's queues.
     GroupOffset(OffsetOp),
     /// Commit or roll back one of the shard's half messages.
     EndTransaction(protocol::EndTransaction),
 }
 
-/// A shard's answer to a [`ShardOp`], one variant per op; `B` is a pull's body (slices on
-/// the hosting core, owned bytes once it has crossed cores).
+/// Stores a batch of records in one of the shard's queues.
 #[derive(Debug)]
-pub enum ShardAnswer<B> {
-    Appended(Appended),
-    Pulled(PullOutcome<B>),
-    Offsets { min: QueueOffset, max: QueueOffset },
-    Offset(QueueOffset),
-    Records(Vec<Bytes>),
-    GroupOffset(Option<StoredOffset>),
-    Ended,
+pub struct Append {
+    pub topic: String,
+    pub queue_id: u32,
+    pub records: Bytes,
+    /// How many records the sender said the batch holds (checked by the shard).
+    pub count: u32,
 }
 
-impl<B> ShardAnswer<B> {
-    /// The same answer with a pull's body converted.
-    pub fn map_body<C>(self, f: impl FnOnce(B) -> C) -> ShardAnswer<C> {
-        match self {
-            ShardAnswer::Appended(a) => ShardAnswer::Appended(a),
-            ShardAnswer::Pulled(o) => ShardAnswer::Pulled(PullOutcome {
-                status: o.status,
-                next_offset: o.next_offset,
-                min_offset: o.min_offset,
-                max_offset: o.max_offset,
-                count: o.count,
-                suggest_broker_id: o.suggest_broker_id,
-                body: f(o.body),
-            }),
-            ShardAnswer::Offsets { min, max } => ShardAnswer::Offsets { min, max },
-            ShardAnswer::Offset(o) => ShardAnswer::Offset(o),
-            ShardAnswer::Records(r) => ShardAnswer::Records(r),
-            ShardAnswer::GroupOffset(g) => ShardAnswer::GroupOffset(g),
-            ShardAnswer::Ended => ShardAnswer::Ended,
-        }
-    }
+/// Reads a queue: the wire's own request, as it arrived, and the SQL92 expression its
+/// records must match (checked by the sender; parsed again from the owning core's cache).
+#[derive(Debug)]
+pub struct Pull {
+    pub args: PullRequest,
+    pub sql92: Option<String>,
 }
 
-/// What a core is asked, whatever shards it hosts (`Core::at_core`).
+/// A queue's smallest and next offsets.
+#[derive(Debug)]
+pub struct QueueOffsets {
+    pub topic: String,
+    pub queue_id: u32,
+}
+
+/// The first offset of a queue stored at or after a time.
+#[derive(Debug)]
+pub struct SearchOffset {
+    pub topic: String,
+    pub queue_id: u32,
+    pub timestamp_ms: i64,
+}
+
+/// The records stored at a CommitLog offset.
+#[derive(Debug)]
+pub struct ViewByOffset {
+    pub commit_log_offset: u64,
+}
+
+/// What a core is asked, whatever shards it hosts (`Core::at_core`). Each variant is an op
+/// of its own type, whose answer type its [`CoreCall`](crate::calls::CoreCall) names.
 #[derive(Debug)]
 pub enum CoreOp {
     /// Every shard of the serving core.
     QueryByKey(QueryByKey),
     /// The serving core's counters.
-    Status,
-    /// The serving core's send-stage histograms (cleared after, with `reset`).
-    SendStages { reset: bool },
-    /// To core 0: create or update a topic (persist, broadcast, register), with its new
-    /// attributes, or `None` to keep the ones it has.
-    CreateTopic(TopicConfig, Option<crate::topics::Attributes>),
-    /// From core 0 to every other core: the topic table changed (a topic and its attributes).
-    TopicChanged(TopicConfig, crate::topics::Attributes),
+    Status(Status),
+    SendStages(SendStages),
+    CreateTopic(CreateTopic),
+    TopicChanged(TopicChanged),
     /// To core 0, which keeps group membership.
     Group(GroupOp),
-    /// To every core: if a connection of `client_id` is open here, send it `command` and
-    /// bring back its answer.
-    AskClient { client_id: String, command: Command },
-    /// From core 0 to every core: `group`'s members changed; the RocketMQ clients among
-    /// `members` with a connection here are told (NOTIFY_CONSUMER_IDS_CHANGED) so they
-    /// rebalance at once.
-    GroupChanged { group: String, members: Vec<String> },
-    /// To every core: `client_id` left `group` (or its connection closed); the leases it
-    /// holds for the group on the core's shards end at once, so the members that stay can
-    /// lock its queues at their rebalance.
-    ReleaseLeases { group: String, client_id: String },
-    /// To every core: is a connection of `client_id` open there?
-    ClientConnected(String),
+    AskClient(AskClient),
+    GroupChanged(GroupChanged),
+    ReleaseLeases(ReleaseLeases),
+    ClientConnected(ClientConnected),
     /// To core 0, which keeps the subscription group configs.
     SubGroup(SubGroupOp),
-    /// To core 0: delete a topic (persist, broadcast, register).
-    DeleteTopic(String),
-    /// From core 0 to every other core: the topic was deleted.
-    TopicDeleted(String),
-    /// To every core: if a connection of `client_id` is open here, push it this reply
-    /// (request-reply; `crate::reply`).
-    PushReply {
-        client_id: String,
-        reply: Box<crate::reply::ReplyPush>,
-    },
+    DeleteTopic(DeleteTopic),
+    TopicDeleted(TopicDeleted),
+    PushReply(PushReply),
     /// To a core: ask a producer of the check's group connected here about a transaction.
     CheckTransaction(protocol::CheckTransaction),
+}
+
+/// The serving core's counters.
+#[derive(Debug)]
+pub struct Status;
+
+/// The serving core's send-stage histograms (cleared after, with `reset`).
+#[derive(Debug)]
+pub struct SendStages {
+    pub reset: bool,
+}
+
+/// To core 0: create or update a topic (persist, broadcast, register), with its new
+/// attributes, or `None` to keep the ones it has.
+#[derive(Debug)]
+pub struct CreateTopic(pub TopicConfig, pub Option<crate::topics::Attributes>);
+
+/// From core 0 to every other core: the topic table changed (a topic and its attributes).
+#[derive(Debug)]
+pub struct TopicChanged(pub TopicConfig, pub crate::topics::Attributes);
+
+/// To every core: if a connection of `client_id` is open here, send it `command` and bring
+/// back its answer.
+#[derive(Debug)]
+pub struct AskClient {
+    pub client_id: String,
+    pub command: Command,
+}
+
+/// From core 0 to every core: `group`'s members changed; the RocketMQ clients among
+/// `members` with a connection here are told (NOTIFY_CONSUMER_IDS_CHANGED) so they
+/// rebalance at once.
+#[derive(Debug)]
+pub struct GroupChanged {
+    pub group: String,
+    pub members: Vec<String>,
+}
+
+/// To every core: `client_id` left `group` (or its connection closed); the leases it holds
+/// for the group on the core's shards end at once, so the members that stay can lock its
+/// queues at their rebalance.
+#[derive(Debug)]
+pub struct ReleaseLeases {
+    pub group: String,
+    pub client_id: String,
+}
+
+/// To every core: is a connection of this client open there?
+#[derive(Debug)]
+pub struct ClientConnected(pub String);
+
+/// To core 0: delete a topic (persist, broadcast, register).
+#[derive(Debug)]
+pub struct DeleteTopic(pub String);
+
+/// From core 0 to every other core: the topic was deleted.
+#[derive(Debug)]
+pub struct TopicDeleted(pub String);
+
+/// To every core: if a connection of `client_id` is open here, push it this reply
+/// (request-reply; `crate::reply`).
+#[derive(Debug)]
+pub struct PushReply {
+    pub client_id: String,
+    pub reply: Box<crate::reply::ReplyPush>,
 }
 
 /// A change to, or a look at, the subscription group configs (served by core 0).
@@ -178,27 +222,6 @@ pub enum SubGroupOp {
     List(Option<String>),
 }
 
-/// A core's answer to a [`CoreOp`], one variant per op.
-#[derive(Debug)]
-pub enum CoreAnswer {
-    Records(Vec<Bytes>),
-    Status(Box<CoreStatus>),
-    SendStages(Vec<StageHistogram>),
-    Done,
-    Members(MemberView),
-    /// The client's answer; `None` when no connection of that client is open there.
-    ClientAnswer(Option<Frame>),
-    /// Subscription group configs after the op (for a list: those asked for).
-    SubGroups(Vec<crate::sub_groups::GroupConfig>),
-    /// Whether the reply was pushed: false when no connection of the client is open there.
-    ReplyPushed(bool),
-    /// Whether a connection of the client is open there.
-    Connected(bool),
-    /// `None`: no producer of the group is connected there; `Some(None)`: a RocketMQ client
-    /// was asked (it answers with END_TRANSACTION); `Some(Some(s))`: a native client's answer.
-    Checked(Option<Option<protocol::TransactionState>>),
-}
-
 /// A request that crosses cores: for a shard, or for a core.
 #[derive(Debug)]
 pub enum ShardRequest {
@@ -206,12 +229,9 @@ pub enum ShardRequest {
     Core(CoreOp),
 }
 
-/// Its reply; a pull's body crosses as owned bytes.
-#[derive(Debug)]
-pub enum ShardReply {
-    Shard(Result<ShardAnswer<Vec<Bytes>>, BrokerError>),
-    Core(Result<CoreAnswer, BrokerError>),
-}
+/// Its reply: the op's own answer, boxed to cross (`crate::calls` opens it as the type the
+/// op names; a pull's records cross as owned bytes).
+pub type ShardReply = Result<Box<dyn std::any::Any + Send>, BrokerError>;
 
 /// A membership request (served by core 0).
 #[derive(Debug)]

@@ -5,7 +5,7 @@
 //! native `SendReply`). The broker pushes the reply to the requester over the requester's
 //! own connection (RocketMQ's PUSH_REPLY_MESSAGE_TO_CLIENT, or the native `PushReply`),
 //! wherever that connection is served: this core first, then each other core through
-//! `CoreOp::PushReply`. A reply whose requester has no open connection is dropped with a log
+//! `mesh::PushReply`. A reply whose requester has no open connection is dropped with a log
 //! line, and the replier gets an error answer (as RocketMQ's ReplyMessageProcessor does).
 //! With `store_reply_message_enable` (RocketMQ's `storeReplyMessageEnable`, on by default)
 //! the reply is also stored in the reply topic, so it can be looked up like any message.
@@ -18,9 +18,9 @@ use bytes::Bytes;
 use message::{encode_record, MessageFields};
 use protocol::TopicConfig;
 
-use crate::core::{mismatch, Core};
+use crate::core::Core;
 use crate::error::BrokerError;
-use crate::mesh::{CoreAnswer, CoreOp};
+use crate::mesh;
 
 pub use message::reply::{prop, reply_topic, REPLY_MESSAGE_FLAG};
 pub use message::TRACE_TOPIC;
@@ -110,14 +110,12 @@ impl Core {
             return Ok(());
         }
         for core in (0..self.shared.cores).filter(|c| *c != self.id) {
-            let op = CoreOp::PushReply {
+            let op = mesh::PushReply {
                 client_id: client_id.clone(),
                 reply: Box::new(reply.clone()),
             };
-            match self.at_core(core, op).await? {
-                CoreAnswer::ReplyPushed(true) => return Ok(()),
-                CoreAnswer::ReplyPushed(false) => continue,
-                other => return Err(mismatch(other)),
+            if self.at_core(core, op).await? {
+                return Ok(());
             }
         }
         let correlation = reply.property(prop::CORRELATION_ID).unwrap_or("");

@@ -2,7 +2,7 @@
 //! updateSubGroup): a small table core 0 owns and keeps in `<data dir>/config/subscription_groups.json`,
 //! rewritten whole at every change (a temporary file, fsync, rename, fsync of the directory),
 //! since changes are rare and the table is small. Other cores reach it through the mesh
-//! (`CoreOp::SubGroup`).
+//! (`mesh::SubGroupOp`).
 //!
 //! What takes effect: `retryMaxTimes` bounds the reconsumes of a RocketMQ client's send-back
 //! (CONSUMER_SEND_MSG_BACK) before the message goes to the DLQ. The other fields are stored

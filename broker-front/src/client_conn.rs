@@ -3,7 +3,7 @@
 //! ask a client something on the client's own connection (RocketMQ's broker-initiated
 //! requests: consumer running info, transaction checks, membership notices) and match the
 //! answer by request id. Each core keeps the connections it serves
-//! ([`ClientConns`]); a request for a client reaches its core through `CoreOp::AskClient`.
+//! ([`ClientConns`]); a request for a client reaches its core through `mesh::AskClient`.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;

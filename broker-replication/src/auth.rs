@@ -15,6 +15,7 @@
 //! slave.
 
 use crate::config::Credentials;
+use crate::error::ReplicationError;
 
 const MASTER_LABEL: &str = "corvus-replication-master";
 const SLAVE_LABEL: &str = "corvus-replication-slave";
@@ -70,18 +71,21 @@ pub fn slave_proof_holds(c: &Credentials, master_nonce: &str, proof: &str) -> bo
 
 /// A master's first look at a slave's HELLO: whether the access key it names is this
 /// master's; the error is the reason the slave is refused with.
-pub fn check_access_key(mine: &Credentials, slave_access_key: &str) -> Result<(), String> {
+pub fn check_access_key(
+    mine: &Credentials,
+    slave_access_key: &str,
+) -> Result<(), ReplicationError> {
     if slave_access_key.is_empty() {
-        return Err(
+        return Err(ReplicationError::Refused(
             "the slave sent no credentials: this master requires acl_access_key and \
              acl_secret_key of its slaves"
                 .into(),
-        );
+        ));
     }
     if slave_access_key != mine.access_key {
-        return Err(format!(
+        return Err(ReplicationError::Refused(format!(
             "the slave's access key `{slave_access_key}` is not this master's"
-        ));
+        )));
     }
     Ok(())
 }
@@ -118,9 +122,11 @@ mod tests {
         assert!(check_access_key(&a, "replicator").is_ok());
         assert!(check_access_key(&a, "")
             .unwrap_err()
+            .to_string()
             .contains("no credentials"));
         assert!(check_access_key(&a, "intruder")
             .unwrap_err()
+            .to_string()
             .contains("`intruder`"));
     }
 }

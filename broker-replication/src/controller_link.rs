@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use controller_proto::{Client, ClientConfig, Heartbeat, ReplicaInfo, Request, Response};
 
+use crate::error::ReplicationError;
 use crate::shared::Shared;
 
 /// What the controllers last said this broker is.
@@ -135,20 +136,20 @@ impl ControllerState {
     }
 
     /// Whether the master's lease still holds at `now`; the error says since when not.
-    pub fn lease_holds(&self, shared: &Shared) -> Result<(), String> {
+    pub fn lease_holds(&self, shared: &Shared) -> Result<(), ReplicationError> {
         let until = self.lease_until_ms.load(Ordering::SeqCst);
         let now = shared.started.elapsed().as_millis() as u64;
         if until > now {
             return Ok(());
         }
-        Err(if until == 0 {
+        Err(ReplicationError::NotServing(if until == 0 {
             "it holds no master lease from the controllers".into()
         } else {
             format!(
                 "its master lease from the controllers ended {} ms ago (no answered heartbeat since)",
                 now - until
             )
-        })
+        }))
     }
 
     pub fn publish(&self, shard: u16, report: ShardReport) {

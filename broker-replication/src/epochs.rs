@@ -8,6 +8,7 @@
 //! Stored in the shard's directory as `epochs`, one `epoch start` line per entry, replaced
 //! whole and durably.
 
+use crate::error::ReplicationError;
 use std::path::Path;
 
 const FILE: &str = "epochs";
@@ -17,12 +18,16 @@ pub struct Epochs(pub Vec<(u32, u64)>);
 
 impl Epochs {
     /// The history stored in `shard_dir` (empty when there is none yet).
-    pub fn load(shard_dir: &Path) -> Result<Epochs, String> {
+    pub fn load(shard_dir: &Path) -> Result<Epochs, ReplicationError> {
         let path = shard_dir.join(FILE);
+        let bad = |problem: String| ReplicationError::History {
+            path: path.clone(),
+            problem,
+        };
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Epochs::default()),
-            Err(e) => return Err(format!("{}: {e}", path.display())),
+            Err(e) => return Err(bad(format!("cannot be read: {e}"))),
         };
         let mut v: Vec<(u32, u64)> = Vec::new();
         for (n, line) in text.lines().enumerate() {
@@ -32,18 +37,13 @@ impl Epochs {
                 _ => None,
             };
             let Some((epoch, start)) = entry else {
-                return Err(format!(
-                    "{} line {}: `{line}` is not `epoch start`",
-                    path.display(),
+                return Err(bad(format!(
+                    "line {}: `{line}` is not `epoch start`",
                     n + 1
-                ));
+                )));
             };
             if v.last().is_some_and(|&(e, s)| epoch <= e || start < s) {
-                return Err(format!(
-                    "{} line {}: epochs and starts must grow",
-                    path.display(),
-                    n + 1
-                ));
+                return Err(bad(format!("line {}: epochs and starts must grow", n + 1)));
             }
             v.push((epoch, start));
         }
@@ -135,7 +135,10 @@ mod tests {
         e.store(dir.path()).unwrap();
         assert_eq!(Epochs::load(dir.path()).unwrap(), e);
         std::fs::write(dir.path().join(FILE), "3 500\n2 600\n").unwrap();
-        assert!(Epochs::load(dir.path()).unwrap_err().contains("line 2"));
+        assert!(Epochs::load(dir.path())
+            .unwrap_err()
+            .to_string()
+            .contains("line 2"));
         std::fs::write(dir.path().join(FILE), "x\n").unwrap();
         assert!(Epochs::load(dir.path()).is_err());
     }

@@ -33,12 +33,13 @@ use crate::controller_link::{Assignment, ControllerState, ShardReport};
 pub mod auth;
 pub mod controller_link;
 pub mod epochs;
+pub mod error;
 pub mod master;
 pub mod slave;
 pub mod wire;
 
 // The layer below, by the names this crate's modules use.
-pub use broker_base::{config, deadline, durable, error, metrics, shared, tls};
+pub use broker_base::{config, deadline, durable, metrics, shared, tls};
 
 /// What replication needs of the core that hosts its shards: the per-core kernel
 /// implements it, so this layer never names the kernel's types.
@@ -68,6 +69,7 @@ pub trait ReplicaHost: 'static {
 /// The host, as replication's tasks hold it.
 pub type Host = dyn ReplicaHost;
 
+pub use error::{FrameError, ReplicationError};
 pub use master::{LinkStatus, MasterShard};
 pub use slave::{SlaveShard, SlaveStatus};
 
@@ -106,7 +108,7 @@ impl CoreHa {
         config: &BrokerConfig,
         shards: &HashMap<u16, Shard>,
         controller: Option<Arc<ControllerState>>,
-    ) -> Result<CoreHa, String> {
+    ) -> Result<CoreHa, ReplicationError> {
         let ha = CoreHa {
             controller,
             ..CoreHa::default()
@@ -153,11 +155,11 @@ impl CoreHa {
     }
 
     /// Whether this core takes sends; else why not.
-    pub fn serving(&self) -> Result<(), String> {
+    pub fn serving(&self) -> Result<(), ReplicationError> {
         if self.serving.get() {
             Ok(())
         } else {
-            Err(self.refusal.borrow().clone())
+            Err(ReplicationError::NotServing(self.refusal.borrow().clone()))
         }
     }
 

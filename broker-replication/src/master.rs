@@ -12,7 +12,9 @@ use shard::signal::Signal;
 use shard::Shard;
 
 use crate::config::{BrokerConfig, BrokerRole};
-use crate::error::BrokerError;
+use broker_base::error::BrokerError;
+
+use crate::error::ReplicationError;
 use crate::Host;
 
 use super::wire::{self, Frame, Hello};
@@ -554,22 +556,22 @@ pub async fn serve_slave(core: Rc<Host>, stream: TcpStream) {
     let authenticated = if hello.version == wire::VERSION {
         authenticate_slave(&core, &hello, &mut rd, &mut wr).await
     } else {
-        Err(format!(
+        Err(refused(format!(
             "replication version {} (this master speaks {})",
             hello.version,
             wire::VERSION
-        ))
+        )))
     };
     if let Err(reason) = authenticated {
         tracing::warn!(%peer, shard = hello.shard, slave = hello.broker_id, "refused a slave: {reason}");
-        let _ = wire::write_frame(&mut wr, &Frame::Refuse(reason)).await;
+        let _ = wire::write_frame(&mut wr, &Frame::Refuse(reason.to_string())).await;
         return;
     }
     let (start, ms) = match handshake(&core, &hello) {
         Ok(s) => s,
         Err(reason) => {
             tracing::warn!(%peer, shard = hello.shard, slave = hello.broker_id, "refused a slave: {reason}");
-            let _ = wire::write_frame(&mut wr, &Frame::Refuse(reason)).await;
+            let _ = wire::write_frame(&mut wr, &Frame::Refuse(reason.to_string())).await;
             return;
         }
     };
@@ -603,7 +605,7 @@ async fn authenticate_slave<R, W>(
     hello: &Hello,
     rd: &mut R,
     wr: &mut W,
-) -> Result<(), String>
+) -> Result<(), ReplicationError>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
@@ -613,11 +615,10 @@ where
         // for: it refuses them all rather than serve its log to anyone who connects (it
         // starts so only with `acl_allow_no_broker_credentials`).
         if core.shared().config.acl_enable {
-            return Err(
+            return Err(refused(
                 "this master has acl_enable on and no acl_access_key / acl_secret_key \
-                 (acl_allow_no_broker_credentials): it takes no slaves"
-                    .into(),
-            );
+                 (acl_allow_no_broker_credentials): it takes no slaves",
+            ));
         }
         return Ok(());
     };
@@ -629,88 +630,92 @@ where
     };
     wire::write_frame(wr, &challenge)
         .await
-        .map_err(|e| format!("cannot send the challenge: {e}"))?;
+        .map_err(|e| refused(format!("cannot send the challenge: {e}")))?;
     match with_timeout(HANDSHAKE_TIMEOUT, wire::read_frame(rd)).await {
         Some(Ok(Frame::Proof(p))) if super::auth::slave_proof_holds(&mine, &nonce, &p) => Ok(()),
-        Some(Ok(Frame::Proof(_))) => Err(format!(
+        Some(Ok(Frame::Proof(_))) => Err(refused(format!(
             "the slave's proof for access key `{}` is wrong: its acl_secret_key is not this \
              master's",
             hello.access_key
-        )),
-        Some(Ok(Frame::Refuse(why))) => Err(format!("the slave refused this master: {why}")),
-        Some(Ok(other)) => Err(format!("expected the slave's PROOF, got {other:?}")),
-        Some(Err(e)) => Err(format!("no PROOF from the slave: {e}")),
-        None => Err("no PROOF from the slave in time".into()),
+        ))),
+        Some(Ok(Frame::Refuse(why))) => {
+            Err(refused(format!("the slave refused this master: {why}")))
+        }
+        Some(Ok(other)) => Err(refused(format!(
+            "expected the slave's PROOF, got {other:?}"
+        ))),
+        Some(Err(e)) => Err(refused(format!("no PROOF from the slave: {e}"))),
+        None => Err(refused("no PROOF from the slave in time")),
     }
 }
 
 /// Where the stream to `hello`'s slave starts and the master shard it comes from, or why it
 /// is refused.
-fn handshake(core: &Rc<Host>, hello: &Hello) -> Result<(u64, Rc<MasterShard>), String> {
+fn handshake(core: &Rc<Host>, hello: &Hello) -> Result<(u64, Rc<MasterShard>), ReplicationError> {
     let cfg = &core.shared().config;
     if hello.version != wire::VERSION {
-        return Err(format!(
+        return Err(refused(format!(
             "replication version {} (this master speaks {})",
             hello.version,
             wire::VERSION
-        ));
+        )));
     }
     let Some(ms) = core.replication().master(hello.shard) else {
-        return Err(format!(
+        return Err(refused(format!(
             "this broker ({} id {}) does not serve shard {} as master ({})",
             cfg.broker_name,
             cfg.broker_id,
             hello.shard,
             core.replication().role_name(cfg)
-        ));
+        )));
     };
     if hello.broker_name != cfg.broker_name {
-        return Err(format!(
+        return Err(refused(format!(
             "the slave belongs to broker `{}`, this master is `{}`",
             hello.broker_name, cfg.broker_name
-        ));
+        )));
     }
     if hello.broker_id == cfg.broker_id {
-        return Err(format!(
+        return Err(refused(format!(
             "the slave's broker_id {} is the master's own",
             hello.broker_id
-        ));
+        )));
     }
     if hello.shard_count != core.shared().shard_count {
-        return Err(format!(
+        return Err(refused(format!(
             "the slave has {} shards, the master {}: both data directories must have the same shard count",
             hello.shard_count, core.shared().shard_count
-        ));
+        )));
     }
     let shard = &ms.shard;
     if hello.segment_bytes != shard.segment_bytes() {
-        return Err(format!(
+        return Err(refused(format!(
             "the slave's segments are {} bytes, the master's {}: set the same commit_log_segment_bytes",
             hello.segment_bytes,
             shard.segment_bytes()
-        ));
+        )));
     }
     let (min, end) = shard.log_bounds();
     let slave = super::epochs::Epochs(hello.epochs.clone());
     let point = slave.consistent_point(hello.log_end, &ms.epochs.borrow(), end);
     let Some(point) = point else {
-        return Err(format!(
+        return Err(refused(format!(
             "the slave's log of shard {} (ending at {}, epochs {:?}) has no epoch in common with the master's (epochs {:?}): move the slave's data directory aside and start it again",
             hello.shard,
             hello.log_end,
             hello.epochs,
             ms.epochs.borrow().0
-        ));
+        )));
     };
     if point < min {
         if hello.log_min == hello.log_end {
             // An empty slave starts where the master's log starts now.
             return Ok((min, ms));
         }
-        return Err(format!(
+        return Err(refused(format!(
             "the slave's log of shard {} agrees with the master's up to {point}, before the master's oldest segment at {min} (retention deleted what it lacks); move the slave's data directory aside and start it again",
             hello.shard
-        ));
+        )));
     }
     // Below the slave's end: it cuts its log back there first (it has what no master
     // after its own epoch had).
@@ -751,7 +756,7 @@ async fn read_acks<R: AsyncRead + Unpin>(
                 break;
             }
             Some(Err(e)) => {
-                link.close(e);
+                link.close(e.to_string());
                 break;
             }
             None => {
@@ -922,6 +927,11 @@ fn offsets_frames(core: &Rc<Host>, shard: u16) -> Vec<Frame> {
         .chunks(wire::OFFSETS_PER_FRAME)
         .map(|c| Frame::Offsets(c.to_vec()))
         .collect()
+}
+
+/// A refusal of a slave, with the reason it is told.
+fn refused(why: impl Into<String>) -> ReplicationError {
+    ReplicationError::Refused(why.into())
 }
 
 #[cfg(test)]

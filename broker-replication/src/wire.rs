@@ -29,6 +29,7 @@
 //!                            where they were
 //! ```
 
+use crate::error::FrameError;
 use bytes::{BufMut, Bytes, BytesMut};
 use futures_lite::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
@@ -269,29 +270,29 @@ struct Reader<'a> {
 }
 
 impl Reader<'_> {
-    fn take(&mut self, n: usize) -> Result<&[u8], String> {
+    fn take(&mut self, n: usize) -> Result<&[u8], FrameError> {
         if self.b.len() < n {
-            return Err("frame ends early".into());
+            return Err(FrameError::Short);
         }
         let (a, rest) = self.b.split_at(n);
         self.b = rest;
         Ok(a)
     }
-    fn u16(&mut self) -> Result<u16, String> {
+    fn u16(&mut self) -> Result<u16, FrameError> {
         let a = self.take(2)?;
         Ok(u16::from_be_bytes([a[0], a[1]]))
     }
-    fn u32(&mut self) -> Result<u32, String> {
+    fn u32(&mut self) -> Result<u32, FrameError> {
         let a = self.take(4)?;
         Ok(u32::from_be_bytes([a[0], a[1], a[2], a[3]]))
     }
-    fn u64(&mut self) -> Result<u64, String> {
+    fn u64(&mut self) -> Result<u64, FrameError> {
         let a = self.take(8)?;
         let mut x = [0u8; 8];
         x.copy_from_slice(a);
         Ok(u64::from_be_bytes(x))
     }
-    fn epochs(&mut self) -> Result<Vec<(u32, u64)>, String> {
+    fn epochs(&mut self) -> Result<Vec<(u32, u64)>, FrameError> {
         let n = self.u32()? as usize;
         let mut v = Vec::with_capacity(n.min(4096));
         for _ in 0..n {
@@ -299,12 +300,12 @@ impl Reader<'_> {
         }
         Ok(v)
     }
-    fn string(&mut self) -> Result<String, String> {
+    fn string(&mut self) -> Result<String, FrameError> {
         let n = self.u16()? as usize;
-        String::from_utf8(self.take(n)?.to_vec()).map_err(|_| "a string is not UTF-8".into())
+        String::from_utf8(self.take(n)?.to_vec()).map_err(|_| FrameError::NotUtf8)
     }
     /// A string, or empty at the end of the frame (a field older versions do not send).
-    fn string_or_empty(&mut self) -> Result<String, String> {
+    fn string_or_empty(&mut self) -> Result<String, FrameError> {
         if self.b.is_empty() {
             Ok(String::new())
         } else {
@@ -314,9 +315,9 @@ impl Reader<'_> {
 }
 
 /// Decodes one frame's body (after its length).
-pub fn decode(body: Bytes) -> Result<Frame, String> {
+pub fn decode(body: Bytes) -> Result<Frame, FrameError> {
     let Some(&kind) = body.first() else {
-        return Err("empty frame".into());
+        return Err(FrameError::Empty);
     };
     let mut r = Reader { b: &body[1..] };
     Ok(match kind {
@@ -395,20 +396,24 @@ pub fn decode(body: Bytes) -> Result<Frame, String> {
             }
             Frame::Offsets(list)
         }
-        k => return Err(format!("unknown frame kind {k}")),
+        k => return Err(FrameError::UnknownKind(k)),
     })
 }
 
 /// Reads one frame; an error says what was wrong with it (or the socket's error).
-pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R) -> Result<Frame, String> {
+pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R) -> Result<Frame, FrameError> {
     let mut len = [0u8; 4];
-    r.read_exact(&mut len).await.map_err(|e| e.to_string())?;
+    let io = |e: std::io::Error| FrameError::Io(e.to_string());
+    r.read_exact(&mut len).await.map_err(io)?;
     let len = u32::from_be_bytes(len) as usize;
     if len == 0 || len > FRAME_BYTES_MAX {
-        return Err(format!("frame of {len} bytes (at most {FRAME_BYTES_MAX})"));
+        return Err(FrameError::TooLong {
+            len,
+            max: FRAME_BYTES_MAX,
+        });
     }
     let mut body = vec![0u8; len];
-    r.read_exact(&mut body).await.map_err(|e| e.to_string())?;
+    r.read_exact(&mut body).await.map_err(io)?;
     decode(Bytes::from(body))
 }
 

@@ -979,7 +979,7 @@ async fn core_main(
     }
 
     // Until shutdown: publish this core's counters to the metrics once a second. This tick
-    // only starts the stop (`stop_core`): sends are refused from the moment the flag is set,
+    // only starts the stop (`Core::stop`): sends are refused from the moment the flag is set,
     // by `Core::send`, so nothing is acknowledged between the signal and the flush.
     let mut last = protocol::CoreStatus {
         core: id,
