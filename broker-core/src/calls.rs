@@ -15,7 +15,7 @@ use std::any::Any;
 use bytes::Bytes;
 use message::offsets::QueueOffset;
 use protocol::{
-    CheckTransaction, CoreStatus, EndTransaction, Frame, QueryByKey, StageHistogram,
+    CheckTransaction, ClientRunningInfo, CoreStatus, EndTransaction, QueryByKey, StageHistogram,
     TransactionState,
 };
 use shard::StoredSlice;
@@ -153,7 +153,7 @@ impl CoreOp {
             CoreOp::CreateTopic(op) => answered(op.serve(core).await),
             CoreOp::TopicChanged(op) => answered(op.serve(core).await),
             CoreOp::Group(op) => answered(op.serve(core).await),
-            CoreOp::AskClient(op) => answered(op.serve(core).await),
+            CoreOp::RunningInfo(op) => answered(op.serve(core).await),
             CoreOp::GroupChanged(op) => answered(op.serve(core).await),
             CoreOp::ReleaseLeases(op) => answered(op.serve(core).await),
             CoreOp::ClientConnected(op) => answered(op.serve(core).await),
@@ -193,7 +193,7 @@ into_op!(CoreOp:
     CreateTopic(CreateTopic),
     TopicChanged(TopicChanged),
     Group(GroupOp),
-    AskClient(AskClient),
+    RunningInfo(RunningInfo),
     GroupChanged(GroupChanged),
     ReleaseLeases(ReleaseLeases),
     ClientConnected(ClientConnected),
@@ -325,15 +325,12 @@ impl CoreCall for GroupOp {
     }
 }
 
-impl CoreCall for AskClient {
+impl CoreCall for RunningInfo {
     /// The client's answer; `None` when no connection of the client is open there.
-    type Answer = Option<Frame>;
+    type Answer = Option<ClientRunningInfo>;
 
-    async fn serve(self, core: &Core) -> Result<Option<Frame>, BrokerError> {
-        core.link()
-            .ask(&self.client_id, self.command)
-            .await
-            .transpose()
+    async fn serve(self, core: &Core) -> Result<Option<ClientRunningInfo>, BrokerError> {
+        core.link().running_info(&self.0).await.transpose()
     }
 }
 

@@ -271,22 +271,9 @@ impl Core {
         client_id: &str,
     ) -> Result<protocol::ClientRunningInfo, BrokerError> {
         for core in 0..self.shared.cores {
-            let op = mesh::AskClient {
-                client_id: client_id.to_owned(),
-                command: protocol::Command::ClientRunningInfo,
-            };
-            match self.at_core(core, op).await? {
-                None => continue,
-                Some(frame) => {
-                    return match frame.header.command {
-                        protocol::Command::ClientRunningInfoResult(info) => Ok(info),
-                        _ => Err(BrokerError::BadRequest(format!(
-                            "client {client_id} answered {}: {}",
-                            frame.header.command.name(),
-                            frame.header.remark
-                        ))),
-                    };
-                }
+            let op = mesh::RunningInfo(client_id.to_owned());
+            if let Some(info) = self.at_core(core, op).await? {
+                return Ok(info);
             }
         }
         Err(BrokerError::NotFound(format!(

@@ -2,13 +2,13 @@
 //!
 //! The kernel knows no connection and no wire protocol. When it must ask a client something
 //! (its running info, a transaction's state), push it a reply, or tell it its group changed,
-//! it calls [`ClientLink`], which each core's front end implements over the connections it
-//! serves. A core without a front end (the in-process tests', say) reaches no client.
+//! it calls [`ClientLink`] with plain values, and each core's front end implements it over
+//! the connections it serves, in the protocol each connection speaks. A core without a front end (the in-process tests', say) reaches no client.
 
 use std::future::Future;
 use std::pin::Pin;
 
-use protocol::{CheckTransaction, Command, CoreStatus, Frame, TransactionState};
+use protocol::{CheckTransaction, ClientRunningInfo, CoreStatus, TransactionState};
 
 use crate::error::BrokerError;
 use crate::reply::ReplyPush;
@@ -18,13 +18,13 @@ pub type LocalFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
 
 /// What the kernel asks of the clients connected to this core.
 pub trait ClientLink {
-    /// Sends `command` to client `client_id` on its connection to this core and waits for
-    /// the answer; `None` when no connection of the client is served here.
-    fn ask(
+    /// Asks client `client_id`, on its connection to this core, what it is doing (its
+    /// consumers, their subscriptions and progress); `None` when no connection of the
+    /// client is served here.
+    fn running_info(
         &self,
         client_id: &str,
-        command: Command,
-    ) -> LocalFuture<'_, Option<Result<Frame, BrokerError>>>;
+    ) -> LocalFuture<'_, Option<Result<ClientRunningInfo, BrokerError>>>;
 
     /// Whether a connection of client `client_id` is served here.
     fn connected(&self, client_id: &str) -> bool;
@@ -57,7 +57,10 @@ pub trait ClientLink {
 pub struct NoClients;
 
 impl ClientLink for NoClients {
-    fn ask(&self, _: &str, _: Command) -> LocalFuture<'_, Option<Result<Frame, BrokerError>>> {
+    fn running_info(
+        &self,
+        _: &str,
+    ) -> LocalFuture<'_, Option<Result<ClientRunningInfo, BrokerError>>> {
         Box::pin(async { None })
     }
 

@@ -24,7 +24,7 @@ use bytes::Bytes;
 use glommio::channels::channel_mesh::{Full, MeshBuilder, Receivers, Senders};
 use glommio::channels::local_channel::{self, LocalSender};
 use message::offsets::QueueOffset;
-use protocol::{Command, CommitOffset, GroupQueue, PullRequest, QueryByKey, TopicConfig};
+use protocol::{CommitOffset, GroupQueue, PullRequest, QueryByKey, TopicConfig};
 
 use crate::error::BrokerError;
 
@@ -135,7 +135,7 @@ pub enum CoreOp {
     TopicChanged(TopicChanged),
     /// To core 0, which keeps group membership.
     Group(GroupOp),
-    AskClient(AskClient),
+    RunningInfo(RunningInfo),
     GroupChanged(GroupChanged),
     ReleaseLeases(ReleaseLeases),
     ClientConnected(ClientConnected),
@@ -167,13 +167,10 @@ pub struct CreateTopic(pub TopicConfig, pub Option<crate::topics::Attributes>);
 #[derive(Debug)]
 pub struct TopicChanged(pub TopicConfig, pub crate::topics::Attributes);
 
-/// To every core: if a connection of `client_id` is open here, send it `command` and bring
-/// back its answer.
+/// To every core: if a connection of this client is open here, ask it what it is doing
+/// and bring back its answer.
 #[derive(Debug)]
-pub struct AskClient {
-    pub client_id: String,
-    pub command: Command,
-}
+pub struct RunningInfo(pub String);
 
 /// From core 0 to every core: `group`'s members changed; the RocketMQ clients among
 /// `members` with a connection here are told (NOTIFY_CONSUMER_IDS_CHANGED) so they

@@ -8,7 +8,9 @@ use std::rc::Rc;
 
 use bytes::Bytes;
 use glommio::net::TcpStream;
-use protocol::{CheckTransaction, Command, CoreStatus, Frame, ResponseCode, TransactionState};
+use protocol::{
+    CheckTransaction, ClientRunningInfo, Command, CoreStatus, ResponseCode, TransactionState,
+};
 use remoting::codes::{request, response};
 use remoting::RemotingCommand;
 
@@ -140,15 +142,28 @@ impl Front {
 }
 
 impl ClientLink for Front {
-    fn ask(
+    fn running_info(
         &self,
         client_id: &str,
-        command: Command,
-    ) -> LocalFuture<'_, Option<Result<Frame, BrokerError>>> {
+    ) -> LocalFuture<'_, Option<Result<ClientRunningInfo, BrokerError>>> {
         let conn = self.clients.of_client(client_id);
+        let client_id = client_id.to_owned();
         Box::pin(async move {
-            let conn = conn?;
-            Some(conn.request(command, CLIENT_ANSWER_TIMEOUT).await)
+            let frame = match conn?
+                .request(Command::ClientRunningInfo, CLIENT_ANSWER_TIMEOUT)
+                .await
+            {
+                Ok(frame) => frame,
+                Err(e) => return Some(Err(e)),
+            };
+            Some(match frame.header.command {
+                Command::ClientRunningInfoResult(info) => Ok(info),
+                other => Err(BrokerError::BadRequest(format!(
+                    "client {client_id} answered {}: {}",
+                    other.name(),
+                    frame.header.remark
+                ))),
+            })
         })
     }
 
