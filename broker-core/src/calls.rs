@@ -166,44 +166,6 @@ impl CoreOp {
     }
 }
 
-macro_rules! into_op {
-    ($enum:ident: $($variant:ident($t:ty)),* $(,)?) => {$(
-        impl From<$t> for $enum {
-            fn from(op: $t) -> $enum {
-                $enum::$variant(op)
-            }
-        }
-    )*};
-}
-
-into_op!(ShardOp:
-    Append(Append),
-    Pull(Pull),
-    QueueOffsets(QueueOffsets),
-    SearchOffset(SearchOffset),
-    ViewByOffset(ViewByOffset),
-    GroupOffset(OffsetOp),
-    EndTransaction(EndTransaction),
-);
-
-into_op!(CoreOp:
-    QueryByKey(QueryByKey),
-    Status(Status),
-    SendStages(SendStages),
-    CreateTopic(CreateTopic),
-    TopicChanged(TopicChanged),
-    Group(GroupOp),
-    RunningInfo(RunningInfo),
-    GroupChanged(GroupChanged),
-    ReleaseLeases(ReleaseLeases),
-    ClientConnected(ClientConnected),
-    SubGroup(SubGroupOp),
-    DeleteTopic(DeleteTopic),
-    TopicDeleted(TopicDeleted),
-    PushReply(PushReply),
-    CheckTransaction(CheckTransaction),
-);
-
 // ------------------------------------------------------------------ shard ops
 
 impl ShardCall for Append {

@@ -67,20 +67,39 @@ impl<B> PullOutcome<B> {
 
 pub use crate::error::Appended;
 
-/// What a shard is asked: served by the core that hosts it (`Core::at_shard` decides
-/// local or remote, in one place; the shard id travels beside it). Each variant is an op of
-/// its own type, whose answer type its [`ShardCall`](crate::calls::ShardCall) names.
-#[derive(Debug)]
-pub enum ShardOp {
-    Append(Append),
-    Pull(Pull),
-    QueueOffsets(QueueOffsets),
-    SearchOffset(SearchOffset),
-    ViewByOffset(ViewByOffset),
-    /// A group's offset or lease of one of the shard's queues.
-    GroupOffset(OffsetOp),
-    /// Commit or roll back one of the shard's half messages.
-    EndTransaction(protocol::EndTransaction),
+/// An enum of ops, one variant per op type, and each op type's conversion into it (so
+/// `at_shard(shard, op)` takes the op's own type).
+macro_rules! ops {
+    ($(#[$meta:meta])* pub enum $name:ident { $($(#[$vmeta:meta])* $variant:ident($t:ty),)* }) => {
+        $(#[$meta])*
+        pub enum $name {
+            $($(#[$vmeta])* $variant($t),)*
+        }
+
+        $(impl From<$t> for $name {
+            fn from(op: $t) -> $name {
+                $name::$variant(op)
+            }
+        })*
+    };
+}
+
+ops! {
+    /// What a shard is asked: served by the core that hosts it (`Core::at_shard` decides
+    /// local or remote, in one place; the shard id travels beside it). Each variant is an op of
+    /// its own type, whose answer type its [`ShardCall`](crate::calls::ShardCall) names.
+    #[derive(Debug)]
+    pub enum ShardOp {
+        Append(Append),
+        Pull(Pull),
+        QueueOffsets(QueueOffsets),
+        SearchOffset(SearchOffset),
+        ViewByOffset(ViewByOffset),
+        /// A group's offset or lease of one of the shard's queues.
+        GroupOffset(OffsetOp),
+        /// Commit or roll back one of the shard's half messages.
+        EndTransaction(protocol::EndTransaction),
+    }
 }
 
 /// Stores a batch of records in one of the shard's queues.
@@ -122,30 +141,32 @@ pub struct ViewByOffset {
     pub commit_log_offset: u64,
 }
 
-/// What a core is asked, whatever shards it hosts (`Core::at_core`). Each variant is an op
-/// of its own type, whose answer type its [`CoreCall`](crate::calls::CoreCall) names.
-#[derive(Debug)]
-pub enum CoreOp {
-    /// Every shard of the serving core.
-    QueryByKey(QueryByKey),
-    /// The serving core's counters.
-    Status(Status),
-    SendStages(SendStages),
-    CreateTopic(CreateTopic),
-    TopicChanged(TopicChanged),
-    /// To core 0, which keeps group membership.
-    Group(GroupOp),
-    RunningInfo(RunningInfo),
-    GroupChanged(GroupChanged),
-    ReleaseLeases(ReleaseLeases),
-    ClientConnected(ClientConnected),
-    /// To core 0, which keeps the subscription group configs.
-    SubGroup(SubGroupOp),
-    DeleteTopic(DeleteTopic),
-    TopicDeleted(TopicDeleted),
-    PushReply(PushReply),
-    /// To a core: ask a producer of the check's group connected here about a transaction.
-    CheckTransaction(protocol::CheckTransaction),
+ops! {
+    /// What a core is asked, whatever shards it hosts (`Core::at_core`). Each variant is an op
+    /// of its own type, whose answer type its [`CoreCall`](crate::calls::CoreCall) names.
+    #[derive(Debug)]
+    pub enum CoreOp {
+        /// Every shard of the serving core.
+        QueryByKey(QueryByKey),
+        /// The serving core's counters.
+        Status(Status),
+        SendStages(SendStages),
+        CreateTopic(CreateTopic),
+        TopicChanged(TopicChanged),
+        /// To core 0, which keeps group membership.
+        Group(GroupOp),
+        RunningInfo(RunningInfo),
+        GroupChanged(GroupChanged),
+        ReleaseLeases(ReleaseLeases),
+        ClientConnected(ClientConnected),
+        /// To core 0, which keeps the subscription group configs.
+        SubGroup(SubGroupOp),
+        DeleteTopic(DeleteTopic),
+        TopicDeleted(TopicDeleted),
+        PushReply(PushReply),
+        /// To a core: ask a producer of the check's group connected here about a transaction.
+        CheckTransaction(protocol::CheckTransaction),
+    }
 }
 
 /// The serving core's counters.
