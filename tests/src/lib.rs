@@ -50,6 +50,32 @@ pub fn workspace_root() -> PathBuf {
         .to_path_buf()
 }
 
+/// The classpath of the Maven program `module` of `tests/` (`.ci/run` builds them all):
+/// its `target/classes`, when `class` (such as `corvus/Roundtrip.class`) says a compiled
+/// class must be there, then the dependencies listed in its `cp.txt`. `None` when it is not
+/// built, after saying so: the test then skips, or fails where `CORVUS_REQUIRE_JAVA` is set.
+pub fn java_program_or_skip(module: &str, class: Option<&str>) -> Option<String> {
+    let dir = workspace_root().join(module);
+    let deps = std::fs::read_to_string(dir.join("cp.txt")).ok();
+    let classes = dir.join("target/classes");
+    let cp = match (deps, class) {
+        (Some(deps), None) => Some(deps.trim().to_owned()),
+        (Some(deps), Some(class)) if classes.join(class).exists() => {
+            Some(format!("{}:{}", classes.display(), deps.trim()))
+        }
+        _ => None,
+    };
+    if cp.is_none() {
+        let goals = if class.is_some() { "compile " } else { "" };
+        let msg = format!(
+            "{module} is not built (cd {module} && mvn -q -B {goals}dependency:build-classpath -Dmdep.outputFile=cp.txt)"
+        );
+        assert!(std::env::var_os("CORVUS_REQUIRE_JAVA").is_none(), "{msg}");
+        eprintln!("skipped: {msg}");
+    }
+    cp
+}
+
 /// Builds the binaries the tests start (cargo releases its lock while tests run, so this
 /// nested build works and is a no-op when they are fresh). Under cargo-nextest, where each
 /// test is a process of its own, only the first test process of a run builds: the others

@@ -21,50 +21,18 @@
 // Tests may unwrap: a panic there is a test failure.
 #![allow(clippy::unwrap_used)]
 
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
 use integration::{
-    create_topic, mqadmin_json, remoting_call, run_client_program, wait_for, workspace_root,
-    Cluster,
+    create_topic, mqadmin_json, remoting_call, run_client_program, wait_for, Cluster,
 };
 use remoting::codes::{request, response};
 use remoting::headers::SendMessageRequestHeader;
 use remoting::RemotingCommand;
 
-/// The classpath of a built Maven module's program, or its dependencies alone (`classes`
-/// false, for the tools module), when built.
-fn classpath_of(module: &str, classes: bool) -> Option<String> {
-    let dir: PathBuf = workspace_root().join(module);
-    let deps = std::fs::read_to_string(dir.join("cp.txt")).ok()?;
-    if !classes {
-        return Some(deps.trim().to_owned());
-    }
-    let built = dir.join("target/classes");
-    built
-        .join("corvus/UnknownTopic.class")
-        .exists()
-        .then(|| format!("{}:{}", built.display(), deps.trim()))
-}
-
-/// The classpath, or `None` after saying why the test does not run.
-fn built_or_skip(module: &str, classes: bool, build: &str) -> Option<String> {
-    let cp = classpath_of(module, classes);
-    if cp.is_none() {
-        let msg = format!("{module} is not built (cd {module} && {build})");
-        assert!(std::env::var_os("CORVUS_REQUIRE_JAVA").is_none(), "{msg}");
-        eprintln!("skipped: {msg}");
-    }
-    cp
-}
-
 fn tools5_or_skip() -> Option<String> {
-    built_or_skip(
-        "tests/rocketmq-tools5",
-        false,
-        "mvn -q -B dependency:build-classpath -Dmdep.outputFile=cp.txt",
-    )
+    integration::java_program_or_skip("tests/rocketmq-tools5", None)
 }
 
 /// Runs RocketMQ 5.3.3's mqadmin with `args` against the NameServer `ns`: whether it exited
@@ -412,11 +380,11 @@ fn the_route_of_the_cluster_name_lists_every_broker_of_the_cluster() {
 /// (NOT_FOUND_TOPIC_EXCEPTION, 10005), on the 4.9.8 and the 5.3.1 client alike.
 #[test]
 fn without_auto_creation_a_java_send_to_an_unknown_topic_finds_no_route() {
-    let build = "mvn -q -B compile dependency:build-classpath -Dmdep.outputFile=cp.txt";
-    let Some(cp4) = built_or_skip("tests/rocketmq-java", true, build) else {
+    let class = Some("corvus/UnknownTopic.class");
+    let Some(cp4) = integration::java_program_or_skip("tests/rocketmq-java", class) else {
         return;
     };
-    let cp5 = built_or_skip("tests/rocketmq-java5", true, build);
+    let cp5 = integration::java_program_or_skip("tests/rocketmq-java5", class);
     let c = Cluster::start_with(2, "small", |o| {
         o.config_toml = Some("auto_create_topic_enable = false\n".into())
     });

@@ -35,7 +35,6 @@
 #![allow(clippy::unwrap_used)]
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -46,37 +45,19 @@ use integration::{
     Cluster,
 };
 
-/// The Java program's classpath, when it has been built.
-fn java_classpath() -> Option<String> {
-    classpath_of("tests/rocketmq-java")
-}
-
-/// The classpath of the Maven module `module` (its classes and `cp.txt`), when built.
-fn classpath_of(module: &str) -> Option<String> {
-    let dir: PathBuf = workspace_root().join(module);
-    let deps = std::fs::read_to_string(dir.join("cp.txt")).ok()?;
-    let classes = dir.join("target/classes");
-    classes
-        .join("corvus/Roundtrip.class")
-        .exists()
-        .then(|| format!("{}:{}", classes.display(), deps.trim()))
-}
-
-/// The classpath of the programs built against the 5.x client, or `None` (the test skips,
-/// or fails where `CORVUS_REQUIRE_JAVA` is set) when they are not built.
+/// The classpath of the programs built against the 5.x client (see
+/// [`integration::java_program_or_skip`]).
 fn java5_or_skip() -> Option<String> {
-    let Some(cp) = classpath_of("tests/rocketmq-java5") else {
-        let msg = "the Java 5.x client program is not built (cd tests/rocketmq-java5 && mvn -q -B compile dependency:build-classpath -Dmdep.outputFile=cp.txt)";
-        assert!(std::env::var_os("CORVUS_REQUIRE_JAVA").is_none(), "{msg}");
-        eprintln!("skipped: {msg}");
-        return None;
-    };
+    let cp = integration::java_program_or_skip("tests/rocketmq-java5", Some(ROUNDTRIP_CLASS))?;
     assert!(
         cp.contains("rocketmq-client-5."),
         "built against the 5.x client: {cp}"
     );
     Some(cp)
 }
+
+/// The class every build of the Java programs has.
+const ROUNDTRIP_CLASS: &str = "corvus/Roundtrip.class";
 
 /// Runs one of the Java programs to its end (bounded) and returns its output lines; it must
 /// exit 0.
@@ -117,15 +98,9 @@ fn assert_printed(lines: &[String], prefixes: &[&str]) {
     }
 }
 
-/// The classpath, or `None` after saying why the test does not run.
+/// The classpath of the programs built against the 4.x client.
 fn java_or_skip() -> Option<String> {
-    let cp = java_classpath();
-    if cp.is_none() {
-        let msg = "the Java client program is not built (cd tests/rocketmq-java && mvn -q -B compile dependency:build-classpath -Dmdep.outputFile=cp.txt)";
-        assert!(std::env::var_os("CORVUS_REQUIRE_JAVA").is_none(), "{msg}");
-        eprintln!("skipped: {msg}");
-    }
-    cp
+    integration::java_program_or_skip("tests/rocketmq-java", Some(ROUNDTRIP_CLASS))
 }
 
 /// rocketmq-tools' classpath, when `.ci/run` (or a developer) fetched it.

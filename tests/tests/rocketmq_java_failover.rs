@@ -32,18 +32,7 @@ const CONSUMER_GROUP: &str = "JavaFailoverGroup";
 
 /// The Java program's classpath, or `None` after saying why the test does not run.
 fn java_or_skip() -> Option<String> {
-    let dir = workspace_root().join("tests/rocketmq-java");
-    let classes = dir.join("target/classes");
-    let cp = std::fs::read_to_string(dir.join("cp.txt"))
-        .ok()
-        .filter(|_| classes.join("corvus/Failover.class").exists())
-        .map(|deps| format!("{}:{}", classes.display(), deps.trim()));
-    if cp.is_none() {
-        let msg = "the Java client program is not built (cd tests/rocketmq-java && mvn -q -B compile dependency:build-classpath -Dmdep.outputFile=cp.txt)";
-        assert!(std::env::var_os("CORVUS_REQUIRE_JAVA").is_none(), "{msg}");
-        eprintln!("skipped: {msg}");
-    }
-    cp
+    integration::java_program_or_skip("tests/rocketmq-java", Some("corvus/Failover.class"))
 }
 
 /// One acknowledged send: its number, its SendStatus and when the test read the line.

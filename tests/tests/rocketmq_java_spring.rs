@@ -14,23 +14,11 @@
 use std::process::Command;
 use std::time::Duration;
 
-use integration::{create_topic, run_client_program, workspace_root, Cluster};
+use integration::{create_topic, run_client_program, Cluster};
 
 /// The application's classpath, or `None` after saying why the test does not run.
 fn spring_or_skip() -> Option<String> {
-    let dir = workspace_root().join("tests/rocketmq-spring");
-    let classes = dir.join("target/classes");
-    match std::fs::read_to_string(dir.join("cp.txt")) {
-        Ok(deps) if classes.join("corvus/spring/Receive.class").exists() => {
-            Some(format!("{}:{}", classes.display(), deps.trim()))
-        }
-        _ => {
-            let msg = "the Spring Boot program is not built (cd tests/rocketmq-spring && mvn -q -B compile dependency:build-classpath -Dmdep.outputFile=cp.txt)";
-            assert!(std::env::var_os("CORVUS_REQUIRE_JAVA").is_none(), "{msg}");
-            eprintln!("skipped: {msg}");
-            None
-        }
-    }
+    integration::java_program_or_skip("tests/rocketmq-spring", Some("corvus/spring/Receive.class"))
 }
 
 #[test]
