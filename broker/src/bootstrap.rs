@@ -658,6 +658,8 @@ pub fn start_until(config: BrokerConfig, stop: &AtomicBool) -> anyhow::Result<Ru
             .map(|s| {
                 let mut c = shard_config(&shared.config, &layout, s, store_host);
                 c.chunk_pool = pool;
+                // The shards stamp and age records by the broker's clock.
+                c.clock = shared.clock.clone();
                 let hist = shared.metrics.flush_latency(core);
                 c.flush_observer = Some(shard::FlushObserver::new(move |d| {
                     hist.observe(d.as_secs_f64())
