@@ -1003,7 +1003,7 @@ async fn core_main(
                 .set(now.consumed_messages.saturating_sub(last.consumed_messages) as f64);
             shared
                 .metrics
-                .publish(&now, &last, shared.started.elapsed().as_secs_f64());
+                .publish(&now, &last, shared.uptime().as_secs_f64());
             last = now;
             core.publish_backlogs();
             core.publish_replication(&mut replication_seen);
