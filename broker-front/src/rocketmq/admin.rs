@@ -96,7 +96,7 @@ impl Seen {
         self.clients.borrow_mut().remove(client_id);
     }
 
-    /// The clients heard from within `timeout`, by id.
+    /// The clients heard from within `timeout` before `now` (the broker's clock), by id.
     fn live(&self, now: Instant, timeout: Duration) -> Vec<(String, SeenClient)> {
         let mut clients = self.clients.borrow_mut();
         clients.retain(|_, c| now.saturating_duration_since(c.at) < timeout);
