@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use protocol::TopicConfig;
+use shard::Clock;
 
 use crate::config::BrokerConfig;
 
@@ -14,7 +15,12 @@ use crate::config::BrokerConfig;
 /// changes and status touch it.
 pub struct Shared {
     pub config: BrokerConfig,
+    /// When the broker started, by [`Shared::clock`].
     pub started: Instant,
+    /// What every deadline, expiry, lease and stamped time of the broker reads: the
+    /// system's clocks in production, a manual clock in a test that moves time by hand.
+    /// The shards are given the same one, so the times they stamp compare with the broker's.
+    pub clock: Clock,
     pub shard_count: u16,
     pub cores: u16,
     /// The address any core answers on.
@@ -67,6 +73,7 @@ impl Shared {
         Shared {
             tls,
             started: Instant::now(),
+            clock: Clock::System,
             shard_count,
             cores,
             advertise_addr,
@@ -86,6 +93,18 @@ impl Shared {
             ))),
             config,
         }
+    }
+
+    /// The same state timed by `clock` (the start time read again from it).
+    pub fn with_clock(mut self, clock: Clock) -> Shared {
+        self.started = clock.now();
+        self.clock = clock;
+        self
+    }
+
+    /// How long the broker has been up, by its clock.
+    pub fn uptime(&self) -> std::time::Duration {
+        self.clock.now().saturating_duration_since(self.started)
     }
 
     /// Whether shutdown has begun (sends are refused from then on).

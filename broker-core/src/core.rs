@@ -539,7 +539,8 @@ impl Core {
         let wait_ms = args
             .suspend_timeout_ms
             .min(self.shared.config.long_polling_max_ms);
-        let deadline = Instant::now() + Duration::from_millis(wait_ms);
+        let clock = &self.shared.clock;
+        let deadline = clock.now() + Duration::from_millis(wait_ms);
         // The client's batch, within the broker's bounds (both fit a u32 by their ranges).
         let cfg = &self.shared.config;
         let messages_max = u32::try_from(cfg.pull_batch_messages_max).unwrap_or(1024);
@@ -591,7 +592,7 @@ impl Core {
             };
             // Long polling: nothing at or after the offset yet (filtered-out entries advance
             // next_offset and are answered at once so the consumer moves on).
-            let now = Instant::now();
+            let now = clock.now();
             if status == PullStatus::NoNewMessage
                 && r.next_queue_offset <= args.queue_offset
                 && now < deadline

@@ -56,13 +56,6 @@ pub struct StoredOffset {
     pub skipped_records: u64,
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
-
 #[derive(Debug, Clone)]
 struct Lease {
     client_id: String,
@@ -131,10 +124,15 @@ impl OffsetTable {
         Ok(table)
     }
 
-    /// The same table, its leases timed by `clock`.
+    /// The same table, its leases and commit times read from `clock`.
     pub fn with_clock(mut self, clock: Clock) -> OffsetTable {
-        self.clock = clock;
+        self.set_clock(clock);
         self
+    }
+
+    /// Times the table's leases and commits by `clock` from now on.
+    pub fn set_clock(&mut self, clock: Clock) {
+        self.clock = clock;
     }
 
     pub fn query(&self, key: &GroupQueue) -> Option<StoredOffset> {
@@ -168,7 +166,7 @@ impl OffsetTable {
             let first_epoch = if epoch == EPOCH_ANY { 0 } else { epoch };
             let epoch = current.map_or(first_epoch, |c| c.epoch);
             if current.is_none_or(|c| c.offset != offset || c.epoch != epoch) {
-                let now = now_ms();
+                let now = self.clock.wall_ms();
                 let mut stored = StoredOffset {
                     offset,
                     epoch,
@@ -203,7 +201,7 @@ impl OffsetTable {
         let stored = StoredOffset {
             offset,
             epoch,
-            last_commit_ms: now_ms(),
+            last_commit_ms: self.clock.wall_ms(),
             consume_tps_milli: 0,
             skipped_records: 0,
         };
@@ -491,10 +489,10 @@ impl Membership {
         known_version: u64,
         timeout: Duration,
     ) -> MemberView {
-        let deadline = Instant::now() + timeout;
+        let deadline = self.clock.now() + timeout;
         loop {
             let view = self.view(group);
-            let now = Instant::now();
+            let now = self.clock.now();
             if view.version != known_version || now >= deadline {
                 return view;
             }
@@ -596,6 +594,47 @@ mod tests {
         clock.advance(Duration::from_millis(1));
         // An expired lease is free.
         t.lock(&key(0), "c", 60_000).unwrap();
+    }
+
+    /// A commit's time and the consume rate come from the table's clock: 100 messages over
+    /// two seconds of it are 50 a second, whatever time really passed.
+    #[test]
+    fn commit_times_and_consume_rates_read_the_clock() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Clock::manual();
+        let mut t = OffsetTable::load(dir.path())
+            .unwrap()
+            .with_clock(clock.clone());
+        let first = t.commit(&key(0), 100, 0, "a", false).unwrap();
+        assert_eq!(first.last_commit_ms, clock.wall_ms());
+        clock.advance(Duration::from_secs(2));
+        let second = t.commit(&key(0), 200, 0, "a", false).unwrap();
+        assert_eq!(second.last_commit_ms, first.last_commit_ms + 2000);
+        assert_eq!(second.consume_tps_milli, 50_000);
+        clock.advance(Duration::from_millis(5));
+        assert_eq!(t.reset(&key(0), 0).last_commit_ms, clock.wall_ms());
+    }
+
+    /// Expiry counts from a member's last heartbeat by the clock: one that keeps beating
+    /// stays, one silent for the timeout goes, and the group's version moves when it does.
+    #[test]
+    fn a_member_expires_a_timeout_after_its_last_heartbeat_not_its_first() {
+        let clock = Clock::manual();
+        let m = Membership::new(Duration::from_millis(50), 1000).with_clock(clock.clone());
+        m.heartbeat("g", "a");
+        m.heartbeat("g", "b");
+        clock.advance(Duration::from_millis(40));
+        let before = m.heartbeat("g", "a").version;
+        clock.advance(Duration::from_millis(10));
+        assert!(m.expire(), "b was silent for the timeout");
+        let after = m.view("g");
+        assert_eq!(after.members, vec!["a".to_owned()]);
+        assert!(after.version > before);
+        clock.advance(Duration::from_millis(39));
+        assert!(!m.expire(), "a beat 49 ms ago");
+        clock.advance(Duration::from_millis(1));
+        assert!(m.expire());
+        assert!(m.view("g").members.is_empty());
     }
 
     #[test]

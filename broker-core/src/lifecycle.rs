@@ -60,6 +60,10 @@ impl Core {
             sub_groups,
             ha,
         } = parts;
+        // Leases are timed by the broker's clock, whoever loaded the tables.
+        for table in offsets.values() {
+            table.borrow_mut().set_clock(shared.clock.clone());
+        }
         let no_clients: Weak<dyn ClientLink> = Weak::<NoClients>::new();
         Rc::new(Core {
             id,
@@ -70,14 +74,12 @@ impl Core {
                 .parse()
                 .unwrap_or_else(|_| SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, 0)),
             membership: (id == 0).then(|| {
-                let base = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map(|d| d.as_millis() as u64)
-                    .unwrap_or(1);
+                let base = u64::try_from(shared.clock.wall_ms()).unwrap_or(1);
                 Membership::new(
                     Duration::from_millis(shared.config.consumer_timeout_ms),
                     base,
                 )
+                .with_clock(shared.clock.clone())
             }),
             shared,
             shards,

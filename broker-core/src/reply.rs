@@ -85,13 +85,6 @@ impl ReplyPush {
     }
 }
 
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
-
 impl Core {
     /// Pushes `reply` to its requester's connection, on whichever core serves it. `NotFound`
     /// (logged) when no connection of the requester is open: the reply is dropped.
@@ -103,9 +96,10 @@ impl Core {
             )));
         };
         reply.properties.retain(|(k, _)| k != prop::PUSH_REPLY_TIME);
-        reply
-            .properties
-            .push((prop::PUSH_REPLY_TIME.into(), now_ms().to_string()));
+        reply.properties.push((
+            prop::PUSH_REPLY_TIME.into(),
+            self.shared.clock.wall_ms().to_string(),
+        ));
         if self.link().push_reply(&client_id, &reply).await? {
             return Ok(());
         }

@@ -372,7 +372,7 @@ impl Timer {
             indexed: ck.indexed,
             cursor: ck.cursor,
             loaded_through: if ck.cursor.0 == i64::MIN {
-                bucket_of(now_ms()) - 1
+                bucket_of(core.shared.clock.wall_ms()) - 1
             } else {
                 bucket_of(ck.cursor.0) - 1
             },
@@ -476,7 +476,8 @@ impl Timer {
     }
 
     async fn serve(&mut self) -> Result<(), BrokerError> {
-        let mut last_ck = Instant::now();
+        let clock = self.core.shared.clock.clone();
+        let mut last_ck = clock.now();
         let mut dirty = false;
         loop {
             if self.core.shared.stopping() || !serves(&self.core, self.shard_id) {
@@ -490,7 +491,7 @@ impl Timer {
             self.load().await?;
             let delivered = self.deliver().await?;
             dirty |= indexed || delivered;
-            if last_ck.elapsed() >= CHECKPOINT_EVERY {
+            if clock.now().saturating_duration_since(last_ck) >= CHECKPOINT_EVERY {
                 if dirty {
                     self.checkpoint().await?;
                     dirty = false;
@@ -500,14 +501,14 @@ impl Timer {
                     let floor = self.floor()?;
                     self.shard()?.set_retention_floor(floor);
                 }
-                last_ck = Instant::now();
+                last_ck = clock.now();
             }
             if indexed || delivered {
                 continue;
             }
             // Sleep until the first entry is due, a bucket is to be read, a new held
             // record comes, or the checkpoint is due.
-            let now = now_ms();
+            let now = clock.wall_ms();
             let next_due = self.due.first().map_or(i64::MAX, |e| e.at);
             let next_load = (self.loaded_through + 1) * BUCKET_MS - LOOKAHEAD_MS;
             let mut wait_ms = next_due.min(next_load).saturating_sub(now).clamp(0, 100);
@@ -555,7 +556,7 @@ impl Timer {
             }
             _ => {}
         }
-        let now = now_ms();
+        let now = self.core.shared.clock.wall_ms();
         let mut last_log = self.indexed_log;
         for s in &r.records {
             let v = match RecordView::parse(s.as_bytes()) {
@@ -603,7 +604,7 @@ impl Timer {
 
     /// Reads the buckets coming due into memory.
     async fn load(&mut self) -> Result<(), BrokerError> {
-        let target = bucket_of(now_ms() + LOOKAHEAD_MS);
+        let target = bucket_of(self.core.shared.clock.wall_ms() + LOOKAHEAD_MS);
         while self.loaded_through < target {
             let next = self
                 .pending_min
@@ -635,7 +636,7 @@ impl Timer {
 
     /// Delivers what is due (at most `DELIVER_BATCH` entries); whether anything was.
     async fn deliver(&mut self) -> Result<bool, BrokerError> {
-        let now = now_ms();
+        let now = self.core.shared.clock.wall_ms();
         let batch: Vec<Entry> = self
             .due
             .iter()
@@ -770,7 +771,7 @@ impl Timer {
         let levels = self.core.shared.config.retry_delay_levels_ms.len() as i64;
         let capped = level.filter(|&l| l > levels).map(|_| levels.to_string());
         let enqueued = v.store_timestamp_ms().to_string();
-        let dequeued = now_ms().to_string();
+        let dequeued = self.core.shared.clock.wall_ms().to_string();
         let set_here = [
             message::prop::CRC,
             TIMER_OUT_MS,
@@ -922,13 +923,6 @@ async fn first_held_log_offset(shard: &Shard) -> Result<Option<u64>, BrokerError
         // Not readable: read the whole log rather than deliver twice.
         None => Some(shard.log_bounds().0),
     })
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -183,13 +183,6 @@ fn check_key(topic: &str, shard: u16) -> GroupQueue {
     }
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
-
 /// Whether an op record decided the half at `half_offset`. Below the check offset the index
 /// no longer knows: a late decision for a half that was checked (and so copied) since is
 /// applied, and the lookup by UNIQ_KEY keeps a commit from storing the message twice.
@@ -336,7 +329,7 @@ async fn write_op(core: &Core, shard: u16, half_offset: u64) -> Result<(), Broke
             body: body.as_bytes(),
             flag: 0,
             sys_flag: 0,
-            born_timestamp_ms: now_ms(),
+            born_timestamp_ms: core.shared.clock.wall_ms(),
             born_host: Some(core.store_host),
             reconsume_times: 0,
             properties: &[(message::prop::TAGS, OP_TAG)],
@@ -449,7 +442,7 @@ async fn check_shard(core: &Rc<Core>, shard: u16) -> Result<(), BrokerError> {
     ensure_loaded(core, shard).await?;
     let cfg = &core.shared.config;
     let timeout_ms = cfg.transaction_timeout_ms as i64;
-    let pass_start = now_ms();
+    let pass_start = core.shared.clock.wall_ms();
     let sh = core.local_shard(shard)?;
     let filter = TagFilter::All;
     loop {

@@ -162,12 +162,13 @@ impl Gate {
     }
 
     /// Whether the RocketMQ request `req` (with `body`) on `client` may go on: its signature
-    /// verifies and its account may do what it asks.
+    /// verifies, is fresh by `clock` (the broker's), and its account may do what it asks.
     pub fn check_remoting(
         &self,
         client: &ClientConn,
         req: &RemotingCommand,
         body: &[u8],
+        clock: &shard::Clock,
     ) -> Result<(), BrokerError> {
         let Some(rules) = self.rules() else {
             return Ok(());
@@ -185,7 +186,7 @@ impl Gate {
                     .check(
                         req.ext(acl::fresh::SIGNED_AT_MS),
                         signature,
-                        acl::fresh::now_ms(),
+                        u64::try_from(clock.wall_ms()).unwrap_or(0),
                     )
                     .map_err(denied)?;
             }

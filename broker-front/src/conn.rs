@@ -525,9 +525,12 @@ pub async fn serve_connection(core: Rc<Front>, stream: TcpStream) {
     let mut chunk = ReadChunk::new(READ_CHUNK_MIN_BYTES);
     // The frame being read into its own mapping (see `LARGE_FRAME_BYTES`).
     let mut large: Option<LargeFrame> = None;
-    // When the read that completed the frames now in `buf` returned.
+    // When the read that completed the frames now in `buf` returned: `read_at` for the
+    // stage timings, `heard_at` by the broker's clock for the idle and frame deadlines.
+    let clock = core.shared.clock.clone();
     let mut read_at = Instant::now();
-    // Since when `buf` has held the start of a frame not yet complete.
+    let mut heard_at = clock.now();
+    // Since when (by the clock) `buf` has held the start of a frame not yet complete.
     let mut partial_since: Option<Instant> = None;
     'conn: loop {
         if wire.is_none() && !buf.is_empty() {
@@ -599,9 +602,9 @@ pub async fn serve_connection(core: Rc<Front>, stream: TcpStream) {
             if buf.capacity() > READ_BUFFER_KEEP_BYTES {
                 buf = BytesMut::new();
             }
-        } else if partial_since
-            .get_or_insert(read_at)
-            .elapsed()
+        } else if clock
+            .now()
+            .saturating_duration_since(*partial_since.get_or_insert(heard_at))
             .ge(&frame_deadline)
         {
             // Checked after every read too: a frame trickled in never lets a read time out.
@@ -619,6 +622,7 @@ pub async fn serve_connection(core: Rc<Front>, stream: TcpStream) {
             Ok(0) => break,
             Ok(n) => {
                 read_at = Instant::now();
+                heard_at = clock.now();
                 match large.take() {
                     Some(mut l) => {
                         if !l.filled(n) {
@@ -666,7 +670,7 @@ pub async fn serve_connection(core: Rc<Front>, stream: TcpStream) {
                         buf = BytesMut::new();
                     }
                 }
-                if !in_flight && read_at.elapsed() >= idle_timeout {
+                if !in_flight && clock.now().saturating_duration_since(heard_at) >= idle_timeout {
                     core.connections.count(ClosedFor::Idle, &peer);
                     break;
                 }
@@ -802,7 +806,7 @@ async fn handle(
                 Command::BrokerStatusResult(BrokerStatus {
                     broker_name: core.shared.config.broker_name.clone(),
                     cluster: core.shared.config.cluster_name.clone(),
-                    uptime_ms: core.shared.started.elapsed().as_millis() as u64,
+                    uptime_ms: core.shared.uptime().as_millis() as u64,
                     shard_count: core.shared.shard_count,
                     cores,
                 }),

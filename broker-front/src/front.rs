@@ -104,7 +104,7 @@ impl Front {
                 ("unitMode", "false".to_owned()),
                 ("bornHost", born),
                 ("storeHost", self.store_host.to_string()),
-                ("storeTimestamp", crate::reply::now_ms().to_string()),
+                ("storeTimestamp", self.shared.clock.wall_ms().to_string()),
             ] {
                 cmd.ext_fields.insert(k.to_owned(), v);
             }

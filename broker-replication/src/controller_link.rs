@@ -64,8 +64,9 @@ pub struct ControllerState {
     assignment: Mutex<Assignment>,
     /// Bumped at every change of `assignment`: a core compares it with the one it applied.
     version: AtomicU64,
-    /// Until when (ms after `Shared::started`) this broker may act as the master: `lease_ms`
-    /// (less a tenth) after it *sent* the last heartbeat answered "you are the master".
+    /// Until when (ms after `Shared::started`, by `Shared::clock`) this broker may act as the
+    /// master: `lease_ms` (less a tenth) after it *sent* the last heartbeat answered "you are
+    /// the master".
     lease_until_ms: AtomicU64,
     reports: Mutex<Vec<ShardReport>>,
     /// The NameServer id and master epoch to register with; `None` until the controllers
@@ -138,7 +139,7 @@ impl ControllerState {
     /// Whether the master's lease still holds at `now`; the error says since when not.
     pub fn lease_holds(&self, shared: &Shared) -> Result<(), ReplicationError> {
         let until = self.lease_until_ms.load(Ordering::SeqCst);
-        let now = shared.started.elapsed().as_millis() as u64;
+        let now = shared.uptime().as_millis() as u64;
         if until > now {
             return Ok(());
         }
@@ -194,7 +195,7 @@ impl ControllerState {
         };
         if matches!(next, Assignment::Master { .. }) {
             let lease = info.lease_ms.saturating_sub(info.lease_ms / 10);
-            let until = sent.duration_since(shared.started).as_millis() as u64 + lease;
+            let until = sent.saturating_duration_since(shared.started).as_millis() as u64 + lease;
             self.lease_until_ms.fetch_max(until, Ordering::SeqCst);
         } else {
             self.lease_until_ms.store(0, Ordering::SeqCst);
@@ -308,7 +309,7 @@ fn run(shared: Arc<Shared>, state: &ControllerState) {
     while !shared.stopping() {
         let began = Instant::now();
         let hb = heartbeat(&shared, state);
-        let sent = Instant::now();
+        let sent = shared.clock.now();
         match client.call(&Request::BrokerHeartbeat(hb)) {
             Ok(Response::Replica(info)) => {
                 if state.failing.swap(false, Ordering::SeqCst) {
@@ -464,6 +465,7 @@ fn propose_sync_state_set(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::BrokerConfig;
 
     fn report(master: bool, in_sync: &[u64]) -> ShardReport {
         ShardReport {
@@ -484,6 +486,47 @@ mod tests {
         // A core that has not become master yet: nothing proposed.
         let r = [report(true, &[1]), report(false, &[])];
         assert_eq!(in_sync_everywhere(0, &r), None);
+    }
+
+    /// The master's lease runs nine tenths of `lease_ms` from when the answered heartbeat
+    /// was sent, by the broker's clock: it holds a millisecond before that, not at it.
+    #[test]
+    fn the_master_lease_ends_when_the_clock_passes_it() {
+        let clock = shard::Clock::manual();
+        let shared = Shared::new(
+            BrokerConfig::default(),
+            1,
+            1,
+            "127.0.0.1:10911".into(),
+            Default::default(),
+            Vec::new(),
+        )
+        .with_clock(clock.clone());
+        let state = ControllerState::new(1);
+        let e = state.lease_holds(&shared).err().unwrap_or_default();
+        assert!(e.contains("holds no master lease"), "{e}");
+        let info = ReplicaInfo {
+            group: "g".into(),
+            master_id: Some(shared.config.broker_id),
+            master_epoch: 1,
+            master_addr: None,
+            master_ha_addrs: Vec::new(),
+            sync_state_set: vec![shared.config.broker_id],
+            sync_state_set_epoch: 1,
+            replicas: Vec::new(),
+            lease_ms: 3000,
+        };
+        clock.advance(Duration::from_secs(1));
+        let sent = shared.clock.now();
+        // The answer comes later than the heartbeat went: the lease counts from the send.
+        clock.advance(Duration::from_millis(200));
+        state.take(&shared, &info, sent);
+        assert!(matches!(state.assignment(), Assignment::Master { .. }));
+        clock.advance(Duration::from_millis(2499));
+        assert_eq!(state.lease_holds(&shared), Ok(()));
+        clock.advance(Duration::from_millis(1));
+        let e = state.lease_holds(&shared).err().unwrap_or_default();
+        assert!(e.contains("ended 0 ms ago"), "{e}");
     }
 
     #[test]

@@ -268,7 +268,8 @@ impl MasterShard {
         if self.role != BrokerRole::SyncMaster {
             return Ok(());
         }
-        let deadline = Instant::now() + self.slave_timeout;
+        let clock = self.shard.clock();
+        let deadline = clock.now() + self.slave_timeout;
         loop {
             if self.deposed.get() {
                 return Err(BrokerError::flush_slave_timeout(format!(
@@ -292,7 +293,7 @@ impl MasterShard {
             if have >= needed && counted_have {
                 return Ok(());
             }
-            let now = Instant::now();
+            let now = clock.now();
             if now >= deadline {
                 let mut slaves: Vec<String> = isr
                     .iter()
@@ -347,7 +348,7 @@ impl MasterShard {
     fn attach(&self, broker_id: u64, peer: String, start: u64) -> Rc<SlaveLink> {
         let id = self.next_link.get();
         self.next_link.set(id + 1);
-        let now = Instant::now();
+        let now = self.shard.clock().now();
         let link = Rc::new(SlaveLink {
             id,
             broker_id,
@@ -374,7 +375,7 @@ impl MasterShard {
 
     /// Updates the in-sync set (joins, leaves, with the reason logged) and the read cap.
     pub fn refresh(&self) {
-        let now = Instant::now();
+        let now = self.shard.clock().now();
         let end = self.shard.log_bounds().1;
         let mut changed = false;
         // Leaves.
@@ -416,7 +417,7 @@ impl MasterShard {
         let mut hold = self.hold.get();
         if let Some((id, _, since)) = hold {
             let link = self.links.borrow().iter().find(|l| l.id == id).cloned();
-            if link.is_none() || since.elapsed() > JOIN_HOLD_MAX {
+            if link.is_none() || now.saturating_duration_since(since) > JOIN_HOLD_MAX {
                 hold = None;
                 if let Some(l) = link {
                     l.next_hold.set(now + JOIN_HOLD_PAUSE);
@@ -481,6 +482,7 @@ impl MasterShard {
 
     pub fn links_status(&self) -> Vec<LinkStatus> {
         let end = self.shard.log_bounds().1;
+        let now = self.shard.clock().now();
         self.links
             .borrow()
             .iter()
@@ -491,12 +493,10 @@ impl MasterShard {
                 sent: l.sent.get(),
                 acked: l.acked.get(),
                 lag_bytes: end.saturating_sub(l.acked.get()),
-                lag_ms: l
-                    .inflight
-                    .borrow()
-                    .front()
-                    .map_or(0, |(_, at)| at.elapsed().as_millis() as u64),
-                last_ack_ms_ago: l.last_ack.get().elapsed().as_millis() as u64,
+                lag_ms: l.inflight.borrow().front().map_or(0, |(_, at)| {
+                    now.saturating_duration_since(*at).as_millis() as u64
+                }),
+                last_ack_ms_ago: now.saturating_duration_since(l.last_ack.get()).as_millis() as u64,
             })
             .collect()
     }
@@ -748,7 +748,7 @@ async fn read_acks<R: AsyncRead + Unpin>(
                         f.pop_front();
                     }
                 }
-                link.last_ack.set(Instant::now());
+                link.last_ack.set(ms.shard.clock().now());
                 ms.refresh();
             }
             Some(Ok(other)) => {
@@ -861,7 +861,7 @@ async fn send_stream<W: AsyncWrite + Unpin>(
                     if f.len() >= INFLIGHT_MAX {
                         f.pop_front();
                     }
-                    f.push_back((run.next, Instant::now()));
+                    f.push_back((run.next, ms.shard.clock().now()));
                 }
                 let sent =
                     wire::write_data(wr, run.start, run.next, confirm, run.bytes.as_bytes()).await;
@@ -938,6 +938,123 @@ fn refused(why: impl Into<String>) -> ReplicationError {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// A shard timed by `clock` holding one record of `topic`, and its end.
+    async fn shard_with_a_record(dir: std::path::PathBuf, clock: &shard::Clock) -> (Shard, u64) {
+        let mut config = shard::ShardConfig::new(dir, 0);
+        config.clock = clock.clone();
+        let shard = Shard::open(config).await.unwrap();
+        append_one(&shard).await;
+        let end = shard.log_bounds().1;
+        (shard, end)
+    }
+
+    async fn append_one(shard: &Shard) {
+        let mut record = Vec::new();
+        message::encode_record(
+            &message::MessageFields {
+                topic: "Timed",
+                body: b"one",
+                ..Default::default()
+            },
+            &mut record,
+        )
+        .unwrap();
+        shard.append("Timed", 0, &record).await.unwrap();
+    }
+
+    /// A slave that stops catching up leaves the in-sync set once the shard's clock has
+    /// moved past `ha_max_time_slave_not_catchup_ms`, and not a millisecond before.
+    #[test]
+    fn a_slave_leaves_the_in_sync_set_when_the_clock_passes_the_catch_up_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().to_owned();
+        shard::run_local(move || async move {
+            let clock = shard::Clock::manual();
+            let (shard, end) = shard_with_a_record(path, &clock).await;
+            // Consumers see past the slave's acknowledgement: what it lacks keeps it out.
+            let config = BrokerConfig {
+                read_uncommitted: true,
+                ..BrokerConfig::default()
+            };
+            let limit = Duration::from_millis(config.ha_max_time_slave_not_catchup_ms);
+            let ms = MasterShard::new(0, shard.clone(), &config, Default::default());
+            let link = ms.attach(1, "127.0.0.1:1".into(), end);
+            assert_eq!(ms.in_sync_ids(), vec![1], "it has everything: it joins");
+            // The log grows past what the slave acknowledged: the limit starts to run.
+            append_one(&shard).await;
+            ms.refresh();
+            clock.advance(limit);
+            ms.refresh();
+            assert_eq!(ms.in_sync_ids(), vec![1], "behind for exactly the limit");
+            assert!(ms.last_left.borrow().is_none());
+            clock.advance(Duration::from_millis(1));
+            ms.refresh();
+            assert!(
+                ms.in_sync_ids().is_empty(),
+                "behind for longer than the limit"
+            );
+            let why = ms.last_left.borrow().clone().unwrap_or_default();
+            assert!(why.contains("has not caught up for"), "{why}");
+            assert!(!link.is_closed(), "it streams on, out of the in-sync set");
+        });
+    }
+
+    /// A SYNC_MASTER send waits for its in-sync slave until the shard's clock passes
+    /// `slave_timeout_ms`, then is answered FLUSH_SLAVE_TIMEOUT.
+    #[test]
+    fn a_sync_send_times_out_when_the_clock_passes_slave_timeout() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().to_owned();
+        shard::run_local(move || async move {
+            let clock = shard::Clock::manual();
+            let (shard, end) = shard_with_a_record(path, &clock).await;
+            let config = BrokerConfig {
+                broker_role: BrokerRole::SyncMaster,
+                ..BrokerConfig::default()
+            };
+            let timeout = Duration::from_millis(config.slave_timeout_ms);
+            let ms = Rc::new(MasterShard::new(
+                0,
+                shard.clone(),
+                &config,
+                Default::default(),
+            ));
+            ms.attach(1, "127.0.0.1:1".into(), end);
+            assert_eq!(ms.in_sync_ids(), vec![1]);
+            append_one(&shard).await;
+            let wanted = shard.log_bounds().1;
+            let answered = Rc::new(Cell::new(false));
+            let send = glommio::spawn_local({
+                let (ms, answered) = (ms.clone(), answered.clone());
+                async move {
+                    let r = ms.wait_replicated(wanted).await;
+                    answered.set(true);
+                    r
+                }
+            });
+            let settle = || async {
+                for _ in 0..20 {
+                    glommio::timer::sleep(Duration::from_millis(1)).await;
+                }
+            };
+            settle().await;
+            clock.advance(timeout - Duration::from_millis(1));
+            ms.changed.notify_all();
+            settle().await;
+            assert!(
+                !answered.get(),
+                "answered before slave_timeout_ms had passed"
+            );
+            clock.advance(Duration::from_millis(1));
+            ms.changed.notify_all();
+            let r = send.await;
+            assert!(
+                matches!(r, Err(BrokerError::FlushSlaveTimeout { .. })),
+                "{r:?}"
+            );
+        });
+    }
 
     /// At a graceful stop the stream of a slave that has everything ends, and its link goes;
     /// the hand-over may ask only after that (a loaded host), and must still count it.

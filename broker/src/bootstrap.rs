@@ -658,6 +658,8 @@ pub fn start_until(config: BrokerConfig, stop: &AtomicBool) -> anyhow::Result<Ru
             .map(|s| {
                 let mut c = shard_config(&shared.config, &layout, s, store_host);
                 c.chunk_pool = pool;
+                // The shards stamp and age records by the broker's clock.
+                c.clock = shared.clock.clone();
                 let hist = shared.metrics.flush_latency(core);
                 c.flush_observer = Some(shard::FlushObserver::new(move |d| {
                     hist.observe(d.as_secs_f64())
@@ -1001,7 +1003,7 @@ async fn core_main(
                 .set(now.consumed_messages.saturating_sub(last.consumed_messages) as f64);
             shared
                 .metrics
-                .publish(&now, &last, shared.started.elapsed().as_secs_f64());
+                .publish(&now, &last, shared.uptime().as_secs_f64());
             last = now;
             core.publish_backlogs();
             core.publish_replication(&mut replication_seen);

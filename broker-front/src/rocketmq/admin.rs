@@ -96,10 +96,10 @@ impl Seen {
         self.clients.borrow_mut().remove(client_id);
     }
 
-    /// The clients heard from within `timeout`, by id.
-    fn live(&self, timeout: Duration) -> Vec<(String, SeenClient)> {
+    /// The clients heard from within `timeout` before `now` (the broker's clock), by id.
+    fn live(&self, now: Instant, timeout: Duration) -> Vec<(String, SeenClient)> {
         let mut clients = self.clients.borrow_mut();
-        clients.retain(|_, c| c.at.elapsed() < timeout);
+        clients.retain(|_, c| now.saturating_duration_since(c.at) < timeout);
         let mut v: Vec<_> = clients
             .iter()
             .map(|(k, c)| (k.clone(), c.clone()))
@@ -143,7 +143,7 @@ fn kv(table: BTreeMap<&str, String>) -> serde_json::Value {
 
 fn runtime_info(core: &Front, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
     let st = core.local_status();
-    let up = core.shared.started.elapsed();
+    let up = core.shared.uptime();
     let put = core.stats.put_tps.get();
     let get = core.stats.get_tps.get();
     let disk = st.disk_use_ratio;
@@ -167,7 +167,7 @@ fn runtime_info(core: &Front, req: &RemotingCommand) -> Result<Outgoing, BrokerE
     t.insert("sendThreadPoolQueueSize", st.inbox_depth.to_string());
     t.insert("pullThreadPoolQueueSize", "0".into());
     t.insert("bootTimestamp", {
-        let boot = std::time::SystemTime::now() - up;
+        let boot = core.shared.clock.wall() - up;
         boot.duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_millis())
             .unwrap_or(0)
@@ -460,7 +460,7 @@ fn consumer_connections(core: &Front, req: &RemotingCommand) -> Result<Outgoing,
     let mut connections = Vec::new();
     let mut subscriptions = BTreeMap::new();
     let mut data: Option<ConsumerData> = None;
-    for (id, c) in core.rocketmq.live(timeout(core)) {
+    for (id, c) in core.rocketmq.live(core.shared.clock.now(), timeout(core)) {
         let Some(d) = c.consumers.iter().find(|d| d.group_name == group) else {
             continue;
         };
@@ -493,7 +493,7 @@ fn producer_connections(core: &Front, req: &RemotingCommand) -> Result<Outgoing,
         .ok_or_else(|| BrokerError::BadRequest("producerGroup is required".into()))?;
     let connections: Vec<_> = core
         .rocketmq
-        .live(timeout(core))
+        .live(core.shared.clock.now(), timeout(core))
         .into_iter()
         .filter(|(_, c)| c.producer_groups.iter().any(|g| g == group))
         .map(|(id, c)| connection(&id, &c))
@@ -593,7 +593,7 @@ async fn one_subscription_group(
         stored_offsets(core).iter().any(|(q, _)| q.group == group)
             || core
                 .rocketmq
-                .live(timeout(core))
+                .live(core.shared.clock.now(), timeout(core))
                 .iter()
                 .any(|(_, c)| c.consumers.iter().any(|d| d.group_name == group))
     };
@@ -620,7 +620,7 @@ fn consumed_by(core: &Front, req: &RemotingCommand) -> Result<Outgoing, BrokerEr
         .filter(|(q, _)| q.topic == topic)
         .map(|(q, _)| q.group)
         .collect();
-    for (_, c) in core.rocketmq.live(timeout(core)) {
+    for (_, c) in core.rocketmq.live(core.shared.clock.now(), timeout(core)) {
         for d in &c.consumers {
             if d.subscription_data_set.iter().any(|s| s.topic == topic) {
                 groups.push(d.group_name.clone());
@@ -696,7 +696,7 @@ async fn all_subscription_groups(
         .into_iter()
         .map(|(q, _)| q.group)
         .collect();
-    for (_, c) in core.rocketmq.live(timeout(core)) {
+    for (_, c) in core.rocketmq.live(core.shared.clock.now(), timeout(core)) {
         seen.extend(c.consumers.iter().map(|d| d.group_name.clone()));
     }
     for g in seen {
@@ -833,7 +833,7 @@ async fn reset_offset(core: &Rc<Front>, req: &RemotingCommand) -> Result<Outgoin
     // overwrite the reset at their next commit otherwise).
     let members: Vec<String> = core
         .rocketmq
-        .live(timeout(core))
+        .live(core.shared.clock.now(), timeout(core))
         .into_iter()
         .filter(|(_, c)| c.consumers.iter().any(|d| d.group_name == group))
         .map(|(id, _)| id)

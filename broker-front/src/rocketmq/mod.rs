@@ -165,7 +165,10 @@ pub(crate) async fn serve(
 ) -> Option<Outgoing> {
     let req = &frame.command;
     // The front door: the same rules as the native protocol's.
-    if let Err(e) = core.acl.check_remoting(client, req, &frame.body) {
+    if let Err(e) = core
+        .acl
+        .check_remoting(client, req, &frame.body, &core.shared.clock)
+    {
         if req.is_oneway() {
             tracing::debug!(peer = %client.peer, "a oneway request was refused: {e}");
         }
@@ -722,7 +725,7 @@ async fn heartbeat(
                 .map(|p| p.group_name.clone())
                 .collect(),
             consumers: hb.consumer_data_set.clone(),
-            at: std::time::Instant::now(),
+            at: core.shared.clock.now(),
         },
     );
     for p in &hb.producer_data_set {

@@ -115,6 +115,11 @@ impl Shard {
         &self.inner.config.dir
     }
 
+    /// The clock the shard stamps and ages its records by (a master times its slaves by it).
+    pub fn clock(&self) -> &crate::Clock {
+        &self.inner.config.clock
+    }
+
     /// The segment size: replicas must have the same, for offsets to match.
     pub fn segment_bytes(&self) -> u64 {
         self.inner.config.segment_bytes
