@@ -320,3 +320,47 @@ fn the_first_send_creates_an_unknown_topic_when_auto_creation_is_on() {
     assert_eq!(p.bodies(), ["first"]);
     c.stop();
 }
+
+/// A query by key finds the messages with that key on every core's shards, and only them.
+#[test]
+fn a_query_by_key_finds_messages_on_every_core() {
+    let c = Cluster::start(2, 4);
+    create_topic(&c, "Keyed", 8);
+    for owner in [0, 1] {
+        let q = queue_on(&c, "Keyed", 8, owner);
+        c.on(owner, move |core| async move {
+            let wanted = record(
+                "Keyed",
+                &format!("order-{owner}"),
+                None,
+                &[("KEYS", "order-42")],
+            );
+            core.send("Keyed", q, wanted, 1).await.map(|_| ())?;
+            let other = record("Keyed", "noise", None, &[("KEYS", "order-7")]);
+            core.send("Keyed", q, other, 1).await.map(|_| ())
+        })
+        .expect("sent");
+    }
+    let found = c
+        .on(1, |core| async move {
+            core.query_by_key(protocol::QueryByKey {
+                topic: "Keyed".into(),
+                key: "order-42".into(),
+                begin_ms: 0,
+                end_ms: i64::MAX,
+                max: 32,
+            })
+            .await
+        })
+        .expect("queried");
+    let mut bodies: Vec<String> = found
+        .iter()
+        .map(|b| {
+            let v = message::RecordView::parse(b).expect("a record");
+            String::from_utf8_lossy(v.body()).into_owned()
+        })
+        .collect();
+    bodies.sort();
+    assert_eq!(bodies, ["order-0", "order-1"]);
+    c.stop();
+}

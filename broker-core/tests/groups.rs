@@ -326,3 +326,60 @@ fn a_wait_for_a_group_change_is_woken_by_a_join() {
     );
     c.stop();
 }
+
+/// A member that stops heartbeating is dropped after `consumer_timeout_ms`, and every
+/// core's clients are told, so the rest of the group takes its queues.
+#[test]
+fn a_silent_member_is_dropped_after_the_consumer_timeout() {
+    let c = Cluster::start_with(2, 4, |cfg| cfg.consumer_timeout_ms = 200);
+    let started = Instant::now();
+    for (core, client) in [(0, "quiet"), (1, "alive")] {
+        c.on(core, move |core| async move {
+            core.group(GroupOp::Heartbeat {
+                group: "eg".into(),
+                client_id: client.into(),
+            })
+            .await
+        })
+        .expect("joined");
+    }
+    // "alive" keeps heartbeating until the group is told "quiet" left.
+    let deadline = Instant::now() + WAIT_MAX;
+    loop {
+        c.on(1, |core| async move {
+            core.group(GroupOp::Heartbeat {
+                group: "eg".into(),
+                client_id: "alive".into(),
+            })
+            .await
+        })
+        .expect("heartbeat");
+        let told = [0, 1].iter().all(|&core| {
+            c.link(core).log().group_changes.last() == Some(&("eg".into(), vec!["alive".into()]))
+        });
+        if told {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the silent member was never dropped"
+        );
+        std::thread::yield_now();
+    }
+    assert!(
+        started.elapsed() >= std::time::Duration::from_millis(200),
+        "dropped after {:?}, before the timeout",
+        started.elapsed()
+    );
+    let view = c
+        .on(0, |core| async move {
+            core.group(GroupOp::Heartbeat {
+                group: "eg".into(),
+                client_id: "alive".into(),
+            })
+            .await
+        })
+        .expect("heartbeat");
+    assert_eq!(view.members, ["alive"]);
+    c.stop();
+}

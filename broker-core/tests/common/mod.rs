@@ -209,8 +209,26 @@ impl Cluster {
         let dir = temp_dir();
         let mut config = test_config(dir.path());
         tweak(&mut config);
-        let topics = TopicTable::load(dir.path()).expect("an empty topic table");
-        let sub_groups = SubGroupTable::load(dir.path()).expect("an empty group table");
+        Cluster::start_in(dir, cores, shard_count, config)
+    }
+
+    /// Stops every core as [`Cluster::stop`] does and starts `cores` cores again on the same
+    /// data and config, as a broker restarted after a clean stop.
+    pub fn restart(mut self, cores: u16) -> Cluster {
+        self.stop_cores();
+        let dir = self.dir.take().expect("the cluster's data directory");
+        let config = self.shared.config.clone();
+        Cluster::start_in(dir, cores, self.shard_count, config)
+    }
+
+    fn start_in(
+        dir: tempfile::TempDir,
+        cores: u16,
+        shard_count: u16,
+        config: BrokerConfig,
+    ) -> Cluster {
+        let topics = TopicTable::load(dir.path()).expect("the topic table loads");
+        let sub_groups = SubGroupTable::load(dir.path()).expect("the group table loads");
         let shared = Arc::new(Shared::new(
             config,
             shard_count,
