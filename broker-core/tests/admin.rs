@@ -295,3 +295,34 @@ fn status_counts_each_cores_messages() {
     assert_eq!(local.produced_messages, 3);
     c.stop();
 }
+
+/// A reply is pushed and, with `store_reply_message_enable`, stored in the cluster's reply
+/// topic, which exists once a request came in even with auto-creation off.
+#[test]
+fn a_reply_is_stored_in_the_reply_topic_as_well_as_pushed() {
+    let c = Cluster::start_with(2, 4, |cfg| {
+        cfg.auto_create_topic_enable = false;
+        cfg.store_reply_message_enable = true;
+    });
+    let reply_topic = broker_core::reply::reply_topic(&c.shared.config.cluster_name);
+    c.on(1, |core| async move { core.ensure_reply_topic().await });
+    c.link(0).log().connected.insert("requester-2".into());
+    let mut r = reply_to("requester-2", "corr-9");
+    r.topic = reply_topic.clone();
+    r.queue_id = 1;
+    c.on(1, move |core| async move { core.reply(r).await })
+        .expect("pushed");
+    assert_eq!(c.link(0).log().pushed.len(), 1);
+    let t = reply_topic.clone();
+    let p = c
+        .on(0, move |core| async move {
+            pull(&core, pull_request("g", &t, 1, 0)).await
+        })
+        .expect("the reply topic exists");
+    assert_eq!(p.bodies(), ["pong"]);
+    assert_eq!(
+        p.messages[0].property(reply_prop::CORRELATION_ID),
+        Some("corr-9")
+    );
+    c.stop();
+}

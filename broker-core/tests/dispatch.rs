@@ -364,3 +364,94 @@ fn a_query_by_key_finds_messages_on_every_core() {
     assert_eq!(bodies, ["order-0", "order-1"]);
     c.stop();
 }
+
+/// A topic deleted and created again continues its queues' offsets (its ConsumeQueues stay),
+/// so a consumer's committed offset still points at new messages.
+#[test]
+fn a_topic_created_again_continues_its_offsets() {
+    let c = Cluster::start_with(2, 4, |cfg| cfg.auto_create_topic_enable = false);
+    create_topic(&c, "Again", 4);
+    let q = queue_on(&c, "Again", 4, 1);
+    let send = move |body: &'static str| {
+        move |core: std::rc::Rc<broker_core::Core>| async move {
+            let out = core
+                .send("Again", q, record("Again", body, None, &[]), 1)
+                .await?;
+            Ok::<_, BrokerError>(out.appended.first_queue_offset.0)
+        }
+    };
+    assert_eq!(c.on(0, send("before-1")).expect("sent"), 0);
+    assert_eq!(c.on(0, send("before-2")).expect("sent"), 1);
+    c.on(
+        0,
+        |core| async move { core.delete_topic("Again".into()).await },
+    )
+    .expect("deleted");
+    assert!(matches!(
+        c.on(1, send("while-gone")),
+        Err(BrokerError::TopicNotExist(_))
+    ));
+    create_topic(&c, "Again", 4);
+    assert_eq!(c.on(1, send("after")).expect("sent"), 2);
+    let p = c
+        .on(0, move |core| async move {
+            pull(&core, pull_request("g", "Again", q, 2)).await
+        })
+        .expect("pulled");
+    assert_eq!(p.bodies(), ["after"]);
+    c.stop();
+}
+
+/// A stored message is found again by its shard and commit log offset from either core,
+/// and a queue offset by store time.
+#[test]
+fn a_message_is_viewed_by_its_offset_and_found_by_time_from_either_core() {
+    let c = Cluster::start(2, 4);
+    create_topic(&c, "Viewed", 4);
+    let q = queue_on(&c, "Viewed", 4, 1);
+    let (shard, at, between) = c
+        .on(1, move |core| async move {
+            core.send("Viewed", q, record("Viewed", "early", None, &[]), 1)
+                .await?;
+            // Store times have millisecond resolution: the next send is a later one.
+            let t0 = now_ms();
+            while now_ms() == t0 {
+                glommio::yield_if_needed().await;
+            }
+            let between = now_ms();
+            let out = core
+                .send("Viewed", q, record("Viewed", "late", None, &[]), 1)
+                .await?;
+            Ok::<_, BrokerError>((
+                out.appended.shard,
+                out.appended.first_commit_log_offset.0,
+                between,
+            ))
+        })
+        .expect("sent");
+    for from in [0, 1] {
+        let found = c
+            .on(from, move |core| async move {
+                core.view_by_offset(shard, at).await
+            })
+            .expect("viewed");
+        assert_eq!(found.len(), 1);
+        let v = message::RecordView::parse(&found[0]).expect("a record");
+        assert_eq!(v.body(), b"late", "from core {from}");
+        let offset = c
+            .on(from, move |core| async move {
+                core.search_offset("Viewed", q, between).await
+            })
+            .expect("searched");
+        assert_eq!(offset, 1, "the first message stored at or after the time");
+    }
+    let missing = c.on(
+        0,
+        move |core| async move { core.view_by_offset(99, 0).await },
+    );
+    assert!(
+        matches!(missing, Err(BrokerError::NotFound(_))),
+        "{missing:?}"
+    );
+    c.stop();
+}

@@ -166,3 +166,36 @@ fn an_undecided_transaction_is_checked_back_and_committed() {
     assert!(c.link(0).log().checks.is_empty(), "no producer on core 0");
     c.stop();
 }
+
+/// Only the producer group that prepared a message may end it; a check-back state of
+/// UNKNOWN leaves it undecided (and invisible).
+#[test]
+fn another_producer_group_cannot_end_a_transaction() {
+    let c = Cluster::start(2, 4);
+    create_topic(&c, "Guarded", 4);
+    let q = queue_on(&c, "Guarded", 4, 1);
+    let half = send_prepared(&c, 0, "Guarded", q, "guarded", "TX4");
+    let mut foreign = end(&half, "TX4", TransactionState::Commit);
+    foreign.producer_group = "intruders".into();
+    let refused = c.on(
+        0,
+        move |core| async move { core.end_transaction(foreign).await },
+    );
+    assert!(
+        matches!(refused, Err(BrokerError::BadRequest(_))),
+        "{refused:?}"
+    );
+    let unknown = end(&half, "TX4", TransactionState::Unknown);
+    c.on(
+        1,
+        move |core| async move { core.end_transaction(unknown).await },
+    )
+    .expect("an unknown state is taken");
+    assert!(pull_all(&c, 0, "Guarded", q).messages.is_empty());
+    // Neither decided it: the producer still can.
+    let e = end(&half, "TX4", TransactionState::Commit);
+    c.on(1, move |core| async move { core.end_transaction(e).await })
+        .expect("committed");
+    assert_eq!(pull_all(&c, 0, "Guarded", q).bodies(), ["guarded"]);
+    c.stop();
+}
