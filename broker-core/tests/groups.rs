@@ -383,3 +383,67 @@ fn a_silent_member_is_dropped_after_the_consumer_timeout() {
     assert_eq!(view.members, ["alive"]);
     c.stop();
 }
+
+/// A lease runs out after the time it was granted for: a member that vanished holding a
+/// queue frees it without unlocking, and a holder's commit with `release` frees it at once.
+#[test]
+fn a_lease_runs_out_or_is_released_by_the_holders_commit() {
+    let c = Cluster::start(2, 4);
+    create_topic(&c, "Expiring", 4);
+    let q = queue_on(&c, "Expiring", 4, 1);
+    let granted = Instant::now();
+    c.on(0, move |core| async move {
+        core.group_offset(OffsetOp::Lock {
+            queue: gq("xg", "Expiring", q),
+            client_id: "vanished".into(),
+            lease_ms: 150,
+        })
+        .await
+    })
+    .expect("leased");
+    let deadline = Instant::now() + WAIT_MAX;
+    loop {
+        let r = c.on(1, move |core| async move {
+            core.group_offset(lock(gq("xg", "Expiring", q), "successor"))
+                .await
+        });
+        match r {
+            Ok(_) => break,
+            Err(BrokerError::QueueLocked(holder)) => assert_eq!(holder, "vanished"),
+            Err(e) => panic!("{e}"),
+        }
+        assert!(Instant::now() < deadline, "the lease never ran out");
+        std::thread::yield_now();
+    }
+    assert!(
+        granted.elapsed() >= std::time::Duration::from_millis(150),
+        "the lease ended after {:?}, before its 150 ms",
+        granted.elapsed()
+    );
+    // The successor holds it now; its commit with `release` frees it for the next.
+    let refused = c.on(0, move |core| async move {
+        core.group_offset(lock(gq("xg", "Expiring", q), "third"))
+            .await
+    });
+    assert!(
+        matches!(refused, Err(BrokerError::QueueLocked(_))),
+        "{refused:?}"
+    );
+    c.on(0, move |core| async move {
+        core.group_offset(OffsetOp::Commit(CommitOffset {
+            queue: gq("xg", "Expiring", q),
+            offset: 0,
+            epoch: EPOCH_ANY,
+            client_id: "successor".into(),
+            release: true,
+        }))
+        .await
+    })
+    .expect("committed");
+    c.on(0, move |core| async move {
+        core.group_offset(lock(gq("xg", "Expiring", q), "third"))
+            .await
+    })
+    .expect("released by the holder's commit");
+    c.stop();
+}

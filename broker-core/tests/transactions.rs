@@ -199,3 +199,59 @@ fn another_producer_group_cannot_end_a_transaction() {
     assert_eq!(pull_all(&c, 0, "Guarded", q).bodies(), ["guarded"]);
     c.stop();
 }
+
+/// While no producer of its group is connected, an undecided transaction is checked again
+/// at each pass; once one connects, its answer decides it and the message is delivered once.
+#[test]
+fn an_undecided_transaction_waits_for_a_producer_to_connect() {
+    let c = Cluster::start_with(2, 4, |cfg| {
+        cfg.transaction_timeout_ms = 100;
+        cfg.transaction_check_interval_ms = 100;
+    });
+    create_topic(&c, "Waiting", 4);
+    let q = queue_on(&c, "Waiting", 4, 1);
+    let half = send_prepared(&c, 0, "Waiting", q, "late-decision", "TX5");
+    // Each check with no producer to ask leaves a copy in the half queue: wait for two.
+    let shard = half.shard;
+    let deadline = Instant::now() + WAIT_MAX;
+    loop {
+        let copies = c.on(1, move |core| async move {
+            core.shards
+                .get(&shard)
+                .map(|s| {
+                    s.queue_offsets(broker_core::transaction::HALF_TOPIC, u32::from(shard))
+                        .max
+                        .0
+                })
+                .unwrap_or(0)
+        });
+        if copies >= 3 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no check pass ran");
+        std::thread::yield_now();
+    }
+    assert!(pull_all(&c, 0, "Waiting", q).messages.is_empty());
+    c.link(0)
+        .log()
+        .producers
+        .insert("pg".into(), TransactionState::Commit);
+    let delivered = c
+        .on(0, move |core| async move {
+            let mut r = pull_request("g", "Waiting", q, 0);
+            r.suspend_timeout_ms = 5_000;
+            pull(&core, r).await
+        })
+        .expect("pulled");
+    assert_eq!(delivered.bodies(), ["late-decision"]);
+    let log = c.link(0).log();
+    assert_eq!(log.checks.len(), 1, "{:?}", log.checks);
+    let seen = message::RecordView::parse(&log.checks[0].record).expect("a record");
+    let times: u32 = seen
+        .property(prop::CHECK_TIMES)
+        .and_then(|t| t.parse().ok())
+        .expect("the check says how many checks it is");
+    assert!(times >= 3, "checked {times} times");
+    drop(log);
+    c.stop();
+}
