@@ -326,3 +326,58 @@ fn a_reply_is_stored_in_the_reply_topic_as_well_as_pushed() {
     );
     c.stop();
 }
+
+/// A topic with a bad name, or one that would take the broker past `queues_max`, is refused
+/// and reaches no core.
+#[test]
+fn a_bad_or_too_large_topic_is_refused_everywhere() {
+    let c = Cluster::start_with(2, 4, |cfg| cfg.queues_max = 16);
+    create_topic(&c, "Small", 8);
+    let too_many = c.on(1, |core| async move {
+        core.create_topic(topic("Large", 9)).await
+    });
+    match too_many {
+        Err(BrokerError::BadRequest(m)) => assert!(m.contains("queues_max"), "{m}"),
+        other => panic!("expected BadRequest, got {other:?}"),
+    }
+    let bad_name = c.on(0, |core| async move {
+        core.create_topic(topic("no spaces", 1)).await
+    });
+    assert!(
+        matches!(bad_name, Err(BrokerError::BadRequest(_))),
+        "{bad_name:?}"
+    );
+    for core_id in [0, 1] {
+        let (large, bad) = c.on(core_id, |core| async move {
+            (
+                core.topic_for_read("Large").is_ok(),
+                core.topic_for_read("no spaces").is_ok(),
+            )
+        });
+        assert!(!large && !bad, "core {core_id} has a refused topic");
+    }
+    // Growing an existing topic within the bound is fine.
+    c.on(1, |core| async move {
+        core.create_topic(topic("Small", 16)).await
+    })
+    .expect("within queues_max");
+    c.stop();
+}
+
+/// Whether a client is connected is answered by any core, from the links of all.
+#[test]
+fn a_client_connected_to_any_core_is_found() {
+    let c = Cluster::start(2, 4);
+    c.link(1).log().connected.insert("somewhere".into());
+    for from in [0, 1] {
+        let (here, gone) = c.on(from, |core| async move {
+            (
+                core.client_connected("somewhere").await,
+                core.client_connected("nowhere").await,
+            )
+        });
+        assert!(here.expect("asked"), "from core {from}");
+        assert!(!gone.expect("asked"), "from core {from}");
+    }
+    c.stop();
+}

@@ -94,3 +94,43 @@ fn messages_offsets_topics_and_group_configs_survive_a_restart() {
     );
     c.stop();
 }
+
+/// The shards keep their data whichever core serves them: started again on one core, the
+/// broker serves the queues two cores wrote, with their committed offsets.
+#[test]
+fn a_restart_on_fewer_cores_serves_the_same_queues() {
+    let c = Cluster::start(2, 4);
+    create_topic(&c, "Durable", 4);
+    for q in 0..4 {
+        c.on((q % 2) as u16, move |core| async move {
+            let r = record("Durable", &format!("q{q}"), None, &[]);
+            core.send("Durable", q, r, 1).await.map(|_| ())?;
+            let commit = OffsetOp::Commit(CommitOffset {
+                queue: gq(q),
+                offset: 1,
+                epoch: EPOCH_ANY,
+                client_id: "c1".into(),
+                release: false,
+            });
+            core.group_offset(commit).await.map(|_| ())
+        })
+        .expect("sent and committed");
+    }
+    let c = c.restart(1);
+    let read = c
+        .on(0, |core| async move {
+            let mut out = Vec::new();
+            for q in 0..4 {
+                let p = pull(&core, pull_request("rg", "Durable", q, 0)).await?;
+                let o = core.group_offset(OffsetOp::Query(gq(q))).await?;
+                out.push((p.bodies(), o.map(|s| s.offset)));
+            }
+            Ok::<_, BrokerError>(out)
+        })
+        .expect("read");
+    for (q, (bodies, offset)) in read.into_iter().enumerate() {
+        assert_eq!(bodies, [format!("q{q}")]);
+        assert_eq!(offset, Some(1), "queue {q}'s committed offset");
+    }
+    c.stop();
+}
