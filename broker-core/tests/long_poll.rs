@@ -6,6 +6,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use broker_core::mesh::PullStatus;
+use broker_core::BrokerError;
 use common::*;
 
 /// A pull of an empty queue of the other core, asked to wait 5 s, is answered as soon as a
@@ -80,5 +81,60 @@ fn a_waiting_pull_is_answered_empty_at_its_deadline() {
             "answered after {waited:?}, long past its deadline"
         );
     }
+    c.stop();
+}
+
+/// A core whose inbox is full (its one permit held by a waiting pull, its one queued
+/// request waiting behind it) answers the next forwarded send "busy" at once instead of
+/// queueing it without bound; once the pulls end it serves again.
+#[test]
+fn a_full_inbox_answers_busy_at_once_and_serves_again_after() {
+    let c = Cluster::start_with(2, 4, |cfg| cfg.inbox_capacity = 1);
+    create_topic(&c, "Crowded", 4);
+    let q = queue_on(&c, "Crowded", 4, 1);
+    let waiting_pull = move |core: std::rc::Rc<broker_core::Core>| async move {
+        let mut r = pull_request("g", "Crowded", q, 0);
+        r.suspend_timeout_ms = 5_000;
+        pull(&core, r).await
+    };
+    let holding = c.spawn_on(0, waiting_pull);
+    let deadline = Instant::now() + WAIT_MAX;
+    while c.on(1, |core| async move { core.mesh.inbox_depth() }) == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the first pull never reached core 1"
+        );
+        std::thread::yield_now();
+    }
+    // Queued behind the first: core 0 runs its jobs in order, so this one is in core 1's
+    // inbox before the send below is tried.
+    let queued = c.spawn_on(0, waiting_pull);
+    let started = Instant::now();
+    let refused = c.on(0, move |core| async move {
+        core.send("Crowded", q, record("Crowded", "refused", None, &[]), 1)
+            .await
+            .map(|_| ())
+    });
+    assert!(matches!(refused, Err(BrokerError::Busy(_))), "{refused:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "busy only after {:?}",
+        started.elapsed()
+    );
+    // Core 1 stores a message of its own queue without the mesh; both pulls get it.
+    c.on(1, move |core| async move {
+        core.send("Crowded", q, record("Crowded", "wake", None, &[]), 1)
+            .await
+            .map(|_| ())
+    })
+    .expect("stored by the owner");
+    assert_eq!(holding.wait().expect("pulled").bodies(), ["wake"]);
+    assert_eq!(queued.wait().expect("pulled").bodies(), ["wake"]);
+    c.on(0, move |core| async move {
+        core.send("Crowded", q, record("Crowded", "after", None, &[]), 1)
+            .await
+            .map(|_| ())
+    })
+    .expect("served again once the pulls ended");
     c.stop();
 }
