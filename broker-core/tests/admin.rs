@@ -381,3 +381,35 @@ fn a_client_connected_to_any_core_is_found() {
     }
     c.stop();
 }
+
+/// What a client says it is doing is asked of the core its connection is on, from any core;
+/// a client connected nowhere is `NotFound`.
+#[test]
+fn a_clients_running_info_is_asked_on_the_core_it_is_connected_to() {
+    let c = Cluster::start(2, 4);
+    let info = protocol::ClientRunningInfo {
+        client_id: "busy@1".into(),
+        groups: vec![protocol::GroupRunningInfo {
+            group: "Readers".into(),
+            topics: vec!["Orders".into()],
+        }],
+    };
+    c.link(1)
+        .log()
+        .running
+        .insert("busy@1".into(), info.clone());
+    for from in [0, 1] {
+        let (found, missing) = c.on(from, |core| async move {
+            (
+                core.client_running_info("busy@1").await,
+                core.client_running_info("idle@2").await,
+            )
+        });
+        assert_eq!(found.expect("answered"), info, "from core {from}");
+        assert!(
+            matches!(missing, Err(BrokerError::NotFound(_))),
+            "from core {from}: {missing:?}"
+        );
+    }
+    c.stop();
+}

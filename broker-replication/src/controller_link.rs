@@ -503,7 +503,11 @@ mod tests {
         )
         .with_clock(clock.clone());
         let state = ControllerState::new(1);
-        let e = state.lease_holds(&shared).err().unwrap_or_default();
+        let e = state
+            .lease_holds(&shared)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
         assert!(e.contains("holds no master lease"), "{e}");
         let info = ReplicaInfo {
             group: "g".into(),
@@ -525,7 +529,11 @@ mod tests {
         clock.advance(Duration::from_millis(2499));
         assert_eq!(state.lease_holds(&shared), Ok(()));
         clock.advance(Duration::from_millis(1));
-        let e = state.lease_holds(&shared).err().unwrap_or_default();
+        let e = state
+            .lease_holds(&shared)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
         assert!(e.contains("ended 0 ms ago"), "{e}");
     }
 

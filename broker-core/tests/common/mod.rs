@@ -30,7 +30,7 @@ use bytes::Bytes;
 use glommio::{LocalExecutorBuilder, Placement};
 use message::{encode_record, MessageFields, RecordView};
 use protocol::{
-    CheckTransaction, Command, CoreStatus, Frame, PullRequest, TopicConfig, TransactionState,
+    CheckTransaction, ClientRunningInfo, CoreStatus, PullRequest, TopicConfig, TransactionState,
 };
 
 /// The longest any wait of a test lasts: a core's answer, a start, a condition.
@@ -55,6 +55,8 @@ pub struct LinkLog {
     pub connected: HashSet<String>,
     /// Producer groups with a producer connected here, and what it answers a check.
     pub producers: HashMap<String, TransactionState>,
+    /// The clients connected here that answer what they are doing, and their answer.
+    pub running: HashMap<String, ClientRunningInfo>,
 }
 
 /// One core's fake client link, shared between the core (which calls it) and the test
@@ -100,12 +102,12 @@ impl LinkState {
 struct FakeLink(Arc<LinkState>);
 
 impl ClientLink for FakeLink {
-    fn ask(
+    fn running_info(
         &self,
-        _client_id: &str,
-        _command: Command,
-    ) -> LocalFuture<'_, Option<Result<Frame, BrokerError>>> {
-        Box::pin(async { None })
+        client_id: &str,
+    ) -> LocalFuture<'_, Option<Result<ClientRunningInfo, BrokerError>>> {
+        let answer = self.0.log().running.get(client_id).cloned();
+        Box::pin(async move { answer.map(Ok) })
     }
 
     fn connected(&self, client_id: &str) -> bool {
