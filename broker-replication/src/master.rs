@@ -378,6 +378,11 @@ impl MasterShard {
         let now = self.shard.clock().now();
         let end = self.shard.log_bounds().1;
         let mut changed = false;
+        // The links that leave now. What consumers see is still capped at their
+        // acknowledgements until the end of this refresh, so measured against it they would
+        // join again at once: a slave that stopped acknowledging would never leave, and
+        // would hold consumers back for good.
+        let mut left = Vec::new();
         // Leaves.
         for l in self.links.borrow().iter() {
             if !l.in_sync.get() {
@@ -402,6 +407,7 @@ impl MasterShard {
             };
             if let Some(why) = why {
                 l.in_sync.set(false);
+                left.push(l.id);
                 changed = true;
                 let what = format!("slave {} at {}: {why}", l.broker_id, l.peer);
                 tracing::warn!(
@@ -425,7 +431,7 @@ impl MasterShard {
             }
         }
         for l in self.links.borrow().iter() {
-            if l.in_sync.get() {
+            if l.in_sync.get() || left.contains(&l.id) {
                 continue;
             }
             let target = match hold {
@@ -997,6 +1003,45 @@ mod tests {
             let why = ms.last_left.borrow().clone().unwrap_or_default();
             assert!(why.contains("has not caught up for"), "{why}");
             assert!(!link.is_closed(), "it streams on, out of the in-sync set");
+        });
+    }
+
+    /// With consumers capped at what the in-sync slaves hold (the default), a slave that
+    /// stops acknowledging leaves the in-sync set and stays out: what consumers see moves
+    /// past its acknowledgement, and it joins again only once it has caught up.
+    #[test]
+    fn a_slave_that_stops_acknowledging_leaves_and_no_longer_holds_consumers_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().to_owned();
+        shard::run_local(move || async move {
+            let clock = shard::Clock::manual();
+            let (shard, end) = shard_with_a_record(path, &clock).await;
+            let config = BrokerConfig::default();
+            assert!(!config.read_uncommitted);
+            let limit = Duration::from_millis(config.ha_max_time_slave_not_catchup_ms);
+            let ms = MasterShard::new(0, shard.clone(), &config, Default::default());
+            let link = ms.attach(1, "127.0.0.1:1".into(), end);
+            assert_eq!(ms.in_sync_ids(), vec![1]);
+            append_one(&shard).await;
+            let grown = shard.log_bounds().1;
+            ms.refresh();
+            assert_eq!(
+                shard.visible_end(),
+                end,
+                "capped at the in-sync slave's ack"
+            );
+            let changes = ms.isr_changes.get();
+            clock.advance(limit + Duration::from_millis(1));
+            ms.refresh();
+            assert!(ms.in_sync_ids().is_empty(), "it left and did not rejoin");
+            ms.refresh();
+            assert!(ms.in_sync_ids().is_empty(), "it stays out while behind");
+            assert_eq!(shard.visible_end(), grown, "consumers see past it");
+            assert_eq!(ms.isr_changes.get(), changes + 1, "one change: the leave");
+            // Caught up: it joins again.
+            link.acked.set(grown);
+            ms.refresh();
+            assert_eq!(ms.in_sync_ids(), vec![1]);
         });
     }
 
