@@ -82,7 +82,7 @@ pub struct SendOutcome {
 pub struct Core {
     pub id: u16,
     /// This core's shards' replication ends (master or slave).
-    pub ha: crate::ha::CoreHa,
+    pub(crate) ha: crate::ha::CoreHa,
     pub shared: Arc<Shared>,
     pub shards: HashMap<u16, Shard>,
     pub mesh: Rc<Mesh>,
@@ -90,33 +90,33 @@ pub struct Core {
     pub stats: CoreStats,
     pub store_host: SocketAddrV4,
     /// This core's send-latency histogram (observed per send request).
-    pub send_latency: prometheus_client::metrics::histogram::Histogram,
+    pub(crate) send_latency: prometheus_client::metrics::histogram::Histogram,
     /// Group offsets and leases of each local shard's queues.
     pub offsets: HashMap<u16, RefCell<OffsetTable>>,
     /// Group membership: on core 0 only.
-    pub membership: Option<Membership>,
+    pub(crate) membership: Option<Membership>,
     /// Sends this core has taken and not yet answered (shutdown waits for them).
-    pub sends_in_flight: Cell<usize>,
+    pub(crate) sends_in_flight: Cell<usize>,
     /// Where this core's sends spend their time, per stage.
     pub stages: SendStages,
     /// Held while topics.json or its journal is written (core 0), so that writes never
     /// overtake each other.
-    pub topics_persist: glommio::sync::Semaphore,
+    pub(crate) topics_persist: glommio::sync::Semaphore,
     /// When the topic table is rewritten rather than appended to (core 0).
-    pub topic_store: RefCell<crate::topics::TopicStore>,
+    pub(crate) topic_store: RefCell<crate::topics::TopicStore>,
     /// Each topic's queue ids per core as RocketMQ clients number them, worked out once.
     pub queue_numbers: crate::numbering::QueueNumbering,
     /// The SQL92 filter expressions of this core's pulls, parsed once.
-    pub sql92: crate::filters::Sql92Cache,
+    pub(crate) sql92: crate::filters::Sql92Cache,
     /// Subscription group configs: on core 0 only.
-    pub sub_groups: Option<RefCell<crate::sub_groups::SubGroupTable>>,
+    pub(crate) sub_groups: Option<RefCell<crate::sub_groups::SubGroupTable>>,
     /// Held while subscription_groups.json is written (core 0).
-    pub sub_groups_persist: glommio::sync::Semaphore,
+    pub(crate) sub_groups_persist: glommio::sync::Semaphore,
     /// Each local shard's transaction check state and op index.
-    pub transactions: crate::transaction::Transactions,
+    pub(crate) transactions: crate::transaction::Transactions,
     /// The clients connected to this core, reached through its front end (set once the
     /// front end is built; until then, and for a core without one, no client).
-    pub link: RefCell<Weak<dyn ClientLink>>,
+    pub(crate) link: RefCell<Weak<dyn ClientLink>>,
 }
 
 /// Counts a send in flight on its core for as long as it lives.
