@@ -1109,17 +1109,7 @@ mod tests {
         let path = dir.path().to_owned();
         shard::run_local(move || async move {
             let shard = Shard::open(shard::ShardConfig::new(path, 0)).await.unwrap();
-            let mut record = Vec::new();
-            message::encode_record(
-                &message::MessageFields {
-                    topic: "HandOver",
-                    body: b"acknowledged",
-                    ..Default::default()
-                },
-                &mut record,
-            )
-            .unwrap();
-            shard.append("HandOver", 0, &record).await.unwrap();
+            append_one(&shard).await;
             let end = shard.log_bounds().1;
             let ms = MasterShard::new(
                 0,
