@@ -6,12 +6,13 @@
 //! the connections it serves, in the protocol each connection speaks. A core without a front end (the in-process tests', say) reaches no client.
 
 use std::future::Future;
+use std::net::SocketAddrV4;
 use std::pin::Pin;
 
+use bytes::Bytes;
 use protocol::{CheckTransaction, ClientRunningInfo, CoreStatus, TransactionState};
 
 use crate::error::BrokerError;
-use crate::reply::ReplyPush;
 
 /// A future on the core's own executor.
 pub type LocalFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
@@ -88,4 +89,61 @@ impl ClientLink for NoClients {
     }
 
     fn fill_status(&self, _: &mut CoreStatus) {}
+}
+
+/// A reply on its way to its requester: the message as the replier sent it.
+#[derive(Debug, Clone)]
+pub struct ReplyPush {
+    pub producer_group: String,
+    pub topic: String,
+    pub queue_id: i32,
+    pub body: Bytes,
+    pub flag: i32,
+    pub sys_flag: i32,
+    pub born_timestamp_ms: i64,
+    pub born_host: Option<SocketAddrV4>,
+    pub reconsume_times: i32,
+    /// Every property but the CRC trailer, in order.
+    pub properties: Vec<(String, String)>,
+}
+
+impl ReplyPush {
+    pub(crate) fn property(&self, key: &str) -> Option<&str> {
+        self.properties
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The requester's client id.
+    pub fn requester(&self) -> Option<&str> {
+        self.property(message::reply::prop::REPLY_TO_CLIENT)
+            .filter(|c| !c.is_empty())
+    }
+
+    /// The reply as one record in the stored layout (what a native requester decodes).
+    pub fn record(&self) -> Result<Vec<u8>, BrokerError> {
+        let props: Vec<(&str, &str)> = self
+            .properties
+            .iter()
+            .filter(|(k, _)| k != message::prop::CRC)
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let mut out = Vec::with_capacity(self.body.len() + 256);
+        message::encode_record(
+            &message::MessageFields {
+                topic: &self.topic,
+                body: &self.body,
+                flag: self.flag,
+                sys_flag: self.sys_flag,
+                born_timestamp_ms: self.born_timestamp_ms,
+                born_host: self.born_host,
+                reconsume_times: self.reconsume_times,
+                properties: &props,
+            },
+            &mut out,
+        )
+        .map_err(|e| BrokerError::MessageIllegal(e.to_string()))?;
+        Ok(out)
+    }
 }

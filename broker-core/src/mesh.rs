@@ -228,7 +228,7 @@ pub struct TopicDeleted(pub String);
 #[derive(Debug)]
 pub struct PushReply {
     pub client_id: String,
-    pub reply: Box<crate::reply::ReplyPush>,
+    pub reply: Box<crate::link::ReplyPush>,
 }
 
 /// A change to, or a look at, the subscription group configs (served by core 0).

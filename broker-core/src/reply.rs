@@ -11,11 +11,9 @@
 //! the reply is also stored in the reply topic, so it can be looked up like any message.
 //! The reply topic is created when the first request comes in (`ensure_reply_topic`).
 
-use std::net::SocketAddrV4;
 use std::time::Duration;
 
 use bytes::Bytes;
-use message::{encode_record, MessageFields};
 use protocol::TopicConfig;
 
 use crate::core::Core;
@@ -28,62 +26,7 @@ pub use message::TRACE_TOPIC;
 /// How long the broker waits for the requester to take a pushed reply.
 pub const PUSH_ANSWER_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// A reply on its way to its requester: the message as the replier sent it.
-#[derive(Debug, Clone)]
-pub struct ReplyPush {
-    pub producer_group: String,
-    pub topic: String,
-    pub queue_id: i32,
-    pub body: Bytes,
-    pub flag: i32,
-    pub sys_flag: i32,
-    pub born_timestamp_ms: i64,
-    pub born_host: Option<SocketAddrV4>,
-    pub reconsume_times: i32,
-    /// Every property but the CRC trailer, in order.
-    pub properties: Vec<(String, String)>,
-}
-
-impl ReplyPush {
-    fn property(&self, key: &str) -> Option<&str> {
-        self.properties
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
-    }
-
-    /// The requester's client id.
-    pub fn requester(&self) -> Option<&str> {
-        self.property(prop::REPLY_TO_CLIENT)
-            .filter(|c| !c.is_empty())
-    }
-
-    /// The reply as one record in the stored layout (what a native requester decodes).
-    pub fn record(&self) -> Result<Vec<u8>, BrokerError> {
-        let props: Vec<(&str, &str)> = self
-            .properties
-            .iter()
-            .filter(|(k, _)| k != message::prop::CRC)
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
-        let mut out = Vec::with_capacity(self.body.len() + 256);
-        encode_record(
-            &MessageFields {
-                topic: &self.topic,
-                body: &self.body,
-                flag: self.flag,
-                sys_flag: self.sys_flag,
-                born_timestamp_ms: self.born_timestamp_ms,
-                born_host: self.born_host,
-                reconsume_times: self.reconsume_times,
-                properties: &props,
-            },
-            &mut out,
-        )
-        .map_err(|e| BrokerError::MessageIllegal(e.to_string()))?;
-        Ok(out)
-    }
-}
+pub use crate::link::ReplyPush;
 
 impl Core {
     /// Pushes `reply` to its requester's connection, on whichever core serves it. `NotFound`
