@@ -106,6 +106,8 @@ pub mod request {
     pub const GET_TOPIC_CONFIG: i32 = 351;
     pub const GET_SUBSCRIPTIONGROUP_CONFIG: i32 = 352;
     pub const LITE_PULL_MESSAGE: i32 = 361;
+    /// RocketMQ 5.5: withdraw a delayed message not yet delivered, by its recall handle.
+    pub const RECALL_MESSAGE: i32 = 370;
     pub const QUERY_ASSIGNMENT: i32 = 400;
     pub const SET_MESSAGE_REQUEST_MODE: i32 = 401;
     pub const GET_ALL_MESSAGE_REQUEST_MODE: i32 = 402;
@@ -128,7 +130,7 @@ pub mod request {
     }
 
     /// Every code in this module with its Java name.
-    pub const ALL: [(i32, &str); 115] = [
+    pub const ALL: [(i32, &str); 116] = [
         (SEND_MESSAGE, "SEND_MESSAGE"),
         (PULL_MESSAGE, "PULL_MESSAGE"),
         (QUERY_MESSAGE, "QUERY_MESSAGE"),
@@ -279,6 +281,7 @@ pub mod request {
         (REMOVE_BROKER, "REMOVE_BROKER"),
         (BROKER_HEARTBEAT, "BROKER_HEARTBEAT"),
         (NOTIFY_MIN_BROKER_ID_CHANGE, "NOTIFY_MIN_BROKER_ID_CHANGE"),
+        (RECALL_MESSAGE, "RECALL_MESSAGE"),
         (POP_MESSAGE, "POP_MESSAGE"),
         (ACK_MESSAGE, "ACK_MESSAGE"),
         (PEEK_MESSAGE, "PEEK_MESSAGE"),
@@ -404,6 +407,8 @@ mod tests {
         assert_eq!(request::BROKER_HEARTBEAT, 904);
         assert_eq!(request::LITE_PULL_MESSAGE, 361);
         assert_eq!(request::POP_MESSAGE, 200050);
+        assert_eq!(request::RECALL_MESSAGE, 370);
+        assert_eq!(request::name(370), Some("RECALL_MESSAGE"));
         assert_eq!(request::NOTIFICATION, 200054);
         assert_eq!(request::BATCH_ACK_MESSAGE, 200151);
         assert_eq!(request::name(200053), Some("CHANGE_MESSAGE_INVISIBLETIME"));
