@@ -375,6 +375,12 @@ impl Core {
         let _in_flight = SendInFlight::enter(&self.sends_in_flight);
         let started = Instant::now();
         let cfg = self.topic_for_send(topic).await?;
+        // As RocketMQ's broker: a topic without the write permission takes no sends.
+        if cfg.perm & protocol::perm::WRITE == 0 {
+            return Err(BrokerError::NoPermission(format!(
+                "the topic[{topic}] sending message is forbidden"
+            )));
+        }
         if queue_id >= cfg.write_queues {
             return Err(BrokerError::QueueNotExist {
                 topic: topic.to_owned(),
@@ -513,6 +519,13 @@ impl Core {
             self.check_sql92(e)?;
         }
         let cfg = self.topic_for_read(&args.topic)?;
+        // As RocketMQ's broker: a topic without the read permission serves no pulls.
+        if cfg.perm & protocol::perm::READ == 0 {
+            return Err(BrokerError::NoPermission(format!(
+                "the topic[{}] pulling message is forbidden",
+                args.topic
+            )));
+        }
         if args.queue_id >= cfg.read_queues.max(cfg.write_queues) {
             return Err(BrokerError::QueueNotExist {
                 topic: args.topic.clone(),

@@ -6,6 +6,7 @@ mod common;
 use broker_core::mesh::PullStatus;
 use broker_core::BrokerError;
 use common::*;
+use protocol::TopicConfig;
 
 /// A send on core 0 to a queue core 1 owns is stored on core 1's shard (one hop), and a
 /// pull from either core reads it back.
@@ -453,5 +454,64 @@ fn a_message_is_viewed_by_its_offset_and_found_by_time_from_either_core() {
         matches!(missing, Err(BrokerError::NotFound(_))),
         "{missing:?}"
     );
+    c.stop();
+}
+
+/// A topic's permission is kept, as RocketMQ's broker keeps it: a read-only topic refuses
+/// sends and a write-only one refuses pulls with NO_PERMISSION, from either core, and a
+/// read-write one takes both.
+#[test]
+fn a_topics_permission_refuses_what_it_does_not_allow() {
+    let c = Cluster::start(2, 4);
+    for (name, perm) in [
+        ("ReadOnly", protocol::perm::READ),
+        ("WriteOnly", protocol::perm::WRITE),
+        ("Both", protocol::perm::READ_WRITE),
+    ] {
+        let cfg = TopicConfig {
+            perm,
+            ..topic(name, 4)
+        };
+        c.on(0, |core| async move { core.create_topic(cfg).await })
+            .expect("created");
+    }
+    for from in [0, 1] {
+        let sends = c.on(from, |core| async move {
+            let mut out = Vec::new();
+            for name in ["ReadOnly", "WriteOnly", "Both"] {
+                out.push(
+                    core.send(name, 1, record(name, "x", None, &[]), 1)
+                        .await
+                        .map(|_| ()),
+                );
+            }
+            out
+        });
+        assert!(
+            matches!(&sends[0], Err(BrokerError::NoPermission(m)) if m.contains("ReadOnly") && m.contains("sending")),
+            "from core {from}: {:?}",
+            sends[0]
+        );
+        assert!(sends[1].is_ok(), "from core {from}: {:?}", sends[1]);
+        assert!(sends[2].is_ok(), "from core {from}: {:?}", sends[2]);
+        let pulls = c.on(from, |core| async move {
+            let mut out = Vec::new();
+            for name in ["ReadOnly", "WriteOnly", "Both"] {
+                out.push(
+                    pull(&core, pull_request("g", name, 1, 0))
+                        .await
+                        .map(|p| p.bodies()),
+                );
+            }
+            out
+        });
+        assert!(pulls[0].is_ok(), "from core {from}: {:?}", pulls[0]);
+        assert!(
+            matches!(&pulls[1], Err(BrokerError::NoPermission(m)) if m.contains("WriteOnly") && m.contains("pulling")),
+            "from core {from}: {:?}",
+            pulls[1]
+        );
+        assert!(pulls[2].is_ok(), "from core {from}: {:?}", pulls[2]);
+    }
     c.stop();
 }
