@@ -7,10 +7,11 @@
 //! `proto/apache/rocketmq/v2/{definition,service,admin}.proto` are Apache's protocol
 //! definitions, vendored verbatim with their license header from
 //! [apache/rocketmq-apis](https://github.com/apache/rocketmq-apis) at commit
-//! `3e60073c6dab3430feaec443824802e23ecda681` (2026-07-30). `build.rs` compiles them with
-//! `protox` (a protobuf compiler in pure Rust, so no `protoc` is needed) and `prost-build`,
-//! into messages and enums only: no service or client stubs. `google.protobuf.Timestamp`
-//! and `Duration` are [`prost_types`]'s. To move to a newer protocol, replace the three
+//! `3e60073c6dab3430feaec443824802e23ecda681` (2026-07-30), with that repository's
+//! `NOTICE` beside them. `build.rs` compiles them with `protox` (a protobuf compiler in
+//! pure Rust, so no `protoc` is needed) and `prost-build`, into messages and enums only: no
+//! service or client stubs. `google.protobuf.Timestamp` and `Duration` are
+//! [`prost_types`]'s. To move to a newer protocol, replace the three
 //! files and run this crate's tests: they check the RPC table against `service.proto`.
 //!
 //! # Layout
