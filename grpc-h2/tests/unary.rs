@@ -1,0 +1,409 @@
+//! gRPC unary calls over HTTP/2 on one glommio executor: a loopback listener served by
+//! `grpc_h2::serve` with a test handler, and h2's client driven on the same executor through
+//! the same adapter.
+
+#![allow(clippy::unwrap_used)]
+
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use glommio::net::{TcpListener, TcpStream};
+use glommio::{LocalExecutorBuilder, Placement};
+use grpc_h2::h2::client::SendRequest;
+use grpc_h2::http::{Method, Request};
+use grpc_h2::{encode_message, serve, Call, Code, Compat, GrpcStatus, Handler, Limits};
+
+/// Echoes with a prefix; `Fail` ends with NOT_FOUND; `Wait` answers only once a `Release`
+/// call has arrived; `Meta` answers the `x-mq-client-id` metadata.
+struct TestHandler {
+    gate: glommio::sync::Semaphore,
+}
+
+impl Handler for TestHandler {
+    async fn unary(&self, call: Call, message: Bytes) -> Result<Bytes, GrpcStatus> {
+        match call.path.as_str() {
+            "/test.Echo/Echo" => Ok([&b"echo:"[..], &message].concat().into()),
+            "/test.Echo/Fail" => Err(GrpcStatus::new(Code::NotFound, "no such thing: ü")),
+            "/test.Echo/Wait" => {
+                self.gate
+                    .acquire(1)
+                    .await
+                    .map_err(|e| GrpcStatus::new(Code::Internal, e.to_string()))?;
+                Ok([&b"waited:"[..], &message].concat().into())
+            }
+            "/test.Echo/Release" => {
+                self.gate.signal(1);
+                Ok(Bytes::from_static(b"released"))
+            }
+            "/test.Echo/Meta" => Ok(call
+                .metadata
+                .get("x-mq-client-id")
+                .map_or(Bytes::new(), |v| Bytes::copy_from_slice(v.as_bytes()))),
+            other => Err(GrpcStatus::new(
+                Code::Unimplemented,
+                format!("no method {other}"),
+            )),
+        }
+    }
+}
+
+/// What a client sees of one call.
+#[derive(Debug)]
+struct Answer {
+    http_status: u16,
+    grpc_status: Option<u32>,
+    grpc_message: Option<String>,
+    /// The response body, gRPC prefixes included.
+    body: Bytes,
+}
+
+impl Answer {
+    /// The one message of an OK answer.
+    fn message(&self) -> &[u8] {
+        assert_eq!(self.http_status, 200, "{self:?}");
+        assert_eq!(self.grpc_status, Some(0), "{self:?}");
+        assert!(self.body.len() >= 5, "{self:?}");
+        let len = u32::from_be_bytes(self.body[1..5].try_into().unwrap()) as usize;
+        assert_eq!(self.body[0], 0);
+        assert_eq!(self.body.len(), 5 + len, "one message only: {self:?}");
+        &self.body[5..]
+    }
+}
+
+/// Runs `f` on a fresh glommio executor on this thread, failing after 5 s rather than hanging.
+fn run<Fut: std::future::Future<Output = ()>>(f: impl FnOnce() -> Fut) {
+    let ex = LocalExecutorBuilder::new(Placement::Unbound)
+        .make()
+        .unwrap();
+    ex.run(async move {
+        glommio::timer::timeout(Duration::from_secs(5), async move {
+            f().await;
+            Ok(())
+        })
+        .await
+        .expect("the test did not finish within 5 s");
+    });
+}
+
+/// Serves every connection to the returned address with a fresh `TestHandler` each.
+fn start_server(limits: Limits) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    glommio::spawn_local(async move {
+        while let Ok(stream) = listener.accept().await {
+            let handler = Rc::new(TestHandler {
+                gate: glommio::sync::Semaphore::new(0),
+            });
+            glommio::spawn_local(async move {
+                let _ = serve(Compat::new(stream), handler, limits).await;
+            })
+            .detach();
+        }
+    })
+    .detach();
+    addr
+}
+
+async fn connect(addr: SocketAddr) -> SendRequest<Bytes> {
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let (send, conn) = grpc_h2::h2::client::handshake(Compat::new(tcp))
+        .await
+        .unwrap();
+    glommio::spawn_local(async move {
+        let _ = conn.await;
+    })
+    .detach();
+    send
+}
+
+async fn call_raw(
+    client: &SendRequest<Bytes>,
+    path: &str,
+    content_type: &str,
+    body: Bytes,
+) -> Answer {
+    let mut client = client.clone().ready().await.unwrap();
+    let request = Request::builder()
+        .method(Method::POST)
+        .uri(format!("http://127.0.0.1{path}"))
+        .header("content-type", content_type)
+        .header("te", "trailers")
+        .header("x-mq-client-id", "client-7")
+        .body(())
+        .unwrap();
+    let (response, mut send) = client.send_request(request, false).unwrap();
+    // A refused call may be reset before all of its body went out.
+    let _ = send.send_data(body, true);
+    let response = response.await.unwrap();
+    let (parts, mut recv) = response.into_parts();
+    let mut data = BytesMut::new();
+    while let Some(chunk) = recv.data().await {
+        let chunk = chunk.unwrap();
+        let _ = recv.flow_control().release_capacity(chunk.len());
+        data.extend_from_slice(&chunk);
+    }
+    // A trailers-only answer carries the status in its headers.
+    let trailers = recv.trailers().await.unwrap().unwrap_or(parts.headers);
+    Answer {
+        http_status: parts.status.as_u16(),
+        grpc_status: trailers
+            .get("grpc-status")
+            .map(|v| v.to_str().unwrap().parse().unwrap()),
+        grpc_message: trailers
+            .get("grpc-message")
+            .map(|v| v.to_str().unwrap().to_owned()),
+        body: data.freeze(),
+    }
+}
+
+async fn call(client: &SendRequest<Bytes>, path: &str, payload: &[u8]) -> Answer {
+    call_raw(
+        client,
+        path,
+        "application/grpc",
+        encode_message(payload).unwrap(),
+    )
+    .await
+}
+
+#[test]
+fn unary_calls_on_one_connection() {
+    run(|| async {
+        let addr = start_server(Limits::default());
+        let client = connect(addr).await;
+        for i in 0..5 {
+            let payload = format!("hello {i}");
+            let a = call(&client, "/test.Echo/Echo", payload.as_bytes()).await;
+            assert_eq!(a.message(), format!("echo:hello {i}").as_bytes());
+            assert_eq!(a.grpc_message, None);
+        }
+        let empty = call(&client, "/test.Echo/Echo", b"").await;
+        assert_eq!(empty.message(), b"echo:");
+
+        let meta = call(&client, "/test.Echo/Meta", b"").await;
+        assert_eq!(meta.message(), b"client-7");
+
+        // A handler's error: trailers-only, HTTP 200, the status and its message encoded.
+        let failed = call(&client, "/test.Echo/Fail", b"x").await;
+        assert_eq!(failed.http_status, 200);
+        assert_eq!(failed.grpc_status, Some(Code::NotFound.number()));
+        assert_eq!(
+            failed.grpc_message.as_deref(),
+            Some("no such thing: %C3%BC")
+        );
+        assert!(failed.body.is_empty());
+
+        let unknown = call(&client, "/test.Other/Nope", b"x").await;
+        assert_eq!(unknown.grpc_status, Some(Code::Unimplemented.number()));
+        assert_eq!(
+            unknown.grpc_message.as_deref(),
+            Some("no method /test.Other/Nope")
+        );
+
+        // The connection still serves after the errors; a large reply (two DATA frames on
+        // the server side) arrives whole.
+        let big = vec![b'z'; 300 * 1024];
+        let a = call(&client, "/test.Echo/Echo", &big).await;
+        assert_eq!(a.message().len(), 5 + big.len());
+        assert!(a.message().ends_with(&big));
+    });
+}
+
+#[test]
+fn streams_of_one_connection_are_answered_concurrently() {
+    run(|| async {
+        let addr = start_server(Limits::default());
+        let client = connect(addr).await;
+        // `Wait` is answered only after `Release`, sent after it on the same connection: the
+        // server must run both calls at once.
+        let waiting = {
+            let client = client.clone();
+            glommio::spawn_local(async move { call(&client, "/test.Echo/Wait", b"w").await })
+        };
+        let released = call(&client, "/test.Echo/Release", b"").await;
+        assert_eq!(released.message(), b"released");
+        assert_eq!(waiting.await.message(), b"waited:w");
+
+        // Many calls in flight together, each with its own answer.
+        let tasks: Vec<_> = (0..32)
+            .map(|i| {
+                let client = client.clone();
+                glommio::spawn_local(async move {
+                    let payload = format!("n{i}");
+                    let a = call(&client, "/test.Echo/Echo", payload.as_bytes()).await;
+                    (i, a)
+                })
+            })
+            .collect();
+        for t in tasks {
+            let (i, a) = t.await;
+            assert_eq!(a.message(), format!("echo:n{i}").as_bytes());
+        }
+    });
+}
+
+#[test]
+fn oversized_message_is_refused_and_the_connection_goes_on() {
+    run(|| async {
+        let limits = Limits {
+            message_bytes_max: 64 * 1024,
+            ..Limits::default()
+        };
+        let addr = start_server(limits);
+        let client = connect(addr).await;
+        // Exactly at the bound is served.
+        let at_max = vec![b'a'; 64 * 1024];
+        let a = call(&client, "/test.Echo/Echo", &at_max).await;
+        assert_eq!(&a.message()[5..], &at_max[..]);
+
+        let over = vec![b'b'; 64 * 1024 + 1];
+        let refused = call(&client, "/test.Echo/Echo", &over).await;
+        assert_eq!(refused.http_status, 200);
+        assert_eq!(
+            refused.grpc_status,
+            Some(Code::ResourceExhausted.number()),
+            "{refused:?}"
+        );
+        assert_eq!(
+            refused.grpc_message.as_deref(),
+            Some("a request message of 65537 bytes is over the 65536 allowed")
+        );
+
+        // Far over the bound and beyond the flow-control window: refused from its prefix.
+        let huge = vec![b'c'; 3 * 1024 * 1024];
+        let refused = call(&client, "/test.Echo/Echo", &huge).await;
+        assert_eq!(refused.grpc_status, Some(Code::ResourceExhausted.number()));
+
+        let next = call(&client, "/test.Echo/Echo", b"after").await;
+        assert_eq!(next.message(), b"echo:after");
+    });
+}
+
+#[test]
+fn malformed_calls_are_refused_with_a_status() {
+    run(|| async {
+        let addr = start_server(Limits::default());
+        let client = connect(addr).await;
+
+        let json = call_raw(
+            &client,
+            "/test.Echo/Echo",
+            "application/json",
+            Bytes::from_static(b"{}"),
+        )
+        .await;
+        assert_eq!(json.http_status, 415);
+        assert_eq!(json.grpc_status, Some(Code::InvalidArgument.number()));
+        assert_eq!(
+            json.grpc_message.as_deref(),
+            Some("content-type application/json is not application/grpc")
+        );
+
+        // A subtype is still gRPC.
+        let proto = call_raw(
+            &client,
+            "/test.Echo/Echo",
+            "application/grpc+proto",
+            encode_message(b"p").unwrap(),
+        )
+        .await;
+        assert_eq!(proto.message(), b"echo:p");
+
+        // Cut inside the prefix, cut inside the message, two messages, compressed.
+        let cases: [(&[u8], Code); 4] = [
+            (&[0, 0, 0], Code::Internal),
+            (&[0, 0, 0, 0, 9, b'x'], Code::Internal),
+            (
+                &[0, 0, 0, 0, 1, b'x', 0, 0, 0, 0, 1, b'y'],
+                Code::Unimplemented,
+            ),
+            (&[1, 0, 0, 0, 1, b'x'], Code::Unimplemented),
+        ];
+        for (body, code) in cases {
+            let a = call_raw(
+                &client,
+                "/test.Echo/Echo",
+                "application/grpc",
+                Bytes::copy_from_slice(body),
+            )
+            .await;
+            assert_eq!(a.grpc_status, Some(code.number()), "{body:?}: {a:?}");
+            assert!(a.body.is_empty());
+        }
+
+        let next = call(&client, "/test.Echo/Echo", b"still").await;
+        assert_eq!(next.message(), b"echo:still");
+    });
+}
+
+/// CPU time of the calling thread.
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec for the duration of the call.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0);
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// Round trips of a small unary call: client and server on one executor, one after another
+/// and 32 in flight. Prints calls per second and CPU per call (both sides, one thread).
+/// `cargo test --release -p grpc-h2 --test unary -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn measure_small_unary_calls() {
+    run_long(|| async {
+        let addr = start_server(Limits::default());
+        let client = connect(addr).await;
+        let payload = vec![b'm'; 64];
+        for _ in 0..1000 {
+            call(&client, "/test.Echo/Echo", &payload).await;
+        }
+        let calls = 20_000u32;
+        let (wall, cpu) = (Instant::now(), thread_cpu());
+        for _ in 0..calls {
+            let a = call(&client, "/test.Echo/Echo", &payload).await;
+            assert_eq!(a.grpc_status, Some(0));
+        }
+        report("one at a time", calls, wall.elapsed(), thread_cpu() - cpu);
+
+        let in_flight = 32u32;
+        let (wall, cpu) = (Instant::now(), thread_cpu());
+        let tasks: Vec<_> = (0..in_flight)
+            .map(|_| {
+                let client = client.clone();
+                let payload = payload.clone();
+                glommio::spawn_local(async move {
+                    for _ in 0..calls / in_flight {
+                        let a = call(&client, "/test.Echo/Echo", &payload).await;
+                        assert_eq!(a.grpc_status, Some(0));
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await;
+        }
+        report("32 in flight", calls, wall.elapsed(), thread_cpu() - cpu);
+    });
+}
+
+fn report(what: &str, calls: u32, wall: Duration, cpu: Duration) {
+    println!(
+        "{what}: {calls} calls in {wall:?}: {:.0} calls/s, {:.1} µs CPU per call (client and server)",
+        f64::from(calls) / wall.as_secs_f64(),
+        cpu.as_secs_f64() * 1e6 / f64::from(calls)
+    );
+}
+
+/// `run` without its 5 s bound, for the measurement.
+fn run_long<Fut: std::future::Future<Output = ()>>(f: impl FnOnce() -> Fut) {
+    let ex = LocalExecutorBuilder::new(Placement::Unbound)
+        .make()
+        .unwrap();
+    ex.run(f());
+}
