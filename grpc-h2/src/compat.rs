@@ -48,8 +48,8 @@ impl<S: AsyncRead + Unpin> tokio::io::AsyncRead for Compat<S> {
             this.prefix.advance(n);
             return Poll::Ready(Ok(()));
         }
-        // Zeroes only the part of `buf` never initialized before; futures-io reads into an
-        // initialized slice.
+        // futures-io reads into an initialized slice: the part of `buf` never initialized is
+        // zeroed first (with h2, tokio-util's whole spare read buffer on every read).
         let unfilled = buf.initialize_unfilled();
         match Pin::new(&mut this.io).poll_read(cx, unfilled) {
             Poll::Ready(Ok(n)) => {

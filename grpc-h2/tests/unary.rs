@@ -75,6 +75,7 @@ impl Answer {
 /// Runs `f` on a fresh glommio executor on this thread, failing after 5 s rather than hanging.
 fn run<Fut: std::future::Future<Output = ()>>(f: impl FnOnce() -> Fut) {
     let ex = LocalExecutorBuilder::new(Placement::Unbound)
+        .io_memory(1 << 20)
         .make()
         .unwrap();
     ex.run(async move {
@@ -403,6 +404,7 @@ fn report(what: &str, calls: u32, wall: Duration, cpu: Duration) {
 /// `run` without its 5 s bound, for the measurement.
 fn run_long<Fut: std::future::Future<Output = ()>>(f: impl FnOnce() -> Fut) {
     let ex = LocalExecutorBuilder::new(Placement::Unbound)
+        .io_memory(1 << 20)
         .make()
         .unwrap();
     ex.run(f());
