@@ -246,6 +246,34 @@ fn streams_of_one_connection_are_answered_concurrently() {
 }
 
 #[test]
+fn a_call_the_client_cancels_leaves_the_connection_serving() {
+    run(|| async {
+        let addr = start_server(Limits::default());
+        let client = connect(addr).await;
+        // A call the server is still working on (`Wait`), reset by the client.
+        let mut c = client.clone().ready().await.unwrap();
+        let request = Request::builder()
+            .method(Method::POST)
+            .uri("http://127.0.0.1/test.Echo/Wait")
+            .header("content-type", "application/grpc")
+            .body(())
+            .unwrap();
+        let (response, mut send) = c.send_request(request, false).unwrap();
+        send.send_data(encode_message(b"w").unwrap(), true).unwrap();
+        let echo = call(&client, "/test.Echo/Echo", b"between").await;
+        assert_eq!(echo.message(), b"echo:between");
+        send.send_reset(grpc_h2::h2::Reason::CANCEL);
+        assert!(response.await.is_err());
+
+        // Its handler finishes into a closed stream; the connection goes on.
+        let released = call(&client, "/test.Echo/Release", b"").await;
+        assert_eq!(released.message(), b"released");
+        let after = call(&client, "/test.Echo/Echo", b"after").await;
+        assert_eq!(after.message(), b"echo:after");
+    });
+}
+
+#[test]
 fn oversized_message_is_refused_and_the_connection_goes_on() {
     run(|| async {
         let limits = Limits {
