@@ -24,6 +24,9 @@ pub async fn serve_grpc<H: Handler>(
     handler: Rc<H>,
     limits: Limits,
 ) {
+    // h2 writes small frames (WINDOW_UPDATE, headers, trailers) a peer waits for: Nagle's
+    // delay would hold them until the peer's delayed ACK, tens of milliseconds.
+    let _ = stream.tcp().set_nodelay(true);
     match grpc_h2::serve(Compat::with_prefix(stream, read_ahead), handler, limits).await {
         Ok(()) => tracing::debug!(%peer, "a gRPC client closed its connection"),
         Err(e) => tracing::debug!(%peer, "a gRPC connection ended: {e}"),
@@ -78,6 +81,7 @@ mod tests {
             .detach();
 
             let tcp = TcpStream::connect(addr).await.unwrap();
+            tcp.set_nodelay(true).unwrap();
             let (client, conn) = grpc_h2::h2::client::handshake(Compat::new(tcp))
                 .await
                 .unwrap();

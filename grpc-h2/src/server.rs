@@ -1,20 +1,17 @@
-//! The HTTP/2 server and the unary dispatch.
+//! The HTTP/2 server and the call dispatch.
 //!
 //! One call is one request stream: its headers are checked (`POST`, a `content-type` of
 //! `application/grpc` or `application/grpc+...`), its body is read to its end within
-//! [`Limits::message_bytes_max`] and must hold exactly one uncompressed gRPC message, and the
-//! handler's answer goes back as HTTP/2 200, `content-type: application/grpc`, one message
-//! and the `grpc-status` trailer. A refusal or a handler's error is a trailers-only response
-//! (one HEADERS frame with `grpc-status` and `grpc-message`, ending the stream); the
-//! connection's other streams are not touched.
-//!
-//! Server-streaming fits the same shape: [`Responder`] already separates the response
-//! headers, any number of messages ([`Responder::message`]) and the closing trailers; a
-//! streaming handler method would receive the [`Responder`] (or a sink around it that waits
-//! for h2's send capacity between messages) instead of returning one message, and the
-//! handler would say per path which kind a call is.
+//! [`Limits::message_bytes_max`] and must hold exactly one uncompressed gRPC message. A unary
+//! call's answer goes back as HTTP/2 200, `content-type: application/grpc`, one message and
+//! the `grpc-status` trailer; a server-streaming call's handler sends any number of messages
+//! through [`Replies`], which waits for the client's flow-control window between them. A
+//! refusal, or a handler's error before any message, is a trailers-only response (one
+//! HEADERS frame with `grpc-status` and `grpc-message`, ending the stream); the connection's
+//! other streams are not touched. (A bidirectional call, Telemetry, would hand its handler
+//! the request stream's messages as they come besides [`Replies`].)
 
-use std::future::Future;
+use std::future::{poll_fn, Future};
 use std::rc::Rc;
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -79,12 +76,42 @@ pub struct Call {
     pub metadata: HeaderMap,
 }
 
-/// Answers unary calls. One handler serves a connection; each call runs in its own local
-/// task on the connection's core, so calls on one connection overlap.
+/// Whether a call answers with one message or a stream of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallKind {
+    Unary,
+    ServerStreaming,
+}
+
+/// Answers calls. One handler serves a connection; each call runs in its own local task on
+/// the connection's core, so calls on one connection overlap.
 pub trait Handler: 'static {
+    /// How `path` is answered: [`Handler::unary`] or [`Handler::server_streaming`].
+    fn kind(&self, path: &str) -> CallKind {
+        let _ = path;
+        CallKind::Unary
+    }
+
     /// The response message for `message`, the request message's payload, or the status the
     /// call ends with.
     fn unary(&self, call: Call, message: Bytes) -> impl Future<Output = Result<Bytes, GrpcStatus>>;
+
+    /// Sends the response messages for `message` through `replies`; the call ends with the
+    /// status returned, after the messages sent.
+    fn server_streaming(
+        &self,
+        call: Call,
+        message: Bytes,
+        replies: &mut Replies,
+    ) -> impl Future<Output = Result<(), GrpcStatus>> {
+        let _ = (call, message, replies);
+        async {
+            Err(GrpcStatus::new(
+                Code::Unimplemented,
+                "this server answers no streaming calls",
+            ))
+        }
+    }
 }
 
 /// Why a connection ended other than by the client closing it cleanly.
@@ -100,7 +127,8 @@ pub enum ServeError {
 
 /// Serves gRPC on `io` until the client goes away: the HTTP/2 connection is polled by the
 /// calling task, each request stream is answered by a task spawned on the current glommio
-/// executor. Must run inside a glommio executor.
+/// executor. Must run inside a glommio executor. A TCP socket under `io` wants `TCP_NODELAY`:
+/// h2's small frames (WINDOW_UPDATE, trailers) otherwise wait out the peer's delayed ACK.
 pub async fn serve<S, H>(io: Compat<S>, handler: Rc<H>, limits: Limits) -> Result<(), ServeError>
 where
     S: AsyncRead + AsyncWrite + Unpin + 'static,
@@ -149,13 +177,15 @@ async fn answer<H: Handler>(
     limits: Limits,
 ) {
     let (parts, mut body) = request.into_parts();
-    let responder = Responder { respond };
+    let mut replies = Replies {
+        state: State::Waiting(respond),
+    };
     if parts.method != Method::POST {
         let status = GrpcStatus::new(
             Code::Unimplemented,
             format!("gRPC calls are POST, not {}", parts.method),
         );
-        responder.refuse(StatusCode::METHOD_NOT_ALLOWED, &status);
+        replies.refuse(StatusCode::METHOD_NOT_ALLOWED, &status);
         return;
     }
     let content_type = parts.headers.get(CONTENT_TYPE);
@@ -166,7 +196,7 @@ async fn answer<H: Handler>(
             Code::InvalidArgument,
             format!("content-type {shown} is not application/grpc"),
         );
-        responder.refuse(StatusCode::UNSUPPORTED_MEDIA_TYPE, &status);
+        replies.refuse(StatusCode::UNSUPPORTED_MEDIA_TYPE, &status);
         return;
     }
     // `body` lives until the answer is sent: dropped earlier, h2 would cancel the stream
@@ -174,7 +204,7 @@ async fn answer<H: Handler>(
     let message = match read_message(&mut body, &parts.headers, limits.message_bytes_max).await {
         Ok(m) => m,
         Err(status) => {
-            responder.refuse(StatusCode::OK, &status);
+            replies.refuse(StatusCode::OK, &status);
             return;
         }
     };
@@ -182,15 +212,14 @@ async fn answer<H: Handler>(
         path: parts.uri.path().to_owned(),
         metadata: parts.headers,
     };
-    match handler.unary(call, message).await {
-        Ok(reply) => {
-            if let Some(mut stream) = responder.start() {
-                let status = stream.message(reply).err();
-                stream.finish(status.as_ref());
-            }
-        }
-        Err(status) => responder.refuse(StatusCode::OK, &status),
-    }
+    let ended = match handler.kind(&call.path) {
+        CallKind::Unary => match handler.unary(call, message).await {
+            Ok(reply) => replies.send(reply).await,
+            Err(status) => Err(status),
+        },
+        CallKind::ServerStreaming => handler.server_streaming(call, message, &mut replies).await,
+    };
+    replies.finish(ended.err().as_ref());
     drop(body);
 }
 
@@ -287,77 +316,110 @@ fn check_prefix(
     Ok(len)
 }
 
-/// The answer side of one call.
-struct Responder {
-    respond: SendResponse<Bytes>,
+/// The answer side of one call: the response headers go with the first message, the
+/// trailers at the end; with no message sent, one trailers-only HEADERS frame.
+pub struct Replies {
+    state: State,
 }
 
-impl Responder {
-    /// Ends the call at once with `status`: a trailers-only response.
-    fn refuse(mut self, http_status: StatusCode, status: &GrpcStatus) {
+enum State {
+    /// Nothing sent yet.
+    Waiting(SendResponse<Bytes>),
+    /// The headers went out; messages may follow.
+    Open(SendStream<Bytes>),
+    /// Ended, or the stream is gone.
+    Done,
+}
+
+impl Replies {
+    /// Sends one response message once the client's flow-control window has room, so a
+    /// stream of messages is held back by a client that does not read (h2 buffers at most
+    /// the one message over the window).
+    pub async fn send(&mut self, payload: Bytes) -> Result<(), GrpcStatus> {
+        let closed = || GrpcStatus::new(Code::Cancelled, "the client closed the call");
+        if let State::Waiting(_) = self.state {
+            self.start();
+        }
+        let State::Open(stream) = &mut self.state else {
+            return Err(closed());
+        };
+        stream.reserve_capacity(1);
+        while stream.capacity() == 0 {
+            match poll_fn(|cx| stream.poll_capacity(cx)).await {
+                Some(Ok(_)) => {}
+                Some(Err(_)) | None => {
+                    self.state = State::Done;
+                    return Err(closed());
+                }
+            }
+        }
+        let sent = if payload.len() <= COPY_REPLY_BYTES_MAX {
+            stream.send_data(encode_message(&payload)?, false)
+        } else {
+            let mut prefix = BytesMut::with_capacity(MESSAGE_PREFIX_BYTES);
+            prefix.put_u8(0);
+            prefix.put_u32(message_len(payload.len())?);
+            stream
+                .send_data(prefix.freeze(), false)
+                .and_then(|()| stream.send_data(payload, false))
+        };
+        sent.map_err(|e| {
+            tracing::debug!("cannot send a gRPC response message: {e}");
+            self.state = State::Done;
+            closed()
+        })
+    }
+
+    /// Sends the response headers.
+    fn start(&mut self) {
+        let State::Waiting(respond) = &mut self.state else {
+            return;
+        };
+        let mut response = Response::new(());
+        let headers = response.headers_mut();
+        headers.insert(CONTENT_TYPE, APPLICATION_GRPC);
+        headers.insert(GRPC_ACCEPT_ENCODING, HeaderValue::from_static("identity"));
+        self.state = match respond.send_response(response, false) {
+            Ok(stream) => State::Open(stream),
+            Err(e) => {
+                tracing::debug!("cannot answer a gRPC call: {e}");
+                State::Done
+            }
+        };
+    }
+
+    /// Ends the call at once with `status`, an HTTP status other than 200 if the request was
+    /// not a gRPC call.
+    fn refuse(&mut self, http_status: StatusCode, status: &GrpcStatus) {
+        let State::Waiting(respond) = &mut self.state else {
+            return;
+        };
         let mut response = Response::new(());
         *response.status_mut() = http_status;
         let headers = response.headers_mut();
         headers.insert(CONTENT_TYPE, APPLICATION_GRPC);
         headers.insert(GRPC_ACCEPT_ENCODING, HeaderValue::from_static("identity"));
         put_status(headers, status);
-        if let Err(e) = self.respond.send_response(response, true) {
+        if let Err(e) = respond.send_response(response, true) {
             tracing::debug!("cannot answer a gRPC call: {e}");
         }
-    }
-
-    /// Sends the response headers; `None` when the stream is gone.
-    fn start(mut self) -> Option<Messages> {
-        let mut response = Response::new(());
-        let headers = response.headers_mut();
-        headers.insert(CONTENT_TYPE, APPLICATION_GRPC);
-        headers.insert(GRPC_ACCEPT_ENCODING, HeaderValue::from_static("identity"));
-        match self.respond.send_response(response, false) {
-            Ok(stream) => Some(Messages { stream }),
-            Err(e) => {
-                tracing::debug!("cannot answer a gRPC call: {e}");
-                None
-            }
-        }
-    }
-}
-
-/// A call's response messages after its headers.
-struct Messages {
-    stream: SendStream<Bytes>,
-}
-
-impl Messages {
-    /// Queues one response message. h2 buffers what its flow-control window does not let go
-    /// yet; a streaming sender would wait for capacity here.
-    fn message(&mut self, payload: Bytes) -> Result<(), GrpcStatus> {
-        let sent = if payload.len() <= COPY_REPLY_BYTES_MAX {
-            self.stream.send_data(encode_message(&payload)?, false)
-        } else {
-            let mut prefix = BytesMut::with_capacity(MESSAGE_PREFIX_BYTES);
-            prefix.put_u8(0);
-            prefix.put_u32(message_len(payload.len())?);
-            self.stream
-                .send_data(prefix.freeze(), false)
-                .and_then(|()| self.stream.send_data(payload, false))
-        };
-        if let Err(e) = sent {
-            tracing::debug!("cannot send a gRPC response message: {e}");
-        }
-        Ok(())
+        self.state = State::Done;
     }
 
     /// Ends the call with `status`, OK when `None`.
-    fn finish(mut self, status: Option<&GrpcStatus>) {
-        let mut trailers = HeaderMap::new();
-        match status {
-            Some(s) => put_status(&mut trailers, s),
-            None => {
-                trailers.insert(GRPC_STATUS, HeaderValue::from(Code::Ok.number()));
+    fn finish(&mut self, status: Option<&GrpcStatus>) {
+        let ok = GrpcStatus::new(Code::Ok, "");
+        match &mut self.state {
+            State::Waiting(_) => self.refuse(StatusCode::OK, status.unwrap_or(&ok)),
+            State::Open(stream) => {
+                let mut trailers = HeaderMap::new();
+                put_status(&mut trailers, status.unwrap_or(&ok));
+                if let Err(e) = stream.send_trailers(trailers) {
+                    tracing::debug!("cannot end a gRPC call: {e}");
+                }
+                self.state = State::Done;
             }
-        }
-        if let Err(e) = self.stream.send_trailers(trailers) {
-            tracing::debug!("cannot end a gRPC call: {e}");
+            State::Done => {}
         }
     }
 }

@@ -13,15 +13,59 @@ use glommio::net::{TcpListener, TcpStream};
 use glommio::{LocalExecutorBuilder, Placement};
 use grpc_h2::h2::client::SendRequest;
 use grpc_h2::http::{Method, Request};
-use grpc_h2::{encode_message, serve, Call, Code, Compat, GrpcStatus, Handler, Limits};
+use grpc_h2::{
+    encode_message, serve, Call, CallKind, Code, Compat, GrpcStatus, Handler, Limits, Replies,
+};
 
-/// Echoes with a prefix; `Fail` ends with NOT_FOUND; `Wait` answers only once a `Release`
-/// call has arrived; `Meta` answers the `x-mq-client-id` metadata.
+/// Unary `/test.Echo/...`: `Echo` echoes with a prefix; `Fail` ends with NOT_FOUND; `Wait`
+/// answers only once a `Release` call has arrived; `Meta` answers the `x-mq-client-id`
+/// metadata. Server-streaming `/test.Stream/...`, see `server_streaming`.
 struct TestHandler {
     gate: glommio::sync::Semaphore,
 }
 
 impl Handler for TestHandler {
+    fn kind(&self, path: &str) -> CallKind {
+        if path.starts_with("/test.Stream/") {
+            CallKind::ServerStreaming
+        } else {
+            CallKind::Unary
+        }
+    }
+
+    /// `Many` sends `count` messages of `size` bytes (the request is `count,size`), message
+    /// `i` filled with `'a' + i % 26`; `FailAfterOne` sends one and ends ABORTED; `None`
+    /// sends none.
+    async fn server_streaming(
+        &self,
+        call: Call,
+        message: Bytes,
+        replies: &mut Replies,
+    ) -> Result<(), GrpcStatus> {
+        match call.path.as_str() {
+            "/test.Stream/Many" => {
+                let text = String::from_utf8_lossy(&message).into_owned();
+                let (count, size) = text.split_once(',').unwrap();
+                for i in 0..count.parse::<usize>().unwrap() {
+                    let fill = b'a' + (i % 26) as u8;
+                    replies
+                        .send(vec![fill; size.parse().unwrap()].into())
+                        .await?;
+                }
+                Ok(())
+            }
+            "/test.Stream/FailAfterOne" => {
+                replies.send(Bytes::from_static(b"first")).await?;
+                Err(GrpcStatus::new(Code::Aborted, "stopped after one"))
+            }
+            "/test.Stream/None" => Ok(()),
+            other => Err(GrpcStatus::new(
+                Code::Unimplemented,
+                format!("no method {other}"),
+            )),
+        }
+    }
+
     async fn unary(&self, call: Call, message: Bytes) -> Result<Bytes, GrpcStatus> {
         match call.path.as_str() {
             "/test.Echo/Echo" => Ok([&b"echo:"[..], &message].concat().into()),
@@ -60,6 +104,21 @@ struct Answer {
 }
 
 impl Answer {
+    /// The messages of the body, in order.
+    fn messages(&self) -> Vec<Bytes> {
+        let mut rest = self.body.clone();
+        let mut out = Vec::new();
+        while !rest.is_empty() {
+            assert!(rest.len() >= 5, "{self:?}");
+            assert_eq!(rest[0], 0);
+            let len = u32::from_be_bytes(rest[1..5].try_into().unwrap()) as usize;
+            assert!(rest.len() >= 5 + len, "a cut message: {self:?}");
+            out.push(rest.slice(5..5 + len));
+            rest = rest.slice(5 + len..);
+        }
+        out
+    }
+
     /// The one message of an OK answer.
     fn message(&self) -> &[u8] {
         assert_eq!(self.http_status, 200, "{self:?}");
@@ -94,6 +153,8 @@ fn start_server(limits: Limits) -> SocketAddr {
     let addr = listener.local_addr().unwrap();
     glommio::spawn_local(async move {
         while let Ok(stream) = listener.accept().await {
+            // As the broker's connection path sets it: no Nagle delay on small frames.
+            stream.set_nodelay(true).unwrap();
             let handler = Rc::new(TestHandler {
                 gate: glommio::sync::Semaphore::new(0),
             });
@@ -109,6 +170,7 @@ fn start_server(limits: Limits) -> SocketAddr {
 
 async fn connect(addr: SocketAddr) -> SendRequest<Bytes> {
     let tcp = TcpStream::connect(addr).await.unwrap();
+    tcp.set_nodelay(true).unwrap();
     let (send, conn) = grpc_h2::h2::client::handshake(Compat::new(tcp))
         .await
         .unwrap();
@@ -242,6 +304,43 @@ fn streams_of_one_connection_are_answered_concurrently() {
             let (i, a) = t.await;
             assert_eq!(a.message(), format!("echo:n{i}").as_bytes());
         }
+    });
+}
+
+#[test]
+fn server_streaming_calls_send_their_messages_then_the_status() {
+    run(|| async {
+        let addr = start_server(Limits::default());
+        let client = connect(addr).await;
+        let few = call(&client, "/test.Stream/Many", b"3,4").await;
+        assert_eq!(few.http_status, 200);
+        assert_eq!(few.grpc_status, Some(0));
+        assert_eq!(few.messages(), [&b"aaaa"[..], b"bbbb", b"cccc"]);
+
+        // 2.5 MiB, far over the client's 64 KiB flow-control window: the server waits for
+        // room between messages and everything arrives in order.
+        let many = call(&client, "/test.Stream/Many", b"40,65536").await;
+        assert_eq!(many.grpc_status, Some(0));
+        let messages = many.messages();
+        assert_eq!(messages.len(), 40);
+        for (i, m) in messages.iter().enumerate() {
+            assert_eq!(m.len(), 65536);
+            assert!(m.iter().all(|&b| b == b'a' + (i % 26) as u8), "message {i}");
+        }
+
+        let failed = call(&client, "/test.Stream/FailAfterOne", b"").await;
+        assert_eq!(failed.http_status, 200);
+        assert_eq!(failed.messages(), [&b"first"[..]]);
+        assert_eq!(failed.grpc_status, Some(Code::Aborted.number()));
+        assert_eq!(failed.grpc_message.as_deref(), Some("stopped after one"));
+
+        // No message: one trailers-only answer with OK.
+        let none = call(&client, "/test.Stream/None", b"").await;
+        assert_eq!((none.http_status, none.grpc_status), (200, Some(0)));
+        assert!(none.body.is_empty());
+
+        let after = call(&client, "/test.Echo/Echo", b"after").await;
+        assert_eq!(after.message(), b"echo:after");
     });
 }
 
