@@ -44,7 +44,8 @@ pub struct Limits {
     /// answered `RESOURCE_EXHAUSTED` as soon as its prefix arrives.
     pub message_bytes_max: usize,
     /// Request streams open at once on a connection (HTTP/2's SETTINGS_MAX_CONCURRENT_STREAMS);
-    /// it bounds the handler tasks one connection can have.
+    /// it bounds the handler tasks one connection can have, and with `message_bytes_max` the
+    /// request bytes it can have buffered: their product at worst.
     pub concurrent_streams_max: u32,
     /// The request headers of one stream, decoded (SETTINGS_MAX_HEADER_LIST_SIZE).
     pub header_list_bytes_max: u32,
