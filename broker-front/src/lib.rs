@@ -1,6 +1,7 @@
 //! The broker's front ends: the native protocol ([`conn`]) and RocketMQ's remoting protocol
 //! ([`rocketmq`]) on the same ports, the connections and their limits ([`connections`]),
-//! the ACL gate ([`access`]), requests from the broker to a client ([`client_conn`]), and
+//! the ACL gate ([`access`]), requests from the broker to a client ([`client_conn`]), gRPC's
+//! transport for RocketMQ 5's clients ([`grpc`], not yet on the connection path), and
 //! the NameServer registration thread ([`registry`]). Each core has one [`front::Front`]:
 //! its kernel ([`broker_core::Core`]) and the state only the front ends keep; the kernel
 //! reaches clients through [`front::Front`]'s [`broker_core::link::ClientLink`].
@@ -12,6 +13,7 @@ pub mod client_conn;
 pub mod conn;
 pub mod connections;
 pub mod front;
+pub mod grpc;
 pub mod registry;
 pub mod rocketmq;
 
