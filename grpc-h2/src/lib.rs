@@ -21,7 +21,7 @@ pub use server::{
     encode_message, serve, Call, CallKind, Handler, Limits, Replies, ServeError,
     MESSAGE_PREFIX_BYTES,
 };
-pub use status::{percent_encode, Code, GrpcStatus};
+pub use status::{Code, GrpcStatus};
 
 /// h2 itself, for callers that need its types (the tests' client, a graceful shutdown).
 pub use h2;

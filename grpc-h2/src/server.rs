@@ -426,7 +426,10 @@ impl Replies {
 }
 
 fn put_status(headers: &mut HeaderMap, status: &GrpcStatus) {
-    headers.insert(GRPC_STATUS, HeaderValue::from(status.code.number()));
+    headers.insert(
+        GRPC_STATUS,
+        HeaderValue::from_static(status.code.header_value()),
+    );
     if !status.message.is_empty() {
         headers.insert(GRPC_MESSAGE, status.message_header());
     }
