@@ -376,10 +376,7 @@ impl Replies {
         let State::Waiting(respond) = &mut self.state else {
             return;
         };
-        let mut response = Response::new(());
-        let headers = response.headers_mut();
-        headers.insert(CONTENT_TYPE, APPLICATION_GRPC);
-        headers.insert(GRPC_ACCEPT_ENCODING, HeaderValue::from_static("identity"));
+        let response = grpc_response(StatusCode::OK);
         self.state = match respond.send_response(response, false) {
             Ok(stream) => State::Open(stream),
             Err(e) => {
@@ -395,12 +392,8 @@ impl Replies {
         let State::Waiting(respond) = &mut self.state else {
             return;
         };
-        let mut response = Response::new(());
-        *response.status_mut() = http_status;
-        let headers = response.headers_mut();
-        headers.insert(CONTENT_TYPE, APPLICATION_GRPC);
-        headers.insert(GRPC_ACCEPT_ENCODING, HeaderValue::from_static("identity"));
-        put_status(headers, status);
+        let mut response = grpc_response(http_status);
+        put_status(response.headers_mut(), status);
         if let Err(e) = respond.send_response(response, true) {
             tracing::debug!("cannot answer a gRPC call: {e}");
         }
@@ -433,6 +426,16 @@ fn put_status(headers: &mut HeaderMap, status: &GrpcStatus) {
     if !status.message.is_empty() {
         headers.insert(GRPC_MESSAGE, status.message_header());
     }
+}
+
+/// The head of every answer: `http_status`, gRPC's content type, and no compression.
+fn grpc_response(http_status: StatusCode) -> Response<()> {
+    let mut response = Response::new(());
+    *response.status_mut() = http_status;
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, APPLICATION_GRPC);
+    headers.insert(GRPC_ACCEPT_ENCODING, HeaderValue::from_static("identity"));
+    response
 }
 
 #[cfg(test)]
