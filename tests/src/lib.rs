@@ -754,6 +754,18 @@ pub fn mqadmin_json(namesrv: &str, args: &[&str]) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// Every RocketMQ broker (core) address of the cluster behind NameServer `ns`, from
+/// `cluster-list`'s core addresses.
+pub fn core_addrs(ns: &str) -> Vec<String> {
+    let v = mqadmin_json(ns, &["cluster-list"]);
+    v["clusters"][0]["brokers"][0]["core_addrs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_owned())
+        .collect()
+}
+
 /// Runs a RocketMQ client program (`cmd`, its stdout taken here) to its end, at most `limit`
 /// from its start: its exit status and output lines, each echoed with `name` in front. The
 /// program is killed if the test gives up on it.

@@ -9,7 +9,7 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 use client::Message;
-use integration::{create_topic, mqadmin, mqadmin_json, producer, wait_for, Cluster};
+use integration::{core_addrs, create_topic, mqadmin, mqadmin_json, producer, wait_for, Cluster};
 use remoting::body::{ConsumerData, HeartbeatData, MessageModel, ProducerData, SubscriptionData};
 use remoting::codes::request;
 use remoting::{Decoded, RemotingCommand, RemotingDecoder};
@@ -28,17 +28,6 @@ fn json_lines(out: &std::process::Output) -> Vec<serde_json::Value> {
         .lines()
         .filter(|l| !l.trim().is_empty())
         .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
-/// Every RocketMQ broker (core) address in the cluster, from `cluster-list`'s core addresses.
-fn core_addrs(ns: &str) -> Vec<String> {
-    let v = mqadmin_json(ns, &["cluster-list"]);
-    v["clusters"][0]["brokers"][0]["core_addrs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a.as_str().unwrap().to_owned())
         .collect()
 }
 

@@ -25,7 +25,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use integration::{
-    create_topic, mqadmin_json, remoting_call, run_client_program, wait_for, Cluster,
+    core_addrs, create_topic, mqadmin_json, remoting_call, run_client_program, wait_for, Cluster,
 };
 use remoting::codes::{request, response};
 use remoting::headers::SendMessageRequestHeader;
@@ -39,17 +39,6 @@ fn tools5_or_skip() -> Option<String> {
 /// 0 and what it printed (bounded by the tool's own timeouts).
 fn mqadmin5(cp: &str, ns: &str, args: &[&str]) -> (bool, String) {
     integration::rocketmq_mqadmin(cp, ns, args)
-}
-
-/// Every RocketMQ broker (core) address of the cluster.
-fn core_addrs(ns: &str) -> Vec<String> {
-    let v = mqadmin_json(ns, &["cluster-list"]);
-    v["clusters"][0]["brokers"][0]["core_addrs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a.as_str().unwrap().to_owned())
-        .collect()
 }
 
 /// One request with `fields`, answered by `addr`.
