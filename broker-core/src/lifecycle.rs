@@ -37,6 +37,16 @@ pub struct CoreParts {
     pub ha: CoreHa,
 }
 
+/// Loads one of a core's shards' group offsets (kept in its directory) and opens the shard,
+/// as a core's start does; the error names the shard.
+pub async fn open_shard(cfg: shard::ShardConfig) -> Result<(Shard, RefCell<OffsetTable>), String> {
+    let sid = cfg.shard_id;
+    let failed = |e: &dyn std::fmt::Display| format!("cannot open shard {sid}: {e}");
+    let offsets = OffsetTable::load(&cfg.dir).map_err(|e| failed(&e))?;
+    let shard = Shard::open(cfg).await.map_err(|e| failed(&e))?;
+    Ok((shard, RefCell::new(offsets)))
+}
+
 /// Longest a core waits for the sends it took before the stop to be answered, and then
 /// for the other cores to do the same. A send waits at most for back-pressure or a group
 /// commit (milliseconds) or an auto-created topic's registration (3 s); past this the

@@ -862,21 +862,13 @@ async fn core_main(
     for cfg in shard_configs {
         let sid = cfg.shard_id;
         steps.enter(id, StartStep::OpeningShard(sid));
-        match broker_core::groups::OffsetTable::load(&cfg.dir) {
-            Ok(t) => {
-                offsets.insert(sid, std::cell::RefCell::new(t));
+        match broker_core::lifecycle::open_shard(cfg).await {
+            Ok((shard, table)) => {
+                shards.insert(sid, shard);
+                offsets.insert(sid, table);
             }
             Err(e) => {
-                open_error = Some(anyhow!("cannot open shard {sid}: {e}"));
-                break;
-            }
-        }
-        match shard::Shard::open(cfg).await {
-            Ok(s) => {
-                shards.insert(sid, s);
-            }
-            Err(e) => {
-                open_error = Some(anyhow!("cannot open shard {sid}: {e}"));
+                open_error = Some(anyhow!(e));
                 break;
             }
         }

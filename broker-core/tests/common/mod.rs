@@ -18,7 +18,6 @@ use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use broker_core::core::PullBody;
-use broker_core::groups::OffsetTable;
 use broker_core::lifecycle::CoreParts;
 use broker_core::link::{ClientLink, LocalFuture};
 use broker_core::mesh::{MeshLinks, PullOutcome, PullStatus};
@@ -411,27 +410,16 @@ async fn core_main(
         cfg.hot_bytes_max = 4 << 20;
         cfg.write_chunk_bytes = 256 << 10;
         cfg.retention_check_interval_ms = 3_600_000;
-        match OffsetTable::load(&cfg.dir) {
-            Ok(t) => {
-                offsets.insert(sid, std::cell::RefCell::new(t));
+        match broker_core::lifecycle::open_shard(cfg).await {
+            Ok((shard, table)) => {
+                shards.insert(sid, shard);
+                offsets.insert(sid, table);
             }
             Err(e) => {
                 shared
                     .cores_drained
                     .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                let _ = ready.send((id, Err(format!("offsets of shard {sid}: {e}"))));
-                return;
-            }
-        }
-        match shard::Shard::open(cfg).await {
-            Ok(s) => {
-                shards.insert(sid, s);
-            }
-            Err(e) => {
-                shared
-                    .cores_drained
-                    .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                let _ = ready.send((id, Err(format!("shard {sid}: {e}"))));
+                let _ = ready.send((id, Err(e)));
                 return;
             }
         }
