@@ -29,9 +29,8 @@ pub mod topics;
 pub mod transaction;
 
 // The layers below, by the names the kernel's modules use.
-pub use broker_base::{config, deadline, durable, error, heap, metrics, shared, stages, tls};
+pub use broker_base::{config, durable, error, heap, shared, stages};
 pub use broker_replication as ha;
-pub use broker_replication::controller_link;
 
 pub use crate::core::Core;
 pub use broker_base::{BrokerConfig, BrokerError, Shared};

@@ -18,9 +18,9 @@ pub mod registry;
 pub mod rocketmq;
 
 // The layers below, by the names the front ends' modules use.
-pub use broker_base::{config, deadline, durable, error, metrics, shared, stages};
+pub use broker_base::{config, deadline, durable, error, shared, stages};
 pub use broker_core::{
-    core, filters, groups, mesh, numbering, reply, sub_groups, timer, topics, transaction,
+    core, groups, mesh, numbering, reply, sub_groups, timer, topics, transaction,
 };
 pub use broker_replication as ha;
 
