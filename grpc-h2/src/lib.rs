@@ -3,7 +3,8 @@
 //! runs the `h2` crate's HTTP/2 server on the glommio executor of the core that accepted the
 //! socket ([`serve`]) and dispatches each request stream to a [`Handler`]: path, metadata and
 //! the request message as opaque bytes in; the response message (unary) or messages
-//! (server-streaming, through [`Replies`]) and a [`GrpcStatus`] out. Protobuf lives above it.
+//! (server-streaming, through [`Replies`]) and a [`GrpcStatus`] out. A bidirectional call
+//! reads its request messages as they come ([`Requests`]). Protobuf lives above it.
 //!
 //! h2 is written against tokio's io traits and uses tokio-util's codec; it starts no runtime
 //! and spawns nothing. [`Compat`] presents the broker's futures-io sockets through those
@@ -18,7 +19,7 @@ mod status;
 
 pub use compat::Compat;
 pub use server::{
-    encode_message, serve, Call, CallKind, Handler, Limits, Replies, ServeError,
+    encode_message, serve, Call, CallKind, Handler, Limits, Replies, Requests, ServeError,
     MESSAGE_PREFIX_BYTES,
 };
 pub use status::{Code, GrpcStatus};

@@ -8,8 +8,9 @@
 //! through [`Replies`], which waits for the client's flow-control window between them. A
 //! refusal, or a handler's error before any message, is a trailers-only response (one
 //! HEADERS frame with `grpc-status` and `grpc-message`, ending the stream); the connection's
-//! other streams are not touched. (A bidirectional call, Telemetry, would hand its handler
-//! the request stream's messages as they come besides [`Replies`].)
+//! other streams are not touched. A bidirectional call (RocketMQ's Telemetry) hands its
+//! handler the request messages as they come ([`Requests`]) besides [`Replies`]; the two
+//! directions are independent, so a handler may send while no request is pending.
 
 use std::future::{poll_fn, Future};
 use std::rc::Rc;
@@ -82,12 +83,14 @@ pub struct Call {
 pub enum CallKind {
     Unary,
     ServerStreaming,
+    Bidirectional,
 }
 
 /// Answers calls. One handler serves a connection; each call runs in its own local task on
 /// the connection's core, so calls on one connection overlap.
 pub trait Handler: 'static {
-    /// How `path` is answered: [`Handler::unary`] or [`Handler::server_streaming`].
+    /// How `path` is answered: [`Handler::unary`], [`Handler::server_streaming`] or
+    /// [`Handler::bidirectional`].
     fn kind(&self, path: &str) -> CallKind {
         let _ = path;
         CallKind::Unary
@@ -110,6 +113,23 @@ pub trait Handler: 'static {
             Err(GrpcStatus::new(
                 Code::Unimplemented,
                 "this server answers no streaming calls",
+            ))
+        }
+    }
+
+    /// Reads the request messages from `requests` as they come and sends response messages
+    /// through `replies`, in any order; the call ends with the status returned.
+    fn bidirectional(
+        &self,
+        call: Call,
+        requests: &mut Requests,
+        replies: &mut Replies,
+    ) -> impl Future<Output = Result<(), GrpcStatus>> {
+        let _ = (call, requests, replies);
+        async {
+            Err(GrpcStatus::new(
+                Code::Unimplemented,
+                "this server answers no bidirectional calls",
             ))
         }
     }
@@ -177,7 +197,7 @@ async fn answer<H: Handler>(
     handler: Rc<H>,
     limits: Limits,
 ) {
-    let (parts, mut body) = request.into_parts();
+    let (parts, body) = request.into_parts();
     let mut replies = Replies {
         state: State::Waiting(respond),
     };
@@ -200,28 +220,38 @@ async fn answer<H: Handler>(
         replies.refuse(StatusCode::UNSUPPORTED_MEDIA_TYPE, &status);
         return;
     }
-    // `body` lives until the answer is sent: dropped earlier, h2 would cancel the stream
-    // instead of ending it after the answer.
-    let message = match read_message(&mut body, &parts.headers, limits.message_bytes_max).await {
-        Ok(m) => m,
-        Err(status) => {
-            replies.refuse(StatusCode::OK, &status);
-            return;
-        }
-    };
     let call = Call {
         path: parts.uri.path().to_owned(),
         metadata: parts.headers,
     };
-    let ended = match handler.kind(&call.path) {
+    // `requests` lives until the answer is sent: its stream dropped earlier, h2 would cancel
+    // the stream instead of ending it after the answer.
+    let mut requests = Requests::new(body, &call.metadata, limits.message_bytes_max);
+    let kind = handler.kind(&call.path);
+    let message = match kind {
+        CallKind::Bidirectional => Bytes::new(),
+        CallKind::Unary | CallKind::ServerStreaming => match requests.only_message().await {
+            Ok(m) => m,
+            Err(status) => {
+                replies.refuse(StatusCode::OK, &status);
+                return;
+            }
+        },
+    };
+    let ended = match kind {
         CallKind::Unary => match handler.unary(call, message).await {
             Ok(reply) => replies.send(reply).await,
             Err(status) => Err(status),
         },
         CallKind::ServerStreaming => handler.server_streaming(call, message, &mut replies).await,
+        CallKind::Bidirectional => {
+            handler
+                .bidirectional(call, &mut requests, &mut replies)
+                .await
+        }
     };
     replies.finish(ended.err().as_ref());
-    drop(body);
+    drop(requests);
 }
 
 /// `application/grpc`, optionally with a `+subtype` or parameters.
@@ -231,70 +261,139 @@ fn is_grpc(v: &HeaderValue) -> bool {
         .is_some_and(|rest| rest.is_empty() || rest[0] == b'+' || rest[0] == b';')
 }
 
-/// The one message a unary request carries, read to the end of the stream. Flow-control
-/// capacity is given back as the data is taken, so the client can keep sending.
-async fn read_message(
-    body: &mut RecvStream,
-    headers: &HeaderMap,
+/// The request messages of a call, as they arrive. Flow-control capacity is given back as
+/// the data is taken, so the client can keep sending.
+pub struct Requests {
+    body: RecvStream,
+    /// Bytes received and not yet handed out: at most one message and the start of the next.
+    buf: BytesMut,
+    /// The declared length of the message `buf` starts with, once its prefix is in.
+    declared: Option<usize>,
+    /// `grpc-encoding`, for the refusal of a compressed message.
+    encoding: Option<HeaderValue>,
     message_bytes_max: usize,
-) -> Result<Bytes, GrpcStatus> {
-    let mut buf = BytesMut::new();
-    let mut declared: Option<usize> = None;
-    while let Some(chunk) = body.data().await {
-        let chunk = chunk.map_err(|e| {
-            GrpcStatus::new(Code::Cancelled, format!("the request stream failed: {e}"))
-        })?;
-        let _ = body.flow_control().release_capacity(chunk.len());
-        if buf.is_empty() && declared.is_none() && chunk.len() >= MESSAGE_PREFIX_BYTES {
-            // Usually the whole message: keep it without a copy until more arrives.
-            buf = BytesMut::from(chunk);
-        } else {
-            buf.extend_from_slice(&chunk);
+    /// The client ended its side of the stream.
+    ended: bool,
+}
+
+impl Requests {
+    fn new(body: RecvStream, headers: &HeaderMap, message_bytes_max: usize) -> Requests {
+        Requests {
+            body,
+            buf: BytesMut::new(),
+            declared: None,
+            encoding: headers.get(GRPC_ENCODING).cloned(),
+            message_bytes_max,
+            ended: false,
         }
-        if declared.is_none() && buf.len() >= MESSAGE_PREFIX_BYTES {
-            let len = check_prefix(&buf, headers, message_bytes_max)?;
-            buf.reserve((MESSAGE_PREFIX_BYTES + len).saturating_sub(buf.len()));
-            declared = Some(len);
-        }
-        if let Some(len) = declared {
-            if buf.len() > MESSAGE_PREFIX_BYTES + len {
-                return Err(GrpcStatus::new(
-                    Code::Unimplemented,
-                    "a unary call carries one request message, this one has more",
-                ));
+    }
+
+    /// The next request message; `None` once the client has ended its side of the stream.
+    /// Cancel-safe: dropped while waiting, the next call goes on where it stopped, so it can
+    /// be raced against other events.
+    pub async fn next(&mut self) -> Option<Result<Bytes, GrpcStatus>> {
+        loop {
+            match self.take() {
+                Ok(Some(m)) => return Some(Ok(m)),
+                Ok(None) => {}
+                Err(status) => return Some(Err(status)),
+            }
+            if self.ended {
+                return match self.declared {
+                    None if self.buf.is_empty() => None,
+                    _ => Some(Err(self.cut_short())),
+                };
+            }
+            match poll_fn(|cx| self.body.poll_data(cx)).await {
+                None => self.ended = true,
+                Some(Err(e)) => {
+                    self.ended = true;
+                    return Some(Err(GrpcStatus::new(
+                        Code::Cancelled,
+                        format!("the request stream failed: {e}"),
+                    )));
+                }
+                Some(Ok(chunk)) => {
+                    let _ = self.body.flow_control().release_capacity(chunk.len());
+                    if self.buf.is_empty() && chunk.len() >= MESSAGE_PREFIX_BYTES {
+                        // Usually the whole message: kept without a copy until more arrives.
+                        self.buf = BytesMut::from(chunk);
+                    } else {
+                        self.buf.extend_from_slice(&chunk);
+                    }
+                }
             }
         }
     }
-    match declared {
-        Some(len) if buf.len() == MESSAGE_PREFIX_BYTES + len => {
-            Ok(buf.freeze().slice(MESSAGE_PREFIX_BYTES..))
+
+    /// A whole message at the start of `buf`, if one is there.
+    fn take(&mut self) -> Result<Option<Bytes>, GrpcStatus> {
+        if self.declared.is_none() && self.buf.len() >= MESSAGE_PREFIX_BYTES {
+            let len = check_prefix(&self.buf, self.encoding.as_ref(), self.message_bytes_max)?;
+            self.buf
+                .reserve((MESSAGE_PREFIX_BYTES + len).saturating_sub(self.buf.len()));
+            self.declared = Some(len);
         }
-        Some(len) => Err(GrpcStatus::new(
-            Code::Internal,
-            format!(
-                "the request ended {} bytes into a message of {len}",
-                buf.len() - MESSAGE_PREFIX_BYTES
+        match self.declared {
+            Some(len) if self.buf.len() >= MESSAGE_PREFIX_BYTES + len => {
+                self.declared = None;
+                let message = self.buf.split_to(MESSAGE_PREFIX_BYTES + len).freeze();
+                Ok(Some(message.slice(MESSAGE_PREFIX_BYTES..)))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    fn cut_short(&self) -> GrpcStatus {
+        match self.declared {
+            Some(len) => GrpcStatus::new(
+                Code::Internal,
+                format!(
+                    "the request ended {} bytes into a message of {len}",
+                    self.buf.len() - MESSAGE_PREFIX_BYTES
+                ),
             ),
-        )),
-        None => Err(GrpcStatus::new(
-            Code::Internal,
-            "the request ended without a message",
-        )),
+            None => GrpcStatus::new(
+                Code::Internal,
+                "the request ended inside a message's prefix",
+            ),
+        }
+    }
+
+    /// The one message a unary or server-streaming request carries, read to the end of the
+    /// stream.
+    async fn only_message(&mut self) -> Result<Bytes, GrpcStatus> {
+        let first = match self.next().await {
+            Some(first) => first?,
+            None => {
+                return Err(GrpcStatus::new(
+                    Code::Internal,
+                    "the request ended without a message",
+                ))
+            }
+        };
+        match self.next().await {
+            None => Ok(first),
+            Some(Err(status)) => Err(status),
+            Some(Ok(_)) => Err(GrpcStatus::new(
+                Code::Unimplemented,
+                "a unary call carries one request message, this one has more",
+            )),
+        }
     }
 }
 
 /// The declared length of the message `buf` starts with, if it may be read.
 fn check_prefix(
     buf: &[u8],
-    headers: &HeaderMap,
+    encoding: Option<&HeaderValue>,
     message_bytes_max: usize,
 ) -> Result<usize, GrpcStatus> {
     match buf[0] {
         0 => {}
         1 => {
-            let encoding = headers
-                .get(GRPC_ENCODING)
-                .map_or("none".into(), |v| String::from_utf8_lossy(v.as_bytes()));
+            let encoding =
+                encoding.map_or("none".into(), |v| String::from_utf8_lossy(v.as_bytes()));
             return Err(GrpcStatus::new(
                 Code::Unimplemented,
                 format!("compressed messages (grpc-encoding {encoding}) are not supported"),

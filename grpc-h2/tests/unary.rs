@@ -15,11 +15,13 @@ use grpc_h2::h2::client::SendRequest;
 use grpc_h2::http::{Method, Request};
 use grpc_h2::{
     encode_message, serve, Call, CallKind, Code, Compat, GrpcStatus, Handler, Limits, Replies,
+    Requests,
 };
 
 /// Unary `/test.Echo/...`: `Echo` echoes with a prefix; `Fail` ends with NOT_FOUND; `Wait`
 /// answers only once a `Release` call has arrived; `Meta` answers the `x-mq-client-id`
-/// metadata. Server-streaming `/test.Stream/...`, see `server_streaming`.
+/// metadata. Server-streaming `/test.Stream/...`, see `server_streaming`; bidirectional
+/// `/test.Chat/Chat`, see `bidirectional`.
 struct TestHandler {
     gate: glommio::sync::Semaphore,
 }
@@ -28,6 +30,8 @@ impl Handler for TestHandler {
     fn kind(&self, path: &str) -> CallKind {
         if path.starts_with("/test.Stream/") {
             CallKind::ServerStreaming
+        } else if path.starts_with("/test.Chat/") {
+            CallKind::Bidirectional
         } else {
             CallKind::Unary
         }
@@ -64,6 +68,28 @@ impl Handler for TestHandler {
                 format!("no method {other}"),
             )),
         }
+    }
+
+    /// Sends `hello` before any request has come, then `re:<request>` for each request, and
+    /// ends OK when the client ends its side; a request `bye` ends the call at once with
+    /// ABORTED.
+    async fn bidirectional(
+        &self,
+        _call: Call,
+        requests: &mut Requests,
+        replies: &mut Replies,
+    ) -> Result<(), GrpcStatus> {
+        replies.send(Bytes::from_static(b"hello")).await?;
+        while let Some(request) = requests.next().await {
+            let request = request?;
+            if &request[..] == b"bye" {
+                return Err(GrpcStatus::new(Code::Aborted, "bye"));
+            }
+            replies
+                .send([&b"re:"[..], &request].concat().into())
+                .await?;
+        }
+        Ok(())
     }
 
     async fn unary(&self, call: Call, message: Bytes) -> Result<Bytes, GrpcStatus> {
@@ -342,6 +368,75 @@ fn server_streaming_calls_send_their_messages_then_the_status() {
         assert_eq!((none.http_status, none.grpc_status), (200, Some(0)));
         assert!(none.body.is_empty());
 
+        let after = call(&client, "/test.Echo/Echo", b"after").await;
+        assert_eq!(after.message(), b"echo:after");
+    });
+}
+
+/// Reads one whole message from a response body.
+async fn read_one(body: &mut grpc_h2::h2::RecvStream, buf: &mut BytesMut) -> Bytes {
+    loop {
+        if buf.len() >= 5 {
+            let len = u32::from_be_bytes(buf[1..5].try_into().unwrap()) as usize;
+            if buf.len() >= 5 + len {
+                return buf.split_to(5 + len).freeze().slice(5..);
+            }
+        }
+        let chunk = body.data().await.unwrap().unwrap();
+        let _ = body.flow_control().release_capacity(chunk.len());
+        buf.extend_from_slice(&chunk);
+    }
+}
+
+/// Both directions at once on one stream: the server speaks first, answers each request as
+/// it comes while the client keeps its side open, and ends with the client.
+#[test]
+fn bidirectional_calls_answer_each_request_as_it_comes() {
+    run(|| async {
+        let addr = start_server(Limits::default());
+        let client = connect(addr).await;
+        let open = |client: SendRequest<Bytes>| async move {
+            let mut c = client.ready().await.unwrap();
+            let request = Request::builder()
+                .method(Method::POST)
+                .uri("http://127.0.0.1/test.Chat/Chat")
+                .header("content-type", "application/grpc")
+                .body(())
+                .unwrap();
+            let (response, send) = c.send_request(request, false).unwrap();
+            let (parts, body) = response.await.unwrap().into_parts();
+            assert_eq!(parts.status, 200);
+            (send, body)
+        };
+        let (mut send, mut body) = open(client.clone()).await;
+        let mut buf = BytesMut::new();
+        // Sent before the client said anything.
+        assert_eq!(&read_one(&mut body, &mut buf).await[..], b"hello");
+        for word in ["one", "two"] {
+            // One message in two DATA frames: put together before it is handed over.
+            let framed = encode_message(word.as_bytes()).unwrap();
+            send.send_data(framed.slice(..3), false).unwrap();
+            send.send_data(framed.slice(3..), false).unwrap();
+            let answer = read_one(&mut body, &mut buf).await;
+            assert_eq!(answer, format!("re:{word}").as_bytes());
+        }
+        send.send_data(Bytes::new(), true).unwrap();
+        let trailers = body.trailers().await.unwrap().unwrap();
+        assert_eq!(trailers["grpc-status"], "0");
+
+        // A handler's error ends the call with its status; the connection goes on.
+        let (mut send, mut body) = open(client.clone()).await;
+        assert_eq!(
+            &read_one(&mut body, &mut BytesMut::new()).await[..],
+            b"hello"
+        );
+        send.send_data(encode_message(b"bye").unwrap(), false)
+            .unwrap();
+        let trailers = body.trailers().await.unwrap().unwrap();
+        assert_eq!(
+            trailers["grpc-status"],
+            Code::Aborted.as_u8().to_string().as_str()
+        );
         let after = call(&client, "/test.Echo/Echo", b"after").await;
         assert_eq!(after.message(), b"echo:after");
     });
