@@ -444,6 +444,23 @@ pub async fn serve_connection(core: Rc<Front>, stream: TcpStream) {
     // Reads wake at least this often to check both bounds.
     let tick = (idle_timeout.min(frame_deadline) / 4).max(Duration::from_millis(100));
     let _ = stream.tcp().set_read_timeout(Some(tick));
+    let mut stream = stream;
+    // The first bytes tell the protocol: gRPC takes the whole socket, the native and remoting
+    // protocols are served here.
+    let Some((first, detected)) = first_bytes(&core, &mut stream, &peer, idle_timeout).await else {
+        return;
+    };
+    if let Detected::Http2 = detected {
+        // h2 reads without the ticks: a read that timed out would end its connection.
+        let _ = stream.tcp().set_read_timeout(None);
+        let limits = crate::grpc::MessagingService::limits(&core);
+        let service = Rc::new(crate::grpc::MessagingService::new(
+            core.clone(),
+            peer.clone(),
+        ));
+        crate::grpc::serve_grpc(stream, first.freeze(), &peer, service, limits).await;
+        return;
+    }
     let (mut reader, writer) = futures_lite::io::split(stream);
     let inflight_max = core.shared.config.connection_inflight_max as usize;
     // Unbounded, growing as needed: the permits bound the responses queued to about
@@ -518,10 +535,15 @@ pub async fn serve_connection(core: Rc<Front>, stream: TcpStream) {
     });
 
     let frame_bytes_max = core.shared.config.frame_bytes_max;
-    // Told by the first bytes that arrive.
-    let mut wire: Option<Wire> = None;
+    let mut wire = match detected {
+        Detected::Remoting => {
+            client.mark_remoting();
+            Wire::Remoting(RemotingDecoder::new(frame_bytes_max as u32))
+        }
+        _ => Wire::Native(FrameDecoder::new(frame_bytes_max as u32)),
+    };
     // Both start small and grow with what arrives; an idle connection gives them back.
-    let mut buf = BytesMut::new();
+    let mut buf = first;
     let mut chunk = ReadChunk::new(READ_CHUNK_MIN_BYTES);
     // The frame being read into its own mapping (see `LARGE_FRAME_BYTES`).
     let mut large: Option<LargeFrame> = None;
@@ -533,24 +555,8 @@ pub async fn serve_connection(core: Rc<Front>, stream: TcpStream) {
     // Since when (by the clock) `buf` has held the start of a frame not yet complete.
     let mut partial_since: Option<Instant> = None;
     'conn: loop {
-        if wire.is_none() && !buf.is_empty() {
-            match remoting::detect::detect(&buf) {
-                Detected::NeedMore => {}
-                Detected::Native => {
-                    wire = Some(Wire::Native(FrameDecoder::new(frame_bytes_max as u32)))
-                }
-                Detected::Remoting => {
-                    client.mark_remoting();
-                    wire = Some(Wire::Remoting(RemotingDecoder::new(frame_bytes_max as u32)))
-                }
-                Detected::Http2 => {
-                    crate::rocketmq::refuse_grpc(&core, &peer);
-                    break 'conn;
-                }
-            }
-        }
-        while let Some(w) = wire.as_mut() {
-            match w.decode(&mut buf, frame_bytes_max) {
+        loop {
+            match wire.decode(&mut buf, frame_bytes_max) {
                 Ok(None) => break,
                 Ok(Some(AnyDecoded::Frame(frame))) => {
                     // The deadline runs per frame: a stream of pipelined frames usually
@@ -567,7 +573,7 @@ pub async fn serve_connection(core: Rc<Front>, stream: TcpStream) {
                     }
                 }
                 Err(e) => {
-                    match w {
+                    match wire {
                         Wire::Native(_) => bad_frame(&core, &tx, &queued, &peer, &e).await,
                         Wire::Remoting(_) => {
                             core.connections.count_with(ClosedFor::BadFrame, &peer, &e)
@@ -579,8 +585,7 @@ pub async fn serve_connection(core: Rc<Front>, stream: TcpStream) {
         }
         if large.is_none() {
             if let Some(total) = wire
-                .as_ref()
-                .and_then(|w| w.partial_frame_len(&buf))
+                .partial_frame_len(&buf)
                 .filter(|&t| t > LARGE_FRAME_BYTES)
             {
                 match LargeFrame::start(total, &buf) {
@@ -595,8 +600,7 @@ pub async fn serve_connection(core: Rc<Front>, stream: TcpStream) {
                 }
             }
         }
-        let partial =
-            large.is_some() || !buf.is_empty() || wire.as_ref().is_some_and(Wire::is_discarding);
+        let partial = large.is_some() || !buf.is_empty() || wire.is_discarding();
         if !partial {
             partial_since = None;
             if buf.capacity() > READ_BUFFER_KEEP_BYTES {
@@ -630,10 +634,7 @@ pub async fn serve_connection(core: Rc<Front>, stream: TcpStream) {
                             continue;
                         }
                         partial_since = None;
-                        let Some(w) = wire.as_ref() else {
-                            break 'conn;
-                        };
-                        match w.decode_complete(l.into_bytes()) {
+                        match wire.decode_complete(l.into_bytes()) {
                             Ok(frame) => {
                                 let went = take_frame(
                                     &core, &client, &tx, &queued, &permits, frame, read_at,
@@ -685,6 +686,39 @@ pub async fn serve_connection(core: Rc<Front>, stream: TcpStream) {
     writer_task.await;
     if client.speaks_remoting() {
         crate::rocketmq::connection_closed(&core, &client).await;
+    }
+}
+
+/// Reads a new connection's first bytes until they tell its protocol; `None` when the client
+/// closed or said nothing within `idle_timeout` (the socket's read timeout ticks meanwhile).
+async fn first_bytes(
+    core: &Front,
+    stream: &mut broker_base::tls::Stream,
+    peer: &str,
+    idle_timeout: Duration,
+) -> Option<(BytesMut, Detected)> {
+    let clock = &core.shared.clock;
+    let since = clock.now();
+    let mut buf = BytesMut::new();
+    let mut chunk = vec![0u8; READ_CHUNK_MIN_BYTES];
+    loop {
+        match stream.read(&mut chunk).await {
+            Ok(0) => return None,
+            Ok(n) => {
+                buf.extend_from_slice(&chunk[..n]);
+                match remoting::detect::detect(&buf) {
+                    Detected::NeedMore => {}
+                    detected => return Some((buf, detected)),
+                }
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::TimedOut | ErrorKind::WouldBlock) => {
+                if clock.now().saturating_duration_since(since) >= idle_timeout {
+                    core.connections.count(ClosedFor::Idle, peer);
+                    return None;
+                }
+            }
+            Err(_) => return None,
+        }
     }
 }
 

@@ -91,12 +91,7 @@ pub struct Connections {
     closed: [Cell<u64>; ClosedFor::COUNT],
     unlogged: [Cell<u64>; ClosedFor::COUNT],
     logged_at: [Cell<Option<Instant>>; ClosedFor::COUNT],
-    /// When a refused gRPC client was last logged.
-    grpc_logged_at: Cell<Option<Instant>>,
 }
-
-/// A refused gRPC client is logged at most this often.
-const GRPC_LOG_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl Connections {
     pub fn new(max: usize) -> Connections {
@@ -107,23 +102,7 @@ impl Connections {
             closed: Default::default(),
             unlogged: Default::default(),
             logged_at: Default::default(),
-            grpc_logged_at: Cell::new(None),
         }
-    }
-
-    /// Whether a refused gRPC client should be logged now (at most once a minute); counts
-    /// it as a bad frame either way.
-    pub fn grpc_refused_log_due(&self) -> bool {
-        self.closed[ClosedFor::BadFrame as usize]
-            .set(self.closed[ClosedFor::BadFrame as usize].get() + 1);
-        let due = self
-            .grpc_logged_at
-            .get()
-            .is_none_or(|t| t.elapsed() >= GRPC_LOG_INTERVAL);
-        if due {
-            self.grpc_logged_at.set(Some(Instant::now()));
-        }
-        due
     }
 
     /// Takes a place for a new connection that was given descriptor `fd`, or counts the

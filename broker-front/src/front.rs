@@ -35,6 +35,8 @@ pub struct Front {
     pub rocketmq: crate::rocketmq::Seen,
     /// This core's copy of the ACL rules, the front door's (`acl_enable`).
     pub acl: Gate,
+    /// The sessions of RocketMQ 5's gRPC clients with this core.
+    pub grpc: crate::grpc::session::Sessions,
 }
 
 /// A front end serves requests by calling its kernel's handlers.
@@ -59,6 +61,7 @@ impl Front {
             clients: ClientConns::default(),
             rocketmq: Default::default(),
             acl,
+            grpc: Default::default(),
         });
         let link: Rc<dyn ClientLink> = front.clone();
         front.core.set_link(Rc::downgrade(&link));
@@ -204,7 +207,8 @@ impl ClientLink for Front {
 
 /// On the core serving the connection: sends `check` to a producer of its group connected
 /// here. `None`: none is; `Some(None)`: asked a RocketMQ client, which answers with
-/// END_TRANSACTION; `Some(Some(state))`: a native client's answer.
+/// END_TRANSACTION (a v5 client: EndTransaction); `Some(Some(state))`: a native client's
+/// answer.
 async fn ask_producer(core: &Front, check: CheckTransaction) -> Option<Option<TransactionState>> {
     for conn in core.clients.producers_of(&check.producer_group) {
         if conn.speaks_remoting() {
@@ -234,7 +238,12 @@ async fn ask_producer(core: &Front, check: CheckTransaction) -> Option<Option<Tr
             Err(e) => tracing::debug!(peer = %conn.peer, "a transaction check failed: {e}"),
         }
     }
-    None
+    // A v5 producer publishing the topic (its producers' group), answering with
+    // EndTransaction.
+    let command = crate::grpc::recover_command(core, &check)?;
+    core.grpc
+        .push_to_producer(&check.producer_group, command)
+        .then_some(None)
 }
 
 /// Reads a plaintext client's first request and answers it with [`tls::PLAINTEXT_REFUSED`]

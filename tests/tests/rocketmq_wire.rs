@@ -1,8 +1,8 @@
 //! The remoting protocol at its edges, spoken by hand on raw sockets: an unknown request code
 //! is answered REQUEST_CODE_NOT_SUPPORTED with a remark and the connection carries on; both
 //! header forms are answered in the form asked; a malformed remoting frame closes only its own
-//! connection; a gRPC (HTTP/2) client is closed; and the NameServer and broker keep serving
-//! everyone else, native clients included, on the same ports.
+//! connection; an HTTP/2 client that breaks its handshake is closed; and the NameServer and
+//! broker keep serving everyone else, native clients included, on the same ports.
 
 // Tests may unwrap: a panic there is a test failure.
 #![allow(clippy::unwrap_used)]
@@ -65,7 +65,7 @@ fn closed(conn: &mut TcpStream) -> bool {
 }
 
 #[test]
-fn unknown_codes_bad_frames_and_grpc_clients_are_answered_and_everyone_else_is_served() {
+fn unknown_codes_bad_frames_and_broken_http2_are_answered_and_everyone_else_is_served() {
     let c = Cluster::start(2, "small");
     let ns = c.namesrv.addr.clone();
     let broker = c.broker.addr.clone();
@@ -145,10 +145,13 @@ fn unknown_codes_bad_frames_and_grpc_clients_are_answered_and_everyone_else_is_s
         "a garbled remoting frame closes the connection"
     );
 
-    // A gRPC client is closed.
+    // An HTTP/2 client (gRPC's transport) whose first frame is not SETTINGS broke HTTP/2's
+    // handshake: it is closed.
     let mut grpc = connect(&broker);
     grpc.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").unwrap();
-    assert!(closed(&mut grpc), "an HTTP/2 connection is closed");
+    grpc.write_all(&[0, 0, 4, 0, 0, 0, 0, 0, 0, b'g', b'a', b'r', b'b'])
+        .unwrap();
+    assert!(closed(&mut grpc), "a broken HTTP/2 connection is closed");
 
     // Everyone else is still served: the remoting connection, and a native client.
     let a = call(

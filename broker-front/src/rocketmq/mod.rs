@@ -63,7 +63,7 @@ const PULL_BYTES_MAX_DEFAULT: u32 = 4 << 20;
 const LOCK_LEASE_MS: u64 = 60_000;
 /// The region RocketMQ's brokers name by default (`BrokerConfig.regionId`), stamped on
 /// stored messages (`MSG_REGION`).
-const REGION_ID: &str = "DefaultRegion";
+pub(crate) const REGION_ID: &str = "DefaultRegion";
 
 /// The two fields of a stored record written over when it is served to a RocketMQ client.
 #[derive(Debug, Clone, Copy)]
@@ -144,17 +144,6 @@ pub(crate) fn error_answer(req: &RemotingCommand, e: &BrokerError) -> Outgoing {
         RemotingCommand::response_to(req, code_of(e), Some(e.to_string())),
         Body::None,
     )
-}
-
-/// A gRPC (HTTP/2) client connected: RocketMQ 5's gRPC clients need a proxy corvus does not
-/// have. Said once a minute at most; the connection is closed.
-pub(crate) fn refuse_grpc(core: &Front, peer: &str) {
-    if core.connections.grpc_refused_log_due() {
-        tracing::warn!(
-            %peer,
-            "a gRPC (HTTP/2) client connected and was closed: this port speaks corvus's native protocol and RocketMQ's remoting protocol (RocketMQ 4.x/5.x remoting clients such as DefaultMQProducer, rocketmq-client-go, the C++ client), not RocketMQ 5's gRPC"
-        );
-    }
 }
 
 /// Serves one remoting request; `None` for a oneway one.

@@ -1,0 +1,499 @@
+//! RocketMQ 5's clients' protocol, gRPC `apache.rocketmq.v2.MessagingService`, on every
+//! broker port. The connection path reads the first bytes, tells HTTP/2 apart
+//! (`remoting::detect`) and hands the socket to [`serve_grpc`], which runs the HTTP/2 server
+//! ([`grpc_h2`]) on the connection's own core; each call is answered by [`MessagingService`]
+//! through the same kernel handlers the remoting front end calls.
+//!
+//! - [`route`]: QueryRoute and QueryAssignment. Each core is a broker of its own in the
+//!   route, at its direct port, so every later call reaches the core that owns its queue.
+//! - [`send`]: SendMessage and EndTransaction: a v2 message becomes a stored record.
+//! - [`session`]: Telemetry (the settings exchange, transaction checks pushed to producers),
+//!   Heartbeat and NotifyClientTermination, and the sessions each core keeps.
+//!
+//! As RocketMQ's Proxy answers, the gRPC status of a call is OK whenever a response message
+//! is sent; the outcome is the response's own `Status` ([`v2::Code`]). gRPC statuses are
+//! for what is not a call of the service: an unknown method, a malformed message.
+
+mod delivered;
+mod route;
+mod send;
+pub mod session;
+
+pub(crate) use send::recover_command;
+
+use std::net::SocketAddrV4;
+use std::rc::Rc;
+
+use broker_base::tls::Stream;
+use bytes::Bytes;
+use grpc_h2::{CallKind, Compat, Replies, Requests};
+use grpc_proto::v2;
+use grpc_proto::{Rpc, RpcKind};
+
+use crate::error::BrokerError;
+use crate::front::Front;
+
+pub use grpc_h2::{Call, Code, GrpcStatus, Handler, Limits};
+
+/// Serves gRPC on `stream` until the client goes away. `read_ahead` holds the bytes already
+/// read from it (the HTTP/2 preface, at least in part); h2 reads them first. Runs on the
+/// glommio executor of the calling core: the connection in this task, each call in a local
+/// task of its own.
+pub async fn serve_grpc<H: Handler>(
+    stream: Stream,
+    read_ahead: Bytes,
+    peer: &str,
+    handler: Rc<H>,
+    limits: Limits,
+) {
+    // h2 writes small frames (WINDOW_UPDATE, headers, trailers) a peer waits for: Nagle's
+    // delay would hold them until the peer's delayed ACK, tens of milliseconds.
+    let _ = stream.tcp().set_nodelay(true);
+    match grpc_h2::serve(Compat::with_prefix(stream, read_ahead), handler, limits).await {
+        Ok(()) => tracing::debug!(%peer, "a gRPC client closed its connection"),
+        Err(e) => tracing::debug!(%peer, "a gRPC connection ended: {e}"),
+    }
+}
+
+/// What one connection's calls are answered with: the core's front end and the peer.
+pub struct MessagingService {
+    front: Rc<Front>,
+    peer: String,
+    peer_v4: Option<SocketAddrV4>,
+}
+
+impl MessagingService {
+    pub fn new(front: Rc<Front>, peer: String) -> MessagingService {
+        let peer_v4 = match peer.parse() {
+            Ok(std::net::SocketAddr::V4(a)) => Some(a),
+            _ => None,
+        };
+        MessagingService {
+            front,
+            peer,
+            peer_v4,
+        }
+    }
+
+    /// The limits of a gRPC connection to `front`'s broker: a request message may be as long
+    /// as the largest record and its properties.
+    pub fn limits(front: &Front) -> Limits {
+        let max = front.shared.config.message_bytes_max as usize;
+        Limits {
+            message_bytes_max: max.saturating_add(64 * 1024),
+            ..Limits::default()
+        }
+    }
+}
+
+/// The client id every call carries (`x-mq-client-id`).
+pub(crate) fn client_id(call: &Call) -> Option<&str> {
+    call.metadata
+        .get("x-mq-client-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty())
+}
+
+/// A response `Status`.
+pub(crate) fn status(code: v2::Code, message: impl Into<String>) -> Option<v2::Status> {
+    Some(v2::Status {
+        code: code as i32,
+        message: message.into(),
+    })
+}
+
+pub(crate) fn ok() -> Option<v2::Status> {
+    status(v2::Code::Ok, "OK")
+}
+
+/// The response code of a kernel error, as RocketMQ's Proxy maps its broker's answers.
+pub(crate) fn code_of(e: &BrokerError) -> v2::Code {
+    use v2::Code as C;
+    match e {
+        BrokerError::TopicNotExist(_) => C::TopicNotFound,
+        BrokerError::QueueNotExist { .. } | BrokerError::BadRequest(_) => C::BadRequest,
+        BrokerError::MessageIllegal(_) => C::BadRequest,
+        BrokerError::MessageTooLarge { .. } => C::MessageBodyTooLarge,
+        BrokerError::Busy(_) | BrokerError::ShuttingDown => C::TooManyRequests,
+        BrokerError::NoPermission(_) => C::Forbidden,
+        BrokerError::NotFound(_) => C::NotFound,
+        BrokerError::SubscriptionNotExist { .. } => C::ConsumerGroupNotFound,
+        BrokerError::FilterInvalid(_) | BrokerError::FilterDisabled => C::IllegalFilterExpression,
+        BrokerError::Unsupported(_) => C::NotImplemented,
+        BrokerError::FlushSlaveTimeout { .. } => C::SlavePersistenceTimeout,
+        BrokerError::InSyncReplicasNotEnough(_) => C::HaNotAvailable,
+        _ => C::InternalServerError,
+    }
+}
+
+pub(crate) fn error_status(e: &BrokerError) -> Option<v2::Status> {
+    status(code_of(e), e.to_string())
+}
+
+/// The name of a `Resource` (namespaces are not kept apart: corvus has none).
+pub(crate) fn name_of(r: &Option<v2::Resource>) -> &str {
+    r.as_ref().map_or("", |r| r.name.as_str())
+}
+
+fn decode<M: prost::Message + Default>(rpc: Rpc, message: Bytes) -> Result<M, GrpcStatus> {
+    M::decode(message).map_err(|e| {
+        GrpcStatus::new(
+            Code::InvalidArgument,
+            format!("a malformed {} request: {e}", rpc.name()),
+        )
+    })
+}
+
+fn encoded(m: &impl prost::Message) -> Bytes {
+    Bytes::from(m.encode_to_vec())
+}
+
+/// Answers a request of type `$req` with `$f`'s response, or the response built by `$refused`
+/// when the call names no client.
+macro_rules! unary {
+    ($rpc:expr, $call:expr, $message:expr, $req:ty, |$client:ident, $r:ident| $body:expr, $refused:expr) => {{
+        let $r: $req = decode($rpc, $message)?;
+        match client_id(&$call) {
+            None => Ok(encoded(&$refused(status(
+                v2::Code::ClientIdRequired,
+                "x-mq-client-id is required",
+            )))),
+            Some($client) => Ok(encoded(&$body)),
+        }
+    }};
+}
+
+impl Handler for MessagingService {
+    fn kind(&self, path: &str) -> CallKind {
+        match Rpc::from_path(path).map(Rpc::kind) {
+            Some(RpcKind::ServerStreaming) => CallKind::ServerStreaming,
+            Some(RpcKind::Bidirectional) => CallKind::Bidirectional,
+            Some(RpcKind::Unary) | None => CallKind::Unary,
+        }
+    }
+
+    async fn unary(&self, call: Call, message: Bytes) -> Result<Bytes, GrpcStatus> {
+        let Some(rpc) = Rpc::from_path(&call.path) else {
+            return Err(GrpcStatus::new(
+                Code::Unimplemented,
+                format!(
+                    "{} is not a method of {}",
+                    call.path,
+                    grpc_proto::MESSAGING_SERVICE
+                ),
+            ));
+        };
+        self.front.count_request();
+        let f = &self.front;
+        match rpc {
+            Rpc::QueryRoute => unary!(
+                rpc,
+                call,
+                message,
+                v2::QueryRouteRequest,
+                |_c, r| route::query_route(f, &r),
+                |status| v2::QueryRouteResponse {
+                    status,
+                    ..Default::default()
+                }
+            ),
+            Rpc::QueryAssignment => unary!(
+                rpc,
+                call,
+                message,
+                v2::QueryAssignmentRequest,
+                |_c, r| route::query_assignment(f, &r),
+                |status| v2::QueryAssignmentResponse {
+                    status,
+                    ..Default::default()
+                }
+            ),
+            Rpc::SendMessage => unary!(
+                rpc,
+                call,
+                message,
+                v2::SendMessageRequest,
+                |_c, r| send::send_message(f, self.peer_v4, r).await,
+                |status| v2::SendMessageResponse {
+                    status,
+                    ..Default::default()
+                }
+            ),
+            Rpc::EndTransaction => unary!(
+                rpc,
+                call,
+                message,
+                v2::EndTransactionRequest,
+                |_c, r| send::end_transaction(f, &r).await,
+                |status| v2::EndTransactionResponse { status }
+            ),
+            Rpc::Heartbeat => unary!(
+                rpc,
+                call,
+                message,
+                v2::HeartbeatRequest,
+                |c, r| session::heartbeat(f, c, &r),
+                |status| v2::HeartbeatResponse { status }
+            ),
+            Rpc::NotifyClientTermination => unary!(
+                rpc,
+                call,
+                message,
+                v2::NotifyClientTerminationRequest,
+                |c, r| session::terminated(f, c, &r),
+                |status| v2::NotifyClientTerminationResponse { status }
+            ),
+            Rpc::AckMessage => unary!(
+                rpc,
+                call,
+                message,
+                v2::AckMessageRequest,
+                |_c, _r| v2::AckMessageResponse {
+                    status: not_served(rpc),
+                    ..Default::default()
+                },
+                |status| v2::AckMessageResponse {
+                    status,
+                    ..Default::default()
+                }
+            ),
+            Rpc::ChangeInvisibleDuration => unary!(
+                rpc,
+                call,
+                message,
+                v2::ChangeInvisibleDurationRequest,
+                |_c, _r| v2::ChangeInvisibleDurationResponse {
+                    status: not_served(rpc),
+                    ..Default::default()
+                },
+                |status| v2::ChangeInvisibleDurationResponse {
+                    status,
+                    ..Default::default()
+                }
+            ),
+            Rpc::ForwardMessageToDeadLetterQueue => unary!(
+                rpc,
+                call,
+                message,
+                v2::ForwardMessageToDeadLetterQueueRequest,
+                |_c, _r| v2::ForwardMessageToDeadLetterQueueResponse {
+                    status: not_served(rpc)
+                },
+                |status| v2::ForwardMessageToDeadLetterQueueResponse { status }
+            ),
+            Rpc::UpdateOffset => unary!(
+                rpc,
+                call,
+                message,
+                v2::UpdateOffsetRequest,
+                |_c, _r| v2::UpdateOffsetResponse {
+                    status: not_served(rpc)
+                },
+                |status| v2::UpdateOffsetResponse { status }
+            ),
+            Rpc::GetOffset => unary!(
+                rpc,
+                call,
+                message,
+                v2::GetOffsetRequest,
+                |_c, _r| v2::GetOffsetResponse {
+                    status: not_served(rpc),
+                    ..Default::default()
+                },
+                |status| v2::GetOffsetResponse {
+                    status,
+                    ..Default::default()
+                }
+            ),
+            Rpc::QueryOffset => unary!(
+                rpc,
+                call,
+                message,
+                v2::QueryOffsetRequest,
+                |_c, _r| v2::QueryOffsetResponse {
+                    status: not_served(rpc),
+                    ..Default::default()
+                },
+                |status| v2::QueryOffsetResponse {
+                    status,
+                    ..Default::default()
+                }
+            ),
+            Rpc::RecallMessage => unary!(
+                rpc,
+                call,
+                message,
+                v2::RecallMessageRequest,
+                |_c, _r| v2::RecallMessageResponse {
+                    status: not_served(rpc),
+                    ..Default::default()
+                },
+                |status| v2::RecallMessageResponse {
+                    status,
+                    ..Default::default()
+                }
+            ),
+            Rpc::SyncLiteSubscription => unary!(
+                rpc,
+                call,
+                message,
+                v2::SyncLiteSubscriptionRequest,
+                |_c, _r| v2::SyncLiteSubscriptionResponse {
+                    status: not_served(rpc)
+                },
+                |status| v2::SyncLiteSubscriptionResponse { status }
+            ),
+            Rpc::ReceiveMessage | Rpc::PullMessage | Rpc::Telemetry => Err(GrpcStatus::new(
+                Code::Internal,
+                format!("{} is a streaming call", rpc.name()),
+            )),
+        }
+    }
+
+    async fn server_streaming(
+        &self,
+        call: Call,
+        message: Bytes,
+        replies: &mut Replies,
+    ) -> Result<(), GrpcStatus> {
+        let rpc = Rpc::from_path(&call.path);
+        self.front.count_request();
+        let status = match rpc {
+            Some(rpc @ Rpc::ReceiveMessage) => {
+                let _: v2::ReceiveMessageRequest = decode(rpc, message)?;
+                not_served(rpc)
+            }
+            Some(rpc @ Rpc::PullMessage) => {
+                let _: v2::PullMessageRequest = decode(rpc, message)?;
+                not_served(rpc)
+            }
+            _ => {
+                return Err(GrpcStatus::new(
+                    Code::Unimplemented,
+                    format!("{} is not a streaming method of this service", call.path),
+                ))
+            }
+        };
+        let reply = v2::ReceiveMessageResponse {
+            content: Some(v2::receive_message_response::Content::Status(
+                status.unwrap_or_default(),
+            )),
+        };
+        replies.send(encoded(&reply)).await
+    }
+
+    async fn bidirectional(
+        &self,
+        call: Call,
+        requests: &mut Requests,
+        replies: &mut Replies,
+    ) -> Result<(), GrpcStatus> {
+        if Rpc::from_path(&call.path) != Some(Rpc::Telemetry) {
+            return Err(GrpcStatus::new(
+                Code::Unimplemented,
+                format!(
+                    "{} is not a bidirectional method of this service",
+                    call.path
+                ),
+            ));
+        }
+        let Some(client) = client_id(&call) else {
+            return Err(GrpcStatus::new(
+                Code::InvalidArgument,
+                "x-mq-client-id is required",
+            ));
+        };
+        session::telemetry(&self.front, client, &self.peer, requests, replies).await
+    }
+}
+
+/// The status of an RPC this broker does not serve yet: POP consumption (receive, ack,
+/// change-invisible, dead-lettering) and the offset RPCs.
+fn not_served(rpc: Rpc) -> Option<v2::Status> {
+    status(
+        v2::Code::NotImplemented,
+        format!("{} is not served by corvus yet", rpc.name()),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures_lite::AsyncReadExt;
+    use glommio::net::{TcpListener, TcpStream};
+    use grpc_h2::http::{Method, Request};
+    use remoting::detect::{detect, Detected};
+
+    struct Echo;
+
+    impl Handler for Echo {
+        async fn unary(&self, call: Call, message: Bytes) -> Result<Bytes, GrpcStatus> {
+            Ok([call.path.as_bytes(), b" ", &message].concat().into())
+        }
+    }
+
+    /// As the connection path will do it: read the first bytes, detect HTTP/2, hand the
+    /// socket and those bytes over; a client's call is answered.
+    #[test]
+    fn a_detected_http2_connection_is_served_with_its_first_bytes() {
+        shard::run_local(|| async {
+            let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = listener.local_addr().unwrap();
+            glommio::spawn_local(async move {
+                let mut stream = Stream::Plain(listener.accept().await.unwrap());
+                let mut first = vec![0u8; 64];
+                let mut n = 0;
+                let detected = loop {
+                    n += stream.read(&mut first[n..]).await.unwrap();
+                    match detect(&first[..n]) {
+                        Detected::NeedMore => continue,
+                        d => break d,
+                    }
+                };
+                assert!(matches!(detected, Detected::Http2));
+                first.truncate(n);
+                serve_grpc(
+                    stream,
+                    first.into(),
+                    "test",
+                    Rc::new(Echo),
+                    Limits::default(),
+                )
+                .await;
+            })
+            .detach();
+
+            let tcp = TcpStream::connect(addr).await.unwrap();
+            tcp.set_nodelay(true).unwrap();
+            let (client, conn) = grpc_h2::h2::client::handshake(Compat::new(tcp))
+                .await
+                .unwrap();
+            glommio::spawn_local(async move {
+                let _ = conn.await;
+            })
+            .detach();
+            let mut client = client.ready().await.unwrap();
+            let request = Request::builder()
+                .method(Method::POST)
+                .uri("http://127.0.0.1/apache.rocketmq.v2.MessagingService/Heartbeat")
+                .header("content-type", "application/grpc")
+                .body(())
+                .unwrap();
+            let (response, mut send) = client.send_request(request, false).unwrap();
+            send.send_data(grpc_h2::encode_message(b"hb").unwrap(), true)
+                .unwrap();
+            let (parts, mut body) = response.await.unwrap().into_parts();
+            assert_eq!(parts.status, 200);
+            let mut data = Vec::new();
+            while let Some(chunk) = body.data().await {
+                data.extend_from_slice(&chunk.unwrap());
+            }
+            let trailers = body.trailers().await.unwrap().unwrap();
+            assert_eq!(trailers["grpc-status"], "0");
+            let expected =
+                grpc_h2::encode_message(b"/apache.rocketmq.v2.MessagingService/Heartbeat hb")
+                    .unwrap();
+            assert_eq!(data, expected);
+        });
+    }
+}

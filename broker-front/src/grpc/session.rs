@@ -1,0 +1,293 @@
+//! A v5 client's session with a core: its Telemetry stream, the settings it sent and was
+//! given, and the commands the broker pushes to it.
+//!
+//! A v5 client opens one Telemetry stream to every endpoint of its routes (each core) and
+//! sends its settings first; it starts only once the server's settings come back on that
+//! stream (the Java client blocks on them). The broker answers with the client's settings
+//! completed as RocketMQ's Proxy completes them: a retry policy (3 attempts, 10 ms to 1 s
+//! exponential for producers; 16 retries on RocketMQ's delay levels for consumers), the largest body, message-type validation on, long polling of 20 s and
+//! batches of 32 for push consumers. Heartbeat and NotifyClientTermination need the session;
+//! the session ends with its stream.
+//!
+//! Transaction checks reach a producer through its session: a producer publishing a topic
+//! is asked about the topic's undecided half messages (their producer group is the topic,
+//! as RocketMQ's Proxy registers v5 producers) with a RecoverOrphanedTransactionCommand on
+//! its stream, and answers with EndTransaction.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::time::Duration;
+
+use glommio::channels::local_channel::{self, LocalSender};
+use grpc_h2::{Code, GrpcStatus, Replies, Requests};
+use grpc_proto::v2;
+use prost::Message as _;
+
+use super::{encoded, name_of, ok, status};
+use crate::front::Front;
+
+/// Commands queued for one client's stream at most; a client that does not read them is
+/// skipped by the checks rather than buffered without bound.
+const COMMANDS_QUEUED_MAX: usize = 1024;
+
+/// The sessions of the v5 clients connected to one core, by client id.
+#[derive(Default)]
+pub struct Sessions {
+    by_client: RefCell<HashMap<String, Session>>,
+    /// Numbers the Telemetry streams, so that a stream that ends removes only its own
+    /// session and not one a newer stream of the same client made.
+    streams: Cell<u64>,
+}
+
+struct Session {
+    stream: u64,
+    client_type: v2::ClientType,
+    /// The topics a producer publishes.
+    topics: Vec<String>,
+    /// A consumer's group.
+    group: Option<String>,
+    commands: Rc<LocalSender<v2::TelemetryCommand>>,
+}
+
+impl Sessions {
+    /// Clients with a session here.
+    pub fn len(&self) -> usize {
+        self.by_client.borrow().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether `client` sent its settings on a stream that is still open.
+    pub fn has(&self, client: &str) -> bool {
+        self.by_client.borrow().contains_key(client)
+    }
+
+    /// The consumer group of `client`'s session.
+    pub fn group_of(&self, client: &str) -> Option<String> {
+        self.by_client.borrow().get(client)?.group.clone()
+    }
+
+    /// Queues `command` for a producer publishing `topic`; false when none has a session here
+    /// that takes it.
+    pub fn push_to_producer(&self, topic: &str, command: v2::TelemetryCommand) -> bool {
+        let sessions = self.by_client.borrow();
+        let mut producers = sessions.iter().filter(|(_, s)| {
+            s.client_type == v2::ClientType::Producer && s.topics.iter().any(|t| t == topic)
+        });
+        producers.any(|(client, s)| match s.commands.try_send(command.clone()) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::debug!(%client, "a command for a v5 producer was not queued: {e}");
+                false
+            }
+        })
+    }
+
+    fn next_stream(&self) -> u64 {
+        let n = self.streams.get() + 1;
+        self.streams.set(n);
+        n
+    }
+
+    fn end(&self, client: &str, stream: u64) {
+        let mut sessions = self.by_client.borrow_mut();
+        if sessions.get(client).is_some_and(|s| s.stream == stream) {
+            sessions.remove(client);
+        }
+    }
+}
+
+/// Serves one Telemetry stream of `client` until either side ends it.
+pub(super) async fn telemetry(
+    f: &Front,
+    client: &str,
+    peer: &str,
+    requests: &mut Requests,
+    replies: &mut Replies,
+) -> Result<(), GrpcStatus> {
+    let stream = f.grpc.next_stream();
+    let (tx, rx) = local_channel::new_bounded::<v2::TelemetryCommand>(COMMANDS_QUEUED_MAX);
+    let tx = Rc::new(tx);
+    struct Ends<'a>(&'a Front, &'a str, u64);
+    impl Drop for Ends<'_> {
+        fn drop(&mut self) {
+            self.0.grpc.end(self.1, self.2);
+        }
+    }
+    let _ends = Ends(f, client, stream);
+    enum Event {
+        Request(Option<Result<bytes::Bytes, GrpcStatus>>),
+        Command(Option<Box<v2::TelemetryCommand>>),
+    }
+    loop {
+        // Both waits are cancel-safe: the one that loses the race loses nothing.
+        let event =
+            futures_lite::future::or(async { Event::Request(requests.next().await) }, async {
+                Event::Command(rx.recv().await.map(Box::new))
+            })
+            .await;
+        match event {
+            Event::Request(None) => return Ok(()),
+            Event::Request(Some(Err(status))) => return Err(status),
+            Event::Request(Some(Ok(message))) => {
+                let command = v2::TelemetryCommand::decode(message).map_err(|e| {
+                    GrpcStatus::new(
+                        Code::InvalidArgument,
+                        format!("a malformed Telemetry command: {e}"),
+                    )
+                })?;
+                let Some(v2::telemetry_command::Command::Settings(settings)) = command.command
+                else {
+                    // Thread stack traces and verify results answer commands this broker
+                    // does not send.
+                    continue;
+                };
+                let completed = register(f, client, stream, &tx, settings)?;
+                tracing::debug!(%client, %peer, "a v5 client sent its settings");
+                let reply = v2::TelemetryCommand {
+                    status: ok(),
+                    command: Some(v2::telemetry_command::Command::Settings(completed)),
+                };
+                replies.send(encoded(&reply)).await?;
+            }
+            Event::Command(Some(command)) => replies.send(encoded(&*command)).await?,
+            // The sender lives in this function: never.
+            Event::Command(None) => return Ok(()),
+        }
+    }
+}
+
+/// Keeps `client`'s session for `stream` with `settings`, and completes them.
+fn register(
+    f: &Front,
+    client: &str,
+    stream: u64,
+    tx: &Rc<LocalSender<v2::TelemetryCommand>>,
+    mut settings: v2::Settings,
+) -> Result<v2::Settings, GrpcStatus> {
+    let client_type = settings
+        .client_type
+        .and_then(|t| v2::ClientType::try_from(t).ok())
+        .unwrap_or(v2::ClientType::Unspecified);
+    let (topics, group) = match &settings.pub_sub {
+        Some(v2::settings::PubSub::Publishing(p)) => {
+            (p.topics.iter().map(|t| t.name.clone()).collect(), None)
+        }
+        Some(v2::settings::PubSub::Subscription(s)) => {
+            (Vec::new(), Some(name_of(&s.group).to_owned()))
+        }
+        None => {
+            // As RocketMQ's Proxy: settings that neither publish nor subscribe end the stream.
+            return Err(GrpcStatus::new(
+                Code::InvalidArgument,
+                "settings carry neither publishing nor subscription",
+            ));
+        }
+    };
+    complete(f, client_type, &mut settings);
+    let commands = tx.clone();
+    f.grpc.by_client.borrow_mut().insert(
+        client.to_owned(),
+        Session {
+            stream,
+            client_type,
+            topics,
+            group,
+            commands,
+        },
+    );
+    Ok(settings)
+}
+
+fn duration(d: Duration) -> prost_types::Duration {
+    prost_types::Duration {
+        seconds: d.as_secs() as i64,
+        nanos: d.subsec_nanos() as i32,
+    }
+}
+
+/// A consumer group's retry delays by default (RocketMQ's `CustomizedRetryPolicy`: its
+/// delay levels).
+const CONSUMER_BACKOFF_SECS: [u64; 18] = [
+    1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200,
+];
+/// A consumer group's retries by default (RocketMQ's `retryMaxTimes`).
+const CONSUMER_RETRIES: i32 = 16;
+/// Messages per ReceiveMessage of a push consumer, and its long poll.
+const RECEIVE_BATCH: i32 = 32;
+const LONG_POLL: Duration = Duration::from_secs(20);
+
+/// What RocketMQ's Proxy adds to a client's settings before it sends them back.
+fn complete(f: &Front, client_type: v2::ClientType, settings: &mut v2::Settings) {
+    settings.metric = Some(v2::Metric {
+        on: false,
+        endpoints: None,
+    });
+    match &mut settings.pub_sub {
+        Some(v2::settings::PubSub::Publishing(p)) => {
+            p.max_body_size = i32::try_from(f.shared.config.message_bytes_max).unwrap_or(i32::MAX);
+            p.validate_message_type = true;
+            settings.backoff_policy = Some(v2::RetryPolicy {
+                max_attempts: 3,
+                strategy: Some(v2::retry_policy::Strategy::ExponentialBackoff(
+                    v2::ExponentialBackoff {
+                        initial: Some(duration(Duration::from_millis(10))),
+                        max: Some(duration(Duration::from_secs(1))),
+                        multiplier: 2.0,
+                    },
+                )),
+            });
+        }
+        Some(v2::settings::PubSub::Subscription(s)) => {
+            if client_type == v2::ClientType::PushConsumer {
+                s.receive_batch_size = Some(RECEIVE_BATCH);
+                s.long_polling_timeout = Some(duration(LONG_POLL));
+            }
+            s.fifo = Some(s.fifo.unwrap_or(false));
+            settings.backoff_policy = Some(v2::RetryPolicy {
+                max_attempts: CONSUMER_RETRIES + 1,
+                strategy: Some(v2::retry_policy::Strategy::CustomizedBackoff(
+                    v2::CustomizedBackoff {
+                        next: CONSUMER_BACKOFF_SECS
+                            .iter()
+                            .map(|&s| duration(Duration::from_secs(s)))
+                            .collect(),
+                    },
+                )),
+            });
+        }
+        None => {}
+    }
+}
+
+/// Heartbeat: the client is alive; it must have sent its settings first.
+pub(super) fn heartbeat(
+    f: &Front,
+    client: &str,
+    _r: &v2::HeartbeatRequest,
+) -> v2::HeartbeatResponse {
+    if !f.grpc.has(client) {
+        return v2::HeartbeatResponse {
+            status: status(
+                v2::Code::UnrecognizedClientType,
+                format!(
+                    "client {client} has sent no settings on a Telemetry stream to this broker"
+                ),
+            ),
+        };
+    }
+    v2::HeartbeatResponse { status: ok() }
+}
+
+/// NotifyClientTermination: the client is leaving; its session ends now.
+pub(super) fn terminated(
+    f: &Front,
+    client: &str,
+    _r: &v2::NotifyClientTerminationRequest,
+) -> v2::NotifyClientTerminationResponse {
+    f.grpc.by_client.borrow_mut().remove(client);
+    v2::NotifyClientTerminationResponse { status: ok() }
+}
