@@ -1097,6 +1097,32 @@ pub fn one_record(topic: &str, body: &[u8]) -> Vec<u8> {
     out
 }
 
+/// RocketMQ's UPDATE_AND_CREATE_TOPIC of `topic` (`queues` read and write queues, perm 6) with
+/// the attribute change `attrs` (`+message.type=FIFO`, empty for none), sent to `addr`.
+pub fn update_topic_with_attributes(
+    addr: &str,
+    topic: &str,
+    queues: u32,
+    attrs: &str,
+) -> remoting::Frame {
+    let q = queues.to_string();
+    let mut cmd =
+        remoting::RemotingCommand::request(remoting::codes::request::UPDATE_AND_CREATE_TOPIC, 7);
+    for (k, v) in [
+        ("topic", topic),
+        ("defaultTopic", "TBW102"),
+        ("readQueueNums", &q),
+        ("writeQueueNums", &q),
+        ("perm", "6"),
+        ("topicFilterType", "SINGLE_TAG"),
+        ("order", "false"),
+        ("attributes", attrs),
+    ] {
+        cmd.ext_fields.insert(k.into(), v.into());
+    }
+    remoting_call(addr, &cmd, b"")
+}
+
 /// One remoting request and its answer, on a connection of its own (read timeout 30 s).
 pub fn remoting_call(addr: &str, cmd: &remoting::RemotingCommand, body: &[u8]) -> remoting::Frame {
     use std::io::{Read, Write};

@@ -54,25 +54,6 @@ fn body_json(f: &remoting::Frame) -> serde_json::Value {
     remoting::body::from_json(&f.body).unwrap()
 }
 
-/// UPDATE_AND_CREATE_TOPIC of `topic` (`queues` queues) with the attribute change `attrs`.
-fn update_topic(addr: &str, topic: &str, queues: u32, attrs: &str) -> remoting::Frame {
-    let q = queues.to_string();
-    call(
-        addr,
-        request::UPDATE_AND_CREATE_TOPIC,
-        &[
-            ("topic", topic),
-            ("defaultTopic", "TBW102"),
-            ("readQueueNums", &q),
-            ("writeQueueNums", &q),
-            ("perm", "6"),
-            ("topicFilterType", "SINGLE_TAG"),
-            ("order", "false"),
-            ("attributes", attrs),
-        ],
-    )
-}
-
 /// GET_TOPIC_CONFIG of `topic` from every core: (code, body) of each.
 fn topic_configs(ns: &str, topic: &str) -> Vec<(i32, Option<serde_json::Value>)> {
     core_addrs(ns)
@@ -118,7 +99,12 @@ fn topic_and_group_configs_with_attributes_are_served_as_rocketmq_5_serves_them(
         );
         assert!(ok, "{text}");
     } else {
-        let f = update_topic(&c.broker.addr, "AttrTopic", 4, "+message.type=FIFO");
+        let f = integration::update_topic_with_attributes(
+            &c.broker.addr,
+            "AttrTopic",
+            4,
+            "+message.type=FIFO",
+        );
         assert_eq!(f.command.code, response::SUCCESS, "{:?}", f.command.remark);
     }
     integration::wait_for_route(&ns, "AttrTopic");
@@ -174,12 +160,17 @@ fn topic_and_group_configs_with_attributes_are_served_as_rocketmq_5_serves_them(
             "attempt to update an unchangeable attribute",
         ),
     ] {
-        let f = update_topic(&broker, "AttrTopic", 4, attrs);
+        let f = integration::update_topic_with_attributes(&broker, "AttrTopic", 4, attrs);
         let remark = f.command.remark.clone().unwrap_or_default();
         assert_eq!(f.command.code, code, "{attrs}: {remark}");
         assert!(remark.contains(words), "{attrs}: {remark}");
     }
-    let f = update_topic(&broker, "NewAttrTopic", 2, "+cleanup.policy=COMPACTION");
+    let f = integration::update_topic_with_attributes(
+        &broker,
+        "NewAttrTopic",
+        2,
+        "+cleanup.policy=COMPACTION",
+    );
     assert_eq!(f.command.code, response::SYSTEM_ERROR);
     assert!(
         f.command
@@ -191,9 +182,10 @@ fn topic_and_group_configs_with_attributes_are_served_as_rocketmq_5_serves_them(
         f.command.remark
     );
     // An update without attributes keeps them; one with a change replaces the value.
-    let f = update_topic(&broker, "AttrTopic", 4, "");
+    let f = integration::update_topic_with_attributes(&broker, "AttrTopic", 4, "");
     assert_eq!(f.command.code, response::SUCCESS);
-    let f = update_topic(&broker, "AttrTopic", 4, "+message.type=DELAY");
+    let f =
+        integration::update_topic_with_attributes(&broker, "AttrTopic", 4, "+message.type=DELAY");
     assert_eq!(f.command.code, response::SUCCESS, "{:?}", f.command.remark);
 
     // A subscription group stored by the admin tool, read back by the 5.x admin.

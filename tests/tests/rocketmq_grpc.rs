@@ -1,0 +1,576 @@
+//! RocketMQ 5's gRPC protocol (`apache.rocketmq.v2.MessagingService`) spoken to the broker's
+//! ports by a client of h2 and the v2 protos: what the v5 SDKs rely on (routes that lead each
+//! queue to its core, sends stored as RocketMQ's Proxy stores them, the Telemetry settings
+//! exchange, transaction checks pushed on the Telemetry stream) and bad input answered with
+//! a status while the connection keeps serving. The SDKs themselves run in
+//! `rocketmq_v5_java.rs`.
+
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use glommio::{LocalExecutorBuilder, Placement};
+use grpc_h2::h2::client::SendRequest;
+use grpc_h2::h2::RecvStream;
+use grpc_h2::http::{Method, Request};
+use grpc_h2::{encode_message, Compat};
+use grpc_proto::v2;
+use grpc_proto::Rpc;
+use integration::{core_addrs, create_topic, drain_topic, hops_and_stored, Cluster};
+use prost::Message as _;
+
+/// Runs `f` on a glommio executor of this thread, failing after `limit` rather than hanging.
+fn run<Fut: Future<Output = ()>>(limit: Duration, f: impl FnOnce() -> Fut) {
+    let ex = LocalExecutorBuilder::new(Placement::Unbound)
+        .io_memory(1 << 20)
+        .make()
+        .unwrap();
+    ex.run(async move {
+        glommio::timer::timeout(limit, async move {
+            f().await;
+            Ok(())
+        })
+        .await
+        .expect("the gRPC client did not finish in time");
+    });
+}
+
+async fn connect(addr: &str) -> SendRequest<Bytes> {
+    let tcp = glommio::net::TcpStream::connect(addr).await.unwrap();
+    tcp.set_nodelay(true).unwrap();
+    let (client, conn) = grpc_h2::h2::client::handshake(Compat::new(tcp))
+        .await
+        .unwrap();
+    glommio::spawn_local(async move {
+        let _ = conn.await;
+    })
+    .detach();
+    client
+}
+
+fn request(path: &str, client_id: Option<&str>) -> Request<()> {
+    let mut r = Request::builder()
+        .method(Method::POST)
+        .uri(format!("http://corvus{path}"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .header("x-mq-language", "RUST")
+        .header("x-mq-protocol", "v2");
+    if let Some(id) = client_id {
+        r = r.header("x-mq-client-id", id);
+    }
+    r.body(()).unwrap()
+}
+
+/// What a client sees of a unary call.
+#[derive(Debug)]
+struct Reply {
+    grpc_status: String,
+    grpc_message: String,
+    message: Option<Bytes>,
+}
+
+/// Takes one whole gRPC message off `buf`, reading `body` as needed; `None` at its end.
+async fn next_message(body: &mut RecvStream, buf: &mut BytesMut) -> Option<Bytes> {
+    loop {
+        if buf.len() >= 5 {
+            let len = u32::from_be_bytes(buf[1..5].try_into().unwrap()) as usize;
+            if buf.len() >= 5 + len {
+                return Some(buf.split_to(5 + len).freeze().slice(5..));
+            }
+        }
+        let chunk = body.data().await?.unwrap();
+        let _ = body.flow_control().release_capacity(chunk.len());
+        buf.extend_from_slice(&chunk);
+    }
+}
+
+/// A unary call of `path` with `payload` as its message.
+async fn call(
+    client: &SendRequest<Bytes>,
+    path: &str,
+    client_id: Option<&str>,
+    payload: &[u8],
+) -> Reply {
+    let mut c = client.clone().ready().await.unwrap();
+    let (response, mut send) = c.send_request(request(path, client_id), false).unwrap();
+    send.send_data(encode_message(payload).unwrap(), true)
+        .unwrap();
+    let (parts, mut body) = response.await.unwrap().into_parts();
+    assert_eq!(parts.status, 200, "{path}");
+    let header =
+        |h: &grpc_h2::http::HeaderMap, k: &str| h.get(k).map(|v| v.to_str().unwrap().to_owned());
+    // A trailers-only answer carries the status in its headers.
+    if let Some(status) = header(&parts.headers, "grpc-status") {
+        return Reply {
+            grpc_status: status,
+            grpc_message: header(&parts.headers, "grpc-message").unwrap_or_default(),
+            message: None,
+        };
+    }
+    let message = next_message(&mut body, &mut BytesMut::new()).await;
+    let trailers = body.trailers().await.unwrap().unwrap();
+    Reply {
+        grpc_status: header(&trailers, "grpc-status").unwrap(),
+        grpc_message: header(&trailers, "grpc-message").unwrap_or_default(),
+        message,
+    }
+}
+
+/// A unary RPC that must end with gRPC OK; its response.
+async fn unary<Resp: prost::Message + Default>(
+    client: &SendRequest<Bytes>,
+    rpc: Rpc,
+    client_id: &str,
+    req: &impl prost::Message,
+) -> Resp {
+    let r = call(client, rpc.path(), Some(client_id), &req.encode_to_vec()).await;
+    assert_eq!(r.grpc_status, "0", "{rpc:?}: {r:?}");
+    Resp::decode(r.message.unwrap()).unwrap()
+}
+
+fn code(s: &Option<v2::Status>) -> v2::Code {
+    v2::Code::try_from(s.as_ref().unwrap().code).unwrap()
+}
+
+fn resource(name: &str) -> Option<v2::Resource> {
+    Some(v2::Resource {
+        resource_namespace: String::new(),
+        name: name.to_owned(),
+    })
+}
+
+fn route_request(topic: &str) -> v2::QueryRouteRequest {
+    v2::QueryRouteRequest {
+        topic: resource(topic),
+        endpoints: None,
+    }
+}
+
+/// A message as the Java SDK builds one, for queue `queue_id` of its route.
+fn message(topic: &str, id: &str, queue_id: i32, body: &[u8]) -> v2::Message {
+    v2::Message {
+        topic: resource(topic),
+        user_properties: [("color".to_owned(), "blue".to_owned())].into(),
+        system_properties: Some(v2::SystemProperties {
+            tag: Some("TagA".into()),
+            keys: vec!["k1".into(), "k2".into()],
+            message_id: id.to_owned(),
+            body_encoding: v2::Encoding::Identity as i32,
+            message_type: v2::MessageType::Normal as i32,
+            born_timestamp: Some(prost_types::Timestamp {
+                seconds: 1_700_000_000,
+                nanos: 0,
+            }),
+            born_host: "test-host".into(),
+            queue_id,
+            ..Default::default()
+        }),
+        body: Bytes::copy_from_slice(body),
+    }
+}
+
+fn send_request(messages: Vec<v2::Message>) -> v2::SendMessageRequest {
+    v2::SendMessageRequest { messages }
+}
+
+fn endpoint(q: &v2::MessageQueue) -> String {
+    let a = &q
+        .broker
+        .as_ref()
+        .unwrap()
+        .endpoints
+        .as_ref()
+        .unwrap()
+        .addresses[0];
+    format!("{}:{}", a.host, a.port)
+}
+
+/// The route leads each core's queues to that core's own port, sends there cross no core,
+/// and are stored with what RocketMQ's Proxy stores (tag, keys, message id, user
+/// properties).
+#[test]
+fn routes_lead_each_queue_to_its_core_and_sends_are_stored_as_the_proxy_stores_them() {
+    let c = Cluster::start(2, "small");
+    let ns = c.namesrv.addr.clone();
+    create_topic(&ns, "GrpcTopic", 8);
+    let cores: BTreeSet<String> = core_addrs(&ns).into_iter().collect();
+    let (hops_before, _) = hops_and_stored(&ns, &c.broker.addr);
+    let broker = c.broker.addr.clone();
+    let mut sent_ids = Vec::new();
+    let sent = &mut sent_ids;
+    run(Duration::from_secs(60), || async move {
+        let client = connect(&broker).await;
+        let route: v2::QueryRouteResponse = unary(
+            &client,
+            Rpc::QueryRoute,
+            "route-client",
+            &route_request("GrpcTopic"),
+        )
+        .await;
+        assert_eq!(code(&route.status), v2::Code::Ok);
+        assert_eq!(route.message_queues.len(), 8, "{route:?}");
+        let endpoints: BTreeSet<String> = route.message_queues.iter().map(endpoint).collect();
+        assert_eq!(endpoints, cores, "every core at its own direct address");
+        let brokers: BTreeSet<&str> = route
+            .message_queues
+            .iter()
+            .map(|q| q.broker.as_ref().unwrap().name.as_str())
+            .collect();
+        assert_eq!(brokers.len(), 2, "each core is a broker of its own");
+        for q in &route.message_queues {
+            assert_eq!(q.permission, v2::Permission::ReadWrite as i32);
+            assert_eq!(q.accept_message_types, [v2::MessageType::Normal as i32]);
+        }
+
+        let missing: v2::QueryRouteResponse = unary(
+            &client,
+            Rpc::QueryRoute,
+            "route-client",
+            &route_request("NoSuchTopic"),
+        )
+        .await;
+        assert_eq!(code(&missing.status), v2::Code::TopicNotFound);
+
+        // One send to every queue, at the endpoint the route gives it.
+        for (i, q) in route.message_queues.iter().enumerate() {
+            let at = connect(&endpoint(q)).await;
+            let id = format!("0100000000000000000000000{i:09}");
+            let m = message("GrpcTopic", &id, q.id, format!("body-{i}").as_bytes());
+            let r: v2::SendMessageResponse =
+                unary(&at, Rpc::SendMessage, "producer-1", &send_request(vec![m])).await;
+            assert_eq!(code(&r.status), v2::Code::Ok, "{r:?}");
+            assert_eq!(r.entries.len(), 1);
+            assert_eq!(r.entries[0].message_id, id);
+            sent.push(id);
+        }
+    });
+    let (hops_after, _) = hops_and_stored(&ns, &c.broker.addr);
+    assert_eq!(
+        hops_after, hops_before,
+        "sends to each queue's core cross no core"
+    );
+
+    let consumer = client::PullConsumer::new(&ns, "grpc-check").unwrap();
+    let stored = drain_topic(&consumer, "GrpcTopic", Duration::from_secs(20));
+    assert_eq!(stored.len(), 8);
+    let mut ids: Vec<String> = stored.iter().map(|m| m.msg_id.clone()).collect();
+    ids.sort();
+    sent_ids.sort();
+    assert_eq!(
+        ids, sent_ids,
+        "each message is stored under the client's message id"
+    );
+    for m in &stored {
+        assert!(String::from_utf8_lossy(&m.body).starts_with("body-"));
+        assert_eq!(m.tags.as_deref(), Some("TagA"));
+        assert_eq!(m.keys, ["k1", "k2"]);
+        assert_eq!(m.property("color"), Some("blue"));
+    }
+}
+
+/// Bad calls get a status and a message; the connection and its other calls go on.
+#[test]
+fn bad_calls_are_answered_with_statuses_and_the_connection_keeps_serving() {
+    let c = Cluster::start(1, "small");
+    let ns = c.namesrv.addr.clone();
+    create_topic(&ns, "GrpcBad", 2);
+    let broker = c.broker.addr.clone();
+    run(Duration::from_secs(60), || async move {
+        let client = connect(&broker).await;
+        let send = Rpc::SendMessage.path();
+
+        let garbled = call(&client, send, Some("bad-1"), &[0xff, 0xff, 0xff]).await;
+        assert_eq!(garbled.grpc_status, "3", "INVALID_ARGUMENT: {garbled:?}");
+        assert!(garbled.grpc_message.contains("malformed"), "{garbled:?}");
+
+        let unknown = call(
+            &client,
+            "/apache.rocketmq.v2.MessagingService/NoSuchMethod",
+            Some("bad-1"),
+            b"",
+        )
+        .await;
+        assert_eq!(unknown.grpc_status, "12", "UNIMPLEMENTED: {unknown:?}");
+
+        let good = send_request(vec![message("GrpcBad", "01AA", 0, b"ok")]);
+        let anonymous = call(&client, send, None, &good.encode_to_vec()).await;
+        let r = v2::SendMessageResponse::decode(anonymous.message.unwrap()).unwrap();
+        assert_eq!(code(&r.status), v2::Code::ClientIdRequired);
+
+        let refused = |m: v2::Message| send_request(vec![m]);
+        let mut empty = message("GrpcBad", "01AB", 0, b"");
+        empty.body = Bytes::new();
+        let mut fifo = message("GrpcBad", "01AC", 0, b"fifo");
+        if let Some(s) = fifo.system_properties.as_mut() {
+            s.message_group = Some("g1".into());
+            s.message_type = v2::MessageType::Fifo as i32;
+        }
+        let mut reserved = message("GrpcBad", "01AD", 0, b"reserved");
+        reserved
+            .user_properties
+            .insert("UNIQ_KEY".into(), "forged".into());
+        let no_id = message("GrpcBad", "", 0, b"no id");
+        let mut long_group = message("GrpcBad", "01AE", 0, b"group");
+        if let Some(s) = long_group.system_properties.as_mut() {
+            s.message_group = Some("g".repeat(64));
+        }
+        for (m, expected) in [
+            (empty, v2::Code::MessageBodyEmpty),
+            (fifo, v2::Code::MessagePropertyConflictWithType),
+            (reserved, v2::Code::IllegalMessagePropertyKey),
+            (no_id, v2::Code::IllegalMessageId),
+            (long_group, v2::Code::IllegalMessageGroup),
+        ] {
+            let r: v2::SendMessageResponse =
+                unary(&client, Rpc::SendMessage, "bad-1", &refused(m)).await;
+            assert_eq!(code(&r.status), expected, "{r:?}");
+            assert!(!r.status.unwrap().message.is_empty());
+        }
+
+        let forged = v2::EndTransactionRequest {
+            topic: resource("GrpcBad"),
+            message_id: "01AF".into(),
+            transaction_id: "not-a-transaction".into(),
+            resolution: v2::TransactionResolution::Commit as i32,
+            source: v2::TransactionSource::SourceClient as i32,
+            trace_context: String::new(),
+        };
+        let r: v2::EndTransactionResponse =
+            unary(&client, Rpc::EndTransaction, "bad-1", &forged).await;
+        assert_eq!(code(&r.status), v2::Code::InvalidTransactionId);
+
+        let hb = v2::HeartbeatRequest {
+            group: None,
+            client_type: v2::ClientType::Producer as i32,
+        };
+        let r: v2::HeartbeatResponse = unary(&client, Rpc::Heartbeat, "bad-1", &hb).await;
+        assert_eq!(
+            code(&r.status),
+            v2::Code::UnrecognizedClientType,
+            "a heartbeat before the client's settings"
+        );
+
+        // The same connection still serves a good send.
+        let r: v2::SendMessageResponse = unary(&client, Rpc::SendMessage, "bad-1", &good).await;
+        assert_eq!(code(&r.status), v2::Code::Ok, "{r:?}");
+    });
+    let consumer = client::PullConsumer::new(&ns, "grpc-check").unwrap();
+    let stored = drain_topic(&consumer, "GrpcBad", Duration::from_secs(20));
+    let bodies: Vec<&[u8]> = stored.iter().map(|m| &m.body[..]).collect();
+    assert_eq!(bodies, [&b"ok"[..]], "only the good send was stored");
+}
+
+/// An open Telemetry stream: the client's side to send on, the server's to read.
+struct Telemetry {
+    send: grpc_h2::h2::SendStream<Bytes>,
+    body: RecvStream,
+    buf: BytesMut,
+}
+
+impl Telemetry {
+    /// Opens the stream with `first` as the client's first command; the server's answer
+    /// headers come with its first message.
+    async fn open(
+        client: &SendRequest<Bytes>,
+        client_id: &str,
+        first: &v2::TelemetryCommand,
+    ) -> Telemetry {
+        let mut c = client.clone().ready().await.unwrap();
+        let (response, mut send) = c
+            .send_request(request(Rpc::Telemetry.path(), Some(client_id)), false)
+            .unwrap();
+        send.send_data(encode_message(&first.encode_to_vec()).unwrap(), false)
+            .unwrap();
+        let (parts, body) = response.await.unwrap().into_parts();
+        assert_eq!(parts.status, 200);
+        assert!(parts.headers.get("grpc-status").is_none(), "{parts:?}");
+        Telemetry {
+            send,
+            body,
+            buf: BytesMut::new(),
+        }
+    }
+
+    async fn next(&mut self) -> v2::TelemetryCommand {
+        let m = next_message(&mut self.body, &mut self.buf).await.unwrap();
+        v2::TelemetryCommand::decode(m).unwrap()
+    }
+}
+
+fn producer_settings(topic: &str) -> v2::TelemetryCommand {
+    v2::TelemetryCommand {
+        status: None,
+        command: Some(v2::telemetry_command::Command::Settings(v2::Settings {
+            client_type: Some(v2::ClientType::Producer as i32),
+            request_timeout: Some(prost_types::Duration {
+                seconds: 3,
+                nanos: 0,
+            }),
+            pub_sub: Some(v2::settings::PubSub::Publishing(v2::Publishing {
+                topics: vec![resource(topic).unwrap()],
+                max_body_size: 0,
+                validate_message_type: false,
+            })),
+            ..Default::default()
+        })),
+    }
+}
+
+fn transactional(id: &str, body: &[u8]) -> v2::SendMessageRequest {
+    let mut m = message("GrpcTx", id, 0, body);
+    if let Some(s) = m.system_properties.as_mut() {
+        s.message_type = v2::MessageType::Transaction as i32;
+    }
+    send_request(vec![m])
+}
+
+fn end(
+    id: &str,
+    transaction_id: &str,
+    resolution: v2::TransactionResolution,
+) -> v2::EndTransactionRequest {
+    v2::EndTransactionRequest {
+        topic: resource("GrpcTx"),
+        message_id: id.to_owned(),
+        transaction_id: transaction_id.to_owned(),
+        resolution: resolution as i32,
+        source: v2::TransactionSource::SourceClient as i32,
+        trace_context: String::new(),
+    }
+}
+
+/// A producer's settings come back completed (the Java SDK starts only once they do); a
+/// transaction it leaves undecided is checked through its Telemetry stream and its answer
+/// decides it; commits and rollbacks of its own are kept.
+#[test]
+fn telemetry_completes_settings_and_carries_transaction_checks_to_v5_producers() {
+    let c = Cluster::start_with(1, "small", |o| {
+        o.config_toml =
+            Some("transaction_timeout_ms = 500\ntransaction_check_interval_ms = 300\n".into())
+    });
+    let ns = c.namesrv.addr.clone();
+    let broker = c.broker.addr.clone();
+    let created = integration::update_topic_with_attributes(
+        &broker,
+        "GrpcTx",
+        2,
+        "+message.type=TRANSACTION",
+    );
+    assert_eq!(created.command.code, 0, "{:?}", created.command.remark);
+    integration::wait_for_route(&ns, "GrpcTx");
+    run(Duration::from_secs(60), || async move {
+        let client = connect(&broker).await;
+        let mut telemetry =
+            Telemetry::open(&client, "tx-producer", &producer_settings("GrpcTx")).await;
+        let reply = telemetry.next().await;
+        assert_eq!(code(&reply.status), v2::Code::Ok);
+        let Some(v2::telemetry_command::Command::Settings(s)) = reply.command else {
+            panic!("the answer to settings carries settings: {reply:?}");
+        };
+        let backoff = s.backoff_policy.unwrap();
+        assert_eq!(backoff.max_attempts, 3);
+        assert!(
+            backoff.strategy.is_some(),
+            "a retry policy with its strategy"
+        );
+        let Some(v2::settings::PubSub::Publishing(p)) = s.pub_sub else {
+            panic!("a producer's settings publish");
+        };
+        // The broker's `message_bytes_max` (the small profile's 1 MiB): the client refuses
+        // larger bodies itself.
+        assert_eq!(p.max_body_size, 1 << 20, "{p:?}");
+        assert!(p.validate_message_type);
+
+        let hb = v2::HeartbeatRequest {
+            group: None,
+            client_type: v2::ClientType::Producer as i32,
+        };
+        let r: v2::HeartbeatResponse = unary(&client, Rpc::Heartbeat, "tx-producer", &hb).await;
+        assert_eq!(code(&r.status), v2::Code::Ok);
+
+        // Committed and rolled back by the producer; one left to the broker's check.
+        let mut ids = Vec::new();
+        for (id, body) in [
+            ("01C0", "commit"),
+            ("01C1", "rollback"),
+            ("01C2", "checked"),
+        ] {
+            let r: v2::SendMessageResponse = unary(
+                &client,
+                Rpc::SendMessage,
+                "tx-producer",
+                &transactional(id, body.as_bytes()),
+            )
+            .await;
+            assert_eq!(code(&r.status), v2::Code::Ok, "{r:?}");
+            ids.push(r.entries[0].transaction_id.clone());
+        }
+        for (i, resolution) in [
+            v2::TransactionResolution::Commit,
+            v2::TransactionResolution::Rollback,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let id = format!("01C{i}");
+            let r: v2::EndTransactionResponse = unary(
+                &client,
+                Rpc::EndTransaction,
+                "tx-producer",
+                &end(&id, &ids[i], resolution),
+            )
+            .await;
+            assert_eq!(code(&r.status), v2::Code::Ok, "{r:?}");
+        }
+
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let (message, transaction_id) = loop {
+            assert!(Instant::now() < deadline, "no transaction check came");
+            let command = telemetry.next().await;
+            if let Some(v2::telemetry_command::Command::RecoverOrphanedTransactionCommand(r)) =
+                command.command
+            {
+                break (r.message.unwrap(), r.transaction_id);
+            }
+        };
+        let sys = message.system_properties.unwrap();
+        assert_eq!(
+            sys.message_id, "01C2",
+            "only the undecided message is checked"
+        );
+        assert_eq!(message.topic.unwrap().name, "GrpcTx");
+        assert_eq!(&message.body[..], b"checked");
+        // The check names the half message as the broker keeps it now (a check re-stores
+        // it, as RocketMQ's does); the answer goes with that id.
+        assert_eq!(transaction_id.len(), 32, "{transaction_id}");
+        let mut answer = end("01C2", &transaction_id, v2::TransactionResolution::Commit);
+        answer.source = v2::TransactionSource::SourceServerCheck as i32;
+        let r: v2::EndTransactionResponse =
+            unary(&client, Rpc::EndTransaction, "tx-producer", &answer).await;
+        assert_eq!(code(&r.status), v2::Code::Ok, "{r:?}");
+        telemetry.send.send_data(Bytes::new(), true).unwrap();
+    });
+    let consumer = client::PullConsumer::new(&ns, "grpc-check").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let bodies = loop {
+        let stored = drain_topic(&consumer, "GrpcTx", Duration::from_secs(20));
+        let mut bodies: Vec<String> = stored
+            .iter()
+            .map(|m| String::from_utf8_lossy(&m.body).into_owned())
+            .collect();
+        bodies.sort();
+        if bodies.len() >= 2 || Instant::now() > deadline {
+            break bodies;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(
+        bodies,
+        ["checked", "commit"],
+        "the rolled-back message is never delivered"
+    );
+}
