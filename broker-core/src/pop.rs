@@ -50,6 +50,8 @@ pub const ORDER_REVIVE_QID: u32 = 999;
 /// The longest a message is hidden (RocketMQ 5's max invisible duration is 12 h; a day
 /// leaves room).
 pub const INVISIBLE_MS_MAX: u64 = 24 * 3600 * 1000;
+/// How long a message is hidden while it goes to the dead letters (longer if that fails).
+const DEAD_LETTER_HIDE_MS: u64 = 60_000;
 /// Pop-log records read per step of a replay.
 const REPLAY_BATCH: u32 = 256;
 
@@ -271,7 +273,10 @@ struct QueueState {
     /// The group's consume offset: every offset below is acked, dead-lettered or filtered
     /// out.
     consumed: u64,
-    /// The next offset not yet read by a pop.
+    /// The next offset a pop reads new messages from. A replay puts it back at the consume
+    /// offset: the offsets of the window not in it (filtered out, or never handed out
+    /// because their checkpoint was not written) are read again, the ones in it are
+    /// stepped over.
     cursor: u64,
     /// The offsets from `consumed` handed out (the window).
     entries: BTreeMap<u64, Entry>,
@@ -281,12 +286,17 @@ impl QueueState {
     /// Drops the acked entries at the window's start and moves the consume offset.
     fn compact(&mut self) {
         while let Some(e) = self.entries.first_entry() {
-            if !e.get().acked {
+            // One at or past the cursor stays until the cursor passes it, so that a read
+            // from the cursor knows to step over it.
+            if !e.get().acked || *e.key() >= self.cursor {
                 break;
             }
             e.remove();
         }
-        self.consumed = self.entries.keys().next().copied().unwrap_or(self.cursor);
+        // The cursor is below the window's entries after a replay, until the gap is read
+        // again (`QueueState::cursor`).
+        let first = self.entries.keys().next().copied().unwrap_or(self.cursor);
+        self.consumed = first.min(self.cursor);
     }
 
     fn ck_floor(&self) -> Option<u64> {
@@ -576,12 +586,21 @@ impl Core {
                 let until = (at - self.shared.clock.wall_ms()).max(1) as u64;
                 wait = wait.min(Duration::from_millis(until));
             }
+            // The appends of one shard wake the wait: with the topic's queues of this core
+            // on several shards, the others are looked at again every `POLL_SLICE`.
+            if ids.iter().any(|&q| self.owner(&req.topic, q).0 != shard) {
+                wait = wait.min(POLL_SLICE);
+            }
             let sh = self.local_shard(shard)?;
             let cursors: Vec<(u32, u64)> = ids
                 .iter()
                 .filter(|&&q| self.owner(&req.topic, q).0 == shard)
-                .map(|&q| (q, self.pop_cursor(shard, &req.group, &req.topic, q)))
+                .filter_map(|&q| Some((q, wait_point(self, shard, &req, q)?)))
                 .collect();
+            if cursors.is_empty() {
+                glommio::timer::sleep(wait.min(POLL_SLICE)).await;
+                continue;
+            }
             let topic = req.topic.clone();
             sh.wait_appended_until(wait, || {
                 cursors
@@ -601,6 +620,27 @@ impl Core {
             .and_then(|s| s.queues.get(&(group.to_owned(), topic.to_owned(), q)))
             .map_or(0, |st| st.cursor)
     }
+}
+
+/// How long a long poll sleeps between looks when no append can wake it (an orderly batch
+/// is out, the window is full, or the queues are on several shards).
+const POLL_SLICE: Duration = Duration::from_millis(100);
+
+/// The queue offset whose arrival a waiting pop of `q` waits for; `None` when new messages
+/// cannot be handed out now (an orderly batch is out, or the window is full): only time or
+/// an ack changes that.
+fn wait_point(core: &Core, shard: u16, req: &PopRequest, q: u32) -> Option<u64> {
+    let st = core.pop.shards.borrow();
+    let Some(qs) = st
+        .get(&shard)
+        .and_then(|s| s.queues.get(&(req.group.clone(), req.topic.clone(), q)))
+    else {
+        return Some(0);
+    };
+    let now_ms = core.shared.clock.wall_ms();
+    let blocked = (req.order && qs.entries.values().any(|e| e.hidden(now_ms)))
+        || qs.entries.len() >= WINDOW_MAX;
+    (!blocked).then_some(qs.cursor)
 }
 
 fn min_opt(a: Option<i64>, b: Option<i64>) -> Option<i64> {
@@ -635,28 +675,13 @@ pub(crate) async fn pop_local(
             let until = (at - clock.wall_ms()).max(1) as u64;
             wait = wait.min(Duration::from_millis(until));
         }
-        let (cursor, blocked) = {
-            let st = core.pop.shards.borrow();
-            let q = st.get(&shard).and_then(|s| {
-                s.queues
-                    .get(&(req.group.clone(), req.topic.clone(), queue_id))
-            });
-            let cursor = q.map_or(0, |q| q.cursor);
-            let now_ms = clock.wall_ms();
-            // New messages cannot be handed out: an orderly batch is out, or the window is
-            // full; only time (or an ack) changes that.
-            let blocked = q.is_some_and(|q| {
-                (req.order && q.entries.values().any(|e| e.hidden(now_ms)))
-                    || q.entries.len() >= WINDOW_MAX
-            });
-            (cursor, blocked)
-        };
-        if blocked {
-            glommio::timer::sleep(wait.min(Duration::from_millis(100))).await;
-        } else {
-            core.local_shard(shard)?
-                .wait_for_message(&req.topic, queue_id, shard::QueueOffset(cursor), wait)
-                .await;
+        match wait_point(core, shard, req, queue_id) {
+            Some(cursor) => {
+                core.local_shard(shard)?
+                    .wait_for_message(&req.topic, queue_id, shard::QueueOffset(cursor), wait)
+                    .await;
+            }
+            None => glommio::timer::sleep(wait.min(POLL_SLICE)).await,
         }
     }
     Ok(Popped::default())
@@ -759,7 +784,7 @@ async fn pop_queue(
     // the same offsets.
     let mut claims: Vec<Claim> = Vec::new();
     let mut dead: Vec<(u64, u32, u64)> = Vec::new();
-    let (read_from, room, next_visible) = {
+    let (read_from, room, ahead, next_visible) = {
         let mut st = core.pop.shards.borrow_mut();
         let sp = st.entry(shard).or_default();
         let q = state_mut(core, sp, shard, &key, req.init_mode);
@@ -782,14 +807,18 @@ async fn pop_queue(
                 continue;
             }
             if req.max_attempts > 0 && e.delivered >= req.max_attempts {
-                // Hidden while it goes to the dead letters.
-                e.pop_time_ms = now_ms.max(e.pop_time_ms + 1);
-                e.invisible_ms = 60_000;
+                // Hidden while it goes to the dead letters; its pop time stays that of its
+                // checkpoint, which the ack record names.
+                let hidden_for = now_ms.saturating_sub(e.pop_time_ms).max(0) as u64;
+                e.invisible_ms = hidden_for.saturating_add(DEAD_LETTER_HIDE_MS);
                 dead.push((offset, e.delivered, e.commit_log_offset));
                 continue;
             }
+            // Visible means its invisible time (at least 1 ms) has passed, so `now_ms` is
+            // past its last pop time: every delivery has a pop time of its own.
+            debug_assert!(now_ms > e.pop_time_ms);
             e.delivered += 1;
-            e.pop_time_ms = now_ms.max(e.pop_time_ms + 1);
+            e.pop_time_ms = now_ms;
             e.invisible_ms = invisible_ms;
             claims.push(Claim {
                 offset,
@@ -805,7 +834,9 @@ async fn pop_queue(
         } else {
             (max - claims.len() - dead.len()).min(WINDOW_MAX.saturating_sub(q.entries.len()))
         };
-        (q.cursor, room, q.next_visible_ms(now_ms))
+        // Entries at or past the cursor (after a replay) are read again and stepped over.
+        let ahead = q.entries.range(q.cursor..).count();
+        (q.cursor, room, ahead, q.next_visible_ms(now_ms))
     };
     if room > 0 {
         let filter = TagFilter::parse(&req.tag_expression);
@@ -818,7 +849,7 @@ async fn pop_queue(
                 topic: &req.topic,
                 queue_id,
                 queue_offset: shard::QueueOffset(read_from),
-                max_messages: room as u32,
+                max_messages: (room + ahead) as u32,
                 max_bytes: u32::try_from(core.shared.config.pull_batch_bytes_max)
                     .unwrap_or(u32::MAX),
                 filter: &filter,
@@ -832,6 +863,9 @@ async fn pop_queue(
         let taken_by_other = q.cursor > read_from;
         let orderly_blocked = req.order && q.entries.values().any(|e| e.hidden(now_ms));
         if !(orderly_blocked || req.order && taken_by_other) {
+            // Past the last record looked at: where the next read starts.
+            let mut next = r.next_queue_offset.0;
+            let mut taken = 0;
             for s in &r.records {
                 let Ok(v) = RecordView::parse(s.as_bytes()) else {
                     continue;
@@ -839,6 +873,10 @@ async fn pop_queue(
                 let offset = v.queue_offset();
                 if offset < q.cursor || q.entries.contains_key(&offset) {
                     continue;
+                }
+                if taken == room {
+                    next = offset;
+                    break;
                 }
                 if let Some(f) = &sql92 {
                     if !crate::filters::selects(f, s.as_bytes()) {
@@ -856,6 +894,7 @@ async fn pop_queue(
                         acked: false,
                     },
                 );
+                taken += 1;
                 claims.push(Claim {
                     offset,
                     delivered: 1,
@@ -863,7 +902,7 @@ async fn pop_queue(
                     record: Some(s.to_bytes()),
                 });
             }
-            q.cursor = r.next_queue_offset.0.max(q.cursor);
+            q.cursor = next.max(q.cursor);
         }
     }
     // The records of redeliveries, read again; one gone (retention) is dropped.
@@ -919,7 +958,7 @@ async fn pop_queue(
         with_queue(core, shard, &key, |q| {
             for c in &claims {
                 if let Some(en) = q.entries.get_mut(&c.offset) {
-                    if en.pop_time_ms == now_ms || en.delivered == c.delivered {
+                    if en.pop_time_ms == now_ms {
                         en.ck_log = ck_log;
                     }
                 }
@@ -1391,7 +1430,6 @@ fn apply(
                         acked: false,
                     },
                 );
-                st.cursor = st.cursor.max(offset + 1);
             }
         }
         LogRecord::Ack { c, t, q, pt, o } => {
