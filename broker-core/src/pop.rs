@@ -280,6 +280,8 @@ struct QueueState {
     cursor: u64,
     /// The offsets from `consumed` handed out (the window).
     entries: BTreeMap<u64, Entry>,
+    /// The attempt id of the orderly batch handed out last.
+    batch_attempt: Option<String>,
 }
 
 impl QueueState {
@@ -721,6 +723,7 @@ fn state_mut<'a>(
             consumed: start,
             cursor: start,
             entries: BTreeMap::new(),
+            batch_attempt: None,
         }
     })
 }
@@ -763,6 +766,9 @@ struct Claim {
     delivered: u32,
     commit_log_offset: u64,
     record: Option<Bytes>,
+    /// The delivery's pop time and invisible time (its handle's).
+    pop_time_ms: i64,
+    invisible_ms: u64,
 }
 
 /// One round of a pop of one queue: what it hands out, and when the next hidden entry of
@@ -784,7 +790,9 @@ async fn pop_queue(
     // the same offsets.
     let mut claims: Vec<Claim> = Vec::new();
     let mut dead: Vec<(u64, u32, u64)> = Vec::new();
-    let (read_from, room, ahead, next_visible) = {
+    // An orderly batch that is out, handed out again to the same attempt.
+    let mut again: Option<(Vec<Claim>, Option<i64>)> = None;
+    let (read_from, room, ahead, next_visible) = 'claim: {
         let mut st = core.pop.shards.borrow_mut();
         let sp = st.entry(shard).or_default();
         let q = state_mut(core, sp, shard, &key, req.init_mode);
@@ -797,7 +805,27 @@ async fn pop_queue(
         }
         if req.order && q.entries.values().any(|e| e.hidden(now_ms)) {
             let nv = q.next_visible_ms(now_ms);
-            return Ok((empty(req, shard, now_ms, invisible_ms), nv));
+            // The same receive tried again (its answer lost): the batch that is out, with
+            // the handles it had.
+            let same_attempt = req.attempt_id.is_some() && q.batch_attempt == req.attempt_id;
+            if !same_attempt {
+                return Ok((empty(req, shard, now_ms, invisible_ms), nv));
+            }
+            let batch: Vec<Claim> = q
+                .entries
+                .iter()
+                .filter(|(_, e)| e.hidden(now_ms))
+                .map(|(&offset, e)| Claim {
+                    offset,
+                    delivered: e.delivered,
+                    commit_log_offset: e.commit_log_offset,
+                    record: None,
+                    pop_time_ms: e.pop_time_ms,
+                    invisible_ms: e.invisible_ms,
+                })
+                .collect();
+            again = Some((batch, nv));
+            break 'claim (0, 0, 0, nv);
         }
         for (&offset, e) in q.entries.iter_mut() {
             if claims.len() + dead.len() >= max {
@@ -825,6 +853,8 @@ async fn pop_queue(
                 delivered: e.delivered,
                 commit_log_offset: e.commit_log_offset,
                 record: None,
+                pop_time_ms: now_ms,
+                invisible_ms,
             });
         }
         // An orderly queue hands out its batch again before anything new.
@@ -838,6 +868,16 @@ async fn pop_queue(
         let ahead = q.entries.range(q.cursor..).count();
         (q.cursor, room, ahead, q.next_visible_ms(now_ms))
     };
+    if let Some((mut batch, nv)) = again {
+        for c in batch.iter_mut() {
+            c.record = sh
+                .read_at(shard::CommitLogOffset(c.commit_log_offset))
+                .await?
+                .map(|s| s.to_bytes());
+        }
+        batch.retain(|c| c.record.is_some());
+        return Ok((answer(core, shard, queue_id, req, now_ms, &batch), nv));
+    }
     if room > 0 {
         let filter = TagFilter::parse(&req.tag_expression);
         let sql92 = match &req.sql92 {
@@ -900,6 +940,8 @@ async fn pop_queue(
                     delivered: 1,
                     commit_log_offset: v.physical_offset(),
                     record: Some(s.to_bytes()),
+                    pop_time_ms: now_ms,
+                    invisible_ms,
                 });
             }
             q.cursor = next.max(q.cursor);
@@ -963,6 +1005,9 @@ async fn pop_queue(
                     }
                 }
             }
+            if req.order {
+                q.batch_attempt.clone_from(&req.attempt_id);
+            }
         });
     }
     for (offset, delivered, clo) in dead {
@@ -971,17 +1016,31 @@ async fn pop_queue(
         }
     }
     settle(core, shard, &key);
-    let revive_qid = if req.order {
-        ORDER_REVIVE_QID
-    } else {
-        u32::from(shard)
-    };
+    Ok((
+        answer(core, shard, queue_id, req, now_ms, &claims),
+        next_visible,
+    ))
+}
+
+/// A pop's answer: the claimed messages with their handles and attempts.
+fn answer(
+    core: &Core,
+    shard: u16,
+    queue_id: u32,
+    req: &PopRequest,
+    now_ms: i64,
+    claims: &[Claim],
+) -> Popped {
     let owner_core = protocol::shard_core(shard, core.shared.cores);
     let broker_name = core.core_name(owner_core);
-    let mut out = empty(req, shard, now_ms, invisible_ms);
-    out.revive_qid = revive_qid;
+    let mut out = empty(req, shard, now_ms, req.invisible_ms.max(1));
+    if let Some(c) = claims.first() {
+        out.pop_time_ms = c.pop_time_ms;
+        out.invisible_ms = c.invisible_ms;
+    }
+    let revive_qid = out.revive_qid;
     let first = claims.first().map(|c| c.offset);
-    for c in &claims {
+    for c in claims {
         let Some(rec) = &c.record else { continue };
         let mut bytes = rec.to_vec();
         let at = message::OFF_RECONSUME_TIMES;
@@ -991,8 +1050,8 @@ async fn pop_queue(
         }
         let handle = ReceiptHandle {
             ck_queue_offset: first.unwrap_or(c.offset),
-            pop_time_ms: now_ms,
-            invisible_ms,
+            pop_time_ms: c.pop_time_ms,
+            invisible_ms: c.invisible_ms,
             revive_qid,
             retry_flag: 0,
             broker_name: broker_name.clone(),
@@ -1016,11 +1075,12 @@ async fn pop_queue(
             .push((queue_id, claims.iter().map(|c| c.offset).collect()));
     }
     let cursor = core.pop_cursor(shard, &req.group, &req.topic, queue_id);
-    out.rest = sh
-        .visible_max(&req.topic, queue_id)
-        .0
-        .saturating_sub(cursor);
-    Ok((out, next_visible))
+    out.rest = core.shards.get(&shard).map_or(0, |sh| {
+        sh.visible_max(&req.topic, queue_id)
+            .0
+            .saturating_sub(cursor)
+    });
+    out
 }
 
 fn empty(req: &PopRequest, shard: u16, now_ms: i64, invisible_ms: u64) -> Popped {
@@ -1410,6 +1470,7 @@ fn apply(
                     consumed: stored,
                     cursor: stored,
                     entries: BTreeMap::new(),
+                    batch_attempt: None,
                 }
             });
             for (offset, delivered, clo) in o {

@@ -414,3 +414,59 @@ fn pops_and_acks_reach_the_owning_core() {
     assert_eq!(bodies(&waiting.wait().expect("popped")), ["later"]);
     c.stop();
 }
+
+#[test]
+fn orderly_pop_tried_again_with_its_attempt_id_gets_the_same_batch() {
+    let c = one_core();
+    send(&c, 0, &["m0", "m1", "m2"]);
+    let mut r = req(Some(0), 2, 10_000, 0);
+    r.order = true;
+    r.attempt_id = Some("attempt-1".into());
+    let first = seen(&pop(&c, 0, r.clone()));
+    assert_eq!(first.len(), 2);
+    let again = seen(&pop(&c, 0, r.clone()));
+    assert_eq!(again, first, "the same batch, the same handles");
+    let mut other = r.clone();
+    other.attempt_id = Some("attempt-2".into());
+    assert!(pop(&c, 0, other).messages.is_empty());
+    for m in &again {
+        ack(&c, 0, &m.2).expect("acked");
+    }
+    assert_eq!(bodies(&pop(&c, 0, r)), ["m2"]);
+    c.stop();
+}
+
+#[test]
+fn a_tag_filter_hands_out_matching_messages_and_steps_over_the_rest() {
+    let c = one_core();
+    c.on(0, |core| async move {
+        for (body, tag) in [
+            ("a0", "TagA"),
+            ("b0", "TagB"),
+            ("a1", "TagA"),
+            ("b1", "TagB"),
+        ] {
+            core.send(TOPIC, 0, record(TOPIC, body, Some(tag), &[]), 1)
+                .await
+                .map(|_| ())?;
+        }
+        Ok::<_, BrokerError>(())
+    })
+    .expect("sent");
+    let mut r = req(Some(0), 32, 10_000, 0);
+    r.tag_expression = "TagB".into();
+    let got = seen(&pop(&c, 0, r));
+    assert_eq!(
+        got.iter().map(|m| m.0.as_str()).collect::<Vec<_>>(),
+        ["b0", "b1"]
+    );
+    for m in &got {
+        ack(&c, 0, &m.2).expect("acked");
+    }
+    assert_eq!(
+        consume_offset(&c, 0),
+        Some(4),
+        "the TagA messages are stepped over"
+    );
+    c.stop();
+}
