@@ -432,7 +432,7 @@ impl Core {
 
     /// Whether this core takes sends now: a master's, and in controller mode within the
     /// lease the controllers gave.
-    fn check_master(&self) -> Result<(), BrokerError> {
+    pub(crate) fn check_master(&self) -> Result<(), BrokerError> {
         self.ha.serving().map_err(|why| self.not_master(why))?;
         if let Some(ctl) = &self.ha.controller {
             ctl.lease_holds(&self.shared)

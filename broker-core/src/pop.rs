@@ -109,8 +109,8 @@ pub struct PoppedMessage {
 pub struct Popped {
     pub pop_time_ms: i64,
     pub invisible_ms: u64,
-    /// Every message's revive queue id (the shard's, or [`ORDER_REVIVE_QID`] for an orderly
-    /// pop).
+    /// The first message's revive queue id (its shard's, or [`ORDER_REVIVE_QID`] for an
+    /// orderly pop); each handle carries its own.
     pub revive_qid: u32,
     pub messages: Vec<PoppedMessage>,
     /// (queue id, first offset handed out) per queue read: RocketMQ's startOffsetInfo.
@@ -282,6 +282,8 @@ struct QueueState {
     entries: BTreeMap<u64, Entry>,
     /// The attempt id of the orderly batch handed out last.
     batch_attempt: Option<String>,
+    /// [`QueueState::ck_floor`] as of the last change of the queue.
+    ck_min: Option<u64>,
 }
 
 impl QueueState {
@@ -327,6 +329,9 @@ struct ShardPop {
     /// The windows have been rebuilt from the pop log since start.
     loaded: bool,
     queues: HashMap<QueueKey, QueueState>,
+    /// The pop log's end when each checkpoint being written started: the floor stays at or
+    /// below them until their entries know where the checkpoints went.
+    pending: Vec<u64>,
 }
 
 /// Every local shard's pop state (on its core).
@@ -404,6 +409,8 @@ impl Core {
     /// nothing is visible.
     pub async fn pop(&self, req: PopRequest) -> Result<Popped, BrokerError> {
         check_names(&req.group, &req.topic)?;
+        // Every pop writes its checkpoint: a slave serves none.
+        self.check_master()?;
         if req.max_messages == 0 || req.max_messages > POP_MESSAGES_MAX {
             return Err(BrokerError::BadRequest(format!(
                 "max messages {} is outside 1..={POP_MESSAGES_MAX}",
@@ -512,6 +519,7 @@ impl Core {
         handle: &str,
     ) -> Result<(u16, ReceiptHandle), BrokerError> {
         check_names(group, topic)?;
+        self.check_master()?;
         let h = ReceiptHandle::parse(handle)?;
         let cfg = self.topic_for_read(topic)?;
         let queues = cfg.read_queues.max(cfg.write_queues);
@@ -562,7 +570,11 @@ impl Core {
         let start = self.queue_numbers.next_turn() as usize;
         // Bounded: each round either answers or waits for an append or a deadline.
         for _ in 0..10_000 {
-            let mut out = Popped::default();
+            let mut out = Popped {
+                pop_time_ms: self.shared.clock.wall_ms(),
+                invisible_ms: req.invisible_ms.max(1),
+                ..Default::default()
+            };
             let mut next_visible: Option<i64> = None;
             for i in 0..ids.len() {
                 let q = ids[(start + i) % ids.len()];
@@ -724,6 +736,7 @@ fn state_mut<'a>(
             cursor: start,
             entries: BTreeMap::new(),
             batch_attempt: None,
+            ck_min: None,
         }
     })
 }
@@ -737,9 +750,15 @@ fn settle(core: &Core, shard: u16, key: &QueueKey) {
         };
         let consumed = sp.queues.get_mut(key).map(|q| {
             q.compact();
+            q.ck_min = q.ck_floor();
             q.consumed
         });
-        let floor = sp.queues.values().filter_map(QueueState::ck_floor).min();
+        let floor = sp
+            .queues
+            .values()
+            .filter_map(|q| q.ck_min)
+            .chain(sp.pending.iter().copied())
+            .min();
         (consumed, floor)
     };
     let Some(table) = core.offsets.get(&shard) else {
@@ -982,7 +1001,21 @@ async fn pop_queue(
                 .map(|c| (c.offset, c.delivered, c.commit_log_offset))
                 .collect(),
         };
-        let ck_log = match write_log(core, shard, &rec).await {
+        let log_end = sh.queue_offsets(POP_LOG_TOPIC, u32::from(shard)).max.0;
+        core.pop
+            .shards
+            .borrow_mut()
+            .entry(shard)
+            .or_default()
+            .pending
+            .push(log_end);
+        let written = write_log(core, shard, &rec).await;
+        if let Some(sp) = core.pop.shards.borrow_mut().get_mut(&shard) {
+            if let Some(i) = sp.pending.iter().position(|&p| p == log_end) {
+                sp.pending.swap_remove(i);
+            }
+        }
+        let ck_log = match written {
             Ok(at) => Some(at),
             Err(e) => {
                 // Not handed out: visible again at once, as delivered before.
@@ -1471,6 +1504,7 @@ fn apply(
                     cursor: stored,
                     entries: BTreeMap::new(),
                     batch_attempt: None,
+                    ck_min: None,
                 }
             });
             for (offset, delivered, clo) in o {

@@ -470,3 +470,39 @@ fn a_tag_filter_hands_out_matching_messages_and_steps_over_the_rest() {
     );
     c.stop();
 }
+
+#[test]
+fn a_full_window_hands_out_nothing_new_until_its_first_message_is_done() {
+    let c = one_core();
+    let window = broker_core::pop::WINDOW_MAX as u64;
+    c.on(0, move |core| async move {
+        for i in 0..window + 8 {
+            core.send(TOPIC, 0, record(TOPIC, &format!("m{i}"), None, &[]), 1)
+                .await
+                .map(|_| ())?;
+        }
+        Ok::<_, BrokerError>(())
+    })
+    .expect("sent");
+    let mut handles = Vec::new();
+    for _ in 0..window.div_ceil(32) {
+        handles.extend(
+            seen(&pop(&c, 0, req(Some(0), 32, 60_000, 0)))
+                .into_iter()
+                .map(|m| m.2),
+        );
+    }
+    assert_eq!(handles.len() as u64, window);
+    assert!(
+        pop(&c, 0, req(Some(0), 32, 60_000, 0)).messages.is_empty(),
+        "more than the window handed out"
+    );
+    // Acking one in the middle frees nothing: the consume offset is held by the first.
+    ack(&c, 0, &handles[5]).expect("acked");
+    assert!(pop(&c, 0, req(Some(0), 32, 60_000, 0)).messages.is_empty());
+    ack(&c, 0, &handles[0]).expect("acked");
+    let more = bodies(&pop(&c, 0, req(Some(0), 32, 60_000, 0)));
+    assert_eq!(more, [format!("m{window}")], "room for one more");
+    assert_eq!(inflight(&c), window - 1);
+    c.stop();
+}
