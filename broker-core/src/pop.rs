@@ -1076,10 +1076,15 @@ fn answer(
     for c in claims {
         let Some(rec) = &c.record else { continue };
         let mut bytes = rec.to_vec();
-        let at = message::OFF_RECONSUME_TIMES;
-        if bytes.len() >= at + 4 {
-            let times = i32::try_from(c.delivered.saturating_sub(1)).unwrap_or(i32::MAX);
-            bytes[at..at + 4].copy_from_slice(&times.to_be_bytes());
+        // The count a RocketMQ consumer reads as its delivery count (the CRC refreshed).
+        let times = i32::try_from(c.delivered.saturating_sub(1)).unwrap_or(i32::MAX);
+        if let Err(e) = message::set_reconsume_times(&mut bytes, times) {
+            tracing::warn!(
+                shard,
+                queue_id,
+                offset = c.offset,
+                "a popped record left as stored: {e}"
+            );
         }
         let handle = ReceiptHandle {
             ck_queue_offset: first.unwrap_or(c.offset),

@@ -39,6 +39,7 @@ fn seen(p: &Popped) -> Vec<(String, u32, String)> {
             let v = RecordView::parse(&m.record).expect("a popped record parses");
             assert_eq!(v.queue_offset(), m.queue_offset);
             assert_eq!(v.reconsume_times(), m.attempt as i32 - 1);
+            v.verify_crc().expect("a popped record's CRC holds");
             (
                 String::from_utf8_lossy(v.body()).into_owned(),
                 m.attempt,
