@@ -137,11 +137,11 @@ fn acked_messages_are_not_delivered_again() {
 fn unacked_message_comes_back_with_its_attempt_raised() {
     let c = one_core();
     send(&c, 0, &["m0", "m1"]);
-    let first = seen(&pop(&c, 0, req(Some(0), 1, 300, 0)));
+    let first = seen(&pop(&c, 0, req(Some(0), 1, 1_000, 0)));
     assert_eq!(first.len(), 1);
     assert_eq!((first[0].0.as_str(), first[0].1), ("m0", 1));
     // While m0 is hidden another pop gets m1, never m0.
-    let second = seen(&pop(&c, 0, req(Some(0), 32, 300, 0)));
+    let second = seen(&pop(&c, 0, req(Some(0), 32, 1_000, 0)));
     assert_eq!(second.len(), 1);
     assert_eq!((second[0].0.as_str(), second[0].1), ("m1", 1));
     ack(&c, 0, &second[0].2).expect("m1 acked");
@@ -151,7 +151,7 @@ fn unacked_message_comes_back_with_its_attempt_raised() {
         "m0 holds the consume offset"
     );
     // The long poll wakes when m0's invisible time passes.
-    let back = seen(&pop(&c, 0, req(Some(0), 32, 300, 5_000)));
+    let back = seen(&pop(&c, 0, req(Some(0), 32, 1_000, 5_000)));
     assert_eq!(back.len(), 1);
     assert_eq!((back[0].0.as_str(), back[0].1), ("m0", 2));
     // The first delivery's handle no longer works; the second's does.
@@ -243,7 +243,7 @@ fn popped_state_survives_a_restart() {
     let c = Cluster::start_with(1, 1, |cfg| cfg.offset_flush_interval_ms = 60_000);
     create_topic(&c, TOPIC, 1);
     send(&c, 0, &["m0", "m1", "m2", "m3"]);
-    let got = seen(&pop(&c, 0, req(Some(0), 3, 1_500, 0)));
+    let got = seen(&pop(&c, 0, req(Some(0), 3, 3_000, 0)));
     assert_eq!(got.len(), 3);
     ack(&c, 0, &got[0].2).expect("m0 acked");
     let c = c.restart(1);
@@ -276,7 +276,7 @@ fn popped_state_survives_a_crash() {
     });
     create_topic(&c, TOPIC, 1);
     send(&c, 0, &["m0", "m1", "m2", "m3"]);
-    let got = seen(&pop(&c, 0, req(Some(0), 3, 1_500, 0)));
+    let got = seen(&pop(&c, 0, req(Some(0), 3, 3_000, 0)));
     assert_eq!(got.len(), 3);
     ack(&c, 0, &got[0].2).expect("m0 acked");
     let crashed = c.crash_copy(1);
@@ -354,7 +354,7 @@ fn forged_and_garbled_handles_are_refused() {
 fn orderly_pop_hands_out_one_batch_at_a_time() {
     let c = one_core();
     send(&c, 0, &["m0", "m1", "m2", "m3", "m4"]);
-    let mut r = req(Some(0), 2, 300, 0);
+    let mut r = req(Some(0), 2, 1_500, 0);
     r.order = true;
     let first = seen(&pop(&c, 0, r.clone()));
     assert_eq!(
@@ -505,5 +505,38 @@ fn a_full_window_hands_out_nothing_new_until_its_first_message_is_done() {
     let more = bodies(&pop(&c, 0, req(Some(0), 32, 60_000, 0)));
     assert_eq!(more, [format!("m{window}")], "room for one more");
     assert_eq!(inflight(&c), window - 1);
+    c.stop();
+}
+
+#[test]
+fn a_sql92_filter_hands_out_matching_messages_only() {
+    let c = Cluster::start_with(1, 1, |cfg| cfg.enable_property_filter = true);
+    create_topic(&c, TOPIC, 1);
+    c.on(0, |core| async move {
+        for (body, a) in [("x1", "1"), ("x2", "2"), ("x3", "1"), ("x4", "2")] {
+            core.send(TOPIC, 0, record(TOPIC, body, None, &[("a", a)]), 1)
+                .await
+                .map(|_| ())?;
+        }
+        Ok::<_, BrokerError>(())
+    })
+    .expect("sent");
+    let mut r = req(Some(0), 32, 10_000, 0);
+    r.sql92 = Some("a = 2".into());
+    let got = seen(&pop(&c, 0, r.clone()));
+    assert_eq!(
+        got.iter().map(|m| m.0.as_str()).collect::<Vec<_>>(),
+        ["x2", "x4"]
+    );
+    for m in &got {
+        ack(&c, 0, &m.2).expect("acked");
+    }
+    assert_eq!(consume_offset(&c, 0), Some(4));
+    r.sql92 = Some("a = = 2".into());
+    assert!(
+        c.on(0, move |core| async move { core.pop(r).await })
+            .is_err(),
+        "a filter that does not parse is refused"
+    );
     c.stop();
 }
