@@ -80,6 +80,8 @@ crosses_as_it_is!(
     Vec<Bytes>,
     Option<StoredOffset>,
     (),
+    crate::pop::Popped,
+    String,
 );
 
 impl Crossing for PullOutcome<Vec<StoredSlice>> {
@@ -134,6 +136,9 @@ impl ShardOp {
             ShardOp::ViewByOffset(op) => sent(op.serve(core, shard).await),
             ShardOp::GroupOffset(op) => sent(op.serve(core, shard).await),
             ShardOp::EndTransaction(op) => sent(op.serve(core, shard).await),
+            ShardOp::Pop(op) => sent(op.serve(core, shard).await),
+            ShardOp::PopAck(op) => sent(op.serve(core, shard).await),
+            ShardOp::PopChangeInvisible(op) => sent(op.serve(core, shard).await),
         }
     }
 }
@@ -162,6 +167,7 @@ impl CoreOp {
             CoreOp::TopicDeleted(op) => answered(op.serve(core).await),
             CoreOp::PushReply(op) => answered(op.serve(core).await),
             CoreOp::CheckTransaction(op) => answered(op.serve(core).await),
+            CoreOp::PopInflight(op) => answered(op.serve(core).await),
         }
     }
 }
@@ -233,7 +239,48 @@ impl ShardCall for EndTransaction {
     }
 }
 
+impl ShardCall for PopQueue {
+    type Found = crate::pop::Popped;
+
+    async fn serve(self, core: &Core, shard: u16) -> Result<Self::Found, BrokerError> {
+        crate::pop::pop_local(core, shard, self.queue_id, &self.req).await
+    }
+}
+
+impl ShardCall for PopAck {
+    type Found = ();
+
+    async fn serve(self, core: &Core, shard: u16) -> Result<(), BrokerError> {
+        crate::pop::ack_local(core, shard, &self.group, &self.topic, &self.handle).await
+    }
+}
+
+impl ShardCall for PopChangeInvisible {
+    /// The message's new receipt handle.
+    type Found = String;
+
+    async fn serve(self, core: &Core, shard: u16) -> Result<String, BrokerError> {
+        crate::pop::change_local(
+            core,
+            shard,
+            &self.group,
+            &self.topic,
+            &self.handle,
+            self.invisible_ms,
+        )
+        .await
+    }
+}
+
 // ------------------------------------------------------------------ core ops
+
+impl CoreCall for PopInflight {
+    type Answer = u64;
+
+    async fn serve(self, core: &Core) -> Result<u64, BrokerError> {
+        crate::pop::inflight_local(core, &self.group, &self.topic).await
+    }
+}
 
 impl CoreCall for QueryByKey {
     type Answer = Vec<Bytes>;

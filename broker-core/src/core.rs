@@ -114,6 +114,8 @@ pub struct Core {
     pub(crate) sub_groups_persist: glommio::sync::Semaphore,
     /// Each local shard's transaction check state and op index.
     pub(crate) transactions: crate::transaction::Transactions,
+    /// Each local shard's POP windows.
+    pub(crate) pop: crate::pop::PopState,
     /// The clients connected to this core, reached through its front end (set once the
     /// front end is built; until then, and for a core without one, no client).
     pub(crate) link: RefCell<Weak<dyn ClientLink>>,
@@ -150,7 +152,7 @@ impl Core {
         *self.link.borrow_mut() = link;
     }
 
-    fn owner(&self, topic: &str, queue_id: u32) -> (u16, u16) {
+    pub(crate) fn owner(&self, topic: &str, queue_id: u32) -> (u16, u16) {
         let shard = queue_owner_shard(topic, queue_id, self.shared.shard_count);
         (shard, shard_core(shard, self.shared.cores))
     }
@@ -168,7 +170,11 @@ impl Core {
     /// The front door of every shard: `op` is served here when this core hosts `shard`, or
     /// forwarded to the core that does (counted as a hop), and either way by the op's own
     /// [`ShardCall::serve`]. A rule for every request to a shard belongs here.
-    async fn at_shard<T: ShardCall>(&self, shard: u16, op: T) -> Result<Answer<T>, BrokerError> {
+    pub(crate) async fn at_shard<T: ShardCall>(
+        &self,
+        shard: u16,
+        op: T,
+    ) -> Result<Answer<T>, BrokerError> {
         let core = shard_core(shard, self.shared.cores);
         if core == self.id {
             debug_assert!(
@@ -426,7 +432,7 @@ impl Core {
 
     /// Whether this core takes sends now: a master's, and in controller mode within the
     /// lease the controllers gave.
-    fn check_master(&self) -> Result<(), BrokerError> {
+    pub(crate) fn check_master(&self) -> Result<(), BrokerError> {
         self.ha.serving().map_err(|why| self.not_master(why))?;
         if let Some(ctl) = &self.ha.controller {
             ctl.lease_holds(&self.shared)

@@ -10,6 +10,8 @@
 //! * [`topics`], [`numbering`]: the topic table; how each core numbers a topic's queues.
 //! * [`timer`], [`transaction`], [`reply`], [`filters`], [`sub_groups`]: scheduled
 //!   messages, half messages and their check-back, request-reply, SQL92, group configs.
+//! * [`pop`]: POP consumption (RocketMQ 5): windows of popped messages per queue, kept in
+//!   the shard's log.
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
@@ -21,6 +23,7 @@ pub mod lifecycle;
 pub mod link;
 pub mod mesh;
 pub mod numbering;
+pub mod pop;
 pub mod replica;
 pub mod reply;
 pub mod sub_groups;

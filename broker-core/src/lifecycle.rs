@@ -103,6 +103,7 @@ impl Core {
             topic_store: RefCell::new(TopicStore::default()),
             queue_numbers: Default::default(),
             transactions: Default::default(),
+            pop: Default::default(),
             sql92: Default::default(),
             sub_groups: sub_groups.map(RefCell::new),
             sub_groups_persist: glommio::sync::Semaphore::new(1),

@@ -99,7 +99,35 @@ ops! {
         GroupOffset(OffsetOp),
         /// Commit or roll back one of the shard's half messages.
         EndTransaction(protocol::EndTransaction),
+        /// POP from one of the shard's queues (`crate::pop`).
+        Pop(PopQueue),
+        PopAck(PopAck),
+        PopChangeInvisible(PopChangeInvisible),
     }
+}
+
+/// Pops from one queue of the shard.
+#[derive(Debug)]
+pub struct PopQueue {
+    pub queue_id: u32,
+    pub req: crate::pop::PopRequest,
+}
+
+/// Acks a popped message of one of the shard's queues by its (checked) receipt handle.
+#[derive(Debug)]
+pub struct PopAck {
+    pub group: String,
+    pub topic: String,
+    pub handle: crate::pop::ReceiptHandle,
+}
+
+/// Hides a popped message of one of the shard's queues anew; answered with its new handle.
+#[derive(Debug)]
+pub struct PopChangeInvisible {
+    pub group: String,
+    pub topic: String,
+    pub handle: crate::pop::ReceiptHandle,
+    pub invisible_ms: u64,
 }
 
 /// Stores a batch of records in one of the shard's queues.
@@ -166,7 +194,16 @@ ops! {
         PushReply(PushReply),
         /// To a core: ask a producer of the check's group connected here about a transaction.
         CheckTransaction(protocol::CheckTransaction),
+        PopInflight(PopInflight),
     }
+}
+
+/// To every core: how many messages of a group and topic its shards have popped and not
+/// seen acked.
+#[derive(Debug)]
+pub struct PopInflight {
+    pub group: String,
+    pub topic: String,
 }
 
 /// The serving core's counters.

@@ -222,6 +222,23 @@ impl Cluster {
         Cluster::start_in(dir, cores, self.shard_count, config)
     }
 
+    /// Starts `cores` cores on a copy of this cluster's data taken while it runs: the files
+    /// as a kill -9 would leave them (no stop flushed the offsets or wrote a clean-stop
+    /// marker). With sync flush every acknowledged append is in them. This cluster keeps
+    /// running; the test stops both.
+    pub fn crash_copy(&self, cores: u16) -> Cluster {
+        let from = self
+            .dir
+            .as_ref()
+            .expect("the cluster's data directory")
+            .path();
+        let dir = temp_dir();
+        copy_dir(from, dir.path()).expect("the data directory copies");
+        let mut config = self.shared.config.clone();
+        config.data_dir = dir.path().to_owned();
+        Cluster::start_in(dir, cores, self.shard_count, config)
+    }
+
     fn start_in(
         dir: tempfile::TempDir,
         cores: u16,
@@ -355,6 +372,21 @@ impl Drop for Cluster {
     }
 }
 
+/// Copies the directory tree `from` into `to` (which exists).
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            std::fs::create_dir_all(&target)?;
+            copy_dir(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), &target)?;
+        }
+    }
+    Ok(())
+}
+
 /// A job started on a core, its result not yet taken.
 pub struct Pending<T> {
     core: u16,
@@ -410,6 +442,9 @@ async fn core_main(
         cfg.hot_bytes_max = 4 << 20;
         cfg.write_chunk_bytes = 256 << 10;
         cfg.retention_check_interval_ms = 3_600_000;
+        if shared.config.flush_disk_type == broker_core::config::FlushDiskType::Sync {
+            cfg.flush = shard::FlushPolicy::Sync;
+        }
         match broker_core::lifecycle::open_shard(cfg).await {
             Ok((shard, table)) => {
                 shards.insert(sid, shard);

@@ -600,12 +600,9 @@ impl Shard {
     }
 
     /// Waits until `cond` holds, looking again after every append (and every rise of the
-    /// read cap), or `timeout` passes, or the shard closes. Whether it held.
-    pub(super) async fn wait_appended_until(
-        &self,
-        timeout: Duration,
-        cond: impl Fn() -> bool,
-    ) -> bool {
+    /// read cap), or `timeout` passes, or the shard closes. Whether it held. A long poll
+    /// over several queues of the shard waits on it.
+    pub async fn wait_appended_until(&self, timeout: Duration, cond: impl Fn() -> bool) -> bool {
         let deadline = Instant::now() + timeout;
         loop {
             if cond() {
