@@ -14,6 +14,7 @@
 //! is sent; the outcome is the response's own `Status` ([`v2::Code`]). gRPC statuses are
 //! for what is not a call of the service: an unknown method, a malformed message.
 
+mod consume;
 mod delivered;
 mod route;
 mod send;
@@ -248,10 +249,7 @@ impl Handler for MessagingService {
                 call,
                 message,
                 v2::AckMessageRequest,
-                |_c, _r| v2::AckMessageResponse {
-                    status: not_served(rpc),
-                    ..Default::default()
-                },
+                |_c, r| consume::ack(f, &r).await,
                 |status| v2::AckMessageResponse {
                     status,
                     ..Default::default()
@@ -262,10 +260,7 @@ impl Handler for MessagingService {
                 call,
                 message,
                 v2::ChangeInvisibleDurationRequest,
-                |_c, _r| v2::ChangeInvisibleDurationResponse {
-                    status: not_served(rpc),
-                    ..Default::default()
-                },
+                |_c, r| consume::change_invisible(f, &r).await,
                 |status| v2::ChangeInvisibleDurationResponse {
                     status,
                     ..Default::default()
@@ -360,8 +355,11 @@ impl Handler for MessagingService {
         self.front.count_request();
         let status = match rpc {
             Some(rpc @ Rpc::ReceiveMessage) => {
-                let _: v2::ReceiveMessageRequest = decode(rpc, message)?;
-                not_served(rpc)
+                let r: v2::ReceiveMessageRequest = decode(rpc, message)?;
+                match client_id(&call) {
+                    Some(client) => return consume::receive(&self.front, client, r, replies).await,
+                    None => status(v2::Code::ClientIdRequired, "x-mq-client-id is required"),
+                }
             }
             Some(rpc @ Rpc::PullMessage) => {
                 let _: v2::PullMessageRequest = decode(rpc, message)?;
@@ -407,8 +405,8 @@ impl Handler for MessagingService {
     }
 }
 
-/// The status of an RPC this broker does not serve yet: POP consumption (receive, ack,
-/// change-invisible, dead-lettering) and the offset RPCs.
+/// The status of an RPC this broker does not serve yet: dead-lettering by the client, the
+/// offset RPCs, recall and Lite Topics.
 fn not_served(rpc: Rpc) -> Option<v2::Status> {
     status(
         v2::Code::NotImplemented,

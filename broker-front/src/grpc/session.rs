@@ -24,6 +24,7 @@ use grpc_h2::{Code, GrpcStatus, Replies, Requests};
 use grpc_proto::v2;
 use prost::Message as _;
 
+use super::consume::{group_policy, ConsumerPolicy};
 use super::{encoded, name_of, ok, status};
 use crate::front::Front;
 
@@ -47,6 +48,8 @@ struct Session {
     topics: Vec<String>,
     /// A consumer's group.
     group: Option<String>,
+    /// A consumer's group's FIFO flag and deliveries.
+    policy: ConsumerPolicy,
     commands: Rc<LocalSender<v2::TelemetryCommand>>,
 }
 
@@ -68,6 +71,14 @@ impl Sessions {
     /// The consumer group of `client`'s session.
     pub fn group_of(&self, client: &str) -> Option<String> {
         self.by_client.borrow().get(client)?.group.clone()
+    }
+
+    /// The policy of `client`'s group, RocketMQ's defaults when it has no session here.
+    pub fn consumer_policy(&self, client: &str) -> ConsumerPolicy {
+        self.by_client
+            .borrow()
+            .get(client)
+            .map_or_else(ConsumerPolicy::default, |s| s.policy)
     }
 
     /// Queues `command` for a producer publishing `topic`; false when none has a session here
@@ -145,7 +156,13 @@ pub(super) async fn telemetry(
                     // does not send.
                     continue;
                 };
-                let completed = register(f, client, stream, &tx, settings)?;
+                let policy = match &settings.pub_sub {
+                    Some(v2::settings::PubSub::Subscription(s)) => {
+                        group_policy(f, name_of(&s.group)).await
+                    }
+                    _ => ConsumerPolicy::default(),
+                };
+                let completed = register(f, client, stream, &tx, settings, policy)?;
                 tracing::debug!(%client, %peer, "a v5 client sent its settings");
                 let reply = v2::TelemetryCommand {
                     status: ok(),
@@ -167,6 +184,7 @@ fn register(
     stream: u64,
     tx: &Rc<LocalSender<v2::TelemetryCommand>>,
     mut settings: v2::Settings,
+    policy: ConsumerPolicy,
 ) -> Result<v2::Settings, GrpcStatus> {
     let client_type = settings
         .client_type
@@ -187,7 +205,7 @@ fn register(
             ));
         }
     };
-    complete(f, client_type, &mut settings);
+    complete(f, client_type, policy, &mut settings);
     let commands = tx.clone();
     f.grpc.by_client.borrow_mut().insert(
         client.to_owned(),
@@ -196,6 +214,7 @@ fn register(
             client_type,
             topics,
             group,
+            policy,
             commands,
         },
     );
@@ -215,13 +234,18 @@ const CONSUMER_BACKOFF_SECS: [u64; 18] = [
     1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200,
 ];
 /// A consumer group's retries by default (RocketMQ's `retryMaxTimes`).
-const CONSUMER_RETRIES: i32 = 16;
+pub(super) const CONSUMER_RETRIES: i32 = 16;
 /// Messages per ReceiveMessage of a push consumer, and its long poll.
 const RECEIVE_BATCH: i32 = 32;
 const LONG_POLL: Duration = Duration::from_secs(20);
 
 /// What RocketMQ's Proxy adds to a client's settings before it sends them back.
-fn complete(f: &Front, client_type: v2::ClientType, settings: &mut v2::Settings) {
+fn complete(
+    f: &Front,
+    client_type: v2::ClientType,
+    policy: ConsumerPolicy,
+    settings: &mut v2::Settings,
+) {
     settings.metric = Some(v2::Metric {
         on: false,
         endpoints: None,
@@ -246,9 +270,9 @@ fn complete(f: &Front, client_type: v2::ClientType, settings: &mut v2::Settings)
                 s.receive_batch_size = Some(RECEIVE_BATCH);
                 s.long_polling_timeout = Some(duration(LONG_POLL));
             }
-            s.fifo = Some(s.fifo.unwrap_or(false));
+            s.fifo = Some(policy.fifo);
             settings.backoff_policy = Some(v2::RetryPolicy {
-                max_attempts: CONSUMER_RETRIES + 1,
+                max_attempts: i32::try_from(policy.max_attempts).unwrap_or(i32::MAX),
                 strategy: Some(v2::retry_policy::Strategy::CustomizedBackoff(
                     v2::CustomizedBackoff {
                         next: CONSUMER_BACKOFF_SECS

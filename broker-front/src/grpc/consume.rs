@@ -1,0 +1,308 @@
+//! ReceiveMessage, AckMessage and ChangeInvisibleDuration: the v5 consumers' POP, served by
+//! the kernel's POP on the core that owns the queue (`broker_core::pop`).
+//!
+//! A SimpleConsumer names a queue of its route (this core's number of it) and its own
+//! invisible time (10 s to 12 h, as RocketMQ's Proxy allows); a PushConsumer names queue -1
+//! (any queue of this core, as QueryAssignment gave it) and asks the server to renew: it gets
+//! [`AUTO_RENEW_INVISIBLE`] instead, without renewal. The receipt handle is the kernel's,
+//! which names the core that owns the message, so acks and changes reach that core. A
+//! message's deliveries are capped by the client's retry policy (17 for a consumer group by
+//! default); past it the message goes to `%DLQ%<group>`. A FIFO group (its
+//! `consumeMessageOrderly`) pops orderly: one batch per queue out at a time.
+
+use std::time::Duration;
+
+use grpc_h2::{GrpcStatus, Replies};
+use grpc_proto::v2;
+use message::RecordView;
+
+use super::{encoded, error_status, name_of, ok, status};
+use crate::error::BrokerError;
+use crate::front::Front;
+use crate::numbering::CoreQueues;
+use broker_core::pop::{InitMode, PopRequest, POP_MESSAGES_MAX};
+
+/// A SimpleConsumer's invisible time: at least this (RocketMQ's Proxy's
+/// `minInvisibleTimeMillsForRecv`) ...
+const INVISIBLE_MIN: Duration = Duration::from_secs(10);
+/// ... and at most this.
+const INVISIBLE_MAX: Duration = Duration::from_secs(12 * 3600);
+/// A PushConsumer's invisible time (it asks for automatic renewal, which this broker does
+/// not do): RocketMQ's Proxy's default invisible time.
+const AUTO_RENEW_INVISIBLE: Duration = Duration::from_secs(60);
+/// The longest long poll, as RocketMQ's Proxy clamps it.
+const LONG_POLL_MAX: Duration = Duration::from_secs(20);
+
+fn millis(d: &prost_types::Duration) -> Option<u64> {
+    let ms = d
+        .seconds
+        .checked_mul(1000)?
+        .checked_add(i64::from(d.nanos / 1_000_000))?;
+    u64::try_from(ms).ok()
+}
+
+fn refusal(code: v2::Code, why: impl Into<String>) -> v2::Status {
+    status(code, why).unwrap_or_default()
+}
+
+/// The kernel's error as the status a consumer's call ends with: a handle the kernel does
+/// not know (acked, delivered again, changed, forged) or cannot read is INVALID_RECEIPT_HANDLE.
+fn handle_status(e: &BrokerError) -> Option<v2::Status> {
+    match e {
+        BrokerError::NotFound(_) | BrokerError::BadRequest(_) => {
+            status(v2::Code::InvalidReceiptHandle, e.to_string())
+        }
+        _ => error_status(e),
+    }
+}
+
+/// Serves ReceiveMessage: one OK status, then the messages; or one status alone.
+pub(super) async fn receive(
+    f: &Front,
+    client: &str,
+    r: v2::ReceiveMessageRequest,
+    replies: &mut Replies,
+) -> Result<(), GrpcStatus> {
+    let outcome = match pop(f, client, &r).await {
+        Ok(messages) if messages.is_empty() => {
+            Err(refusal(v2::Code::MessageNotFound, "no new message"))
+        }
+        Ok(messages) => Ok(messages),
+        Err(status) => Err(status),
+    };
+    let element = |content| v2::ReceiveMessageResponse {
+        content: Some(content),
+    };
+    match outcome {
+        Err(status) => {
+            let reply = element(v2::receive_message_response::Content::Status(status));
+            replies.send(encoded(&reply)).await
+        }
+        Ok(messages) => {
+            let head = element(v2::receive_message_response::Content::Status(
+                ok().unwrap_or_default(),
+            ));
+            replies.send(encoded(&head)).await?;
+            for m in messages {
+                let reply = element(v2::receive_message_response::Content::Message(m));
+                replies.send(encoded(&reply)).await?;
+            }
+            Ok(())
+        }
+    }
+}
+
+async fn pop(
+    f: &Front,
+    client: &str,
+    r: &v2::ReceiveMessageRequest,
+) -> Result<Vec<v2::Message>, v2::Status> {
+    let group = name_of(&r.group);
+    if group.is_empty() {
+        return Err(refusal(
+            v2::Code::IllegalConsumerGroup,
+            "the group is empty",
+        ));
+    }
+    let Some(queue) = r.message_queue.as_ref() else {
+        return Err(refusal(v2::Code::BadRequest, "no message queue named"));
+    };
+    let topic = name_of(&queue.topic);
+    let cfg = f
+        .topic_for_read(topic)
+        .map_err(|e| error_status(&e).unwrap_or_default())?;
+    let queues = CoreQueues::of(f, topic, &cfg, f.id);
+    let queue_id = match u32::try_from(queue.id) {
+        Err(_) => None,
+        Ok(local) => Some(
+            queues
+                .global(topic, local)
+                .map_err(|e| error_status(&e).unwrap_or_default())?,
+        ),
+    };
+    let invisible = if r.auto_renew {
+        AUTO_RENEW_INVISIBLE
+    } else {
+        let asked = r
+            .invisible_duration
+            .as_ref()
+            .and_then(millis)
+            .map(Duration::from_millis);
+        match asked {
+            Some(d) if (INVISIBLE_MIN..=INVISIBLE_MAX).contains(&d) => d,
+            _ => {
+                return Err(refusal(
+                    v2::Code::IllegalInvisibleTime,
+                    format!(
+                        "the invisible duration must be {} s to {} h",
+                        INVISIBLE_MIN.as_secs(),
+                        INVISIBLE_MAX.as_secs() / 3600
+                    ),
+                ))
+            }
+        }
+    };
+    let poll = r
+        .long_polling_timeout
+        .as_ref()
+        .and_then(millis)
+        .map_or(LONG_POLL_MAX, Duration::from_millis)
+        .min(LONG_POLL_MAX);
+    let (tag_expression, sql92) = match r.filter_expression.as_ref() {
+        Some(e) if e.r#type == v2::FilterType::Sql as i32 => {
+            ("*".to_owned(), Some(e.expression.clone()))
+        }
+        Some(e) if !e.expression.trim().is_empty() => (e.expression.clone(), None),
+        _ => ("*".to_owned(), None),
+    };
+    let policy = f.grpc.consumer_policy(client);
+    let request = PopRequest {
+        group: group.to_owned(),
+        topic: topic.to_owned(),
+        queue_id,
+        max_messages: u32::try_from(r.batch_size)
+            .unwrap_or(1)
+            .clamp(1, POP_MESSAGES_MAX),
+        invisible_ms: invisible.as_millis() as u64,
+        poll_ms: poll.as_millis() as u64,
+        init_mode: InitMode::Min,
+        tag_expression,
+        sql92,
+        order: policy.fifo,
+        attempt_id: r.attempt_id.clone(),
+        max_attempts: policy.max_attempts,
+    };
+    let popped = match f.pop(request).await {
+        Ok(p) => p,
+        Err(e @ (BrokerError::FilterInvalid(_) | BrokerError::FilterDisabled)) => {
+            return Err(refusal(v2::Code::IllegalFilterExpression, e.to_string()))
+        }
+        Err(e) => return Err(error_status(&e).unwrap_or_default()),
+    };
+    let invisible_duration = prost_types::Duration {
+        seconds: (popped.invisible_ms / 1000) as i64,
+        nanos: ((popped.invisible_ms % 1000) * 1_000_000) as i32,
+    };
+    let mut messages = Vec::with_capacity(popped.messages.len());
+    for m in popped.messages {
+        let Ok(view) = RecordView::parse(&m.record) else {
+            tracing::warn!(
+                topic,
+                queue = m.queue_id,
+                offset = m.queue_offset,
+                "a popped record does not parse; it is left to come back"
+            );
+            continue;
+        };
+        let local = queues.local(m.queue_id).unwrap_or(m.queue_id);
+        let mut message = super::delivered::message_of(&view, topic, local as i32);
+        if let Some(sys) = message.system_properties.as_mut() {
+            sys.receipt_handle = Some(m.receipt_handle);
+            sys.delivery_attempt = Some(i32::try_from(m.attempt).unwrap_or(i32::MAX));
+            sys.invisible_duration = Some(invisible_duration);
+        }
+        messages.push(message);
+    }
+    Ok(messages)
+}
+
+pub(super) async fn ack(f: &Front, r: &v2::AckMessageRequest) -> v2::AckMessageResponse {
+    let group = name_of(&r.group);
+    let topic = name_of(&r.topic);
+    let mut entries = Vec::with_capacity(r.entries.len());
+    for e in &r.entries {
+        let status = match f.ack(group, topic, &e.receipt_handle).await {
+            Ok(()) => ok(),
+            Err(err) => handle_status(&err),
+        };
+        entries.push(v2::AckMessageResultEntry {
+            message_id: e.message_id.clone(),
+            receipt_handle: e.receipt_handle.clone(),
+            status,
+        });
+    }
+    let status = match entries.first() {
+        None => status(v2::Code::BadRequest, "no entry to ack"),
+        Some(first) if entries.iter().all(|e| e.status == first.status) => first.status.clone(),
+        Some(_) => status(
+            v2::Code::MultipleResults,
+            "the entries had different results",
+        ),
+    };
+    v2::AckMessageResponse { status, entries }
+}
+
+pub(super) async fn change_invisible(
+    f: &Front,
+    r: &v2::ChangeInvisibleDurationRequest,
+) -> v2::ChangeInvisibleDurationResponse {
+    let refused = |status| v2::ChangeInvisibleDurationResponse {
+        status,
+        receipt_handle: String::new(),
+    };
+    let Some(ms) = r.invisible_duration.as_ref().and_then(millis) else {
+        return refused(status(
+            v2::Code::IllegalInvisibleTime,
+            "the invisible duration is missing or negative",
+        ));
+    };
+    if Duration::from_millis(ms) > INVISIBLE_MAX {
+        return refused(status(
+            v2::Code::IllegalInvisibleTime,
+            format!(
+                "the invisible duration is over {} h",
+                INVISIBLE_MAX.as_secs() / 3600
+            ),
+        ));
+    }
+    match f
+        .change_invisible(name_of(&r.group), name_of(&r.topic), &r.receipt_handle, ms)
+        .await
+    {
+        Ok(handle) => v2::ChangeInvisibleDurationResponse {
+            status: ok(),
+            receipt_handle: handle,
+        },
+        Err(e) => refused(handle_status(&e)),
+    }
+}
+
+/// What ReceiveMessage needs of a consumer's session: whether its group is FIFO and how
+/// many deliveries a message gets.
+#[derive(Debug, Clone, Copy)]
+pub struct ConsumerPolicy {
+    pub fifo: bool,
+    pub max_attempts: u32,
+}
+
+impl Default for ConsumerPolicy {
+    fn default() -> Self {
+        ConsumerPolicy {
+            fifo: false,
+            max_attempts: super::session::CONSUMER_RETRIES as u32 + 1,
+        }
+    }
+}
+
+/// A group's policy from its subscription group config (`consumeMessageOrderly`,
+/// `retryMaxTimes`), RocketMQ's defaults without one.
+pub(super) async fn group_policy(f: &Front, group: &str) -> ConsumerPolicy {
+    let mut policy = ConsumerPolicy::default();
+    let configs = f
+        .sub_group(broker_core::mesh::SubGroupOp::List(Some(group.to_owned())))
+        .await
+        .unwrap_or_default();
+    if let Some(cfg) = configs.first() {
+        let fields = cfg.fields();
+        if let Some(orderly) = fields
+            .get("consumeMessageOrderly")
+            .and_then(|v| v.as_bool())
+        {
+            policy.fifo = orderly;
+        }
+        if let Some(retries) = fields.get("retryMaxTimes").and_then(|v| v.as_u64()) {
+            policy.max_attempts = u32::try_from(retries).unwrap_or(u32::MAX - 1) + 1;
+        }
+    }
+    policy
+}
