@@ -251,7 +251,15 @@ impl ShardCall for PopAck {
     type Found = ();
 
     async fn serve(self, core: &Core, shard: u16) -> Result<(), BrokerError> {
-        crate::pop::ack_local(core, shard, &self.group, &self.topic, &self.handle).await
+        crate::pop::ack_local(
+            core,
+            shard,
+            &self.group,
+            &self.topic,
+            &self.handle,
+            self.dead_letter,
+        )
+        .await
     }
 }
 

@@ -113,12 +113,14 @@ pub struct PopQueue {
     pub req: crate::pop::PopRequest,
 }
 
-/// Acks a popped message of one of the shard's queues by its (checked) receipt handle.
+/// Acks a popped message of one of the shard's queues by its (checked) receipt handle,
+/// after sending it to the group's dead-letter topic with `dead_letter`.
 #[derive(Debug)]
 pub struct PopAck {
     pub group: String,
     pub topic: String,
     pub handle: crate::pop::ReceiptHandle,
+    pub dead_letter: bool,
 }
 
 /// Hides a popped message of one of the shard's queues anew; answered with its new handle.

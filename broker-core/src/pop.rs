@@ -459,6 +459,25 @@ impl Core {
             group: group.to_owned(),
             topic: topic.to_owned(),
             handle: h,
+            dead_letter: false,
+        };
+        self.at_shard(shard, op).await
+    }
+
+    /// Sends the message of `handle` to `%DLQ%<group>` and acks it: a consumer that gave it
+    /// up (a FIFO consumer after its own retries). Refused as [`Core::ack`] refuses.
+    pub async fn dead_letter(
+        &self,
+        group: &str,
+        topic: &str,
+        handle: &str,
+    ) -> Result<(), BrokerError> {
+        let (shard, h) = self.handle_for(group, topic, handle)?;
+        let op = crate::mesh::PopAck {
+            group: group.to_owned(),
+            topic: topic.to_owned(),
+            handle: h,
+            dead_letter: true,
         };
         self.at_shard(shard, op).await
     }
@@ -1252,20 +1271,28 @@ fn current_entry<'a>(
     Ok(e)
 }
 
-/// Acks a handle on its queue's core.
+/// Acks a handle on its queue's core; with `to_dead_letters`, after sending its message to
+/// the group's dead-letter topic.
 pub(crate) async fn ack_local(
     core: &Core,
     shard: u16,
     group: &str,
     topic: &str,
     h: &ReceiptHandle,
+    to_dead_letters: bool,
 ) -> Result<(), BrokerError> {
     ensure_loaded(core, shard).await?;
     let key: QueueKey = (group.to_owned(), topic.to_owned(), h.queue_id);
-    {
+    let (delivered, clo) = {
         let mut st = core.pop.shards.borrow_mut();
         let q = st.get_mut(&shard).and_then(|sp| sp.queues.get_mut(&key));
-        current_entry(q, h)?;
+        let e = current_entry(q, h)?;
+        (e.delivered, e.commit_log_offset)
+    };
+    if to_dead_letters {
+        dead_letter(core, shard, &key, h.queue_offset, delivered, clo).await?;
+        settle(core, shard, &key);
+        return Ok(());
     }
     let rec = LogRecord::Ack {
         c: group.to_owned(),

@@ -215,6 +215,33 @@ fn a_message_past_its_max_attempts_goes_to_the_dead_letters() {
     c.stop();
 }
 
+/// A consumer that gives a message up (a FIFO consumer after its own retries) sends it to
+/// the dead letters by its handle: it is there, done, and its handle stops working.
+#[test]
+fn a_message_given_up_by_its_handle_goes_to_the_dead_letters() {
+    let c = one_core();
+    send(&c, 0, &["given-up", "next"]);
+    let popped = pop(&c, 0, req(Some(0), 1, 10_000, 0));
+    let (body, attempt, handle) = seen(&popped).remove(0);
+    assert_eq!((body.as_str(), attempt), ("given-up", 1));
+    let h = handle.clone();
+    c.on(0, move |core| async move {
+        core.dead_letter(GROUP, TOPIC, &h).await
+    })
+    .expect("dead-lettered");
+    assert!(matches!(ack(&c, 0, &handle), Err(BrokerError::NotFound(_))));
+    let dlq = broker_core::pop::dead_letter_topic(GROUP);
+    let p = c
+        .on(0, move |core| async move {
+            pull(&core, pull_request("reader", &dlq, 0, 0)).await
+        })
+        .expect("the dead-letter topic exists");
+    assert_eq!(p.bodies(), ["given-up"]);
+    assert_eq!(p.messages[0].property("RETRY_TOPIC"), Some(TOPIC));
+    assert_eq!(bodies(&pop(&c, 0, req(Some(0), 32, 10_000, 0))), ["next"]);
+    c.stop();
+}
+
 #[test]
 fn two_consumers_never_get_the_same_hidden_message() {
     let c = one_core();
