@@ -276,11 +276,15 @@ pub fn server_config(s: &ServerSettings) -> Result<Arc<ServerConfig>, TlsError> 
             builder.with_client_cert_verifier(verifier)
         }
     };
-    let config = builder.with_single_cert(certs, key).map_err(|e| {
+    let mut config = builder.with_single_cert(certs, key).map_err(|e| {
         TlsError::Setup(format!(
             "the certificate and the key do not go together: {e}"
         ))
     })?;
+    // gRPC clients (RocketMQ 5's SDKs) offer HTTP/2 by ALPN and refuse a server that does
+    // not pick it; clients of the other protocols offer none, and ALPN stays out of their
+    // handshakes.
+    config.alpn_protocols = vec![b"h2".to_vec()];
     Ok(Arc::new(config))
 }
 

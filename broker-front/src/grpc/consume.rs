@@ -267,6 +267,22 @@ pub(super) async fn change_invisible(
     }
 }
 
+/// ForwardMessageToDeadLetterQueue: a FIFO consumer gives a message up after its own
+/// retries; it goes to `%DLQ%<group>` and its handle is done.
+pub(super) async fn dead_letter(
+    f: &Front,
+    r: &v2::ForwardMessageToDeadLetterQueueRequest,
+) -> v2::ForwardMessageToDeadLetterQueueResponse {
+    let status = match f
+        .dead_letter(name_of(&r.group), name_of(&r.topic), &r.receipt_handle)
+        .await
+    {
+        Ok(()) => ok(),
+        Err(e) => handle_status(&e),
+    };
+    v2::ForwardMessageToDeadLetterQueueResponse { status }
+}
+
 /// What ReceiveMessage needs of a consumer's session: whether its group is FIFO and how
 /// many deliveries a message gets.
 #[derive(Debug, Clone, Copy)]

@@ -271,9 +271,7 @@ impl Handler for MessagingService {
                 call,
                 message,
                 v2::ForwardMessageToDeadLetterQueueRequest,
-                |_c, _r| v2::ForwardMessageToDeadLetterQueueResponse {
-                    status: not_served(rpc)
-                },
+                |_c, r| consume::dead_letter(f, &r).await,
                 |status| v2::ForwardMessageToDeadLetterQueueResponse { status }
             ),
             Rpc::UpdateOffset => unary!(
