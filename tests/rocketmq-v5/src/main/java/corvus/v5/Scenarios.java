@@ -179,10 +179,40 @@ public final class Scenarios {
         return true;
     }
 
+    /**
+     * Notes the settings {@code client} (a Producer or consumer) holds once the server's
+     * Telemetry reply synced them (the SDK's own view, in protobuf text; for the notes on stderr).
+     */
+    static void noteSettings(String who, Object client) {
+        try {
+            Object settings = Class.forName("org.apache.rocketmq.client.java.impl.ClientImpl")
+                    .getMethod("getSettings").invoke(client);
+            Object pb = Class.forName("org.apache.rocketmq.client.java.impl.Settings")
+                    .getMethod("toProtobuf").invoke(settings);
+            note(who + " settings after the server's reply: " + pb.toString().replaceAll("\\s+", " "));
+            // What the SDK took from the reply (retry policy, FIFO, batch size, body limit...).
+            StringBuilder fields = new StringBuilder();
+            for (Class<?> k = settings.getClass(); k != null && k != Object.class; k = k.getSuperclass()) {
+                for (java.lang.reflect.Field f : k.getDeclaredFields()) {
+                    if (java.lang.reflect.Modifier.isStatic(f.getModifiers())) {
+                        continue;
+                    }
+                    f.setAccessible(true);
+                    fields.append(' ').append(f.getName()).append('=').append(f.get(settings));
+                }
+            }
+            note(who + " settings fields:" + fields.toString().replaceAll("\\s+", " "));
+        } catch (ReflectiveOperationException | RuntimeException e) {
+            note(who + " settings not readable: " + e);
+        }
+    }
+
     /** The SDK's receipt handle of {@code m} (not in the API; for the notes on stderr). */
     static String receiptHandle(MessageView m) {
         try {
-            return String.valueOf(m.getClass().getMethod("getReceiptHandle").invoke(m));
+            java.lang.reflect.Method get = m.getClass().getMethod("getReceiptHandle");
+            get.setAccessible(true);
+            return String.valueOf(get.invoke(m));
         } catch (ReflectiveOperationException e) {
             return "(not readable: " + e + ")";
         }
@@ -246,6 +276,7 @@ public final class Scenarios {
     /** Three normal messages with tag, keys and body; each receipt has a message id. */
     void produce() throws Exception {
         try (Producer p = producer()) {
+            noteSettings("producer", p);
             for (int i = 0; i < 3; i++) {
                 String b = "normal-" + i;
                 send(p, message(b).build(), b);
@@ -397,6 +428,7 @@ public final class Scenarios {
                 }
             });
             check(ok, "all three received within 30 s, got " + first.keySet());
+            noteSettings("simple consumer", c);
             note("a receipt handle as the server wrote it: " + receiptHandle(first.get("simple-0")));
             for (MessageView m : first.values()) {
                 say("RECEIVED " + body(m) + " attempt=" + m.getDeliveryAttempt() + " tag="
@@ -456,6 +488,7 @@ public final class Scenarios {
                         return b.equals("push-fail") ? ConsumeResult.FAILURE : ConsumeResult.SUCCESS;
                     })
                     .build();
+            noteSettings("push consumer", pc);
             try (pc) {
                 for (String b : new String[] {"push-0", "push-1", "push-2", "push-fail"}) {
                     send(p, message(b).build(), b);
@@ -517,6 +550,7 @@ public final class Scenarios {
                         return ConsumeResult.SUCCESS;
                     })
                     .build();
+            noteSettings("fifo push consumer", pc);
             try (pc) {
                 check(waitUntil(Duration.ofSeconds(40), () -> seen.values().stream().mapToInt(List::size).sum() >= 8),
                         "all eight consumed within 40 s: " + seen);
