@@ -2,7 +2,7 @@
 # Records what corvus must match: the RocketMQ 5 gRPC SDK scenarios (corvus.v5.Scenarios,
 # rocketmq-client-java 5.0.8) against Apache RocketMQ 5.3.3 and its Proxy, on this machine.
 #
-#   tests/rocketmq-v5/run-apache.sh [--scenarios all|NAME,NAME...] [--keep] [--no-record]
+#   tests/rocketmq-v5/run-apache.sh [--scenarios all|NAME,NAME...] [--keep] [--no-record|--check]
 #
 # Starts Apache RocketMQ 5.3.3's NameServer and broker (tests/rocketmq-diff/apache-lib.sh: small
 # heaps, loopback, tests/rocketmq-diff/broker.conf plus broker.conf here; POP and the timer
@@ -10,8 +10,10 @@
 # classpath), creates each scenario's topic with its message.type and the consumer groups
 # (Apache's mqadmin 5.3.3, tests/rocketmq-tools5), runs every scenario against the Proxy's
 # gRPC port and writes each transcript to expected/<scenario>.txt (--no-record: only prints
-# them). Exit 0 when every scenario passed. Every process is stopped by its pid and the
-# temporary directory removed (--keep keeps it: logs of the broker, the Proxy and the SDK).
+# them; --check: compares them with expected/ instead, to see that Apache's are stable).
+# Exit 0 when every scenario passed (and, with --check, matched). Every process is stopped by
+# its pid and the temporary directory removed (--keep keeps it: the broker's and the Proxy's
+# logs).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -24,7 +26,8 @@ while [ $# -gt 0 ]; do
     --scenarios) SCENARIOS="$2"; shift 2 ;;
     --keep) KEEP=1; shift ;;
     --no-record) RECORD=0; shift ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    --check) RECORD=check; shift ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -116,7 +119,10 @@ for s in "${NAMES[@]}"; do
   sed 's/^/   /' "$TMP/out/$s.txt"
   grep '^note:' "$TMP/out/$s.err" | sed 's/^/   /' || true
   if [ "$rc" = 0 ]; then
-    [ "$RECORD" = 0 ] || { mkdir -p "$HERE/expected"; cp "$TMP/out/$s.txt" "$HERE/expected/$s.txt"; }
+    case "$RECORD" in
+      1) mkdir -p "$HERE/expected"; cp "$TMP/out/$s.txt" "$HERE/expected/$s.txt" ;;
+      check) diff -u "$HERE/expected/$s.txt" "$TMP/out/$s.txt" | sed 's/^/   /' || { echo "   differs from expected/$s.txt"; status=1; } ;;
+    esac
   else
     status=1
     tail -20 "$TMP/out/$s.err" | sed 's/^/   err: /'
