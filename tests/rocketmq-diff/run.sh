@@ -101,63 +101,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-
-# wait_for FILE PATTERN PID SECONDS
-wait_for() {
-  local i
-  for ((i = 0; i < $4 * 10; i++)); do
-    grep -q "$2" "$1" 2>/dev/null && return 0
-    kill -0 "$3" 2>/dev/null || { echo "process $3 died; log $1:" >&2; tail -30 "$1" >&2; return 1; }
-    sleep 0.1
-  done
-  echo "timed out waiting for '$2' in $1" >&2; tail -30 "$1" >&2; return 1
-}
-
-stop_pid() {
-  local p="$1" i
-  kill "$p" 2>/dev/null || return 0
-  for ((i = 0; i < 300; i++)); do kill -0 "$p" 2>/dev/null || return 0; sleep 0.1; done
-  kill -9 "$p" 2>/dev/null || true
-}
-
-# The broker.conf both brokers get: broker.conf here (the scenarios' settings) and this
-# run's ports and directories.
-write_conf() {
-  local dir="$1" nsport="$2" port="$3"
-  cat "$HERE/broker.conf" - > "$dir/broker.conf" <<EOF
-namesrvAddr=127.0.0.1:$nsport
-listenPort=$port
-brokerIP1=127.0.0.1
-bindAddress=127.0.0.1
-storePathRootDir=$dir/store
-storePathCommitLog=$dir/store/commitlog
-EOF
-}
-
-JAVA_RMQ=(-server -XX:+UseG1GC -XX:-OmitStackTraceInFastThrow -XX:TieredStopAtLevel=1
-  --add-opens=java.base/java.nio=ALL-UNNAMED --add-opens=java.base/sun.nio.ch=ALL-UNNAMED
-  --add-exports=java.base/sun.nio.ch=ALL-UNNAMED --add-opens=java.base/java.lang=ALL-UNNAMED)
-
-NS_PID=""; BROKER_PID=""
-start_rocketmq() {
-  local dir="$1" nsport="$2" port="$3"
-  mkdir -p "$dir/store" "$dir/home"
-  printf 'listenPort=%s\nbindAddress=127.0.0.1\n' "$nsport" > "$dir/namesrv.conf"
-  write_conf "$dir" "$nsport" "$port"
-  ROCKETMQ_HOME="$dir/home" java -Xms64m -Xmx128m "${JAVA_RMQ[@]}" -Duser.home="$dir/home" \
-    -cp "$(cat "$RMQ_CP")" org.apache.rocketmq.namesrv.NamesrvStartup -c "$dir/namesrv.conf" \
-    > "$dir/namesrv.out" 2>&1 &
-  NS_PID=$!; PIDS+=("$NS_PID")
-  wait_for "$dir/namesrv.out" "boot success" "$NS_PID" 90
-  ROCKETMQ_HOME="$dir/home" java -Xms256m -Xmx256m -XX:MaxDirectMemorySize=512m "${JAVA_RMQ[@]}" \
-    -Duser.home="$dir/home" -cp "$(cat "$RMQ_CP")" org.apache.rocketmq.broker.BrokerStartup \
-    -c "$dir/broker.conf" > "$dir/broker.out" 2>&1 &
-  BROKER_PID=$!; PIDS+=("$BROKER_PID")
-  wait_for "$dir/broker.out" "boot success" "$BROKER_PID" 180
-}
+# free_port, wait_for, stop_pid, write_conf, start_rocketmq.
+source "$HERE/apache-lib.sh"
 
 start_corvus() {
   local dir="$1" nsport="$2" port="$3"
