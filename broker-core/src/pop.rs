@@ -98,7 +98,8 @@ pub struct PoppedMessage {
     /// The stored record, as `pull` serves it, its reconsume times set to `attempt - 1`.
     pub record: Bytes,
     pub receipt_handle: String,
-    /// 1 on the first delivery.
+    /// 1 on the first delivery; a record that carries failures (a dead letter) goes on from
+    /// them, as RocketMQ counts.
     pub attempt: u32,
     pub queue_id: u32,
     pub queue_offset: u64,
@@ -1095,8 +1096,13 @@ fn answer(
     for c in claims {
         let Some(rec) = &c.record else { continue };
         let mut bytes = rec.to_vec();
-        // The count a RocketMQ consumer reads as its delivery count (the CRC refreshed).
-        let times = i32::try_from(c.delivered.saturating_sub(1)).unwrap_or(i32::MAX);
+        // The count a RocketMQ consumer reads as its delivery count (the CRC refreshed): the
+        // failures the record carries (a dead letter's, say) and its deliveries here but
+        // this one.
+        let stored = RecordView::parse(rec)
+            .map_or(0, |v| u32::try_from(v.reconsume_times()).unwrap_or(0));
+        let attempt = stored.saturating_add(c.delivered);
+        let times = i32::try_from(attempt.saturating_sub(1)).unwrap_or(i32::MAX);
         if let Err(e) = message::set_reconsume_times(&mut bytes, times) {
             tracing::warn!(
                 shard,
@@ -1121,7 +1127,7 @@ fn answer(
         out.messages.push(PoppedMessage {
             record: Bytes::from(bytes),
             receipt_handle: handle.to_string(),
-            attempt: c.delivered,
+            attempt,
             queue_id,
             queue_offset: c.offset,
         });
@@ -1214,7 +1220,9 @@ async fn dead_letter(
                 sys_flag: v.sys_flag(),
                 born_timestamp_ms: v.born_timestamp_ms(),
                 born_host: Some(v.born_host()),
-                reconsume_times: i32::try_from(delivered).unwrap_or(i32::MAX),
+                // As RocketMQ counts a popped message's dead letter: its deliveries, and
+                // one for the send to the dead letters.
+                reconsume_times: i32::try_from(delivered.saturating_add(1)).unwrap_or(i32::MAX),
                 properties: &props,
             },
             &mut rec,

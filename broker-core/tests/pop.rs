@@ -211,6 +211,11 @@ fn a_message_past_its_max_attempts_goes_to_the_dead_letters() {
     assert_eq!(p.bodies(), ["poison"]);
     assert_eq!(p.messages[0].property("RETRY_TOPIC"), Some(TOPIC));
     assert_eq!(inflight(&c), 0);
+    // Popped from the dead letters, it goes on with RocketMQ's count: two deliveries and the
+    // send to the dead letters were its failures.
+    let mut from_dlq = req(None, 1, 10_000, 0);
+    from_dlq.topic = broker_core::pop::dead_letter_topic(GROUP);
+    assert_eq!(seen(&pop(&c, 0, from_dlq))[0].1, 4);
     assert_eq!(consume_offset(&c, 0), Some(1));
     c.stop();
 }
