@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 use client::Message;
-use integration::{create_topic, remoting_call, wait_for_route, Cluster};
+use integration::{create_topic, remoting_call, wait_for, wait_for_route, Cluster};
 use remoting::body::{from_json, TopicRouteData};
 use remoting::codes::{request, response};
 use remoting::message::{decode_stored, StoredMessage};
@@ -33,6 +33,8 @@ const QUEUES: u32 = 4;
 /// Long enough for the test to ack and change before anything comes back on a loaded
 /// machine, short enough to wait for.
 const INVISIBLE_MS: u64 = 8_000;
+/// A group that pops orderly.
+const ORDER_GROUP: &str = "PopOrderGroup";
 
 fn call(addr: &str, code: i32, fields: &[(&str, String)]) -> remoting::Frame {
     let mut cmd = RemotingCommand::request(code, 11);
@@ -93,6 +95,23 @@ fn pop(
     invisible_ms: u64,
     poll_ms: u64,
 ) -> (i32, Vec<Popped>) {
+    let (code, popped, _) = pop_as(GROUP, false, broker, addr, queue_id, invisible_ms, poll_ms);
+    (code, popped)
+}
+
+/// A response header's fields.
+type Fields = HashMap<String, String>;
+
+/// [`pop`] for `group`, orderly or not; the response header too.
+fn pop_as(
+    group: &str,
+    order: bool,
+    broker: &str,
+    addr: &str,
+    queue_id: i32,
+    invisible_ms: u64,
+    poll_ms: u64,
+) -> (i32, Vec<Popped>, Fields) {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -101,7 +120,7 @@ fn pop(
         addr,
         request::POP_MESSAGE,
         &[
-            ("consumerGroup", GROUP.into()),
+            ("consumerGroup", group.into()),
             ("topic", TOPIC.into()),
             ("queueId", queue_id.to_string()),
             ("maxMsgNums", "32".into()),
@@ -111,13 +130,19 @@ fn pop(
             ("initMode", "0".into()),
             ("expType", "TAG".into()),
             ("exp", "*".into()),
-            ("order", "false".into()),
+            ("order", order.to_string()),
             ("bname", broker.into()),
         ],
     );
     let code = f.command.code;
+    let fields: Fields = f
+        .command
+        .ext_fields
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     if code != response::SUCCESS {
-        return (code, Vec::new());
+        return (code, Vec::new(), fields);
     }
     let h = &f.command.ext_fields;
     let field = |k: &str| {
@@ -161,7 +186,7 @@ fn pop(
             }
         })
         .collect();
-    (code, popped)
+    (code, popped, fields)
 }
 
 fn ack(p: &Popped, handle: &str) -> remoting::Frame {
@@ -371,4 +396,54 @@ fn remoting_pop_ack_and_change_invisible_time_are_served_as_rocketmq_5_serves_th
         response::INVALID_PARAMETER,
         "a queue the core does not have"
     );
+
+    // Orderly, one queue at a time by the core's number: a new group gets every message,
+    // each queue's batch stays out until its invisible time passes, then comes back whole
+    // with its count of earlier deliveries.
+    let has_count = |fields: &Fields, q: i32, offset: i64, count: u32| {
+        fields["orderCountInfo"]
+            .split(';')
+            .any(|e| e == format!("0 qo{q}%{offset} {count}"))
+    };
+    let mut batches = Vec::new();
+    for (broker, addr, queues) in &cores {
+        for q in 0..*queues {
+            let (code, got, fields) = pop_as(ORDER_GROUP, true, broker, addr, q, 5_000, 0);
+            if code != response::SUCCESS {
+                assert_eq!(code, response::POLLING_TIMEOUT);
+                continue;
+            }
+            assert_eq!(fields["reviveQid"], "999", "an orderly pop's revive queue");
+            for p in &got {
+                assert_eq!(p.message.queue_id, q);
+                assert!(
+                    has_count(&fields, q, p.message.queue_offset, 0),
+                    "{fields:?}"
+                );
+            }
+            let offsets: Vec<i64> = got.iter().map(|p| p.message.queue_offset).collect();
+            batches.push((broker.clone(), addr.clone(), q, offsets));
+        }
+    }
+    let total: usize = batches.iter().map(|b| b.3.len()).sum();
+    assert_eq!(total, sent.len(), "every message, queue by queue");
+    let (broker, addr, q, _) = &batches[0];
+    let (code, _, _) = pop_as(ORDER_GROUP, true, broker, addr, *q, 5_000, 0);
+    assert_eq!(code, response::POLLING_TIMEOUT, "its batch is out");
+    for (broker, addr, q, offsets) in &batches {
+        let (got, fields) = wait_for(Duration::from_secs(30), || {
+            let (code, got, fields) = pop_as(ORDER_GROUP, true, broker, addr, *q, 60_000, 1_000);
+            (code == response::SUCCESS).then_some((got, fields))
+        })
+        .expect("the batch comes back");
+        let again: Vec<i64> = got.iter().map(|p| p.message.queue_offset).collect();
+        assert_eq!(&again, offsets, "the same batch, in order");
+        for p in &got {
+            assert_eq!(p.message.reconsume_times, 1);
+            assert!(
+                has_count(&fields, *q, p.message.queue_offset, 1),
+                "{fields:?}"
+            );
+        }
+    }
 }
