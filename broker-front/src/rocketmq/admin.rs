@@ -50,6 +50,9 @@ pub struct Seen {
     sql92: RefCell<HashMap<(String, String), String>>,
     /// The request codes this core refused as not served, for a rate-limited log line.
     refused: RefCell<remoting::refusals::RefusedCodes>,
+    /// The kernel's handles of popped messages that the POP answer's header does not
+    /// describe (`pop::Handles`).
+    pub(super) pop_handles: super::pop::Handles,
 }
 
 impl Seen {

@@ -47,6 +47,7 @@ use crate::mesh::{GroupOp, OffsetOp, PullStatus};
 use crate::numbering::CoreQueues;
 
 mod admin;
+mod pop;
 
 pub use admin::Seen;
 
@@ -188,6 +189,9 @@ pub(crate) async fn serve(
             send_reply(core, client, req, frame.body.clone()).await
         }
         request::END_TRANSACTION => end_transaction(core, req).await,
+        request::POP_MESSAGE => pop::pop(core, req).await,
+        request::ACK_MESSAGE => pop::ack(core, req).await,
+        request::CHANGE_MESSAGE_INVISIBLETIME => pop::change_invisible(core, req).await,
         code => match admin::serve(core, req, &frame.body).await {
             Some(answer) => answer,
             None => {
