@@ -1099,8 +1099,8 @@ fn answer(
         // The count a RocketMQ consumer reads as its delivery count (the CRC refreshed): the
         // failures the record carries (a dead letter's, say) and its deliveries here but
         // this one.
-        let stored = RecordView::parse(rec)
-            .map_or(0, |v| u32::try_from(v.reconsume_times()).unwrap_or(0));
+        let stored =
+            RecordView::parse(rec).map_or(0, |v| u32::try_from(v.reconsume_times()).unwrap_or(0));
         let attempt = stored.saturating_add(c.delivered);
         let times = i32::try_from(attempt.saturating_sub(1)).unwrap_or(i32::MAX);
         if let Err(e) = message::set_reconsume_times(&mut bytes, times) {
