@@ -574,3 +574,182 @@ fn telemetry_completes_settings_and_carries_transaction_checks_to_v5_producers()
         "the rolled-back message is never delivered"
     );
 }
+
+/// ReceiveMessage of up to `batch` messages of queue `queue_id` of `topic` for `group`, hidden
+/// for `invisible`: the messages, or the status of a stream that carried none.
+async fn receive(
+    client: &SendRequest<Bytes>,
+    group: &str,
+    topic: &str,
+    queue_id: i32,
+    batch: i32,
+    invisible: Duration,
+) -> Result<Vec<v2::Message>, v2::Code> {
+    let r = v2::ReceiveMessageRequest {
+        group: resource(group),
+        message_queue: Some(v2::MessageQueue {
+            topic: resource(topic),
+            id: queue_id,
+            permission: v2::Permission::ReadWrite as i32,
+            broker: None,
+            accept_message_types: Vec::new(),
+        }),
+        filter_expression: Some(v2::FilterExpression {
+            r#type: v2::FilterType::Tag as i32,
+            expression: "*".into(),
+        }),
+        batch_size: batch,
+        invisible_duration: Some(prost_types::Duration {
+            seconds: invisible.as_secs() as i64,
+            nanos: 0,
+        }),
+        auto_renew: false,
+        long_polling_timeout: Some(prost_types::Duration {
+            seconds: 1,
+            nanos: 0,
+        }),
+        attempt_id: None,
+    };
+    let mut c = client.clone().ready().await.unwrap();
+    let (response, mut send) = c
+        .send_request(
+            request(Rpc::ReceiveMessage.path(), Some("pop-client")),
+            false,
+        )
+        .unwrap();
+    send.send_data(encode_message(&r.encode_to_vec()).unwrap(), true)
+        .unwrap();
+    let (parts, mut body) = response.await.unwrap().into_parts();
+    assert_eq!(parts.status, 200);
+    let mut buf = BytesMut::new();
+    let mut statuses = Vec::new();
+    let mut messages = Vec::new();
+    while let Some(m) = next_message(&mut body, &mut buf).await {
+        match v2::ReceiveMessageResponse::decode(m).unwrap().content {
+            Some(v2::receive_message_response::Content::Status(s)) => statuses.push(s),
+            Some(v2::receive_message_response::Content::Message(m)) => messages.push(m),
+            other => panic!("an unexpected element: {other:?}"),
+        }
+    }
+    let trailers = body.trailers().await.unwrap().unwrap();
+    assert_eq!(trailers["grpc-status"], "0");
+    assert_eq!(statuses.len(), 1, "one status per stream: {statuses:?}");
+    let code = v2::Code::try_from(statuses[0].code).unwrap();
+    if messages.is_empty() {
+        return Err(code);
+    }
+    assert_eq!(code, v2::Code::Ok);
+    Ok(messages)
+}
+
+fn handle_and_attempt(m: &v2::Message) -> (String, i32, String) {
+    let sys = m.system_properties.as_ref().unwrap();
+    (
+        String::from_utf8_lossy(&m.body).into_owned(),
+        sys.delivery_attempt.unwrap(),
+        sys.receipt_handle.clone().unwrap(),
+    )
+}
+
+async fn ack_handle(
+    client: &SendRequest<Bytes>,
+    group: &str,
+    topic: &str,
+    handle: &str,
+) -> v2::Code {
+    let r = v2::AckMessageRequest {
+        group: resource(group),
+        topic: resource(topic),
+        entries: vec![v2::AckMessageEntry {
+            message_id: String::new(),
+            receipt_handle: handle.to_owned(),
+            lite_topic: None,
+        }],
+    };
+    let a: v2::AckMessageResponse = unary(client, Rpc::AckMessage, "pop-client", &r).await;
+    code(&a.status)
+}
+
+/// A kill -9 of the broker between a consumer's receive and its ack loses nothing: a handle
+/// received before the kill still acks its message, and the message left unacked comes back
+/// after its invisible time with its attempt raised; a forged handle is refused.
+#[test]
+fn a_kill_between_receive_and_ack_loses_no_message_and_keeps_the_handles() {
+    let mut c = Cluster::start(1, "small");
+    let ns = c.namesrv.addr.clone();
+    create_topic(&ns, "GrpcPop", 1);
+    let (group, topic) = ("pop-group", "GrpcPop");
+    let broker = c.broker.addr.clone();
+    let mut handles = Vec::new();
+    let held = &mut handles;
+    run(Duration::from_secs(60), || async move {
+        let client = connect(&broker).await;
+        for (id, body) in [("01D0", "acked-after-kill"), ("01D1", "left")] {
+            let m = message(topic, id, 0, body.as_bytes());
+            let r: v2::SendMessageResponse = unary(
+                &client,
+                Rpc::SendMessage,
+                "pop-client",
+                &send_request(vec![m]),
+            )
+            .await;
+            assert_eq!(code(&r.status), v2::Code::Ok, "{r:?}");
+        }
+        let got = receive(&client, group, topic, 0, 2, Duration::from_secs(10))
+            .await
+            .unwrap();
+        let seen: Vec<(String, i32, String)> = got.iter().map(handle_and_attempt).collect();
+        assert_eq!(
+            seen.iter().map(|s| (s.0.as_str(), s.1)).collect::<Vec<_>>(),
+            [("acked-after-kill", 1), ("left", 1)]
+        );
+        held.extend(seen);
+    });
+    c.restart_broker();
+    let broker = c.broker.addr.clone();
+    let held = handles;
+    run(Duration::from_secs(90), || async move {
+        let client = connect(&broker).await;
+        assert_eq!(
+            ack_handle(&client, group, topic, &held[0].2).await,
+            v2::Code::Ok,
+            "a handle from before the kill acks"
+        );
+        let mut forged = held[1].2.clone();
+        forged.push('9');
+        assert_eq!(
+            ack_handle(&client, group, topic, &forged).await,
+            v2::Code::InvalidReceiptHandle
+        );
+        // The unacked one comes back once its 10 s are up, and only it.
+        let deadline = Instant::now() + Duration::from_secs(40);
+        let back = loop {
+            assert!(
+                Instant::now() < deadline,
+                "the unacked message did not come back"
+            );
+            match receive(&client, group, topic, 0, 2, Duration::from_secs(10)).await {
+                Ok(m) => break m,
+                Err(code) => assert_eq!(code, v2::Code::MessageNotFound),
+            }
+        };
+        let back: Vec<(String, i32, String)> = back.iter().map(handle_and_attempt).collect();
+        assert_eq!(back.len(), 1, "{back:?}");
+        assert_eq!((back[0].0.as_str(), back[0].1), ("left", 2));
+        assert_eq!(
+            ack_handle(&client, group, topic, &held[1].2).await,
+            v2::Code::InvalidReceiptHandle,
+            "the handle of the first delivery is spent"
+        );
+        assert_eq!(
+            ack_handle(&client, group, topic, &back[0].2).await,
+            v2::Code::Ok
+        );
+        assert_eq!(
+            receive(&client, group, topic, 0, 2, Duration::from_secs(10))
+                .await
+                .err(),
+            Some(v2::Code::MessageNotFound)
+        );
+    });
+}
