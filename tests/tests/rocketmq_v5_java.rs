@@ -67,6 +67,43 @@ fn v5_grpc_sdk_scenarios_match_apache() {
     run_against_corvus(&names);
 }
 
+/// The Java SDK dials TLS unless told otherwise (`enableSsl(false)`): a broker with TLS on its
+/// ports serves it there, HTTP/2 picked by ALPN as gRPC needs, and plaintext clients beside.
+#[test]
+fn the_sdk_over_tls_is_served_on_the_broker_port() {
+    let Some(program) =
+        java_program_or_skip("tests/rocketmq-v5", Some("corvus/v5/Scenarios.class"))
+    else {
+        return;
+    };
+    let pki = tempfile::tempdir().unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
+        .unwrap()
+        .self_signed(&key)
+        .unwrap();
+    let (cert_path, key_path) = (pki.path().join("server.pem"), pki.path().join("server.key"));
+    std::fs::write(&cert_path, cert.pem()).unwrap();
+    std::fs::write(&key_path, key.serialize_pem()).unwrap();
+    let c = Cluster::start_with(1, "small", |o| {
+        o.config_toml = Some(format!(
+            "tls_mode = \"permissive\"\ntls_cert_path = \"{}\"\ntls_key_path = \"{}\"\n",
+            cert_path.display(),
+            key_path.display()
+        ))
+    });
+    let ns = c.namesrv.addr.clone();
+    let f = update_topic_with_attributes(&c.broker.addr, "V5Normal", 4, "+message.type=NORMAL");
+    assert_eq!(f.command.code, 0, "{:?}", f.command.remark);
+    wait_for_route(&ns, "V5Normal");
+    let endpoint = core_addrs(&ns).into_iter().next().unwrap();
+    let home = c.dir.path().join("java-home");
+    std::fs::create_dir_all(&home).unwrap();
+    if let Some(differs) = run_scenario(&program, &endpoint, &home, "produce", &["--tls"]) {
+        panic!("over TLS:\n{differs}");
+    }
+}
+
 /// Starts corvus, creates the topics (and groups) of `names`, runs each scenario against the
 /// first core's port and fails with every transcript that differs from Apache's.
 fn run_against_corvus(names: &[&str]) {
@@ -121,7 +158,7 @@ fn run_against_corvus(names: &[&str]) {
                 let (program, endpoint, home) = (&program, &endpoint, &home);
                 s.spawn(move || {
                     lane.iter()
-                        .filter_map(|name| run_scenario(program, endpoint, home, name))
+                        .filter_map(|name| run_scenario(program, endpoint, home, name, &[]))
                         .collect::<Vec<_>>()
                 })
             })
@@ -137,8 +174,15 @@ fn run_against_corvus(names: &[&str]) {
     );
 }
 
-/// Runs one scenario against `endpoint`; what differs from Apache's transcript, if anything.
-fn run_scenario(program: &str, endpoint: &str, home: &Path, name: &str) -> Option<String> {
+/// Runs one scenario against `endpoint` (with the program's options `extra`); what differs
+/// from Apache's transcript, if anything.
+fn run_scenario(
+    program: &str,
+    endpoint: &str,
+    home: &Path,
+    name: &str,
+    extra: &[&str],
+) -> Option<String> {
     let expected = std::fs::read_to_string(expected_dir().join(format!("{name}.txt"))).unwrap();
     let mut cmd = Command::new("java");
     cmd.args(["-Xmx128m", "-XX:TieredStopAtLevel=1"])
@@ -146,7 +190,8 @@ fn run_scenario(program: &str, endpoint: &str, home: &Path, name: &str) -> Optio
         .arg("-cp")
         .arg(program)
         .arg("corvus.v5.Scenarios")
-        .args([endpoint, name]);
+        .args([endpoint, name])
+        .args(extra);
     let (status, lines) = run_client_program(name, &mut cmd, Duration::from_secs(300));
     let want: Vec<&str> = expected.lines().collect();
     (!status.success() || lines != want).then(|| {
