@@ -76,6 +76,7 @@ pub struct BrokerMetrics {
     writes_blocked_shards: Family<CoreLabel, Gauge>,
     uptime_seconds: GaugeF,
     consumer_backlog: Family<GroupQueueLabel, Gauge>,
+    pop_inflight: Family<GroupQueueLabel, Gauge>,
     slave_lag_bytes: Family<ShardSlaveLabel, Gauge>,
     slave_lag_ms: Family<ShardSlaveLabel, Gauge>,
     slave_in_sync: Family<ShardSlaveLabel, Gauge>,
@@ -123,6 +124,7 @@ impl BrokerMetrics {
             writes_blocked_shards: Family::default(),
             uptime_seconds: GaugeF::default(),
             consumer_backlog: Family::default(),
+            pop_inflight: Family::default(),
             slave_lag_bytes: Family::default(),
             slave_lag_ms: Family::default(),
             slave_in_sync: Family::default(),
@@ -274,6 +276,11 @@ impl BrokerMetrics {
             m.consumer_backlog.clone(),
         );
         r.register(
+            "corvus_pop_inflight_messages",
+            "Messages a POP consumer group was handed and has not acked, per queue",
+            m.pop_inflight.clone(),
+        );
+        r.register(
             "corvus_uptime_seconds",
             "Seconds since the broker started",
             m.uptime_seconds.clone(),
@@ -359,6 +366,18 @@ impl BrokerMetrics {
         self.consumer_backlog
             .get_or_create(&l)
             .set(backlog.min(i64::MAX as u64) as i64);
+    }
+
+    /// Sets a POP group's messages in flight on a queue.
+    pub fn set_pop_inflight(&self, group: &str, topic: &str, queue_id: u32, inflight: u64) {
+        let l = GroupQueueLabel {
+            group: group.to_owned(),
+            topic: topic.to_owned(),
+            queue: queue_id.to_string(),
+        };
+        self.pop_inflight
+            .get_or_create(&l)
+            .set(inflight.min(i64::MAX as u64) as i64);
     }
 
     /// Adds the growth of a core's counters since `last` and sets its gauges.

@@ -840,7 +840,8 @@ impl Core {
     }
 
     /// Sets the backlog metric of every group offset this core keeps: from the committed
-    /// offset (or the oldest stored, after retention) to the queue's end, never negative.
+    /// offset (or the oldest stored, after retention) to the queue's end, never negative; and
+    /// the in-flight metric of every POP window it holds.
     pub fn publish_backlogs(&self) {
         for (shard_id, table) in &self.offsets {
             let Some(shard) = self.shards.get(shard_id) else {
@@ -853,6 +854,11 @@ impl Core {
                     .metrics
                     .set_backlog(&gq.group, &gq.topic, gq.queue_id, backlog);
             }
+        }
+        for (group, topic, queue_id, inflight) in self.pop_windows() {
+            self.shared
+                .metrics
+                .set_pop_inflight(&group, &topic, queue_id, inflight);
         }
     }
 

@@ -646,6 +646,35 @@ impl Core {
         Ok(Popped::default())
     }
 
+    /// `group`'s POP window on `topic`'s queue `queue_id` as this core holds it: the next
+    /// offset to hand out, and the messages handed out and not acked (in flight). `None`
+    /// when the queue is another core's or the group has not popped it since the start.
+    pub fn pop_window(&self, group: &str, topic: &str, queue_id: u32) -> Option<(u64, u64)> {
+        let (shard, core) = self.owner(topic, queue_id);
+        if core != self.id {
+            return None;
+        }
+        let st = self.pop.shards.borrow();
+        let q = st
+            .get(&shard)?
+            .queues
+            .get(&(group.to_owned(), topic.to_owned(), queue_id))?;
+        let inflight = q.entries.values().filter(|e| !e.acked).count() as u64;
+        Some((q.cursor, inflight))
+    }
+
+    /// Every POP window this core holds: (group, topic, queue id, in flight).
+    pub fn pop_windows(&self) -> Vec<(String, String, u32, u64)> {
+        let st = self.pop.shards.borrow();
+        st.values()
+            .flat_map(|s| s.queues.iter())
+            .map(|((g, t, q), w)| {
+                let inflight = w.entries.values().filter(|e| !e.acked).count() as u64;
+                (g.clone(), t.clone(), *q, inflight)
+            })
+            .collect()
+    }
+
     fn pop_cursor(&self, shard: u16, group: &str, topic: &str, q: u32) -> u64 {
         self.pop
             .shards

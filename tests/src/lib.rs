@@ -1143,7 +1143,11 @@ pub fn remoting_call(addr: &str, cmd: &remoting::RemotingCommand, body: &[u8]) -
             }
             continue;
         }
-        let n = conn.read(&mut chunk).unwrap();
+        let n = match conn.read(&mut chunk) {
+            // A signal to this thread (a glommio executor that ran on it, say): read again.
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            r => r.unwrap(),
+        };
         assert!(n > 0, "the broker closed the connection without an answer");
         buf.extend_from_slice(&chunk[..n]);
     }

@@ -705,6 +705,9 @@ fn a_kill_between_receive_and_ack_loses_no_message_and_keeps_the_handles() {
         );
         held.extend(seen);
     });
+    // RocketMQ 5's mqadmin shows pullOffset - consumerOffset as the group's messages in
+    // flight.
+    assert_eq!(offsets(&c.broker.addr, group), (0, 2), "two in flight");
     c.restart_broker();
     let broker = c.broker.addr.clone();
     let held = handles;
@@ -752,4 +755,29 @@ fn a_kill_between_receive_and_ack_loses_no_message_and_keeps_the_handles() {
             Some(v2::Code::MessageNotFound)
         );
     });
+    assert_eq!(offsets(&c.broker.addr, group), (2, 2), "both consumed");
+}
+
+/// The group's consumer offset and pull offset of its one queue, as GET_CONSUME_STATS
+/// answers them.
+fn offsets(addr: &str, group: &str) -> (u64, u64) {
+    let mut cmd =
+        remoting::RemotingCommand::request(remoting::codes::request::GET_CONSUME_STATS, 5);
+    cmd.ext_fields.insert("consumerGroup".into(), group.into());
+    let f = integration::remoting_call(addr, &cmd, b"");
+    assert_eq!(f.command.code, 0, "{:?}", f.command.remark);
+    let body = String::from_utf8_lossy(&f.body).into_owned();
+    let field = |name: &str| -> u64 {
+        let key = format!("\"{name}\":");
+        let at = body
+            .find(&key)
+            .unwrap_or_else(|| panic!("{name} in {body}"));
+        body[at + key.len()..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect::<String>()
+            .parse()
+            .unwrap()
+    };
+    (field("consumerOffset"), field("pullOffset"))
 }

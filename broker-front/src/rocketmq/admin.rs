@@ -399,6 +399,10 @@ async fn consume_stats(core: &Rc<Front>, req: &RemotingCommand) -> Result<Outgoi
     struct OffsetWrapper {
         broker_offset: u64,
         consumer_offset: u64,
+        /// RocketMQ 5's: how far the group has been handed messages; its mqadmin shows
+        /// `pullOffset - consumerOffset` as in flight. A POP group's window's next offset,
+        /// else the committed offset.
+        pull_offset: u64,
         last_timestamp: i64,
     }
     let mut topics: Vec<String> = stored_offsets(core)
@@ -427,11 +431,16 @@ async fn consume_stats(core: &Rc<Front>, req: &RemotingCommand) -> Result<Outgoi
                 }))
                 .await?;
             tps += stored.map_or(0.0, |s| s.consume_tps_milli as f64 / 1000.0);
+            let consumer_offset = stored.map_or(0, |s| s.offset);
+            let pull_offset = core
+                .pop_window(&group, &topic, global)
+                .map_or(consumer_offset, |(cursor, _)| cursor.max(consumer_offset));
             entries.push((
                 mq_key(&name, &topic, local),
                 OffsetWrapper {
                     broker_offset: max,
-                    consumer_offset: stored.map_or(0, |s| s.offset),
+                    consumer_offset,
+                    pull_offset,
                     last_timestamp: stored.map_or(0, |s| s.last_commit_ms),
                 },
             ));
