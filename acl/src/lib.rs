@@ -340,6 +340,39 @@ impl AclConfig {
         }
     }
 
+    /// A gRPC call from `peer` with RocketMQ 5's `authorization` and `x-mq-date-time`
+    /// metadata (see [`sign::parse_grpc_authorization`]), or from an allow-listed peer.
+    pub fn access_grpc(
+        &self,
+        peer: IpAddr,
+        authorization: Option<&str>,
+        date_time: Option<&str>,
+    ) -> Result<Access<'_>, Denied> {
+        if self.globally_allowed(peer) {
+            return Ok(Access::All);
+        }
+        let auth = match authorization {
+            None => None,
+            Some(value) => Some(sign::parse_grpc_authorization(value).ok_or_else(|| {
+                Denied("the authorization metadata is not MQv2-HMAC-SHA1 with a Credential and a Signature".into())
+            })?),
+        };
+        let access = self.access(peer, auth.map(|a| a.access_key))?;
+        let (Access::Account(account), Some(auth)) = (access, auth) else {
+            return Ok(access);
+        };
+        let date_time =
+            date_time.ok_or_else(|| Denied("a signed call without x-mq-date-time".into()))?;
+        if sign::verify_grpc(&account.secret_key, date_time, auth.signature) {
+            Ok(access)
+        } else {
+            Err(Denied(format!(
+                "check signature failed for accessKey={}",
+                account.access_key
+            )))
+        }
+    }
+
     /// A native login: `signature` is [`sign::login_signature`] over this connection's
     /// `nonce` by the account's secret key. On success the connection acts for `access_key`.
     pub fn login(&self, access_key: &str, nonce: &str, signature: &str) -> Result<(), Denied> {
