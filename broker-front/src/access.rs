@@ -118,8 +118,46 @@ impl Gate {
         Ok(())
     }
 
+    /// Whether a gRPC call from `peer` may do `actions`: its `authorization` metadata (with
+    /// the `x-mq-date-time` it signs) verifies and its account may do them, or `peer` is
+    /// allow-listed. RocketMQ 5's SDKs sign the client's clock, which nothing checks for
+    /// freshness (as RocketMQ's Proxy does not).
+    pub fn check_grpc(
+        &self,
+        peer: &str,
+        authorization: Option<&str>,
+        date_time: Option<&str>,
+        rpc: &str,
+        actions: &[Action<'_>],
+    ) -> Result<(), BrokerError> {
+        let Some(rules) = self.rules() else {
+            return Ok(());
+        };
+        let key = authorization
+            .and_then(acl::sign::parse_grpc_authorization)
+            .map(|a| a.access_key);
+        let checked = (|| {
+            let ip = peer
+                .parse::<std::net::SocketAddr>()
+                .map(|a| a.ip())
+                .map_err(|_| BrokerError::NoPermission(format!("peer {peer} has no IP address")))?;
+            let access = rules
+                .access_grpc(ip, authorization, date_time)
+                .map_err(denied)?;
+            for action in actions {
+                access.check(action).map_err(denied)?;
+            }
+            Ok(())
+        })();
+        checked.inspect_err(|e| self.log_refusal_of(peer, key, rpc, e))
+    }
+
     /// Logs a refusal (rate limited, see [`REFUSAL_LOG_INTERVAL`]).
     fn log_refusal(&self, client: &ClientConn, key: Option<&str>, request: &str, e: &BrokerError) {
+        self.log_refusal_of(&client.peer, key, request, e)
+    }
+
+    fn log_refusal_of(&self, peer: &str, key: Option<&str>, request: &str, e: &BrokerError) {
         let now = Instant::now();
         let window = match self.log_window.get() {
             Some((began, n)) if now.duration_since(began) < REFUSAL_LOG_INTERVAL => (began, n),
@@ -132,7 +170,7 @@ impl Gate {
         self.log_window.set(Some((window.0, window.1 + 1)));
         let more = self.unlogged.replace(0);
         tracing::warn!(
-            peer = %client.peer,
+            %peer,
             access_key = key.unwrap_or("-"),
             request,
             unlogged_since_last_line = more,

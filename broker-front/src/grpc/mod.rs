@@ -33,6 +33,7 @@ use grpc_proto::{Rpc, RpcKind};
 
 use crate::error::BrokerError;
 use crate::front::Front;
+use acl::Action;
 
 pub use grpc_h2::{Call, Code, GrpcStatus, Handler, Limits};
 
@@ -149,19 +150,100 @@ fn encoded(m: &impl prost::Message) -> Bytes {
     Bytes::from(m.encode_to_vec())
 }
 
-/// Answers a request of type `$req` with `$f`'s response, or the response built by `$refused`
-/// when the call names no client.
+/// Answers a request of type `$req` with `$body`'s response once the call names its client and
+/// may do what the request needs (the ACL, [`Needs`]), or with the response `$refused` builds around the refusal.
 macro_rules! unary {
-    ($rpc:expr, $call:expr, $message:expr, $req:ty, |$client:ident, $r:ident| $body:expr, $refused:expr) => {{
+    ($self:ident, $rpc:expr, $call:expr, $message:expr, $req:ty,
+     |$client:ident, $r:ident| $body:expr, $refused:expr) => {{
         let $r: $req = decode($rpc, $message)?;
         match client_id(&$call) {
             None => Ok(encoded(&$refused(status(
                 v2::Code::ClientIdRequired,
                 "x-mq-client-id is required",
             )))),
-            Some($client) => Ok(encoded(&$body)),
+            Some($client) => match $self.authorize(&$call, $rpc, &$r.needs()) {
+                Err(refusal) => Ok(encoded(&$refused(refusal))),
+                Ok(()) => Ok(encoded(&$body)),
+            },
         }
     }};
+}
+
+impl MessagingService {
+    /// Whether the call may do `actions` (with `acl_enable`; UNAUTHORIZED otherwise, as
+    /// RocketMQ's Proxy answers both a failed signature and a missing permission).
+    fn authorize(
+        &self,
+        call: &Call,
+        rpc: Rpc,
+        actions: &[Action<'_>],
+    ) -> Result<(), Option<v2::Status>> {
+        let meta = |k: &str| call.metadata.get(k).and_then(|v| v.to_str().ok());
+        self.front
+            .acl
+            .check_grpc(
+                &self.peer,
+                meta("authorization"),
+                meta("x-mq-date-time"),
+                rpc.name(),
+                actions,
+            )
+            .map_err(|e| status(v2::Code::Unauthorized, e.to_string()))
+    }
+}
+
+/// What a request needs the ACL to allow.
+trait Needs {
+    fn needs(&self) -> Vec<Action<'_>>;
+}
+
+/// What reading `topic` for `group` needs.
+fn subscribe<'a>(
+    topic: &'a Option<v2::Resource>,
+    group: &'a Option<v2::Resource>,
+) -> Vec<Action<'a>> {
+    vec![Action::Subscribe {
+        topic: name_of(topic),
+        group: Some(name_of(group)),
+    }]
+}
+
+/// What a client's own calls (heartbeats, leaving) need: its group's, when it names one.
+fn member(group: &Option<v2::Resource>) -> Vec<Action<'_>> {
+    match group.as_ref().filter(|g| !g.name.is_empty()) {
+        Some(g) => vec![Action::Group { group: &g.name }],
+        None => vec![Action::Info],
+    }
+}
+
+macro_rules! needs {
+    ($($t:ty: |$r:ident| $e:expr;)*) => {$(
+        impl Needs for $t {
+            fn needs(&self) -> Vec<Action<'_>> {
+                let $r = self;
+                $e
+            }
+        }
+    )*};
+}
+
+needs! {
+    v2::QueryRouteRequest: |_r| vec![Action::Info];
+    v2::QueryAssignmentRequest: |r| subscribe(&r.topic, &r.group);
+    v2::SendMessageRequest: |r| vec![Action::Publish {
+        topic: r.messages.first().map_or("", |m| name_of(&m.topic)),
+    }];
+    v2::EndTransactionRequest: |r| vec![Action::Publish { topic: name_of(&r.topic) }];
+    v2::HeartbeatRequest: |r| member(&r.group);
+    v2::NotifyClientTerminationRequest: |r| member(&r.group);
+    v2::AckMessageRequest: |r| subscribe(&r.topic, &r.group);
+    v2::ChangeInvisibleDurationRequest: |r| subscribe(&r.topic, &r.group);
+    v2::ForwardMessageToDeadLetterQueueRequest: |r| subscribe(&r.topic, &r.group);
+    v2::UpdateOffsetRequest: |_r| vec![Action::Info];
+    v2::GetOffsetRequest: |_r| vec![Action::Info];
+    v2::QueryOffsetRequest: |_r| vec![Action::Info];
+    v2::RecallMessageRequest: |_r| vec![Action::Info];
+    v2::SyncLiteSubscriptionRequest: |_r| vec![Action::Info];
 }
 
 impl Handler for MessagingService {
@@ -188,6 +270,7 @@ impl Handler for MessagingService {
         let f = &self.front;
         match rpc {
             Rpc::QueryRoute => unary!(
+                self,
                 rpc,
                 call,
                 message,
@@ -199,6 +282,7 @@ impl Handler for MessagingService {
                 }
             ),
             Rpc::QueryAssignment => unary!(
+                self,
                 rpc,
                 call,
                 message,
@@ -210,6 +294,7 @@ impl Handler for MessagingService {
                 }
             ),
             Rpc::SendMessage => unary!(
+                self,
                 rpc,
                 call,
                 message,
@@ -221,6 +306,7 @@ impl Handler for MessagingService {
                 }
             ),
             Rpc::EndTransaction => unary!(
+                self,
                 rpc,
                 call,
                 message,
@@ -229,6 +315,7 @@ impl Handler for MessagingService {
                 |status| v2::EndTransactionResponse { status }
             ),
             Rpc::Heartbeat => unary!(
+                self,
                 rpc,
                 call,
                 message,
@@ -237,6 +324,7 @@ impl Handler for MessagingService {
                 |status| v2::HeartbeatResponse { status }
             ),
             Rpc::NotifyClientTermination => unary!(
+                self,
                 rpc,
                 call,
                 message,
@@ -245,6 +333,7 @@ impl Handler for MessagingService {
                 |status| v2::NotifyClientTerminationResponse { status }
             ),
             Rpc::AckMessage => unary!(
+                self,
                 rpc,
                 call,
                 message,
@@ -256,6 +345,7 @@ impl Handler for MessagingService {
                 }
             ),
             Rpc::ChangeInvisibleDuration => unary!(
+                self,
                 rpc,
                 call,
                 message,
@@ -267,6 +357,7 @@ impl Handler for MessagingService {
                 }
             ),
             Rpc::ForwardMessageToDeadLetterQueue => unary!(
+                self,
                 rpc,
                 call,
                 message,
@@ -275,6 +366,7 @@ impl Handler for MessagingService {
                 |status| v2::ForwardMessageToDeadLetterQueueResponse { status }
             ),
             Rpc::UpdateOffset => unary!(
+                self,
                 rpc,
                 call,
                 message,
@@ -285,6 +377,7 @@ impl Handler for MessagingService {
                 |status| v2::UpdateOffsetResponse { status }
             ),
             Rpc::GetOffset => unary!(
+                self,
                 rpc,
                 call,
                 message,
@@ -299,6 +392,7 @@ impl Handler for MessagingService {
                 }
             ),
             Rpc::QueryOffset => unary!(
+                self,
                 rpc,
                 call,
                 message,
@@ -313,6 +407,7 @@ impl Handler for MessagingService {
                 }
             ),
             Rpc::RecallMessage => unary!(
+                self,
                 rpc,
                 call,
                 message,
@@ -327,6 +422,7 @@ impl Handler for MessagingService {
                 }
             ),
             Rpc::SyncLiteSubscription => unary!(
+                self,
                 rpc,
                 call,
                 message,
@@ -354,9 +450,17 @@ impl Handler for MessagingService {
         let status = match rpc {
             Some(rpc @ Rpc::ReceiveMessage) => {
                 let r: v2::ReceiveMessageRequest = decode(rpc, message)?;
+                let topic = r.message_queue.as_ref().and_then(|q| q.topic.clone());
                 match client_id(&call) {
-                    Some(client) => return consume::receive(&self.front, client, r, replies).await,
                     None => status(v2::Code::ClientIdRequired, "x-mq-client-id is required"),
+                    Some(client) => {
+                        match self.authorize(&call, rpc, &subscribe(&topic, &r.group)) {
+                            Err(refusal) => refusal,
+                            Ok(()) => {
+                                return consume::receive(&self.front, client, r, replies).await
+                            }
+                        }
+                    }
                 }
             }
             Some(rpc @ Rpc::PullMessage) => {
@@ -399,6 +503,11 @@ impl Handler for MessagingService {
                 "x-mq-client-id is required",
             ));
         };
+        // The stream names no topic or group yet: the account must be one.
+        if let Err(refusal) = self.authorize(&call, Rpc::Telemetry, &[Action::Info]) {
+            let why = refusal.map_or_else(String::new, |s| s.message);
+            return Err(GrpcStatus::new(Code::Unauthenticated, why));
+        }
         session::telemetry(&self.front, client, &self.peer, requests, replies).await
     }
 }
