@@ -953,3 +953,72 @@ fn acl_signatures_and_permissions_hold_for_v5_calls() {
     );
     assert_eq!(bodies(&audit), ["01E5"], "only the admin's send to Audit");
 }
+
+/// GetOffset, UpdateOffset and QueryOffset, as a v5 pull consumer keeps its own position: a
+/// queue's bounds and a time's offset, a group's offset missing, committed, read back.
+#[test]
+fn offsets_of_a_queue_are_queried_committed_and_read() {
+    let c = Cluster::start(1, "small");
+    let ns = c.namesrv.addr.clone();
+    create_topic(&ns, "GrpcOffsets", 1);
+    let broker = c.broker.addr.clone();
+    run(Duration::from_secs(60), || async move {
+        let client = connect(&broker).await;
+        for i in 0..3 {
+            let m = message("GrpcOffsets", &format!("01F{i}"), 0, b"x");
+            let r: v2::SendMessageResponse =
+                unary(&client, Rpc::SendMessage, "offsets", &send_request(vec![m])).await;
+            assert_eq!(code(&r.status), v2::Code::Ok, "{r:?}");
+        }
+        let queue = Some(v2::MessageQueue {
+            topic: resource("GrpcOffsets"),
+            id: 0,
+            permission: v2::Permission::ReadWrite as i32,
+            broker: None,
+            accept_message_types: Vec::new(),
+        });
+        let query = |policy: v2::QueryOffsetPolicy, at: Option<i64>| v2::QueryOffsetRequest {
+            message_queue: queue.clone(),
+            query_offset_policy: policy as i32,
+            timestamp: at.map(|seconds| prost_types::Timestamp { seconds, nanos: 0 }),
+        };
+        for (q, expected) in [
+            (query(v2::QueryOffsetPolicy::Beginning, None), 0),
+            (query(v2::QueryOffsetPolicy::End, None), 3),
+            (query(v2::QueryOffsetPolicy::Timestamp, Some(0)), 0),
+        ] {
+            let r: v2::QueryOffsetResponse = unary(&client, Rpc::QueryOffset, "offsets", &q).await;
+            assert_eq!(
+                (code(&r.status), r.offset),
+                (v2::Code::Ok, expected),
+                "{q:?}"
+            );
+        }
+        let get = v2::GetOffsetRequest {
+            group: resource("offsets-group"),
+            message_queue: queue.clone(),
+        };
+        let r: v2::GetOffsetResponse = unary(&client, Rpc::GetOffset, "offsets", &get).await;
+        assert_eq!(code(&r.status), v2::Code::OffsetNotFound);
+        let update = v2::UpdateOffsetRequest {
+            group: resource("offsets-group"),
+            message_queue: queue.clone(),
+            offset: 2,
+        };
+        let r: v2::UpdateOffsetResponse =
+            unary(&client, Rpc::UpdateOffset, "offsets", &update).await;
+        assert_eq!(code(&r.status), v2::Code::Ok);
+        let r: v2::GetOffsetResponse = unary(&client, Rpc::GetOffset, "offsets", &get).await;
+        assert_eq!((code(&r.status), r.offset), (v2::Code::Ok, 2));
+        let mut missing = get.clone();
+        if let Some(q) = missing.message_queue.as_mut() {
+            q.id = 7;
+        }
+        let r: v2::GetOffsetResponse = unary(&client, Rpc::GetOffset, "offsets", &missing).await;
+        assert_eq!(
+            code(&r.status),
+            v2::Code::BadRequest,
+            "a queue the core does not have"
+        );
+    });
+}

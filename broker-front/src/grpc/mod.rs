@@ -16,6 +16,7 @@
 
 mod consume;
 mod delivered;
+mod offsets;
 mod route;
 mod send;
 pub mod session;
@@ -239,8 +240,8 @@ needs! {
     v2::AckMessageRequest: |r| subscribe(&r.topic, &r.group);
     v2::ChangeInvisibleDurationRequest: |r| subscribe(&r.topic, &r.group);
     v2::ForwardMessageToDeadLetterQueueRequest: |r| subscribe(&r.topic, &r.group);
-    v2::UpdateOffsetRequest: |_r| vec![Action::Info];
-    v2::GetOffsetRequest: |_r| vec![Action::Info];
+    v2::UpdateOffsetRequest: |r| vec![Action::Group { group: name_of(&r.group) }];
+    v2::GetOffsetRequest: |r| vec![Action::Group { group: name_of(&r.group) }];
     v2::QueryOffsetRequest: |_r| vec![Action::Info];
     v2::RecallMessageRequest: |_r| vec![Action::Info];
     v2::SyncLiteSubscriptionRequest: |_r| vec![Action::Info];
@@ -371,9 +372,7 @@ impl Handler for MessagingService {
                 call,
                 message,
                 v2::UpdateOffsetRequest,
-                |_c, _r| v2::UpdateOffsetResponse {
-                    status: not_served(rpc)
-                },
+                |c, r| offsets::update(f, c, &r).await,
                 |status| v2::UpdateOffsetResponse { status }
             ),
             Rpc::GetOffset => unary!(
@@ -382,10 +381,7 @@ impl Handler for MessagingService {
                 call,
                 message,
                 v2::GetOffsetRequest,
-                |_c, _r| v2::GetOffsetResponse {
-                    status: not_served(rpc),
-                    ..Default::default()
-                },
+                |_c, r| offsets::get(f, &r).await,
                 |status| v2::GetOffsetResponse {
                     status,
                     ..Default::default()
@@ -397,10 +393,7 @@ impl Handler for MessagingService {
                 call,
                 message,
                 v2::QueryOffsetRequest,
-                |_c, _r| v2::QueryOffsetResponse {
-                    status: not_served(rpc),
-                    ..Default::default()
-                },
+                |_c, r| offsets::query(f, &r).await,
                 |status| v2::QueryOffsetResponse {
                     status,
                     ..Default::default()
@@ -512,8 +505,7 @@ impl Handler for MessagingService {
     }
 }
 
-/// The status of an RPC this broker does not serve yet: dead-lettering by the client, the
-/// offset RPCs, recall and Lite Topics.
+/// The status of an RPC this broker does not serve yet: PullMessage, recall and Lite Topics.
 fn not_served(rpc: Rpc) -> Option<v2::Status> {
     status(
         v2::Code::NotImplemented,
