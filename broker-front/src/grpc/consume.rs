@@ -56,7 +56,10 @@ fn handle_status(e: &BrokerError) -> Option<v2::Status> {
     }
 }
 
-/// Serves ReceiveMessage: one OK status, then the messages; or one status alone.
+/// Serves ReceiveMessage: one OK status, then the messages; or one status alone. Either way
+/// the stream ends with a `delivery_timestamp` element (the time of the reply), as RocketMQ's
+/// Proxy ends it: the Python SDK's PushConsumer takes it for its delivery latency and fails
+/// the receive without it.
 pub(super) async fn receive(
     f: &Front,
     client: &str,
@@ -76,7 +79,7 @@ pub(super) async fn receive(
     match outcome {
         Err(status) => {
             let reply = element(v2::receive_message_response::Content::Status(status));
-            replies.send(encoded(&reply)).await
+            replies.send(encoded(&reply)).await?;
         }
         Ok(messages) => {
             let head = element(v2::receive_message_response::Content::Status(
@@ -87,9 +90,12 @@ pub(super) async fn receive(
                 let reply = element(v2::receive_message_response::Content::Message(m));
                 replies.send(encoded(&reply)).await?;
             }
-            Ok(())
         }
     }
+    let now = element(v2::receive_message_response::Content::DeliveryTimestamp(
+        super::delivered::timestamp(f.shared.clock.wall_ms()),
+    ));
+    replies.send(encoded(&now)).await
 }
 
 async fn pop(

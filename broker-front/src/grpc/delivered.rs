@@ -22,7 +22,8 @@ const SYSTEM_KEYS: &[&str] = &[
     "TRACE_CONTEXT",
 ];
 
-fn timestamp(ms: i64) -> prost_types::Timestamp {
+/// `ms` (since the epoch) as a protobuf timestamp.
+pub(super) fn timestamp(ms: i64) -> prost_types::Timestamp {
     prost_types::Timestamp {
         seconds: ms.div_euclid(1000),
         nanos: (ms.rem_euclid(1000) * 1_000_000) as i32,
