@@ -70,9 +70,11 @@ pub(crate) fn message_of(view: &RecordView<'_>, topic: &str, queue_id: i32) -> v
             tag: view.tags().map(str::to_owned),
             keys: view.keys().map(str::to_owned).collect(),
             message_id,
+            // MD5 in upper-case hex, as RocketMQ's Proxy sends it: the SDKs compare CRC32
+            // checksums each in its own format (zero-padded or not), MD5 ones alike.
             body_digest: Some(v2::Digest {
-                r#type: v2::DigestType::Crc32 as i32,
-                checksum: format!("{:X}", crc32fast::hash(view.body())),
+                r#type: v2::DigestType::Md5 as i32,
+                checksum: md5_hex(view.body()),
             }),
             body_encoding: if compressed {
                 v2::Encoding::Gzip
@@ -92,5 +94,25 @@ pub(crate) fn message_of(view: &RecordView<'_>, topic: &str, queue_id: i32) -> v
             ..Default::default()
         }),
         body,
+    }
+}
+
+fn md5_hex(body: &[u8]) -> String {
+    use md5::Digest as _;
+    md5::Md5::digest(body)
+        .iter()
+        .map(|b| format!("{b:02X}"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn body_digests_are_upper_case_md5_as_the_proxy_sends_them() {
+        assert_eq!(super::md5_hex(b""), "D41D8CD98F00B204E9800998ECF8427E");
+        assert_eq!(
+            super::md5_hex(b"The quick brown fox jumps over the lazy dog"),
+            "9E107D9D372BB6826BD81D3542A419D6"
+        );
     }
 }

@@ -5,7 +5,7 @@
 //! a message group as `__SHARDINGKEY`, a delivery time as `TIMER_DELIVER_MS` (held by the
 //! timer), a transactional message prepared (`TRAN_MSG`, the prepared sys flag) with its
 //! topic as producer group (`PGROUP`: the check of an undecided one goes to a producer of the
-//! topic). Each message goes to the queue the client chose: its number on this core.
+//! topic). Each message goes to one of this core's queues (see `send_one`).
 
 use std::net::SocketAddrV4;
 
@@ -111,20 +111,16 @@ async fn send_one(
     // it too, against the route's accepted types.
     check_type(f, topic, kind)
         .map_err(|e| (v2::Code::MessagePropertyConflictWithType, e.to_string()))?;
+    // As RocketMQ's Proxy, the queue the client named is not taken (the Python SDK names
+    // none): a message group's messages go to one queue of this core's, by the group's
+    // hash; the others to the core's writable queues in turn. A client reaches this core by
+    // the route's endpoint of the queue it chose, so the send stays on the core.
     let queues = CoreQueues::of(f, topic, &cfg, f.id);
-    let local = u32::try_from(sys.queue_id).map_err(|_| {
-        (
-            v2::Code::BadRequest,
-            format!("queue id {} is negative", sys.queue_id),
-        )
-    })?;
-    let global = match queues.global(topic, local) {
-        Ok(g) => g,
-        // A client that dialled another port than its route's: any queue serves, at the cost
-        // of a hop.
-        Err(_) if cfg.write_queues > 0 => local % cfg.write_queues,
-        Err(e) => return Err(refusal(&e)),
+    let turn = match &sys.message_group {
+        Some(group) => crc32fast::hash(group.as_bytes()),
+        None => f.queue_numbers.next_turn(),
     };
+    let global = crate::rocketmq::core_queue(&queues, cfg.write_queues, turn);
     let record = record_of(f, topic, born_host, m, sys, kind)?;
     let sent = f.send(topic, global, Bytes::from(record), 1).await;
     let appended = match sent {

@@ -485,7 +485,12 @@ async fn send(
 /// the core holds none of them, the topic's writable queues in turn. (RocketMQ's broker
 /// picks one of the topic's writable queues at random.)
 fn any_queue(core: &Front, queues: &CoreQueues, write_queues: u32) -> u32 {
-    let turn = core.queue_numbers.next_turn();
+    core_queue(queues, write_queues, core.queue_numbers.next_turn())
+}
+
+/// The `turn`-th of the core's writable queues (`queues`, the core's of a topic with
+/// `write_queues` writable ones), round; the topic's `turn`-th when the core holds none.
+pub(crate) fn core_queue(queues: &CoreQueues, write_queues: u32, turn: u32) -> u32 {
     let own = protocol::core_view::core_queue_count(&queues.ids, write_queues);
     match queues.ids.get((turn % own.max(1)) as usize) {
         Some(&global) if own > 0 => global,
