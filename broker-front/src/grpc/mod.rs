@@ -95,6 +95,13 @@ pub(crate) fn client_id(call: &Call) -> Option<&str> {
         .filter(|v| !v.is_empty())
 }
 
+/// How long the caller waits for the answer (`grpc-timeout`), when it says.
+pub(crate) fn call_timeout(call: &Call) -> Option<std::time::Duration> {
+    call.metadata
+        .get("grpc-timeout")
+        .and_then(|v| grpc_proto::status::parse_grpc_timeout(v.as_bytes()))
+}
+
 /// A response `Status`.
 pub(crate) fn status(code: v2::Code, message: impl Into<String>) -> Option<v2::Status> {
     Some(v2::Status {
@@ -355,7 +362,10 @@ impl Handler for MessagingService {
             Some(rpc @ Rpc::ReceiveMessage) => {
                 let r: v2::ReceiveMessageRequest = decode(rpc, message)?;
                 match client_id(&call) {
-                    Some(client) => return consume::receive(&self.front, client, r, replies).await,
+                    Some(client) => {
+                        let timeout = call_timeout(&call);
+                        return consume::receive(&self.front, client, r, timeout, replies).await;
+                    }
                     None => status(v2::Code::ClientIdRequired, "x-mq-client-id is required"),
                 }
             }
