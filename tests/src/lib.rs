@@ -21,6 +21,7 @@ pub mod netns;
 pub mod proxy;
 pub mod scenario;
 pub mod schedule;
+pub mod v5;
 
 pub use controllers::Controllers;
 
@@ -1292,118 +1293,4 @@ pub fn segment_files(commitlog: &Path) -> Vec<PathBuf> {
         .unwrap_or_default();
     v.sort();
     v
-}
-
-/// The scenarios of RocketMQ 5's gRPC SDK programs (`tests/rocketmq-v5` for Java,
-/// `tests/rocketmq-python5` for Python): each one's name, its topic and the topic's
-/// `message.type`, as the programs and `tests/rocketmq-v5/run-apache.sh` say.
-pub const V5_SCENARIOS: &[(&str, &str, &str)] = &[
-    ("produce", "V5Normal", "NORMAL"),
-    ("fifo", "V5Fifo", "FIFO"),
-    ("delay", "V5Delay", "DELAY"),
-    ("delay-receive", "V5DelayRecv", "DELAY"),
-    ("transaction-send", "V5TxnSend", "TRANSACTION"),
-    ("transaction", "V5Txn", "TRANSACTION"),
-    ("simple", "V5Simple", "NORMAL"),
-    ("push", "V5Push", "NORMAL"),
-    ("fifo-push", "V5FifoPush", "FIFO"),
-    ("share", "V5Share", "NORMAL"),
-];
-
-/// Where Apache RocketMQ 5.3.3's transcripts of the v5 scenarios are (recorded with the Java
-/// SDK against its Proxy).
-pub fn v5_expected_dir() -> PathBuf {
-    workspace_root().join("tests/rocketmq-v5/expected")
-}
-
-/// Starts corvus's NameServer and a broker with the broker.conf Apache's got
-/// (`tests/rocketmq-diff/broker.conf`), and makes the topics (and groups) of the v5 scenarios
-/// `names` as run-apache.sh makes them on Apache: RocketMQ's UPDATE_AND_CREATE_TOPIC with
-/// `+message.type=...`, UPDATE_AND_CREATE_SUBSCRIPTIONGROUP. The cluster, and the gRPC
-/// endpoint the SDKs dial (the broker's first core).
-pub fn start_for_v5_scenarios(names: &[&str]) -> (Cluster, String) {
-    let conf = workspace_root().join("tests/rocketmq-diff/broker.conf");
-    let c = Cluster::start_with(1, "small", |o| {
-        o.extra = vec!["-c".into(), conf.display().to_string()];
-    });
-    let ns = c.namesrv.addr.clone();
-    for name in names {
-        let (_, topic, kind) = V5_SCENARIOS
-            .iter()
-            .find(|s| s.0 == *name)
-            .unwrap_or_else(|| panic!("unknown scenario {name}"));
-        let attr = format!("+message.type={kind}");
-        let f = update_topic_with_attributes(&c.broker.addr, topic, 4, &attr);
-        assert_eq!(f.command.code, 0, "{topic} {attr}: {:?}", f.command.remark);
-        wait_for_route(&ns, topic);
-    }
-    // As run-apache.sh: push's failing message goes to the DLQ after 3 deliveries, and
-    // fifo-push's group is orderly.
-    let groups: &[(&str, &str)] = &[
-        ("push", r#"{"groupName":"V5PushGroup","retryMaxTimes":2}"#),
-        (
-            "fifo-push",
-            r#"{"groupName":"V5FifoPushGroup","consumeMessageOrderly":true}"#,
-        ),
-    ];
-    for (name, config) in groups {
-        if names.contains(name) {
-            let cmd = remoting::RemotingCommand::request(
-                remoting::codes::request::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
-                9,
-            );
-            let f = remoting_call(&c.broker.addr, &cmd, config.as_bytes());
-            assert_eq!(f.command.code, 0, "{config}: {:?}", f.command.remark);
-        }
-    }
-    let endpoint = core_addrs(&ns)
-        .into_iter()
-        .next()
-        .expect("the broker has a core");
-    (c, endpoint)
-}
-
-/// Runs the v5 scenarios `names` with `run` (which gives what differs from the expected
-/// transcript, if anything) in two lanes of about the same length: push (about a minute) with
-/// the short ones. What differed, of every scenario.
-pub fn run_v5_lanes(names: &[&str], run: impl Fn(&str) -> Option<String> + Sync) -> Vec<String> {
-    let (first, second): (Vec<&str>, Vec<&str>) = names
-        .iter()
-        .partition(|n| ["push", "share", "produce", "fifo", "delay"].contains(n));
-    std::thread::scope(|s| {
-        let lanes: Vec<_> = [first, second]
-            .into_iter()
-            .map(|lane| {
-                let run = &run;
-                s.spawn(move || lane.iter().filter_map(|name| run(name)).collect::<Vec<_>>())
-            })
-            .collect();
-        lanes
-            .into_iter()
-            .flat_map(|l| l.join().expect("a lane of scenarios"))
-            .collect()
-    })
-}
-
-/// Runs one v5 scenario program (`cmd`, of the SDK `sdk`) against `endpoint` and compares
-/// its transcript with `expected`: what differs, if anything.
-pub fn run_v5_scenario(
-    sdk: &str,
-    name: &str,
-    endpoint: &str,
-    cmd: &mut Command,
-    expected: &Path,
-) -> Option<String> {
-    let want =
-        std::fs::read_to_string(expected).unwrap_or_else(|e| panic!("{}: {e}", expected.display()));
-    let (status, lines) = run_client_program(name, cmd, Duration::from_secs(300));
-    let want_lines: Vec<&str> = want.lines().collect();
-    (!status.success() || lines != want_lines).then(|| {
-        format!(
-            "== {name} ({sdk}) against corvus at {endpoint} ({status}):\n{}\n== expected ({}):\n{}",
-            lines.join("\n"),
-            expected.display(),
-            want.trim_end()
-        )
-    })
 }

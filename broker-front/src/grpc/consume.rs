@@ -32,6 +32,8 @@ const INVISIBLE_MAX: Duration = Duration::from_secs(12 * 3600);
 const AUTO_RENEW_INVISIBLE: Duration = Duration::from_secs(60);
 /// The longest long poll, as RocketMQ's Proxy clamps it.
 const LONG_POLL_MAX: Duration = Duration::from_secs(20);
+/// What a long poll leaves of the caller's deadline (`grpc-timeout`) for the answer to reach it.
+const LONG_POLL_RESERVE: Duration = Duration::from_secs(1);
 
 fn millis(d: &prost_types::Duration) -> Option<u64> {
     let ms = d
@@ -59,14 +61,17 @@ fn handle_status(e: &BrokerError) -> Option<v2::Status> {
 /// Serves ReceiveMessage: one OK status, then the messages; or one status alone. Either way
 /// the stream ends with a `delivery_timestamp` element (the time of the reply), as RocketMQ's
 /// Proxy ends it: the Python SDK's PushConsumer takes it for its delivery latency and fails
-/// the receive without it.
+/// the receive without it. The long poll is the request's `long_polling_timeout` (the Java
+/// SDK's) or, without one (the Go SDK's), [`LONG_POLL_MAX`], and ends [`LONG_POLL_RESERVE`]
+/// before the caller's `timeout`.
 pub(super) async fn receive(
     f: &Front,
     client: &str,
     r: v2::ReceiveMessageRequest,
+    timeout: Option<Duration>,
     replies: &mut Replies,
 ) -> Result<(), GrpcStatus> {
-    let outcome = match pop(f, client, &r).await {
+    let outcome = match pop(f, client, &r, timeout).await {
         Ok(messages) if messages.is_empty() => {
             Err(refusal(v2::Code::MessageNotFound, "no new message"))
         }
@@ -102,6 +107,7 @@ async fn pop(
     f: &Front,
     client: &str,
     r: &v2::ReceiveMessageRequest,
+    timeout: Option<Duration>,
 ) -> Result<Vec<v2::Message>, v2::Status> {
     let group = name_of(&r.group);
     if group.is_empty() {
@@ -153,7 +159,8 @@ async fn pop(
         .as_ref()
         .and_then(millis)
         .map_or(LONG_POLL_MAX, Duration::from_millis)
-        .min(LONG_POLL_MAX);
+        .min(LONG_POLL_MAX)
+        .min(timeout.map_or(LONG_POLL_MAX, |t| t.saturating_sub(LONG_POLL_RESERVE)));
     let (tag_expression, sql92) = match r.filter_expression.as_ref() {
         Some(e) if e.r#type == v2::FilterType::Sql as i32 => {
             ("*".to_owned(), Some(e.expression.clone()))

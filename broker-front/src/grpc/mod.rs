@@ -97,6 +97,13 @@ pub(crate) fn client_id(call: &Call) -> Option<&str> {
         .filter(|v| !v.is_empty())
 }
 
+/// How long the caller waits for the answer (`grpc-timeout`), when it says.
+pub(crate) fn call_timeout(call: &Call) -> Option<std::time::Duration> {
+    call.metadata
+        .get("grpc-timeout")
+        .and_then(|v| grpc_proto::status::parse_grpc_timeout(v.as_bytes()))
+}
+
 /// A response `Status`.
 pub(crate) fn status(code: v2::Code, message: impl Into<String>) -> Option<v2::Status> {
     Some(v2::Status {
@@ -450,7 +457,9 @@ impl Handler for MessagingService {
                         match self.authorize(&call, rpc, &subscribe(&topic, &r.group)) {
                             Err(refusal) => refusal,
                             Ok(()) => {
-                                return consume::receive(&self.front, client, r, replies).await
+                                let timeout = call_timeout(&call);
+                                return consume::receive(&self.front, client, r, timeout, replies)
+                                    .await;
                             }
                         }
                     }
