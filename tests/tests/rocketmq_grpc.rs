@@ -651,16 +651,23 @@ async fn receive(
     let mut buf = BytesMut::new();
     let mut statuses = Vec::new();
     let mut messages = Vec::new();
+    let mut timestamps = 0;
     while let Some(m) = next_message(&mut body, &mut buf).await {
         match v2::ReceiveMessageResponse::decode(m).unwrap().content {
             Some(v2::receive_message_response::Content::Status(s)) => statuses.push(s),
             Some(v2::receive_message_response::Content::Message(m)) => messages.push(m),
+            // The reply's time, last, as RocketMQ's Proxy ends the stream.
+            Some(v2::receive_message_response::Content::DeliveryTimestamp(_)) => {
+                assert!(!statuses.is_empty(), "the time comes after the status");
+                timestamps += 1;
+            }
             other => panic!("an unexpected element: {other:?}"),
         }
     }
     let trailers = body.trailers().await.unwrap().unwrap();
     assert_eq!(trailers["grpc-status"], "0");
     assert_eq!(statuses.len(), 1, "one status per stream: {statuses:?}");
+    assert_eq!(timestamps, 1, "one delivery time per stream");
     let code = v2::Code::try_from(statuses[0].code).unwrap();
     if messages.is_empty() {
         return Err(code);

@@ -1,10 +1,10 @@
 //! ReceiveMessage, AckMessage and ChangeInvisibleDuration: the v5 consumers' POP, served by
 //! the kernel's POP on the core that owns the queue (`broker_core::pop`).
 //!
-//! A SimpleConsumer names a queue of its route (this core's number of it) and its own
-//! invisible time (10 s to 12 h, as RocketMQ's Proxy allows); a PushConsumer names queue -1
-//! (any queue of this core, as QueryAssignment gave it) and asks the server to renew: it gets
-//! [`AUTO_RENEW_INVISIBLE`] instead, without renewal. The receipt handle is the kernel's,
+//! A receive pops any queue of this core, as RocketMQ's Proxy pops any queue of the broker
+//! whichever queue of the route the client names. A SimpleConsumer names its own invisible
+//! time (10 s to 12 h, as RocketMQ's Proxy allows); a PushConsumer asks the server to renew
+//! and gets [`AUTO_RENEW_INVISIBLE`] instead, without renewal. The receipt handle is the kernel's,
 //! which names the core that owns the message, so acks and changes reach that core. A
 //! message's deliveries are capped by the client's retry policy (17 for a consumer group by
 //! default); past it the message goes to `%DLQ%<group>`. A FIFO group (its
@@ -124,14 +124,10 @@ async fn pop(
         .topic_for_read(topic)
         .map_err(|e| error_status(&e).unwrap_or_default())?;
     let queues = CoreQueues::of(f, topic, &cfg, f.id);
-    let queue_id = match u32::try_from(queue.id) {
-        Err(_) => None,
-        Ok(local) => Some(
-            queues
-                .global(topic, local)
-                .map_err(|e| error_status(&e).unwrap_or_default())?,
-        ),
-    };
+    // As RocketMQ's Proxy pops (queue id -1): any queue of the broker the client dialled,
+    // whichever queue of it the request names; a consumer that turns through the route's
+    // queues would otherwise wait out empty ones while its messages sit in the others.
+    let queue_id = None;
     let invisible = if r.auto_renew {
         AUTO_RENEW_INVISIBLE
     } else {
