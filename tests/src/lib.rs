@@ -21,6 +21,7 @@ pub mod netns;
 pub mod proxy;
 pub mod scenario;
 pub mod schedule;
+pub mod v5_scenarios;
 
 pub use controllers::Controllers;
 

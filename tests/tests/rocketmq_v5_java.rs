@@ -15,35 +15,10 @@
 // Tests may unwrap: a panic there is a test failure.
 #![allow(clippy::unwrap_used)]
 
-use std::path::Path;
-use std::process::Command;
-use std::time::Duration;
-
-use integration::{
-    core_addrs, java_program_or_skip, remoting_call, run_client_program,
-    update_topic_with_attributes, wait_for_route, workspace_root, Cluster,
+use integration::v5_scenarios::{
+    broker_conf_args, expected_dir, prepare, run_in_two_lanes, SCENARIOS,
 };
-use remoting::codes::request;
-use remoting::RemotingCommand;
-
-/// Every scenario of `corvus.v5.Scenarios`: its name, its topic and the topic's
-/// `message.type` (the program's `TOPICS` and run-apache.sh say the same).
-const SCENARIOS: &[(&str, &str, &str)] = &[
-    ("produce", "V5Normal", "NORMAL"),
-    ("fifo", "V5Fifo", "FIFO"),
-    ("delay", "V5Delay", "DELAY"),
-    ("delay-receive", "V5DelayRecv", "DELAY"),
-    ("transaction-send", "V5TxnSend", "TRANSACTION"),
-    ("transaction", "V5Txn", "TRANSACTION"),
-    ("simple", "V5Simple", "NORMAL"),
-    ("push", "V5Push", "NORMAL"),
-    ("fifo-push", "V5FifoPush", "FIFO"),
-    ("share", "V5Share", "NORMAL"),
-];
-
-fn expected_dir() -> std::path::PathBuf {
-    workspace_root().join("tests/rocketmq-v5/expected")
-}
+use integration::{core_addrs, java_program_or_skip, Cluster};
 
 /// Apache's transcript of every scenario is recorded, and it passed there.
 #[test]
@@ -75,59 +50,12 @@ fn run_against_corvus(names: &[&str]) {
     else {
         return;
     };
-    let conf = workspace_root().join("tests/rocketmq-diff/broker.conf");
-    let c = Cluster::start_with(1, "small", |o| {
-        o.extra = vec!["-c".into(), conf.display().to_string()];
-    });
-    let ns = c.namesrv.addr.clone();
-    for name in names {
-        let (_, topic, kind) = SCENARIOS
-            .iter()
-            .find(|s| s.0 == *name)
-            .unwrap_or_else(|| panic!("unknown scenario {name}"));
-        let attr = format!("+message.type={kind}");
-        let f = update_topic_with_attributes(&c.broker.addr, topic, 4, &attr);
-        assert_eq!(f.command.code, 0, "{topic} {attr}: {:?}", f.command.remark);
-        wait_for_route(&ns, topic);
-    }
-    // As run-apache.sh: push's failing message goes to the DLQ after 3 deliveries, and
-    // fifo-push's group is orderly.
-    let groups: &[(&str, &str)] = &[
-        ("push", r#"{"groupName":"V5PushGroup","retryMaxTimes":2}"#),
-        (
-            "fifo-push",
-            r#"{"groupName":"V5FifoPushGroup","consumeMessageOrderly":true}"#,
-        ),
-    ];
-    for (name, config) in groups {
-        if names.contains(name) {
-            let cmd = RemotingCommand::request(request::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, 9);
-            let f = remoting_call(&c.broker.addr, &cmd, config.as_bytes());
-            assert_eq!(f.command.code, 0, "{config}: {:?}", f.command.remark);
-        }
-    }
-
-    let endpoint = core_addrs(&ns).into_iter().next().unwrap();
+    let c = Cluster::start_with(1, "small", |o| o.extra = broker_conf_args());
+    prepare(&c, names);
+    let endpoint = core_addrs(&c.namesrv.addr).into_iter().next().unwrap();
     let home = c.dir.path().join("java-home");
     std::fs::create_dir_all(&home).unwrap();
-    // Two lanes of about the same length: push (about a minute) with the short ones.
-    let (first, second): (Vec<&str>, Vec<&str>) = names
-        .iter()
-        .partition(|n| ["push", "share", "produce", "fifo", "delay"].contains(n));
-    let failures: Vec<String> = std::thread::scope(|s| {
-        let lanes: Vec<_> = [first, second]
-            .into_iter()
-            .map(|lane| {
-                let (program, endpoint, home) = (&program, &endpoint, &home);
-                s.spawn(move || {
-                    lane.iter()
-                        .filter_map(|name| run_scenario(program, endpoint, home, name))
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        lanes.into_iter().flat_map(|l| l.join().unwrap()).collect()
-    });
+    let failures = run_in_two_lanes(&program, &endpoint, &home, names);
     assert!(
         failures.is_empty(),
         "{} of {} scenarios differ from Apache's transcripts:\n{}",
@@ -135,25 +63,4 @@ fn run_against_corvus(names: &[&str]) {
         names.len(),
         failures.join("\n")
     );
-}
-
-/// Runs one scenario against `endpoint`; what differs from Apache's transcript, if anything.
-fn run_scenario(program: &str, endpoint: &str, home: &Path, name: &str) -> Option<String> {
-    let expected = std::fs::read_to_string(expected_dir().join(format!("{name}.txt"))).unwrap();
-    let mut cmd = Command::new("java");
-    cmd.args(["-Xmx128m", "-XX:TieredStopAtLevel=1"])
-        .arg(format!("-Duser.home={}", home.display()))
-        .arg("-cp")
-        .arg(program)
-        .arg("corvus.v5.Scenarios")
-        .args([endpoint, name]);
-    let (status, lines) = run_client_program(name, &mut cmd, Duration::from_secs(300));
-    let want: Vec<&str> = expected.lines().collect();
-    (!status.success() || lines != want).then(|| {
-        format!(
-            "== {name} against corvus at {endpoint} ({status}):\n{}\n== Apache RocketMQ 5.3.3 and its Proxy said:\n{}",
-            lines.join("\n"),
-            expected.trim_end()
-        )
-    })
 }
