@@ -61,7 +61,10 @@ pub enum InitMode {
     /// The queue's oldest stored message.
     #[default]
     Min,
-    /// The queue's end: only what is sent from now on.
+    /// RocketMQ's MAX as its broker applies it (`initPopOffsetByCheckMsgInMem`, on by
+    /// default): a queue that still holds its first message (offset 0) is read from there,
+    /// as RocketMQ's is while that message is in memory; any other from its last message.
+    /// RocketMQ 5's Proxy pops with it.
     Max,
 }
 
@@ -772,7 +775,8 @@ fn state_mut<'a>(
                 .unwrap_or_default();
             let at = match init {
                 InitMode::Min => o.min.0,
-                InitMode::Max => o.max.0,
+                InitMode::Max if o.min.0 == 0 => 0,
+                InitMode::Max => o.max.0.saturating_sub(1).max(o.min.0),
             };
             if let Some(t) = core.offsets.get(&shard) {
                 t.borrow_mut()

@@ -8,9 +8,10 @@
 # ProxyTopic (Apache's mqadmin updateTopic -c DefaultCluster), starts the Proxy (server/pom.xml's
 # classpath, -pm cluster, its NameServer corvus's), waits for its gRPC port, then runs
 # corvus.proxy.GrpcProducer: three normal sends must succeed; a send with a delivery timestamp,
-# one with a message group and a SimpleConsumer's receive (POP, which corvus does not serve) are
-# tried and reported. Prints what worked and what failed, and the Proxy's errors. Every process
-# is stopped by its pid and the temporary directory removed (--keep keeps it).
+# one with a message group and a SimpleConsumer's receive (POP) are tried and reported (the v5
+# scenarios through the Proxy are tests/tests/rocketmq_java_proxy.rs). Prints what worked and
+# what failed, and the Proxy's errors. Every process is stopped by its pid and the temporary
+# directory removed (--keep keeps it).
 #
 # At its start the Proxy creates its system topic through the route of the topic named after the
 # cluster (DefaultCluster), which RocketMQ's brokers register; --cluster-topic creates a topic of
@@ -28,7 +29,7 @@ while [ $# -gt 0 ]; do
     --no-build) BUILD=0; shift ;;
     --keep) KEEP=1; shift ;;
     --cluster-topic) CLUSTER_TOPIC=1; shift ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done

@@ -34,16 +34,25 @@ pub fn expected_dir() -> PathBuf {
     workspace_root().join("tests/rocketmq-v5/expected")
 }
 
-/// Starts corvus's NameServer and a broker with the broker.conf Apache's got
-/// (`tests/rocketmq-diff/broker.conf`) and creates the topics (and groups) of `names` as
-/// run-apache.sh creates them on Apache (RocketMQ's UPDATE_AND_CREATE_TOPIC with
-/// `+message.type=...`, UPDATE_AND_CREATE_SUBSCRIPTIONGROUP); also the gRPC endpoint, the
-/// broker's first core.
-pub fn cluster_for(names: &[&str]) -> (Cluster, String) {
+/// The broker's arguments for the broker.conf Apache's got (`tests/rocketmq-diff/broker.conf`).
+pub fn broker_conf_args() -> Vec<String> {
     let conf = workspace_root().join("tests/rocketmq-diff/broker.conf");
-    let c = Cluster::start_with(1, "small", |o| {
-        o.extra = vec!["-c".into(), conf.display().to_string()];
-    });
+    vec!["-c".into(), conf.display().to_string()]
+}
+
+/// Starts corvus's NameServer and a broker with [`broker_conf_args`], [`prepare`]s `names`;
+/// also the gRPC endpoint, the broker's first core.
+pub fn cluster_for(names: &[&str]) -> (Cluster, String) {
+    let c = Cluster::start_with(1, "small", |o| o.extra = broker_conf_args());
+    prepare(&c, names);
+    let endpoint = core_addrs(&c.namesrv.addr).into_iter().next().unwrap();
+    (c, endpoint)
+}
+
+/// Creates the topics (and groups) of `names` on `c` as run-apache.sh creates them on
+/// Apache (RocketMQ's UPDATE_AND_CREATE_TOPIC with `+message.type=...`,
+/// UPDATE_AND_CREATE_SUBSCRIPTIONGROUP).
+pub fn prepare(c: &Cluster, names: &[&str]) {
     let ns = c.namesrv.addr.clone();
     for name in names {
         let (_, topic, kind) = SCENARIOS
@@ -71,17 +80,15 @@ pub fn cluster_for(names: &[&str]) -> (Cluster, String) {
             assert_eq!(f.command.code, 0, "{config}: {:?}", f.command.remark);
         }
     }
-    let endpoint = core_addrs(&ns).into_iter().next().unwrap();
-    (c, endpoint)
 }
 
 /// Runs `run` for each of `names` in two lanes of about the same length (push, about a
-/// minute, with the short ones) and fails with what every scenario that differed said.
-pub fn run_in_lanes(names: &[&str], run: impl Fn(&str) -> Option<String> + Sync) {
+/// minute, with the short ones); what every scenario that differed said.
+pub fn lanes(names: &[&str], run: impl Fn(&str) -> Option<String> + Sync) -> Vec<String> {
     let (first, second): (Vec<&str>, Vec<&str>) = names
         .iter()
         .partition(|n| ["push", "share", "produce", "fifo", "delay"].contains(n));
-    let failures: Vec<String> = std::thread::scope(|s| {
+    std::thread::scope(|s| {
         let lanes: Vec<_> = [first, second]
             .into_iter()
             .map(|lane| {
@@ -90,7 +97,12 @@ pub fn run_in_lanes(names: &[&str], run: impl Fn(&str) -> Option<String> + Sync)
             })
             .collect();
         lanes.into_iter().flat_map(|l| l.join().unwrap()).collect()
-    });
+    })
+}
+
+/// [`lanes`], failing with what every scenario that differed said.
+pub fn run_in_lanes(names: &[&str], run: impl Fn(&str) -> Option<String> + Sync) {
+    let failures = lanes(names, run);
     assert!(
         failures.is_empty(),
         "{} of {} scenarios differ from their expected transcripts:\n{}",
@@ -98,6 +110,28 @@ pub fn run_in_lanes(names: &[&str], run: impl Fn(&str) -> Option<String> + Sync)
         names.len(),
         failures.join("\n")
     );
+}
+
+/// Runs the Java program's (`tests/rocketmq-v5`, classpath `program`) scenario `name` against
+/// `endpoint`, with its options `extra` and `home` as the JVM's home; what differs from
+/// Apache's transcript, if anything.
+pub fn java_scenario(
+    program: &str,
+    endpoint: &str,
+    home: &Path,
+    name: &str,
+    extra: &[&str],
+) -> Option<String> {
+    let mut cmd = Command::new("java");
+    cmd.args(["-Xmx128m", "-XX:TieredStopAtLevel=1"])
+        .arg(format!("-Duser.home={}", home.display()))
+        .arg("-cp")
+        .arg(program)
+        .arg("corvus.v5.Scenarios")
+        .args([endpoint, name])
+        .args(extra);
+    let expected = expected_dir().join(format!("{name}.txt"));
+    transcript_differs(name, &mut cmd, &expected, endpoint)
 }
 
 /// Runs scenario `name`'s program `cmd` (at most 300 s) against `endpoint`; what differs from

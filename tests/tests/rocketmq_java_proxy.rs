@@ -1,19 +1,26 @@
-//! Apache's `rocketmq-proxy` 5.3.3 in cluster mode (`tests/rocketmq-proxy/server`) in front of
-//! corvus, and a producer on RocketMQ's v5 gRPC SDK (`rocketmq-client-java` 5.0.8,
-//! `tests/rocketmq-proxy`) through it: the Proxy starts against corvus's NameServer, the
-//! producer's three sends succeed and corvus stores them. A send with a delivery timestamp,
-//! one with a message group and a SimpleConsumer's receive (POP, not served by corvus) are
-//! tried and only reported.
+//! Apache's `rocketmq-proxy` 5.3.3 in cluster mode (`tests/rocketmq-proxy/server`), its
+//! NameServer corvus's, in front of corvus: the Proxy starts, a producer on RocketMQ's v5 gRPC
+//! SDK (`rocketmq-client-java` 5.0.8, `tests/rocketmq-proxy`) sends three messages through it
+//! and corvus stores them, and then every scenario of the v5 SDK program
+//! (`corvus.v5.Scenarios`, `tests/rocketmq-v5`: produce, fifo, delay, delay-receive,
+//! transaction-send, transaction, simple, push, fifo-push, share) runs through the Proxy and
+//! its transcript must equal the one Apache RocketMQ 5.3.3 and its Proxy gave
+//! (`tests/rocketmq-v5/expected/`), two at a time, as `rocketmq_v5_java.rs` runs them against
+//! corvus's own gRPC service. No scenario is left out.
 //!
-//! The Proxy needs two things of the brokers behind it: a route for the topic named after
-//! their cluster (its system topics are created through it; without one it exits at its start,
-//! "No topic route info in name server for the topic: DefaultCluster") and GET_TOPIC_CONFIG
-//! with the topic's attributes (it learns a topic's message type there; without it the
-//! producer does not start, "Message type is not specified").
-//! `tests/rocketmq-proxy/run.sh` runs the same by hand and prints the Proxy's errors.
+//! The Proxy speaks remoting to corvus: routes and topic configs (GET_TOPIC_CONFIG gives a
+//! topic's `message.type`), SEND_MESSAGE with queue id -1, END_TRANSACTION and the broker's
+//! transaction checks, GET_SUBSCRIPTIONGROUP_CONFIG (retryMaxTimes, consumeMessageOrderly),
+//! POP_MESSAGE with initMode MAX, ACK_MESSAGE and CHANGE_MESSAGE_INVISIBLETIME with the
+//! handle it built from the pop's header, and CONSUMER_SEND_MSG_BACK with delay level -1 for
+//! a dead letter. It needs a route for the topic named after the cluster (it creates its
+//! system topics through it). On failure the test prints the Proxy's logged errors
+//! (`proxy.log`, `remoting.log`); `tests/rocketmq-proxy/run.sh` runs the Proxy and the
+//! producer by hand.
 //!
-//! `.ci/run` builds both (`mvn` there, which writes `cp.txt`); without a JVM and the builds the
-//! test says so and skips, and fails where `CORVUS_REQUIRE_JAVA` is set, as CI sets it.
+//! `.ci/run` builds the programs (`mvn` there, which writes `cp.txt`); without a JVM and the
+//! builds the test says so and skips, and fails where `CORVUS_REQUIRE_JAVA` is set, as CI
+//! sets it.
 
 // Tests may unwrap: a panic there is a test failure.
 #![allow(clippy::unwrap_used)]
@@ -21,8 +28,10 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use integration::v5::{self, broker_conf_args, prepare, SCENARIOS};
 use integration::{
-    create_topic, drain_topic, free_ports, run_client_program, workspace_root, Cluster,
+    create_topic, drain_topic, free_ports, java_program_or_skip, run_client_program,
+    workspace_root, Cluster,
 };
 
 /// The Proxy's and the producer's classpaths, or `None` after saying why the test does not
@@ -61,12 +70,19 @@ impl Drop for Proxy {
 }
 
 #[test]
-fn a_v5_grpc_producer_sends_through_apache_proxy_to_corvus() {
+fn v5_grpc_sdk_through_apache_proxy_to_corvus() {
     let Some((server_cp, client_cp)) = proxy_or_skip() else {
         return;
     };
-    let c = Cluster::start(1, "small");
+    let Some(scenarios) =
+        java_program_or_skip("tests/rocketmq-v5", Some("corvus/v5/Scenarios.class"))
+    else {
+        return;
+    };
+    let c = Cluster::start_with(1, "small", |o| o.extra = broker_conf_args());
     create_topic(&c.namesrv.addr, "ProxyTopic", 4);
+    let names: Vec<&str> = SCENARIOS.iter().map(|s| s.0).collect();
+    prepare(&c, &names);
     let home = c.dir.path().join("java-home");
     std::fs::create_dir_all(&home).unwrap();
     let ports = free_ports(2);
@@ -115,13 +131,14 @@ fn a_v5_grpc_producer_sends_through_apache_proxy_to_corvus() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+    let endpoint = format!("127.0.0.1:{grpc}");
     let mut cmd = Command::new("java");
     cmd.arg("-Xmx128m")
         .arg(format!("-Duser.home={}", home.display()))
         .arg("-cp")
         .arg(&client_cp)
         .arg("corvus.proxy.GrpcProducer")
-        .args([format!("127.0.0.1:{grpc}").as_str(), "ProxyTopic", "3"]);
+        .args([endpoint.as_str(), "ProxyTopic", "3"]);
     let (status, lines) = run_client_program("grpc", &mut cmd, Duration::from_secs(150));
     assert!(
         status.success() && lines.iter().any(|l| l == "ALL SENT 3"),
@@ -137,4 +154,35 @@ fn a_v5_grpc_producer_sends_through_apache_proxy_to_corvus() {
         .collect();
     bodies.sort();
     assert_eq!(bodies, ["grpc-0", "grpc-1", "grpc-2"]);
+
+    let failures = v5::lanes(&names, |name| {
+        v5::java_scenario(&scenarios, &endpoint, &home, name, &[])
+    });
+    assert!(
+        failures.is_empty(),
+        "{} of {} scenarios through the Proxy differ from Apache's transcripts:\n{}\n== the Proxy's errors:\n{}",
+        failures.len(),
+        names.len(),
+        failures.join("\n"),
+        proxy_errors(&home)
+    );
+}
+
+/// The Proxy's logged errors (its own and its remoting client's), each distinct one once,
+/// at most 40.
+fn proxy_errors(home: &std::path::Path) -> String {
+    let logs = home.join("logs/rocketmqlogs");
+    let mut seen = std::collections::BTreeSet::new();
+    for file in ["proxy.log", "remoting.log"] {
+        let text = std::fs::read_to_string(logs.join(file)).unwrap_or_default();
+        for line in text.lines() {
+            if line.contains("ERROR") || line.contains("Exception:") {
+                // Without the timestamp, so repeats fold.
+                let line = line.split_once(' ').map_or(line, |(_, rest)| rest);
+                let line = line.split_once(' ').map_or(line, |(_, rest)| rest);
+                seen.insert(line.chars().take(400).collect::<String>());
+            }
+        }
+    }
+    seen.into_iter().take(40).collect::<Vec<_>>().join("\n")
 }

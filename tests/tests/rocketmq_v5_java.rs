@@ -15,9 +15,6 @@
 // Tests may unwrap: a panic there is a test failure.
 #![allow(clippy::unwrap_used)]
 
-use std::path::Path;
-use std::process::Command;
-
 use integration::v5::{self, expected_dir, SCENARIOS};
 use integration::{
     core_addrs, java_program_or_skip, update_topic_with_attributes, wait_for_route, Cluster,
@@ -77,7 +74,7 @@ fn the_sdk_over_tls_is_served_on_the_broker_port() {
     let endpoint = core_addrs(&ns).into_iter().next().unwrap();
     let home = c.dir.path().join("java-home");
     std::fs::create_dir_all(&home).unwrap();
-    if let Some(differs) = run_scenario(&program, &endpoint, &home, "produce", &["--tls"]) {
+    if let Some(differs) = v5::java_scenario(&program, &endpoint, &home, "produce", &["--tls"]) {
         panic!("over TLS:\n{differs}");
     }
 }
@@ -94,27 +91,6 @@ fn run_against_corvus(names: &[&str]) {
     let home = c.dir.path().join("java-home");
     std::fs::create_dir_all(&home).unwrap();
     v5::run_in_lanes(names, |name| {
-        run_scenario(&program, &endpoint, &home, name, &[])
+        v5::java_scenario(&program, &endpoint, &home, name, &[])
     });
-}
-
-/// Runs one scenario against `endpoint` (with the program's options `extra`); what differs
-/// from Apache's transcript, if anything.
-fn run_scenario(
-    program: &str,
-    endpoint: &str,
-    home: &Path,
-    name: &str,
-    extra: &[&str],
-) -> Option<String> {
-    let mut cmd = Command::new("java");
-    cmd.args(["-Xmx128m", "-XX:TieredStopAtLevel=1"])
-        .arg(format!("-Duser.home={}", home.display()))
-        .arg("-cp")
-        .arg(program)
-        .arg("corvus.v5.Scenarios")
-        .args([endpoint, name])
-        .args(extra);
-    let expected = expected_dir().join(format!("{name}.txt"));
-    v5::transcript_differs(name, &mut cmd, &expected, endpoint)
 }

@@ -458,9 +458,19 @@ async fn send(
     }
     let sent = core.send(topic, global, Bytes::from(records), count).await;
     let queue_id = queues.local(global).or(local).unwrap_or(global) as i32;
+    // As RocketMQ's broker answers: the transaction id is the message's UNIQ_KEY (RocketMQ
+    // 5's Proxy hands it to a v5 client, which ends the transaction with it).
+    let transaction_id = if batch {
+        None
+    } else {
+        remoting::message::properties_of(h.properties.as_deref().unwrap_or(""))
+            .find(|(k, _)| *k == remoting::message::property::UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+            .map(|(_, v)| v.to_owned())
+    };
     match sent {
         Ok(out) => {
-            let resp = send_result(&out.appended, out.store_host, &lens, queue_id);
+            let mut resp = send_result(&out.appended, out.store_host, &lens, queue_id);
+            resp.transaction_id = transaction_id;
             Ok(Outgoing::remoting(ok(req).with_header(&resp), Body::None))
         }
         // Stored on the master, not acknowledged by its replicas in time: RocketMQ answers
@@ -470,7 +480,8 @@ async fn send(
             reason,
             stored: Some(a),
         }) => {
-            let resp = send_result(&a, core.store_host, &lens, queue_id);
+            let mut resp = send_result(&a, core.store_host, &lens, queue_id);
+            resp.transaction_id = transaction_id;
             let remark = BrokerError::flush_slave_timeout(reason).to_string();
             let answer =
                 RemotingCommand::response_to(req, response::FLUSH_SLAVE_TIMEOUT, Some(remark));

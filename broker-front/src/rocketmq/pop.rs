@@ -180,17 +180,23 @@ pub(super) async fn pop(core: &Rc<Front>, req: &RemotingCommand) -> Result<Outgo
         })
         .await?;
     if popped.messages.is_empty() {
-        return Ok(Outgoing::remoting(
-            RemotingCommand::response_to(
-                req,
-                response::POLLING_TIMEOUT,
-                Some(
-                    "GetMessageStatus: NO_MATCHED_MESSAGE (no visible message in the poll time)"
-                        .into(),
-                ),
+        // With the response header all the same: RocketMQ's client decodes it whatever the
+        // code (its Proxy fails the receive without it).
+        let mut resp = RemotingCommand::response_to(
+            req,
+            response::POLLING_TIMEOUT,
+            Some(
+                "GetMessageStatus: NO_MATCHED_MESSAGE (no visible message in the poll time)".into(),
             ),
-            Body::None,
-        ));
+        );
+        let f = &mut resp.ext_fields;
+        f.insert("popTime".into(), popped.pop_time_ms.to_string());
+        f.insert("invisibleTime".into(), invisible_ms.to_string());
+        f.insert("reviveQid".into(), popped.revive_qid.to_string());
+        f.insert("restNum".into(), popped.rest.to_string());
+        f.insert("startOffsetInfo".into(), String::new());
+        f.insert("msgOffsetInfo".into(), String::new());
+        return Ok(Outgoing::remoting(resp, Body::None));
     }
     // The client's number of each queue read.
     let local = |global: u32| queues.local(global).unwrap_or(global);
