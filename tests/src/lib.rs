@@ -1294,3 +1294,32 @@ pub fn segment_files(commitlog: &Path) -> Vec<PathBuf> {
     v.sort();
     v
 }
+
+/// The ACL accounts the access-control tests share.
+pub mod acl_accounts {
+    /// An admin account.
+    pub const ADMIN: (&str, &str) = ("admin0001", "admin-secret-1");
+    /// `orders-app`: see [`RULES`].
+    pub const APP: (&str, &str) = ("orders-app", "orders-secret-1");
+
+    /// `orders-app` may publish and consume `Orders` as `orders-group`, only consume
+    /// `Audit`, and nothing else; `local-tool` needs no signature from 127.0.0.1.
+    pub const RULES: &str = r#"
+accounts:
+  - accessKey: admin0001
+    secretKey: admin-secret-1
+    admin: true
+  - accessKey: orders-app
+    secretKey: orders-secret-1
+    defaultTopicPerm: DENY
+    defaultGroupPerm: DENY
+    topicPerms:
+      - Orders=PUB|SUB
+      - Audit=SUB
+    groupPerms:
+      - orders-group=SUB
+  - accessKey: local-tool
+    secretKey: local-secret-1
+    whiteRemoteAddress: 127.0.0.1
+"#;
+}

@@ -19,6 +19,7 @@ use grpc_h2::http::{Method, Request};
 use grpc_h2::{encode_message, Compat};
 use grpc_proto::v2;
 use grpc_proto::Rpc;
+use integration::acl_accounts::{ADMIN, APP, RULES};
 use integration::{core_addrs, create_topic, drain_topic, hops_and_stored, Cluster};
 use prost::Message as _;
 
@@ -815,26 +816,6 @@ fn offsets(addr: &str, group: &str) -> (u64, u64) {
     };
     (field("consumerOffset"), field("pullOffset"))
 }
-
-const ADMIN: (&str, &str) = ("admin0001", "admin-secret-1");
-const APP: (&str, &str) = ("orders-app", "orders-secret-1");
-
-/// `orders-app` may publish and consume `Orders` as `orders-group` and only consume `Audit`.
-const RULES: &str = r#"
-accounts:
-  - accessKey: admin0001
-    secretKey: admin-secret-1
-    admin: true
-  - accessKey: orders-app
-    secretKey: orders-secret-1
-    defaultTopicPerm: DENY
-    defaultGroupPerm: DENY
-    topicPerms:
-      - Orders=PUB|SUB
-      - Audit=SUB
-    groupPerms:
-      - orders-group=SUB
-"#;
 
 /// With access control on, a v5 call is signed as the SDKs sign it (`authorization` over
 /// `x-mq-date-time`) and may do what its account's permissions allow; anything else is
