@@ -140,6 +140,13 @@ pub(crate) fn error_status(e: &BrokerError) -> Option<v2::Status> {
     status(code_of(e), e.to_string())
 }
 
+/// A protobuf time in milliseconds since the epoch.
+pub(crate) fn timestamp_ms(t: &prost_types::Timestamp) -> i64 {
+    t.seconds
+        .saturating_mul(1000)
+        .saturating_add(i64::from(t.nanos / 1_000_000))
+}
+
 /// The name of a `Resource` (namespaces are not kept apart: corvus has none).
 pub(crate) fn name_of(r: &Option<v2::Resource>) -> &str {
     r.as_ref().map_or("", |r| r.name.as_str())

@@ -5,7 +5,7 @@
 use grpc_proto::v2;
 use protocol::{CommitOffset, GroupQueue};
 
-use super::{error_status, name_of, ok, status};
+use super::{error_status, name_of, ok, status, timestamp_ms};
 use crate::error::BrokerError;
 use crate::front::Front;
 use crate::groups::EPOCH_ANY;
@@ -97,10 +97,7 @@ pub(super) async fn query(f: &Front, r: &v2::QueryOffsetRequest) -> v2::QueryOff
             f.queue_offsets(&topic, queue_id).await.map(|(_, max)| max)
         }
         Ok(v2::QueryOffsetPolicy::Timestamp) => match &r.timestamp {
-            Some(t) => {
-                let ms = t.seconds.saturating_mul(1000) + i64::from(t.nanos / 1_000_000);
-                f.search_offset(&topic, queue_id, ms).await
-            }
+            Some(t) => f.search_offset(&topic, queue_id, timestamp_ms(t)).await,
             None => Err(BrokerError::BadRequest(
                 "a TIMESTAMP query without a timestamp".into(),
             )),

@@ -15,7 +15,7 @@ use message::{encode_record, MessageFields};
 use remoting::message::property;
 
 use super::route::check_type;
-use super::{code_of, error_status, name_of, ok, status};
+use super::{code_of, error_status, name_of, ok, status, timestamp_ms};
 use crate::error::BrokerError;
 use crate::front::Front;
 use crate::numbering::CoreQueues;
@@ -256,12 +256,6 @@ fn reserved(key: &str) -> bool {
     RESERVED.contains(&key)
 }
 
-fn millis(t: &prost_types::Timestamp) -> i64 {
-    t.seconds
-        .saturating_mul(1000)
-        .saturating_add(i64::from(t.nanos / 1_000_000))
-}
-
 /// The record a message is stored as.
 fn record_of(
     f: &Front,
@@ -275,7 +269,7 @@ fn record_of(
     let deliver_at = sys
         .delivery_timestamp
         .as_ref()
-        .map(|t| millis(t).to_string());
+        .map(|t| timestamp_ms(t).to_string());
     let immunity = sys
         .orphaned_transaction_recovery_duration
         .as_ref()
@@ -323,7 +317,7 @@ fn record_of(
     let born_ms = sys
         .born_timestamp
         .as_ref()
-        .map_or_else(|| f.shared.clock.wall_ms(), millis);
+        .map_or_else(|| f.shared.clock.wall_ms(), timestamp_ms);
     let mut record = Vec::with_capacity(m.body.len() + 256);
     encode_record(
         &MessageFields {
