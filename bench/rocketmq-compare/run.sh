@@ -4,14 +4,17 @@
 #
 #   bench/rocketmq-compare/run.sh [--runs N] [--warmup S] [--duration S] [--threads T]
 #                                 [--size BYTES] [--queues Q] [--out DIR] [--no-native] [--perf]
-#                                 [--driver java|rust|both] [--rust-batch M]
+#                                 [--driver java|rust|both|v5|all] [--rust-batch M]
 #                                 [--rust-batch-conns C] [--rust-batch-inflight K]
 #                                 [--rust-batch-duration S] [--rust-batch-pull P]
 #
 # --driver: which load drivers run against each broker: the Java one (driver/, RocketMQ's
 # client) and/or corvus's `bench remoting` (the same remoting protocol from Rust: THREADS
 # connections with one send in flight each, then, unless --rust-batch 0, C connections with K
-# SEND_BATCH_MESSAGE requests of M messages in flight). Default both.
+# SEND_BATCH_MESSAGE requests of M messages in flight). Default both. v5: RocketMQ 5's gRPC
+# SDK (driver/'s LoadV5, the same load through rocketmq-client-java) against Apache RocketMQ
+# with its Proxy (cluster mode, beside the broker on CPU 0; the CPU counted is broker + Proxy)
+# and against corvus's broker port. all: every driver.
 # --rust-batch-pull: messages asked per pull in the batched runs (default 32, the Java
 # client's pullBatchSize; each broker answers at most its own cap: RocketMQ 32, corvus 1024).
 # --rust-batch-duration: measured seconds of the batched runs (default the smaller of
@@ -72,7 +75,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-case "$DRIVER" in java|rust|both) ;; *) echo "--driver is java, rust or both" >&2; exit 2 ;; esac
+case "$DRIVER" in java|rust|both|v5|all) ;; *) echo "--driver is java, rust, both, v5 or all" >&2; exit 2 ;; esac
 [ -n "$RUST_BATCH_DURATION" ] || RUST_BATCH_DURATION=$((DURATION < 20 ? DURATION : 20))
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
 BIN="$TARGET/release"
@@ -88,9 +91,15 @@ if [ "$INNER" = 0 ]; then
     echo "== fetching Apache RocketMQ (namesrv, broker, tools, client) from Maven Central"
     (cd "$HERE" && timeout 900 mvn -q -B dependency:build-classpath -Dmdep.outputFile="$BUILD/cp.txt")
   fi
-  echo "== compiling the load driver"
-  rm -rf "$BUILD/classes"
+  if [ ! -s "$BUILD/cp-v5.txt" ] || [ "$HERE/v5/pom.xml" -nt "$BUILD/cp-v5.txt" ]; then
+    echo "== fetching RocketMQ 5's gRPC SDK for Java from Maven Central"
+    (cd "$HERE/v5" && timeout 900 mvn -q -B dependency:build-classpath -Dmdep.outputFile="$BUILD/cp-v5.txt")
+  fi
+  echo "== compiling the load drivers"
+  rm -rf "$BUILD/classes" "$BUILD/classes-v5"
   javac -nowarn -d "$BUILD/classes" -cp "$(cat "$BUILD/cp.txt")" "$HERE"/driver/src/main/java/corvus/bench/*.java
+  javac -nowarn -d "$BUILD/classes-v5" -cp "$(cat "$BUILD/cp-v5.txt")" \
+    "$HERE"/driver/src/v5/java/corvus/bench/*.java "$HERE"/driver/src/main/java/corvus/bench/Cpu.java
   echo "== building corvus (release: broker, namesrv, bench)"
   (cd "$ROOT" && nice -n 10 cargo build --release -q -p broker -p namesrv -p bench)
   [ -n "$OUT" ] || OUT="$BUILD/results-$(date +%Y%m%d-%H%M%S)"
@@ -118,6 +127,7 @@ fi
 # --- Inside the network namespace: the runs. ---
 BUILD="$TARGET/rocketmq-compare"
 CP="$BUILD/classes:$(cat "$BUILD/cp.txt")"
+CP_V5="$BUILD/classes-v5:$(cat "$BUILD/cp-v5.txt")"
 RESULTS="$OUT/results.jsonl"
 : > "$RESULTS"
 TMP="$(mktemp -d /tmp/rmq-compare.XXXXXX)"
@@ -171,7 +181,7 @@ mqadmin() {
     -cp "$CP" org.apache.rocketmq.tools.command.MQAdminStartup "$@"
 }
 
-NS_PID=""; BROKER_PID=""
+NS_PID=""; BROKER_PID=""; PROXY_PID=""
 start_rocketmq() {
   local dir="$1" nsport="$2" port="$3"
   mkdir -p "$dir/store" "$TMP/home"
@@ -206,6 +216,25 @@ EOF
     -c "$dir/broker.conf" > "$dir/broker.out" 2>&1 &
   BROKER_PID=$!; PIDS+=("$BROKER_PID")
   wait_for "$dir/broker.out" "boot success" "$BROKER_PID" 120
+}
+
+# start_proxy DIR NSPORT GRPCPORT: Apache's Proxy in cluster mode in front of the broker
+# registered at NSPORT, its gRPC port GRPCPORT, pinned beside the broker.
+start_proxy() {
+  local dir="$1" nsport="$2" grpc="$3" remoting i
+  remoting=$(free_port)
+  printf '{"rocketMQClusterName": "DefaultCluster", "namesrvAddr": "127.0.0.1:%s", "proxyMode": "cluster", "grpcServerPort": %s, "remotingListenPort": %s}\n' \
+    "$nsport" "$grpc" "$remoting" > "$dir/rmq-proxy.json"
+  ROCKETMQ_HOME="$TMP/home" taskset -c 0 java -Xms1g -Xmx1g -XX:+AlwaysPreTouch "${JAVA_RMQ[@]}" \
+    -Duser.home="$dir" -cp "$CP" org.apache.rocketmq.proxy.ProxyStartup \
+    -pc "$dir/rmq-proxy.json" -pm cluster > "$dir/proxy.out" 2>&1 &
+  PROXY_PID=$!; PIDS+=("$PROXY_PID")
+  for ((i = 0; i < 1200; i++)); do
+    kill -0 "$PROXY_PID" 2>/dev/null || { echo "the Proxy exited:" >&2; tail -30 "$dir/proxy.out" >&2; return 1; }
+    python3 -c "import socket,sys; s=socket.socket(); sys.exit(s.connect_ex(('127.0.0.1',$grpc)))" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  echo "the Proxy did not listen on $grpc within 120 s" >&2; tail -30 "$dir/proxy.out" >&2; return 1
 }
 
 start_corvus() {
@@ -252,6 +281,14 @@ one_run() {
     [ "$try" -lt 30 ] || { grep -v '|-INFO' "$dir/updateTopic.out" >&2; return 1; }
     sleep 1
   done
+  # The v5 SDK's endpoint, and the processes whose CPU is counted.
+  local endpoint="127.0.0.1:$port" server_pids="$BROKER_PID"
+  if [ "$mode" = v5 ] && [ "$kind" = rocketmq ]; then
+    local grpc
+    grpc=$(free_port)
+    start_proxy "$dir" "$nsport" "$grpc"
+    endpoint="127.0.0.1:$grpc"; server_pids="$BROKER_PID,$PROXY_PID"
+  fi
   sleep 2
   local load0 load1 perf_pid=""
   load0=$(cut -d' ' -f1 /proc/loadavg)
@@ -266,6 +303,12 @@ one_run() {
         java -Xms2g -Xmx2g -XX:+UseG1GC -Duser.home="$dir/driver" -Drocketmq.client.logRoot="$dir/driver/logs" \
         -cp "$CP" corvus.bench.Load "127.0.0.1:$nsport" "$topic" "$THREADS" "$SIZE" "$WARMUP" "$DURATION" \
         "$BROKER_PID" > "$dir/driver.out" 2>&1 || { tail -40 "$dir/driver.out" >&2; return 1; }
+      ;;
+    v5)
+      ROCKETMQ_HOME="$TMP/home" taskset -c 1 timeout $((WARMUP + DURATION + 120)) \
+        java -Xms2g -Xmx2g -XX:+UseG1GC -Duser.home="$dir/driver" \
+        -cp "$CP_V5" corvus.bench.LoadV5 "$endpoint" "$topic" "$THREADS" "$SIZE" "$WARMUP" "$DURATION" \
+        "$server_pids" > "$dir/driver.out" 2>&1 || { tail -40 "$dir/driver.out" >&2; return 1; }
       ;;
     rust-single)
       # One send in flight on each of THREADS connections: the Java driver's THREADS
@@ -293,16 +336,18 @@ import json,sys
 d=json.load(sys.stdin); d.update(broker='$kind', run=$n, driver='$mode', corvus_idle_poll_us='$IDLE_POLL', load_before=float('$load0'), load_after=float('$load1'), broker_hwm_kib=int('${rss:-0}' or 0))
 print(json.dumps(d))" | tee -a "$RESULTS"
   cp "$dir/driver.out" "$OUT/driver-$kind-$mode-$n.out"
+  [ -z "$PROXY_PID" ] || { stop_pid "$PROXY_PID"; PROXY_PID=""; }
   stop_pid "$BROKER_PID"; stop_pid "$NS_PID"
   rm -rf "$dir" "$SHM/$(basename "$dir")"
 }
 
 MODES=()
-[ "$DRIVER" = rust ] || MODES+=(java)
-if [ "$DRIVER" != java ]; then
+case "$DRIVER" in java|both|all) MODES+=(java) ;; esac
+case "$DRIVER" in rust|both|all)
   MODES+=(rust-single)
-  [ "$RUST_BATCH" -le 1 ] || MODES+=(rust-batch)
-fi
+  [ "$RUST_BATCH" -le 1 ] || MODES+=(rust-batch) ;;
+esac
+case "$DRIVER" in v5|all) MODES+=(v5) ;; esac
 # Each driver's runs alternate rocketmq, corvus, rocketmq, corvus, ... on fresh brokers.
 for ((i = 1; i <= RUNS; i++)); do
   for mode in "${MODES[@]}"; do

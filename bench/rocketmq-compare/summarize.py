@@ -16,6 +16,8 @@ for r in rows:
 def label(r):
     if r["driver"] == "java":
         return f"java, {r['threads']} sync threads"
+    if r["driver"] == "v5":
+        return f"java v5 gRPC SDK, {r['threads']} sync threads (RocketMQ: broker + Proxy)"
     if r["driver"] == "rust-single":
         return f"rust, {r['threads']} conns x {r.get('inflight', 1)} in flight, single"
     pulls = f", pulls of {r['pull_batch']}" if r.get('pull_batch', 32) != 32 else ""

@@ -1,7 +1,5 @@
 package corvus.bench;
 
-import java.nio.file.Files;
-import java.nio.file.Paths;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
@@ -43,13 +41,6 @@ public final class Load {
     static final AtomicLong consumed = new AtomicLong();
     static final AtomicLong sentTotal = new AtomicLong();
     static final AtomicLong consumedTotal = new AtomicLong();
-
-    static long cpuTicks(String pid) throws Exception {
-        String s = new String(Files.readAllBytes(Paths.get("/proc/" + pid + "/stat")));
-        // Fields after the command name in parentheses: state is field 3; utime 14, stime 15.
-        String[] f = s.substring(s.lastIndexOf(')') + 2).split(" ");
-        return Long.parseLong(f[11]) + Long.parseLong(f[12]);
-    }
 
     public static void main(String[] args) throws Exception {
         String ns = args[0];
@@ -144,7 +135,7 @@ public final class Load {
                 Thread.sleep(Math.max(1, d / 1_000_000));
             }
             if (s == warmup) {
-                cpu0 = cpuTicks(brokerPid);
+                cpu0 = Cpu.ticks(brokerPid);
                 w0 = System.nanoTime();
                 windowStartNs = w0;
                 measuring = true;
@@ -157,7 +148,7 @@ public final class Load {
         }
         w1 = System.nanoTime();
         windowEndNs = w1;
-        cpu1 = cpuTicks(brokerPid);
+        cpu1 = Cpu.ticks(brokerPid);
         measuring = false;
         stop = true;
         for (Thread t : workers) {
