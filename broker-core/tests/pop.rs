@@ -560,3 +560,56 @@ fn a_sql92_filter_hands_out_matching_messages_only() {
     );
     c.stop();
 }
+
+/// A pop waiting on an empty queue is answered when a scheduled message bound for it is
+/// delivered, not at the end of its long poll; the same with the topic's queues on several
+/// shards of the core, whichever queue the message is bound for, and for a delivery time as
+/// for a delay level.
+#[test]
+fn a_waiting_pop_gets_a_scheduled_message_when_it_is_delivered() {
+    for (shards, queues, timed) in [(1, 1, false), (4, 4, false), (1, 1, true), (4, 4, true)] {
+        let c = Cluster::start_with(1, shards, |cfg| {
+            cfg.retry_delay_levels_ms = vec![100, 300, 1_000];
+        });
+        for q in 0..queues {
+            let topic = format!("Later{q}{timed}");
+            create_topic(&c, &topic, queues);
+            let (got, waited) = c
+                .on(0, move |core| async move {
+                    let due = (std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .unwrap_or_default()
+                        .as_millis()
+                        + 300)
+                        .to_string();
+                    let prop = if timed {
+                        (message::timer::TIMER_DELIVER_MS, due.as_str())
+                    } else {
+                        (message::timer::DELAY, "2")
+                    };
+                    let r = record(&topic, "later", None, &[prop]);
+                    core.send(&topic, q, r, 1).await?;
+                    let t0 = std::time::Instant::now();
+                    let mut r = req(None, 32, 60_000, 10_000);
+                    r.topic = topic;
+                    let got = core.pop(r).await?;
+                    Ok::<_, BrokerError>((got, t0.elapsed()))
+                })
+                .expect("sent and popped");
+            assert_eq!(
+                bodies(&got),
+                ["later"],
+                "{shards} shards, queue {q}, timed {timed}"
+            );
+            assert!(
+                waited >= std::time::Duration::from_millis(250),
+                "{shards} shards, queue {q}: delivered after {waited:?}, before its 300 ms"
+            );
+            assert!(
+                waited < std::time::Duration::from_secs(5),
+                "{shards} shards, queue {q}: the pop was answered only after {waited:?} of its 10 s poll"
+            );
+        }
+        c.stop();
+    }
+}
