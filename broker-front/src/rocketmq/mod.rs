@@ -125,7 +125,7 @@ pub(crate) async fn write_restamped<W: futures_lite::AsyncWrite + Unpin>(
 }
 
 /// The RocketMQ response code for a broker error.
-fn code_of(e: &BrokerError) -> i32 {
+pub(crate) fn code_of(e: &BrokerError) -> i32 {
     match e.code() {
         // Below 1000 corvus's codes are RocketMQ's own.
         c if (c as u16) < 1000 => i32::from(c as u16),

@@ -23,7 +23,7 @@ use bytes::BytesMut;
 use remoting::codes::response;
 use remoting::RemotingCommand;
 
-use super::{error_answer, ok, queue_number, target_core, topic_config, Restamp, SQL92};
+use super::{code_of, ok, queue_number, target_core, topic_config, Restamp, SQL92};
 use crate::conn::{Body, Outgoing};
 use crate::error::BrokerError;
 use crate::front::Front;
@@ -316,15 +316,18 @@ fn kernel_handle(
 /// not (or no longer) the message's current delivery is NO_MESSAGE, one that names no
 /// message of this broker MESSAGE_ILLEGAL.
 fn handle_error(req: &RemotingCommand, e: &BrokerError) -> Outgoing {
+    Outgoing::remoting(handle_refusal(req, e), Body::None)
+}
+
+/// The answer refusing a request about a receipt handle: NO_MESSAGE for a handle whose
+/// message is gone or done, MESSAGE_ILLEGAL for one that does not hold together.
+fn handle_refusal(req: &RemotingCommand, e: &BrokerError) -> RemotingCommand {
     let code = match e {
         BrokerError::NotFound(_) => response::NO_MESSAGE,
         BrokerError::BadRequest(_) | BrokerError::QueueNotExist { .. } => response::MESSAGE_ILLEGAL,
-        _ => return error_answer(req, e),
+        _ => code_of(e),
     };
-    Outgoing::remoting(
-        RemotingCommand::response_to(req, code, Some(e.to_string())),
-        Body::None,
-    )
+    RemotingCommand::response_to(req, code, Some(e.to_string()))
 }
 
 /// ACK_MESSAGE: the message of the handle is done.
@@ -340,11 +343,27 @@ pub(super) async fn ack(core: &Rc<Front>, req: &RemotingCommand) -> Result<Outgo
 
 /// CHANGE_MESSAGE_INVISIBLETIME: the message of the handle is hidden for invisibleTime from
 /// now; the answer's popTime, invisibleTime and reviveQid are what the client builds the
-/// message's new handle from.
+/// message's new handle from. A refusal carries the three as 0, as RocketMQ's does: its
+/// client reads them (`ChangeInvisibleTimeResponseHeader`, whose fields must be present)
+/// before it looks at the code, and without them reports a decoding error, not the refusal.
 pub(super) async fn change_invisible(
     core: &Rc<Front>,
     req: &RemotingCommand,
 ) -> Result<Outgoing, BrokerError> {
+    let (mut resp, new) = match changed(core, req).await {
+        Ok(new) => (ok(req), new),
+        Err(e) => (handle_refusal(req, &e), (0, 0, 0)),
+    };
+    let f = &mut resp.ext_fields;
+    f.insert("popTime".into(), new.0.to_string());
+    f.insert("invisibleTime".into(), new.1.to_string());
+    f.insert("reviveQid".into(), new.2.to_string());
+    Ok(Outgoing::remoting(resp, Body::None))
+}
+
+/// The change of [`change_invisible`]: the new handle's pop time, invisible time and revive
+/// queue.
+async fn changed(core: &Rc<Front>, req: &RemotingCommand) -> Result<(i64, u64, u32), BrokerError> {
     let group = field(req, "consumerGroup")?;
     let topic = field(req, "topic")?;
     let invisible_ms: i64 = number(req, "invisibleTime")?;
@@ -352,19 +371,11 @@ pub(super) async fn change_invisible(
         BrokerError::BadRequest(format!("invisibleTime {invisible_ms} is negative"))
     })?;
     let h = kernel_handle(core, req, group, topic)?;
-    let new = match core
+    let new = core
         .change_invisible(group, topic, &h.to_string(), invisible_ms)
-        .await
-    {
-        Ok(new) => ReceiptHandle::parse(&new)?,
-        Err(e) => return Ok(handle_error(req, &e)),
-    };
-    let mut resp = ok(req);
-    let f = &mut resp.ext_fields;
-    f.insert("popTime".into(), new.pop_time_ms.to_string());
-    f.insert("invisibleTime".into(), new.invisible_ms.to_string());
-    f.insert("reviveQid".into(), new.revive_qid.to_string());
-    Ok(Outgoing::remoting(resp, Body::None))
+        .await?;
+    let new = ReceiptHandle::parse(&new)?;
+    Ok((new.pop_time_ms, new.invisible_ms, new.revive_qid))
 }
 
 #[cfg(test)]
