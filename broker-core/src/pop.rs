@@ -593,8 +593,13 @@ impl Core {
         let start = self.queue_numbers.next_turn() as usize;
         // Bounded: each round either answers or waits for an append or a deadline.
         for _ in 0..10_000 {
+            // One pop time for every queue of the answer: a remoting client builds each
+            // message's handle from the one popTime of the response header, and the state
+            // the handles name then holds that time wherever it is read from (a restart, the
+            // slave that took over).
+            let now_ms = self.shared.clock.wall_ms();
             let mut out = Popped {
-                pop_time_ms: self.shared.clock.wall_ms(),
+                pop_time_ms: now_ms,
                 invisible_ms: req.invisible_ms.max(1),
                 ..Default::default()
             };
@@ -608,7 +613,7 @@ impl Core {
                 let (shard, _) = self.owner(&req.topic, q);
                 let mut one = req.clone();
                 one.max_messages = room;
-                let got = pop_queue(self, shard, q, &one).await?;
+                let got = pop_queue(self, shard, q, &one, now_ms).await?;
                 next_visible = min_opt(next_visible, got.1);
                 out.merge(got.0);
             }
@@ -731,7 +736,8 @@ pub(crate) async fn pop_local(
     let deadline = clock.now() + Duration::from_millis(wait_ms);
     // Bounded: each round either answers or waits for an append or a deadline.
     for _ in 0..10_000 {
-        let (popped, next_visible) = pop_queue(core, shard, queue_id, req).await?;
+        let now_ms = clock.wall_ms();
+        let (popped, next_visible) = pop_queue(core, shard, queue_id, req, now_ms).await?;
         let now = clock.now();
         if !popped.messages.is_empty() || now >= deadline || core.shared.stopping() {
             return Ok(popped);
@@ -850,13 +856,12 @@ async fn pop_queue(
     shard: u16,
     queue_id: u32,
     req: &PopRequest,
+    now_ms: i64,
 ) -> Result<(Popped, Option<i64>), BrokerError> {
     ensure_loaded(core, shard).await?;
     let sh = core.local_shard(shard)?;
     let key: QueueKey = (req.group.clone(), req.topic.clone(), queue_id);
-    let clock = &core.shared.clock;
     let invisible_ms = req.invisible_ms.max(1);
-    let now_ms = clock.wall_ms();
     let max = req.max_messages.clamp(1, POP_MESSAGES_MAX) as usize;
     // Claimed at once, before any wait, so that a pop running beside this one never takes
     // the same offsets.

@@ -9,10 +9,13 @@
 //! numbers it, no CommitLog offset. The kernel's handles name the topic's queue id, the
 //! revive queue of the queue's shard and the pop time of the queue's own pop. So on the way
 //! back ([`kernel_handle`]) the queue number is translated to the topic's queue id and the
-//! revive queue is that of the queue's shard; and when one answer took messages from several
-//! queues whose pops got different pop times (a pop of any queue), the kernel's handles of
-//! the messages whose pop time differs from the header's are kept here ([`Handles`]) until
-//! they are acked, changed or expire, so an ack of the client's handle finds them.
+//! revive queue is that of the queue's shard. The kernel pops every queue of one answer at
+//! one pop time, so the client's handles name the state the shard's log holds, and they work
+//! wherever that log is read again (after a restart, on the slave that took over). The one
+//! answer that mixes pop times is an orderly batch handed again to the same attempt, whose
+//! messages keep their first pop time: their kernel handles are kept here ([`Handles`]) until
+//! they are acked, changed or expire, so an ack of the client's handle finds them on this
+//! broker.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
