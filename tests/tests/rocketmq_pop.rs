@@ -13,6 +13,9 @@
 //!   times 1;
 //! - nothing to pop is POLLING_TIMEOUT; an unknown topic, a bad handle and a queue the core
 //!   does not have get RocketMQ's codes.
+//!
+//! And across a failover (controller mode, SYNC_MASTER): the slave that takes over takes acks
+//! of the old master's handles, and hides and gives back what the old master handed out.
 
 // Tests may unwrap: a panic there is a test failure.
 #![allow(clippy::unwrap_used)]
@@ -44,7 +47,8 @@ fn call(addr: &str, code: i32, fields: &[(&str, String)]) -> remoting::Frame {
     remoting_call(addr, &cmd, b"")
 }
 
-/// Each core's broker name, address and queue count, as the NameServer routes the topic.
+/// Each core's broker name, master address and queue count, as the NameServer routes the
+/// topic (a core without a master is left out).
 fn route(ns: &str) -> Vec<(String, String, i32)> {
     let f = call(
         ns,
@@ -55,13 +59,13 @@ fn route(ns: &str) -> Vec<(String, String, i32)> {
     let r: TopicRouteData = from_json(&f.body).unwrap();
     r.broker_datas
         .iter()
-        .map(|b| {
+        .filter_map(|b| {
             let q = r
                 .queue_datas
                 .iter()
                 .find(|q| q.broker_name == b.broker_name)
                 .map_or(0, |q| q.read_queue_nums);
-            (b.broker_name.clone(), b.broker_addrs[&0].clone(), q)
+            Some((b.broker_name.clone(), b.broker_addrs.get(&0)?.clone(), q))
         })
         .collect()
 }
@@ -446,4 +450,96 @@ fn remoting_pop_ack_and_change_invisible_time_are_served_as_rocketmq_5_serves_th
             );
         }
     }
+}
+
+/// POP state lives in the shard's log and goes to the slave with it: after a kill -9 of a
+/// SYNC_MASTER, its slave, now master under the same name, takes acks of the handles the old
+/// master gave out, hands out nothing still hidden, never hands out again what was acked on
+/// either, and gives back the rest after their invisible time with reconsume times 1.
+#[test]
+fn pop_handles_outlive_a_failover_to_the_in_sync_slave() {
+    /// Outlasts the failover (the controllers' 3 s heartbeat timeout and the election).
+    const HIDDEN_MS: u64 = 20_000;
+    let integration::controllers::ControllerGroup {
+        ctl,
+        ns,
+        mut a,
+        b,
+        first: before,
+        keep: _keep,
+        ..
+    } = integration::controllers::ControllerGroup::start("broker-pop");
+    create_topic(&ns.addr, TOPIC, QUEUES);
+    wait_for_route(&ns.addr, TOPIC);
+    let producer = integration::producer(&ns.addr);
+    let sent: Vec<String> = (0..8).map(|i| format!("ha-pop-{i}")).collect();
+    for s in &sent {
+        producer.send(Message::new(TOPIC, s.clone())).unwrap();
+    }
+    let old = route(&ns.addr);
+    let mut popped: Vec<Popped> = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while popped.len() < sent.len() && Instant::now() < deadline {
+        popped.extend(pop_all(&old, HIDDEN_MS, 500));
+    }
+    let popped_at = Instant::now();
+    assert_eq!(popped.len(), sent.len(), "every message popped once");
+    for p in &popped[..2] {
+        let f = ack(p, &p.handle);
+        assert_eq!(f.command.code, response::SUCCESS, "{:?}", f.command.remark);
+    }
+
+    a.kill9();
+    let new = wait_for(Duration::from_secs(30), || {
+        let r = route(&ns.addr);
+        (r.len() == old.len() && r.iter().all(|n| old.iter().all(|o| o.1 != n.1))).then_some(r)
+    })
+    .unwrap_or_else(|| panic!("the slave never took over the route: {}", b.stderr()));
+    let now = ctl.replica_info("broker-pop").unwrap();
+    assert_eq!(now.master_id, Some(1), "{}", b.stderr());
+    assert!(now.master_epoch > before.master_epoch);
+    for p in &mut popped {
+        p.addr = new.iter().find(|c| c.0 == p.broker).unwrap().1.clone();
+    }
+
+    // Handles of the old master, acked on the new one.
+    for p in &popped[2..4] {
+        let f = ack(p, &p.handle);
+        assert_eq!(
+            f.command.code,
+            response::SUCCESS,
+            "{} on the new master: {:?}\n{}",
+            body(p),
+            f.command.remark,
+            b.stderr()
+        );
+    }
+    assert!(
+        popped_at.elapsed() < Duration::from_millis(HIDDEN_MS),
+        "the failover outlasted the invisible time; nothing below says anything"
+    );
+    let early = pop_all(&new, HIDDEN_MS, 0);
+    assert!(
+        early.is_empty(),
+        "handed out while hidden or after its ack: {:?}",
+        early.iter().map(body).collect::<Vec<_>>()
+    );
+
+    // The rest come back once their invisible time has passed, each once.
+    let mut back: BTreeMap<String, i32> = BTreeMap::new();
+    let deadline = popped_at + Duration::from_millis(HIDDEN_MS) + Duration::from_secs(30);
+    while back.len() < 4 && Instant::now() < deadline {
+        for p in pop_all(&new, 60_000, 1_000) {
+            assert!(
+                back.insert(body(&p), p.message.reconsume_times).is_none(),
+                "{} handed out twice",
+                body(&p)
+            );
+        }
+    }
+    let want: BTreeMap<String, i32> = popped[4..].iter().map(|p| (body(p), 1)).collect();
+    assert_eq!(
+        back, want,
+        "the unacked messages come back, the acked ones do not"
+    );
 }
