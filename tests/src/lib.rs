@@ -587,7 +587,10 @@ const HOST_INDEPENDENT_DISK_LEVELS: &str =
 /// 5.3.3) with `args` against the NameServer `ns`; whether it exited 0 without printing an
 /// exception, and what it printed (bounded by the tool's own timeouts).
 pub fn rocketmq_mqadmin(cp: &str, ns: &str, args: &[&str]) -> (bool, String) {
+    // A run is short: the client compiler and the serial collector cost about half the CPU
+    // of the JVM's defaults here.
     let out = Command::new("java")
+        .args(["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"])
         .arg("-cp")
         .arg(cp)
         .arg("org.apache.rocketmq.tools.command.MQAdminStartup")
