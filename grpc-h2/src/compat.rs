@@ -2,9 +2,12 @@
 //! (glommio's `TcpStream`, `broker_base::tls::Stream`) implement the futures-io ones. The
 //! adapter forwards each call unchanged; no runtime is involved, a poll is a poll.
 
+use std::cell::Cell;
 use std::io;
 use std::pin::Pin;
+use std::rc::Rc;
 use std::task::{Context, Poll};
+use std::time::Instant;
 
 use bytes::{Buf, Bytes};
 use futures_lite::{AsyncRead, AsyncWrite};
@@ -16,6 +19,8 @@ use futures_lite::{AsyncRead, AsyncWrite};
 pub struct Compat<S> {
     io: S,
     prefix: Bytes,
+    /// When bytes last came from the peer.
+    heard: Rc<Cell<Instant>>,
 }
 
 impl<S> Compat<S> {
@@ -26,7 +31,17 @@ impl<S> Compat<S> {
 
     /// `io` with `prefix` read first: the bytes taken from the socket before this adapter.
     pub fn with_prefix(io: S, prefix: Bytes) -> Self {
-        Compat { io, prefix }
+        Compat {
+            io,
+            prefix,
+            heard: Rc::new(Cell::new(Instant::now())),
+        }
+    }
+
+    /// When bytes last came from the peer (at first, when the adapter was made), kept up to
+    /// date as the stream is read.
+    pub fn heard(&self) -> Rc<Cell<Instant>> {
+        self.heard.clone()
     }
 
     /// The stream inside.
@@ -53,6 +68,9 @@ impl<S: AsyncRead + Unpin> tokio::io::AsyncRead for Compat<S> {
         let unfilled = buf.initialize_unfilled();
         match Pin::new(&mut this.io).poll_read(cx, unfilled) {
             Poll::Ready(Ok(n)) => {
+                if n > 0 {
+                    this.heard.set(Instant::now());
+                }
                 buf.advance(n);
                 Poll::Ready(Ok(()))
             }

@@ -14,6 +14,7 @@
 
 use std::future::{poll_fn, Future};
 use std::rc::Rc;
+use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use futures_lite::{AsyncRead, AsyncWrite};
@@ -53,6 +54,11 @@ pub struct Limits {
     /// The flow-control window granted to each stream and to the connection: how much a
     /// client may send before the server has read it.
     pub window_bytes: u32,
+    /// A connection whose peer sends nothing for this long (no call, no PING, no
+    /// WINDOW_UPDATE) is closed with a GOAWAY: a peer that went away without closing (a
+    /// partition, a host that died) does not hold its connection and its calls' state for
+    /// ever. The v5 SDKs send a heartbeat every 10 s on each connection.
+    pub idle_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -63,6 +69,8 @@ impl Default for Limits {
             concurrent_streams_max: 128,
             header_list_bytes_max: 16 * 1024,
             window_bytes: 1024 * 1024,
+            // As RocketMQ closes an idle remoting channel.
+            idle_timeout: Duration::from_secs(120),
         }
     }
 }
@@ -144,7 +152,14 @@ pub enum ServeError {
     /// The connection failed: an I/O error or a protocol error by the peer.
     #[error("HTTP/2 connection: {0}")]
     Connection(#[source] h2::Error),
+    /// The peer sent nothing for [`Limits::idle_timeout`]: the connection was closed.
+    #[error("closed after {0:?} without a frame from the client")]
+    Idle(Duration),
 }
+
+/// How long a connection closed for idleness is given to send its GOAWAY before it is
+/// dropped: a peer that is gone never reads it.
+const GOAWAY_GRACE: Duration = Duration::from_secs(1);
 
 /// Serves gRPC on `io` until the client goes away: the HTTP/2 connection is polled by the
 /// calling task, each request stream is answered by a task spawned on the current glommio
@@ -161,15 +176,42 @@ where
         .max_header_list_size(limits.header_list_bytes_max)
         .initial_window_size(limits.window_bytes)
         .initial_connection_window_size(limits.window_bytes);
+    let heard = io.heard();
     let mut conn = builder
         .handshake::<_, Bytes>(io)
         .await
         .map_err(ServeError::Handshake)?;
-    while let Some(next) = conn.accept().await {
-        let (request, respond) = next.map_err(ServeError::Connection)?;
-        glommio::spawn_local(answer(request, respond, handler.clone(), limits)).detach();
+    loop {
+        let quiet = heard.get().elapsed();
+        if quiet >= limits.idle_timeout {
+            conn.graceful_shutdown();
+            // Bounded: `accept` ends once the GOAWAY is out and the open streams are done.
+            let _ = glommio::timer::timeout(GOAWAY_GRACE, async {
+                while let Some(Ok((request, respond))) = conn.accept().await {
+                    glommio::spawn_local(answer(request, respond, handler.clone(), limits))
+                        .detach();
+                }
+                Ok(())
+            })
+            .await;
+            return Err(ServeError::Idle(limits.idle_timeout));
+        }
+        let left = limits.idle_timeout.saturating_sub(quiet);
+        let next = futures_lite::future::or(async { Some(conn.accept().await) }, async {
+            glommio::timer::sleep(left).await;
+            None
+        })
+        .await;
+        match next {
+            // Time to look at the clock again.
+            None => continue,
+            Some(None) => return Ok(()),
+            Some(Some(next)) => {
+                let (request, respond) = next.map_err(ServeError::Connection)?;
+                glommio::spawn_local(answer(request, respond, handler.clone(), limits)).detach();
+            }
+        }
     }
-    Ok(())
 }
 
 /// `payload` framed as one uncompressed gRPC message.

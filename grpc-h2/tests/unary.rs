@@ -303,6 +303,44 @@ fn unary_calls_on_one_connection() {
     });
 }
 
+/// A connection that says nothing for the idle timeout is closed (its client sees the
+/// connection end); one that keeps calling is not.
+#[test]
+fn an_idle_connection_is_closed_and_a_busy_one_is_not() {
+    run(|| async {
+        let idle_timeout = Duration::from_millis(300);
+        let addr = start_server(Limits {
+            idle_timeout,
+            ..Limits::default()
+        });
+        let tcp = TcpStream::connect(addr).await.unwrap();
+        let (idle, conn) = grpc_h2::h2::client::handshake(Compat::new(tcp))
+            .await
+            .unwrap();
+        let ended = glommio::spawn_local(conn).detach();
+        let a = call(&idle, "/test.Echo/Echo", b"once").await;
+        assert_eq!(a.message(), b"echo:once");
+
+        // Calls 100 ms apart for four idle timeouts, on another connection: every one is
+        // answered on it.
+        let busy = connect(addr).await;
+        for i in 0..12 {
+            let payload = format!("busy {i}");
+            let a = call(&busy, "/test.Echo/Echo", payload.as_bytes()).await;
+            assert_eq!(a.message(), format!("echo:{payload}").as_bytes());
+            glommio::timer::sleep(Duration::from_millis(100)).await;
+        }
+        // By now the idle one was closed by the server: its connection task has ended.
+        let ended = glommio::timer::timeout(Duration::from_secs(2), async { Ok(ended.await) })
+            .await
+            .expect("the idle connection is still open after eight idle timeouts");
+        assert!(
+            ended.is_some(),
+            "the connection task was cancelled, not ended"
+        );
+    });
+}
+
 #[test]
 fn streams_of_one_connection_are_answered_concurrently() {
     run(|| async {
