@@ -133,14 +133,16 @@ impl Core {
         self.clone()
     }
 
-    /// The kernel's own tasks: each local shard's timer, the periodic offset flush, and on
-    /// core 0 the group-change notices, the trace topic and the membership expiry; every
-    /// core checks its undecided transactions. The returned tasks end at [`Core::stop`];
+    /// The kernel's own tasks: each local shard's timer and POP windows, the periodic offset
+    /// flush, and on core 0 the group-change notices, the trace topic and the membership
+    /// expiry; every core checks its undecided transactions. The returned tasks end at [`Core::stop`];
     /// the timers run until the executor ends.
     pub fn spawn_tasks(self: &Rc<Self>) -> Vec<glommio::Task<()>> {
         let shared = &self.shared;
         for &shard in self.shards.keys() {
             glommio::spawn_local(crate::timer::run(self.clone(), shard)).detach();
+            let core = self.clone();
+            glommio::spawn_local(async move { crate::pop::preload(&core, shard).await }).detach();
         }
         let mut tasks = Vec::new();
         {

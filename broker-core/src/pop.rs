@@ -330,8 +330,11 @@ type QueueKey = (String, String, u32);
 /// One shard's pop state.
 #[derive(Default)]
 struct ShardPop {
-    /// The windows have been rebuilt from the pop log since start.
-    loaded: bool,
+    /// The master epoch of the shard in which the windows were rebuilt from the pop log.
+    /// Only a master keeps them: a slave's log grows by its master's stream, which the
+    /// windows do not follow, so a core that becomes master (a new epoch) rebuilds them
+    /// from all the log then holds.
+    loaded: Option<u32>,
     queues: HashMap<QueueKey, QueueState>,
     /// The pop log's end when each checkpoint being written started: the floor stays at or
     /// below them until their entries know where the checkpoints went.
@@ -671,11 +674,12 @@ impl Core {
         Some((q.cursor, inflight))
     }
 
-    /// Every POP window this core holds: (group, topic, queue id, in flight).
+    /// Every POP window this core holds as master: (group, topic, queue id, in flight).
     pub fn pop_windows(&self) -> Vec<(String, String, u32, u64)> {
         let st = self.pop.shards.borrow();
-        st.values()
-            .flat_map(|s| s.queues.iter())
+        st.iter()
+            .filter(|(&shard, sp)| sp.loaded.is_some() && sp.loaded == master_epoch(self, shard))
+            .flat_map(|(_, s)| s.queues.iter())
             .map(|((g, t, q), w)| {
                 let inflight = w.entries.values().filter(|e| !e.acked).count() as u64;
                 (g.clone(), t.clone(), *q, inflight)
@@ -1426,17 +1430,25 @@ pub(crate) async fn inflight_local(
     group: &str,
     topic: &str,
 ) -> Result<u64, BrokerError> {
-    let mut shards: Vec<u16> = core.shards.keys().copied().collect();
+    // A shard this core does not serve as master holds no POP state of its own: none in
+    // flight here.
+    let mut shards: Vec<u16> = core
+        .shards
+        .keys()
+        .copied()
+        .filter(|&s| master_epoch(core, s).is_some())
+        .collect();
     shards.sort_unstable();
-    for shard in shards {
+    for &shard in &shards {
         ensure_loaded(core, shard).await?;
     }
     Ok(core
         .pop
         .shards
         .borrow()
-        .values()
-        .flat_map(|sp| sp.queues.iter())
+        .iter()
+        .filter(|(s, _)| shards.contains(s))
+        .flat_map(|(_, sp)| sp.queues.iter())
         .filter(|(k, _)| k.0 == group && k.1 == topic)
         .map(|(_, q)| q.unacked() as u64)
         .sum())
@@ -1470,16 +1482,44 @@ async fn write_log(core: &Core, shard: u16, rec: &LogRecord) -> Result<u64, Brok
     Ok(a.first_queue_offset.0)
 }
 
-/// Rebuilds the shard's windows from its pop log, once per start.
+/// Rebuilds the shard's windows at start, so its messages in flight are counted (metrics,
+/// consumer stats) before the first POP request; a shard this core does not serve as master
+/// is left until it does.
+pub(crate) async fn preload(core: &Core, shard: u16) {
+    if master_epoch(core, shard).is_none() {
+        return;
+    }
+    if let Err(e) = ensure_loaded(core, shard).await {
+        tracing::warn!(shard, error = %e, "the POP windows could not be rebuilt at start; the first POP request tries again");
+    }
+}
+
+/// The epoch in which this core serves `shard` as master, if it does.
+fn master_epoch(core: &Core, shard: u16) -> Option<u32> {
+    core.ha.master(shard).map(|m| m.epochs.borrow().current())
+}
+
+/// Rebuilds the shard's windows from its pop log, once per master epoch.
 async fn ensure_loaded(core: &Core, shard: u16) -> Result<(), BrokerError> {
-    if core
-        .pop
-        .shards
-        .borrow()
-        .get(&shard)
-        .is_some_and(|s| s.loaded)
+    let Some(epoch) = master_epoch(core, shard) else {
+        return Err(BrokerError::NotMaster(format!(
+            "shard {shard} of core {} is not served as master: POP is its master's",
+            core.id
+        )));
+    };
     {
-        return Ok(());
+        let mut st = core.pop.shards.borrow_mut();
+        let sp = st.entry(shard).or_default();
+        match sp.loaded {
+            Some(e) if e == epoch => return Ok(()),
+            // Rebuilt in an earlier epoch: whatever the log gained since is in it, not
+            // in the windows.
+            Some(_) => {
+                sp.queues.clear();
+                sp.loaded = None;
+            }
+            None => {}
+        }
     }
     let Some(table) = core.offsets.get(&shard) else {
         return Err(BrokerError::Storage(format!(
@@ -1531,14 +1571,14 @@ async fn ensure_loaded(core: &Core, shard: u16) -> Result<(), BrokerError> {
         // the replayed ones are the truth for their queues.
         let mut st = core.pop.shards.borrow_mut();
         let sp = st.entry(shard).or_default();
-        if sp.loaded {
+        if sp.loaded == Some(epoch) {
             return Ok(());
         }
         for (k, mut q) in replayed {
             q.compact();
             sp.queues.insert(k, q);
         }
-        sp.loaded = true;
+        sp.loaded = Some(epoch);
         tracing::debug!(
             shard,
             records,

@@ -280,6 +280,22 @@ fn popped_state_survives(c: Cluster, reopen: impl FnOnce(Cluster) -> Cluster) {
     assert_eq!(got.len(), 3);
     ack(&c, 0, &got[0].2).expect("m0 acked");
     let c = reopen(c);
+    // Counted without any POP request (the windows are rebuilt at start), where metrics and
+    // consumer stats read them.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let counted = || {
+        c.on(0, |core| async move {
+            core.pop_windows().iter().map(|w| w.3).sum::<u64>()
+        })
+    };
+    while counted() != 2 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(
+        counted(),
+        2,
+        "m1 and m2 are counted in flight after the reopening"
+    );
     assert_eq!(inflight(&c), 2, "m1 and m2 are still out");
     // A handle from before the reopening still acks.
     ack(&c, 0, &got[1].2).expect("m1 acked after the reopening");
