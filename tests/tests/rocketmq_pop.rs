@@ -484,6 +484,15 @@ fn pop_handles_outlive_a_failover_to_the_in_sync_slave() {
     }
     let popped_at = Instant::now();
     assert_eq!(popped.len(), sent.len(), "every message popped once");
+    // The slave pops nothing: POP is its master's (and what the slave's log gains from now
+    // on is what it serves once it takes over).
+    let (broker, _, _) = &old[0];
+    let (code, got) = pop(broker, &b.addr, -1, HIDDEN_MS, 0);
+    assert!(
+        got.is_empty() && code != response::SUCCESS,
+        "the slave popped ({code}): {:?}",
+        got.iter().map(body).collect::<Vec<_>>()
+    );
     for p in &popped[..2] {
         let f = ack(p, &p.handle);
         assert_eq!(f.command.code, response::SUCCESS, "{:?}", f.command.remark);
