@@ -160,8 +160,10 @@ pub fn half_record(records: &[u8], topic: &str, queue_id: u32) -> Result<Bytes, 
 /// One shard's transaction state on its core.
 #[derive(Default)]
 struct ShardTx {
-    /// The op index has been rebuilt from the op queue since start.
-    loaded: bool,
+    /// The master epoch of the shard in which the op index was rebuilt from the op queue:
+    /// a core that becomes master (a new epoch) rebuilds it from all its log then holds,
+    /// decisions its former master wrote included.
+    loaded: Option<u32>,
     /// The next half-queue offset the check pass looks at.
     check_offset: u64,
     /// Decided half offsets (at or after `check_offset`) and the op-queue offset of the op
@@ -194,16 +196,27 @@ fn is_decided(core: &Core, shard: u16, half_offset: u64) -> bool {
         .is_some_and(|s| s.ops.contains_key(&half_offset))
 }
 
-/// Reads the stored check offset and rebuilds the op index from the op queue (once).
+/// Reads the stored check offset and rebuilds the op index from the op queue (once per
+/// master epoch).
 async fn ensure_loaded(core: &Core, shard: u16) -> Result<(), BrokerError> {
-    if core
-        .transactions
-        .shards
-        .borrow()
-        .get(&shard)
-        .is_some_and(|s| s.loaded)
+    let Some(epoch) = core.ha.master(shard).map(|m| m.epochs.borrow().current()) else {
+        return Err(BrokerError::NotMaster(format!(
+            "shard {shard} of core {} is not served as master: transactions are its master's",
+            core.id
+        )));
+    };
     {
-        return Ok(());
+        let mut st = core.transactions.shards.borrow_mut();
+        let s = st.entry(shard).or_default();
+        match s.loaded {
+            Some(e) if e == epoch => return Ok(()),
+            // Rebuilt in an earlier epoch: decisions written since are not in it.
+            Some(_) => {
+                s.loaded = None;
+                s.ops.clear();
+            }
+            None => {}
+        }
     }
     let (check_offset, mut op_offset) = {
         let Some(table) = core.offsets.get(&shard) else {
@@ -258,7 +271,7 @@ async fn ensure_loaded(core: &Core, shard: u16) -> Result<(), BrokerError> {
     }
     let mut st = core.transactions.shards.borrow_mut();
     let s = st.entry(shard).or_default();
-    s.loaded = true;
+    s.loaded = Some(epoch);
     tracing::debug!(
         shard,
         check_offset,
