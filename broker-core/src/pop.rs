@@ -637,9 +637,13 @@ impl Core {
                 wait = wait.min(POLL_SLICE);
             }
             let sh = self.local_shard(shard)?;
-            let cursors: Vec<(u32, u64)> = ids
+            let watched: Vec<u32> = ids
                 .iter()
-                .filter(|&&q| self.owner(&req.topic, q).0 == shard)
+                .copied()
+                .filter(|&q| self.owner(&req.topic, q).0 == shard)
+                .collect();
+            let cursors: Vec<(u32, u64)> = watched
+                .iter()
                 .filter_map(|&q| Some((q, wait_point(self, shard, &req, q)?)))
                 .collect();
             if cursors.is_empty() {
@@ -651,6 +655,7 @@ impl Core {
                 cursors
                     .iter()
                     .any(|&(q, c)| sh.visible_max(&topic, q).0 > c)
+                    || visible_sooner(self, shard, &req, &watched, next_visible)
             })
             .await;
         }
@@ -718,6 +723,32 @@ fn wait_point(core: &Core, shard: u16, req: &PopRequest, q: u32) -> Option<u64> 
     (!blocked).then_some(qs.cursor)
 }
 
+/// Whether a hidden message of `queues` (of `shard`, in `req`'s group) now becomes visible
+/// before `than`, the earliest a waiting pop knew of: a change of invisible time (its
+/// checkpoint is appended to the shard, which wakes the wait) can bring it forward.
+fn visible_sooner(
+    core: &Core,
+    shard: u16,
+    req: &PopRequest,
+    queues: &[u32],
+    than: Option<i64>,
+) -> bool {
+    let now_ms = core.shared.clock.wall_ms();
+    let st = core.pop.shards.borrow();
+    let Some(sp) = st.get(&shard) else {
+        return false;
+    };
+    queues
+        .iter()
+        .filter_map(|&q| {
+            sp.queues
+                .get(&(req.group.clone(), req.topic.clone(), q))?
+                .next_visible_ms(now_ms)
+        })
+        .min()
+        .is_some_and(|at| than.is_none_or(|t| at < t))
+}
+
 fn min_opt(a: Option<i64>, b: Option<i64>) -> Option<i64> {
     match (a, b) {
         (Some(x), Some(y)) => Some(x.min(y)),
@@ -753,9 +784,12 @@ pub(crate) async fn pop_local(
         }
         match wait_point(core, shard, req, queue_id) {
             Some(cursor) => {
-                core.local_shard(shard)?
-                    .wait_for_message(&req.topic, queue_id, shard::QueueOffset(cursor), wait)
-                    .await;
+                let sh = core.local_shard(shard)?;
+                sh.wait_appended_until(wait, || {
+                    sh.visible_max(&req.topic, queue_id).0 > cursor
+                        || visible_sooner(core, shard, req, &[queue_id], next_visible)
+                })
+                .await;
             }
             None => glommio::timer::sleep(wait.min(POLL_SLICE)).await,
         }

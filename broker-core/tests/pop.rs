@@ -188,6 +188,44 @@ fn change_invisible_extends_and_retires_the_old_handle() {
     c.stop();
 }
 
+/// A pop waiting while the only message is hidden for a minute gets it soon after a change
+/// of invisible time brings its return forward (as a push consumer's retry does: it fails a
+/// message and hides it for its backoff while its next receive already waits), whether the
+/// pop names its queue or takes any.
+#[test]
+fn a_waiting_pop_gets_a_message_whose_invisible_time_was_shortened() {
+    for queue_id in [Some(0), None] {
+        let c = one_core();
+        send(&c, 0, &["m0"]);
+        let got = seen(&pop(&c, 0, req(Some(0), 1, 60_000, 0)));
+        let handle = got[0].2.clone();
+        let (back, waited) = c
+            .on(0, move |core| async move {
+                let waiting = {
+                    let core = core.clone();
+                    glommio::spawn_local(async move {
+                        let t0 = std::time::Instant::now();
+                        let r = core.pop(req(queue_id, 32, 60_000, 10_000)).await;
+                        (r, t0.elapsed())
+                    })
+                };
+                // The waiting pop has looked and found the message hidden once it yields.
+                glommio::yield_if_needed().await;
+                glommio::executor().yield_task_queue_now().await;
+                core.change_invisible(GROUP, TOPIC, &handle, 300).await?;
+                let (r, waited) = waiting.await;
+                Ok::<_, BrokerError>((r?, waited))
+            })
+            .expect("changed and popped");
+        assert_eq!(bodies(&back), ["m0"], "queue {queue_id:?}");
+        assert!(
+            waited < std::time::Duration::from_secs(5),
+            "queue {queue_id:?}: the pop got it only after {waited:?} of its 10 s poll"
+        );
+        c.stop();
+    }
+}
+
 #[test]
 fn a_message_past_its_max_attempts_goes_to_the_dead_letters() {
     let c = one_core();
