@@ -226,6 +226,62 @@ fn a_waiting_pop_gets_a_message_whose_invisible_time_was_shortened() {
     }
 }
 
+/// A pop waiting on the dead-letter topic gets a message when it is dead-lettered, not at
+/// the end of its poll.
+#[test]
+fn a_waiting_pop_of_the_dead_letters_gets_one_as_it_arrives() {
+    let c = Cluster::start_with(1, 2, |_| {});
+    create_topic(&c, TOPIC, 2);
+    for q in 0..2 {
+        send(&c, q, &[&format!("first-{q}"), &format!("second-{q}")]);
+    }
+    let dlq = broker_core::pop::dead_letter_topic(GROUP);
+    let reader = |topic: &str, poll_ms: u64| {
+        let mut r = req(None, 32, 60_000, poll_ms);
+        r.group = "dlq-reader".into();
+        r.topic = topic.to_owned();
+        r
+    };
+    // The first dead letters make the topic; the reader takes them.
+    for round in ["first", "second"] {
+        let popped = seen(&pop(&c, 0, req(None, 2, 60_000, 0)));
+        assert_eq!(popped.len(), 2, "{round}");
+        let handles: Vec<String> = popped.iter().map(|m| m.2.clone()).collect();
+        let (dlq, r) = (dlq.clone(), reader(&dlq, 10_000));
+        let (got, waited) = c
+            .on(0, move |core| async move {
+                if round == "first" {
+                    for h in &handles {
+                        core.dead_letter(GROUP, TOPIC, h).await?;
+                    }
+                }
+                let waiting = {
+                    let core = core.clone();
+                    glommio::spawn_local(async move {
+                        let t0 = std::time::Instant::now();
+                        (core.pop(r).await, t0.elapsed())
+                    })
+                };
+                if round == "second" {
+                    glommio::executor().yield_task_queue_now().await;
+                    for h in &handles {
+                        core.dead_letter(GROUP, TOPIC, h).await?;
+                    }
+                }
+                let (got, waited) = waiting.await;
+                let _ = dlq;
+                Ok::<_, BrokerError>((got?, waited))
+            })
+            .expect("dead-lettered and popped");
+        assert!(!got.messages.is_empty(), "{round}: nothing came");
+        assert!(
+            waited < std::time::Duration::from_secs(5),
+            "{round}: the dead letters came only after {waited:?} of a 10 s poll"
+        );
+    }
+    c.stop();
+}
+
 #[test]
 fn a_message_past_its_max_attempts_goes_to_the_dead_letters() {
     let c = one_core();
