@@ -485,6 +485,11 @@ pub struct SubscriptionGroupConfig {
     pub group_sys_flag: i32,
     #[serde(deserialize_with = "lenient_i32")]
     pub consume_timeout_minute: i32,
+    /// RocketMQ 5's retry policy of the group (`GroupRetryPolicy`: `type` CUSTOMIZED or
+    /// EXPONENTIAL, `customizedRetryPolicy.next` or `exponentialRetryPolicy`'s `initial`,
+    /// `max` and `multiplier`, in ms), which v5 consumers get as their backoff; kept as given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group_retry_policy: Option<serde_json::Value>,
 }
 
 impl Default for SubscriptionGroupConfig {
@@ -503,6 +508,7 @@ impl Default for SubscriptionGroupConfig {
             notify_consumer_ids_changed_enable: true,
             group_sys_flag: 0,
             consume_timeout_minute: 15,
+            group_retry_policy: None,
         }
     }
 }

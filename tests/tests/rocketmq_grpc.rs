@@ -471,6 +471,80 @@ fn end(
     }
 }
 
+fn consumer_settings(group: &str, topic: &str) -> v2::TelemetryCommand {
+    v2::TelemetryCommand {
+        status: None,
+        command: Some(v2::telemetry_command::Command::Settings(v2::Settings {
+            client_type: Some(v2::ClientType::PushConsumer as i32),
+            request_timeout: Some(prost_types::Duration {
+                seconds: 3,
+                nanos: 0,
+            }),
+            pub_sub: Some(v2::settings::PubSub::Subscription(v2::Subscription {
+                group: resource(group),
+                subscriptions: vec![v2::SubscriptionEntry {
+                    topic: resource(topic),
+                    expression: Some(v2::FilterExpression {
+                        r#type: v2::FilterType::Tag as i32,
+                        expression: "*".into(),
+                    }),
+                }],
+                ..Default::default()
+            })),
+            ..Default::default()
+        })),
+    }
+}
+
+/// A consumer's settings carry its group's retries and retry policy (`retryMaxTimes` and
+/// `groupRetryPolicy` of its subscription group config), as RocketMQ's Proxy hands them
+/// out, and RocketMQ's defaults for a group without a config.
+#[test]
+fn a_consumer_s_settings_carry_its_group_s_retry_policy() {
+    let c = Cluster::start(1, "small");
+    let broker = c.broker.addr.clone();
+    create_topic(&c.namesrv.addr, "GrpcRetry", 2);
+    let config = r#"{"groupName":"GrpcExponential","retryMaxTimes":4,"groupRetryPolicy":{"type":"EXPONENTIAL","exponentialRetryPolicy":{"initial":2000,"max":60000,"multiplier":3}}}"#;
+    let cmd = remoting::RemotingCommand::request(
+        remoting::codes::request::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+        9,
+    );
+    let f = integration::remoting_call(&broker, &cmd, config.as_bytes());
+    assert_eq!(f.command.code, 0, "{:?}", f.command.remark);
+    run(Duration::from_secs(30), || async move {
+        let client = connect(&broker).await;
+        let mut policies = Vec::new();
+        for (id, group) in [
+            ("exp-consumer", "GrpcExponential"),
+            ("plain-consumer", "GrpcPlain"),
+        ] {
+            let mut t = Telemetry::open(&client, id, &consumer_settings(group, "GrpcRetry")).await;
+            let reply = t.next().await;
+            assert_eq!(code(&reply.status), v2::Code::Ok);
+            let Some(v2::telemetry_command::Command::Settings(s)) = reply.command else {
+                panic!("the answer to settings carries settings: {reply:?}");
+            };
+            policies.push(s.backoff_policy.unwrap());
+        }
+        let secs = |d: &Option<prost_types::Duration>| d.as_ref().map(|d| d.seconds);
+        assert_eq!(policies[0].max_attempts, 5);
+        let Some(v2::retry_policy::Strategy::ExponentialBackoff(e)) = &policies[0].strategy else {
+            panic!("an exponential backoff: {:?}", policies[0]);
+        };
+        assert_eq!(
+            (secs(&e.initial), secs(&e.max), e.multiplier),
+            (Some(2), Some(60), 3.0)
+        );
+        assert_eq!(policies[1].max_attempts, 17);
+        let Some(v2::retry_policy::Strategy::CustomizedBackoff(b)) = &policies[1].strategy else {
+            panic!("RocketMQ's customized backoff: {:?}", policies[1]);
+        };
+        let next: Vec<i64> = b.next.iter().map(|d| d.seconds).collect();
+        assert_eq!(next[..4], [1, 5, 10, 30], "{next:?}");
+        assert_eq!(next.last(), Some(&7200));
+    });
+}
+
 /// A producer's settings come back completed (the Java SDK starts only once they do); a
 /// transaction it leaves undecided is checked through its Telemetry stream and its answer
 /// decides it; commits and rollbacks of its own are kept.

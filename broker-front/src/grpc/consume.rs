@@ -292,12 +292,14 @@ pub(super) async fn dead_letter(
     v2::ForwardMessageToDeadLetterQueueResponse { status }
 }
 
-/// What ReceiveMessage needs of a consumer's session: whether its group is FIFO and how
-/// many deliveries a message gets.
-#[derive(Debug, Clone, Copy)]
+/// What a consumer's session needs of its group: whether it is FIFO, how many deliveries a
+/// message gets and how long a failed one waits.
+#[derive(Debug, Clone)]
 pub struct ConsumerPolicy {
     pub fifo: bool,
     pub max_attempts: u32,
+    /// How long a consumer hides a message it failed before it comes back.
+    pub backoff: Backoff,
 }
 
 impl Default for ConsumerPolicy {
@@ -305,12 +307,77 @@ impl Default for ConsumerPolicy {
         ConsumerPolicy {
             fifo: false,
             max_attempts: super::session::CONSUMER_RETRIES as u32 + 1,
+            backoff: Backoff::default(),
+        }
+    }
+}
+
+/// A group's retry delays (RocketMQ's `GroupRetryPolicy`), which the Proxy hands its v5
+/// consumers as their backoff policy.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Backoff {
+    /// The delay after each failed attempt in turn, in ms (the last one repeats).
+    Customized(Vec<u64>),
+    /// min(max, initial × multiplier^attempts), in ms.
+    Exponential {
+        initial_ms: u64,
+        max_ms: u64,
+        multiplier: u64,
+    },
+}
+
+impl Default for Backoff {
+    /// RocketMQ's `CustomizedRetryPolicy`: its delay levels from 1 s to 2 h.
+    fn default() -> Self {
+        Backoff::Customized(
+            [
+                1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600,
+                7200,
+            ]
+            .iter()
+            .map(|s| s * 1000)
+            .collect(),
+        )
+    }
+}
+
+impl Backoff {
+    /// The policy of a group config's `groupRetryPolicy` (`type` CUSTOMIZED or EXPONENTIAL,
+    /// with `customizedRetryPolicy.next` or `exponentialRetryPolicy`'s `initial`, `max` and
+    /// `multiplier`; what is missing is RocketMQ's default for the type). `None` when
+    /// there is none or it does not read.
+    fn of_group(policy: &serde_json::Value) -> Option<Backoff> {
+        let ms = |v: &serde_json::Value, key: &str| v.get(key).and_then(|x| x.as_u64());
+        match policy.get("type")?.as_str()? {
+            "EXPONENTIAL" => {
+                let e = policy
+                    .get("exponentialRetryPolicy")
+                    .filter(|v| v.is_object());
+                let field = |key, default| e.and_then(|e| ms(e, key)).unwrap_or(default);
+                Some(Backoff::Exponential {
+                    initial_ms: field("initial", 5_000),
+                    max_ms: field("max", 7_200_000),
+                    multiplier: field("multiplier", 2),
+                })
+            }
+            "CUSTOMIZED" => {
+                let next: Option<Vec<u64>> = policy
+                    .get("customizedRetryPolicy")
+                    .and_then(|c| c.get("next"))
+                    .and_then(|n| n.as_array())
+                    .and_then(|n| n.iter().map(|x| x.as_u64()).collect());
+                Some(match next {
+                    Some(next) if !next.is_empty() => Backoff::Customized(next),
+                    _ => Backoff::default(),
+                })
+            }
+            _ => None,
         }
     }
 }
 
 /// A group's policy from its subscription group config (`consumeMessageOrderly`,
-/// `retryMaxTimes`), RocketMQ's defaults without one.
+/// `retryMaxTimes`, `groupRetryPolicy`), RocketMQ's defaults without one.
 pub(super) async fn group_policy(f: &Front, group: &str) -> ConsumerPolicy {
     let mut policy = ConsumerPolicy::default();
     let configs = f
@@ -327,6 +394,9 @@ pub(super) async fn group_policy(f: &Front, group: &str) -> ConsumerPolicy {
         }
         if let Some(retries) = fields.get("retryMaxTimes").and_then(|v| v.as_u64()) {
             policy.max_attempts = u32::try_from(retries).unwrap_or(u32::MAX - 1) + 1;
+        }
+        if let Some(backoff) = fields.get("groupRetryPolicy").and_then(Backoff::of_group) {
+            policy.backoff = backoff;
         }
     }
     policy

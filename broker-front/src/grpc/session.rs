@@ -24,7 +24,7 @@ use grpc_h2::{Code, GrpcStatus, Replies, Requests};
 use grpc_proto::v2;
 use prost::Message as _;
 
-use super::consume::{group_policy, ConsumerPolicy};
+use super::consume::{group_policy, Backoff, ConsumerPolicy};
 use super::{encoded, name_of, ok, status};
 use crate::front::Front;
 
@@ -78,7 +78,7 @@ impl Sessions {
         self.by_client
             .borrow()
             .get(client)
-            .map_or_else(ConsumerPolicy::default, |s| s.policy)
+            .map_or_else(ConsumerPolicy::default, |s| s.policy.clone())
     }
 
     /// Queues `command` for a producer publishing `topic`; false when none has a session here
@@ -205,7 +205,7 @@ fn register(
             ));
         }
     };
-    complete(f, client_type, policy, &mut settings);
+    complete(f, client_type, &policy, &mut settings);
     let commands = tx.clone();
     f.grpc.by_client.borrow_mut().insert(
         client.to_owned(),
@@ -228,11 +228,6 @@ fn duration(d: Duration) -> prost_types::Duration {
     }
 }
 
-/// A consumer group's retry delays by default (RocketMQ's `CustomizedRetryPolicy`: its
-/// delay levels).
-const CONSUMER_BACKOFF_SECS: [u64; 18] = [
-    1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200,
-];
 /// A consumer group's retries by default (RocketMQ's `retryMaxTimes`).
 pub(super) const CONSUMER_RETRIES: i32 = 16;
 /// Messages per ReceiveMessage of a push consumer, and its long poll.
@@ -243,7 +238,7 @@ const LONG_POLL: Duration = Duration::from_secs(20);
 fn complete(
     f: &Front,
     client_type: v2::ClientType,
-    policy: ConsumerPolicy,
+    policy: &ConsumerPolicy,
     settings: &mut v2::Settings,
 ) {
     settings.metric = Some(v2::Metric {
@@ -271,16 +266,28 @@ fn complete(
                 s.long_polling_timeout = Some(duration(LONG_POLL));
             }
             s.fifo = Some(policy.fifo);
+            let strategy = match &policy.backoff {
+                Backoff::Customized(next) => {
+                    v2::retry_policy::Strategy::CustomizedBackoff(v2::CustomizedBackoff {
+                        next: next
+                            .iter()
+                            .map(|&ms| duration(Duration::from_millis(ms)))
+                            .collect(),
+                    })
+                }
+                Backoff::Exponential {
+                    initial_ms,
+                    max_ms,
+                    multiplier,
+                } => v2::retry_policy::Strategy::ExponentialBackoff(v2::ExponentialBackoff {
+                    initial: Some(duration(Duration::from_millis(*initial_ms))),
+                    max: Some(duration(Duration::from_millis(*max_ms))),
+                    multiplier: *multiplier as f32,
+                }),
+            };
             settings.backoff_policy = Some(v2::RetryPolicy {
                 max_attempts: i32::try_from(policy.max_attempts).unwrap_or(i32::MAX),
-                strategy: Some(v2::retry_policy::Strategy::CustomizedBackoff(
-                    v2::CustomizedBackoff {
-                        next: CONSUMER_BACKOFF_SECS
-                            .iter()
-                            .map(|&s| duration(Duration::from_secs(s)))
-                            .collect(),
-                    },
-                )),
+                strategy: Some(strategy),
             });
         }
         None => {}
