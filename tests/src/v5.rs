@@ -1,6 +1,7 @@
-//! What the RocketMQ 5 gRPC SDK scenario tests share (`rocketmq_v5_java`, `rocketmq_go5`): the
-//! scenarios with their topics, a corvus made as `tests/rocketmq-v5/run-apache.sh` makes Apache
-//! for them, two lanes to run them in, and the comparison of a transcript with the one recorded.
+//! What the RocketMQ 5 gRPC SDK scenario tests share (`rocketmq_v5_java`, `rocketmq_go5`,
+//! `rocketmq_python5`, `rocketmq_node5`): the scenarios with their topics, a corvus made as
+//! `tests/rocketmq-v5/run-apache.sh` makes Apache for them, two lanes to run them in, and the
+//! comparison of a transcript with the one recorded.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
