@@ -432,6 +432,7 @@ mod tests {
             first_queue_offset: message::offsets::QueueOffset(77),
             first_commit_log_offset: message::offsets::CommitLogOffset(123_456),
             count: 1,
+            store_timestamp_ms: 0,
         };
         let id = transaction_id(&a);
         assert_eq!(parse_transaction_id(&id), Some((3, 123_456, 77)));
