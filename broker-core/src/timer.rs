@@ -404,7 +404,10 @@ impl Core {
     ) -> Option<String> {
         let v = RecordView::parse(record).ok()?;
         let topic = v.topic();
-        if topic.starts_with(acl::RETRY_TOPIC_PREFIX) {
+        // A retry is the broker's redelivery, and a prepared transactional message is held
+        // as a half message until it is committed: neither is the timer's to recall.
+        if topic.starts_with(acl::RETRY_TOPIC_PREFIX) || crate::transaction::is_prepared(record, 1)
+        {
             return None;
         }
         let props = v.properties();
