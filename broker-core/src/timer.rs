@@ -449,6 +449,10 @@ impl Core {
                 "recalling a message is off on this broker (recall_message_enable = false)".into(),
             ));
         }
+        // In RocketMQ's order: the topic, then the handle.
+        if self.topics.borrow().get(topic).is_none() {
+            return Err(BrokerError::TopicNotExist(topic.to_owned()));
+        }
         let h = RecallHandle::decode(handle)?;
         if h.topic != topic {
             return Err(BrokerError::NotRecallable(format!(
@@ -467,9 +471,6 @@ impl Core {
                 h.broker_name
             ))
         })?;
-        if self.topics.borrow().get(topic).is_none() {
-            return Err(BrokerError::TopicNotExist(topic.to_owned()));
-        }
         let now = self.shared.clock.wall_ms();
         if h.deliver_at_ms > now.saturating_add(cfg.timer_max_delay_sec.saturating_mul(1000) as i64)
         {

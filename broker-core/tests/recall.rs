@@ -1,6 +1,7 @@
 //! Recall of a scheduled message (RocketMQ 5.3.2): a message recalled with the handle its
 //! send returned is never delivered, across a restart and a kill -9 too; recalling one that
-//! was delivered, or one the broker never held, is refused with the reason.
+//! was delivered, or one the broker never held, is refused with the reason, and every recall
+//! is refused while `recall_message_enable` is off.
 
 mod common;
 
@@ -94,6 +95,11 @@ fn a_recalled_message_is_never_delivered_and_the_others_are_refused_with_the_rea
         }
         other => panic!("an unknown message was recalled: {other:?}"),
     }
+    assert!(matches!(
+        recall(&c, 0, "NoSuchTopic", &recalled),
+        Err(BrokerError::TopicNotExist(_))
+    ));
+    create_topic(&c, "Elsewhere", 4);
     match recall(&c, 0, "Elsewhere", &recalled) {
         Err(BrokerError::NotRecallable(why)) => assert!(why.contains("topic"), "{why}"),
         other => panic!("a handle of another topic was taken: {other:?}"),
@@ -175,6 +181,24 @@ fn a_recall_survives_a_kill_and_a_restart() {
 
     assert_eq!(delivered_through(&crashed, q, "kept"), ["kept"]);
     crashed.stop();
+    assert_eq!(delivered_through(&c, q, "kept"), ["kept"]);
+    c.stop();
+}
+
+/// With `recall_message_enable` off (RocketMQ's default), a recall is refused with
+/// NO_PERMISSION and the message is delivered.
+#[test]
+fn a_recall_is_refused_when_recall_is_off() {
+    let c = Cluster::start_with(1, 2, |cfg| cfg.recall_message_enable = false);
+    create_topic(&c, TOPIC, 2);
+    let q = queue_on(&c, TOPIC, 2, 0);
+    let handle = send_timed(&c, 0, q, "kept", "UNIQ-A", now_ms() + 300);
+    match recall(&c, 0, TOPIC, &handle) {
+        Err(BrokerError::NoPermission(why)) => {
+            assert!(why.contains("recall_message_enable"), "{why}")
+        }
+        other => panic!("recalled with recall off: {other:?}"),
+    }
     assert_eq!(delivered_through(&c, q, "kept"), ["kept"]);
     c.stop();
 }

@@ -522,7 +522,7 @@ impl Handler for MessagingService {
     }
 }
 
-/// The status of an RPC this broker does not serve yet: PullMessage, recall and Lite Topics.
+/// The status of an RPC this broker does not serve yet: PullMessage and Lite Topics.
 fn not_served(rpc: Rpc) -> Option<v2::Status> {
     status(
         v2::Code::NotImplemented,
