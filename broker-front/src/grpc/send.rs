@@ -141,7 +141,11 @@ async fn send_one(
         transaction_id,
         offset: appended.first_queue_offset.0 as i64,
         // A delay message can be recalled (RocketMQ 5.3.2): its handle.
-        recall_handle: f.recall_handle(&record, &appended).unwrap_or_default(),
+        recall_handle: if kind == v2::MessageType::Delay {
+            f.recall_handle(&record, &appended).unwrap_or_default()
+        } else {
+            String::new()
+        },
     })
 }
 

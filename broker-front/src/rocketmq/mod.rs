@@ -424,6 +424,9 @@ async fn send(
     let mut lens = Vec::new();
     let cluster = core.shared.config.cluster_name.as_str();
     let mut is_request = false;
+    // Whether a message names a delivery time or delay level: only then is a recall handle
+    // worked out (the common send pays one look at its keys).
+    let mut scheduled = false;
     let mut add = |body: &[u8], flag: i32, props: &str| -> Result<(), BrokerError> {
         let start = records.len();
         // `__TIMER_FROM` marks the broker's own delivered copies (`crate::timer`): a client
@@ -434,6 +437,7 @@ async fn send(
         is_request |= pairs
             .iter()
             .any(|(k, _)| *k == crate::reply::prop::REPLY_TO_CLIENT);
+        scheduled |= pairs.iter().any(|(k, _)| message::timer::KEYS.contains(k));
         // What RocketMQ's broker stamps on every message it stores: the cluster (the
         // replier of a request names the reply topic after it), and the region and trace
         // switch, which the consumer's trace records carry (the 5.x client's trace
@@ -481,8 +485,11 @@ async fn send(
     let records = Bytes::from(records);
     let sent = core.send(topic, global, records.clone(), count).await;
     // A scheduled message sent alone can be recalled (RocketMQ 5.3.2): its handle.
-    let recall_handle =
-        |a: &crate::error::Appended| (!batch).then(|| core.recall_handle(&records, a)).flatten();
+    let recall_handle = |a: &crate::error::Appended| {
+        (scheduled && !batch)
+            .then(|| core.recall_handle(&records, a))
+            .flatten()
+    };
     let queue_id = queues.local(global).or(local).unwrap_or(global) as i32;
     // As RocketMQ's broker answers: the transaction id is the message's UNIQ_KEY (RocketMQ
     // 5's Proxy hands it to a v5 client, which ends the transaction with it).
