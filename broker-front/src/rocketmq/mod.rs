@@ -219,14 +219,27 @@ pub(crate) async fn serve(
 /// a send's `recallHandle` names is not delivered. Answered with its unique key as `msgId`;
 /// refused with ILLEGAL_OPERATION and the reason when the handle is not this broker's or
 /// the message is not pending (delivered, or never held here), NO_PERMISSION with
-/// `recall_message_enable` off.
+/// `recall_message_enable` off, SLAVE_NOT_AVAILABLE from a slave (RocketMQ's answers).
 async fn recall(core: &Rc<Front>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
     let field = |name: &str| {
         req.ext(name)
             .filter(|v| !v.is_empty())
             .ok_or_else(|| BrokerError::BadRequest(format!("{name} is required")))
     };
-    let msg_id = core.recall(field("topic")?, field("recallHandle")?).await?;
+    let msg_id = match core.recall(field("topic")?, field("recallHandle")?).await {
+        Ok(id) => id,
+        Err(e @ BrokerError::NotMaster(_)) => {
+            return Ok(Outgoing::remoting(
+                RemotingCommand::response_to(
+                    req,
+                    response::SLAVE_NOT_AVAILABLE,
+                    Some(e.to_string()),
+                ),
+                Body::None,
+            ))
+        }
+        Err(e) => return Err(e),
+    };
     let mut answer = ok(req);
     answer.ext_fields.insert("msgId".into(), msg_id);
     Ok(Outgoing::remoting(answer, Body::None))
