@@ -1063,6 +1063,17 @@ config_keys! {
         rocketmq: Some("timerMaxDelaySec"),
         restart: true,
     }
+    /// Whether a producer may recall a scheduled message before it is due with the handle
+    /// its send returned (RECALL_MESSAGE, gRPC RecallMessage; RocketMQ 5.3.2's
+    /// recallMessageEnable). On by default, unlike RocketMQ's broker: a recall needs the
+    /// handle only the sender got, passes the ACL as a send (Pub), and is refused with the
+    /// reason when the message is not pending; off, a recall is refused with NO_PERMISSION.
+    recall_message_enable: bool {
+        default: true,
+        bounds: "bool",
+        rocketmq: Some("recallMessageEnable"),
+        restart: true,
+    }
 
     // ---- transactions ----
 

@@ -55,6 +55,10 @@ pub enum BrokerError {
     InSyncReplicasNotEnough(String),
     #[error("not supported: {0}")]
     Unsupported(String),
+    /// A recall of a scheduled message refused: the handle is not valid here, or the
+    /// message is not pending (delivered, or never sent here).
+    #[error("cannot recall: {0}")]
+    NotRecallable(String),
     /// Refused by the ACL (the front door's ACL gate): what was refused, for whom.
     #[error("NO_PERMISSION: {0}")]
     NoPermission(String),
@@ -103,6 +107,7 @@ impl BrokerError {
             BrokerError::FlushSlaveTimeout { .. } => ResponseCode::FlushSlaveTimeout,
             BrokerError::InSyncReplicasNotEnough(_) => ResponseCode::InSyncReplicasNotEnough,
             BrokerError::Unsupported(_) => ResponseCode::RequestCodeNotSupported,
+            BrokerError::NotRecallable(_) => ResponseCode::BadRequest,
             BrokerError::NoPermission(_) => ResponseCode::NoPermission,
             BrokerError::QueueLocked(_) => ResponseCode::QueueLocked,
             BrokerError::FilterInvalid(_) => ResponseCode::SubscriptionParseFailed,
@@ -181,4 +186,6 @@ pub struct Appended {
     pub first_commit_log_offset: message::offsets::CommitLogOffset,
     /// Records stored.
     pub count: u32,
+    /// The store timestamp of the records (a scheduled message is due counted from it).
+    pub store_timestamp_ms: i64,
 }

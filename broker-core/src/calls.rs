@@ -168,6 +168,7 @@ impl CoreOp {
             CoreOp::PushReply(op) => answered(op.serve(core).await),
             CoreOp::CheckTransaction(op) => answered(op.serve(core).await),
             CoreOp::PopInflight(op) => answered(op.serve(core).await),
+            CoreOp::Recall(op) => answered(op.serve(core).await),
         }
     }
 }
@@ -287,6 +288,14 @@ impl CoreCall for PopInflight {
 
     async fn serve(self, core: &Core) -> Result<u64, BrokerError> {
         crate::pop::inflight_local(core, &self.group, &self.topic).await
+    }
+}
+
+impl CoreCall for crate::mesh::Recall {
+    type Answer = ();
+
+    async fn serve(self, core: &Core) -> Result<(), BrokerError> {
+        core.recall_local(&self).await
     }
 }
 

@@ -116,6 +116,8 @@ pub struct Core {
     pub(crate) transactions: crate::transaction::Transactions,
     /// Each local shard's POP windows.
     pub(crate) pop: crate::pop::PopState,
+    /// The inboxes of this core's running timers (recalls of scheduled messages).
+    pub(crate) timer_doors: crate::timer::TimerDoors,
     /// The clients connected to this core, reached through its front end (set once the
     /// front end is built; until then, and for a core without one, no client).
     pub(crate) link: RefCell<Weak<dyn ClientLink>>,
@@ -476,6 +478,7 @@ impl Core {
             first_queue_offset: r.first_queue_offset,
             first_commit_log_offset: r.first_commit_log_offset,
             count: r.count,
+            store_timestamp_ms: r.store_timestamp_ms,
         };
         let waited = Instant::now();
         match m

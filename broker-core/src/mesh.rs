@@ -197,7 +197,18 @@ ops! {
         /// To a core: ask a producer of the check's group connected here about a transaction.
         CheckTransaction(protocol::CheckTransaction),
         PopInflight(PopInflight),
+        /// To the core a recall handle names: recall a scheduled message its shards hold.
+        Recall(Recall),
     }
+}
+
+/// To the core holding it: recall the scheduled message of `topic` with `uniq_key` due at
+/// `deliver_at_ms`.
+#[derive(Debug)]
+pub struct Recall {
+    pub topic: String,
+    pub uniq_key: String,
+    pub deliver_at_ms: i64,
 }
 
 /// To every core: how many messages of a group and topic its shards have popped and not

@@ -29,6 +29,19 @@
 //!   is the first such record (`Shard::set_retention_floor`). A held message is acknowledged
 //!   data; its segment stays until it is delivered.
 //!
+//! - **Recall** (RocketMQ 5.3.2): a producer cancels a pending message with the handle its
+//!   send returned ([`RecallHandle`]: topic, broker, due time, unique key). The ask goes to
+//!   the timer through its inbox, so it never races a delivery: the timer finds the entry
+//!   with that due time whose record has that topic and `UNIQ_KEY`, and appends a marker
+//!   record, held for the same time so it lands in the timer queue like any held record
+//!   (it replicates, and survives a crash as the log does), carrying the entry's
+//!   timer-queue offset (`__TIMER_RECALL`). The recall is answered once the marker is
+//!   stored as a send would be; the entry is then never delivered. Indexing a marker writes
+//!   a tombstone into the entry's bucket file (log offset [`RECALLED`]), so the recall
+//!   outlives the checkpoint that passes the marker. Unlike RocketMQ's broker, which
+//!   answers SUCCESS whatever the handle names, a recall of a message already delivered, or
+//!   of one this broker never held, is refused with the reason.
+//!
 //! The timer runs only while its core serves the shard as master. A slave keeps the held
 //! records and the timer queue (they replicate as any record); on promotion its timer starts
 //! from its own checkpoint and skips what the old master delivered by reading the log for
@@ -66,6 +79,127 @@ const DELIVER_BATCH: usize = 512;
 const INDEX_BATCH: u32 = 512;
 /// Size of one bucket entry on disk.
 const ENTRY_BYTES: usize = 24;
+/// The log offset of a tombstone entry: the entry of that due time and timer-queue offset
+/// was recalled (no record lies there: log offsets stay below 2^48).
+const RECALLED: u64 = u64::MAX;
+/// Recall asks waiting for a shard's timer at most; past it a recall is answered busy.
+const RECALL_INBOX_MAX: usize = 256;
+/// On a recall marker: the timer-queue offset of the entry it recalls.
+pub const TIMER_RECALL: &str = "__TIMER_RECALL";
+/// On a recall marker, as RocketMQ's broker writes it: `<topic>+<unique key>`.
+pub const TIMER_DEL_UNIQKEY: &str = "TIMER_DEL_UNIQKEY";
+/// The tag of a recall marker (RocketMQ's `_RECALL_TAG_`).
+const RECALL_TAG: &str = "_RECALL_TAG_";
+/// RocketMQ's `UNIQ_KEY` property: the producer's message id.
+const UNIQ_KEY: &str = "UNIQ_KEY";
+
+/// What a recall handle names (RocketMQ 5.3.2's `RecallMessageHandle`, version 1): the
+/// topic, the broker (in corvus, the core's name in RocketMQ routes) that holds the message,
+/// when it is due and its unique key. On the wire: URL-safe base64 with padding of
+/// `v1 <topic> <brokerName> <deliverTimestampMs> <uniqueKey>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecallHandle {
+    pub topic: String,
+    pub broker_name: String,
+    pub deliver_at_ms: i64,
+    pub uniq_key: String,
+}
+
+impl RecallHandle {
+    pub fn encode(&self) -> String {
+        use base64::Engine;
+        let text = format!(
+            "v1 {} {} {} {}",
+            self.topic, self.broker_name, self.deliver_at_ms, self.uniq_key
+        );
+        base64::engine::general_purpose::URL_SAFE.encode(text)
+    }
+
+    pub fn decode(handle: &str) -> Result<RecallHandle, BrokerError> {
+        use base64::Engine;
+        let bad = |why: &str| BrokerError::NotRecallable(format!("the recall handle {why}"));
+        let raw = base64::engine::general_purpose::URL_SAFE
+            .decode(handle.trim())
+            .map_err(|_| bad("is not URL-safe base64"))?;
+        let text = String::from_utf8(raw).map_err(|_| bad("is not UTF-8"))?;
+        let parts: Vec<&str> = text.split(' ').collect();
+        match parts.as_slice() {
+            ["v1", topic, broker, at, uniq]
+                if !topic.is_empty() && !broker.is_empty() && !uniq.is_empty() =>
+            {
+                Ok(RecallHandle {
+                    topic: (*topic).to_owned(),
+                    broker_name: (*broker).to_owned(),
+                    deliver_at_ms: at.parse().map_err(|_| bad("names no delivery time"))?,
+                    uniq_key: (*uniq).to_owned(),
+                })
+            }
+            _ => Err(bad("is not a version 1 handle (v1 topic broker time key)")),
+        }
+    }
+}
+
+/// Where a recall found the message, as a shard's timer answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecallOutcome {
+    /// Pending until now; it will not be delivered (also when it was recalled before).
+    Recalled,
+    /// Already delivered.
+    Delivered,
+    /// Not held by this shard.
+    NotHere,
+}
+
+/// A recall asked of a shard's timer.
+struct RecallAsk {
+    topic: String,
+    uniq_key: String,
+    deliver_at_ms: i64,
+    reply: glommio::channels::local_channel::LocalSender<Result<RecallOutcome, BrokerError>>,
+}
+
+/// The inboxes of this core's running timers, by shard.
+#[derive(Default)]
+pub(crate) struct TimerDoors {
+    doors: std::cell::RefCell<
+        HashMap<u16, Rc<glommio::channels::local_channel::LocalSender<RecallAsk>>>,
+    >,
+}
+
+impl TimerDoors {
+    /// Asks the timer of `shard` (hosted here) to recall a message.
+    pub(crate) async fn recall(
+        &self,
+        shard: u16,
+        topic: &str,
+        uniq_key: &str,
+        deliver_at_ms: i64,
+    ) -> Result<RecallOutcome, BrokerError> {
+        let door = self.doors.borrow().get(&shard).cloned().ok_or_else(|| {
+            BrokerError::Busy(format!(
+                "the timer of shard {shard} is not running here (starting, or a slave's)"
+            ))
+        })?;
+        let (tx, rx) = glommio::channels::local_channel::new_bounded(1);
+        let ask = RecallAsk {
+            topic: topic.to_owned(),
+            uniq_key: uniq_key.to_owned(),
+            deliver_at_ms,
+            reply: tx,
+        };
+        if door.try_send(ask).is_err() {
+            return Err(BrokerError::Busy(format!(
+                "the timer of shard {shard} has {RECALL_INBOX_MAX} recalls waiting"
+            )));
+        }
+        drop(door);
+        rx.recv().await.unwrap_or_else(|| {
+            Err(BrokerError::Busy(format!(
+                "the timer of shard {shard} stopped before it answered the recall"
+            )))
+        })
+    }
+}
 
 /// One held record: when it is due, its offset in the timer queue and in the log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -258,6 +392,144 @@ async fn blocking<T: Send + 'static>(
         .map_err(|e| BrokerError::Storage(format!("timer files: {e}")))
 }
 
+impl Core {
+    /// The recall handle of a message sent alone as `record` and stored at `appended`, when
+    /// it is held for later (a delay level or a delivery time) and has a unique key; the
+    /// broker it names is the core holding it, by its name in RocketMQ routes. A retry
+    /// topic's messages (redeliveries) get none, as from RocketMQ's broker.
+    pub fn recall_handle(
+        &self,
+        record: &[u8],
+        appended: &crate::error::Appended,
+    ) -> Option<String> {
+        let v = RecordView::parse(record).ok()?;
+        let topic = v.topic();
+        // A retry is the broker's redelivery, and a prepared transactional message is held
+        // as a half message until it is committed: neither is the timer's to recall.
+        if topic.starts_with(acl::RETRY_TOPIC_PREFIX) || crate::transaction::is_prepared(record, 1)
+        {
+            return None;
+        }
+        let props = v.properties();
+        if !message::timer::held(&props) {
+            return None;
+        }
+        let at = self
+            .shared
+            .config
+            .timer_rules()
+            .deliver_at_ms(&props, appended.store_timestamp_ms)
+            .ok()??;
+        let uniq_key = props
+            .get(UNIQ_KEY)
+            .filter(|k| !k.is_empty() && !k.contains(' '))?;
+        let core = protocol::shard_core(appended.shard, self.shared.cores);
+        let handle = RecallHandle {
+            topic: topic.to_owned(),
+            broker_name: protocol::core_view::core_broker_name(
+                &self.shared.config.broker_name,
+                core,
+                self.shared.cores,
+            ),
+            deliver_at_ms: at,
+            uniq_key: uniq_key.to_owned(),
+        };
+        Some(handle.encode())
+    }
+
+    /// Recalls the scheduled message `handle` names (a handle a send of `topic` returned),
+    /// so it is never delivered; answers its unique key (RocketMQ's answer names it as the
+    /// message id). Refused with the reason when recall is off, the handle is not valid
+    /// for this broker and topic, or the message is not pending: delivered already, or
+    /// never held here.
+    pub async fn recall(&self, topic: &str, handle: &str) -> Result<String, BrokerError> {
+        let cfg = &self.shared.config;
+        if !cfg.recall_message_enable {
+            return Err(BrokerError::NoPermission(
+                "recalling a message is off on this broker (recall_message_enable = false)".into(),
+            ));
+        }
+        // In RocketMQ's order: the topic, then the handle.
+        if self.topics.borrow().get(topic).is_none() {
+            return Err(BrokerError::TopicNotExist(topic.to_owned()));
+        }
+        let h = RecallHandle::decode(handle)?;
+        if h.topic != topic {
+            return Err(BrokerError::NotRecallable(format!(
+                "the handle is for topic `{}`, not `{topic}`",
+                h.topic
+            )));
+        }
+        let core = protocol::core_view::core_of_broker_name(
+            &cfg.broker_name,
+            &h.broker_name,
+            self.shared.cores,
+        )
+        .ok_or_else(|| {
+            BrokerError::NotRecallable(format!(
+                "the handle names broker `{}`, not this broker",
+                h.broker_name
+            ))
+        })?;
+        let now = self.shared.clock.wall_ms();
+        if h.deliver_at_ms > now.saturating_add(cfg.timer_max_delay_sec.saturating_mul(1000) as i64)
+        {
+            return Err(BrokerError::NotRecallable(format!(
+                "the handle's delivery time {} is further ahead than timer_max_delay_sec",
+                h.deliver_at_ms
+            )));
+        }
+        let op = crate::mesh::Recall {
+            topic: h.topic,
+            uniq_key: h.uniq_key.clone(),
+            deliver_at_ms: h.deliver_at_ms,
+        };
+        self.at_core(core, op).await?;
+        Ok(h.uniq_key)
+    }
+
+    /// [`Core::recall`] on the core holding the message: asks the timer of each of its
+    /// shards that holds queues of the topic.
+    pub(crate) async fn recall_local(&self, r: &crate::mesh::Recall) -> Result<(), BrokerError> {
+        self.check_master()?;
+        let queues = self
+            .topics
+            .borrow()
+            .get(&r.topic)
+            .map_or(0, |t| t.write_queues.max(t.read_queues));
+        let mut shards: Vec<u16> = (0..queues)
+            .map(|q| self.owner(&r.topic, q))
+            .filter(|&(_, core)| core == self.id)
+            .map(|(shard, _)| shard)
+            .collect();
+        shards.sort_unstable();
+        shards.dedup();
+        let mut delivered = false;
+        for shard in shards {
+            match self
+                .timer_doors
+                .recall(shard, &r.topic, &r.uniq_key, r.deliver_at_ms)
+                .await?
+            {
+                RecallOutcome::Recalled => return Ok(()),
+                RecallOutcome::Delivered => delivered = true,
+                RecallOutcome::NotHere => {}
+            }
+        }
+        Err(BrokerError::NotRecallable(if delivered {
+            format!(
+                "the message {} of topic `{}` due at {} is no longer pending: it was delivered (or recalled) at its time",
+                r.uniq_key, r.topic, r.deliver_at_ms
+            )
+        } else {
+            format!(
+                "no scheduled message {} of topic `{}` due at {} is held here (delivered long ago, or never sent here)",
+                r.uniq_key, r.topic, r.deliver_at_ms
+            )
+        }))
+    }
+}
+
 /// Runs the timer of `shard_id` (hosted on this core) until the broker stops.
 pub async fn run(core: Rc<Core>, shard_id: u16) {
     let mut logged_fail = None::<Instant>;
@@ -312,6 +584,21 @@ struct Timer {
     indexed_log: u64,
     /// The buckets that have a file.
     files: BTreeSet<i64>,
+    /// Timer-queue offsets of entries recalled and not yet passed by the cursor.
+    recalled: HashSet<u64>,
+    /// Recalls asked of this timer.
+    asks: glommio::channels::local_channel::LocalReceiver<RecallAsk>,
+}
+
+impl Drop for Timer {
+    fn drop(&mut self) {
+        // Recalls asked from now on are answered busy until a timer runs again.
+        self.core
+            .timer_doors
+            .doors
+            .borrow_mut()
+            .remove(&self.shard_id);
+    }
 }
 
 impl Timer {
@@ -339,6 +626,8 @@ impl Timer {
                 for &b in &files {
                     let entries = Files::read_bucket(&dir, b)?;
                     if let Some(min) = entries.iter().map(|e| e.log).min() {
+                        // A bucket of tombstones only has `RECALLED` here: it is read when
+                        // due, and holds no record back.
                         mins.insert(b, min);
                     }
                 }
@@ -364,6 +653,7 @@ impl Timer {
         });
         // Nothing the timer may still deliver is deleted meanwhile.
         shard.set_retention_floor(ck.floor);
+        let (door, asks) = glommio::channels::local_channel::new_bounded(RECALL_INBOX_MAX);
         let mut t = Timer {
             core: core.clone(),
             shard_id,
@@ -382,6 +672,8 @@ impl Timer {
             delivered_before: HashSet::new(),
             indexed_log: ck.floor,
             files,
+            recalled: HashSet::new(),
+            asks,
         };
         // Entries of buckets before the first one read are all due (a long stop).
         if let Some((&first, _)) = t.pending_min.first_key_value() {
@@ -392,6 +684,10 @@ impl Timer {
         if first_start {
             t.checkpoint().await?;
         }
+        core.timer_doors
+            .doors
+            .borrow_mut()
+            .insert(shard_id, Rc::new(door));
         tracing::info!(
             shard = shard_id,
             indexed = t.indexed,
@@ -489,8 +785,9 @@ impl Timer {
             }
             let indexed = self.index().await?;
             self.load().await?;
+            let recalled = self.answer_recalls(None).await?;
             let delivered = self.deliver().await?;
-            dirty |= indexed || delivered;
+            dirty |= indexed || delivered || recalled;
             if clock.now().saturating_duration_since(last_ck) >= CHECKPOINT_EVERY {
                 if dirty {
                     self.checkpoint().await?;
@@ -521,9 +818,162 @@ impl Timer {
                 continue;
             }
             let shard = self.shard()?;
-            shard
-                .wait_for_message(TIMER_QUEUE_TOPIC, 0, QueueOffset(self.indexed), wait)
-                .await;
+            let asked = futures_lite::future::or(
+                async {
+                    shard
+                        .wait_for_message(TIMER_QUEUE_TOPIC, 0, QueueOffset(self.indexed), wait)
+                        .await;
+                    None
+                },
+                self.asks.recv(),
+            )
+            .await;
+            if let Some(ask) = asked {
+                dirty |= self.answer_recalls(Some(ask)).await?;
+            }
+        }
+    }
+
+    /// Answers `first` and the recalls waiting in the inbox; whether the timer's state
+    /// changed. A recall's own failure is its answer; the timer's is returned.
+    async fn answer_recalls(&mut self, first: Option<RecallAsk>) -> Result<bool, BrokerError> {
+        let mut changed = false;
+        let mut next = first;
+        for _ in 0..RECALL_INBOX_MAX {
+            let ask = match next.take() {
+                Some(a) => a,
+                None => match futures_lite::future::poll_once(self.asks.recv()).await {
+                    Some(Some(a)) => a,
+                    _ => break,
+                },
+            };
+            let (answer, did) = self.recall(&ask).await;
+            changed |= did;
+            let failed = answer.as_ref().err().cloned();
+            // The asker may have gone (its connection closed): nothing to tell.
+            let _ = ask.reply.try_send(answer);
+            // A failure of the storage stops the timer as a delivery's would.
+            if let Some(e @ (BrokerError::Poisoned(_) | BrokerError::Storage(_))) = failed {
+                return Err(e);
+            }
+        }
+        Ok(changed)
+    }
+
+    /// Recalls the entry `ask` names; whether the timer's state changed.
+    async fn recall(&mut self, ask: &RecallAsk) -> (Result<RecallOutcome, BrokerError>, bool) {
+        // The message was acknowledged before its handle was given out, so it is in the
+        // timer queue: index up to the queue's end first.
+        let mut changed = false;
+        for _ in 0..4096 {
+            match self.index().await {
+                Ok(true) => changed = true,
+                Ok(false) => break,
+                Err(e) => return (Err(e), changed),
+            }
+        }
+        let at = ask.deliver_at_ms;
+        let b = bucket_of(at);
+        let same_time = |e: &Entry| e.at == at && e.log != RECALLED;
+        let mut candidates: BTreeSet<Entry> = self
+            .due
+            .range(
+                Entry { at, q: 0, log: 0 }..=Entry {
+                    at,
+                    q: u64::MAX,
+                    log: u64::MAX,
+                },
+            )
+            .copied()
+            .collect();
+        if let Some(fresh) = self.unwritten.get(&b) {
+            candidates.extend(fresh.iter().filter(|e| same_time(e)));
+        }
+        if b > self.loaded_through && self.files.contains(&b) {
+            let dir = self.dir.clone();
+            match blocking(move || Files::read_bucket(&dir, b)).await {
+                Ok(entries) => candidates.extend(entries.into_iter().filter(|e| same_time(e))),
+                Err(e) => return (Err(e), changed),
+            }
+        }
+        let list: Vec<Entry> = candidates.into_iter().collect();
+        let records = match self.read_held(&list).await {
+            Ok(r) => r,
+            Err(e) => return (Err(e), changed),
+        };
+        let found = list.iter().copied().find(|e| {
+            records.get(&e.q).is_some_and(|bytes| {
+                RecordView::parse(bytes).is_ok_and(|v| {
+                    v.topic() == ask.topic
+                        && v.property(UNIQ_KEY) == Some(ask.uniq_key.as_str())
+                        && v.property(TIMER_RECALL).is_none()
+                })
+            })
+        });
+        let Some(e) = found else {
+            // Delivered entries leave memory; one whose time the cursor passed is gone.
+            let outcome = if at <= self.cursor.0 {
+                RecallOutcome::Delivered
+            } else {
+                RecallOutcome::NotHere
+            };
+            return (Ok(outcome), changed);
+        };
+        if self.recalled.contains(&e.q) {
+            return (Ok(RecallOutcome::Recalled), changed);
+        }
+        if (e.at, e.q) <= self.cursor || self.delivered_before.contains(&e.q) {
+            return (Ok(RecallOutcome::Delivered), changed);
+        }
+        let Some(bytes) = records.get(&e.q) else {
+            return (Ok(RecallOutcome::NotHere), changed);
+        };
+        let (topic, queue_id) = match RecordView::parse(bytes) {
+            Ok(v) => (v.topic().to_owned(), v.queue_id()),
+            Err(_) => return (Ok(RecallOutcome::NotHere), changed),
+        };
+        let marker = match recall_marker(&topic, &ask.uniq_key, e, self.core.shared.clock.wall_ms())
+        {
+            Ok(m) => m,
+            Err(err) => return (Err(err), changed),
+        };
+        // Stored as a send is (the flush policy, replication): the marker is in the timer
+        // queue, and the entry is not delivered from now on.
+        let stored = match self
+            .core
+            .append_local(self.shard_id, &topic, queue_id, &marker, 1)
+            .await
+        {
+            Ok(_) => Ok(RecallOutcome::Recalled),
+            // Stored here, not acknowledged by the slaves in time: recalled on this
+            // master, which is what a send that times out so says too.
+            Err(BrokerError::FlushSlaveTimeout {
+                stored: Some(_), ..
+            }) => Ok(RecallOutcome::Recalled),
+            Err(err) => Err(err),
+        };
+        if stored.is_ok() {
+            self.recalled.insert(e.q);
+            changed = true;
+        }
+        (stored, changed)
+    }
+
+    /// Records that the entry of due time `at` and timer-queue offset `q` is recalled
+    /// (a marker found by indexing): in memory, and as a tombstone in its bucket file.
+    fn mark_recalled(&mut self, at: i64, q: u64) {
+        if (at, q) <= self.cursor {
+            return;
+        }
+        self.recalled.insert(q);
+        let b = bucket_of(at);
+        self.unwritten.entry(b).or_default().push(Entry {
+            at,
+            q,
+            log: RECALLED,
+        });
+        if b > self.loaded_through {
+            self.pending_min.entry(b).or_insert(u64::MAX);
         }
     }
 
@@ -571,6 +1021,14 @@ impl Timer {
                 // Held by the shard's rule, unreadable here: delivered at once.
                 _ => now,
             };
+            if let Some(target) = v.property(TIMER_RECALL) {
+                // A recall marker: never delivered; the entry it names is not either.
+                last_log = v.physical_offset();
+                if let Ok(q) = target.parse::<u64>() {
+                    self.mark_recalled(at, q);
+                }
+                continue;
+            }
             let mut e = Entry {
                 at,
                 q: v.queue_offset(),
@@ -626,7 +1084,12 @@ impl Timer {
             let entries = blocking(move || Files::read_bucket(&dir, b)).await?;
             let fresh = self.unwritten.get(&b).cloned().unwrap_or_default();
             for e in entries.into_iter().chain(fresh) {
-                if (e.at, e.q) > self.cursor {
+                if (e.at, e.q) <= self.cursor {
+                    continue;
+                }
+                if e.log == RECALLED {
+                    self.recalled.insert(e.q);
+                } else {
                     self.due.insert(e);
                 }
             }
@@ -651,7 +1114,7 @@ impl Timer {
         // The copies, in due order; `None`: nothing to send (delivered before, or gone).
         let mut copies: Vec<(Entry, Option<Delivery>)> = Vec::with_capacity(batch.len());
         for e in &batch {
-            if self.delivered_before.remove(&e.q) {
+            if self.delivered_before.remove(&e.q) || self.recalled.remove(&e.q) {
                 copies.push((*e, None));
                 continue;
             }
@@ -891,6 +1354,42 @@ impl Timer {
     }
 }
 
+/// The marker that recalls entry `e` (a record of `topic` with `uniq_key`): held for the
+/// entry's time, so it lands in the same timer queue; it names the entry's offset there.
+fn recall_marker(
+    topic: &str,
+    uniq_key: &str,
+    e: Entry,
+    now_ms: i64,
+) -> Result<Vec<u8>, BrokerError> {
+    let at = e.at.to_string();
+    let target = e.q.to_string();
+    let del_key = format!("{topic}+{uniq_key}");
+    let props: [(&str, &str); 5] = [
+        (message::timer::TIMER_DELIVER_MS, &at),
+        (TIMER_RECALL, &target),
+        (TIMER_DEL_UNIQKEY, &del_key),
+        (UNIQ_KEY, uniq_key),
+        ("TAGS", RECALL_TAG),
+    ];
+    let mut record = Vec::with_capacity(256);
+    encode_record(
+        &MessageFields {
+            topic,
+            body: b"0",
+            flag: 0,
+            sys_flag: 0,
+            born_timestamp_ms: now_ms,
+            born_host: None,
+            reconsume_times: 0,
+            properties: &props,
+        },
+        &mut record,
+    )
+    .map_err(|err| BrokerError::Internal(format!("a recall marker cannot be encoded: {err}")))?;
+    Ok(record)
+}
+
 /// Up to `max` held records of the shard's timer queue from offset `from`.
 async fn read_timer_queue(
     shard: &Shard,
@@ -928,6 +1427,36 @@ async fn first_held_log_offset(shard: &Shard) -> Result<Option<u64>, BrokerError
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn recall_handles_are_rocketmqs_url_safe_base64_with_padding() {
+        let h = RecallHandle {
+            topic: "TopicTest".into(),
+            broker_name: "broker-a-c1".into(),
+            deliver_at_ms: 1_733_400_000_001,
+            uniq_key: "7F0000010001180B4AAC1B7E95F80000".into(),
+        };
+        let wire = "djEgVG9waWNUZXN0IGJyb2tlci1hLWMxIDE3MzM0MDAwMDAwMDEgN0YwMDAwMDEwMDAxMTgwQjRBQUMxQjdFOTVGODAwMDA=";
+        assert_eq!(h.encode(), wire);
+        assert_eq!(RecallHandle::decode(wire).unwrap(), h);
+        use base64::Engine;
+        let b64 = |t: &str| base64::engine::general_purpose::URL_SAFE.encode(t);
+        for bad in [
+            "not base64!".to_owned(),
+            b64("v2 T b 1 K"),
+            b64("v1 T b 1"),
+            b64("v1 T b x K"),
+            b64("v1 T b 1 K extra"),
+        ] {
+            assert!(
+                matches!(
+                    RecallHandle::decode(&bad),
+                    Err(BrokerError::NotRecallable(_))
+                ),
+                "{bad}"
+            );
+        }
+    }
 
     #[test]
     fn checkpoint_round_trips_and_refuses_damage() {

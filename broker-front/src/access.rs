@@ -381,7 +381,8 @@ pub fn remoting_actions<'a>(
         | request::SEND_MESSAGE_V2
         | request::SEND_BATCH_MESSAGE
         | request::SEND_REPLY_MESSAGE
-        | request::SEND_REPLY_MESSAGE_V2 => a.push(Action::Publish {
+        | request::SEND_REPLY_MESSAGE_V2
+        | request::RECALL_MESSAGE => a.push(Action::Publish {
             topic: field(&["topic", "b"]),
         }),
         request::PULL_MESSAGE

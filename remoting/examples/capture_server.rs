@@ -249,6 +249,7 @@ impl Server {
                     queue_id: h.queue_id,
                     queue_offset: first_offset.unwrap_or(0),
                     transaction_id: None,
+                    recall_handle: None,
                 };
                 (ok(Some(header.to_ext_fields())), Vec::new())
             }

@@ -701,13 +701,15 @@ impl ExtHeader for RegisterBrokerRequestHeader {
 // Responses
 
 /// The answer to a send: `msgId` is the offset msgId (comma-joined for batches), and
-/// `queueOffset` the (first) message's queue offset.
+/// `queueOffset` the (first) message's queue offset. `recallHandle` (RocketMQ 5.3.2) comes
+/// with a scheduled message sent alone: what RECALL_MESSAGE takes to cancel it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct SendMessageResponseHeader {
     pub msg_id: String,
     pub queue_id: i32,
     pub queue_offset: i64,
     pub transaction_id: Option<String>,
+    pub recall_handle: Option<String>,
 }
 
 impl ExtHeader for SendMessageResponseHeader {
@@ -718,6 +720,7 @@ impl ExtHeader for SendMessageResponseHeader {
             queue_id: f.i32(&["queueId"])?,
             queue_offset: f.i64(&["queueOffset"])?,
             transaction_id: f.opt_str(&["transactionId"]),
+            recall_handle: f.opt_str(&["recallHandle"]),
         })
     }
 
@@ -727,6 +730,7 @@ impl ExtHeader for SendMessageResponseHeader {
             .put("queueId", self.queue_id)
             .put("queueOffset", self.queue_offset)
             .put_opt("transactionId", &self.transaction_id)
+            .put_opt("recallHandle", &self.recall_handle)
             .0
     }
 }
@@ -1106,6 +1110,7 @@ mod tests {
                 queue_id: 1,
                 queue_offset: 42,
                 transaction_id: None,
+                recall_handle: None,
             });
         assert_eq!(
             resp.ext_fields,

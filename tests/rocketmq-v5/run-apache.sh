@@ -34,13 +34,13 @@ done
 
 # The scenarios, with their topics' message types and groups (Scenarios.TOPICS holds the same
 # topic names; the group of topic T is TGroup).
-ALL=(produce fifo delay delay-receive transaction-send transaction simple push fifo-push share)
+ALL=(produce fifo delay delay-receive transaction-send transaction simple push fifo-push share recall)
 declare -A TOPIC=([produce]=V5Normal [fifo]=V5Fifo [delay]=V5Delay [delay-receive]=V5DelayRecv
   [transaction-send]=V5TxnSend [transaction]=V5Txn [simple]=V5Simple [push]=V5Push
-  [fifo-push]=V5FifoPush [share]=V5Share)
+  [fifo-push]=V5FifoPush [share]=V5Share [recall]=V5Recall)
 declare -A TYPE=([produce]=NORMAL [fifo]=FIFO [delay]=DELAY [delay-receive]=DELAY
   [transaction-send]=TRANSACTION [transaction]=TRANSACTION [simple]=NORMAL [push]=NORMAL
-  [fifo-push]=FIFO [share]=NORMAL)
+  [fifo-push]=FIFO [share]=NORMAL [recall]=DELAY)
 if [ "$SCENARIOS" = all ]; then NAMES=("${ALL[@]}"); else IFS=, read -r -a NAMES <<< "$SCENARIOS"; fi
 for s in "${NAMES[@]}"; do [ -n "${TOPIC[$s]:-}" ] || { echo "unknown scenario $s" >&2; exit 2; }; done
 

@@ -56,6 +56,42 @@ fn java5_or_skip() -> Option<String> {
     Some(cp)
 }
 
+/// RocketMQ 5.3.2's recall through the 5.3.3 remoting client (`tests/rocketmq-java533`): a
+/// send of a scheduled message answers a recall handle naming the core (as a broker of the
+/// route) that holds it; `DefaultMQProducer.recallMessage` (RECALL_MESSAGE) with it answers
+/// the message id, and the message is not delivered while the one sent beside it is; a
+/// recall of the delivered one and one of a message never sent are refused with
+/// ILLEGAL_OPERATION (604).
+#[test]
+fn the_java_client_5_3_3_recalls_a_scheduled_message() {
+    let Some(cp) =
+        integration::java_program_or_skip("tests/rocketmq-java533", Some("corvus/Recall.class"))
+    else {
+        return;
+    };
+    let c = Cluster::start(2, "small");
+    let ns = c.namesrv.addr.clone();
+    create_topic(&ns, "RecallTopic", 4);
+    let lines = run_java(&cp, "corvus.Recall", &[&ns, "RecallTopic", "RecallGroup"]);
+    let sent = lines
+        .iter()
+        .find(|l| l.starts_with("SENT 2 to "))
+        .expect("sent");
+    assert!(
+        sent.contains("-c"),
+        "the handle's broker is a core's: {sent}"
+    );
+    for line in ["RECALLED recall-1", "DELIVERED recall-2 only", "RECALL OK"] {
+        assert!(lines.iter().any(|l| l == line), "{line}: {lines:?}");
+    }
+    for refused in ["DELIVERED REFUSED 604", "UNKNOWN REFUSED 604"] {
+        assert!(
+            lines.iter().any(|l| l.starts_with(refused)),
+            "{refused}: {lines:?}"
+        );
+    }
+}
+
 /// The class every build of the Java programs has.
 const ROUNDTRIP_CLASS: &str = "corvus/Roundtrip.class";
 

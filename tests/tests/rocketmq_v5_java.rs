@@ -42,6 +42,29 @@ fn v5_grpc_sdk_scenarios_match_apache() {
     run_against_corvus(&names);
 }
 
+/// RocketMQ 5.3.2's recall through the SDK (`Producer.recallMessage`): a delay message
+/// recalled with its receipt's handle is not delivered while the one sent beside it is, and a
+/// recall of the delivered one is refused (the `recall` scenario, Java only).
+#[test]
+fn a_delay_message_recalled_by_the_sdk_is_not_delivered() {
+    let Some(program) =
+        java_program_or_skip("tests/rocketmq-v5", Some("corvus/v5/Scenarios.class"))
+    else {
+        return;
+    };
+    let c = Cluster::start_with(1, "small", |o| o.extra = v5::broker_conf_args());
+    let ns = c.namesrv.addr.clone();
+    let f = update_topic_with_attributes(&c.broker.addr, "V5Recall", 4, "+message.type=DELAY");
+    assert_eq!(f.command.code, 0, "{:?}", f.command.remark);
+    wait_for_route(&ns, "V5Recall");
+    let endpoint = core_addrs(&ns).into_iter().next().unwrap();
+    let home = c.dir.path().join("java-home");
+    std::fs::create_dir_all(&home).unwrap();
+    if let Some(differs) = v5::java_scenario(&program, &endpoint, &home, "recall", &[]) {
+        panic!("{differs}");
+    }
+}
+
 /// The Java SDK dials TLS unless told otherwise (`enableSsl(false)`): a broker with TLS on its
 /// ports serves it there, HTTP/2 picked by ALPN as gRPC needs, and plaintext clients beside.
 #[test]

@@ -133,6 +133,7 @@ pub(crate) fn code_of(e: &BrokerError) -> v2::Code {
         BrokerError::SubscriptionNotExist { .. } => C::ConsumerGroupNotFound,
         BrokerError::FilterInvalid(_) | BrokerError::FilterDisabled => C::IllegalFilterExpression,
         BrokerError::Unsupported(_) => C::NotImplemented,
+        BrokerError::NotRecallable(_) => C::BadRequest,
         BrokerError::FlushSlaveTimeout { .. } => C::SlavePersistenceTimeout,
         BrokerError::InSyncReplicasNotEnough(_) => C::HaNotAvailable,
         _ => C::InternalServerError,
@@ -260,7 +261,7 @@ needs! {
     v2::UpdateOffsetRequest: |r| vec![Action::Group { group: name_of(&r.group) }];
     v2::GetOffsetRequest: |r| vec![Action::Group { group: name_of(&r.group) }];
     v2::QueryOffsetRequest: |_r| vec![Action::Info];
-    v2::RecallMessageRequest: |_r| vec![Action::Info];
+    v2::RecallMessageRequest: |r| vec![Action::Publish { topic: name_of(&r.topic) }];
     v2::SyncLiteSubscriptionRequest: |_r| vec![Action::Info];
 }
 
@@ -422,10 +423,7 @@ impl Handler for MessagingService {
                 call,
                 message,
                 v2::RecallMessageRequest,
-                |_c, _r| v2::RecallMessageResponse {
-                    status: not_served(rpc),
-                    ..Default::default()
-                },
+                |_c, r| send::recall(f, &r).await,
                 |status| v2::RecallMessageResponse {
                     status,
                     ..Default::default()
@@ -524,7 +522,7 @@ impl Handler for MessagingService {
     }
 }
 
-/// The status of an RPC this broker does not serve yet: PullMessage, recall and Lite Topics.
+/// The status of an RPC this broker does not serve yet: PullMessage and Lite Topics.
 fn not_served(rpc: Rpc) -> Option<v2::Status> {
     status(
         v2::Code::NotImplemented,

@@ -121,8 +121,8 @@ async fn send_one(
         None => f.queue_numbers.next_turn(),
     };
     let global = crate::rocketmq::core_queue(&queues, cfg.write_queues, turn);
-    let record = record_of(f, topic, born_host, m, sys, kind)?;
-    let sent = f.send(topic, global, Bytes::from(record), 1).await;
+    let record = Bytes::from(record_of(f, topic, born_host, m, sys, kind)?);
+    let sent = f.send(topic, global, record.clone(), 1).await;
     let appended = match sent {
         Ok(out) => out.appended,
         Err(BrokerError::MessageIllegal(why)) if sys.delivery_timestamp.is_some() => {
@@ -140,8 +140,29 @@ async fn send_one(
         message_id: sys.message_id.clone(),
         transaction_id,
         offset: appended.first_queue_offset.0 as i64,
-        recall_handle: String::new(),
+        // A delay message can be recalled (RocketMQ 5.3.2): its handle.
+        recall_handle: if kind == v2::MessageType::Delay {
+            f.recall_handle(&record, &appended).unwrap_or_default()
+        } else {
+            String::new()
+        },
     })
+}
+
+/// RecallMessage: the delay message the handle names is not delivered; answered with its
+/// message id. The handle names the core holding it (its broker in the route), reached
+/// over the mesh when the call came to another core.
+pub(super) async fn recall(f: &Front, r: &v2::RecallMessageRequest) -> v2::RecallMessageResponse {
+    match f.recall(name_of(&r.topic), &r.recall_handle).await {
+        Ok(message_id) => v2::RecallMessageResponse {
+            status: ok(),
+            message_id,
+        },
+        Err(e) => v2::RecallMessageResponse {
+            status: error_status(&e),
+            message_id: String::new(),
+        },
+    }
 }
 
 /// The message's type, once what RocketMQ's Proxy checks of it holds.
@@ -432,6 +453,7 @@ mod tests {
             first_queue_offset: message::offsets::QueueOffset(77),
             first_commit_log_offset: message::offsets::CommitLogOffset(123_456),
             count: 1,
+            store_timestamp_ms: 0,
         };
         let id = transaction_id(&a);
         assert_eq!(parse_transaction_id(&id), Some((3, 123_456, 77)));

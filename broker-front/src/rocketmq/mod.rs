@@ -134,6 +134,10 @@ pub(crate) fn code_of(e: &BrokerError) -> i32 {
             response::SERVICE_NOT_AVAILABLE
         }
         ResponseCode::QueueLocked => response::SYSTEM_BUSY,
+        // A recall refused (RocketMQ's answer to a handle it cannot take).
+        ResponseCode::BadRequest if matches!(e, BrokerError::NotRecallable(_)) => {
+            response::ILLEGAL_OPERATION
+        }
         ResponseCode::BadRequest => response::INVALID_PARAMETER,
         _ => response::SYSTEM_ERROR,
     }
@@ -189,6 +193,7 @@ pub(crate) async fn serve(
             send_reply(core, client, req, frame.body.clone()).await
         }
         request::END_TRANSACTION => end_transaction(core, req).await,
+        request::RECALL_MESSAGE => recall(core, req).await,
         request::POP_MESSAGE => pop::pop(core, req).await,
         request::ACK_MESSAGE => pop::ack(core, req).await,
         request::CHANGE_MESSAGE_INVISIBLETIME => pop::change_invisible(core, req).await,
@@ -208,6 +213,36 @@ pub(crate) async fn serve(
         Err(e) => error_answer(req, &e),
     };
     (!req.is_oneway()).then_some(out)
+}
+
+/// RECALL_MESSAGE (RocketMQ 5.3.2's `DefaultMQProducer.recallMessage`): the scheduled message
+/// a send's `recallHandle` names is not delivered. Answered with its unique key as `msgId`;
+/// refused with ILLEGAL_OPERATION and the reason when the handle is not this broker's or
+/// the message is not pending (delivered, or never held here), NO_PERMISSION with
+/// `recall_message_enable` off, SLAVE_NOT_AVAILABLE from a slave (RocketMQ's answers).
+async fn recall(core: &Rc<Front>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
+    let field = |name: &str| {
+        req.ext(name)
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| BrokerError::BadRequest(format!("{name} is required")))
+    };
+    let msg_id = match core.recall(field("topic")?, field("recallHandle")?).await {
+        Ok(id) => id,
+        Err(e @ BrokerError::NotMaster(_)) => {
+            return Ok(Outgoing::remoting(
+                RemotingCommand::response_to(
+                    req,
+                    response::SLAVE_NOT_AVAILABLE,
+                    Some(e.to_string()),
+                ),
+                Body::None,
+            ))
+        }
+        Err(e) => return Err(e),
+    };
+    let mut answer = ok(req);
+    answer.ext_fields.insert("msgId".into(), msg_id);
+    Ok(Outgoing::remoting(answer, Body::None))
 }
 
 /// END_TRANSACTION (oneway from RocketMQ's producers): commit or roll back a half message
@@ -402,6 +437,9 @@ async fn send(
     let mut lens = Vec::new();
     let cluster = core.shared.config.cluster_name.as_str();
     let mut is_request = false;
+    // Whether a message names a delivery time or delay level: only then is a recall handle
+    // worked out (the common send pays one look at its keys).
+    let mut scheduled = false;
     let mut add = |body: &[u8], flag: i32, props: &str| -> Result<(), BrokerError> {
         let start = records.len();
         // `__TIMER_FROM` marks the broker's own delivered copies (`crate::timer`): a client
@@ -412,6 +450,7 @@ async fn send(
         is_request |= pairs
             .iter()
             .any(|(k, _)| *k == crate::reply::prop::REPLY_TO_CLIENT);
+        scheduled |= pairs.iter().any(|(k, _)| message::timer::KEYS.contains(k));
         // What RocketMQ's broker stamps on every message it stores: the cluster (the
         // replier of a request names the reply topic after it), and the region and trace
         // switch, which the consumer's trace records carry (the 5.x client's trace
@@ -456,7 +495,14 @@ async fn send(
         // The replier will send to the reply topic: it exists from the first request on.
         core.ensure_reply_topic().await;
     }
-    let sent = core.send(topic, global, Bytes::from(records), count).await;
+    let records = Bytes::from(records);
+    let sent = core.send(topic, global, records.clone(), count).await;
+    // A scheduled message sent alone can be recalled (RocketMQ 5.3.2): its handle.
+    let recall_handle = |a: &crate::error::Appended| {
+        (scheduled && !batch)
+            .then(|| core.recall_handle(&records, a))
+            .flatten()
+    };
     let queue_id = queues.local(global).or(local).unwrap_or(global) as i32;
     // As RocketMQ's broker answers: the transaction id is the message's UNIQ_KEY (RocketMQ
     // 5's Proxy hands it to a v5 client, which ends the transaction with it).
@@ -471,6 +517,7 @@ async fn send(
         Ok(out) => {
             let mut resp = send_result(&out.appended, out.store_host, &lens, queue_id);
             resp.transaction_id = transaction_id;
+            resp.recall_handle = recall_handle(&out.appended);
             Ok(Outgoing::remoting(ok(req).with_header(&resp), Body::None))
         }
         // Stored on the master, not acknowledged by its replicas in time: RocketMQ answers
@@ -482,6 +529,7 @@ async fn send(
         }) => {
             let mut resp = send_result(&a, core.store_host, &lens, queue_id);
             resp.transaction_id = transaction_id;
+            resp.recall_handle = recall_handle(&a);
             let remark = BrokerError::flush_slave_timeout(reason).to_string();
             let answer =
                 RemotingCommand::response_to(req, response::FLUSH_SLAVE_TIMEOUT, Some(remark));
@@ -540,6 +588,7 @@ async fn send_reply(
                 queue_id: h.queue_id.max(0),
                 queue_offset: 0,
                 transaction_id: None,
+                recall_handle: None,
             };
             Ok(Outgoing::remoting(ok(req).with_header(&resp), Body::None))
         }
@@ -574,6 +623,7 @@ fn send_result(
         queue_id,
         queue_offset: a.first_queue_offset.0 as i64,
         transaction_id: None,
+        recall_handle: None,
     }
 }
 

@@ -302,6 +302,7 @@ impl Shard {
             first_queue_offset: first_q,
             first_commit_log_offset: CommitLogOffset(at),
             count,
+            store_timestamp_ms: store_ts,
             timing: AppendTiming {
                 room: append_from - room_from,
                 append: appended_at - append_from,

@@ -64,6 +64,9 @@ pub struct AppendResult {
     pub first_queue_offset: QueueOffset,
     pub first_commit_log_offset: CommitLogOffset,
     pub count: u32,
+    /// The store timestamp every record of the batch was stamped with (a held record's
+    /// delivery time is counted from it).
+    pub store_timestamp_ms: i64,
     /// Where the append's time went, for the broker's per-stage latency histograms.
     pub timing: AppendTiming,
 }

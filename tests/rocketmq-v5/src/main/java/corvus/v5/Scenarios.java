@@ -26,6 +26,7 @@ import org.apache.rocketmq.client.apis.message.Message;
 import org.apache.rocketmq.client.apis.message.MessageBuilder;
 import org.apache.rocketmq.client.apis.message.MessageView;
 import org.apache.rocketmq.client.apis.producer.Producer;
+import org.apache.rocketmq.client.apis.producer.RecallReceipt;
 import org.apache.rocketmq.client.apis.producer.SendReceipt;
 import org.apache.rocketmq.client.apis.producer.Transaction;
 import org.apache.rocketmq.client.apis.producer.TransactionResolution;
@@ -58,6 +59,7 @@ public final class Scenarios {
         TOPICS.put("push", new String[] {"V5Push", "NORMAL"});
         TOPICS.put("fifo-push", new String[] {"V5FifoPush", "FIFO"});
         TOPICS.put("share", new String[] {"V5Share", "NORMAL"});
+        TOPICS.put("recall", new String[] {"V5Recall", "DELAY"});
     }
 
     /** The receive's long-polling wait: every receive call returns within this (plus a request timeout). */
@@ -129,6 +131,7 @@ public final class Scenarios {
                 case "push" -> s.push();
                 case "fifo-push" -> s.fifoPush();
                 case "share" -> s.share();
+                case "recall" -> s.recall();
                 default -> throw new IllegalStateException("unreachable");
             }
             say("OK " + scenario);
@@ -328,6 +331,46 @@ public final class Scenarios {
             check(m.getDeliveryTimestamp().isPresent() && m.getDeliveryTimestamp().get() == due,
                     "the delivery timestamp is carried: " + m.getDeliveryTimestamp());
             say("DELIVERY TIMESTAMP carried");
+        }
+    }
+
+    /**
+     * RocketMQ 5.3.2's recall: two messages due 3 s ahead, each receipt with a recall handle;
+     * the first recalled with its handle (the recall's receipt names its message id); a
+     * SimpleConsumer gets the second and never the first; a recall of the delivered second
+     * is refused. (Apache's broker needs recallMessageEnable=true for it.)
+     */
+    void recall() throws Exception {
+        try (Producer p = producer(); SimpleConsumer c = simpleConsumer(topic, group)) {
+            long due = System.currentTimeMillis() + 3000;
+            SendReceipt first = p.send(message("recall-1").setDeliveryTimestamp(due).build());
+            SendReceipt second = p.send(message("recall-2").setDeliveryTimestamp(due).build());
+            for (SendReceipt r : List.of(first, second)) {
+                check(r.getRecallHandle() != null && !r.getRecallHandle().isEmpty(),
+                        "a recall handle in the receipt of " + r.getMessageId());
+            }
+            say("SENT recall-1 recall-2 handles=yes");
+            RecallReceipt recalled = p.recallMessage(topic, first.getRecallHandle());
+            check(recalled.getMessageId().toString().equals(first.getMessageId().toString()),
+                    "the recall names the message: " + recalled.getMessageId());
+            say("RECALLED recall-1");
+            List<String> got = new ArrayList<>();
+            boolean ok = receiveUntil(c, INVISIBLE, Duration.ofSeconds(40), () -> got.contains("recall-2"), m -> {
+                got.add(body(m));
+                c.ack(m);
+            });
+            check(ok, "recall-2 arrived within 40 s: " + got);
+            // Both were due at the same time, recall-1 sent first: had it been delivered, it
+            // would have come with or before recall-2.
+            check(got.equals(List.of("recall-2")), "only recall-2 was delivered: " + got);
+            say("RECEIVED " + String.join(" ", got));
+            try {
+                p.recallMessage(topic, second.getRecallHandle());
+                check(false, "a recall of a delivered message succeeded");
+            } catch (ClientException e) {
+                note("the recall of the delivered message: " + e.getMessage());
+                say("RECALL OF A DELIVERED MESSAGE refused");
+            }
         }
     }
 
