@@ -99,7 +99,7 @@ if [ "$INNER" = 0 ]; then
   rm -rf "$BUILD/classes" "$BUILD/classes-v5"
   javac -nowarn -d "$BUILD/classes" -cp "$(cat "$BUILD/cp.txt")" "$HERE"/driver/src/main/java/corvus/bench/*.java
   javac -nowarn -d "$BUILD/classes-v5" -cp "$(cat "$BUILD/cp-v5.txt")" \
-    "$HERE"/driver/src/v5/java/corvus/bench/*.java "$HERE"/driver/src/main/java/corvus/bench/Cpu.java
+    "$HERE"/driver/src/v5/java/corvus/bench/*.java "$HERE"/driver/src/main/java/corvus/bench/Window.java
   echo "== building corvus (release: broker, namesrv, bench)"
   (cd "$ROOT" && nice -n 10 cargo build --release -q -p broker -p namesrv -p bench)
   [ -n "$OUT" ] || OUT="$BUILD/results-$(date +%Y%m%d-%H%M%S)"
