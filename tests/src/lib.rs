@@ -44,6 +44,17 @@ pub fn launched_by(mut launcher: Command, cmd: &Command) -> Command {
     launcher
 }
 
+/// `found`, or `None` after saying why the test skips: `msg` names what is missing and how to
+/// make it. Where the environment variable `required` is set (`.ci/run` sets it once it has
+/// built or installed the thing), the missing thing fails the test instead.
+pub fn or_skip<T>(found: Option<T>, required: &str, msg: &str) -> Option<T> {
+    if found.is_none() {
+        assert!(std::env::var_os(required).is_none(), "{msg}");
+        eprintln!("skipped: {msg}");
+    }
+    found
+}
+
 pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()

@@ -40,13 +40,11 @@ fn cpp_python() -> Option<PathBuf> {
 
 /// The venv's Python, or `None` (after saying why) where it is not made outside CI.
 fn cpp_python_or_skip() -> Option<PathBuf> {
-    let python = cpp_python();
-    if python.is_none() {
-        let msg = "the C++ client's venv is not made (python3 -m venv tests/rocketmq-cpp/.venv && tests/rocketmq-cpp/.venv/bin/pip install rocketmq==0.4.4)";
-        assert!(std::env::var_os("CORVUS_REQUIRE_CPP").is_none(), "{msg}");
-        eprintln!("skipped: {msg}");
-    }
-    python
+    integration::or_skip(
+        cpp_python(),
+        "CORVUS_REQUIRE_CPP",
+        "the C++ client's venv is not made (python3 -m venv tests/rocketmq-cpp/.venv && tests/rocketmq-cpp/.venv/bin/pip install rocketmq==0.4.4)",
+    )
 }
 
 #[test]

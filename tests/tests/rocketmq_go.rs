@@ -29,13 +29,11 @@ fn go_program() -> Option<PathBuf> {
 
 /// The Go program, or `None` (after saying why) where it is not built outside CI.
 fn go_program_or_skip() -> Option<PathBuf> {
-    let program = go_program();
-    if program.is_none() {
-        let msg = "the Go client program is not built (cd tests/rocketmq-go && go build -o bin/rocketmq-go .)";
-        assert!(std::env::var_os("CORVUS_REQUIRE_GO").is_none(), "{msg}");
-        eprintln!("skipped: {msg}");
-    }
-    program
+    integration::or_skip(
+        go_program(),
+        "CORVUS_REQUIRE_GO",
+        "the Go client program is not built (cd tests/rocketmq-go && go build -o bin/rocketmq-go .)",
+    )
 }
 
 #[test]

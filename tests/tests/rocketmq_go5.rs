@@ -32,13 +32,11 @@ const SCENARIOS: &[&str] = &[
 /// The Go program, or `None` (after saying why) where it is not built outside CI.
 fn go_program_or_skip() -> Option<PathBuf> {
     let p = workspace_root().join("tests/rocketmq-go5/bin/scenarios");
-    if !p.exists() {
-        let msg = "the Go v5 SDK program is not built (cd tests/rocketmq-go5 && go build -o bin/scenarios .)";
-        assert!(std::env::var_os("CORVUS_REQUIRE_GO").is_none(), "{msg}");
-        eprintln!("skipped: {msg}");
-        return None;
-    }
-    Some(p)
+    integration::or_skip(
+        p.exists().then_some(p),
+        "CORVUS_REQUIRE_GO",
+        "the Go v5 SDK program is not built (cd tests/rocketmq-go5 && go build -o bin/scenarios .)",
+    )
 }
 
 /// Every scenario the Go SDK runs gives, against corvus, Apache's transcript of the Java SDK.

@@ -47,13 +47,11 @@ fn node5() -> Option<PathBuf> {
 
 /// The program's directory, or `None` (after saying why) where it is not installed outside CI.
 fn node5_or_skip() -> Option<PathBuf> {
-    let dir = node5();
-    if dir.is_none() {
-        let msg = "node or the Node.js SDK is not there (cd tests/rocketmq-node5 && npm ci)";
-        assert!(std::env::var_os("CORVUS_REQUIRE_NODE5").is_none(), "{msg}");
-        eprintln!("skipped: {msg}");
-    }
-    dir
+    integration::or_skip(
+        node5(),
+        "CORVUS_REQUIRE_NODE5",
+        "node or the Node.js SDK is not there (cd tests/rocketmq-node5 && npm ci)",
+    )
 }
 
 /// Every scenario against corvus gives Apache's transcript of the Java SDK.

@@ -48,16 +48,11 @@ fn python5() -> Option<PathBuf> {
 
 /// The venv's Python, or `None` (after saying why) where it is not made outside CI.
 fn python5_or_skip() -> Option<PathBuf> {
-    let python = python5();
-    if python.is_none() {
-        let msg = "the Python SDK's venv is not made (python3 -m venv tests/rocketmq-python5/.venv && tests/rocketmq-python5/.venv/bin/pip install rocketmq-python-client==5.1.2)";
-        assert!(
-            std::env::var_os("CORVUS_REQUIRE_PYTHON5").is_none(),
-            "{msg}"
-        );
-        eprintln!("skipped: {msg}");
-    }
-    python
+    integration::or_skip(
+        python5(),
+        "CORVUS_REQUIRE_PYTHON5",
+        "the Python SDK's venv is not made (python3 -m venv tests/rocketmq-python5/.venv && tests/rocketmq-python5/.venv/bin/pip install rocketmq-python-client==5.1.2)",
+    )
 }
 
 /// The transcript `name` must give: the Python SDK's own where it differs from Java's.
