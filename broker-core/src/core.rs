@@ -432,6 +432,13 @@ impl Core {
         })
     }
 
+    /// The epoch in which this core serves `shard` as master, if it does: state a core
+    /// rebuilds from the shard's log (POP windows, the transaction op index) is kept only by
+    /// a master and tagged with it, so a new epoch rebuilds it.
+    pub(crate) fn master_epoch(&self, shard: u16) -> Option<u32> {
+        self.ha.master(shard).map(|m| m.epochs.borrow().current())
+    }
+
     /// Whether this core takes sends now: a master's, and in controller mode within the
     /// lease the controllers gave.
     pub(crate) fn check_master(&self) -> Result<(), BrokerError> {

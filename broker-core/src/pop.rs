@@ -683,7 +683,7 @@ impl Core {
     pub fn pop_windows(&self) -> Vec<(String, String, u32, u64)> {
         let st = self.pop.shards.borrow();
         st.iter()
-            .filter(|(&shard, sp)| sp.loaded.is_some() && sp.loaded == master_epoch(self, shard))
+            .filter(|(&shard, sp)| sp.loaded.is_some() && sp.loaded == self.master_epoch(shard))
             .flat_map(|(_, s)| s.queues.iter())
             .map(|((g, t, q), w)| {
                 let inflight = w.entries.values().filter(|e| !e.acked).count() as u64;
@@ -1470,7 +1470,7 @@ pub(crate) async fn inflight_local(
         .shards
         .keys()
         .copied()
-        .filter(|&s| master_epoch(core, s).is_some())
+        .filter(|&s| core.master_epoch(s).is_some())
         .collect();
     shards.sort_unstable();
     for &shard in &shards {
@@ -1520,7 +1520,7 @@ async fn write_log(core: &Core, shard: u16, rec: &LogRecord) -> Result<u64, Brok
 /// consumer stats) before the first POP request; a shard this core does not serve as master
 /// is left until it does.
 pub(crate) async fn preload(core: &Core, shard: u16) {
-    if master_epoch(core, shard).is_none() {
+    if core.master_epoch(shard).is_none() {
         return;
     }
     if let Err(e) = ensure_loaded(core, shard).await {
@@ -1528,14 +1528,9 @@ pub(crate) async fn preload(core: &Core, shard: u16) {
     }
 }
 
-/// The epoch in which this core serves `shard` as master, if it does.
-fn master_epoch(core: &Core, shard: u16) -> Option<u32> {
-    core.ha.master(shard).map(|m| m.epochs.borrow().current())
-}
-
 /// Rebuilds the shard's windows from its pop log, once per master epoch.
 async fn ensure_loaded(core: &Core, shard: u16) -> Result<(), BrokerError> {
-    let Some(epoch) = master_epoch(core, shard) else {
+    let Some(epoch) = core.master_epoch(shard) else {
         return Err(BrokerError::NotMaster(format!(
             "shard {shard} of core {} is not served as master: POP is its master's",
             core.id

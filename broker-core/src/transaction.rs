@@ -199,7 +199,7 @@ fn is_decided(core: &Core, shard: u16, half_offset: u64) -> bool {
 /// Reads the stored check offset and rebuilds the op index from the op queue (once per
 /// master epoch).
 async fn ensure_loaded(core: &Core, shard: u16) -> Result<(), BrokerError> {
-    let Some(epoch) = core.ha.master(shard).map(|m| m.epochs.borrow().current()) else {
+    let Some(epoch) = core.master_epoch(shard) else {
         return Err(BrokerError::NotMaster(format!(
             "shard {shard} of core {} is not served as master: transactions are its master's",
             core.id
