@@ -30,6 +30,11 @@ pub const SCENARIOS: &[(&str, &str, &str)] = &[
     ("share", "V5Share", "NORMAL"),
 ];
 
+/// The name of every scenario, for an SDK that runs them all.
+pub fn all_names() -> Vec<&'static str> {
+    SCENARIOS.iter().map(|s| s.0).collect()
+}
+
 /// The transcripts Apache RocketMQ 5.3.3 and its Proxy gave the Java program.
 pub fn expected_dir() -> PathBuf {
     workspace_root().join("tests/rocketmq-v5/expected")

@@ -28,7 +28,7 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use integration::v5::{self, broker_conf_args, prepare, SCENARIOS};
+use integration::v5::{self, broker_conf_args, prepare};
 use integration::{
     create_topic, drain_topic, free_ports, java_program_or_skip, run_client_program,
     workspace_root, Cluster,
@@ -81,7 +81,7 @@ fn v5_grpc_sdk_through_apache_proxy_to_corvus() {
     };
     let c = Cluster::start_with(1, "small", |o| o.extra = broker_conf_args());
     create_topic(&c.namesrv.addr, "ProxyTopic", 4);
-    let names: Vec<&str> = SCENARIOS.iter().map(|s| s.0).collect();
+    let names = v5::all_names();
     prepare(&c, &names);
     let home = c.dir.path().join("java-home");
     std::fs::create_dir_all(&home).unwrap();

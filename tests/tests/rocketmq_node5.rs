@@ -18,20 +18,6 @@ use std::process::Command;
 use integration::v5::{self, expected_dir};
 use integration::workspace_root;
 
-/// The scenarios the Node program runs against corvus: all of the Java program's.
-const SCENARIOS: &[&str] = &[
-    "produce",
-    "fifo",
-    "delay",
-    "delay-receive",
-    "transaction-send",
-    "transaction",
-    "simple",
-    "push",
-    "fifo-push",
-    "share",
-];
-
 /// The program's directory, when node is there and the SDK is installed in it.
 fn node5() -> Option<PathBuf> {
     let dir = workspace_root().join("tests/rocketmq-node5");
@@ -60,11 +46,15 @@ fn node_v5_sdk_scenarios_match_apache() {
     let Some(dir) = node5_or_skip() else {
         return;
     };
-    let (c, endpoint) = v5::cluster_for(SCENARIOS);
+    // All of the Java program's scenarios.
+    let scenarios = v5::all_names();
+    let (c, endpoint) = v5::cluster_for(&scenarios);
     // The SDK's consume services log under ~/logs/rocketmq.
     let home = c.dir.path().join("node-home");
     std::fs::create_dir_all(&home).unwrap_or_else(|e| panic!("{}: {e}", home.display()));
-    v5::run_in_lanes(SCENARIOS, |name| run_scenario(&dir, &endpoint, &home, name));
+    v5::run_in_lanes(&scenarios, |name| {
+        run_scenario(&dir, &endpoint, &home, name)
+    });
 }
 
 /// Runs one scenario against `endpoint`; what differs from Apache's transcript, if anything.

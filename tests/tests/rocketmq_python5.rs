@@ -17,20 +17,6 @@ use std::process::Command;
 use integration::v5;
 use integration::workspace_root;
 
-/// The scenarios the Python program runs against corvus: all of the Java program's.
-const ENABLED: &[&str] = &[
-    "produce",
-    "fifo",
-    "delay",
-    "delay-receive",
-    "transaction-send",
-    "transaction",
-    "simple",
-    "push",
-    "fifo-push",
-    "share",
-];
-
 /// The venv's Python, when the venv has the SDK installed.
 fn python5() -> Option<PathBuf> {
     let venv = workspace_root().join("tests/rocketmq-python5/.venv");
@@ -71,11 +57,13 @@ fn python_v5_sdk_scenarios_match_apache() {
     let Some(python) = python5_or_skip() else {
         return;
     };
-    let (c, endpoint) = v5::cluster_for(ENABLED);
+    // All of the Java program's scenarios.
+    let scenarios = v5::all_names();
+    let (c, endpoint) = v5::cluster_for(&scenarios);
     // The SDK writes its log under ~/logs/rocketmq_python.
     let home = c.dir.path().join("python-home");
     std::fs::create_dir_all(&home).unwrap_or_else(|e| panic!("{}: {e}", home.display()));
-    v5::run_in_lanes(ENABLED, |name| {
+    v5::run_in_lanes(&scenarios, |name| {
         run_scenario(&python, &endpoint, &home, name)
     });
 }

@@ -38,7 +38,7 @@ fn every_scenario_is_recorded() {
 /// Every scenario against corvus gives Apache's transcript.
 #[test]
 fn v5_grpc_sdk_scenarios_match_apache() {
-    let names: Vec<&str> = SCENARIOS.iter().map(|s| s.0).collect();
+    let names = v5::all_names();
     run_against_corvus(&names);
 }
 
