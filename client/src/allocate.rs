@@ -40,26 +40,8 @@ impl AllocateStrategy for Averagely {
         let Some(index) = members.iter().position(|m| m == current) else {
             return Vec::new();
         };
-        let (n, m) = (queues.len(), members.len());
-        if n == 0 {
-            return Vec::new();
-        }
-        let rem = n % m;
-        let size = if n <= m {
-            1
-        } else if rem > 0 && index < rem {
-            n / m + 1
-        } else {
-            n / m
-        };
-        let start = if rem > 0 && index < rem {
-            index * size
-        } else {
-            index * size + rem
-        };
-        let range = size.min(n.saturating_sub(start));
-        (0..range)
-            .map(|i| queues[(start + i) % n].clone())
+        protocol::allocate::averagely(index, queues.len(), members.len())
+            .map(|i| queues[i].clone())
             .collect()
     }
 }
@@ -83,11 +65,8 @@ impl AllocateStrategy for AveragelyByCircle {
         let Some(index) = members.iter().position(|m| m == current) else {
             return Vec::new();
         };
-        queues
-            .iter()
-            .skip(index)
-            .step_by(members.len())
-            .cloned()
+        protocol::allocate::by_circle(index, queues.len(), members.len())
+            .map(|i| queues[i].clone())
             .collect()
     }
 }

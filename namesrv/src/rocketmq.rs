@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::Instant;
 
-use protocol::core_view::{core_broker_name, core_queue_count, core_queue_ids};
+use protocol::core_view::{core_addrs, core_broker_name, core_routes};
 use remoting::body::{self, JsonForm};
 use remoting::codes::{request, response};
 use remoting::headers::GetRouteInfoRequestHeader;
@@ -128,13 +128,6 @@ fn json_answer<T: serde::Serialize>(
 
 /// Each core's address of a broker: its direct addresses, or its one address when it
 /// registered none.
-fn core_addrs(b: &protocol::BrokerData) -> Vec<String> {
-    if !b.core_addrs.is_empty() {
-        return b.core_addrs.clone();
-    }
-    b.master_addr().map(str::to_owned).into_iter().collect()
-}
-
 /// The RocketMQ broker entry of one core: each live member of the group under its own id
 /// (the master under 0, its slaves under theirs), at that member's address for the core,
 /// so RocketMQ clients send to the master and may read from a slave (`slave_read_enable`).
@@ -173,28 +166,16 @@ fn core_broker(b: &protocol::BrokerData, core: u16, cores: u16, addr: &str) -> b
 /// topic's queues.
 fn route_data(topic: &str, route: &protocol::RouteData) -> body::TopicRouteData {
     let mut out = body::TopicRouteData::default();
-    for (b, q) in route.brokers.iter().zip(&route.queues) {
-        debug_assert_eq!(b.broker_name, q.broker_name);
-        let addrs = core_addrs(b);
-        let cores = addrs.len() as u16;
-        let shards = b.shard_count.max(1);
-        let all = q.read_queues.max(q.write_queues);
-        for (core, addr) in addrs.iter().enumerate() {
-            let core = core as u16;
-            let ids = core_queue_ids(topic, all, shards, cores, core);
-            if ids.is_empty() {
-                continue;
-            }
-            let broker = core_broker(b, core, cores, addr);
-            out.queue_datas.push(body::QueueData {
-                broker_name: broker.broker_name.clone(),
-                perm: q.perm as i32,
-                read_queue_nums: core_queue_count(&ids, q.read_queues) as i32,
-                write_queue_nums: core_queue_count(&ids, q.write_queues) as i32,
-                topic_sys_flag: 0,
-            });
-            out.broker_datas.push(broker);
-        }
+    for c in core_routes(topic, route) {
+        let broker = core_broker(c.broker, c.core, c.cores, &c.addr);
+        out.queue_datas.push(body::QueueData {
+            broker_name: c.broker_name,
+            perm: c.perm as i32,
+            read_queue_nums: c.read_queues as i32,
+            write_queue_nums: c.write_queues as i32,
+            topic_sys_flag: 0,
+        });
+        out.broker_datas.push(broker);
     }
     out
 }
@@ -255,6 +236,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+    use protocol::core_view::core_queue_ids;
 
     fn broker(cores: usize) -> protocol::BrokerData {
         protocol::BrokerData {

@@ -65,6 +65,63 @@ pub fn local_queue_id(ids: &[u32], global: u32) -> Option<u32> {
     ids.binary_search(&global).ok().map(|i| i as u32)
 }
 
+/// The addresses of a registered broker's cores, core 0 first (its master address alone for a
+/// registration without them).
+pub fn core_addrs(b: &crate::BrokerData) -> Vec<String> {
+    if !b.core_addrs.is_empty() {
+        return b.core_addrs.clone();
+    }
+    b.master_addr().map(str::to_owned).into_iter().collect()
+}
+
+/// One core of a broker as a topic's RocketMQ route lists it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CoreRoute<'a> {
+    pub broker: &'a crate::BrokerData,
+    pub core: u16,
+    pub cores: u16,
+    /// The core's address on the broker that registered.
+    pub addr: String,
+    /// The core's RocketMQ broker name ([`core_broker_name`]).
+    pub broker_name: String,
+    /// The core's share of the topic's read and write queues.
+    pub read_queues: u32,
+    pub write_queues: u32,
+    pub perm: u32,
+}
+
+/// The brokers of a topic's route as RocketMQ clients see them: one per core that holds
+/// some of its queues, in the route's order. The NameServer writes RocketMQ routes from
+/// it, and the broker assigns queues over it (QUERY_ASSIGNMENT).
+pub fn core_routes<'a>(topic: &str, route: &'a crate::RouteData) -> Vec<CoreRoute<'a>> {
+    let mut out = Vec::new();
+    for (b, q) in route.brokers.iter().zip(&route.queues) {
+        debug_assert_eq!(b.broker_name, q.broker_name);
+        let addrs = core_addrs(b);
+        let cores = addrs.len() as u16;
+        let shards = b.shard_count.max(1);
+        let all = q.read_queues.max(q.write_queues);
+        for (core, addr) in addrs.into_iter().enumerate() {
+            let core = core as u16;
+            let ids = core_queue_ids(topic, all, shards, cores, core);
+            if ids.is_empty() {
+                continue;
+            }
+            out.push(CoreRoute {
+                broker: b,
+                core,
+                cores,
+                addr,
+                broker_name: core_broker_name(&b.broker_name, core, cores),
+                read_queues: core_queue_count(&ids, q.read_queues),
+                write_queues: core_queue_count(&ids, q.write_queues),
+                perm: q.perm,
+            });
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

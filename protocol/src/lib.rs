@@ -18,6 +18,7 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+pub mod allocate;
 pub mod blocking;
 mod codec;
 mod codes;
