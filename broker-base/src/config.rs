@@ -83,6 +83,18 @@ impl BrokerRole {
     }
 }
 
+/// How a RocketMQ client consumes the queues the broker assigns it (RocketMQ's
+/// `MessageRequestMode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MessageRequestMode {
+    /// Each assigned queue is pulled by offset.
+    #[serde(rename = "PULL")]
+    Pull,
+    /// Messages are popped and acked one by one.
+    #[serde(rename = "POP")]
+    Pop,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum FlushDiskType {
     #[serde(rename = "ASYNC_FLUSH")]
@@ -1072,6 +1084,27 @@ config_keys! {
         default: true,
         bounds: "bool",
         rocketmq: Some("recallMessageEnable"),
+        restart: true,
+    }
+    /// How a RocketMQ 5 client that asks the broker for its queues (QUERY_ASSIGNMENT, a
+    /// push consumer with `setClientRebalance(false)`) consumes a topic its group has no
+    /// mode for (mqadmin's setConsumeMode sets one): `PULL`, the queues shared among the
+    /// members and pulled by offset, or `POP` (RocketMQ's defaultMessageRequestMode).
+    /// Retry topics are always pulled.
+    default_message_request_mode: MessageRequestMode {
+        default: MessageRequestMode::Pull,
+        bounds: "`PULL`, `POP`",
+        rocketmq: Some("defaultMessageRequestMode"),
+        restart: true,
+    }
+    /// With that default in POP mode, how many members after each one also pop its
+    /// queues; 0 or less: every member pops every broker (RocketMQ's
+    /// defaultPopShareQueueNum).
+    default_pop_share_queue_num: i32 {
+        default: -1,
+        range: [-1, 1024],
+        bounds: "-1 to 1024",
+        rocketmq: Some("defaultPopShareQueueNum"),
         restart: true,
     }
 

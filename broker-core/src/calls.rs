@@ -24,7 +24,7 @@ use crate::core::{Core, PullBody};
 use crate::error::{Appended, BrokerError};
 use crate::groups::{MemberView, StoredOffset};
 use crate::mesh::*;
-use crate::sub_groups::GroupConfig;
+use crate::sub_groups::{GroupConfig, RequestMode};
 
 /// An op served by the core that hosts its shard.
 pub trait ShardCall: Sized + Into<ShardOp> {
@@ -163,6 +163,7 @@ impl CoreOp {
             CoreOp::ReleaseLeases(op) => answered(op.serve(core).await),
             CoreOp::ClientConnected(op) => answered(op.serve(core).await),
             CoreOp::SubGroup(op) => answered(op.serve(core).await),
+            CoreOp::RequestMode(op) => answered(op.serve(core).await),
             CoreOp::DeleteTopic(op) => answered(op.serve(core).await),
             CoreOp::TopicDeleted(op) => answered(op.serve(core).await),
             CoreOp::PushReply(op) => answered(op.serve(core).await),
@@ -401,6 +402,15 @@ impl CoreCall for SubGroupOp {
 
     async fn serve(self, core: &Core) -> Result<Vec<GroupConfig>, BrokerError> {
         Box::pin(core.sub_group(self)).await
+    }
+}
+
+impl CoreCall for RequestModeOp {
+    /// The mode after the op.
+    type Answer = Option<RequestMode>;
+
+    async fn serve(self, core: &Core) -> Result<Option<RequestMode>, BrokerError> {
+        Box::pin(core.request_mode(self)).await
     }
 }
 

@@ -236,8 +236,38 @@ impl Core {
                 table.borrow().clone()
             }
         };
-        // One write at a time, in order, on the blocking pool (an fsync on the core would
-        // hold its sends).
+        self.persist_sub_groups(snapshot).await?;
+        Ok(table.borrow().all())
+    }
+
+    /// Sets or tells how a group consumes a topic when the broker assigns its queues: core 0
+    /// keeps the modes with the subscription group configs and writes them durably before
+    /// answering a change.
+    pub async fn request_mode(
+        &self,
+        op: crate::mesh::RequestModeOp,
+    ) -> Result<Option<crate::sub_groups::RequestMode>, BrokerError> {
+        use crate::mesh::RequestModeOp;
+        let Some(table) = &self.sub_groups else {
+            return self.at_core(0, op).await;
+        };
+        match op {
+            RequestModeOp::Get { topic, group } => Ok(table.borrow().mode(&topic, &group).cloned()),
+            RequestModeOp::Set(mode) => {
+                table.borrow_mut().set_mode(mode.clone());
+                let snapshot = table.borrow().clone();
+                self.persist_sub_groups(snapshot).await?;
+                Ok(Some(mode))
+            }
+        }
+    }
+
+    /// Writes the subscription group table: one write at a time, in order, on the blocking
+    /// pool (an fsync on the core would hold its sends).
+    async fn persist_sub_groups(
+        &self,
+        snapshot: crate::sub_groups::SubGroupTable,
+    ) -> Result<(), BrokerError> {
         let _one_writer = self
             .sub_groups_persist
             .acquire_permit(1)
@@ -247,8 +277,7 @@ impl Core {
         glommio::executor()
             .spawn_blocking(move || snapshot.persist(&dir))
             .await
-            .map_err(|e| BrokerError::Storage(e.to_string()))?;
-        Ok(table.borrow().all())
+            .map_err(|e| BrokerError::Storage(e.to_string()))
     }
 
     /// On core 0, for good: tells every core which groups' members changed, as they change,

@@ -191,6 +191,8 @@ ops! {
         ClientConnected(ClientConnected),
         /// To core 0, which keeps the subscription group configs.
         SubGroup(SubGroupOp),
+        /// To core 0, which keeps the groups' request modes with their configs.
+        RequestMode(RequestModeOp),
         DeleteTopic(DeleteTopic),
         TopicDeleted(TopicDeleted),
         PushReply(PushReply),
@@ -288,6 +290,13 @@ pub enum SubGroupOp {
     Delete(String),
     /// One group's config, or all of them.
     List(Option<String>),
+}
+
+/// A change to, or a look at, how a group consumes a topic (served by core 0).
+#[derive(Debug)]
+pub enum RequestModeOp {
+    Set(crate::sub_groups::RequestMode),
+    Get { topic: String, group: String },
 }
 
 /// A request that crosses cores: for a shard, or for a core.

@@ -7,6 +7,10 @@
 //! What takes effect: `retryMaxTimes` bounds the reconsumes of a RocketMQ client's send-back
 //! (CONSUMER_SEND_MSG_BACK) before the message goes to the DLQ. The other fields are stored
 //! and listed only.
+//!
+//! Beside them, the same table keeps how each group consumes each topic when the broker
+//! assigns its queues (RocketMQ's message request modes, set by mqadmin's setConsumeMode,
+//! asked by QUERY_ASSIGNMENT), in `<data dir>/config/message_request_modes.json`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -14,6 +18,23 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value};
 
 const FILE: &str = "subscription_groups.json";
+const MODES_FILE: &str = "message_request_modes.json";
+
+pub use broker_base::config::MessageRequestMode as ConsumeMode;
+
+/// How one group consumes one topic: RocketMQ's `SetMessageRequestModeRequestBody`, in its
+/// JSON form.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RequestMode {
+    pub topic: String,
+    pub consumer_group: String,
+    pub mode: ConsumeMode,
+    /// In POP mode, how many members after each one also get its queues; 0 or less: every
+    /// member pops every broker.
+    #[serde(default)]
+    pub pop_share_queue_num: i32,
+}
 
 /// One subscription group's config as a front end gave it: a JSON object in RocketMQ's
 /// `GroupConfig` form (`groupName`, `retryMaxTimes`, ...). The kernel keeps,
@@ -66,6 +87,8 @@ impl From<GroupConfig> for Map<String, Value> {
 #[derive(Debug, Clone, Default)]
 pub struct SubGroupTable {
     groups: BTreeMap<String, GroupConfig>,
+    /// By (topic, group).
+    modes: BTreeMap<(String, String), RequestMode>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -81,46 +104,27 @@ impl SubGroupTable {
         data_dir.join("config").join(FILE)
     }
 
-    /// The table in `data_dir`, empty when there is no file yet.
+    pub fn modes_file(data_dir: &Path) -> PathBuf {
+        data_dir.join("config").join(MODES_FILE)
+    }
+
+    /// The table in `data_dir`, empty when there are no files yet.
     pub fn load(data_dir: &Path) -> Result<SubGroupTable, SubGroupError> {
-        let path = Self::file(data_dir);
-        let text = match std::fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Ok(SubGroupTable::default())
-            }
-            Err(e) => {
-                return Err(SubGroupError::Load {
-                    path,
-                    message: e.to_string(),
-                })
-            }
-        };
-        let list: Vec<GroupConfig> =
-            serde_json::from_str(&text).map_err(|e| SubGroupError::Load {
-                path: path.clone(),
-                message: e.to_string(),
-            })?;
+        let groups: Vec<GroupConfig> = load_list(&Self::file(data_dir))?;
+        let modes: Vec<RequestMode> = load_list(&Self::modes_file(data_dir))?;
         Ok(SubGroupTable {
-            groups: list.into_iter().map(|g| (g.name.clone(), g)).collect(),
+            groups: groups.into_iter().map(|g| (g.name.clone(), g)).collect(),
+            modes: modes
+                .into_iter()
+                .map(|m| ((m.topic.clone(), m.consumer_group.clone()), m))
+                .collect(),
         })
     }
 
     /// Writes the table durably (see [`crate::durable::replace`]).
     pub fn persist(&self, data_dir: &Path) -> Result<(), SubGroupError> {
-        let path = Self::file(data_dir);
-        let err = |e: std::io::Error| SubGroupError::Persist {
-            path: path.clone(),
-            message: e.to_string(),
-        };
-        let list: Vec<&GroupConfig> = self.groups.values().collect();
-        let text = serde_json::to_string_pretty(&list).map_err(|e| SubGroupError::Persist {
-            path: path.clone(),
-            message: e.to_string(),
-        })?;
-        let dir = path.parent().unwrap_or(data_dir);
-        std::fs::create_dir_all(dir).map_err(err)?;
-        crate::durable::replace(&path, text.as_bytes()).map_err(err)
+        persist_list(&Self::file(data_dir), self.groups.values())?;
+        persist_list(&Self::modes_file(data_dir), self.modes.values())
     }
 
     pub fn upsert(&mut self, cfg: GroupConfig) {
@@ -139,6 +143,52 @@ impl SubGroupTable {
     pub fn all(&self) -> Vec<GroupConfig> {
         self.groups.values().cloned().collect()
     }
+
+    /// Sets how a group consumes a topic.
+    pub fn set_mode(&mut self, mode: RequestMode) {
+        let key = (mode.topic.clone(), mode.consumer_group.clone());
+        self.modes.insert(key, mode);
+    }
+
+    /// How `group` consumes `topic`, when it was set.
+    pub fn mode(&self, topic: &str, group: &str) -> Option<&RequestMode> {
+        self.modes.get(&(topic.to_owned(), group.to_owned()))
+    }
+}
+
+/// The JSON list in `path`; empty when there is no file.
+fn load_list<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>, SubGroupError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => {
+            return Err(SubGroupError::Load {
+                path: path.to_owned(),
+                message: e.to_string(),
+            })
+        }
+    };
+    serde_json::from_str(&text).map_err(|e| SubGroupError::Load {
+        path: path.to_owned(),
+        message: e.to_string(),
+    })
+}
+
+/// Writes `items` to `path` as a JSON list, durably (see [`crate::durable::replace`]).
+fn persist_list<'a, T: serde::Serialize + 'a>(
+    path: &Path,
+    items: impl Iterator<Item = &'a T>,
+) -> Result<(), SubGroupError> {
+    let err = |message: String| SubGroupError::Persist {
+        path: path.to_owned(),
+        message,
+    };
+    let list: Vec<&T> = items.collect();
+    let text = serde_json::to_string_pretty(&list).map_err(|e| err(e.to_string()))?;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| err(e.to_string()))?;
+    }
+    crate::durable::replace(path, text.as_bytes()).map_err(|e| err(e.to_string()))
 }
 
 #[cfg(test)]
@@ -180,5 +230,38 @@ mod tests {
         assert!(SubGroupTable::load(dir.path()).is_err());
         std::fs::write(SubGroupTable::file(dir.path()), r#"[{"retryMaxTimes":1}]"#).unwrap();
         assert!(SubGroupTable::load(dir.path()).is_err());
+    }
+
+    #[test]
+    fn request_modes_survive_a_reload_and_a_second_set_replaces_the_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut t = SubGroupTable::default();
+        // RocketMQ's SetMessageRequestModeRequestBody as mqadmin sends it.
+        let pop: RequestMode = serde_json::from_str(
+            r#"{"consumerGroup":"G","mode":"POP","popShareQueueNum":0,"topic":"T"}"#,
+        )
+        .unwrap();
+        t.set_mode(pop.clone());
+        t.set_mode(RequestMode {
+            topic: "T2".into(),
+            consumer_group: "G".into(),
+            mode: ConsumeMode::Pull,
+            pop_share_queue_num: -1,
+        });
+        t.persist(dir.path()).unwrap();
+        let mut back = SubGroupTable::load(dir.path()).unwrap();
+        assert_eq!(back.mode("T", "G"), Some(&pop));
+        assert_eq!(
+            back.mode("T2", "G").map(|m| m.mode),
+            Some(ConsumeMode::Pull)
+        );
+        assert_eq!(back.mode("T", "H"), None);
+        back.set_mode(RequestMode {
+            pop_share_queue_num: 2,
+            ..pop
+        });
+        back.persist(dir.path()).unwrap();
+        let again = SubGroupTable::load(dir.path()).unwrap();
+        assert_eq!(again.mode("T", "G").map(|m| m.pop_share_queue_num), Some(2));
     }
 }
