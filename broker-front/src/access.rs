@@ -388,7 +388,10 @@ pub fn remoting_actions<'a>(
         request::PULL_MESSAGE
         | request::LITE_PULL_MESSAGE
         | request::QUERY_CONSUMER_OFFSET
-        | request::UPDATE_CONSUMER_OFFSET => a.push(Action::Subscribe {
+        | request::UPDATE_CONSUMER_OFFSET
+        | request::POP_MESSAGE
+        | request::ACK_MESSAGE
+        | request::CHANGE_MESSAGE_INVISIBLETIME => a.push(Action::Subscribe {
             topic: field(&["topic"]),
             group: Some(field(&["consumerGroup"])),
         }),
@@ -418,6 +421,16 @@ pub fn remoting_actions<'a>(
                 out.groups.push(c.group_name);
             }
             out.borrowed.push(Action::Info);
+        }
+        request::QUERY_ASSIGNMENT => {
+            #[derive(serde::Deserialize, Default)]
+            #[serde(rename_all = "camelCase", default)]
+            struct Asked {
+                topic: String,
+                consumer_group: String,
+            }
+            let q: Asked = crate::rocketmq::json_body(body)?;
+            out.subscribe.push((q.topic, Some(q.consumer_group)));
         }
         request::LOCK_BATCH_MQ | request::UNLOCK_BATCH_MQ => {
             // Both bodies have the same shape where it matters: a group and its queues.

@@ -369,6 +369,52 @@ fn login(
     }
 }
 
+/// A topic's route as the NameServers hold it, from the first that answers: `Ok(None)` when
+/// one says no live broker serves the topic. Blocking, on a connection of its own (run it
+/// off the cores, on the blocking pool); each attempt is bounded by `IO_TIMEOUT`.
+pub fn query_route(shared: &Shared, topic: &str) -> Result<Option<protocol::RouteData>, String> {
+    let credentials = shared.config.credentials();
+    let mut why = String::from("no NameServer is configured");
+    for addr in shared.config.namesrv_list() {
+        let answer = (|| {
+            let mut conn = dial(&addr, IO_TIMEOUT, shared.tls.client.as_ref())?;
+            let stream = conn.get_ref();
+            stream
+                .set_read_timeout(Some(IO_TIMEOUT))
+                .and_then(|()| stream.socket().set_write_timeout(Some(IO_TIMEOUT)))
+                .map_err(|e| e.to_string())?;
+            if let Some(c) = &credentials {
+                login(&mut conn, c, IO_TIMEOUT)?;
+            }
+            let command = Command::GetRoute {
+                topic: topic.to_owned(),
+            };
+            write_frame(&mut conn.get_ref(), &Header::request(1, command), &[])
+                .map_err(|e| e.to_string())?;
+            match conn.next_frame() {
+                Ok(Some(f)) if f.header.is_response() && f.header.request_id == 1 => {
+                    match (f.header.response_code(), f.header.command) {
+                        (ResponseCode::Success, Command::Route(route)) => Ok(Some(route)),
+                        (ResponseCode::TopicNotExist, _) => Ok(None),
+                        (code, _) => Err(format!("{code}: {}", f.header.remark)),
+                    }
+                }
+                Ok(Some(f)) => Err(format!(
+                    "answer to another request (id {})",
+                    f.header.request_id
+                )),
+                Ok(None) => Err("connection closed".into()),
+                Err(e) => Err(e.to_string()),
+            }
+        })();
+        match answer {
+            Ok(route) => return Ok(route),
+            Err(e) => why = format!("NameServer {addr}: {e}"),
+        }
+    }
+    Err(why)
+}
+
 /// Whether a read ended at its timeout (the answer may still come).
 fn is_timeout(e: &protocol::ProtocolError) -> bool {
     matches!(e, protocol::ProtocolError::Io(io)

@@ -47,6 +47,7 @@ use crate::mesh::{GroupOp, OffsetOp, PullStatus};
 use crate::numbering::CoreQueues;
 
 mod admin;
+mod assign;
 mod pop;
 
 pub use admin::Seen;
@@ -197,6 +198,8 @@ pub(crate) async fn serve(
         request::POP_MESSAGE => pop::pop(core, req).await,
         request::ACK_MESSAGE => pop::ack(core, req).await,
         request::CHANGE_MESSAGE_INVISIBLETIME => pop::change_invisible(core, req).await,
+        request::QUERY_ASSIGNMENT => assign::query(core, req, &frame.body).await,
+        request::SET_MESSAGE_REQUEST_MODE => assign::set_mode(core, req, &frame.body).await,
         code => match admin::serve(core, req, &frame.body).await {
             Some(answer) => answer,
             None => {
