@@ -1140,8 +1140,18 @@ pub fn update_topic_with_attributes(
 
 /// One remoting request and its answer, on a connection of its own (read timeout 30 s).
 pub fn remoting_call(addr: &str, cmd: &remoting::RemotingCommand, body: &[u8]) -> remoting::Frame {
-    use std::io::{Read, Write};
     let mut conn = std::net::TcpStream::connect(addr).unwrap();
+    remoting_exchange(&mut conn, cmd, body)
+}
+
+/// One remoting request and its answer on `conn` (read timeout 30 s), for requests whose
+/// connection matters (a heartbeat's member lives as long as it).
+pub fn remoting_exchange(
+    conn: &mut std::net::TcpStream,
+    cmd: &remoting::RemotingCommand,
+    body: &[u8],
+) -> remoting::Frame {
+    use std::io::{Read, Write};
     conn.set_read_timeout(Some(Duration::from_secs(30)))
         .unwrap();
     conn.write_all(&remoting::encode(cmd, body).unwrap())

@@ -92,6 +92,149 @@ fn the_java_client_5_3_3_recalls_a_scheduled_message() {
     }
 }
 
+/// RocketMQ 5's server-side rebalance through the 5.3.3 remoting client
+/// (`tests/rocketmq-java533`): RocketMQ 5.3.3's own mqadmin sets the group's mode for the
+/// topic to POP (`setConsumeMode`, SET_MESSAGE_REQUEST_MODE to every core of the cluster);
+/// two push consumers with `setClientRebalance(false)` then get from the broker
+/// (QUERY_ASSIGNMENT) queue -1 of each core of the route, pop and ack every message once
+/// between them, and a message answered RECONSUME_LATER comes back once with reconsume times
+/// 1 (CHANGE_MESSAGE_INVISIBLETIME). The mode is kept across a broker restart. Before the
+/// mode is set, the broker assigns the group's queues for pulling (RocketMQ's default).
+#[test]
+fn the_java_client_5_3_3_pops_the_queues_the_broker_assigns_once_mqadmin_sets_pop() {
+    let Some(cp) =
+        integration::java_program_or_skip("tests/rocketmq-java533", Some("corvus/PopMode.class"))
+    else {
+        return;
+    };
+    let Some(tools) = integration::java_program_or_skip("tests/rocketmq-tools5", None) else {
+        return;
+    };
+    let mut c = Cluster::start(2, "small");
+    let ns = c.namesrv.addr.clone();
+    create_topic(&ns, "PopModeTopic", 8);
+
+    // Without a mode: PULL, the queues of both cores shared by the strategy.
+    let assigned = query_assignment(&ns, "PopModeTopic", "PopModeGroup");
+    assert!(
+        assigned
+            .iter()
+            .all(|(_, q, mode)| *q >= 0 && mode == "PULL"),
+        "{assigned:?}"
+    );
+
+    let (ok, out) = integration::rocketmq_mqadmin(
+        &tools,
+        &ns,
+        &[
+            "setConsumeMode",
+            "-c",
+            "DefaultCluster",
+            "-t",
+            "PopModeTopic",
+            "-g",
+            "PopModeGroup",
+            "-m",
+            "POP",
+            "-q",
+            "0",
+        ],
+    );
+    assert!(ok && out.contains("success"), "{out}");
+    // A retry topic's mode cannot be set (RocketMQ's answer).
+    let (_, out) = integration::rocketmq_mqadmin(
+        &tools,
+        &ns,
+        &[
+            "setConsumeMode",
+            "-c",
+            "DefaultCluster",
+            "-t",
+            "%RETRY%PopModeGroup",
+            "-g",
+            "PopModeGroup",
+            "-m",
+            "POP",
+        ],
+    );
+    assert!(out.contains("retry topic is not allowed"), "{out}");
+
+    c.restart_broker();
+    let lines = run_java(
+        &cp,
+        "corvus.PopMode",
+        &[&ns, "PopModeTopic", "PopModeGroup", "40"],
+    );
+    for name in ["pop-a", "pop-b"] {
+        let popping = lines
+            .iter()
+            .find(|l| l.starts_with(&format!("POPPING {name} ")))
+            .expect("popping");
+        // Queue -1 of each core: `broker-c0:-1 broker-c1:-1`.
+        let queues: Vec<&str> = popping.split(' ').skip(2).collect();
+        assert_eq!(queues.len(), 2, "{popping}");
+        assert!(
+            queues
+                .iter()
+                .all(|q| q.ends_with("-c0:-1") || q.ends_with("-c1:-1")),
+            "{popping}"
+        );
+    }
+    for line in [
+        "RECEIVED 40 once each: true",
+        "M-0 DELIVERIES [0, 1]",
+        "POP MODE OK",
+    ] {
+        assert!(lines.iter().any(|l| l == line), "{line}: {lines:?}");
+    }
+}
+
+/// QUERY_ASSIGNMENT of `topic` for a member of `group` that has just heartbeaten, asked of
+/// the first core: (broker name, queue id, mode) of each assigned queue.
+fn query_assignment(ns: &str, topic: &str, group: &str) -> Vec<(String, i64, String)> {
+    use remoting::codes::request;
+    use remoting::RemotingCommand;
+    let addr = integration::core_addrs(ns)[0].clone();
+    let client = "127.0.0.1@assign-probe";
+    let heartbeat = serde_json::json!({
+        "clientID": client,
+        "consumerDataSet": [{
+            "groupName": group, "consumeType": "CONSUME_PASSIVELY", "messageModel": "CLUSTERING",
+            "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET", "unitMode": false,
+            "subscriptionDataSet": [{"topic": topic, "subString": "*", "classFilterMode": false,
+                "tagsSet": [], "codeSet": [], "subVersion": 0, "expressionType": "TAG"}]
+        }],
+        "producerDataSet": []
+    });
+    let mut conn = std::net::TcpStream::connect(&addr).unwrap();
+    let mut ask = |code: i32, body: serde_json::Value, id: i32| {
+        let cmd = RemotingCommand::request(code, id);
+        integration::remoting_exchange(&mut conn, &cmd, body.to_string().as_bytes())
+    };
+    let hb = ask(request::HEART_BEAT, heartbeat, 1);
+    assert_eq!(hb.command.code, 0, "{:?}", hb.command.remark);
+    let f = ask(
+        request::QUERY_ASSIGNMENT,
+        serde_json::json!({"topic": topic, "consumerGroup": group, "clientId": client,
+            "strategyName": "AVG", "messageModel": "CLUSTERING"}),
+        2,
+    );
+    assert_eq!(f.command.code, 0, "{:?}", f.command.remark);
+    let v: serde_json::Value = remoting::body::from_json(&f.body).unwrap();
+    v["messageQueueAssignments"]
+        .as_array()
+        .expect("assignments")
+        .iter()
+        .map(|a| {
+            (
+                a["messageQueue"]["brokerName"].as_str().unwrap().to_owned(),
+                a["messageQueue"]["queueId"].as_i64().unwrap(),
+                a["mode"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
 /// The class every build of the Java programs has.
 const ROUNDTRIP_CLASS: &str = "corvus/Roundtrip.class";
 
