@@ -16,6 +16,7 @@ pub mod front;
 pub mod grpc;
 pub mod registry;
 pub mod rocketmq;
+pub mod routes;
 
 // The layers below, by the names the front ends' modules use.
 pub use broker_base::{config, deadline, durable, error, shared, stages};

@@ -300,6 +300,111 @@ fn routes_lead_each_queue_to_its_core_and_sends_are_stored_as_the_proxy_stores_t
     }
 }
 
+/// With two brokers in the cluster, any one of them answers QueryRoute and QueryAssignment
+/// for both, as RocketMQ's Proxy answers for every broker: every core of each at its own
+/// address, so a v5 client that dials one broker sends to and pops from all of them. Sends
+/// at each queue's endpoint are stored by the broker that owns it.
+#[test]
+fn any_broker_routes_a_v5_client_to_every_broker_of_the_cluster() {
+    let c = Cluster::start(2, "small");
+    let ns = c.namesrv.addr.clone();
+    let mut opts_b = integration::BrokerOpts::new(&ns, &c.dir.path().join("data-b"));
+    opts_b.name = "broker-b".into();
+    let b = integration::start_broker(&opts_b, &c.logs());
+    // Both brokers are registered before the topic is created on the cluster.
+    integration::wait_for(Duration::from_secs(20), || {
+        let out = integration::mqadmin(&ns, &["cluster-list"]);
+        String::from_utf8_lossy(&out.stdout)
+            .contains("broker-b")
+            .then_some(())
+    })
+    .expect("broker-b registered");
+    create_topic(&ns, "ClusterTopic", 4);
+    let brokers = [c.broker.addr.clone(), b.addr.clone()];
+    let mut all_endpoints = BTreeSet::new();
+    let all = &mut all_endpoints;
+    run(Duration::from_secs(60), || async move {
+        for at in &brokers {
+            let client = connect(at).await;
+            // The second broker's registration of the topic may trail the first's.
+            let deadline = Instant::now() + Duration::from_secs(20);
+            let route = loop {
+                let route: v2::QueryRouteResponse = unary(
+                    &client,
+                    Rpc::QueryRoute,
+                    "cluster-client",
+                    &route_request("ClusterTopic"),
+                )
+                .await;
+                assert_eq!(code(&route.status), v2::Code::Ok, "{route:?}");
+                if route.message_queues.len() == 8 || Instant::now() > deadline {
+                    break route;
+                }
+                glommio::timer::sleep(Duration::from_millis(100)).await;
+            };
+            // broker-a's two cores hold two queues each, broker-b's one core all four.
+            let mut per_broker: std::collections::BTreeMap<String, (usize, String)> =
+                Default::default();
+            for q in &route.message_queues {
+                let e = per_broker
+                    .entry(q.broker.as_ref().unwrap().name.clone())
+                    .or_insert((0, endpoint(q)));
+                e.0 += 1;
+                assert_eq!(e.1, endpoint(q), "one endpoint per broker of the route");
+            }
+            let counts: Vec<(&str, usize)> =
+                per_broker.iter().map(|(k, v)| (k.as_str(), v.0)).collect();
+            assert_eq!(
+                counts,
+                [("broker-a-c0", 2), ("broker-a-c1", 2), ("broker-b", 4)],
+                "asked of {at}: {route:?}"
+            );
+            all.extend(per_broker.values().map(|v| v.1.clone()));
+
+            let assigned: v2::QueryAssignmentResponse = unary(
+                &client,
+                Rpc::QueryAssignment,
+                "cluster-client",
+                &v2::QueryAssignmentRequest {
+                    topic: resource("ClusterTopic"),
+                    group: resource("ClusterGroup"),
+                    endpoints: None,
+                },
+            )
+            .await;
+            assert_eq!(code(&assigned.status), v2::Code::Ok, "{assigned:?}");
+            let names: BTreeSet<String> = assigned
+                .assignments
+                .iter()
+                .map(|a| {
+                    let q = a.message_queue.as_ref().unwrap();
+                    assert_eq!(q.id, -1);
+                    q.broker.as_ref().unwrap().name.clone()
+                })
+                .collect();
+            assert_eq!(
+                names.into_iter().collect::<Vec<_>>(),
+                ["broker-a-c0", "broker-a-c1", "broker-b"]
+            );
+
+            // One send to every queue, at the endpoint the route gives it.
+            for (i, q) in route.message_queues.iter().enumerate() {
+                let to = connect(&endpoint(q)).await;
+                let id = format!("0200000000000000000000{}{i:09}", at.len() % 10);
+                let m = message("ClusterTopic", &id, q.id, b"to-the-cluster");
+                let r: v2::SendMessageResponse =
+                    unary(&to, Rpc::SendMessage, "producer-1", &send_request(vec![m])).await;
+                assert_eq!(code(&r.status), v2::Code::Ok, "{r:?}");
+            }
+        }
+    });
+    assert_eq!(all_endpoints.len(), 3, "{all_endpoints:?}");
+    let (_, stored_a) = hops_and_stored(&ns, &c.broker.addr);
+    let (_, stored_b) = hops_and_stored(&ns, &b.addr);
+    // Each broker got its queues' sends from both rounds: 2 x 4 each.
+    assert_eq!((stored_a, stored_b), (8, 8));
+}
+
 /// Bad calls get a status and a message; the connection and its other calls go on.
 #[test]
 fn bad_calls_are_answered_with_statuses_and_the_connection_keeps_serving() {

@@ -294,7 +294,7 @@ impl Handler for MessagingService {
                 call,
                 message,
                 v2::QueryRouteRequest,
-                |_c, r| route::query_route(f, &r),
+                |_c, r| route::query_route(f, &r).await,
                 |status| v2::QueryRouteResponse {
                     status,
                     ..Default::default()
@@ -306,7 +306,7 @@ impl Handler for MessagingService {
                 call,
                 message,
                 v2::QueryAssignmentRequest,
-                |_c, r| route::query_assignment(f, &r),
+                |_c, r| route::query_assignment(f, &r).await,
                 |status| v2::QueryAssignmentResponse {
                     status,
                     ..Default::default()

@@ -3,20 +3,39 @@
 //! The route holds every core of this broker as a broker of its own (the names and queue
 //! numbering of `protocol::core_view`, as in the NameServer's routes for remoting clients),
 //! each at its core's direct address: a client dials each core and every call about a queue
-//! goes to the core that owns it, with no hop between cores. The route is this broker's:
-//! a client that should use several brokers of a cluster is given one access point per
-//! broker (`host1:port1;host2:port2`).
+//! goes to the core that owns it, with no hop between cores. The cores of the cluster's
+//! other brokers that serve the topic follow, as the NameServer routes them
+//! (`crate::routes`), so a client dialling any one broker is led to all of them, as
+//! RocketMQ's Proxy leads it to every broker; without a NameServer to ask, the route is
+//! this broker's.
 
 use grpc_proto::v2;
 use protocol::core_view::{core_broker_name, core_queue_count};
-use protocol::{perm, TopicConfig};
+use protocol::perm;
 
 use super::{error_status, name_of, ok, status};
 use crate::error::BrokerError;
 use crate::front::Front;
 use crate::numbering::CoreQueues;
+use crate::routes::RouteCore;
 
-pub(super) fn query_route(f: &Front, r: &v2::QueryRouteRequest) -> v2::QueryRouteResponse {
+/// The cores of the cluster's other brokers that serve `topic`; none when the NameServer
+/// cannot say (the route is then this broker's own).
+async fn peer_cores(f: &Front, topic: &str) -> Vec<RouteCore> {
+    match crate::routes::cluster_cores(f, topic).await {
+        Ok(cores) => cores
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|c| c.broker != f.shared.config.broker_name)
+            .collect(),
+        Err(e) => {
+            tracing::debug!(%topic, "the route lists this broker only: {e}");
+            Vec::new()
+        }
+    }
+}
+
+pub(super) async fn query_route(f: &Front, r: &v2::QueryRouteRequest) -> v2::QueryRouteResponse {
     let topic = name_of(&r.topic);
     let refused = |status| v2::QueryRouteResponse {
         status,
@@ -25,27 +44,38 @@ pub(super) fn query_route(f: &Front, r: &v2::QueryRouteRequest) -> v2::QueryRout
     if let Err(e) = broker_core::topics::validate_topic_name(topic) {
         return refused(status(v2::Code::IllegalTopic, e.to_string()));
     }
-    let cfg = match f.topic_for_read(topic) {
-        Ok(cfg) => cfg,
-        Err(e) => return refused(error_status(&e)),
-    };
+    let own = f.topic_for_read(topic);
+    let peers = peer_cores(f, topic).await;
+    if let (Err(e), true) = (&own, peers.is_empty()) {
+        return refused(error_status(e));
+    }
     let types = accepted_types(f, topic);
     let mut message_queues = Vec::new();
-    for core in 0..f.shared.cores {
-        let Some(broker) = broker_of(f, core) else {
-            continue;
-        };
-        let queues = CoreQueues::of(f, topic, &cfg, core);
-        let readable = core_queue_count(&queues.ids, cfg.read_queues);
-        let writable = core_queue_count(&queues.ids, cfg.write_queues);
+    let mut push = |broker: &v2::Broker, perm: u32, readable: u32, writable: u32| {
         for local in 0..readable.max(writable) {
             message_queues.push(v2::MessageQueue {
                 topic: r.topic.clone(),
                 id: local as i32,
-                permission: permission(&cfg, local < readable, local < writable) as i32,
+                permission: permission(perm, local < readable, local < writable) as i32,
                 broker: Some(broker.clone()),
                 accept_message_types: types.clone(),
             });
+        }
+    };
+    if let Ok(cfg) = &own {
+        for core in 0..f.shared.cores {
+            let Some(broker) = broker_of(f, core) else {
+                continue;
+            };
+            let queues = CoreQueues::of(f, topic, cfg, core);
+            let readable = core_queue_count(&queues.ids, cfg.read_queues);
+            let writable = core_queue_count(&queues.ids, cfg.write_queues);
+            push(&broker, cfg.perm, readable, writable);
+        }
+    }
+    for c in &peers {
+        if let Some(broker) = broker_at(&c.broker_name, 0, &c.addr) {
+            push(&broker, c.perm, c.read_queues, c.write_queues);
         }
     }
     v2::QueryRouteResponse {
@@ -54,9 +84,9 @@ pub(super) fn query_route(f: &Front, r: &v2::QueryRouteRequest) -> v2::QueryRout
     }
 }
 
-/// Each core of the broker, for a push consumer: one queue of id -1 per core (any queue of
-/// the core's), as RocketMQ's Proxy assigns one per broker.
-pub(super) fn query_assignment(
+/// Each core of the cluster that serves the topic, for a push consumer: one queue of id -1
+/// per core (any queue of the core's), as RocketMQ's Proxy assigns one per broker.
+pub(super) async fn query_assignment(
     f: &Front,
     r: &v2::QueryAssignmentRequest,
 ) -> v2::QueryAssignmentResponse {
@@ -65,23 +95,41 @@ pub(super) fn query_assignment(
         status,
         assignments: Vec::new(),
     };
-    let cfg = match f.topic_for_read(topic) {
-        Ok(cfg) => cfg,
-        Err(e) => return refused(error_status(&e)),
-    };
-    if cfg.perm & perm::READ == 0 || cfg.read_queues == 0 {
-        return refused(status(
-            v2::Code::Forbidden,
-            format!("topic {topic} has no readable queue"),
-        ));
+    let own = f.topic_for_read(topic);
+    let peers: Vec<RouteCore> = peer_cores(f, topic)
+        .await
+        .into_iter()
+        .filter(|c| c.perm & perm::READ != 0 && c.read_queues > 0)
+        .collect();
+    let mut brokers: Vec<v2::Broker> = Vec::new();
+    match &own {
+        Ok(cfg) if cfg.perm & perm::READ != 0 && cfg.read_queues > 0 => {
+            brokers.extend(
+                (0..f.shared.cores)
+                    .filter(|&core| {
+                        let queues = CoreQueues::of(f, topic, cfg, core);
+                        core_queue_count(&queues.ids, cfg.read_queues) > 0
+                    })
+                    .filter_map(|core| broker_of(f, core)),
+            );
+        }
+        Ok(_) if peers.is_empty() => {
+            return refused(status(
+                v2::Code::Forbidden,
+                format!("topic {topic} has no readable queue"),
+            ))
+        }
+        Err(e) if peers.is_empty() => return refused(error_status(e)),
+        _ => {}
     }
+    brokers.extend(
+        peers
+            .iter()
+            .filter_map(|c| broker_at(&c.broker_name, 0, &c.addr)),
+    );
     let types = accepted_types(f, topic);
-    let assignments = (0..f.shared.cores)
-        .filter(|&core| {
-            let queues = CoreQueues::of(f, topic, &cfg, core);
-            core_queue_count(&queues.ids, cfg.read_queues) > 0
-        })
-        .filter_map(|core| broker_of(f, core))
+    let assignments = brokers
+        .into_iter()
         .map(|broker| v2::Assignment {
             message_queue: Some(v2::MessageQueue {
                 topic: r.topic.clone(),
@@ -98,9 +146,11 @@ pub(super) fn query_assignment(
     }
 }
 
-fn permission(cfg: &TopicConfig, readable: bool, writable: bool) -> v2::Permission {
-    let read = readable && cfg.perm & perm::READ != 0;
-    let write = writable && cfg.perm & perm::WRITE != 0;
+/// A queue's permission: its topic's `perm` bits, where the queue is among the readable or
+/// writable ones.
+fn permission(perm: u32, readable: bool, writable: bool) -> v2::Permission {
+    let read = readable && perm & perm::READ != 0;
+    let write = writable && perm & perm::WRITE != 0;
     match (read, write) {
         (true, true) => v2::Permission::ReadWrite,
         (true, false) => v2::Permission::Read,
@@ -118,6 +168,16 @@ fn broker_of(f: &Front, core: u16) -> Option<v2::Broker> {
         .lock()
         .ok()
         .and_then(|a| a.get(usize::from(core)).cloned())?;
+    broker_at(
+        &core_broker_name(&shared.config.broker_name, core, shared.cores),
+        shared.config.broker_id as i32,
+        &addr,
+    )
+}
+
+/// A broker of the route named `name` at `addr` (`host:port`); `None` for an address that
+/// is not one.
+fn broker_at(name: &str, id: i32, addr: &str) -> Option<v2::Broker> {
     let (host, port) = addr.rsplit_once(':')?;
     let port = port.parse::<i32>().ok()?;
     let scheme = if host.parse::<std::net::Ipv4Addr>().is_ok() {
@@ -128,8 +188,8 @@ fn broker_of(f: &Front, core: u16) -> Option<v2::Broker> {
         v2::AddressScheme::DomainName
     };
     Some(v2::Broker {
-        name: core_broker_name(&shared.config.broker_name, core, shared.cores),
-        id: shared.config.broker_id as i32,
+        name: name.to_owned(),
+        id,
         endpoints: Some(v2::Endpoints {
             scheme: scheme as i32,
             addresses: vec![v2::Address {

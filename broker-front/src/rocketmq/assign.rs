@@ -156,20 +156,17 @@ async fn effective_mode(
 /// The readable queues of the topic's route, every core of every broker, sorted as RocketMQ
 /// sorts them (topic, broker name, queue id); `None` when no live broker serves the topic.
 async fn route_queues(core: &Front, topic: &str) -> Result<Option<Vec<MessageQueue>>, BrokerError> {
-    let shared = core.shared.clone();
-    let name = topic.to_owned();
-    let route = glommio::executor()
-        .spawn_blocking(move || crate::registry::query_route(&shared, &name))
+    let cores = crate::routes::cluster_cores(core, topic)
         .await
         .map_err(|e| {
             BrokerError::Internal(format!(
                 "cannot ask the NameServer for the route of {topic}: {e}"
             ))
         })?;
-    let Some(route) = route else {
+    let Some(cores) = cores else {
         return Ok(None);
     };
-    let mut queues: Vec<MessageQueue> = protocol::core_view::core_routes(topic, &route)
+    let mut queues: Vec<MessageQueue> = cores
         .into_iter()
         .filter(|c| c.perm & protocol::perm::READ != 0)
         .flat_map(|c| {
