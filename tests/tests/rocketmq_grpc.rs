@@ -601,6 +601,89 @@ fn consumer_settings(group: &str, topic: &str) -> v2::TelemetryCommand {
     }
 }
 
+/// A v5 consumer that sent its settings and heartbeats is a member of its group, as a
+/// RocketMQ client's heartbeat makes one: the broker lists it among the group's consumers
+/// (GET_CONSUMER_LIST_BY_GROUP, asked of the core that keeps the groups while the client
+/// spoke to another) and mqadmin's consumerConnection shows it with its subscription; once
+/// it terminates, it is gone from both.
+#[test]
+fn a_v5_consumer_is_a_member_of_its_group_until_it_terminates() {
+    let c = Cluster::start(2, "small");
+    let ns = c.namesrv.addr.clone();
+    create_topic(&ns, "GrpcMembers", 4);
+    let cores = core_addrs(&ns);
+    let (core0, core1) = (cores[0].clone(), cores[1].clone());
+    let ask = |addr: &str, code: i32| {
+        let mut cmd = remoting::RemotingCommand::request(code, 3);
+        cmd.ext_fields
+            .insert("consumerGroup".into(), "GrpcMemberGroup".into());
+        integration::remoting_call(addr, &cmd, b"")
+    };
+    let members = |addr: &str| -> Vec<String> {
+        let f = ask(addr, remoting::codes::request::GET_CONSUMER_LIST_BY_GROUP);
+        assert_eq!(f.command.code, 0, "{:?}", f.command.remark);
+        let v: serde_json::Value = remoting::body::from_json(&f.body).unwrap();
+        v["consumerIdList"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m.as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert!(members(&core0).is_empty());
+    run(Duration::from_secs(60), || async move {
+        let client = connect(&core1).await;
+        let mut settings = consumer_settings("GrpcMemberGroup", "GrpcMembers");
+        if let Some(v2::telemetry_command::Command::Settings(s)) = settings.command.as_mut() {
+            if let Some(v2::settings::PubSub::Subscription(sub)) = s.pub_sub.as_mut() {
+                sub.subscriptions[0].expression = Some(v2::FilterExpression {
+                    r#type: v2::FilterType::Tag as i32,
+                    expression: "TagA || TagB".into(),
+                });
+            }
+        }
+        let mut t = Telemetry::open(&client, "member-1", &settings).await;
+        assert_eq!(code(&t.next().await.status), v2::Code::Ok);
+        let hb = v2::HeartbeatRequest {
+            group: resource("GrpcMemberGroup"),
+            client_type: v2::ClientType::PushConsumer as i32,
+        };
+        let r: v2::HeartbeatResponse = unary(&client, Rpc::Heartbeat, "member-1", &hb).await;
+        assert_eq!(code(&r.status), v2::Code::Ok, "{r:?}");
+        assert_eq!(members(&core0), ["member-1"]);
+        assert_eq!(members(&core1), ["member-1"]);
+
+        let f = ask(
+            &core1,
+            remoting::codes::request::GET_CONSUMER_CONNECTION_LIST,
+        );
+        assert_eq!(f.command.code, 0, "{:?}", f.command.remark);
+        let v: serde_json::Value = remoting::body::from_json(&f.body).unwrap();
+        assert_eq!(v["connectionSet"][0]["clientId"], "member-1", "{v}");
+        assert_eq!(v["messageModel"], "CLUSTERING", "{v}");
+        let sub = &v["subscriptionTable"]["GrpcMembers"];
+        assert_eq!(sub["subString"], "TagA || TagB", "{v}");
+        assert_eq!(sub["tagsSet"], serde_json::json!(["TagA", "TagB"]), "{v}");
+
+        let bye = v2::NotifyClientTerminationRequest {
+            group: resource("GrpcMemberGroup"),
+        };
+        let r: v2::NotifyClientTerminationResponse =
+            unary(&client, Rpc::NotifyClientTermination, "member-1", &bye).await;
+        assert_eq!(code(&r.status), v2::Code::Ok);
+        assert!(
+            members(&core0).is_empty(),
+            "the member left at its termination"
+        );
+        let f = ask(
+            &core1,
+            remoting::codes::request::GET_CONSUMER_CONNECTION_LIST,
+        );
+        assert_ne!(f.command.code, 0, "no connection of the group is left");
+        drop(t);
+    });
+}
+
 /// A consumer's settings carry its group's retries and retry policy (`retryMaxTimes` and
 /// `groupRetryPolicy` of its subscription group config), as RocketMQ's Proxy hands them
 /// out, and RocketMQ's defaults for a group without a config.

@@ -339,7 +339,7 @@ impl Handler for MessagingService {
                 call,
                 message,
                 v2::HeartbeatRequest,
-                |c, r| session::heartbeat(f, c, &r),
+                |c, r| session::heartbeat(f, c, &self.peer, &r).await,
                 |status| v2::HeartbeatResponse { status }
             ),
             Rpc::NotifyClientTermination => unary!(
@@ -348,7 +348,7 @@ impl Handler for MessagingService {
                 call,
                 message,
                 v2::NotifyClientTerminationRequest,
-                |c, r| session::terminated(f, c, &r),
+                |c, r| session::terminated(f, c, &r).await,
                 |status| v2::NotifyClientTerminationResponse { status }
             ),
             Rpc::AckMessage => unary!(

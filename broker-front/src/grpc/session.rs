@@ -25,8 +25,9 @@ use grpc_proto::v2;
 use prost::Message as _;
 
 use super::consume::{group_policy, Backoff, ConsumerPolicy};
-use super::{encoded, name_of, ok, status};
+use super::{encoded, error_status, name_of, ok, status};
 use crate::front::Front;
+use crate::mesh::GroupOp;
 
 /// Commands queued for one client's stream at most; a client that does not read them is
 /// skipped by the checks rather than buffered without bound.
@@ -48,6 +49,10 @@ struct Session {
     topics: Vec<String>,
     /// A consumer's group.
     group: Option<String>,
+    /// A consumer's subscriptions, as a RocketMQ heartbeat declares them.
+    subscriptions: Vec<remoting::body::SubscriptionData>,
+    /// The SDK's language, as RocketMQ's `LanguageCode` names it.
+    language: String,
     /// A consumer's group's FIFO flag and deliveries.
     policy: ConsumerPolicy,
     commands: Rc<LocalSender<v2::TelemetryCommand>>,
@@ -190,13 +195,17 @@ fn register(
         .client_type
         .and_then(|t| v2::ClientType::try_from(t).ok())
         .unwrap_or(v2::ClientType::Unspecified);
-    let (topics, group) = match &settings.pub_sub {
-        Some(v2::settings::PubSub::Publishing(p)) => {
-            (p.topics.iter().map(|t| t.name.clone()).collect(), None)
-        }
-        Some(v2::settings::PubSub::Subscription(s)) => {
-            (Vec::new(), Some(name_of(&s.group).to_owned()))
-        }
+    let (topics, group, subscriptions) = match &settings.pub_sub {
+        Some(v2::settings::PubSub::Publishing(p)) => (
+            p.topics.iter().map(|t| t.name.clone()).collect(),
+            None,
+            Vec::new(),
+        ),
+        Some(v2::settings::PubSub::Subscription(s)) => (
+            Vec::new(),
+            Some(name_of(&s.group).to_owned()),
+            s.subscriptions.iter().map(subscription_data).collect(),
+        ),
         None => {
             // As RocketMQ's Proxy: settings that neither publish nor subscribe end the stream.
             return Err(GrpcStatus::new(
@@ -205,6 +214,16 @@ fn register(
             ));
         }
     };
+    let language = settings
+        .user_agent
+        .as_ref()
+        .and_then(|ua| v2::Language::try_from(ua.language).ok())
+        .map_or("JAVA", |l| match l {
+            v2::Language::Golang => "GO",
+            v2::Language::DotNet => "DOTNET",
+            other => other.as_str_name(),
+        })
+        .to_owned();
     complete(f, client_type, &policy, &mut settings);
     let commands = tx.clone();
     f.grpc.by_client.borrow_mut().insert(
@@ -214,11 +233,41 @@ fn register(
             client_type,
             topics,
             group,
+            subscriptions,
+            language,
             policy,
             commands,
         },
     );
     Ok(settings)
+}
+
+/// A v5 subscription as a RocketMQ heartbeat declares it (what mqadmin's consumerConnection
+/// shows).
+fn subscription_data(e: &v2::SubscriptionEntry) -> remoting::body::SubscriptionData {
+    let (kind, expression) = match &e.expression {
+        Some(x) if x.r#type == v2::FilterType::Sql as i32 => ("SQL92", x.expression.clone()),
+        Some(x) if !x.expression.is_empty() => ("TAG", x.expression.clone()),
+        _ => ("TAG", "*".to_owned()),
+    };
+    let tags_set = if kind == "TAG" && expression != "*" {
+        expression
+            .split("||")
+            .map(|t| t.trim().to_owned())
+            .filter(|t| !t.is_empty())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    remoting::body::SubscriptionData {
+        class_filter_mode: false,
+        code_set: Vec::new(),
+        expression_type: Some(kind.to_owned()),
+        sub_string: expression,
+        sub_version: 0,
+        tags_set,
+        topic: name_of(&e.topic).to_owned(),
+    }
 }
 
 fn duration(d: Duration) -> prost_types::Duration {
@@ -294,31 +343,83 @@ fn complete(
     }
 }
 
-/// Heartbeat: the client is alive; it must have sent its settings first.
-pub(super) fn heartbeat(
+/// Heartbeat: the client is alive; it must have sent its settings first. A consumer is a
+/// member of its group from then on, as a RocketMQ client's heartbeat makes it one (core 0
+/// keeps the members; admin tools list it with its subscriptions), until it terminates or
+/// falls silent for `consumer_timeout_ms`.
+pub(super) async fn heartbeat(
     f: &Front,
     client: &str,
+    peer: &str,
     _r: &v2::HeartbeatRequest,
 ) -> v2::HeartbeatResponse {
-    if !f.grpc.has(client) {
-        return v2::HeartbeatResponse {
-            status: status(
-                v2::Code::UnrecognizedClientType,
-                format!(
-                    "client {client} has sent no settings on a Telemetry stream to this broker"
+    let member = {
+        let sessions = f.grpc.by_client.borrow();
+        let Some(session) = sessions.get(client) else {
+            return v2::HeartbeatResponse {
+                status: status(
+                    v2::Code::UnrecognizedClientType,
+                    format!(
+                        "client {client} has sent no settings on a Telemetry stream to this broker"
+                    ),
                 ),
-            ),
+            };
         };
+        session.group.clone().map(|group| {
+            let seen = crate::rocketmq::SeenClient {
+                addr: peer.to_owned(),
+                language: session.language.clone(),
+                version: crate::rocketmq::ROCKETMQ_VERSION,
+                producer_groups: Vec::new(),
+                consumers: vec![remoting::body::ConsumerData {
+                    consume_from_where: Default::default(),
+                    consume_type: remoting::body::ConsumeType::Pop,
+                    group_name: group.clone(),
+                    message_model: remoting::body::MessageModel::Clustering,
+                    subscription_data_set: session.subscriptions.clone(),
+                    unit_mode: false,
+                }],
+                at: f.shared.clock.now(),
+            };
+            (group, seen)
+        })
+    };
+    if let Some((group, seen)) = member {
+        f.rocketmq.heartbeat(client, seen);
+        if let Err(e) = f
+            .group(GroupOp::Heartbeat {
+                group,
+                client_id: client.to_owned(),
+            })
+            .await
+        {
+            return v2::HeartbeatResponse {
+                status: error_status(&e),
+            };
+        }
     }
     v2::HeartbeatResponse { status: ok() }
 }
 
-/// NotifyClientTermination: the client is leaving; its session ends now.
-pub(super) fn terminated(
+/// NotifyClientTermination: the client is leaving; its session ends now, and a consumer
+/// leaves its group at once.
+pub(super) async fn terminated(
     f: &Front,
     client: &str,
     _r: &v2::NotifyClientTerminationRequest,
 ) -> v2::NotifyClientTerminationResponse {
-    f.grpc.by_client.borrow_mut().remove(client);
+    let session = f.grpc.by_client.borrow_mut().remove(client);
+    if let Some(group) = session.and_then(|s| s.group) {
+        f.rocketmq.forget(client);
+        if let Err(e) = f
+            .group(GroupOp::Unregister {
+                group,
+                client_id: client.to_owned(),
+            })
+            .await
+        {
+            tracing::debug!(%client, "a terminating v5 consumer did not leave its group: {e}");
+        }
+    }
     v2::NotifyClientTerminationResponse { status: ok() }
 }

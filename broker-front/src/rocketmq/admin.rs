@@ -26,7 +26,7 @@ use crate::numbering::CoreQueues;
 use crate::sub_groups::GroupConfig;
 
 /// The RocketMQ version corvus answers as (`MQVersion.Version.V4_9_8`'s ordinal and name).
-const ROCKETMQ_VERSION: i32 = 433;
+pub(crate) const ROCKETMQ_VERSION: i32 = 433;
 const ROCKETMQ_VERSION_NAME: &str = "V4_9_8";
 
 /// A RocketMQ client as its last heartbeat on this core showed it.

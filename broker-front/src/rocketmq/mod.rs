@@ -51,6 +51,7 @@ mod assign;
 mod pop;
 
 pub use admin::Seen;
+pub(crate) use admin::{SeenClient, ROCKETMQ_VERSION};
 
 /// Pull sysFlag bit: the pull carries the consumer's offset to commit (`commitOffset`).
 const PULL_FLAG_COMMIT_OFFSET: i32 = 0x1;
