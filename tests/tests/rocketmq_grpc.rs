@@ -1270,5 +1270,92 @@ fn offsets_of_a_queue_are_queried_committed_and_read() {
             v2::Code::BadRequest,
             "a queue the core does not have"
         );
+
+        // PullMessage reads the queue from an offset the client keeps.
+        let (status, messages, next) = pull(&client, queue.clone(), 0, 2, "*").await;
+        assert_eq!(status, v2::Code::Ok);
+        let ids: Vec<String> = messages
+            .iter()
+            .map(|m| m.system_properties.as_ref().unwrap().message_id.clone())
+            .collect();
+        assert_eq!(ids, ["01F0", "01F1"]);
+        assert_eq!(
+            messages[1].system_properties.as_ref().unwrap().queue_offset,
+            Some(1)
+        );
+        assert_eq!(next, Some(2));
+        let (status, messages, next) = pull(&client, queue.clone(), 2, 32, "*").await;
+        assert_eq!((status, messages.len(), next), (v2::Code::Ok, 1, Some(3)));
+        // At the end: nothing within the long poll, and the same offset to go on from.
+        let (status, messages, next) = pull(&client, queue.clone(), 3, 32, "*").await;
+        assert_eq!(
+            (status, messages.len(), next),
+            (v2::Code::MessageNotFound, 0, Some(3))
+        );
+        // A tag nothing carries: the offset moves past what was filtered out.
+        let (status, messages, next) = pull(&client, queue.clone(), 0, 32, "TagZ").await;
+        assert_eq!((status, messages.len()), (v2::Code::MessageNotFound, 0));
+        assert_eq!(next, Some(3));
+        let (status, messages, next) = pull(&client, queue.clone(), 100, 32, "*").await;
+        assert_eq!(
+            (status, messages.len(), next),
+            (v2::Code::IllegalOffset, 0, None)
+        );
     });
+}
+
+/// One PullMessage of `queue` from `offset`: the stream's status, messages and next offset.
+async fn pull(
+    client: &SendRequest<Bytes>,
+    queue: Option<v2::MessageQueue>,
+    offset: i64,
+    batch: i32,
+    tags: &str,
+) -> (v2::Code, Vec<v2::Message>, Option<i64>) {
+    let r = v2::PullMessageRequest {
+        group: resource("offsets-group"),
+        message_queue: queue,
+        offset,
+        batch_size: batch,
+        filter_expression: Some(v2::FilterExpression {
+            r#type: v2::FilterType::Tag as i32,
+            expression: tags.into(),
+        }),
+        long_polling_timeout: Some(prost_types::Duration {
+            seconds: 0,
+            nanos: 300_000_000,
+        }),
+    };
+    let mut c = client.clone().ready().await.unwrap();
+    let (response, mut send) = c
+        .send_request(request(Rpc::PullMessage.path(), Some("pull-client")), false)
+        .unwrap();
+    send.send_data(encode_message(&r.encode_to_vec()).unwrap(), true)
+        .unwrap();
+    let (parts, mut body) = response.await.unwrap().into_parts();
+    assert_eq!(parts.status, 200);
+    let mut buf = BytesMut::new();
+    let (mut statuses, mut messages, mut next) = (Vec::new(), Vec::new(), None);
+    while let Some(m) = next_message(&mut body, &mut buf).await {
+        match v2::PullMessageResponse::decode(m).unwrap().content {
+            Some(v2::pull_message_response::Content::Status(s)) => statuses.push(s),
+            Some(v2::pull_message_response::Content::Message(m)) => {
+                assert_eq!(statuses.len(), 1, "the status comes first");
+                messages.push(m);
+            }
+            Some(v2::pull_message_response::Content::NextOffset(n)) => {
+                assert!(next.is_none(), "one next offset, last");
+                next = Some(n);
+            }
+            None => panic!("an empty element"),
+        }
+    }
+    let trailers = body.trailers().await.unwrap().unwrap();
+    assert_eq!(trailers["grpc-status"], "0");
+    assert_eq!(statuses.len(), 1, "one status per stream: {statuses:?}");
+    (
+        v2::Code::try_from(statuses[0].code).unwrap(),
+        messages,
+        next,
+    )
 }

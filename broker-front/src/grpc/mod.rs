@@ -474,8 +474,18 @@ impl Handler for MessagingService {
                 }
             }
             Some(rpc @ Rpc::PullMessage) => {
-                let _: v2::PullMessageRequest = decode(rpc, message)?;
-                not_served(rpc)
+                let r: v2::PullMessageRequest = decode(rpc, message)?;
+                let topic = r.message_queue.as_ref().and_then(|q| q.topic.clone());
+                match client_id(&call) {
+                    None => status(v2::Code::ClientIdRequired, "x-mq-client-id is required"),
+                    Some(_) => match self.authorize(&call, rpc, &subscribe(&topic, &r.group)) {
+                        Err(refusal) => refusal,
+                        Ok(()) => {
+                            let timeout = call_timeout(&call);
+                            return offsets::pull(&self.front, r, timeout, replies).await;
+                        }
+                    },
+                }
             }
             _ => {
                 return Err(GrpcStatus::new(
