@@ -105,7 +105,8 @@ fn remoting_action(code: i32) -> Option<Action<'static>> {
         | request::GET_ALL_TOPIC_LIST_FROM_NAMESERVER
         | request::GET_TOPICS_BY_CLUSTER
         | request::GET_KV_CONFIG
-        | request::GET_KVLIST_BY_NAMESPACE => return None,
+        | request::GET_KVLIST_BY_NAMESPACE
+        | request::GET_SYSTEM_TOPIC_LIST_FROM_NS => return None,
         request::DELETE_TOPIC_IN_NAMESRV => Action::Admin {
             what: "delete a topic",
         },

@@ -100,6 +100,11 @@ struct Args {
     #[arg(long, default_value = "disabled", value_parser = parse_mode)]
     tls_mode: tls::Mode,
 
+    /// Keep the KV config (mqadmin's updateKvConfig and updateOrderConf) in this file
+    /// across restarts (RocketMQ's kvConfig.json); without it, in memory only.
+    #[arg(long)]
+    kv_config_path: Option<std::path::PathBuf>,
+
     /// PEM certificate chain (needed unless --tls-mode disabled).
     #[arg(long)]
     tls_cert_path: Option<std::path::PathBuf>,
@@ -156,6 +161,7 @@ where
         acl_signature_window_ms: args.acl_signature_window_ms,
         acl_signature_time_required: args.acl_signature_time_required,
         tls_mode: args.tls_mode,
+        kv_config_path: args.kv_config_path,
         tls: match (args.tls_cert_path, args.tls_key_path) {
             (Some(cert_path), Some(key_path)) => Some(tls::ServerSettings {
                 cert_path,

@@ -52,6 +52,10 @@ pub struct NameServerConfig {
     /// The certificate, key and client authentication; needed unless `tls_mode` is
     /// disabled. Read and checked at start.
     pub tls: Option<tls::ServerSettings>,
+    /// Where the KV config (mqadmin's updateKvConfig, updateOrderConf) is kept across
+    /// restarts, in RocketMQ's `kvConfig.json` form; `None` (the default) keeps it in memory
+    /// only.
+    pub kv_config_path: Option<std::path::PathBuf>,
 }
 
 impl NameServerConfig {
@@ -69,6 +73,36 @@ impl NameServerConfig {
     pub const FRAME_TIMEOUT_MS_DEFAULT: u64 = 30_000;
     /// One day: a longer timeout is no timeout.
     pub const TIMEOUT_MS_MAX: u64 = 24 * 3600 * 1000;
+
+    /// The settings as `key=value` lines, RocketMQ's properties form (getNamesrvConfig).
+    pub fn properties(&self) -> String {
+        let path = |p: &Option<std::path::PathBuf>| {
+            p.as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default()
+        };
+        [
+            ("listen_addr", self.listen_addr.to_string()),
+            ("listenPort", self.listen_addr.port().to_string()),
+            ("broker_expiry_ms", self.broker_expiry_ms.to_string()),
+            ("scan_interval_ms", self.scan_interval_ms.to_string()),
+            ("frame_bytes_max", self.frame_bytes_max.to_string()),
+            ("connections_max", self.connections_max.to_string()),
+            (
+                "connection_idle_timeout_ms",
+                self.connection_idle_timeout_ms.to_string(),
+            ),
+            ("frame_timeout_ms", self.frame_timeout_ms.to_string()),
+            ("acl_enable", self.acl_file.is_some().to_string()),
+            ("acl_file", path(&self.acl_file)),
+            ("tls_mode", self.tls_mode.name().to_owned()),
+            ("kvConfigPath", path(&self.kv_config_path)),
+            ("orderMessageEnable", "false".to_owned()),
+        ]
+        .iter()
+        .map(|(k, v)| format!("{k}={v}\n"))
+        .collect()
+    }
 
     /// Checks every field against its bounds.
     pub fn validate(&self) -> Result<(), NameSrvError> {
@@ -153,6 +187,7 @@ impl Default for NameServerConfig {
             acl_signature_time_required: false,
             tls_mode: tls::Mode::Disabled,
             tls: None,
+            kv_config_path: None,
         }
     }
 }

@@ -12,8 +12,8 @@ use crate::{NameSrvError, Registered, RouteTable};
 /// Locks the table. A panic while the lock was held cannot leave the table half-updated in a
 /// way that matters (each operation replaces whole entries), so a poisoned lock is used as is
 /// rather than taking the whole server down.
-pub(crate) fn lock(table: &Mutex<RouteTable>) -> MutexGuard<'_, RouteTable> {
-    table.lock().unwrap_or_else(PoisonError::into_inner)
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Answers one request (with its frame's body), received on connection `conn`: the response

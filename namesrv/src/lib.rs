@@ -6,7 +6,8 @@
 //! with its connection open, once silent for longer than
 //! [`NameServerConfig::broker_expiry_ms`].
 //! Producers and consumers ask for the route of a topic. Several NameServers run side by side
-//! without talking to each other; all state is in memory.
+//! without talking to each other; all state is in memory, but for the KV config, which
+//! `--kv-config-path` keeps in a file.
 //!
 //! The service is deliberately small and tokio-free: one accept thread, one thread per
 //! connection, one scan thread, and the [`RouteTable`] behind a mutex. Idle connections
@@ -18,10 +19,12 @@
 //! Embed it with [`start`]; the `namesrv` binary is a thin wrapper around it.
 
 mod access;
+mod admin;
 pub mod cli;
 mod config;
 mod connections;
 mod handler;
+mod kv;
 pub mod metrics;
 mod rocketmq;
 pub mod route_table;

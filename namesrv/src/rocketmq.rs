@@ -91,11 +91,6 @@ pub(crate) fn handle(
                 Vec::new(),
             ),
         },
-        // Order-topic and other KV configs: none is kept, which clients take as "not set".
-        request::GET_KV_CONFIG | request::GET_KVLIST_BY_NAMESPACE => (
-            reply(response::QUERY_NOT_FOUND, Some("no such KV config".into())),
-            Vec::new(),
-        ),
         code => (
             reply(
                 response::REQUEST_CODE_NOT_SUPPORTED,

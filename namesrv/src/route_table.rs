@@ -92,6 +92,10 @@ pub struct RouteTable {
     broker_expiry: Duration,
     /// broker name → broker id → registration.
     groups: BTreeMap<String, BTreeMap<u64, LiveBroker>>,
+    /// Broker groups whose write permission an operator wiped (mqadmin's wipeWritePerm, to
+    /// drain a broker): their routes are read-only until addWritePerm, whatever they
+    /// register.
+    write_wiped: BTreeSet<String>,
 }
 
 impl RouteTable {
@@ -100,6 +104,7 @@ impl RouteTable {
         RouteTable {
             broker_expiry,
             groups: BTreeMap::new(),
+            write_wiped: BTreeSet::new(),
         }
     }
 
@@ -317,11 +322,16 @@ impl RouteTable {
             };
             if let Some(data) = broker_data(name, &live) {
                 brokers.push(data);
+                let perm = if self.write_wiped.contains(name) {
+                    config.perm & !protocol::perm::WRITE
+                } else {
+                    config.perm
+                };
                 queues.push(QueueData {
                     broker_name: name.clone(),
                     read_queues: config.read_queues,
                     write_queues: config.write_queues,
-                    perm: config.perm,
+                    perm,
                 });
             }
         }
@@ -372,6 +382,57 @@ impl RouteTable {
             }
         }
         topics.into_iter().collect()
+    }
+
+    /// The broker group a RocketMQ broker name stands for: the group's own name or one of
+    /// its cores' (`protocol::core_view`); the cores of one broker drain together.
+    fn group_named(&self, name: &str) -> Option<String> {
+        self.groups.iter().find_map(|(g, members)| {
+            let cores = members
+                .values()
+                .map(|b| b.core_addrs.len())
+                .max()
+                .unwrap_or(1)
+                .max(1) as u16;
+            (g == name || protocol::core_view::core_of_broker_name(g, name, cores).is_some())
+                .then(|| g.clone())
+        })
+    }
+
+    /// Takes the write permission from the broker group `name` names (mqadmin's
+    /// wipeWritePerm): the number of its topics whose routes lost it; `None` for a name no
+    /// registered broker has.
+    pub fn wipe_write_perm(&mut self, name: &str) -> Option<usize> {
+        let group = self.group_named(name)?;
+        let count = self.writable_topics(&group);
+        self.write_wiped.insert(group);
+        Some(count)
+    }
+
+    /// Gives the write permission back (mqadmin's addWritePerm): the number of topics whose
+    /// routes are writable again.
+    pub fn add_write_perm(&mut self, name: &str) -> Option<usize> {
+        let group = self.group_named(name)?;
+        let count = if self.write_wiped.remove(&group) {
+            self.writable_topics(&group)
+        } else {
+            0
+        };
+        Some(count)
+    }
+
+    /// The topics of a group's registrations that have the write permission.
+    fn writable_topics(&self, group: &str) -> usize {
+        let mut topics = BTreeSet::new();
+        for b in self.groups.get(group).into_iter().flat_map(|g| g.values()) {
+            topics.extend(
+                b.topics
+                    .values()
+                    .filter(|t| t.perm & protocol::perm::WRITE != 0)
+                    .map(|t| t.name.as_str()),
+            );
+        }
+        topics.len()
     }
 
     /// Registrations held, live or not yet scanned away.
@@ -488,6 +549,59 @@ mod tests {
 
     fn addrs(table: &RouteTable, now: Instant) -> Vec<(u64, String)> {
         table.route("T", now).unwrap().brokers[0].addrs.clone()
+    }
+
+    #[test]
+    fn a_wiped_broker_is_read_only_in_every_route_until_write_is_added_back() {
+        let t0 = Instant::now();
+        let mut table = RouteTable::new(EXPIRY);
+        let mut ro = topic("ReadOnly", 2);
+        ro.perm = perm::READ;
+        table
+            .register(
+                reg("broker-a", 0, "a:1", &[topic("T", 4), topic("U", 2), ro]),
+                t0,
+            )
+            .unwrap();
+        table
+            .register(reg("broker-b", 0, "b:1", &[topic("T", 4)]), t0)
+            .unwrap();
+        let perms = |table: &RouteTable| -> Vec<(String, u32)> {
+            let r = table.route("T", t0).unwrap();
+            r.queues
+                .iter()
+                .map(|q| (q.broker_name.clone(), q.perm))
+                .collect()
+        };
+        // A core's RocketMQ name drains its whole broker; two writable topics lose write.
+        assert_eq!(table.wipe_write_perm("broker-a-c1"), Some(2));
+        assert_eq!(
+            perms(&table),
+            [
+                ("broker-a".into(), perm::READ),
+                ("broker-b".into(), perm::READ_WRITE)
+            ]
+        );
+        // A registration does not give it back.
+        table
+            .register(
+                reg("broker-a", 0, "a:1", &[topic("T", 4), topic("U", 2)]),
+                t0,
+            )
+            .unwrap();
+        assert_eq!(table.route("T", t0).unwrap().queues[0].perm, perm::READ);
+        assert_eq!(table.add_write_perm("broker-a"), Some(2));
+        assert_eq!(
+            table.route("T", t0).unwrap().queues[0].perm,
+            perm::READ_WRITE
+        );
+        assert_eq!(
+            table.add_write_perm("broker-a"),
+            Some(0),
+            "nothing was wiped"
+        );
+        assert_eq!(table.wipe_write_perm("broker-x"), None);
+        assert_eq!(table.wipe_write_perm("broker-a-c2"), None, "no third core");
     }
 
     #[test]

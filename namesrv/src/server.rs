@@ -57,6 +57,10 @@ struct Conn {
 
 struct Shared {
     table: Mutex<RouteTable>,
+    /// The KV config (mqadmin's updateKvConfig).
+    kv: Mutex<crate::kv::KvStore>,
+    /// The settings as getNamesrvConfig answers them.
+    config_properties: String,
     metrics: crate::metrics::Metrics,
     stopping: AtomicBool,
     /// Every open connection, so shutdown can close them and the accept thread can evict.
@@ -135,8 +139,12 @@ pub fn start(config: NameServerConfig) -> io::Result<NameServerHandle> {
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     let listener = TcpListener::bind(config.listen_addr)?;
     let local_addr = listener.local_addr()?;
+    let kv = crate::kv::KvStore::open(config.kv_config_path.clone())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("KV config: {e}")))?;
     let shared = Arc::new(Shared {
         table: Mutex::new(RouteTable::new(config.broker_expiry())),
+        kv: Mutex::new(kv),
+        config_properties: config.properties(),
         metrics: crate::metrics::Metrics::default(),
         stopping: AtomicBool::new(false),
         connections: Mutex::new(HashMap::new()),
@@ -648,7 +656,18 @@ fn serve_remoting(
                         ),
                         Vec::new(),
                     ),
-                    None => crate::rocketmq::handle(&shared.table, &frame.command, Instant::now()),
+                    None => {
+                        let admin = crate::admin::Admin {
+                            table: &shared.table,
+                            kv: &shared.kv,
+                            config: &shared.config_properties,
+                        };
+                        let now = Instant::now();
+                        crate::admin::handle(&admin, &frame.command, &frame.body, now)
+                            .unwrap_or_else(|| {
+                                crate::rocketmq::handle(&shared.table, &frame.command, now)
+                            })
+                    }
                 };
                 completed = true;
                 if response.code == remoting::codes::response::REQUEST_CODE_NOT_SUPPORTED {

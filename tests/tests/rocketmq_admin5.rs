@@ -415,3 +415,131 @@ fn refused_request_codes_are_logged_once_per_code() {
         assert_eq!(lines(9998), 1, "{}", proc_.stderr());
     }
 }
+
+/// The route's permission of `topic` on every broker the NameServer lists.
+fn route_perms(ns: &str, topic: &str) -> Vec<i64> {
+    let mut cmd = RemotingCommand::request(request::GET_ROUTEINFO_BY_TOPIC, 5);
+    cmd.ext_fields.insert("topic".into(), topic.into());
+    let f = remoting_call(ns, &cmd, b"");
+    assert_eq!(f.command.code, response::SUCCESS, "{:?}", f.command.remark);
+    body_json(&f)["queueDatas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| q["perm"].as_i64().unwrap())
+        .collect()
+}
+
+/// RocketMQ 5.3.3's mqadmin keeps its NameServer commands against corvus's NameServer: the
+/// KV config (`updateKvConfig`, `deleteKvConfig`, `updateOrderConf`), kept across a restart
+/// with `--kv-config-path`; `getNamesrvConfig`; and the drain of a broker
+/// (`wipeWritePerm` makes its routes read-only, so producers send elsewhere, until
+/// `addWritePerm`). `updateNamesrvConfig` is refused with the reason.
+#[test]
+fn the_5_x_mqadmin_keeps_its_nameserver_commands() {
+    let Some(tools) = tools5_or_skip() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let kv_path = dir.path().join("kvConfig.json");
+    let kv_flag = kv_path.display().to_string();
+    let logs = dir.path().join("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    let mut ns_proc = integration::start_namesrv_with(&logs, &["--kv-config-path", &kv_flag]);
+    let ns = ns_proc.addr.clone();
+    let mut opts = integration::BrokerOpts::new(&ns, &dir.path().join("data"));
+    opts.cores = 2;
+    let _broker = integration::start_broker(&opts, &logs);
+    create_topic(&ns, "DrainTopic", 4);
+
+    let (ok, out) = mqadmin5(
+        &tools,
+        &ns,
+        &["updateKvConfig", "-s", "corvus-ns", "-k", "k1", "-v", "v1"],
+    );
+    assert!(ok, "{out}");
+    let (ok, out) = mqadmin5(
+        &tools,
+        &ns,
+        &[
+            "updateOrderConf",
+            "-t",
+            "DrainTopic",
+            "-m",
+            "put",
+            "-v",
+            "broker-a-c0:2;broker-a-c1:2",
+        ],
+    );
+    assert!(ok, "{out}");
+    let (ok, out) = mqadmin5(
+        &tools,
+        &ns,
+        &["updateOrderConf", "-t", "DrainTopic", "-m", "get"],
+    );
+    assert!(ok && out.contains("broker-a-c0:2;broker-a-c1:2"), "{out}");
+    let (ok, out) = mqadmin5(&tools, &ns, &["getNamesrvConfig"]);
+    assert!(
+        ok && out.contains("broker_expiry_ms") && out.contains(&kv_flag),
+        "{out}"
+    );
+    let (ok, out) = mqadmin5(
+        &tools,
+        &ns,
+        &[
+            "updateNamesrvConfig",
+            "-k",
+            "broker_expiry_ms",
+            "-v",
+            "5000",
+        ],
+    );
+    assert!(
+        !ok && out.contains("restart it to change broker_expiry_ms"),
+        "{out}"
+    );
+
+    // The KV config outlives the NameServer.
+    ns_proc.kill9();
+    let ns_proc2 = integration::start_namesrv_on(&logs, &ns, &["--kv-config-path", &kv_flag]);
+    assert_eq!(ns_proc2.addr, ns);
+    let mut get = RemotingCommand::request(request::GET_KV_CONFIG, 9);
+    get.ext_fields
+        .insert("namespace".into(), "corvus-ns".into());
+    get.ext_fields.insert("key".into(), "k1".into());
+    let f = remoting_call(&ns, &get, b"");
+    assert_eq!(f.command.code, response::SUCCESS, "{:?}", f.command.remark);
+    assert_eq!(f.command.ext("value"), Some("v1"));
+    let (ok, out) = mqadmin5(
+        &tools,
+        &ns,
+        &["deleteKvConfig", "-s", "corvus-ns", "-k", "k1"],
+    );
+    assert!(ok, "{out}");
+    let f = remoting_call(&ns, &get, b"");
+    assert_eq!(f.command.code, response::QUERY_NOT_FOUND);
+
+    // Drain and undrain. The broker registers again with the new NameServer first.
+    wait_for(Duration::from_secs(30), || {
+        let mut cmd = RemotingCommand::request(request::GET_ROUTEINFO_BY_TOPIC, 5);
+        cmd.ext_fields.insert("topic".into(), "DrainTopic".into());
+        (remoting_call(&ns, &cmd, b"").command.code == response::SUCCESS).then_some(())
+    })
+    .expect("the broker registered with the restarted NameServer");
+    assert!(route_perms(&ns, "DrainTopic").iter().all(|&p| p == 6));
+    let (ok, out) = mqadmin5(&tools, &ns, &["wipeWritePerm", "-b", "broker-a-c0"]);
+    assert!(
+        ok && out.contains("wipe write perm of broker[broker-a-c0]"),
+        "{out}"
+    );
+    assert!(
+        route_perms(&ns, "DrainTopic").iter().all(|&p| p == 4),
+        "both cores drain"
+    );
+    let (ok, out) = mqadmin5(&tools, &ns, &["addWritePerm", "-b", "broker-a-c0"]);
+    assert!(
+        ok && out.contains("add write perm of broker[broker-a-c0]"),
+        "{out}"
+    );
+    assert!(route_perms(&ns, "DrainTopic").iter().all(|&p| p == 6));
+}
