@@ -24,7 +24,8 @@
 //! Apache RocketMQ's own admin tool (rocketmq-tools 4.9.8's mqadmin, `tests/rocketmq-tools`)
 //! lists the cluster, creates a topic, and shows topic status, consumer progress, consumer
 //! and producer connections, a consumer's own running info (asked of the client through the
-//! broker), messages by key and by the offset message id the Java producer got, broker status
+//! broker), messages by key and by the offset message id the Java producer got (and hands
+//! that message to the consumer's listener through the broker), broker status
 //! and config, and resets a group's offsets, while a Java application runs against it.
 //!
 //! `.ci/run` builds the Java programs (`mvn compile` there, which writes `cp.txt`); without a
@@ -1082,6 +1083,22 @@ fn rocketmq_s_own_mqadmin_manages_the_cluster() {
     assert_eq!(field("Topic"), "ToolsTopic", "{by_id}");
     assert_eq!(field("Keys"), "[key-0]", "{by_id}");
     assert_eq!(field("Tags"), "[TagA]", "{by_id}");
+    // The same message handed to the consumer's listener through the broker
+    // (CONSUME_MESSAGE_DIRECTLY), which answers how it went.
+    let client_id = consumers
+        .split_whitespace()
+        .find(|w| w.ends_with("@roundtrip-consumer"))
+        .unwrap_or_else(|| panic!("the consumer's client id in {consumers}"));
+    let direct = t(&[
+        "queryMsgById",
+        "-i",
+        &offset_id,
+        "-g",
+        "ToolsGroup",
+        "-d",
+        client_id,
+    ]);
+    assert!(direct.contains("CR_SUCCESS"), "{direct}");
     let by_key = t(&["queryMsgByKey", "-t", "ToolsTopic", "-k", "key-7"]);
     assert_eq!(
         by_key

@@ -136,6 +136,7 @@ pub(crate) async fn serve(
         request::DELETE_TOPIC_IN_BROKER => delete_topic(core, req).await,
         request::INVOKE_BROKER_TO_RESET_OFFSET => reset_offset(core, req).await,
         request::GET_CONSUMER_RUNNING_INFO => consumer_running_info(core, req).await,
+        request::CONSUME_MESSAGE_DIRECTLY => consume_directly(core, req).await,
         _ => return None,
     })
 }
@@ -789,6 +790,63 @@ async fn consumer_running_info(
     ask.ext_fields = req.ext_fields.clone();
     let answer = conn
         .request_remoting(ask, crate::client_conn::CLIENT_ANSWER_TIMEOUT)
+        .await?;
+    let mut out =
+        RemotingCommand::response_to(req, answer.command.code, answer.command.remark.clone());
+    out.ext_fields = answer.command.ext_fields.clone();
+    let body = if answer.body.is_empty() {
+        Body::None
+    } else {
+        Body::Owned(vec![answer.body])
+    };
+    Ok(Outgoing::remoting(out, body))
+}
+
+/// CONSUME_MESSAGE_DIRECTLY (mqadmin's `queryMsgById -g G -d CLIENT`, the dashboard's
+/// "consume directly"): the message the offset id names is handed to the client's listener
+/// over its connection, and the client's ConsumeMessageDirectlyResult is the answer, as
+/// RocketMQ's broker passes it on. The message goes as stored (MessageExt), with the queue
+/// number the client knows.
+async fn consume_directly(
+    core: &Rc<Front>,
+    req: &RemotingCommand,
+) -> Result<Outgoing, BrokerError> {
+    let client_id = req
+        .ext("clientId")
+        .ok_or_else(|| BrokerError::BadRequest("clientId is required".into()))?;
+    let msg_id = req
+        .ext("msgId")
+        .ok_or_else(|| BrokerError::BadRequest("msgId is required".into()))?;
+    let id = message::ids::MsgOffsetId::parse(msg_id)
+        .ok_or_else(|| BrokerError::BadRequest(format!("{msg_id} is not an offset message id")))?;
+    let conn = core
+        .clients
+        .of_client(client_id)
+        .filter(|c| c.speaks_remoting())
+        .ok_or_else(|| {
+            BrokerError::NotFound(format!(
+                "client {client_id} is not connected to this broker"
+            ))
+        })?;
+    let records = core.view_by_offset(id.shard, id.commit_log_offset).await?;
+    if records.is_empty() {
+        return Err(BrokerError::NotFound(format!(
+            "no message with id {msg_id}"
+        )));
+    }
+    let body = match super::records_body(core, records) {
+        Body::Owned(mut v) if !v.is_empty() => v.swap_remove(0),
+        _ => {
+            return Err(BrokerError::NotFound(format!(
+                "no message with id {msg_id}"
+            )))
+        }
+    };
+    let mut ask = RemotingCommand::request(request::CONSUME_MESSAGE_DIRECTLY, 0);
+    ask.ext_fields = req.ext_fields.clone();
+    ask.ext_fields.insert("brokerName".into(), own_name(core));
+    let answer = conn
+        .request_remoting_with_body(ask, body, crate::client_conn::CLIENT_ANSWER_TIMEOUT)
         .await?;
     let mut out =
         RemotingCommand::response_to(req, answer.command.code, answer.command.remark.clone());

@@ -1033,7 +1033,7 @@ async fn search_offset(core: &Rc<Front>, req: &RemotingCommand) -> Result<Outgoi
 
 /// Records as a remoting body: each restamped with its own shard and its queue's number on
 /// the core that owns it.
-fn records_body(core: &Front, records: Vec<Bytes>) -> Body {
+pub(super) fn records_body(core: &Front, records: Vec<Bytes>) -> Body {
     Body::Owned(
         records
             .into_iter()
