@@ -484,9 +484,15 @@ fn consumer_connections(core: &Front, req: &RemotingCommand) -> Result<Outgoing,
         data.get_or_insert_with(|| d.clone());
     }
     let Some(d) = data else {
-        return Err(BrokerError::NotFound(format!(
-            "the consumer group {group} is not online on this broker"
-        )));
+        // RocketMQ's code, which its tools read as "not online" (queryMsgById's track).
+        return Ok(Outgoing::remoting(
+            RemotingCommand::response_to(
+                req,
+                remoting::codes::response::CONSUMER_NOT_ONLINE,
+                Some(format!("the consumer group[{group}] not online")),
+            ),
+            Body::None,
+        ));
     };
     json_answer(
         req,
