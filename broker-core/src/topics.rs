@@ -149,6 +149,7 @@ const ATTRIBUTE_SPECS: [AttributeSpec; 4] = [
             "FIFO",
             "DELAY",
             "TRANSACTION",
+            "PRIORITY",
             "MIXED",
         ]),
         unsupported: |_| None,

@@ -47,7 +47,7 @@ use crate::mesh::{GroupOp, OffsetOp, PullStatus};
 use crate::numbering::CoreQueues;
 
 mod admin;
-mod pop;
+pub(crate) mod pop;
 
 pub use admin::Seen;
 
