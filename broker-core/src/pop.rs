@@ -448,8 +448,7 @@ impl Core {
             )));
         }
         let queues = cfg.read_queues.max(cfg.write_queues);
-        let priority_topic =
-            crate::priority::is_priority_topic(&self.topics.borrow().attributes(&req.topic));
+        let priority_topic = crate::priority::is_priority_topic(&self.topics.borrow(), &req.topic);
         let popped = match req.queue_id {
             Some(q) => {
                 if q >= queues {

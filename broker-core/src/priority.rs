@@ -95,11 +95,9 @@ pub fn priority_queue(ids: &[u32], write_queues: u32, priority: u32) -> Option<u
     ids.get(level as usize).copied()
 }
 
-/// Whether a topic with attributes `attributes` is a PRIORITY topic.
-pub fn is_priority_topic(attributes: &crate::topics::Attributes) -> bool {
-    attributes
-        .get("message.type")
-        .is_some_and(|t| t == MESSAGE_TYPE_PRIORITY)
+/// Whether `topic` of `table` is a PRIORITY topic (`message.type=PRIORITY`).
+pub fn is_priority_topic(table: &crate::topics::TopicTable, topic: &str) -> bool {
+    table.attribute(topic, "message.type") == Some(MESSAGE_TYPE_PRIORITY)
 }
 
 /// A group's `priority.factor` from its config fields (RocketMQ's

@@ -485,6 +485,11 @@ impl TopicTable {
         self.attributes.get(name).cloned().unwrap_or_default()
     }
 
+    /// The value of the topic's attribute `key`, when it has one (no copy of the others).
+    pub fn attribute(&self, name: &str, key: &str) -> Option<&str> {
+        self.attributes.get(name)?.get(key).map(String::as_str)
+    }
+
     /// Replaces the topic's attributes.
     pub fn set_attributes(&mut self, name: &str, attributes: Attributes) {
         if attributes.is_empty() {

@@ -121,7 +121,7 @@ fn broker_name(req: &RemotingCommand) -> Option<&str> {
 /// the group configs, only for such a topic); the default otherwise.
 pub(crate) async fn priority_factor(core: &Front, topic: &str, group: &str) -> u32 {
     use broker_core::priority::{is_priority_topic, priority_factor, PRIORITY_FACTOR_DEFAULT};
-    if !is_priority_topic(&core.topics.borrow().attributes(topic)) {
+    if !is_priority_topic(&core.topics.borrow(), topic) {
         return PRIORITY_FACTOR_DEFAULT;
     }
     match core
