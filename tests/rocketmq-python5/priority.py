@@ -6,7 +6,8 @@
                                                  prints SENT p<P>-r<R> per acknowledged send
     priority.py receive ENDPOINT TOPIC GROUP N   a SimpleConsumer receives (batches of 16) and
                                                  acks until N distinct messages came; prints
-                                                 RECEIVED p<P>-r<R> priority=<P> per message
+                                                 RECEIVED p<P>-r<R> priority=<P> broker=? per
+                                                 message
 
 Ends with `OK` and exit 0, or `FAILED cause` and exit 1. Waits are bounded.
 """
@@ -57,7 +58,8 @@ def receive(cfg, topic, group, expected):
             for m in c.receive(16, INVISIBLE):
                 body = m.body.decode("utf-8")
                 priority = "none" if m.priority is None else str(m.priority)
-                print(f"RECEIVED {body} priority={priority}", flush=True)
+                # The SDK does not show which broker a message came from.
+                print(f"RECEIVED {body} priority={priority} broker=?", flush=True)
                 seen.add(body)
                 c.ack(m)
     finally:

@@ -5,7 +5,9 @@
 //! priority levels; ARCHITECTURE.md, "Priority messages"): a backlog of priorities 0-9 sent
 //! while no consumer runs is received by a SimpleConsumer highest priority first, each
 //! message once and with its priority; a kill -9 of the broker between the sends and the
-//! receive loses no acknowledged message and keeps that order.
+//! receive loses no acknowledged message and keeps that order. On a two-core broker (two
+//! brokers to the SDK) what comes from each core comes highest priority first, and nothing
+//! orders the two.
 //!
 //! `.ci/run` builds the Java program (`mvn` there, which writes `cp.txt`) and makes the Python
 //! SDK's venv; without them the tests say so and skip, and fail where `CORVUS_REQUIRE_JAVA` /
@@ -90,14 +92,16 @@ fn run(sdk: &Sdk, home: &Path, args: &[&str]) -> Vec<String> {
     lines
 }
 
-/// A one-core broker serving metrics, the PRIORITY topic (10 queues: priorities 0-9 each a
-/// level of their own), the metrics address and the JVM's home.
-fn priority_cluster() -> (Cluster, String, std::path::PathBuf) {
-    let c = Cluster::start_with(1, "small", |o| {
+/// A broker of `cores` cores serving metrics, the PRIORITY topic (10 queues per core:
+/// priorities 0-9 each a level of their own on every core), the metrics address and the
+/// clients' home.
+fn priority_cluster(cores: u16) -> (Cluster, String, std::path::PathBuf) {
+    let c = Cluster::start_with(cores, "small", |o| {
         o.extra
             .extend(["--metrics-addr".into(), "127.0.0.1:0".into()])
     });
-    let f = update_topic_with_attributes(&c.broker.addr, TOPIC, 10, "+message.type=PRIORITY");
+    let queues = 10 * u32::from(cores);
+    let f = update_topic_with_attributes(&c.broker.addr, TOPIC, queues, "+message.type=PRIORITY");
     assert_eq!(f.command.code, 0, "{:?}", f.command.remark);
     wait_for_route(&c.namesrv.addr, TOPIC);
     let url = c
@@ -132,20 +136,22 @@ fn sent(lines: &[String]) -> Vec<String> {
 }
 
 /// The receive got every acknowledged send once, each with the priority it was sent with,
-/// highest priority first.
+/// highest priority first from each broker (core) it came from (`?`: the SDK does not say,
+/// and the broker has one core).
 fn assert_received(sent: &[String], lines: &[String]) {
-    let received: Vec<(String, u32)> = lines
+    let received: Vec<(String, u32, String)> = lines
         .iter()
         .filter_map(|l| l.strip_prefix("RECEIVED "))
         .map(|l| {
-            let (body, priority) = l.split_once(" priority=").unwrap();
+            let (body, rest) = l.split_once(" priority=").unwrap();
+            let (priority, broker) = rest.split_once(" broker=").unwrap();
             let given: u32 = body[1..body.find('-').unwrap()].parse().unwrap();
             assert_eq!(
                 priority,
                 given.to_string(),
                 "{body} delivered with its priority"
             );
-            (body.to_owned(), given)
+            (body.to_owned(), given, broker.to_owned())
         })
         .collect();
     let mut bodies: Vec<&str> = received.iter().map(|r| r.0.as_str()).collect();
@@ -153,11 +159,20 @@ fn assert_received(sent: &[String], lines: &[String]) {
     let mut want: Vec<&str> = sent.iter().map(String::as_str).collect();
     want.sort_unstable();
     assert_eq!(bodies, want, "each acknowledged message once: {lines:?}");
-    let order: Vec<u32> = received.iter().map(|r| r.1).collect();
-    assert!(
-        order.windows(2).all(|w| w[0] >= w[1]),
-        "higher priorities first: {order:?}"
-    );
+    let mut brokers: Vec<&str> = received.iter().map(|r| r.2.as_str()).collect();
+    brokers.sort_unstable();
+    brokers.dedup();
+    for broker in brokers {
+        let order: Vec<u32> = received
+            .iter()
+            .filter(|r| r.2 == broker)
+            .map(|r| r.1)
+            .collect();
+        assert!(
+            order.windows(2).all(|w| w[0] >= w[1]),
+            "higher priorities first from {broker}: {order:?}"
+        );
+    }
 }
 
 /// The broker's Prometheus text at `url`.
@@ -177,7 +192,7 @@ fn metrics_text(url: &str) -> String {
 /// Sends a backlog with `sdk` while no consumer runs, then receives it; checks the order and
 /// that nothing was lost, and the per-priority metrics.
 fn backlog_highest_priority_first(sdk: &Sdk) {
-    let (c, url, home) = priority_cluster();
+    let (c, url, home) = priority_cluster(1);
     let ns = c.namesrv.addr.clone();
     let at = endpoint(&ns, None);
     let rounds = ROUNDS.to_string();
@@ -218,7 +233,7 @@ fn a_kill_9_between_send_and_receive_loses_no_acknowledged_priority_message() {
     let Some(sdk) = java() else {
         return;
     };
-    let (mut c, _, home) = priority_cluster();
+    let (mut c, _, home) = priority_cluster(1);
     let ns = c.namesrv.addr.clone();
     let before = endpoint(&ns, None);
     let rounds = ROUNDS.to_string();
@@ -228,4 +243,28 @@ fn a_kill_9_between_send_and_receive_loses_no_acknowledged_priority_message() {
     let total = sent.len().to_string();
     let lines = run(&sdk, &home, &["receive", &after, TOPIC, GROUP, &total]);
     assert_received(&sent, &lines);
+}
+
+/// Two cores, two brokers to the SDK: the producer spreads the backlog over both, and what
+/// the consumer gets from each comes highest priority first (nothing orders the two).
+#[test]
+fn the_java_sdk_gets_each_cores_backlog_highest_priority_first() {
+    let Some(sdk) = java() else {
+        return;
+    };
+    let (c, _, home) = priority_cluster(2);
+    let ns = c.namesrv.addr.clone();
+    let at = endpoint(&ns, None);
+    let rounds = ROUNDS.to_string();
+    let sent = sent(&run(&sdk, &home, &["send", &at, TOPIC, &rounds]));
+    let total = sent.len().to_string();
+    let lines = run(&sdk, &home, &["receive", &at, TOPIC, GROUP, &total]);
+    assert_received(&sent, &lines);
+    for core in ["broker-a-c0", "broker-a-c1"] {
+        let from = format!("broker={core}");
+        assert!(
+            lines.iter().any(|l| l.ends_with(&from)),
+            "some messages came from {core}: {lines:?}"
+        );
+    }
 }

@@ -15,6 +15,7 @@ import org.apache.rocketmq.client.apis.consumer.SimpleConsumer;
 import org.apache.rocketmq.client.apis.message.MessageView;
 import org.apache.rocketmq.client.apis.producer.Producer;
 import org.apache.rocketmq.client.apis.producer.SendReceipt;
+import org.apache.rocketmq.client.java.message.MessageViewImpl;
 
 /**
  * Priority messages (RocketMQ 5.4) through the v5 gRPC SDK, as RocketMQ's own example sends
@@ -25,7 +26,8 @@ import org.apache.rocketmq.client.apis.producer.SendReceipt;
  *                                           prints SENT p&lt;P&gt;-r&lt;R&gt; per acknowledged send
  * Priority receive ENDPOINT TOPIC GROUP N   a SimpleConsumer receives (batches of 16) and acks
  *                                           until N distinct messages came; prints
- *                                           RECEIVED p&lt;P&gt;-r&lt;R&gt; priority=&lt;P&gt; per message, in order
+ *                                           RECEIVED p&lt;P&gt;-r&lt;R&gt; priority=&lt;P&gt; broker=&lt;B&gt; per
+ *                                           message, in order (B: the broker it came from)
  * </pre>
  *
  * Ends with {@code OK} and exit 0, or {@code FAILED cause} and exit 1. Waits are bounded.
@@ -104,7 +106,12 @@ public final class Priority {
                 for (MessageView m : got) {
                     String body = StandardCharsets.UTF_8.decode(m.getBody().duplicate()).toString();
                     String priority = m.getPriority().map(String::valueOf).orElse("none");
-                    System.out.println("RECEIVED " + body + " priority=" + priority);
+                    // The broker (a corvus core) the message came from: the queue of the
+                    // assignment it was received on.
+                    String broker = m instanceof MessageViewImpl v
+                            ? v.getMessageQueue().getBroker().getName()
+                            : "?";
+                    System.out.println("RECEIVED " + body + " priority=" + priority + " broker=" + broker);
                     seen.add(body);
                     c.ack(m);
                 }
