@@ -490,7 +490,8 @@ pub struct SubscriptionGroupConfig {
     /// `max` and `multiplier`, in ms), which v5 consumers get as their backoff; kept as given.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub group_retry_policy: Option<serde_json::Value>,
-    /// RocketMQ 5's group attributes (`updateSubGroup -a +priority.factor=50`), kept as given.
+    /// RocketMQ 5's group attributes: as `updateSubGroup -a +priority.factor=50,-key` sends
+    /// them (the broker applies the changes to the group's current ones), or as stored.
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub attributes: std::collections::BTreeMap<String, String>,
 }
