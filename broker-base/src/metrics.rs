@@ -38,6 +38,15 @@ pub struct ShardSlaveLabel {
     pub slave: String,
 }
 
+/// A priority message's count: its core, its priority (0-9, higher ones under 9) and whether
+/// it was stored (`sent`) or handed out by a pop (`delivered`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PriorityLabel {
+    pub core: String,
+    pub priority: String,
+    pub way: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CodeLabel {
     pub code: String,
@@ -77,6 +86,7 @@ pub struct BrokerMetrics {
     uptime_seconds: GaugeF,
     consumer_backlog: Family<GroupQueueLabel, Gauge>,
     pop_inflight: Family<GroupQueueLabel, Gauge>,
+    priority_messages: Family<PriorityLabel, Counter>,
     slave_lag_bytes: Family<ShardSlaveLabel, Gauge>,
     slave_lag_ms: Family<ShardSlaveLabel, Gauge>,
     slave_in_sync: Family<ShardSlaveLabel, Gauge>,
@@ -125,6 +135,7 @@ impl BrokerMetrics {
             uptime_seconds: GaugeF::default(),
             consumer_backlog: Family::default(),
             pop_inflight: Family::default(),
+            priority_messages: Family::default(),
             slave_lag_bytes: Family::default(),
             slave_lag_ms: Family::default(),
             slave_in_sync: Family::default(),
@@ -281,6 +292,11 @@ impl BrokerMetrics {
             m.pop_inflight.clone(),
         );
         r.register(
+            "corvus_priority_messages",
+            "Priority messages stored (way=sent) and handed out by pops (way=delivered), per core and priority (9: 9 and above)",
+            m.priority_messages.clone(),
+        );
+        r.register(
             "corvus_uptime_seconds",
             "Seconds since the broker started",
             m.uptime_seconds.clone(),
@@ -380,6 +396,21 @@ impl BrokerMetrics {
             .set(inflight.min(i64::MAX as u64) as i64);
     }
 
+    /// Adds a core's priority messages of `priority` stored and handed out since its last call.
+    pub fn add_priority(&self, core: u16, priority: u32, sent: u64, delivered: u64) {
+        for (way, n) in [("sent", sent), ("delivered", delivered)] {
+            if n == 0 {
+                continue;
+            }
+            let l = PriorityLabel {
+                core: core.to_string(),
+                priority: priority.to_string(),
+                way: way.to_owned(),
+            };
+            self.priority_messages.get_or_create(&l).inc_by(n);
+        }
+    }
+
     /// Adds the growth of a core's counters since `last` and sets its gauges.
     pub fn publish(&self, now: &CoreStatus, last: &CoreStatus, uptime_s: f64) {
         let l = core_label(now.core);
@@ -477,7 +508,21 @@ mod tests {
         m.publish(&a, &before, 2.0);
         m.count_error(ResponseCode::DiskFull);
         m.send_latency(1).observe(0.0002);
+        m.add_priority(1, 7, 3, 0);
+        m.add_priority(1, 7, 2, 4);
         let text = m.render();
+        assert!(
+            text.contains(
+                "corvus_priority_messages_total{core=\"1\",priority=\"7\",way=\"sent\"} 5"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "corvus_priority_messages_total{core=\"1\",priority=\"7\",way=\"delivered\"} 4"
+            ),
+            "{text}"
+        );
         assert!(
             text.contains("corvus_produced_messages_total{core=\"1\"} 15"),
             "{text}"

@@ -116,6 +116,8 @@ pub struct Core {
     pub(crate) transactions: crate::transaction::Transactions,
     /// Each local shard's POP windows.
     pub(crate) pop: crate::pop::PopState,
+    /// Priority messages stored and handed out by this core, per priority.
+    pub priority: crate::priority::PriorityStats,
     /// The inboxes of this core's running timers (recalls of scheduled messages).
     pub(crate) timer_doors: crate::timer::TimerDoors,
     /// The clients connected to this core, reached through its front end (set once the
@@ -879,8 +881,8 @@ impl Core {
     }
 
     /// Sets the backlog metric of every group offset this core keeps: from the committed
-    /// offset (or the oldest stored, after retention) to the queue's end, never negative; and
-    /// the in-flight metric of every POP window it holds.
+    /// offset (or the oldest stored, after retention) to the queue's end, never negative; the
+    /// in-flight metric of every POP window it holds; and its priority message counts.
     pub fn publish_backlogs(&self) {
         for (shard_id, table) in &self.offsets {
             let Some(shard) = self.shards.get(shard_id) else {
@@ -898,6 +900,11 @@ impl Core {
             self.shared
                 .metrics
                 .set_pop_inflight(&group, &topic, queue_id, inflight);
+        }
+        for (priority, sent, delivered) in self.priority.take() {
+            self.shared
+                .metrics
+                .add_priority(self.id, priority, sent, delivered);
         }
     }
 

@@ -11,7 +11,8 @@
 //! * [`timer`], [`transaction`], [`reply`], [`filters`], [`sub_groups`]: scheduled
 //!   messages, half messages and their check-back, request-reply, SQL92, group configs.
 //! * [`pop`]: POP consumption (RocketMQ 5): windows of popped messages per queue, kept in
-//!   the shard's log.
+//!   the shard's log; [`priority`]: priority messages (RocketMQ 5.4), their queue and the
+//!   order pops read a core's queues in.
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
@@ -24,6 +25,7 @@ pub mod link;
 pub mod mesh;
 pub mod numbering;
 pub mod pop;
+pub mod priority;
 pub mod replica;
 pub mod reply;
 pub mod sub_groups;

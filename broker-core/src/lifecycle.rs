@@ -104,6 +104,7 @@ impl Core {
             queue_numbers: Default::default(),
             transactions: Default::default(),
             pop: Default::default(),
+            priority: Default::default(),
             timer_doors: Default::default(),
             sql92: Default::default(),
             sub_groups: sub_groups.map(RefCell::new),

@@ -93,6 +93,10 @@ pub struct PopRequest {
     pub attempt_id: Option<String>,
     /// How many deliveries a message gets before it goes to `%DLQ%<group>` (0: no limit).
     pub max_attempts: u32,
+    /// The group's `priority.factor` (0-100): the share of its pops of any queue of a
+    /// PRIORITY topic that read the core's queues from the highest priority down
+    /// ([`crate::priority`]).
+    pub priority_factor: u32,
 }
 
 /// One message handed out.
@@ -345,6 +349,9 @@ struct ShardPop {
 #[derive(Default)]
 pub struct PopState {
     shards: RefCell<HashMap<u16, ShardPop>>,
+    /// Pops of any queue of a PRIORITY topic so far: each one's sample against the group's
+    /// `priority.factor` is this count mod 100, as RocketMQ's PopConsumerService samples.
+    priority_pops: std::cell::Cell<u32>,
 }
 
 /// A record of the pop log (JSON body; short names as RocketMQ's PopCheckPoint).
@@ -441,7 +448,8 @@ impl Core {
             )));
         }
         let queues = cfg.read_queues.max(cfg.write_queues);
-        match req.queue_id {
+        let priority_topic = crate::priority::is_priority_topic(&self.topics.borrow(), &req.topic);
+        let popped = match req.queue_id {
             Some(q) => {
                 if q >= queues {
                     return Err(BrokerError::QueueNotExist {
@@ -452,10 +460,18 @@ impl Core {
                 }
                 let (shard, _) = self.owner(&req.topic, q);
                 self.at_shard(shard, crate::mesh::PopQueue { queue_id: q, req })
-                    .await
+                    .await?
             }
-            None => self.pop_owned(req, &cfg).await,
+            None => self.pop_owned(req, &cfg, priority_topic).await?,
+        };
+        if priority_topic {
+            for m in &popped.messages {
+                if let Some(p) = crate::priority::record_priority(&m.record) {
+                    self.priority.count_delivered(p);
+                }
+            }
         }
+        Ok(popped)
     }
 
     /// Acks the message of `handle`: it is not delivered again. A handle whose message was
@@ -581,8 +597,14 @@ impl Core {
 
     /// A pop of any queue of the topic this core owns: the queues in turn, from a different
     /// one each time, until the batch is full; when none has anything, waits (long polling)
-    /// on the first queue's shard for any of them.
-    async fn pop_owned(&self, req: PopRequest, cfg: &TopicConfig) -> Result<Popped, BrokerError> {
+    /// on the first queue's shard for any of them. A pop served by priority (a PRIORITY
+    /// topic, see [`crate::priority`]) reads them from the highest priority down instead.
+    async fn pop_owned(
+        &self,
+        req: PopRequest,
+        cfg: &TopicConfig,
+        priority_topic: bool,
+    ) -> Result<Popped, BrokerError> {
         let ids = crate::numbering::CoreQueues::of(self, &req.topic, cfg, self.id).ids;
         if ids.is_empty() {
             return Err(BrokerError::QueueNotExist {
@@ -594,6 +616,21 @@ impl Core {
         let wait_ms = req.poll_ms.min(self.shared.config.long_polling_max_ms);
         let deadline = self.shared.clock.now() + Duration::from_millis(wait_ms);
         let start = self.queue_numbers.next_turn() as usize;
+        let by_priority = priority_topic && !req.order && {
+            let pops = &self.pop.priority_pops;
+            let sample = pops.get();
+            pops.set(sample.wrapping_add(1));
+            crate::priority::by_priority(true, false, sample % 100, req.priority_factor)
+        };
+        // The order the queues are read in: by priority, the core's last queue (its highest
+        // priority) first, down to its first; else from `start` round.
+        let nth = |i: usize| {
+            if by_priority {
+                ids[ids.len() - 1 - i]
+            } else {
+                ids[(start + i) % ids.len()]
+            }
+        };
         // Bounded: each round either answers or waits for an append or a deadline.
         for _ in 0..10_000 {
             // One pop time for every queue of the answer: a remoting client builds each
@@ -608,7 +645,7 @@ impl Core {
             };
             let mut next_visible: Option<i64> = None;
             for i in 0..ids.len() {
-                let q = ids[(start + i) % ids.len()];
+                let q = nth(i);
                 let room = req.max_messages - out.messages.len() as u32;
                 if room == 0 {
                     break;
@@ -624,7 +661,7 @@ impl Core {
             if !out.messages.is_empty() || now >= deadline || self.shared.stopping() {
                 return Ok(out);
             }
-            let first = ids[start % ids.len()];
+            let first = nth(0);
             let (shard, _) = self.owner(&req.topic, first);
             let mut wait = deadline - now;
             if let Some(at) = next_visible {

@@ -5,8 +5,9 @@
 //! (`mesh::SubGroupOp`).
 //!
 //! What takes effect: `retryMaxTimes` bounds the reconsumes of a RocketMQ client's send-back
-//! (CONSUMER_SEND_MSG_BACK) before the message goes to the DLQ. The other fields are stored
-//! and listed only.
+//! (CONSUMER_SEND_MSG_BACK) before the message goes to the DLQ; the attribute
+//! `priority.factor` sets how many of the group's pops of a PRIORITY topic read the higher
+//! priorities first ([`crate::priority`]). The other fields are stored and listed only.
 //!
 //! Beside them, the same table keeps how each group consumes each topic when the broker
 //! assigns its queues (RocketMQ's message request modes, set by mqadmin's setConsumeMode,
@@ -35,6 +36,8 @@ pub struct RequestMode {
     #[serde(default)]
     pub pop_share_queue_num: i32,
 }
+/// The config field of a group's attributes (RocketMQ 5's `SubscriptionGroupConfig.attributes`).
+const ATTRIBUTES: &str = "attributes";
 
 /// One subscription group's config as a front end gave it: a JSON object in RocketMQ's
 /// `GroupConfig` form (`groupName`, `retryMaxTimes`, ...). The kernel keeps,
@@ -127,7 +130,38 @@ impl SubGroupTable {
         persist_list(&Self::modes_file(data_dir), self.modes.values())
     }
 
-    pub fn upsert(&mut self, cfg: GroupConfig) {
+    /// Stores `cfg` in place of the group's config. Its `attributes` change the group's
+    /// current ones as RocketMQ's broker changes them (`AttributeUtil.alterCurrentAttributes`,
+    /// as `updateSubGroup -a +key=value,-key` sends them): `+key` sets, `-key` removes, a plain
+    /// key (a config read back and sent again) sets; none keeps the current ones.
+    pub fn upsert(&mut self, mut cfg: GroupConfig) {
+        let current = self
+            .groups
+            .get(&cfg.name)
+            .and_then(|g| g.fields.get(ATTRIBUTES))
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        let asked = cfg
+            .fields
+            .get(ATTRIBUTES)
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        let mut merged = current;
+        for (key, value) in asked {
+            if let Some(name) = key.strip_prefix('-') {
+                merged.remove(name);
+            } else {
+                merged.insert(key.strip_prefix('+').unwrap_or(&key).to_owned(), value);
+            }
+        }
+        if merged.is_empty() {
+            cfg.fields.remove(ATTRIBUTES);
+        } else {
+            cfg.fields
+                .insert(ATTRIBUTES.to_owned(), Value::Object(merged));
+        }
         self.groups.insert(cfg.name.clone(), cfg);
     }
 
@@ -201,6 +235,49 @@ mod tests {
         fields.insert("retryMaxTimes".into(), retry_max_times.into());
         fields.insert("aFieldOfALaterRelease".into(), Value::Bool(true));
         GroupConfig::new(fields).unwrap()
+    }
+
+    fn with_attributes(name: &str, attributes: Value) -> GroupConfig {
+        let mut fields = Map::new();
+        fields.insert(GroupConfig::NAME_KEY.into(), name.into());
+        fields.insert(ATTRIBUTES.into(), attributes);
+        GroupConfig::new(fields).unwrap()
+    }
+
+    fn attributes(t: &SubGroupTable, name: &str) -> Option<Value> {
+        t.get(name).unwrap().fields().get(ATTRIBUTES).cloned()
+    }
+
+    #[test]
+    fn attributes_change_as_rocketmq_changes_them() {
+        let mut t = SubGroupTable::default();
+        t.upsert(with_attributes(
+            "G",
+            serde_json::json!({"+priority.factor": "30", "+other": "x"}),
+        ));
+        assert_eq!(
+            attributes(&t, "G"),
+            Some(serde_json::json!({"priority.factor": "30", "other": "x"}))
+        );
+        // An update without attributes keeps them.
+        t.upsert(group("G", 3));
+        assert_eq!(
+            attributes(&t, "G"),
+            Some(serde_json::json!({"priority.factor": "30", "other": "x"}))
+        );
+        t.upsert(with_attributes(
+            "G",
+            serde_json::json!({"-other": "", "priority.factor": "50"}),
+        ));
+        assert_eq!(
+            attributes(&t, "G"),
+            Some(serde_json::json!({"priority.factor": "50"}))
+        );
+        t.upsert(with_attributes(
+            "G",
+            serde_json::json!({"-priority.factor": ""}),
+        ));
+        assert_eq!(attributes(&t, "G"), None);
     }
 
     #[test]

@@ -149,6 +149,7 @@ const ATTRIBUTE_SPECS: [AttributeSpec; 4] = [
             "FIFO",
             "DELAY",
             "TRANSACTION",
+            "PRIORITY",
             "MIXED",
         ]),
         unsupported: |_| None,
@@ -482,6 +483,11 @@ impl TopicTable {
     /// The topic's attributes (none for a topic without any, or one not in the table).
     pub fn attributes(&self, name: &str) -> Attributes {
         self.attributes.get(name).cloned().unwrap_or_default()
+    }
+
+    /// The value of the topic's attribute `key`, when it has one (no copy of the others).
+    pub fn attribute(&self, name: &str, key: &str) -> Option<&str> {
+        self.attributes.get(name)?.get(key).map(String::as_str)
     }
 
     /// Replaces the topic's attributes.

@@ -28,6 +28,7 @@ fn req(queue_id: Option<u32>, max: u32, invisible_ms: u64, poll_ms: u64) -> PopR
         order: false,
         attempt_id: None,
         max_attempts: 16,
+        priority_factor: 100,
     }
 }
 

@@ -490,6 +490,10 @@ pub struct SubscriptionGroupConfig {
     /// `max` and `multiplier`, in ms), which v5 consumers get as their backoff; kept as given.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub group_retry_policy: Option<serde_json::Value>,
+    /// RocketMQ 5's group attributes: as `updateSubGroup -a +priority.factor=50,-key` sends
+    /// them (the broker applies the changes to the group's current ones), or as stored.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub attributes: std::collections::BTreeMap<String, String>,
 }
 
 impl Default for SubscriptionGroupConfig {
@@ -509,6 +513,7 @@ impl Default for SubscriptionGroupConfig {
             group_sys_flag: 0,
             consume_timeout_minute: 15,
             group_retry_policy: None,
+            attributes: std::collections::BTreeMap::new(),
         }
     }
 }

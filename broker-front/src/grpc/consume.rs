@@ -165,6 +165,11 @@ async fn pop(
         _ => ("*".to_owned(), None),
     };
     let policy = f.grpc.consumer_policy(client);
+    let priority_factor = if policy.fifo {
+        broker_core::priority::PRIORITY_FACTOR_DEFAULT
+    } else {
+        crate::rocketmq::pop::priority_factor(f, topic, group).await
+    };
     let request = PopRequest {
         group: group.to_owned(),
         topic: topic.to_owned(),
@@ -180,6 +185,7 @@ async fn pop(
         order: policy.fifo,
         attempt_id: r.attempt_id.clone(),
         max_attempts: policy.max_attempts,
+        priority_factor,
     };
     let popped = match f.pop(request).await {
         Ok(p) => p,

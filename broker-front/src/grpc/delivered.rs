@@ -20,6 +20,7 @@ const SYSTEM_KEYS: &[&str] = &[
     property::TRACE_SWITCH,
     property::WAIT_STORE_MSG_OK,
     "TRACE_CONTEXT",
+    broker_core::priority::PROPERTY_PRIORITY,
 ];
 
 /// `ms` (since the epoch) as a protobuf timestamp.
@@ -44,12 +45,19 @@ pub(crate) fn message_of(view: &RecordView<'_>, topic: &str, queue_id: i32) -> v
         .property(property::TIMER_DELIVER_MS)
         .and_then(|v| v.trim().parse::<i64>().ok())
         .map(timestamp);
+    // A priority (RocketMQ 5.4) is stored only on a message of the PRIORITY type.
+    let priority = view
+        .property(broker_core::priority::PROPERTY_PRIORITY)
+        .and_then(|p| p.trim().parse::<i32>().ok())
+        .filter(|p| *p >= 0);
     let message_type = if view.property(property::TRANSACTION_PREPARED) == Some("true") {
         v2::MessageType::Transaction
     } else if message_group.is_some() {
         v2::MessageType::Fifo
     } else if delivery_timestamp.is_some() {
         v2::MessageType::Delay
+    } else if priority.is_some() {
+        v2::MessageType::Priority
     } else {
         v2::MessageType::Normal
     };
@@ -91,6 +99,7 @@ pub(crate) fn message_of(view: &RecordView<'_>, topic: &str, queue_id: i32) -> v
             queue_offset: Some(view.queue_offset() as i64),
             message_group,
             trace_context: view.property("TRACE_CONTEXT").map(str::to_owned),
+            priority,
             ..Default::default()
         }),
         body,

@@ -214,6 +214,7 @@ pub(super) fn accepted_types(f: &Front, topic: &str) -> Vec<i32> {
         Some("FIFO") => &[T::Fifo],
         Some("DELAY") => &[T::Delay],
         Some("TRANSACTION") => &[T::Transaction],
+        Some("PRIORITY") => &[T::Priority],
         Some("MIXED") => &[T::Normal, T::Fifo, T::Delay, T::Transaction],
         _ => &[T::Normal],
     };

@@ -5,7 +5,8 @@
 //! a message group as `__SHARDINGKEY`, a delivery time as `TIMER_DELIVER_MS` (held by the
 //! timer), a transactional message prepared (`TRAN_MSG`, the prepared sys flag) with its
 //! topic as producer group (`PGROUP`: the check of an undecided one goes to a producer of the
-//! topic). Each message goes to one of this core's queues (see `send_one`).
+//! topic), a priority as `_SYS_MSG_PRIORITY_`. Each message goes to one of this core's
+//! queues (see `send_one`): a priority message to the queue of its priority.
 
 use std::net::SocketAddrV4;
 
@@ -13,6 +14,8 @@ use bytes::Bytes;
 use grpc_proto::v2;
 use message::{encode_record, MessageFields};
 use remoting::message::property;
+
+use broker_core::priority::{priority_queue, PROPERTY_PRIORITY};
 
 use super::route::check_type;
 use super::{code_of, error_status, name_of, ok, status, timestamp_ms};
@@ -120,8 +123,21 @@ async fn send_one(
         Some(group) => crc32fast::hash(group.as_bytes()),
         None => f.queue_numbers.next_turn(),
     };
-    let global = crate::rocketmq::core_queue(&queues, cfg.write_queues, turn);
-    let record = Bytes::from(record_of(f, topic, born_host, m, sys, kind)?);
+    // A priority (RocketMQ 5.4) counts on a message of no type ranked before PRIORITY, as
+    // RocketMQ's broker reads it from the properties the Proxy sets: it picks the core's
+    // queue of its priority; on any other message it is not stored.
+    let priority = sys
+        .priority
+        .and_then(|p| u32::try_from(p).ok())
+        .filter(|_| {
+            kind != v2::MessageType::Transaction
+                && sys.delivery_timestamp.is_none()
+                && sys.message_group.is_none()
+        });
+    let global = priority
+        .and_then(|p| priority_queue(&queues.ids, cfg.write_queues, p))
+        .unwrap_or_else(|| crate::rocketmq::core_queue(&queues, cfg.write_queues, turn));
+    let record = Bytes::from(record_of(f, topic, born_host, m, sys, kind, priority)?);
     let sent = f.send(topic, global, record.clone(), 1).await;
     let appended = match sent {
         Ok(out) => out.appended,
@@ -130,6 +146,9 @@ async fn send_one(
         }
         Err(e) => return Err(refusal(&e)),
     };
+    if let Some(p) = priority {
+        f.priority.count_sent(p);
+    }
     let transaction_id = if kind == v2::MessageType::Transaction {
         transaction_id(&appended)
     } else {
@@ -233,6 +252,8 @@ fn checked(
                 v2::MessageType::Fifo
             } else if sys.delivery_timestamp.is_some() {
                 v2::MessageType::Delay
+            } else if sys.priority.is_some_and(|p| p >= 0) {
+                v2::MessageType::Priority
             } else {
                 v2::MessageType::Normal
             }
@@ -273,6 +294,7 @@ fn reserved(key: &str) -> bool {
         message::timer::TIMER_DELAY_MS,
         CHECK_IMMUNITY_TIME,
         TRACE_CONTEXT,
+        PROPERTY_PRIORITY,
     ];
     RESERVED.contains(&key)
 }
@@ -285,6 +307,7 @@ fn record_of(
     m: &v2::Message,
     sys: &v2::SystemProperties,
     kind: v2::MessageType,
+    priority: Option<u32>,
 ) -> Result<Vec<u8>, Refusal> {
     let keys = sys.keys.join(property::KEY_SEPARATOR);
     let deliver_at = sys
@@ -309,6 +332,10 @@ fn record_of(
     }
     if let Some(at) = &deliver_at {
         props.push((property::TIMER_DELIVER_MS, at));
+    }
+    let priority = priority.map(|p| p.to_string());
+    if let Some(p) = &priority {
+        props.push((PROPERTY_PRIORITY, p));
     }
     if transactional {
         props.push((property::TRANSACTION_PREPARED, "true"));

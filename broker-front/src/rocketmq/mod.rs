@@ -45,10 +45,11 @@ use crate::error::BrokerError;
 use crate::front::Front;
 use crate::mesh::{GroupOp, OffsetOp, PullStatus};
 use crate::numbering::CoreQueues;
+use broker_core::priority::{priority_of, priority_queue, Priority, PROPERTY_PRIORITY};
 
 mod admin;
 mod assign;
-mod pop;
+pub(crate) mod pop;
 
 pub use admin::Seen;
 pub(crate) use admin::{SeenClient, ROCKETMQ_VERSION};
@@ -435,6 +436,21 @@ async fn send(
         Some((l, Err(_))) if cfg.write_queues > 0 => l % cfg.write_queues,
         Some((_, Err(e))) => return Err(e),
     };
+    // A priority message (RocketMQ 5.4) goes to the core's queue of its priority, whatever
+    // queue the client named; one of a type ranked before PRIORITY loses the property. A
+    // batch is stored as the client sent it, as RocketMQ's broker stores one.
+    let priority = if batch {
+        Priority::None
+    } else {
+        priority_of(remoting::message::properties_of(
+            h.properties.as_deref().unwrap_or(""),
+        ))
+    };
+    let global = match priority {
+        Priority::Level(p) => priority_queue(&queues.ids, cfg.write_queues, p).unwrap_or(global),
+        _ => global,
+    };
+    let drop_priority = priority == Priority::Dropped;
     let born_host = client.peer_v4;
     let mut records = Vec::with_capacity(body.len() + 256);
     // Each record's length, for its offset message id.
@@ -449,7 +465,9 @@ async fn send(
         // `__TIMER_FROM` marks the broker's own delivered copies (`crate::timer`): a client
         // cannot set it (one forwarding a message it received would otherwise send it too).
         let mut pairs: Vec<(&str, &str)> = remoting::message::properties_of(props)
-            .filter(|(k, _)| *k != message::timer::TIMER_FROM)
+            .filter(|(k, _)| {
+                *k != message::timer::TIMER_FROM && !(drop_priority && *k == PROPERTY_PRIORITY)
+            })
             .collect();
         is_request |= pairs
             .iter()
@@ -517,6 +535,9 @@ async fn send(
             .find(|(k, _)| *k == remoting::message::property::UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
             .map(|(_, v)| v.to_owned())
     };
+    if let (Priority::Level(p), Ok(_)) = (priority, &sent) {
+        core.priority.count_sent(p);
+    }
     match sent {
         Ok(out) => {
             let mut resp = send_result(&out.appended, out.store_host, &lens, queue_id);

@@ -117,6 +117,24 @@ fn broker_name(req: &RemotingCommand) -> Option<&str> {
 
 /// POP_MESSAGE: SUCCESS with the messages as PULL's body and RocketMQ's POP response
 /// header, or POLLING_TIMEOUT when nothing was visible within the poll time.
+/// The group's `priority.factor` for a pop of a PRIORITY topic (asked of core 0, which keeps
+/// the group configs, only for such a topic); the default otherwise.
+pub(crate) async fn priority_factor(core: &Front, topic: &str, group: &str) -> u32 {
+    use broker_core::priority::{is_priority_topic, priority_factor, PRIORITY_FACTOR_DEFAULT};
+    if !is_priority_topic(&core.topics.borrow(), topic) {
+        return PRIORITY_FACTOR_DEFAULT;
+    }
+    match core
+        .sub_group(broker_core::mesh::SubGroupOp::List(Some(group.to_owned())))
+        .await
+    {
+        Ok(configs) => configs
+            .first()
+            .map_or(PRIORITY_FACTOR_DEFAULT, |g| priority_factor(g.fields())),
+        Err(_) => PRIORITY_FACTOR_DEFAULT,
+    }
+}
+
 pub(super) async fn pop(core: &Rc<Front>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
     let group = field(req, "consumerGroup")?.to_owned();
     let topic = field(req, "topic")?.to_owned();
@@ -163,6 +181,11 @@ pub(super) async fn pop(core: &Rc<Front>, req: &RemotingCommand) -> Result<Outgo
     let retry_max = super::admin::stored_retry_max(core, &group)
         .await
         .unwrap_or(RETRY_MAX_TIMES_DEFAULT);
+    let priority_factor = if global.is_none() && !order {
+        priority_factor(core, &topic, &group).await
+    } else {
+        broker_core::priority::PRIORITY_FACTOR_DEFAULT
+    };
     let popped = core
         .pop(PopRequest {
             group: group.clone(),
@@ -180,6 +203,7 @@ pub(super) async fn pop(core: &Rc<Front>, req: &RemotingCommand) -> Result<Outgo
             attempt_id: req.ext("attemptId").map(str::to_owned),
             // A negative retryMaxTimes leaves the count unbounded, as 0 does here.
             max_attempts: u32::try_from(retry_max).map_or(0, |r| r.saturating_add(1)),
+            priority_factor,
         })
         .await?;
     if popped.messages.is_empty() {
