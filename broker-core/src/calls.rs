@@ -82,6 +82,7 @@ crosses_as_it_is!(
     (),
     crate::pop::Popped,
     String,
+    usize,
 );
 
 impl Crossing for PullOutcome<Vec<StoredSlice>> {
@@ -139,6 +140,7 @@ impl ShardOp {
             ShardOp::Pop(op) => sent(op.serve(core, shard).await),
             ShardOp::PopAck(op) => sent(op.serve(core, shard).await),
             ShardOp::PopChangeInvisible(op) => sent(op.serve(core, shard).await),
+            ShardOp::RunRetention(op) => sent(op.serve(core, shard).await),
         }
     }
 }
@@ -203,6 +205,16 @@ impl ShardCall for QueueOffsets {
             .local_shard(shard)?
             .queue_offsets(&self.topic, self.queue_id);
         Ok((o.min, o.max))
+    }
+}
+
+impl ShardCall for RunRetention {
+    /// The segments deleted.
+    type Found = usize;
+
+    async fn serve(self, core: &Core, shard: u16) -> Result<usize, BrokerError> {
+        let report = core.local_shard(shard)?.run_retention().await?;
+        Ok(report.deleted_segments)
     }
 }
 

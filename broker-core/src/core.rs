@@ -758,6 +758,16 @@ impl Core {
         Ok(())
     }
 
+    /// A retention pass on every shard of the broker now, out of its schedule: the segments
+    /// deleted (expired ones, and more while the disk is over its clean ratio).
+    pub async fn run_retention_now(&self) -> Result<usize, BrokerError> {
+        let mut deleted = 0;
+        for shard in 0..self.shared.shard_count {
+            deleted += self.at_shard(shard, mesh::RunRetention).await?;
+        }
+        Ok(deleted)
+    }
+
     pub async fn queue_offsets(
         &self,
         topic: &str,

@@ -103,8 +103,15 @@ ops! {
         Pop(PopQueue),
         PopAck(PopAck),
         PopChangeInvisible(PopChangeInvisible),
+        /// A retention pass now, out of its schedule.
+        RunRetention(RunRetention),
     }
 }
+
+/// One retention pass of the shard now (mqadmin's deleteExpiredCommitLog and
+/// cleanExpiredCQ): the segments it deleted.
+#[derive(Debug)]
+pub struct RunRetention;
 
 /// Pops from one queue of the shard.
 #[derive(Debug)]

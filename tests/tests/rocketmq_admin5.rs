@@ -543,3 +543,54 @@ fn the_5_x_mqadmin_keeps_its_nameserver_commands() {
     );
     assert!(route_perms(&ns, "DrainTopic").iter().all(|&p| p == 6));
 }
+
+/// The broker's maintenance requests of RocketMQ 5.3.3's mqadmin: `producer -b` lists the
+/// producer groups whose clients heartbeated (GET_ALL_PRODUCER_INFO), and
+/// `deleteExpiredCommitLog` and `cleanExpiredCQ` run a retention pass at once.
+#[test]
+fn producers_and_clean_ups_are_served_to_the_5_x_mqadmin() {
+    let c = Cluster::start(1, "small");
+    let ns = c.namesrv.addr.clone();
+    let broker = c.broker.addr.clone();
+    let mut conn = std::net::TcpStream::connect(&broker).unwrap();
+    let heartbeat = serde_json::json!({
+        "clientID": "127.0.0.1@admin-producer",
+        "consumerDataSet": [],
+        "producerDataSet": [{"groupName": "AdminProducerGroup"}],
+    });
+    let hb = integration::remoting_exchange(
+        &mut conn,
+        &RemotingCommand::request(request::HEART_BEAT, 1),
+        heartbeat.to_string().as_bytes(),
+    );
+    assert_eq!(hb.command.code, response::SUCCESS);
+    let f = integration::remoting_exchange(
+        &mut conn,
+        &RemotingCommand::request(request::GET_ALL_PRODUCER_INFO, 2),
+        b"",
+    );
+    assert_eq!(f.command.code, response::SUCCESS, "{:?}", f.command.remark);
+    let v = body_json(&f);
+    let producers = v["data"]["AdminProducerGroup"]
+        .as_array()
+        .expect("the group");
+    assert_eq!(producers[0]["clientId"], "127.0.0.1@admin-producer", "{v}");
+    assert!(producers[0]["lastUpdateTimestamp"].as_i64().unwrap() > 1_600_000_000_000);
+
+    let Some(tools) = tools5_or_skip() else {
+        return;
+    };
+    let (ok, out) = mqadmin5(&tools, &ns, &["producer", "-b", &broker]);
+    assert!(ok && out.contains("AdminProducerGroup"), "{out}");
+    for cmd in ["deleteExpiredCommitLog", "cleanExpiredCQ"] {
+        let (ok, out) = mqadmin5(&tools, &ns, &[cmd, "-b", &broker]);
+        assert!(ok && out.to_lowercase().contains("success"), "{cmd}: {out}");
+    }
+    wait_for(Duration::from_secs(10), || {
+        c.broker
+            .stderr()
+            .contains("a retention pass ran at an admin's request")
+            .then_some(())
+    })
+    .expect("the broker logs the pass");
+}

@@ -126,6 +126,10 @@ pub(crate) async fn serve(
         request::GET_CONSUME_STATS => consume_stats(core, req).await,
         request::GET_CONSUMER_CONNECTION_LIST => consumer_connections(core, req),
         request::GET_PRODUCER_CONNECTION_LIST => producer_connections(core, req),
+        request::GET_ALL_PRODUCER_INFO => all_producers(core, req),
+        request::DELETE_EXPIRED_COMMITLOG | request::CLEAN_EXPIRED_CONSUMEQUEUE => {
+            retention_now(core, req).await
+        }
         request::GET_ALL_TOPIC_CONFIG => all_topic_configs(core, req),
         request::GET_TOPIC_CONFIG => one_topic_config(core, req),
         request::GET_SUBSCRIPTIONGROUP_CONFIG => one_subscription_group(core, req).await,
@@ -523,6 +527,44 @@ fn producer_connections(core: &Front, req: &RemotingCommand) -> Result<Outgoing,
         )));
     }
     json_answer(req, &serde_json::json!({ "connectionSet": connections }))
+}
+
+/// GET_ALL_PRODUCER_INFO (mqadmin's `producer -b`): every producer group whose clients
+/// heartbeated to this core, with each client (RocketMQ's ProducerTableInfo).
+fn all_producers(core: &Front, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
+    let now = core.shared.clock.now();
+    let wall_now = core.shared.clock.wall_ms();
+    let mut table: BTreeMap<String, Vec<serde_json::Value>> = BTreeMap::new();
+    for (id, c) in core.rocketmq.live(now, timeout(core)) {
+        let since = now.saturating_duration_since(c.at).as_millis() as i64;
+        for group in &c.producer_groups {
+            table
+                .entry(group.clone())
+                .or_default()
+                .push(serde_json::json!({
+                    "clientId": id,
+                    "remoteIP": c.addr,
+                    "language": c.language,
+                    "version": c.version,
+                    "lastUpdateTimestamp": wall_now - since,
+                }));
+        }
+    }
+    json_answer(req, &serde_json::json!({ "data": table }))
+}
+
+/// DELETE_EXPIRED_COMMITLOG and CLEAN_EXPIRED_CONSUMEQUEUE (mqadmin's
+/// deleteExpiredCommitLog and cleanExpiredCQ): a retention pass on every shard now. The
+/// queue indexes are trimmed in the same pass as the segments they point into, so both
+/// requests run the one pass.
+async fn retention_now(core: &Front, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
+    let deleted = core.run_retention_now().await?;
+    tracing::info!(
+        request = request::name(req.code).unwrap_or("?"),
+        deleted_segments = deleted,
+        "a retention pass ran at an admin's request"
+    );
+    Ok(Outgoing::remoting(ok(req), Body::None))
 }
 
 fn all_topic_configs(core: &Front, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
