@@ -582,6 +582,21 @@ fn producers_and_clean_ups_are_served_to_the_5_x_mqadmin() {
     };
     let (ok, out) = mqadmin5(&tools, &ns, &["producer", "-b", &broker]);
     assert!(ok && out.contains("AdminProducerGroup"), "{out}");
+    // exportMetadata leaves the broker's system topics out (GET_SYSTEM_TOPIC_LIST_FROM_BROKER).
+    create_topic(&ns, "ExportedTopic", 2);
+    let dir = tempfile::tempdir().unwrap();
+    let export = dir.path().display().to_string();
+    let (ok, out) = mqadmin5(
+        &tools,
+        &ns,
+        &["exportMetadata", "-c", "DefaultCluster", "-f", &export],
+    );
+    assert!(ok, "{out}");
+    let text = std::fs::read_to_string(dir.path().join("metadata.json")).unwrap();
+    assert!(
+        text.contains("ExportedTopic") && !text.contains("\"TBW102\""),
+        "{text}"
+    );
     for cmd in ["deleteExpiredCommitLog", "cleanExpiredCQ"] {
         let (ok, out) = mqadmin5(&tools, &ns, &[cmd, "-b", &broker]);
         assert!(ok && out.to_lowercase().contains("success"), "{cmd}: {out}");

@@ -127,6 +127,7 @@ pub(crate) async fn serve(
         request::GET_CONSUMER_CONNECTION_LIST => consumer_connections(core, req),
         request::GET_PRODUCER_CONNECTION_LIST => producer_connections(core, req),
         request::GET_ALL_PRODUCER_INFO => all_producers(core, req),
+        request::GET_SYSTEM_TOPIC_LIST_FROM_BROKER => system_topics(core, req),
         request::DELETE_EXPIRED_COMMITLOG | request::CLEAN_EXPIRED_CONSUMEQUEUE => {
             retention_now(core, req).await
         }
@@ -551,6 +552,47 @@ fn all_producers(core: &Front, req: &RemotingCommand) -> Result<Outgoing, Broker
         }
     }
     json_answer(req, &serde_json::json!({ "data": table }))
+}
+
+/// RocketMQ's system topics (`TopicValidator`'s set), which its tools leave out of what
+/// they export or list as users' topics.
+const SYSTEM_TOPICS: &[&str] = &[
+    "TBW102",
+    "SCHEDULE_TOPIC_XXXX",
+    "BenchmarkTest",
+    "RMQ_SYS_TRANS_HALF_TOPIC",
+    "RMQ_SYS_TRACE_TOPIC",
+    "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+    "TRANS_CHECK_MAX_TIME_TOPIC",
+    "SELF_TEST_TOPIC",
+    "OFFSET_MOVED_EVENT",
+];
+
+/// GET_SYSTEM_TOPIC_LIST_FROM_BROKER (what mqadmin's exportMetadata leaves out): RocketMQ's
+/// system topic names, the broker's `rmq_sys_` topics, and the names every broker serves
+/// for itself (its cluster's and each core's).
+fn system_topics(core: &Front, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
+    let cfg = &core.shared.config;
+    let mut topics: std::collections::BTreeSet<String> =
+        SYSTEM_TOPICS.iter().map(|t| (*t).to_owned()).collect();
+    topics.extend(
+        core.topics
+            .borrow()
+            .all()
+            .into_iter()
+            .map(|t| t.name)
+            .filter(|t| t.starts_with("rmq_sys_")),
+    );
+    topics.insert(cfg.cluster_name.clone());
+    topics.insert(cfg.broker_name.clone());
+    for c in 0..core.shared.cores {
+        topics.insert(protocol::core_view::core_broker_name(
+            &cfg.broker_name,
+            c,
+            core.shared.cores,
+        ));
+    }
+    json_answer(req, &serde_json::json!({ "topicList": topics }))
 }
 
 /// DELETE_EXPIRED_COMMITLOG and CLEAN_EXPIRED_CONSUMEQUEUE (mqadmin's
