@@ -12,6 +12,9 @@
 //!   for a group, read broker information, administer), checked by [`Access::check`], which
 //!   answers a [`Denied`] saying what was refused.
 //!
+//! * ACL 2.0 (RocketMQ 5.3's users and policies): [`v2`], the model, its wire forms and the
+//!   authorization decision; the broker stores and enforces it.
+//!
 //! * When it was asked: [`fresh`] refuses a signed request whose time (the workspace's
 //!   own signers add one) is outside a window, and the exact replay of one within it.
 //!
@@ -31,6 +34,7 @@ mod file;
 pub mod fresh;
 mod reload;
 pub mod sign;
+pub mod v2;
 
 use std::collections::HashMap;
 use std::fmt;
