@@ -664,8 +664,6 @@ pub enum ChangeError {
     UserNotExist(String),
     #[error("user {0} already exists")]
     UserExists(String),
-    #[error("no policy of {0}")]
-    PolicyNotExist(String),
 }
 
 /// Every user and ACL of a broker; stored and replicated whole as its JSON form
@@ -749,8 +747,13 @@ impl AuthMetadata {
             .collect()
     }
 
+    /// Creates a user; creating one exactly as it is succeeds (a broker of several cores is
+    /// several brokers to RocketMQ's tools, which send the same create to each).
     pub fn create_user(&mut self, user: User) -> Result<(), ChangeError> {
-        if self.users.contains_key(&user.username) {
+        if let Some(old) = self.users.get(&user.username) {
+            if *old == user {
+                return Ok(());
+            }
             return Err(ChangeError::UserExists(user.username));
         }
         self.users.insert(user.username.clone(), user);
@@ -767,14 +770,11 @@ impl AuthMetadata {
         Ok(new)
     }
 
-    /// Deletes the user and its ACL.
-    pub fn delete_user(&mut self, username: &str) -> Result<(), ChangeError> {
-        self.users
-            .remove(username)
-            .ok_or_else(|| ChangeError::UserNotExist(username.to_owned()))?;
+    /// Deletes the user and its ACL (a user not there: nothing, as in RocketMQ).
+    pub fn delete_user(&mut self, username: &str) {
+        self.users.remove(username);
         self.acls
             .remove(&format!("{USER_SUBJECT_PREFIX}{username}"));
-        Ok(())
     }
 
     /// RocketMQ's createAcl and updateAcl alike: the subject's user must exist; its
@@ -795,6 +795,8 @@ impl AuthMetadata {
 
     /// RocketMQ's deleteAcl: with no `resources`, the subject's whole ACL; otherwise the
     /// entries of those resources in the policy of `policy_type` (an ACL left empty goes).
+    /// Deleting what is not there succeeds, as a second delete of the same does (the tools
+    /// send it to every core).
     pub fn delete_acl(
         &mut self,
         subject: &str,
@@ -806,7 +808,7 @@ impl AuthMetadata {
             return Err(ChangeError::UserNotExist(user.to_owned()));
         }
         let Some(acl) = self.acls.get_mut(subject) else {
-            return Err(ChangeError::PolicyNotExist(subject.to_owned()));
+            return Ok(());
         };
         if resources.is_empty() {
             self.acls.remove(subject);
@@ -1215,6 +1217,11 @@ mod tests {
         let mut m = metadata();
         assert_eq!(
             m.create_user(user("app", "Normal")),
+            Ok(()),
+            "the same again"
+        );
+        assert_eq!(
+            m.create_user(user("app", "Super")),
             Err(ChangeError::UserExists("app".into()))
         );
         let u = m
@@ -1272,11 +1279,8 @@ mod tests {
         assert_eq!(m.acl("User:app").unwrap().policies[0].entries.len(), 7);
         m.delete_acl("User:app", PolicyType::Custom, &[]).unwrap();
         assert!(m.acl("User:app").is_none());
-        assert_eq!(
-            m.delete_acl("User:app", PolicyType::Custom, &[]),
-            Err(ChangeError::PolicyNotExist("User:app".into()))
-        );
-        m.delete_user("app").unwrap();
+        assert_eq!(m.delete_acl("User:app", PolicyType::Custom, &[]), Ok(()));
+        m.delete_user("app");
         assert!(m.user("app").is_none());
         // The stored form round-trips.
         let m = metadata();
