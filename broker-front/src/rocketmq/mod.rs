@@ -47,6 +47,7 @@ use crate::mesh::{GroupOp, OffsetOp, PullStatus};
 use crate::numbering::CoreQueues;
 
 mod admin;
+mod auth_admin;
 mod pop;
 
 pub use admin::Seen;
@@ -197,6 +198,9 @@ pub(crate) async fn serve(
         request::POP_MESSAGE => pop::pop(core, req).await,
         request::ACK_MESSAGE => pop::ack(core, req).await,
         request::CHANGE_MESSAGE_INVISIBLETIME => pop::change_invisible(core, req).await,
+        code if auth_admin::is_auth_admin(code) => {
+            auth_admin::serve(core, client, req, &frame.body).await
+        }
         code => match admin::serve(core, req, &frame.body).await {
             Some(answer) => answer,
             None => {
