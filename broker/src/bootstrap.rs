@@ -883,7 +883,11 @@ async fn core_main(
             broker_replication::CoreHa::default()
         }
     };
-    let acl = match broker_front::access::Gate::open(&shared.config, shared.replay_guard.clone()) {
+    let acl = match broker_front::access::Gate::open(
+        &shared.config,
+        shared.replay_guard.clone(),
+        shared.auth.clone(),
+    ) {
         Ok(g) => g,
         Err(e) => {
             // The core does not serve: a broker told to check access never runs without it.
