@@ -9,6 +9,7 @@
 //!   (each a broker to the tool, which sends every change to both);
 //! * a 5.3.3 remoting client signed as a normal user is allowed exactly what its policy
 //!   says: a table of operations, each tried; a wrong password is refused;
+//! * a replayed signed request and one changed after signing are refused;
 //! * a normal user may not create users, and the users and ACLs survive a restart.
 //!
 //! The Java parts need the programs built (`.ci/run` builds them); without them the test
@@ -68,6 +69,39 @@ fn mqadmin_manages_users_and_acls_and_a_java_client_gets_what_its_policy_says() 
         f.command.code,
         response::NO_PERMISSION,
         "{:?}",
+        f.command.remark
+    );
+
+    // A signed request is taken; the same request, replayed, is refused (a request that
+    // carries its time, as the workspace's signers send, is taken once), and so is one
+    // whose body was changed after signing.
+    let mut cmd = RemotingCommand::request(request::AUTH_LIST_USER, 9);
+    for (k, v) in acl::fresh::stamp() {
+        cmd.ext_fields.insert(k.into(), v);
+    }
+    cmd.ext_fields.insert("AccessKey".into(), ROOT.0.into());
+    let sig = acl::sign::sign_remoting(
+        cmd.ext_fields.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+        b"",
+        ROOT.1,
+    );
+    cmd.ext_fields.insert("Signature".into(), sig);
+    let f = integration::remoting_call(&broker, &cmd, b"");
+    assert_eq!(f.command.code, response::SUCCESS, "{:?}", f.command.remark);
+    let users: serde_json::Value = remoting::body::from_json(&f.body).unwrap();
+    assert_eq!(users[0]["username"], ROOT.0, "{users}");
+    let f = integration::remoting_call(&broker, &cmd, b"");
+    assert_eq!(
+        f.command.code,
+        response::NO_PERMISSION,
+        "a replay: {:?}",
+        f.command.remark
+    );
+    let f = integration::remoting_call(&broker, &cmd, b"changed");
+    assert_eq!(
+        f.command.code,
+        response::NO_PERMISSION,
+        "a changed body: {:?}",
         f.command.remark
     );
 
