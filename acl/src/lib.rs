@@ -167,6 +167,9 @@ pub enum Action<'a> {
     /// Read-only information that names no topic or group (status, routes, configs): any
     /// authenticated account.
     Info,
+    /// A topic's route (a v5 client's QueryRoute): any authenticated account under ACL 1.0;
+    /// ACL 2.0 asks Pub or Sub on the topic, as RocketMQ's Proxy does.
+    Route { topic: &'a str },
     /// Changes to topics, groups, offsets of others, the broker's config, and anything not
     /// known to be one of the above: admin accounts only. `what` names it for the answer.
     Admin { what: &'a str },
@@ -247,7 +250,7 @@ impl Access<'_> {
                 }
             }
             Action::Group { group: g } => group(g),
-            Action::Info => Ok(()),
+            Action::Info | Action::Route { .. } => Ok(()),
             Action::Admin { what } => Err(Denied(format!(
                 "{ak} is not an admin account and may not {what}"
             ))),

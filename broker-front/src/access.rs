@@ -528,6 +528,16 @@ pub fn remoting_actions<'a>(
             topic: field(&["topic"]),
             group: Some(field(&["consumerGroup"])),
         }),
+        // RocketMQ 5's POP consumers: reading the topic for the group.
+        request::POP_MESSAGE
+        | request::PEEK_MESSAGE
+        | request::ACK_MESSAGE
+        | request::CHANGE_MESSAGE_INVISIBLETIME
+        | request::NOTIFICATION
+        | request::POLLING_INFO => a.push(Action::Subscribe {
+            topic: field(&["topic"]),
+            group: Some(field(&["consumerGroup"])),
+        }),
         request::QUERY_MESSAGE => a.push(Action::Subscribe {
             topic: field(&["topic"]),
             group: None,
@@ -621,6 +631,7 @@ pub fn v2_needs(action: &Action<'_>, cluster: &Resource) -> Vec<Need> {
         }
         Action::Group { group } => vec![need(Resource::group(group), &[A::Sub])],
         Action::Info => Vec::new(),
+        Action::Route { topic } => vec![topic_need(topic, &[A::Pub, A::Sub])],
         Action::Admin { .. } => vec![need(cluster.clone(), &[A::Update])],
     }
 }
@@ -661,6 +672,11 @@ pub fn v2_remoting_needs(
         request::GET_SUBSCRIPTIONGROUP_CONFIG => {
             vec![need(Resource::group(field("group")), &[A::Get])]
         }
+        // A transaction's end is its topic's Pub (RocketMQ 5's header names the topic).
+        request::END_TRANSACTION => match req.ext("topic").filter(|t| !t.is_empty()) {
+            Some(topic) => vec![topic_need(topic, &[A::Pub])],
+            None => Vec::new(),
+        },
         request::AUTH_CREATE_USER
         | request::AUTH_UPDATE_USER
         | request::AUTH_DELETE_USER
@@ -693,4 +709,110 @@ fn authorize(
             .map_err(denied)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use acl::v2::Action as A;
+
+    fn req(code: i32, fields: &[(&str, &str)]) -> RemotingCommand {
+        let mut r = RemotingCommand::request(code, 1);
+        for (k, v) in fields {
+            r.ext_fields.insert((*k).into(), (*v).into());
+        }
+        r
+    }
+
+    /// (resource, actions) of each need, as text.
+    fn needs(code: i32, fields: &[(&str, &str)], body: &[u8]) -> Vec<(String, Vec<&'static str>)> {
+        let cluster = Resource::named(v2::ResourceType::Cluster, "DefaultCluster");
+        v2_remoting_needs(&req(code, fields), body, &cluster)
+            .unwrap()
+            .into_iter()
+            .map(|n| {
+                (
+                    n.resource.to_string(),
+                    n.actions.iter().map(|a| a.name()).collect(),
+                )
+            })
+            .collect()
+    }
+
+    fn n(resource: &str, actions: &[&'static str]) -> (String, Vec<&'static str>) {
+        (resource.to_owned(), actions.to_vec())
+    }
+
+    #[test]
+    fn requests_need_rocketmqs_resources_and_actions() {
+        let tg = [("topic", "Orders"), ("consumerGroup", "g1")];
+        assert_eq!(
+            needs(request::SEND_MESSAGE, &[("topic", "Orders")], b""),
+            [n("Topic:Orders", &["Pub"])]
+        );
+        // A send-back's retry topic is its group's.
+        assert_eq!(
+            needs(request::SEND_MESSAGE_V2, &[("b", "%RETRY%g1")], b""),
+            [n("Group:g1", &["Sub"])]
+        );
+        for code in [
+            request::PULL_MESSAGE,
+            request::POP_MESSAGE,
+            request::ACK_MESSAGE,
+            request::CHANGE_MESSAGE_INVISIBLETIME,
+            request::UPDATE_CONSUMER_OFFSET,
+        ] {
+            assert_eq!(
+                needs(code, &tg, b""),
+                [n("Topic:Orders", &["Sub"]), n("Group:g1", &["Sub"])],
+                "code {code}"
+            );
+        }
+        assert_eq!(
+            needs(request::UPDATE_AND_CREATE_TOPIC, &[("topic", "T")], b""),
+            [n("Topic:T", &["Create", "Update"])]
+        );
+        assert_eq!(
+            needs(
+                request::DELETE_SUBSCRIPTIONGROUP,
+                &[("groupName", "g")],
+                b""
+            ),
+            [n("Group:g", &["Delete"])]
+        );
+        assert_eq!(
+            needs(
+                request::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+                &[],
+                br#"{"groupName":"g2"}"#
+            ),
+            [n("Group:g2", &["Create", "Update"])]
+        );
+        assert_eq!(
+            needs(request::AUTH_CREATE_USER, &[("username", "u")], b""),
+            [n("Cluster:DefaultCluster", &["Update"])]
+        );
+        assert_eq!(
+            needs(request::AUTH_LIST_ACL, &[], b""),
+            [n("Cluster:DefaultCluster", &["Get"])]
+        );
+        assert_eq!(
+            needs(request::END_TRANSACTION, &[("topic", "Orders")], b""),
+            [n("Topic:Orders", &["Pub"])]
+        );
+        assert!(needs(request::GET_BROKER_RUNTIME_INFO, &[], b"").is_empty());
+        // An admin request the map does not name: the cluster's Update.
+        assert_eq!(
+            needs(request::UPDATE_BROKER_CONFIG, &[], b""),
+            [n("Cluster:DefaultCluster", &["Update"])]
+        );
+        let heartbeat = br#"{"clientID":"c","consumerDataSet":[{"groupName":"g1","subscriptionDataSet":[{"topic":"Orders","subString":"*"}]}],"producerDataSet":[]}"#;
+        let got = needs(request::HEART_BEAT, &[], heartbeat);
+        assert!(got.contains(&n("Group:g1", &["Sub"])), "{got:?}");
+        assert!(got.contains(&n("Topic:Orders", &["Sub"])), "{got:?}");
+        let route = v2_needs(&Action::Route { topic: "Orders" }, &Resource::cluster());
+        assert_eq!(route[0].actions, [A::Pub, A::Sub]);
+    }
 }

@@ -10,7 +10,8 @@
 //! * a 5.3.3 remoting client signed as a normal user is allowed exactly what its policy
 //!   says: a table of operations, each tried; a wrong password is refused;
 //! * a replayed signed request and one changed after signing are refused;
-//! * a normal user may not create users, and the users and ACLs survive a restart.
+//! * a normal user may not create users, and the users and ACLs survive a restart;
+//! * each change and each denial is logged (tracing target `audit`).
 //!
 //! The Java parts need the programs built (`.ci/run` builds them); without them the test
 //! says so and skips, or fails where `CORVUS_REQUIRE_JAVA` is set.
@@ -282,6 +283,17 @@ fn mqadmin_manages_users_and_acls_and_a_java_client_gets_what_its_policy_says() 
             let got = outcome(op);
             assert!(got.starts_with(want), "{op}: want {want}, got {got}");
         }
+    }
+
+    // Every change and every denial is on the audit trail.
+    let log = c.broker.stderr();
+    for want in [
+        "ACL 2.0: create user app",
+        "ACL 2.0: set the acl of User:app",
+        "ACL 2.0: delete user temp",
+        "ACL 2.0 refused a request",
+    ] {
+        assert!(log.contains(want), "the broker's log has {want:?}");
     }
 
     // The users and ACLs are kept across a restart (asked until the broker is registered

@@ -914,6 +914,24 @@ fn acl_2_users_migrated_from_plain_acl_hold_for_v5_calls() {
         ))
     });
     v5_calls_get_what_the_rules_allow(&c);
+    // ACL 2.0 asks Pub or Sub on a topic for its route (ACL 1.0 any account).
+    let broker = c.broker.addr.clone();
+    run(Duration::from_secs(30), || async move {
+        let client = connect(&broker).await;
+        for (topic, expected) in [("Audit", v2::Code::Ok), ("Other", v2::Code::Unauthorized)] {
+            let route = route_request(topic).encode_to_vec();
+            let r = call_as(
+                &client,
+                Rpc::QueryRoute.path(),
+                Some("acl-client"),
+                &route,
+                Some(APP),
+            )
+            .await;
+            let routed = v2::QueryRouteResponse::decode(r.message.unwrap()).unwrap();
+            assert_eq!(code(&routed.status), expected, "the route of {topic}");
+        }
+    });
 }
 
 /// Sends, routes and acks of `RULES`' accounts, each allowed or refused as the rules say.
