@@ -9,6 +9,8 @@
 //!   (each a broker to the tool, which sends every change to both);
 //! * a 5.3.3 remoting client signed as a normal user is allowed exactly what its policy
 //!   says: a table of operations, each tried; a wrong password is refused;
+//! * RocketMQ 5's gRPC SDK for Java signed as a user produces where its policy allows (the
+//!   `produce` scenario's transcript is Apache's) and fails for a user without a policy;
 //! * a replayed signed request and one changed after signing are refused;
 //! * a normal user may not create users, and the users and ACLs survive a restart;
 //! * each change and each denial is logged (tracing target `audit`).
@@ -308,4 +310,113 @@ fn mqadmin_manages_users_and_acls_and_a_java_client_gets_what_its_policy_says() 
     ok(&["deleteUser", "-c", "DefaultCluster", "-u", APP.0]);
     let (found, text) = admin(ROOT, &["getUser", "-c", "DefaultCluster", "-u", APP.0]);
     assert!(!found || !text.contains("app-secret-1"), "{text}");
+}
+
+/// `cmd` signed as `(user, password)`.
+fn sign(mut cmd: RemotingCommand, body: &[u8], (user, password): (&str, &str)) -> RemotingCommand {
+    cmd.ext_fields.insert("AccessKey".into(), user.into());
+    let sig = acl::sign::sign_remoting(
+        cmd.ext_fields.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+        body,
+        password,
+    );
+    cmd.ext_fields.insert("Signature".into(), sig);
+    cmd
+}
+
+fn signed_call(
+    addr: &str,
+    code: i32,
+    fields: &[(&str, &str)],
+    body: &[u8],
+    who: (&str, &str),
+) -> remoting::Frame {
+    let mut cmd = RemotingCommand::request(code, 3);
+    for (k, v) in fields {
+        cmd.ext_fields.insert((*k).into(), (*v).into());
+    }
+    let f = integration::remoting_call(addr, &sign(cmd, body, who), body);
+    assert_eq!(f.command.code, response::SUCCESS, "{:?}", f.command.remark);
+    f
+}
+
+/// RocketMQ 5's gRPC SDK for Java signed as a user (`StaticSessionCredentialsProvider`):
+/// the `produce` scenario gives Apache's transcript for a user whose policy allows Pub on
+/// its topic, and fails for a user without a policy.
+#[test]
+fn the_v5_sdk_signed_as_a_user_produces_only_where_its_policy_allows() {
+    let Some(program) =
+        integration::java_program_or_skip("tests/rocketmq-v5", Some("corvus/v5/Scenarios.class"))
+    else {
+        return;
+    };
+    let c = start();
+    let ns = c.namesrv.addr.clone();
+    let broker = c.broker.addr.clone();
+    // The topic as run-apache.sh makes it, by the super user.
+    signed_call(
+        &broker,
+        request::UPDATE_AND_CREATE_TOPIC,
+        &[
+            ("topic", "V5Normal"),
+            ("defaultTopic", "TBW102"),
+            ("readQueueNums", "4"),
+            ("writeQueueNums", "4"),
+            ("perm", "6"),
+            ("topicFilterType", "SINGLE_TAG"),
+            ("order", "false"),
+            ("attributes", "+message.type=NORMAL"),
+        ],
+        b"",
+        ROOT,
+    );
+    integration::wait_for_route(&ns, "V5Normal");
+    for (name, password) in [APP, ("idle", "idle-secret-1")] {
+        let user =
+            format!(r#"{{"username":"{name}","password":"{password}","userType":"Normal"}}"#);
+        signed_call(
+            &broker,
+            request::AUTH_CREATE_USER,
+            &[("username", name)],
+            user.as_bytes(),
+            ROOT,
+        );
+    }
+    let acl = br#"{"subject":"User:app","policies":[{"policyType":"Custom","entries":[{"resource":"Topic:V5Normal","actions":["Pub"],"decision":"Allow"}]}]}"#;
+    signed_call(
+        &broker,
+        request::AUTH_CREATE_ACL,
+        &[("subject", "User:app")],
+        acl,
+        ROOT,
+    );
+
+    let endpoint = integration::core_addrs(&ns).into_iter().next().unwrap();
+    let home = c.dir.path().join("java-home");
+    std::fs::create_dir_all(&home).unwrap();
+    let app = format!("{}:{}", APP.0, APP.1);
+    if let Some(differs) = integration::v5::java_scenario(
+        &program,
+        &endpoint,
+        &home,
+        "produce",
+        &["--credentials", &app],
+    ) {
+        panic!("signed as app:\n{differs}");
+    }
+    let refused = integration::v5::java_scenario(
+        &program,
+        &endpoint,
+        &home,
+        "produce",
+        &["--credentials", "idle:idle-secret-1"],
+    );
+    assert!(
+        refused.is_some(),
+        "a user without a policy produced as app did"
+    );
+    assert!(
+        c.broker.stderr().contains("idle may not"),
+        "the broker's audit names the refusal"
+    );
 }
