@@ -877,6 +877,21 @@ impl AuthMetadata {
         }
     }
 
+    /// A native login (see [`sign::login_signature`]) of `username` over the connection's
+    /// `nonce`, keyed by the user's password.
+    pub fn login(&self, username: &str, nonce: &str, signature: &str) -> Result<Subject, Denied> {
+        let user = self.enabled_user(username)?;
+        if nonce.is_empty() || !sign::verify_login(&user.password, nonce, username, signature) {
+            return Err(Denied(format!("login failed for user {username}")));
+        }
+        Ok(subject(user))
+    }
+
+    /// The user a logged-in connection acts for, if it still exists and is enabled.
+    pub fn logged_in(&self, username: &str) -> Result<Subject, Denied> {
+        self.enabled_user(username).map(subject)
+    }
+
     fn enabled_user(&self, name: &str) -> Result<&User, Denied> {
         let user = self
             .users
@@ -1327,6 +1342,11 @@ mod tests {
             .authenticate_remoting(fields.iter().copied(), b"other")
             .is_err());
         assert!(m.authenticate_remoting([("topic", "t")], b"").is_err());
+        let nonce = sign::new_nonce();
+        let proof = sign::login_signature("app-secret", &nonce, "app");
+        assert_eq!(m.login("app", &nonce, &proof).unwrap().username, "app");
+        assert!(m.login("app", &sign::new_nonce(), &proof).is_err());
+        assert!(m.login("root", &nonce, &proof).is_err());
         m.update_user(
             "app",
             &UserInfo {

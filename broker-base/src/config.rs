@@ -543,10 +543,11 @@ config_keys! {
         restart: true,
     }
 
-    /// ACL 2.0 (RocketMQ 5.3's users and policies): every RocketMQ request (remoting and
-    /// gRPC) must be signed by an enabled user of `<data_dir>/config/auth.json`, as
-    /// ACL 1.0's clients sign (AccessKey = user name, secret key = password). With it,
-    /// ACL 2.0 decides instead of `acl_enable`'s file for those protocols.
+    /// ACL 2.0 (RocketMQ 5.3's users and policies): every request must come from an
+    /// enabled user of `<data_dir>/config/auth.json`: RocketMQ's (remoting and gRPC) signed
+    /// as ACL 1.0's clients sign (AccessKey = user name, secret key = password), native
+    /// connections logged in as the user. With it, ACL 2.0 decides instead of
+    /// `acl_enable`'s file.
     acl2_authentication_enable: bool {
         default: false,
         bounds: "bool",

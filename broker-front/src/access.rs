@@ -24,12 +24,13 @@
 //!   [`POLL_INTERVAL`] on its own timer: no lock and no cross-core traffic on the data path.
 //!   A changed file that does not parse keeps the rules in force (logged once by core 0).
 //! * **ACL 2.0** (RocketMQ 5.3's users and policies, `acl::v2`): with
-//!   `acl2_authentication_enable` or `acl2_authorization_enable` every RocketMQ request,
-//!   remoting and gRPC, is checked against the broker's users and ACLs instead of the file
-//!   (the native protocol keeps `acl_enable`'s file): the request must be signed by an
-//!   enabled user (AccessKey = user name, the password as secret key), and with
-//!   authorization its policies must allow what it asks ([`v2_needs`], RocketMQ's
-//!   per-request resources and actions). Each core keeps the set it last read and takes
+//!   `acl2_authentication_enable` or `acl2_authorization_enable` every request, remoting,
+//!   gRPC and native, is checked against the broker's users and ACLs instead of the file:
+//!   a RocketMQ request must be signed by an enabled user (AccessKey = user name, the
+//!   password as secret key), a native connection must have logged in as one (the same
+//!   challenge-response, keyed by the password), and with authorization the user's
+//!   policies must allow what it asks ([`v2_needs`], RocketMQ's per-request resources and
+//!   actions; a lookup by offset or id the found message's topic's Sub). Each core keeps the set it last read and takes
 //!   the new one when the shared store's version moves (one atomic load per request).
 //!   Refusals are logged on target `audit` as well.
 //! * **Refusals are logged** (warn), with the peer, the account and the reason the client
@@ -126,6 +127,7 @@ impl Gate {
             });
         if !config.acl_enable {
             return Ok(Gate {
+                lookup_requires_sub: config.acl_lookup_requires_sub,
                 v2,
                 ..Gate::default()
             });
@@ -163,6 +165,15 @@ impl Gate {
         access_key: &str,
         signature: &str,
     ) -> Result<(), BrokerError> {
+        if let Some(v2) = &self.v2 {
+            let nonce = client.take_nonce().unwrap_or_default();
+            v2.meta()
+                .login(access_key, &nonce, signature)
+                .map_err(denied)
+                .inspect_err(|e| self.log_refusal(client, Some(access_key), "Login", e))?;
+            client.set_access_key(access_key);
+            return Ok(());
+        }
         let Some(rules) = self.rules() else {
             // Nothing to check against: the login is taken as given, so that a client
             // configured with keys works against a broker with the ACL off.
@@ -281,6 +292,29 @@ impl Gate {
         if matches!(command, Command::AuthChallenge | Command::Login { .. }) {
             return Ok(());
         }
+        if let Some(v2) = &self.v2 {
+            let key = client.access_key();
+            let checked = (|| {
+                let name = key.as_deref().ok_or_else(|| {
+                    BrokerError::NoPermission(format!(
+                        "no user: {} must log in (ACL 2.0)",
+                        client.peer
+                    ))
+                })?;
+                let meta = v2.meta();
+                let who = meta.logged_in(name).map_err(denied)?;
+                if v2.authorization {
+                    let needs: Vec<Need> = native_actions(command)
+                        .iter()
+                        .flat_map(|a| v2_needs(a, &v2.cluster))
+                        .collect();
+                    authorize(&meta, &who, &needs, peer_ip(client)?)?;
+                }
+                Ok(())
+            })();
+            return checked
+                .inspect_err(|e| self.log_refusal(client, key.as_deref(), command.name(), e));
+        }
         let Some(rules) = self.rules() else {
             return Ok(());
         };
@@ -391,6 +425,16 @@ impl Gate {
     ) -> Result<(), BrokerError> {
         if !self.lookup_requires_sub {
             return Ok(());
+        }
+        if let Some(v2) = self.v2.as_ref().filter(|v2| v2.authorization) {
+            // The signature or login was checked at the door; the user's policies decide.
+            let checked = (|| {
+                let meta = v2.meta();
+                let who = meta.logged_in(access_key.unwrap_or("")).map_err(denied)?;
+                let needs = [topic_need(topic, &[v2::Action::Sub])];
+                authorize(&meta, &who, &needs, peer_ip(client)?)
+            })();
+            return checked.inspect_err(|e| self.log_refusal(client, access_key, request, e));
         }
         let Some(rules) = self.rules() else {
             return Ok(());

@@ -24,7 +24,9 @@
 use std::process::Command;
 use std::time::Duration;
 
-use integration::{create_topic, run_client_program, Cluster};
+use client::{Credentials, Message, Producer};
+use integration::{run_client_program, Cluster};
+use protocol::ResponseCode;
 use remoting::codes::{request, response};
 use remoting::RemotingCommand;
 
@@ -55,8 +57,9 @@ fn mqadmin_manages_users_and_acls_and_a_java_client_gets_what_its_policy_says() 
     let mut c = start();
     let ns = c.namesrv.addr.clone();
     let broker = c.broker.addr.clone();
+    // Topics made by corvus's mqadmin logged in (native protocol) as the super user.
     for t in ["Orders", "Audit"] {
-        create_topic(&ns, t, 2);
+        integration::create_topic_as(&ns, ROOT, t, 2);
     }
 
     // Unsigned requests are refused, the auth admin ones included.
@@ -286,6 +289,36 @@ fn mqadmin_manages_users_and_acls_and_a_java_client_gets_what_its_policy_says() 
             assert!(got.starts_with(want), "{op}: want {want}, got {got}");
         }
     }
+
+    // corvus's own client (native protocol) logged in as `app`: the same policy.
+    let native = |who: Option<(&str, &str)>| {
+        let mut b = Producer::builder()
+            .namesrv(&ns)
+            .group("acl2-native")
+            .retries(0)
+            .send_timeout_ms(5000);
+        if let Some((user, password)) = who {
+            b = b.credentials(Credentials::new(user, password));
+        }
+        b.build().unwrap()
+    };
+    let app = native(Some(APP));
+    integration::wait_for(Duration::from_secs(20), || {
+        app.send(Message::new("Orders", "native")).ok()
+    })
+    .expect("app sends to Orders over the native protocol");
+    let refusal = |r: client::Result<client::SendResult>| {
+        let e = r.expect_err("the send must be refused");
+        assert_eq!(e.code(), Some(ResponseCode::NoPermission), "{e}");
+        e.to_string()
+    };
+    let e = refusal(app.send(Message::new("Audit", "native")));
+    assert!(e.contains("app may not Pub Topic:Audit"), "{e}");
+    let e = refusal(native(None).send(Message::new("Orders", "anonymous")));
+    assert!(e.contains("must log in"), "{e}");
+    let e = refusal(native(Some((APP.0, "wrong"))).send(Message::new("Orders", "impostor")));
+    assert!(e.contains("login failed for user app"), "{e}");
+    drop(app);
 
     // Every change and every denial is on the audit trail.
     let log = c.broker.stderr();
