@@ -776,6 +776,24 @@ fn a_slave_takes_its_masters_users_and_acls() {
         "Topic:Orders"
     );
 
+    // The slave takes changes from its master only.
+    let mut cmd = remoting::RemotingCommand::request(request::AUTH_DELETE_USER, 6);
+    cmd.ext_fields.insert("username".into(), "app".into());
+    cmd.ext_fields.insert("AccessKey".into(), root.0.into());
+    let sig = acl::sign::sign_remoting(
+        cmd.ext_fields.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+        b"",
+        root.1,
+    );
+    cmd.ext_fields.insert("Signature".into(), sig);
+    let f = remoting_call(&slave, &cmd, b"");
+    assert_eq!(
+        f.command.code,
+        response::SLAVE_NOT_AVAILABLE,
+        "{:?}",
+        f.command.remark
+    );
+
     // A deleted user goes from the slave too; the set is on the slave's disk.
     let f = signed_call(
         &pair.master.addr,

@@ -8,7 +8,8 @@
 //! Answers: a blank name INVALID_PARAMETER (29); a user that is not there USER_NOT_EXIST
 //! (3001), an ACL POLICY_NOT_EXIST (3002); a super user created or updated by a caller who
 //! signed as a user that is not super SYSTEM_ERROR (1, RocketMQ's answer); a user created
-//! again with other fields NO_PERMISSION (16, RocketMQ's AuthenticationException).
+//! again with other fields NO_PERMISSION (16, RocketMQ's AuthenticationException); a change
+//! sent to a slave SLAVE_NOT_AVAILABLE (11: it takes the set from its master).
 //! RocketMQ's tools send a create or a delete to every broker of a cluster, and each core
 //! is one to them: creating a user exactly as it is, and deleting what is not there,
 //! succeed. Every change is logged on target `audit` with the caller and the peer.
@@ -197,6 +198,15 @@ async fn change(
     what: String,
     f: impl FnOnce(&mut AuthMetadata) -> Result<(), ChangeError> + Send + 'static,
 ) -> Result<Outgoing, BrokerError> {
+    // A slave takes its users and ACLs from its master, which would overwrite a change
+    // made here.
+    if let Err(e) = core.check_takes_changes() {
+        return Ok(code_answer(
+            req,
+            response::SLAVE_NOT_AVAILABLE,
+            format!("users and ACLs are changed at the master: {e}"),
+        ));
+    }
     let store = core.shared.auth.clone();
     let done = glommio::executor()
         .spawn_blocking(move || store.change(f))
