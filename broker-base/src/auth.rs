@@ -152,7 +152,9 @@ mod tests {
         assert!(store.version() > v);
         // A refused change changes nothing, on disk or in force.
         let v = store.version();
-        assert!(store.change(|m| m.create_user(user("a"))).is_err());
+        let mut other = user("a");
+        other.password = "another".into();
+        assert!(store.change(|m| m.create_user(other)).is_err());
         assert_eq!(store.version(), v);
         let again = AuthStore::open(dir.path()).unwrap();
         assert!(again.snapshot().user("a").is_some());

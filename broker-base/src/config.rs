@@ -554,7 +554,9 @@ config_keys! {
         rocketmq: Some("authenticationEnabled"),
         restart: true,
     }
-    /// ACL 2.0: a signed user may do only what its policies allow (super users anything).
+    /// ACL 2.0: a user may do only what its policies allow (super users anything). A user
+    /// is known by its signature or login, so this checks those too, as
+    /// `acl2_authentication_enable` does.
     acl2_authorization_enable: bool {
         default: false,
         bounds: "bool",
