@@ -320,6 +320,19 @@ fn mqadmin_manages_users_and_acls_and_a_java_client_gets_what_its_policy_says() 
     assert!(e.contains("login failed for user app"), "{e}");
     drop(app);
 
+    // A disabled user is refused at once (a new login), without a restart.
+    ok(&[
+        "updateUser",
+        "-c",
+        "DefaultCluster",
+        "-u",
+        APP.0,
+        "-s",
+        "disable",
+    ]);
+    let e = refusal(native(Some(APP)).send(Message::new("Orders", "disabled")));
+    assert!(e.contains("user app is disabled"), "{e}");
+
     // Every change and every denial is on the audit trail.
     let log = c.broker.stderr();
     for want in [
