@@ -12,6 +12,9 @@
 //!   for a group, read broker information, administer), checked by [`Access::check`], which
 //!   answers a [`Denied`] saying what was refused.
 //!
+//! * ACL 2.0 (RocketMQ 5.3's users and policies): [`v2`], the model, its wire forms and the
+//!   authorization decision; the broker stores and enforces it.
+//!
 //! * When it was asked: [`fresh`] refuses a signed request whose time (the workspace's
 //!   own signers add one) is outside a window, and the exact replay of one within it.
 //!
@@ -31,6 +34,7 @@ mod file;
 pub mod fresh;
 mod reload;
 pub mod sign;
+pub mod v2;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -163,6 +167,9 @@ pub enum Action<'a> {
     /// Read-only information that names no topic or group (status, routes, configs): any
     /// authenticated account.
     Info,
+    /// A topic's route (a v5 client's QueryRoute): any authenticated account under ACL 1.0;
+    /// ACL 2.0 asks Pub or Sub on the topic, as RocketMQ's Proxy does.
+    Route { topic: &'a str },
     /// Changes to topics, groups, offsets of others, the broker's config, and anything not
     /// known to be one of the above: admin accounts only. `what` names it for the answer.
     Admin { what: &'a str },
@@ -243,7 +250,7 @@ impl Access<'_> {
                 }
             }
             Action::Group { group: g } => group(g),
-            Action::Info => Ok(()),
+            Action::Info | Action::Route { .. } => Ok(()),
             Action::Admin { what } => Err(Denied(format!(
                 "{ak} is not an admin account and may not {what}"
             ))),

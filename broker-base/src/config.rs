@@ -555,6 +555,44 @@ config_keys! {
         restart: true,
     }
 
+    /// ACL 2.0 (RocketMQ 5.3's users and policies): every request must come from an
+    /// enabled user of `<data_dir>/config/auth.json`: RocketMQ's (remoting and gRPC) signed
+    /// as ACL 1.0's clients sign (AccessKey = user name, secret key = password), native
+    /// connections logged in as the user. With it, ACL 2.0 decides instead of
+    /// `acl_enable`'s file.
+    acl2_authentication_enable: bool {
+        default: false,
+        bounds: "bool",
+        rocketmq: Some("authenticationEnabled"),
+        restart: true,
+    }
+    /// ACL 2.0: a user may do only what its policies allow (super users anything). A user
+    /// is known by its signature or login, so this checks those too, as
+    /// `acl2_authentication_enable` does.
+    acl2_authorization_enable: bool {
+        default: false,
+        bounds: "bool",
+        rocketmq: Some("authorizationEnabled"),
+        restart: true,
+    }
+    /// ACL 2.0: a user created at start if it does not exist, as RocketMQ's `UserInfo` JSON
+    /// (`{"username":"root","password":"...","userType":"Super"}`): the first super user.
+    /// Never shown by GET_BROKER_CONFIG.
+    acl2_init_user: Option<String> {
+        default: None,
+        bounds: "UserInfo JSON",
+        rocketmq: Some("initAuthenticationUser"),
+        restart: true,
+    }
+    /// ACL 2.0: at start, make each account of `acl_file` a user with its permissions as
+    /// policies (RocketMQ's `AuthMigrator`; accounts already users are left alone).
+    acl2_migrate_from_v1: bool {
+        default: false,
+        bounds: "bool",
+        rocketmq: Some("migrateAuthFromV1Enabled"),
+        restart: true,
+    }
+
     // ---- TLS (the `tls` crate; ARCHITECTURE.md, "TLS") ----
 
     /// TLS on every client listener and the replication port: `disabled` (plaintext only,
@@ -1140,7 +1178,7 @@ config_keys! {
 }
 
 /// Keys whose values are secrets: never reported (GET_BROKER_CONFIG leaves them out).
-pub const SECRET_KEYS: &[&str] = &["metrics_token", "acl_secret_key"];
+pub const SECRET_KEYS: &[&str] = &["metrics_token", "acl_secret_key", "acl2_init_user"];
 
 /// The broker's own credentials (`acl_access_key`, `acl_secret_key`).
 pub use acl::Credentials;

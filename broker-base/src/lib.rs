@@ -10,6 +10,7 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+pub mod auth;
 pub mod config;
 pub mod deadline;
 pub mod durable;

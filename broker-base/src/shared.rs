@@ -56,6 +56,8 @@ pub struct Shared {
     /// Only requests that carry a time (mqadmin's) take this lock; RocketMQ's clients send
     /// none and the native protocol logs in per connection, so sends and pulls never do.
     pub replay_guard: Arc<Mutex<acl::fresh::ReplayGuard>>,
+    /// ACL 2.0's users and ACLs (`crate::auth`): every core reads the same set.
+    pub auth: Arc<crate::auth::AuthStore>,
 }
 
 impl Shared {
@@ -91,8 +93,15 @@ impl Shared {
                 config.acl_signature_window_ms,
                 config.acl_signature_time_required,
             ))),
+            auth: Arc::new(crate::auth::AuthStore::empty()),
             config,
         }
+    }
+
+    /// The same state with ACL 2.0's stored users and ACLs.
+    pub fn with_auth(mut self, auth: crate::auth::AuthStore) -> Shared {
+        self.auth = Arc::new(auth);
+        self
     }
 
     /// The same state timed by `clock` (the start time read again from it).

@@ -481,6 +481,12 @@ impl Core {
         Ok(())
     }
 
+    /// [`Core::check_master`], for the front ends' requests that change what a master
+    /// replicates to its slaves (ACL 2.0's users and ACLs).
+    pub fn check_takes_changes(&self) -> Result<(), BrokerError> {
+        self.check_master()
+    }
+
     fn not_master(&self, why: impl std::fmt::Display) -> BrokerError {
         BrokerError::NotMaster(format!(
             "{} id {} takes no sends: {why}",

@@ -23,6 +23,16 @@
 //! * **Reload.** Each core holds its own copy of the rules and reads the file again every
 //!   [`POLL_INTERVAL`] on its own timer: no lock and no cross-core traffic on the data path.
 //!   A changed file that does not parse keeps the rules in force (logged once by core 0).
+//! * **ACL 2.0** (RocketMQ 5.3's users and policies, `acl::v2`): with
+//!   `acl2_authentication_enable` or `acl2_authorization_enable` every request, remoting,
+//!   gRPC and native, is checked against the broker's users and ACLs instead of the file:
+//!   a RocketMQ request must be signed by an enabled user (AccessKey = user name, the
+//!   password as secret key), a native connection must have logged in as one (the same
+//!   challenge-response, keyed by the password), and with authorization the user's
+//!   policies must allow what it asks ([`v2_needs`], RocketMQ's per-request resources and
+//!   actions; a lookup by offset or id the found message's topic's Sub). Each core keeps the set it last read and takes
+//!   the new one when the shared store's version moves (one atomic load per request).
+//!   Refusals are logged on target `audit` as well.
 //! * **Refusals are logged** (warn), with the peer, the account and the reason the client
 //!   is given, at most [`REFUSAL_LOG_LINES`] lines per [`REFUSAL_LOG_INTERVAL`] per core;
 //!   the next line says how many were refused unlogged meanwhile.
@@ -33,7 +43,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use acl::fresh::ReplayGuard;
+use acl::v2::{self, AuthMetadata, Resource};
 use acl::{Access, AclConfig, AclFile, Action, Denied};
+use broker_base::auth::AuthStore;
 use protocol::Command;
 use remoting::codes::request;
 use remoting::RemotingCommand;
@@ -62,26 +74,76 @@ pub struct Gate {
     lookup_requires_sub: bool,
     /// Every core's memory of the timed signatures taken (`None` with the ACL off).
     replay: Option<Arc<Mutex<ReplayGuard>>>,
+    /// ACL 2.0, with `acl2_authentication_enable` or `acl2_authorization_enable`.
+    v2: Option<V2Gate>,
+}
+
+/// ACL 2.0 as one core sees it: the broker's one store and the set this core last read.
+struct V2Gate {
+    authorization: bool,
+    store: Arc<AuthStore>,
+    cached: RefCell<(u64, Arc<AuthMetadata>)>,
+    /// The resource the auth admin requests and unknown admin requests are checked on.
+    cluster: Resource,
+    replay: Arc<Mutex<ReplayGuard>>,
+}
+
+impl V2Gate {
+    /// The current users and ACLs: the cached set unless the store's version moved.
+    fn meta(&self) -> Arc<AuthMetadata> {
+        let version = self.store.version();
+        let mut cached = self.cached.borrow_mut();
+        if cached.0 != version {
+            *cached = (version, self.store.snapshot());
+        }
+        cached.1.clone()
+    }
 }
 
 impl Gate {
     /// The gate of a core: the file is read (and must parse) with `acl_enable`. `replay` is
     /// the broker's one memory of taken signatures, shared by every core's gate.
-    pub fn open(config: &BrokerConfig, replay: Arc<Mutex<ReplayGuard>>) -> Result<Gate, String> {
+    ///
+    /// `auth` is the broker's ACL 2.0 store, checked with `acl2_authentication_enable` or
+    /// `acl2_authorization_enable`.
+    pub fn open(
+        config: &BrokerConfig,
+        replay: Arc<Mutex<ReplayGuard>>,
+        auth: Arc<AuthStore>,
+    ) -> Result<Gate, String> {
+        let v2 =
+            (config.acl2_authentication_enable || config.acl2_authorization_enable).then(|| {
+                let meta = auth.snapshot();
+                V2Gate {
+                    authorization: config.acl2_authorization_enable,
+                    cached: RefCell::new((auth.version(), meta)),
+                    store: auth,
+                    cluster: Resource::named(
+                        v2::ResourceType::Cluster,
+                        config.cluster_name.clone(),
+                    ),
+                    replay: replay.clone(),
+                }
+            });
         if !config.acl_enable {
-            return Ok(Gate::default());
+            return Ok(Gate {
+                lookup_requires_sub: config.acl_lookup_requires_sub,
+                v2,
+                ..Gate::default()
+            });
         }
         let file = AclFile::open(&config.acl_file).map_err(|e| format!("acl_file: {e}"))?;
         Ok(Gate {
             file: Some(RefCell::new(file)),
             lookup_requires_sub: config.acl_lookup_requires_sub,
             replay: Some(replay),
+            v2,
             ..Gate::default()
         })
     }
 
     pub fn enabled(&self) -> bool {
-        self.file.is_some()
+        self.file.is_some() || self.v2.is_some()
     }
 
     fn rules(&self) -> Option<Arc<AclConfig>> {
@@ -103,6 +165,15 @@ impl Gate {
         access_key: &str,
         signature: &str,
     ) -> Result<(), BrokerError> {
+        if let Some(v2) = &self.v2 {
+            let nonce = client.take_nonce().unwrap_or_default();
+            v2.meta()
+                .login(access_key, &nonce, signature)
+                .map_err(denied)
+                .inspect_err(|e| self.log_refusal(client, Some(access_key), "Login", e))?;
+            client.set_access_key(access_key);
+            return Ok(());
+        }
         let Some(rules) = self.rules() else {
             // Nothing to check against: the login is taken as given, so that a client
             // configured with keys works against a broker with the ACL off.
@@ -130,6 +201,32 @@ impl Gate {
         rpc: &str,
         actions: &[Action<'_>],
     ) -> Result<(), BrokerError> {
+        if let Some(v2) = &self.v2 {
+            let key = authorization
+                .and_then(acl::sign::parse_grpc_authorization)
+                .map(|a| a.access_key);
+            let checked = (|| {
+                let meta = v2.meta();
+                let who = meta
+                    .authenticate_grpc(authorization, date_time)
+                    .map_err(denied)?;
+                if v2.authorization {
+                    let ip = peer
+                        .parse::<std::net::SocketAddr>()
+                        .map(|a| a.ip())
+                        .map_err(|_| {
+                            BrokerError::NoPermission(format!("peer {peer} has no IP address"))
+                        })?;
+                    let needs: Vec<Need> = actions
+                        .iter()
+                        .flat_map(|a| v2_needs(a, &v2.cluster))
+                        .collect();
+                    authorize(&meta, &who, &needs, ip)?;
+                }
+                Ok(())
+            })();
+            return checked.inspect_err(|e| self.log_refusal_of(peer, key, rpc, e));
+        }
         let Some(rules) = self.rules() else {
             return Ok(());
         };
@@ -158,6 +255,17 @@ impl Gate {
     }
 
     fn log_refusal_of(&self, peer: &str, key: Option<&str>, request: &str, e: &BrokerError) {
+        if self.v2.is_some() {
+            // ACL 2.0's audit trail: every denial, not rate limited (a log pipeline that
+            // keeps the audit target keeps them all).
+            tracing::warn!(
+                target: "audit",
+                %peer,
+                user = key.unwrap_or("-"),
+                request,
+                "ACL 2.0 refused a request: {e}"
+            );
+        }
         let now = Instant::now();
         let window = match self.log_window.get() {
             Some((began, n)) if now.duration_since(began) < REFUSAL_LOG_INTERVAL => (began, n),
@@ -184,6 +292,29 @@ impl Gate {
         if matches!(command, Command::AuthChallenge | Command::Login { .. }) {
             return Ok(());
         }
+        if let Some(v2) = &self.v2 {
+            let key = client.access_key();
+            let checked = (|| {
+                let name = key.as_deref().ok_or_else(|| {
+                    BrokerError::NoPermission(format!(
+                        "no user: {} must log in (ACL 2.0)",
+                        client.peer
+                    ))
+                })?;
+                let meta = v2.meta();
+                let who = meta.logged_in(name).map_err(denied)?;
+                if v2.authorization {
+                    let needs: Vec<Need> = native_actions(command)
+                        .iter()
+                        .flat_map(|a| v2_needs(a, &v2.cluster))
+                        .collect();
+                    authorize(&meta, &who, &needs, peer_ip(client)?)?;
+                }
+                Ok(())
+            })();
+            return checked
+                .inspect_err(|e| self.log_refusal(client, key.as_deref(), command.name(), e));
+        }
         let Some(rules) = self.rules() else {
             return Ok(());
         };
@@ -208,6 +339,9 @@ impl Gate {
         body: &[u8],
         clock: &shard::Clock,
     ) -> Result<(), BrokerError> {
+        if let Some(v2) = &self.v2 {
+            return self.check_remoting_v2(v2, client, req, body, clock);
+        }
         let Some(rules) = self.rules() else {
             return Ok(());
         };
@@ -242,6 +376,42 @@ impl Gate {
 }
 
 impl Gate {
+    /// [`Gate::check_remoting`] under ACL 2.0.
+    fn check_remoting_v2(
+        &self,
+        v2: &V2Gate,
+        client: &ClientConn,
+        req: &RemotingCommand,
+        body: &[u8],
+        clock: &shard::Clock,
+    ) -> Result<(), BrokerError> {
+        let checked = (|| {
+            let meta = v2.meta();
+            let fields = req.ext_fields.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+            let who = meta.authenticate_remoting(fields, body).map_err(denied)?;
+            let signature = req.ext(acl::sign::SIGNATURE).unwrap_or("");
+            v2.replay
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .check(
+                    req.ext(acl::fresh::SIGNED_AT_MS),
+                    signature,
+                    u64::try_from(clock.wall_ms()).unwrap_or(0),
+                )
+                .map_err(denied)?;
+            if v2.authorization {
+                let peer = peer_ip(client)?;
+                let needs = v2_remoting_needs(req, body, &v2.cluster)?;
+                authorize(&meta, &who, &needs, peer)?;
+            }
+            Ok(())
+        })();
+        checked.inspect_err(|e| {
+            let key = req.ext_fields.get("AccessKey").map(String::as_str);
+            self.log_refusal(client, key, &format!("code {}", req.code), e)
+        })
+    }
+
     /// Whether the message of `topic`, found by a lookup by offset or id (`request` names
     /// it), may be served to the account `access_key` asking on `client`: it needs SUB on
     /// the topic (with `acl_lookup_requires_sub`; the signature, if any, was verified at
@@ -255,6 +425,16 @@ impl Gate {
     ) -> Result<(), BrokerError> {
         if !self.lookup_requires_sub {
             return Ok(());
+        }
+        if let Some(v2) = self.v2.as_ref().filter(|v2| v2.authorization) {
+            // The signature or login was checked at the door; the user's policies decide.
+            let checked = (|| {
+                let meta = v2.meta();
+                let who = meta.logged_in(access_key.unwrap_or("")).map_err(denied)?;
+                let needs = [topic_need(topic, &[v2::Action::Sub])];
+                authorize(&meta, &who, &needs, peer_ip(client)?)
+            })();
+            return checked.inspect_err(|e| self.log_refusal(client, access_key, request, e));
         }
         let Some(rules) = self.rules() else {
             return Ok(());
@@ -388,10 +568,17 @@ pub fn remoting_actions<'a>(
         request::PULL_MESSAGE
         | request::LITE_PULL_MESSAGE
         | request::QUERY_CONSUMER_OFFSET
-        | request::UPDATE_CONSUMER_OFFSET
-        | request::POP_MESSAGE
+        | request::UPDATE_CONSUMER_OFFSET => a.push(Action::Subscribe {
+            topic: field(&["topic"]),
+            group: Some(field(&["consumerGroup"])),
+        }),
+        // RocketMQ 5's POP consumers: reading the topic for the group.
+        request::POP_MESSAGE
+        | request::PEEK_MESSAGE
         | request::ACK_MESSAGE
-        | request::CHANGE_MESSAGE_INVISIBLETIME => a.push(Action::Subscribe {
+        | request::CHANGE_MESSAGE_INVISIBLETIME
+        | request::NOTIFICATION
+        | request::POLLING_INFO => a.push(Action::Subscribe {
             topic: field(&["topic"]),
             group: Some(field(&["consumerGroup"])),
         }),
@@ -461,4 +648,225 @@ pub fn remoting_actions<'a>(
         }),
     }
     Ok(out)
+}
+
+/// One thing an ACL 2.0 request needs: any of `actions` on `resource`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Need {
+    pub resource: Resource,
+    pub actions: &'static [v2::Action],
+}
+
+fn need(resource: Resource, actions: &'static [v2::Action]) -> Need {
+    Need { resource, actions }
+}
+
+/// A topic's need: a retry topic `%RETRY%g` is group g's SUB (RocketMQ's rule).
+fn topic_need(topic: &str, action: &'static [v2::Action]) -> Need {
+    match topic.strip_prefix(acl::RETRY_TOPIC_PREFIX) {
+        Some(group) => need(Resource::group(group), &[v2::Action::Sub]),
+        None => need(Resource::topic(topic), action),
+    }
+}
+
+/// What ACL 2.0 asks for what a request does: publishing is the topic's Pub; reading is
+/// the topic's Sub and the group's Sub; acting for a group is its Sub; information any
+/// signed user may have; anything else (an admin request) the cluster's Update.
+pub fn v2_needs(action: &Action<'_>, cluster: &Resource) -> Vec<Need> {
+    use v2::Action as A;
+    match *action {
+        Action::Publish { topic } => vec![topic_need(topic, &[A::Pub])],
+        Action::Subscribe { topic, group } => {
+            let mut v = vec![topic_need(topic, &[A::Sub])];
+            if let Some(g) = group.filter(|g| !g.is_empty()) {
+                v.push(need(Resource::group(g), &[A::Sub]));
+            }
+            v
+        }
+        Action::Group { group } => vec![need(Resource::group(group), &[A::Sub])],
+        Action::Info => Vec::new(),
+        Action::Route { topic } => vec![topic_need(topic, &[A::Pub, A::Sub])],
+        Action::Admin { .. } => vec![need(cluster.clone(), &[A::Update])],
+    }
+}
+
+/// What a RocketMQ request needs under ACL 2.0: RocketMQ's resources and actions for the
+/// topic, group and auth admin requests, the data requests as [`v2_needs`] maps
+/// [`remoting_actions`].
+pub fn v2_remoting_needs(
+    req: &RemotingCommand,
+    body: &[u8],
+    cluster: &Resource,
+) -> Result<Vec<Need>, BrokerError> {
+    use v2::Action as A;
+    let field = |name: &str| req.ext(name).unwrap_or("").to_owned();
+    Ok(match req.code {
+        request::UPDATE_AND_CREATE_TOPIC => {
+            vec![need(
+                Resource::topic(field("topic")),
+                &[A::Create, A::Update],
+            )]
+        }
+        request::DELETE_TOPIC_IN_BROKER => {
+            vec![need(Resource::topic(field("topic")), &[A::Delete])]
+        }
+        request::GET_TOPIC_CONFIG | request::GET_TOPIC_STATS_INFO => {
+            vec![need(Resource::topic(field("topic")), &[A::Get])]
+        }
+        request::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP => {
+            let cfg: remoting::body::SubscriptionGroupConfig = crate::rocketmq::json_body(body)?;
+            vec![need(
+                Resource::group(cfg.group_name),
+                &[A::Create, A::Update],
+            )]
+        }
+        request::DELETE_SUBSCRIPTIONGROUP => {
+            vec![need(Resource::group(field("groupName")), &[A::Delete])]
+        }
+        request::GET_SUBSCRIPTIONGROUP_CONFIG => {
+            vec![need(Resource::group(field("group")), &[A::Get])]
+        }
+        // A transaction's end is its topic's Pub (RocketMQ 5's header names the topic).
+        request::END_TRANSACTION => match req.ext("topic").filter(|t| !t.is_empty()) {
+            Some(topic) => vec![topic_need(topic, &[A::Pub])],
+            None => Vec::new(),
+        },
+        request::AUTH_CREATE_USER
+        | request::AUTH_UPDATE_USER
+        | request::AUTH_DELETE_USER
+        | request::AUTH_CREATE_ACL
+        | request::AUTH_UPDATE_ACL
+        | request::AUTH_DELETE_ACL => vec![need(cluster.clone(), &[A::Update])],
+        request::AUTH_GET_USER
+        | request::AUTH_LIST_USER
+        | request::AUTH_GET_ACL
+        | request::AUTH_LIST_ACL => vec![need(cluster.clone(), &[A::Get])],
+        _ => remoting_actions(req, body)?
+            .actions()
+            .flat_map(|a| v2_needs(&a, cluster))
+            .collect(),
+    })
+}
+
+/// Whether the user `who` may have every one of `needs`, calling from `peer`.
+fn authorize(
+    meta: &AuthMetadata,
+    who: &v2::Subject,
+    needs: &[Need],
+    peer: IpAddr,
+) -> Result<(), BrokerError> {
+    if who.is_super {
+        return Ok(());
+    }
+    for n in needs {
+        meta.authorize(&who.username, &n.resource, n.actions, peer)
+            .map_err(denied)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use acl::v2::Action as A;
+
+    fn req(code: i32, fields: &[(&str, &str)]) -> RemotingCommand {
+        let mut r = RemotingCommand::request(code, 1);
+        for (k, v) in fields {
+            r.ext_fields.insert((*k).into(), (*v).into());
+        }
+        r
+    }
+
+    /// (resource, actions) of each need, as text.
+    fn needs(code: i32, fields: &[(&str, &str)], body: &[u8]) -> Vec<(String, Vec<&'static str>)> {
+        let cluster = Resource::named(v2::ResourceType::Cluster, "DefaultCluster");
+        v2_remoting_needs(&req(code, fields), body, &cluster)
+            .unwrap()
+            .into_iter()
+            .map(|n| {
+                (
+                    n.resource.to_string(),
+                    n.actions.iter().map(|a| a.name()).collect(),
+                )
+            })
+            .collect()
+    }
+
+    fn n(resource: &str, actions: &[&'static str]) -> (String, Vec<&'static str>) {
+        (resource.to_owned(), actions.to_vec())
+    }
+
+    #[test]
+    fn requests_need_rocketmqs_resources_and_actions() {
+        let tg = [("topic", "Orders"), ("consumerGroup", "g1")];
+        assert_eq!(
+            needs(request::SEND_MESSAGE, &[("topic", "Orders")], b""),
+            [n("Topic:Orders", &["Pub"])]
+        );
+        // A send-back's retry topic is its group's.
+        assert_eq!(
+            needs(request::SEND_MESSAGE_V2, &[("b", "%RETRY%g1")], b""),
+            [n("Group:g1", &["Sub"])]
+        );
+        for code in [
+            request::PULL_MESSAGE,
+            request::POP_MESSAGE,
+            request::ACK_MESSAGE,
+            request::CHANGE_MESSAGE_INVISIBLETIME,
+            request::UPDATE_CONSUMER_OFFSET,
+        ] {
+            assert_eq!(
+                needs(code, &tg, b""),
+                [n("Topic:Orders", &["Sub"]), n("Group:g1", &["Sub"])],
+                "code {code}"
+            );
+        }
+        assert_eq!(
+            needs(request::UPDATE_AND_CREATE_TOPIC, &[("topic", "T")], b""),
+            [n("Topic:T", &["Create", "Update"])]
+        );
+        assert_eq!(
+            needs(
+                request::DELETE_SUBSCRIPTIONGROUP,
+                &[("groupName", "g")],
+                b""
+            ),
+            [n("Group:g", &["Delete"])]
+        );
+        assert_eq!(
+            needs(
+                request::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+                &[],
+                br#"{"groupName":"g2"}"#
+            ),
+            [n("Group:g2", &["Create", "Update"])]
+        );
+        assert_eq!(
+            needs(request::AUTH_CREATE_USER, &[("username", "u")], b""),
+            [n("Cluster:DefaultCluster", &["Update"])]
+        );
+        assert_eq!(
+            needs(request::AUTH_LIST_ACL, &[], b""),
+            [n("Cluster:DefaultCluster", &["Get"])]
+        );
+        assert_eq!(
+            needs(request::END_TRANSACTION, &[("topic", "Orders")], b""),
+            [n("Topic:Orders", &["Pub"])]
+        );
+        assert!(needs(request::GET_BROKER_RUNTIME_INFO, &[], b"").is_empty());
+        // An admin request the map does not name: the cluster's Update.
+        assert_eq!(
+            needs(request::UPDATE_BROKER_CONFIG, &[], b""),
+            [n("Cluster:DefaultCluster", &["Update"])]
+        );
+        let heartbeat = br#"{"clientID":"c","consumerDataSet":[{"groupName":"g1","subscriptionDataSet":[{"topic":"Orders","subString":"*"}]}],"producerDataSet":[]}"#;
+        let got = needs(request::HEART_BEAT, &[], heartbeat);
+        assert!(got.contains(&n("Group:g1", &["Sub"])), "{got:?}");
+        assert!(got.contains(&n("Topic:Orders", &["Sub"])), "{got:?}");
+        let route = v2_needs(&Action::Route { topic: "Orders" }, &Resource::cluster());
+        assert_eq!(route[0].actions, [A::Pub, A::Sub]);
+    }
 }

@@ -794,6 +794,7 @@ async fn send_stream<W: AsyncWrite + Unpin>(
     let mut last_write = Instant::now();
     let mut confirm_sent = 0u64;
     let mut topics_sent = 0u64;
+    let mut auth_sent = 0u64;
     let mut offsets_sent: Option<u64> = None;
     let mut offsets_at = Instant::now() - heartbeat;
     loop {
@@ -813,6 +814,17 @@ async fn send_stream<W: AsyncWrite + Unpin>(
                     return;
                 }
                 topics_sent = version;
+            }
+            // ACL 2.0's users and ACLs, whole, when they changed.
+            let auth = &core.shared().auth;
+            let version = auth.version();
+            if version != auth_sent {
+                let json = auth.snapshot().to_json();
+                if let Err(e) = wire::write_frame(wr, &Frame::Auth(json)).await {
+                    link.close(format!("cannot send: {e}"));
+                    return;
+                }
+                auth_sent = version;
             }
         }
         // The shard's group offsets, when they moved (at most every heartbeat).

@@ -429,6 +429,25 @@ async fn session(core: &Rc<Host>, ss: &Rc<SlaveShard>, addr: &str) -> Ended {
                 let core = core.clone();
                 glommio::spawn_local(async move { core.follow_topics(list).await }).detach();
             }
+            Some(Ok(Frame::Auth(json))) => {
+                // The master's users and ACLs, written (an fsync) off the core and in the
+                // order they came: changes are rare, and a later set must not be
+                // overwritten by an earlier one.
+                let auth = core.shared().auth.clone();
+                let taken = glommio::executor()
+                    .spawn_blocking(move || {
+                        let meta = acl::v2::AuthMetadata::from_json(&json)?;
+                        auth.replace_all(meta).map_err(|e| e.to_string())
+                    })
+                    .await;
+                match taken {
+                    Ok(true) => {
+                        tracing::info!(target: "audit", "ACL 2.0: took the master's users and ACLs")
+                    }
+                    Ok(false) => {}
+                    Err(e) => tracing::warn!("cannot take the master's users and ACLs: {e}"),
+                }
+            }
             Some(Ok(Frame::Offsets(list))) => {
                 // The master's group offsets of this shard: a promoted slave's consumers
                 // go on where they were.

@@ -27,13 +27,16 @@
 //!                            offsets (at the stream's start and after changes, at most
 //!                            every heartbeat), so a promoted slave's consumers go on
 //!                            where they were
+//! AUTH      master → slave   length u32, then ACL 2.0's users and ACLs as the JSON the
+//!                            broker stores (`broker_base::auth`; on shard 0's stream, at
+//!                            its start and after every change: the slave's set follows)
 //! ```
 
 use crate::error::FrameError;
 use bytes::{BufMut, Bytes, BytesMut};
 use futures_lite::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-pub const VERSION: u16 = 4;
+pub const VERSION: u16 = 5;
 /// The biggest frame either side accepts: a frame is at most one batch, or one record
 /// bigger than a batch.
 pub const FRAME_BYTES_MAX: usize = 80 << 20;
@@ -83,6 +86,8 @@ pub enum Frame {
     },
     Topics(Vec<protocol::TopicConfig>),
     Offsets(Vec<OffsetEntry>),
+    /// ACL 2.0's users and ACLs, their stored JSON.
+    Auth(Vec<u8>),
     Challenge {
         nonce: String,
         proof: String,
@@ -114,6 +119,7 @@ const TOPICS: u8 = 8;
 const OFFSETS: u8 = 9;
 const CHALLENGE: u8 = 10;
 const PROOF: u8 = 11;
+const AUTH: u8 = 12;
 
 fn put_epochs(b: &mut BytesMut, epochs: &[(u32, u64)]) {
     b.put_u32(epochs.len() as u32);
@@ -211,6 +217,11 @@ pub fn encode(f: &Frame) -> (BytesMut, Option<Bytes>) {
                 b.put_u32(t.write_queues);
                 b.put_u32(t.perm);
             }
+        }
+        Frame::Auth(json) => {
+            b.put_u8(AUTH);
+            b.put_u32(json.len() as u32);
+            b.put_slice(json);
         }
         Frame::Offsets(list) => {
             b.put_u8(OFFSETS);
@@ -396,6 +407,10 @@ pub fn decode(body: Bytes) -> Result<Frame, FrameError> {
             }
             Frame::Offsets(list)
         }
+        AUTH => {
+            let n = r.u32()? as usize;
+            Frame::Auth(r.take(n)?.to_vec())
+        }
         k => return Err(FrameError::UnknownKind(k)),
     })
 }
@@ -484,6 +499,7 @@ mod tests {
                 bytes: Bytes::from_static(b"0123456789"),
             }
         );
+        round_trip(Frame::Auth(br#"{"users":[],"acls":[]}"#.to_vec()));
         round_trip(Frame::Topics(vec![protocol::TopicConfig {
             name: "TopicTest".into(),
             read_queues: 4,

@@ -611,6 +611,7 @@ pub fn start_until(config: BrokerConfig, stop: &AtomicBool) -> anyhow::Result<Ru
     let controller = config
         .enable_controller_mode
         .then(|| Arc::new(ControllerState::new(layout.shard_count)));
+    let auth = open_auth(&config)?;
     let shared = Shared::new(
         config,
         layout.shard_count,
@@ -618,7 +619,8 @@ pub fn start_until(config: BrokerConfig, stop: &AtomicBool) -> anyhow::Result<Ru
         advertise.to_string(),
         tls,
         topics.all(),
-    );
+    )
+    .with_auth(auth);
     *shared
         .core_addrs
         .lock()
@@ -881,7 +883,11 @@ async fn core_main(
             broker_replication::CoreHa::default()
         }
     };
-    let acl = match broker_front::access::Gate::open(&shared.config, shared.replay_guard.clone()) {
+    let acl = match broker_front::access::Gate::open(
+        &shared.config,
+        shared.replay_guard.clone(),
+        shared.auth.clone(),
+    ) {
         Ok(g) => g,
         Err(e) => {
             // The core does not serve: a broker told to check access never runs without it.
@@ -1011,6 +1017,41 @@ async fn core_main(
     .await;
     drop(front);
     Ok(())
+}
+
+/// ACL 2.0's users and ACLs from `<data_dir>/config/auth.json`, with `acl2_init_user`
+/// created and, with `acl2_migrate_from_v1`, `acl_file`'s accounts carried over, when they
+/// are not users already.
+fn open_auth(config: &BrokerConfig) -> anyhow::Result<broker_base::auth::AuthStore> {
+    use acl::v2::{User, UserInfo};
+    let store = broker_base::auth::AuthStore::open(&config.data_dir).context("ACL 2.0")?;
+    if let Some(text) = &config.acl2_init_user {
+        let info: UserInfo = serde_json::from_str(text)
+            .context("acl2_init_user (initAuthenticationUser) is not UserInfo JSON")?;
+        let user = User::from_info(&info)
+            .map_err(|e| anyhow!("acl2_init_user (initAuthenticationUser): {e}"))?;
+        let name = user.username.clone();
+        if store.snapshot().user(&name).is_none() {
+            store
+                .change(|m| m.create_user(user))
+                .context("acl2_init_user")?;
+            tracing::info!(target: "audit", user = %name, "ACL 2.0: created the initial user");
+        }
+    }
+    if config.acl2_migrate_from_v1 {
+        let v1 = acl::AclConfig::load(&config.acl_file).context("acl2_migrate_from_v1")?;
+        let added = store
+            .change(|m| Ok(m.migrate_v1(&v1)))
+            .context("acl2_migrate_from_v1")?;
+        if !added.is_empty() {
+            tracing::info!(
+                target: "audit",
+                users = %added.join(","),
+                "ACL 2.0: migrated plain_acl.yml accounts to users"
+            );
+        }
+    }
+    Ok(store)
 }
 
 #[cfg(test)]

@@ -112,6 +112,17 @@ pub mod request {
     pub const SET_MESSAGE_REQUEST_MODE: i32 = 401;
     pub const GET_ALL_MESSAGE_REQUEST_MODE: i32 = 402;
     pub const GET_BROKER_MEMBER_GROUP: i32 = 901;
+    /// RocketMQ 5.3's ACL 2.0 administration (users and ACLs, served by the broker).
+    pub const AUTH_CREATE_USER: i32 = 3001;
+    pub const AUTH_UPDATE_USER: i32 = 3002;
+    pub const AUTH_DELETE_USER: i32 = 3003;
+    pub const AUTH_GET_USER: i32 = 3004;
+    pub const AUTH_LIST_USER: i32 = 3005;
+    pub const AUTH_CREATE_ACL: i32 = 3006;
+    pub const AUTH_UPDATE_ACL: i32 = 3007;
+    pub const AUTH_DELETE_ACL: i32 = 3008;
+    pub const AUTH_GET_ACL: i32 = 3009;
+    pub const AUTH_LIST_ACL: i32 = 3010;
     pub const ADD_BROKER: i32 = 902;
     pub const REMOVE_BROKER: i32 = 903;
     pub const BROKER_HEARTBEAT: i32 = 904;
@@ -130,7 +141,7 @@ pub mod request {
     }
 
     /// Every code in this module with its Java name.
-    pub const ALL: [(i32, &str); 116] = [
+    pub const ALL: [(i32, &str); 126] = [
         (SEND_MESSAGE, "SEND_MESSAGE"),
         (PULL_MESSAGE, "PULL_MESSAGE"),
         (QUERY_MESSAGE, "QUERY_MESSAGE"),
@@ -277,6 +288,16 @@ pub mod request {
         (SET_MESSAGE_REQUEST_MODE, "SET_MESSAGE_REQUEST_MODE"),
         (GET_ALL_MESSAGE_REQUEST_MODE, "GET_ALL_MESSAGE_REQUEST_MODE"),
         (GET_BROKER_MEMBER_GROUP, "GET_BROKER_MEMBER_GROUP"),
+        (AUTH_CREATE_USER, "AUTH_CREATE_USER"),
+        (AUTH_UPDATE_USER, "AUTH_UPDATE_USER"),
+        (AUTH_DELETE_USER, "AUTH_DELETE_USER"),
+        (AUTH_GET_USER, "AUTH_GET_USER"),
+        (AUTH_LIST_USER, "AUTH_LIST_USER"),
+        (AUTH_CREATE_ACL, "AUTH_CREATE_ACL"),
+        (AUTH_UPDATE_ACL, "AUTH_UPDATE_ACL"),
+        (AUTH_DELETE_ACL, "AUTH_DELETE_ACL"),
+        (AUTH_GET_ACL, "AUTH_GET_ACL"),
+        (AUTH_LIST_ACL, "AUTH_LIST_ACL"),
         (ADD_BROKER, "ADD_BROKER"),
         (REMOVE_BROKER, "REMOVE_BROKER"),
         (BROKER_HEARTBEAT, "BROKER_HEARTBEAT"),
@@ -337,6 +358,8 @@ pub mod response {
     pub const NOT_LEADER_FOR_QUEUE: i32 = 501;
     pub const ILLEGAL_OPERATION: i32 = 604;
     pub const GO_AWAY: i32 = 1500;
+    pub const USER_NOT_EXIST: i32 = 3001;
+    pub const POLICY_NOT_EXIST: i32 = 3002;
 
     /// The Java name of a code, for logs and remarks.
     pub fn name(code: i32) -> Option<&'static str> {
@@ -344,7 +367,7 @@ pub mod response {
     }
 
     /// Every code in this module with its Java name.
-    pub const ALL: [(i32, &str); 43] = [
+    pub const ALL: [(i32, &str); 45] = [
         (SUCCESS, "SUCCESS"),
         (SYSTEM_ERROR, "SYSTEM_ERROR"),
         (SYSTEM_BUSY, "SYSTEM_BUSY"),
@@ -391,6 +414,8 @@ pub mod response {
         (NOT_LEADER_FOR_QUEUE, "NOT_LEADER_FOR_QUEUE"),
         (ILLEGAL_OPERATION, "ILLEGAL_OPERATION"),
         (GO_AWAY, "GO_AWAY"),
+        (USER_NOT_EXIST, "USER_NOT_EXIST"),
+        (POLICY_NOT_EXIST, "POLICY_NOT_EXIST"),
     ];
 }
 

@@ -598,6 +598,33 @@ const HOST_INDEPENDENT_DISK_LEVELS: &str =
 /// 5.3.3) with `args` against the NameServer `ns`; whether it exited 0 without printing an
 /// exception, and what it printed (bounded by the tool's own timeouts).
 pub fn rocketmq_mqadmin(cp: &str, ns: &str, args: &[&str]) -> (bool, String) {
+    rocketmq_mqadmin_in(cp, ns, &workspace_root().join("tests/rocketmq-tools"), args)
+}
+
+/// [`rocketmq_mqadmin`] signing every request as the user or account `(access key, secret
+/// key)`: RocketMQ's mqadmin reads them from `$ROCKETMQ_HOME/conf/tools.yml`, written in a
+/// fresh home in `dir` (with the tools' logback config beside it).
+pub fn rocketmq_mqadmin_as(
+    cp: &str,
+    ns: &str,
+    dir: &Path,
+    (access_key, secret_key): (&str, &str),
+    args: &[&str],
+) -> (bool, String) {
+    let home = dir.join(format!("mqadmin-home-{access_key}"));
+    let conf = home.join("conf");
+    std::fs::create_dir_all(&conf).unwrap();
+    std::fs::write(
+        conf.join("tools.yml"),
+        format!("accessKey: {access_key}\nsecretKey: {secret_key}\n"),
+    )
+    .unwrap();
+    let logback = workspace_root().join("tests/rocketmq-tools/conf/logback_tools.xml");
+    std::fs::copy(logback, conf.join("logback_tools.xml")).unwrap();
+    rocketmq_mqadmin_in(cp, ns, &home, args)
+}
+
+fn rocketmq_mqadmin_in(cp: &str, ns: &str, home: &Path, args: &[&str]) -> (bool, String) {
     // A run is short: the client compiler and the serial collector cost about half the CPU
     // of the JVM's defaults here.
     let out = Command::new("java")
@@ -610,10 +637,7 @@ pub fn rocketmq_mqadmin(cp: &str, ns: &str, args: &[&str]) -> (bool, String) {
         // consumerStatus writes each client's running info under `<now>/` in its working
         // directory: not in the source tree.
         .current_dir(std::env::temp_dir())
-        .env(
-            "ROCKETMQ_HOME",
-            workspace_root().join("tests/rocketmq-tools"),
-        )
+        .env("ROCKETMQ_HOME", home)
         .output()
         .expect("java runs");
     let text = format!(

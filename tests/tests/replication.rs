@@ -703,3 +703,133 @@ fn a_consumer_far_behind_reads_from_the_slave_and_comes_back_to_the_master() {
         "a consumer near the end never reads the slave"
     );
 }
+
+/// A remoting request with `fields` and `body`, signed as `(user, password)` (ACL 2.0).
+fn signed_call(
+    addr: &str,
+    code: i32,
+    fields: &[(&str, &str)],
+    body: &[u8],
+    (user, password): (&str, &str),
+) -> remoting::Frame {
+    let mut cmd = remoting::RemotingCommand::request(code, 5);
+    for (k, v) in fields {
+        cmd.ext_fields.insert((*k).into(), (*v).into());
+    }
+    cmd.ext_fields.insert("AccessKey".into(), user.into());
+    let sig = acl::sign::sign_remoting(
+        cmd.ext_fields.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+        body,
+        password,
+    );
+    cmd.ext_fields.insert("Signature".into(), sig);
+    remoting_call(addr, &cmd, body)
+}
+
+/// ACL 2.0's users and ACLs follow the master to its slave: a user created at the master is
+/// one the slave knows (it signs requests the slave takes), a user deleted is gone there
+/// too, and the slave keeps the set on its own disk.
+#[test]
+fn a_slave_takes_its_masters_users_and_acls() {
+    use remoting::codes::{request, response};
+    let root = ("root", "root-secret-1");
+    let on = "acl2_authentication_enable = true\nacl2_authorization_enable = true\n";
+    let master_toml = format!(
+        "{on}acl2_init_user = '{{\"username\":\"root\",\"password\":\"root-secret-1\",\"userType\":\"Super\"}}'\n"
+    );
+    let mut pair = Pair::start(1, &master_toml, on);
+    let user = br#"{"username":"app","password":"app-secret-1","userType":"Normal"}"#;
+    let f = signed_call(
+        &pair.master.addr,
+        request::AUTH_CREATE_USER,
+        &[("username", "app")],
+        user,
+        root,
+    );
+    assert_eq!(f.command.code, response::SUCCESS, "{:?}", f.command.remark);
+    let acl = br#"{"subject":"User:app","policies":[{"entries":[{"resource":"Topic:Orders","actions":["Pub"],"decision":"Allow"}]}]}"#;
+    let f = signed_call(
+        &pair.master.addr,
+        request::AUTH_CREATE_ACL,
+        &[("subject", "User:app")],
+        acl,
+        root,
+    );
+    assert_eq!(f.command.code, response::SUCCESS, "{:?}", f.command.remark);
+
+    // The slave knows root (only the master was told of it) and app, with app's ACL.
+    let slave = pair.slave.addr.clone();
+    let got = wait_for(Duration::from_secs(30), || {
+        let f = signed_call(
+            &slave,
+            request::AUTH_GET_ACL,
+            &[("subject", "User:app")],
+            b"",
+            root,
+        );
+        (f.command.code == response::SUCCESS).then_some(f)
+    })
+    .expect("the slave takes the master's users and ACLs");
+    let body: serde_json::Value = remoting::body::from_json(&got.body).unwrap();
+    assert_eq!(
+        body["policies"][0]["entries"][0]["resource"],
+        "Topic:Orders"
+    );
+
+    // The slave takes changes from its master only.
+    let mut cmd = remoting::RemotingCommand::request(request::AUTH_DELETE_USER, 6);
+    cmd.ext_fields.insert("username".into(), "app".into());
+    cmd.ext_fields.insert("AccessKey".into(), root.0.into());
+    let sig = acl::sign::sign_remoting(
+        cmd.ext_fields.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+        b"",
+        root.1,
+    );
+    cmd.ext_fields.insert("Signature".into(), sig);
+    let f = remoting_call(&slave, &cmd, b"");
+    assert_eq!(
+        f.command.code,
+        response::SLAVE_NOT_AVAILABLE,
+        "{:?}",
+        f.command.remark
+    );
+
+    // A deleted user goes from the slave too; the set is on the slave's disk.
+    let f = signed_call(
+        &pair.master.addr,
+        request::AUTH_DELETE_USER,
+        &[("username", "app")],
+        b"",
+        root,
+    );
+    assert_eq!(f.command.code, response::SUCCESS, "{:?}", f.command.remark);
+    wait_for(Duration::from_secs(30), || {
+        let f = signed_call(
+            &slave,
+            request::AUTH_GET_USER,
+            &[("username", "app")],
+            b"",
+            root,
+        );
+        (f.command.code == response::USER_NOT_EXIST).then_some(())
+    })
+    .expect("the user deleted at the master is gone from the slave");
+    let stored =
+        std::fs::read_to_string(pair.slave_opts.data_dir.join("config/auth.json")).unwrap();
+    assert!(
+        stored.contains("\"root\"") && !stored.contains("\"app\""),
+        "{stored}"
+    );
+    pair.master.terminate();
+    pair.restart_slave();
+    // Without its master, the restarted slave still knows root from its own disk.
+    let f = signed_call(
+        &pair.slave.addr,
+        request::AUTH_GET_USER,
+        &[("username", "root")],
+        b"",
+        root,
+    );
+    assert_eq!(f.command.code, response::SUCCESS, "{:?}", f.command.remark);
+    pair.slave.terminate();
+}

@@ -1086,6 +1086,44 @@ fn offsets(addr: &str, group: &str) -> (u64, u64) {
 fn acl_signatures_and_permissions_hold_for_v5_calls() {
     let rules = integration::AclRules::write(RULES);
     let c = Cluster::start_with(1, "small", |o| o.config_toml = Some(rules.broker_toml()));
+    v5_calls_get_what_the_rules_allow(&c);
+}
+
+/// The same calls under ACL 2.0: the broker's users and policies are the ACL 1.0 file's
+/// accounts, migrated at start (`acl2_migrate_from_v1`, RocketMQ's `AuthMigrator`), so the
+/// same table holds: a signature by a user, its policies deciding, the admin a super user.
+#[test]
+fn acl_2_users_migrated_from_plain_acl_hold_for_v5_calls() {
+    let rules = integration::AclRules::write(RULES);
+    let c = Cluster::start_with(1, "small", |o| {
+        o.config_toml = Some(format!(
+            "acl2_authentication_enable = true\nacl2_authorization_enable = true\nacl2_migrate_from_v1 = true\nacl_file = \"{}\"\n",
+            rules.file.display()
+        ))
+    });
+    v5_calls_get_what_the_rules_allow(&c);
+    // ACL 2.0 asks Pub or Sub on a topic for its route (ACL 1.0 any account).
+    let broker = c.broker.addr.clone();
+    run(Duration::from_secs(30), || async move {
+        let client = connect(&broker).await;
+        for (topic, expected) in [("Audit", v2::Code::Ok), ("Other", v2::Code::Unauthorized)] {
+            let route = route_request(topic).encode_to_vec();
+            let r = call_as(
+                &client,
+                Rpc::QueryRoute.path(),
+                Some("acl-client"),
+                &route,
+                Some(APP),
+            )
+            .await;
+            let routed = v2::QueryRouteResponse::decode(r.message.unwrap()).unwrap();
+            assert_eq!(code(&routed.status), expected, "the route of {topic}");
+        }
+    });
+}
+
+/// Sends, routes and acks of `RULES`' accounts, each allowed or refused as the rules say.
+fn v5_calls_get_what_the_rules_allow(c: &Cluster) {
     let ns = c.namesrv.addr.clone();
     for t in ["Orders", "Audit"] {
         integration::create_topic_as(&ns, ADMIN, t, 1);

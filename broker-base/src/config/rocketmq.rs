@@ -327,6 +327,21 @@ idle_poll_us = 0
     }
 
     #[test]
+    fn acl_2_keys_take_rocketmqs_names() {
+        let mut cfg = BrokerConfig::default();
+        let text = "authenticationEnabled=true\nauthorizationEnabled=true\ninitAuthenticationUser={\"username\":\"root\",\"password\":\"12345678\",\"userType\":\"Super\"}\nmigrateAuthFromV1Enabled=true\n";
+        assert!(looks_like_properties(text));
+        let ignored = overlay_properties(&mut cfg, text, "broker.conf").unwrap();
+        assert!(ignored.is_empty(), "{ignored:?}");
+        assert!(cfg.acl2_authentication_enable && cfg.acl2_authorization_enable);
+        assert!(cfg.acl2_migrate_from_v1);
+        assert_eq!(
+            cfg.acl2_init_user.as_deref(),
+            Some(r#"{"username":"root","password":"12345678","userType":"Super"}"#)
+        );
+    }
+
+    #[test]
     fn broker_ip1_listens_everywhere_and_advertises_itself_unless_bind_address_says() {
         let mut cfg = BrokerConfig::default();
         overlay_properties(&mut cfg, "brokerIP1=10.1.2.3\nlistenPort=10911\n", "t").unwrap();

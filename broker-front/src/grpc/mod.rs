@@ -247,7 +247,7 @@ macro_rules! needs {
 }
 
 needs! {
-    v2::QueryRouteRequest: |_r| vec![Action::Info];
+    v2::QueryRouteRequest: |r| vec![Action::Route { topic: name_of(&r.topic) }];
     v2::QueryAssignmentRequest: |r| subscribe(&r.topic, &r.group);
     v2::SendMessageRequest: |r| vec![Action::Publish {
         topic: r.messages.first().map_or("", |m| name_of(&m.topic)),

@@ -49,6 +49,7 @@ use broker_core::priority::{priority_of, priority_queue, Priority, PROPERTY_PRIO
 
 mod admin;
 mod assign;
+mod auth_admin;
 pub(crate) mod pop;
 
 pub use admin::Seen;
@@ -202,6 +203,9 @@ pub(crate) async fn serve(
         request::CHANGE_MESSAGE_INVISIBLETIME => pop::change_invisible(core, req).await,
         request::QUERY_ASSIGNMENT => assign::query(core, req, &frame.body).await,
         request::SET_MESSAGE_REQUEST_MODE => assign::set_mode(core, req, &frame.body).await,
+        code if auth_admin::is_auth_admin(code) => {
+            auth_admin::serve(core, client, req, &frame.body).await
+        }
         code => match admin::serve(core, req, &frame.body).await {
             Some(answer) => answer,
             None => {

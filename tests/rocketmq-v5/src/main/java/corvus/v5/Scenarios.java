@@ -17,6 +17,7 @@ import java.util.function.BooleanSupplier;
 import org.apache.rocketmq.client.apis.ClientConfiguration;
 import org.apache.rocketmq.client.apis.ClientException;
 import org.apache.rocketmq.client.apis.ClientServiceProvider;
+import org.apache.rocketmq.client.apis.StaticSessionCredentialsProvider;
 import org.apache.rocketmq.client.apis.consumer.ConsumeResult;
 import org.apache.rocketmq.client.apis.consumer.FilterExpression;
 import org.apache.rocketmq.client.apis.consumer.FilterExpressionType;
@@ -75,19 +76,25 @@ public final class Scenarios {
     final String topic;
     final String group;
 
-    Scenarios(String endpoint, boolean tls, String topic, String group) {
-        this.cfg = ClientConfiguration.newBuilder()
+    Scenarios(String endpoint, boolean tls, String topic, String group, String credentials) {
+        var b = ClientConfiguration.newBuilder()
                 .setEndpoints(endpoint)
                 .enableSsl(tls)
-                .setRequestTimeout(Duration.ofSeconds(5))
-                .build();
+                .setRequestTimeout(Duration.ofSeconds(5));
+        if (credentials != null) {
+            // ACCESS_KEY:SECRET_KEY; every call is signed with them.
+            int colon = credentials.indexOf(':');
+            b.setCredentialProvider(new StaticSessionCredentialsProvider(
+                    credentials.substring(0, colon), credentials.substring(colon + 1)));
+        }
+        this.cfg = b.build();
         this.topic = topic;
         this.group = group;
     }
 
     public static void main(String[] args) {
         if (args.length < 2) {
-            System.err.println("usage: Scenarios ENDPOINT SCENARIO [--tls] [--topic T] [--group G]");
+            System.err.println("usage: Scenarios ENDPOINT SCENARIO [--tls] [--topic T] [--group G] [--credentials AK:SK]");
             System.err.println("scenarios (topic, message type): ");
             TOPICS.forEach((k, v) -> System.err.println("  " + k + " " + v[0] + " " + v[1]));
             System.exit(2);
@@ -102,11 +109,13 @@ public final class Scenarios {
         }
         String topic = fixed[0];
         String group = null;
+        String credentials = null;
         for (int i = 2; i < args.length; i++) {
             switch (args[i]) {
                 case "--tls" -> tls = true;
                 case "--topic" -> topic = args[++i];
                 case "--group" -> group = args[++i];
+                case "--credentials" -> credentials = args[++i];
                 default -> {
                     System.err.println("unknown option " + args[i]);
                     System.exit(2);
@@ -119,7 +128,7 @@ public final class Scenarios {
         long t0 = System.nanoTime();
         int status = 0;
         try {
-            Scenarios s = new Scenarios(endpoint, tls, topic, group);
+            Scenarios s = new Scenarios(endpoint, tls, topic, group, credentials);
             switch (scenario) {
                 case "produce" -> s.produce();
                 case "fifo" -> s.fifo();
