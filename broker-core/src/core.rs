@@ -88,6 +88,8 @@ pub struct Core {
     pub mesh: Rc<Mesh>,
     pub topics: RefCell<TopicTable>,
     pub stats: CoreStats,
+    /// RocketMQ's per-topic and per-group stats of this core (VIEW_BROKER_STATS_DATA).
+    pub broker_stats: RefCell<crate::broker_stats::BrokerStats>,
     pub store_host: SocketAddrV4,
     /// This core's send-latency histogram (observed per send request).
     pub(crate) send_latency: prometheus_client::metrics::histogram::Histogram,
@@ -356,6 +358,16 @@ impl Core {
         None
     }
 
+    /// Counts a message of `topic` that `group` sent back to be consumed again.
+    pub fn count_send_back(&self, topic: &str, group: &str) {
+        self.broker_stats.borrow_mut().sent_back(topic, group);
+    }
+
+    /// Takes the broker stats' samples due now (called every second).
+    pub fn sample_broker_stats(&self) {
+        self.broker_stats.borrow_mut().tick(self.shared.clock.now());
+    }
+
     pub fn count_request(&self) {
         bump(&self.stats.requests, 1);
     }
@@ -453,7 +465,13 @@ impl Core {
         }
         bump(&self.stats.produced_messages, appended.count as u64);
         bump(&self.stats.produced_bytes, bytes);
-        self.send_latency.observe(started.elapsed().as_secs_f64());
+        let took = started.elapsed();
+        {
+            let mut stats = self.broker_stats.borrow_mut();
+            stats.put(topic, u64::from(appended.count), bytes);
+            stats.put_latency.record(took);
+        }
+        self.send_latency.observe(took.as_secs_f64());
         Ok(SendOutcome {
             appended,
             queue_id,
@@ -672,6 +690,12 @@ impl Core {
             let bytes: u64 = r.records.iter().map(|s| s.len() as u64).sum();
             bump(&self.stats.consumed_messages, count as u64);
             bump(&self.stats.consumed_bytes, bytes);
+            self.broker_stats.borrow_mut().got(
+                &args.topic,
+                &args.consumer_group,
+                u64::from(count),
+                bytes,
+            );
             let suggest_broker_id = self.suggest_reader(shard_id, shard, &r.records);
             return Ok(PullOutcome {
                 status,
