@@ -492,7 +492,9 @@ impl BrokerStats {
     /// The stat `stats_name` of `key` over its three windows, or `None` when this core never
     /// counted it (RocketMQ's broker answers "not exist" then).
     pub fn view(&self, stats_name: &str, key: &str, now: Instant) -> Option<StatsData> {
-        let s = self.series(stats_name, key)?;
+        // As RocketMQ creates a stat at its first count: one never counted is not there,
+        // though its key counted other stats.
+        let s = self.series(stats_name, key).filter(|s| s.now.times > 0)?;
         Some(StatsData {
             minute: self.minute.read(s, now),
             hour: self.hour.read(s, now),
@@ -640,6 +642,7 @@ mod tests {
         assert!(b.view(name::BROKER_PUT_NUMS, "other-cluster", t0).is_none());
         assert!(b.view("NO_SUCH_STAT", "T", t0).is_none());
         b.got("T", "g", 3, 30);
+        assert!(b.view(name::SNDBCK_PUT_NUMS, "T@g", t0).is_none());
         b.sent_back("T", "g");
         assert_eq!(b.view(name::GROUP_GET_NUMS, "T@g", t0).unwrap().day.sum, 3);
         assert_eq!(b.view(name::GROUP_GET_SIZE, "T@g", t0).unwrap().day.sum, 30);
