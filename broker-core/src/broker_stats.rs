@@ -258,6 +258,17 @@ impl Window {
 struct TopicStats {
     put_nums: Series,
     put_size: Series,
+    /// What [`BrokerStats::publish`] last gave the metrics.
+    published: Totals,
+}
+
+impl TopicStats {
+    fn totals(&self) -> Totals {
+        Totals {
+            messages: self.put_nums.now.value,
+            bytes: self.put_size.now.value,
+        }
+    }
 }
 
 #[derive(Debug, Default, Clone)]
@@ -265,6 +276,37 @@ struct GroupStats {
     get_nums: Series,
     get_size: Series,
     send_back_nums: Series,
+    published: Totals,
+}
+
+impl GroupStats {
+    fn totals(&self) -> Totals {
+        Totals {
+            messages: self.get_nums.now.value,
+            bytes: self.get_size.now.value,
+        }
+    }
+}
+
+/// What changed since the last [`BrokerStats::publish`], for the metrics.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Published<'a> {
+    /// A topic's growth (messages and bytes stored) since the last publish.
+    Topic(&'a str, Totals),
+    /// A topic@group's growth (messages and bytes handed out).
+    Group(&'a str, &'a str, Totals),
+    /// A topic dropped from the table (idle for a day): its series can go.
+    TopicGone(&'a str),
+    GroupGone(&'a str, &'a str),
+}
+
+fn growth(now: Totals, published: &mut Totals) -> Option<Totals> {
+    let grew = Totals {
+        messages: now.messages.wrapping_sub(published.messages),
+        bytes: now.bytes.wrapping_sub(published.bytes),
+    };
+    *published = now;
+    (grew != Totals::default()).then_some(grew)
 }
 
 /// Per-key totals for the metrics: (messages, bytes).
@@ -293,6 +335,9 @@ pub struct BrokerStats {
     minute_samples: u64,
     /// Latencies of the sends this core took.
     pub put_latency: PutLatency,
+    /// Keys dropped since the last publish.
+    gone_topics: Vec<String>,
+    gone_groups: Vec<(String, String)>,
     topics_max: usize,
     groups_max: usize,
 }
@@ -320,6 +365,8 @@ impl BrokerStats {
             day: Window::new(MINUTE_LEN + HOUR_LEN, DAY_LEN, now),
             minute_samples: 0,
             put_latency: PutLatency::default(),
+            gone_topics: Vec::new(),
+            gone_groups: Vec::new(),
             topics_max: topics_max.max(1),
             groups_max: groups_max.max(1),
         }
@@ -450,12 +497,23 @@ impl BrokerStats {
         }
         let oldest = day.base + day.position(usize::MAX);
         let idle = |s: &Series| s.slots[oldest] == s.now;
-        self.topics
-            .retain(|_, t| !(idle(&t.put_nums) && idle(&t.put_size)));
+        let gone = &mut self.gone_topics;
+        self.topics.retain(|k, t| {
+            let keep = !(idle(&t.put_nums) && idle(&t.put_size));
+            if !keep {
+                gone.push(k.clone());
+            }
+            keep
+        });
         let mut kept = 0;
-        for by_group in self.groups.values_mut() {
-            by_group.retain(|_, g| {
-                !(idle(&g.get_nums) && idle(&g.get_size) && idle(&g.send_back_nums))
+        let gone = &mut self.gone_groups;
+        for (topic, by_group) in self.groups.iter_mut() {
+            by_group.retain(|group, g| {
+                let keep = !(idle(&g.get_nums) && idle(&g.get_size) && idle(&g.send_back_nums));
+                if !keep {
+                    gone.push((topic.clone(), group.clone()));
+                }
+                keep
             });
             kept += by_group.len();
         }
@@ -582,6 +640,43 @@ impl BrokerStats {
             })
     }
 
+    /// Hands `f` what grew since the last call, key by key (the overflow keys included),
+    /// and the keys dropped since. Keys that did not grow are not visited with a growth.
+    pub fn publish(&mut self, mut f: impl FnMut(Published<'_>)) {
+        for k in self.gone_topics.drain(..) {
+            f(Published::TopicGone(&k));
+        }
+        for (t, g) in self.gone_groups.drain(..) {
+            f(Published::GroupGone(&t, &g));
+        }
+        let overflow = [(OVERFLOW_KEY, &mut self.overflow_topic)];
+        for (k, t) in self
+            .topics
+            .iter_mut()
+            .map(|(k, t)| (k.as_str(), t))
+            .chain(overflow)
+        {
+            if let Some(g) = growth(t.totals(), &mut t.published) {
+                f(Published::Topic(k, g));
+            }
+        }
+        let overflow = [(OVERFLOW_KEY, OVERFLOW_KEY, &mut self.overflow_group)];
+        for (topic, group, s) in self
+            .groups
+            .iter_mut()
+            .flat_map(|(topic, by_group)| {
+                by_group
+                    .iter_mut()
+                    .map(move |(group, g)| (topic.as_str(), group.as_str(), g))
+            })
+            .chain(overflow)
+        {
+            if let Some(g) = growth(s.totals(), &mut s.published) {
+                f(Published::Group(topic, group, g));
+            }
+        }
+    }
+
     /// The topic keys and topic@group keys held (without the overflow keys).
     /// The topic keys and topic@group keys held.
     pub fn key_counts(&self) -> (usize, usize) {
@@ -613,6 +708,37 @@ mod tests {
         assert_eq!(size.minute.sum, 1500);
         let all = b.view(name::BROKER_PUT_NUMS, "c", t0 + secs(5)).unwrap();
         assert_eq!(all.minute.sum, 15);
+    }
+
+    fn published(b: &mut BrokerStats) -> Vec<String> {
+        let mut out = Vec::new();
+        b.publish(|p| out.push(format!("{p:?}")));
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn publish_gives_the_growth_since_the_last_publish() {
+        let t0 = Instant::now();
+        let mut b = BrokerStats::with_caps("c", t0, 1, 1);
+        b.put("T", 2, 20);
+        b.put("U", 1, 10);
+        b.got("T", "g", 1, 5);
+        let first = published(&mut b);
+        assert_eq!(
+            first,
+            [
+                r#"Group("T", "g", Totals { messages: 1, bytes: 5 })"#,
+                r#"Topic("%OVERFLOW%", Totals { messages: 1, bytes: 10 })"#,
+                r#"Topic("T", Totals { messages: 2, bytes: 20 })"#,
+            ]
+        );
+        assert!(published(&mut b).is_empty(), "nothing grew");
+        b.put("T", 1, 10);
+        assert_eq!(
+            published(&mut b),
+            [r#"Topic("T", Totals { messages: 1, bytes: 10 })"#]
+        );
     }
 
     #[test]
@@ -745,6 +871,12 @@ mod tests {
         assert!(b.view(name::TOPIC_PUT_NUMS, "old", t).is_none());
         assert!(b.view(name::GROUP_GET_NUMS, "old@g", t).is_none());
         assert_eq!(b.key_counts(), (1, 0));
+        let gone = published(&mut b);
+        assert!(gone.contains(&r#"TopicGone("old")"#.to_owned()), "{gone:?}");
+        assert!(
+            gone.contains(&r#"GroupGone("old", "g")"#.to_owned()),
+            "{gone:?}"
+        );
         let live = b.view(name::TOPIC_PUT_NUMS, "live", t).unwrap();
         assert!(live.day.sum >= 2, "{live:?}");
         let counted: u64 = b.topic_totals().map(|(_, t)| t.messages).sum();

@@ -363,9 +363,20 @@ impl Core {
         self.broker_stats.borrow_mut().sent_back(topic, group);
     }
 
-    /// Takes the broker stats' samples due now (called every second).
+    /// Takes the broker stats' samples due now and publishes their per-topic and per-group
+    /// growth to the metrics (called every second).
     pub fn sample_broker_stats(&self) {
-        self.broker_stats.borrow_mut().tick(self.shared.clock.now());
+        use crate::broker_stats::Published;
+        let mut stats = self.broker_stats.borrow_mut();
+        stats.tick(self.shared.clock.now());
+        let m = &self.shared.metrics;
+        let core = self.id;
+        stats.publish(|p| match p {
+            Published::Topic(t, g) => m.add_topic_put(core, t, g.messages, g.bytes),
+            Published::Group(t, group, g) => m.add_group_get(core, t, group, g.messages, g.bytes),
+            Published::TopicGone(t) => m.forget_topic(core, t),
+            Published::GroupGone(t, group) => m.forget_group(core, t, group),
+        });
     }
 
     pub fn count_request(&self) {

@@ -227,3 +227,120 @@ fn broker_stats_and_runtime_info_carry_what_the_exporter_reads() {
     // Sent within the last seconds: the 10 s rate is above zero.
     assert!(put_tps > 0.0, "putTps {put_tps}");
 }
+
+/// The broker's `/metrics` body.
+fn scrape_text(url: &str) -> String {
+    let addr = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/metrics");
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "GET /metrics HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).unwrap();
+    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+    resp.split("\r\n\r\n").nth(1).unwrap_or("").to_owned()
+}
+
+/// The sum of `name`'s samples whose labels include every pair of `labels`.
+fn labelled(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    let lines = text.lines().map(|l| Ok(l.to_owned()));
+    let scrape = prometheus_parse::Scrape::parse(lines).unwrap();
+    let mut total = None;
+    for s in scrape.samples.iter().filter(|s| s.metric == name) {
+        if labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)) {
+            if let prometheus_parse::Value::Counter(v)
+            | prometheus_parse::Value::Untyped(v)
+            | prometheus_parse::Value::Gauge(v) = s.value
+            {
+                total = Some(total.unwrap_or(0.0) + v);
+            }
+        }
+    }
+    total
+}
+
+#[test]
+fn metrics_carry_per_topic_and_per_group_series() {
+    let c = Cluster::start_with(2, "small", |o| {
+        o.extra
+            .extend(["--metrics-addr".into(), "127.0.0.1:0".into()])
+    });
+    let url = c
+        .broker
+        .preamble_addr("broker metrics on ")
+        .expect("metrics address printed");
+    let ns = c.namesrv.addr.clone();
+    create_topic(&ns, TOPIC, 4);
+    let p = producer(&ns);
+    for i in 0..SENT {
+        p.send(Message::new(TOPIC, format!("metric-{i}").into_bytes()))
+            .unwrap();
+    }
+    let consumer = PullConsumer::new(&ns, GROUP).unwrap();
+    assert_eq!(
+        drain_topic(&consumer, TOPIC, Duration::from_secs(30)).len() as u64,
+        SENT
+    );
+    // Published once a second: wait for both families to reach the counts.
+    let topic = [("topic", TOPIC)];
+    let group = [("topic", TOPIC), ("group", GROUP)];
+    let text = integration::wait_for(Duration::from_secs(10), || {
+        let text = scrape_text(&url);
+        let put = labelled(&text, "corvus_topic_put_messages_total", &topic);
+        let got = labelled(&text, "corvus_group_get_messages_total", &group);
+        (put == Some(SENT as f64) && got == Some(SENT as f64)).then_some(text)
+    })
+    .unwrap_or_else(|| {
+        let text = scrape_text(&url);
+        let ours: Vec<&str> = text
+            .lines()
+            .filter(|l| l.contains("corvus_topic_") || l.contains("corvus_group_get"))
+            .collect();
+        panic!(
+            "the per-topic and per-group counters do not reach {SENT}: {ours:#?} in {} bytes: {}",
+            text.len(),
+            &text[text.len().saturating_sub(100)..],
+        )
+    });
+    assert!(labelled(&text, "corvus_topic_put_bytes_total", &topic).unwrap() > SENT as f64 * 8.0);
+    assert!(labelled(&text, "corvus_group_get_bytes_total", &group).unwrap() > SENT as f64 * 8.0);
+    for family in [
+        "corvus_topic_put_messages",
+        "corvus_topic_put_bytes",
+        "corvus_group_get_messages",
+        "corvus_group_get_bytes",
+    ] {
+        assert!(
+            text.contains(&format!("# HELP {family} "))
+                && text.contains(&format!("# TYPE {family} counter")),
+            "{family} has its HELP and TYPE"
+        );
+    }
+    // promtool, where installed, has nothing to say of these families beyond what it says
+    // of every counter of the page: prometheus_client writes a counter's HELP under its
+    // OpenMetrics name (without `_total`), which promtool's text-format check reports as
+    // "no help text".
+    if let Ok(mut child) = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+    {
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        let said = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        for line in said.lines() {
+            if line.contains("corvus_topic_") || line.contains("corvus_group_get_") {
+                assert!(line.ends_with(" no help text"), "promtool: {line}");
+            }
+        }
+    }
+}
