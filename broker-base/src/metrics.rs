@@ -28,6 +28,19 @@ pub struct GroupQueueLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CoreTopicLabel {
+    pub core: String,
+    pub topic: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CoreGroupLabel {
+    pub core: String,
+    pub topic: String,
+    pub group: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ShardLabel {
     pub shard: String,
 }
@@ -87,6 +100,10 @@ pub struct BrokerMetrics {
     consumer_backlog: Family<GroupQueueLabel, Gauge>,
     pop_inflight: Family<GroupQueueLabel, Gauge>,
     priority_messages: Family<PriorityLabel, Counter>,
+    topic_put_messages: Family<CoreTopicLabel, Counter>,
+    topic_put_bytes: Family<CoreTopicLabel, Counter>,
+    group_get_messages: Family<CoreGroupLabel, Counter>,
+    group_get_bytes: Family<CoreGroupLabel, Counter>,
     slave_lag_bytes: Family<ShardSlaveLabel, Gauge>,
     slave_lag_ms: Family<ShardSlaveLabel, Gauge>,
     slave_in_sync: Family<ShardSlaveLabel, Gauge>,
@@ -136,6 +153,10 @@ impl BrokerMetrics {
             consumer_backlog: Family::default(),
             pop_inflight: Family::default(),
             priority_messages: Family::default(),
+            topic_put_messages: Family::default(),
+            topic_put_bytes: Family::default(),
+            group_get_messages: Family::default(),
+            group_get_bytes: Family::default(),
             slave_lag_bytes: Family::default(),
             slave_lag_ms: Family::default(),
             slave_in_sync: Family::default(),
@@ -291,6 +312,29 @@ impl BrokerMetrics {
             "Messages a POP consumer group was handed and has not acked, per queue",
             m.pop_inflight.clone(),
         );
+        // Per topic and per topic@group, bounded as the broker stats are: at most 10,000
+        // topics and 10,000 topic@group pairs per core, the rest under topic (and group)
+        // "%OVERFLOW%"; a key idle for a day leaves (`broker_core::broker_stats`).
+        r.register(
+            "corvus_topic_put_messages",
+            "Messages stored, per core and topic (past the cap: topic %OVERFLOW%)",
+            m.topic_put_messages.clone(),
+        );
+        r.register(
+            "corvus_topic_put_bytes",
+            "Bytes of messages stored, per core and topic (past the cap: topic %OVERFLOW%)",
+            m.topic_put_bytes.clone(),
+        );
+        r.register(
+            "corvus_group_get_messages",
+            "Messages handed to a consumer group by pulls, per core, topic and group (past the cap: %OVERFLOW%)",
+            m.group_get_messages.clone(),
+        );
+        r.register(
+            "corvus_group_get_bytes",
+            "Bytes of messages handed to a consumer group by pulls, per core, topic and group (past the cap: %OVERFLOW%)",
+            m.group_get_bytes.clone(),
+        );
         r.register(
             "corvus_priority_messages",
             "Priority messages stored (way=sent) and handed out by pops (way=delivered), per core and priority (9: 9 and above)",
@@ -409,6 +453,48 @@ impl BrokerMetrics {
             };
             self.priority_messages.get_or_create(&l).inc_by(n);
         }
+    }
+
+    /// Adds a topic's growth on a core.
+    pub fn add_topic_put(&self, core: u16, topic: &str, messages: u64, bytes: u64) {
+        let l = CoreTopicLabel {
+            core: core.to_string(),
+            topic: topic.to_owned(),
+        };
+        self.topic_put_messages.get_or_create(&l).inc_by(messages);
+        self.topic_put_bytes.get_or_create(&l).inc_by(bytes);
+    }
+
+    /// Adds a topic@group's growth on a core.
+    pub fn add_group_get(&self, core: u16, topic: &str, group: &str, messages: u64, bytes: u64) {
+        let l = CoreGroupLabel {
+            core: core.to_string(),
+            topic: topic.to_owned(),
+            group: group.to_owned(),
+        };
+        self.group_get_messages.get_or_create(&l).inc_by(messages);
+        self.group_get_bytes.get_or_create(&l).inc_by(bytes);
+    }
+
+    /// Removes the series of a topic the core's broker stats dropped.
+    pub fn forget_topic(&self, core: u16, topic: &str) {
+        let l = CoreTopicLabel {
+            core: core.to_string(),
+            topic: topic.to_owned(),
+        };
+        self.topic_put_messages.remove(&l);
+        self.topic_put_bytes.remove(&l);
+    }
+
+    /// Removes the series of a topic@group the core's broker stats dropped.
+    pub fn forget_group(&self, core: u16, topic: &str, group: &str) {
+        let l = CoreGroupLabel {
+            core: core.to_string(),
+            topic: topic.to_owned(),
+            group: group.to_owned(),
+        };
+        self.group_get_messages.remove(&l);
+        self.group_get_bytes.remove(&l);
     }
 
     /// Adds the growth of a core's counters since `last` and sets its gauges.
@@ -547,6 +633,27 @@ mod tests {
             text.contains("corvus_send_latency_seconds_count{core=\"1\"} 1"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn per_topic_and_per_group_series_render_and_leave() {
+        let m = BrokerMetrics::new();
+        m.add_topic_put(0, "T", 3, 300);
+        m.add_topic_put(0, "T", 2, 200);
+        m.add_group_get(1, "T", "g", 4, 400);
+        let text = m.render();
+        for line in [
+            "corvus_topic_put_messages_total{core=\"0\",topic=\"T\"} 5",
+            "corvus_topic_put_bytes_total{core=\"0\",topic=\"T\"} 500",
+            "corvus_group_get_messages_total{core=\"1\",topic=\"T\",group=\"g\"} 4",
+            "corvus_group_get_bytes_total{core=\"1\",topic=\"T\",group=\"g\"} 400",
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
+        m.forget_topic(0, "T");
+        m.forget_group(1, "T", "g");
+        let text = m.render();
+        assert!(!text.contains("topic=\"T\""), "{text}");
     }
 }
 

@@ -88,6 +88,8 @@ pub struct Core {
     pub mesh: Rc<Mesh>,
     pub topics: RefCell<TopicTable>,
     pub stats: CoreStats,
+    /// RocketMQ's per-topic and per-group stats of this core (VIEW_BROKER_STATS_DATA).
+    pub broker_stats: RefCell<crate::broker_stats::BrokerStats>,
     pub store_host: SocketAddrV4,
     /// This core's send-latency histogram (observed per send request).
     pub(crate) send_latency: prometheus_client::metrics::histogram::Histogram,
@@ -358,6 +360,27 @@ impl Core {
         None
     }
 
+    /// Counts a message of `topic` that `group` sent back to be consumed again.
+    pub fn count_send_back(&self, topic: &str, group: &str) {
+        self.broker_stats.borrow_mut().sent_back(topic, group);
+    }
+
+    /// Takes the broker stats' samples due now and publishes their per-topic and per-group
+    /// growth to the metrics (called every second).
+    pub fn sample_broker_stats(&self) {
+        use crate::broker_stats::Published;
+        let mut stats = self.broker_stats.borrow_mut();
+        stats.tick(self.shared.clock.now());
+        let m = &self.shared.metrics;
+        let core = self.id;
+        stats.publish(|p| match p {
+            Published::Topic(t, g) => m.add_topic_put(core, t, g.messages, g.bytes),
+            Published::Group(t, group, g) => m.add_group_get(core, t, group, g.messages, g.bytes),
+            Published::TopicGone(t) => m.forget_topic(core, t),
+            Published::GroupGone(t, group) => m.forget_group(core, t, group),
+        });
+    }
+
     pub fn count_request(&self) {
         bump(&self.stats.requests, 1);
     }
@@ -455,7 +478,13 @@ impl Core {
         }
         bump(&self.stats.produced_messages, appended.count as u64);
         bump(&self.stats.produced_bytes, bytes);
-        self.send_latency.observe(started.elapsed().as_secs_f64());
+        let took = started.elapsed();
+        {
+            let mut stats = self.broker_stats.borrow_mut();
+            stats.put(topic, u64::from(appended.count), bytes);
+            stats.put_latency.record(took);
+        }
+        self.send_latency.observe(took.as_secs_f64());
         Ok(SendOutcome {
             appended,
             queue_id,
@@ -680,6 +709,12 @@ impl Core {
             let bytes: u64 = r.records.iter().map(|s| s.len() as u64).sum();
             bump(&self.stats.consumed_messages, count as u64);
             bump(&self.stats.consumed_bytes, bytes);
+            self.broker_stats.borrow_mut().got(
+                &args.topic,
+                &args.consumer_group,
+                u64::from(count),
+                bytes,
+            );
             let suggest_broker_id = self.suggest_reader(shard_id, shard, &r.records);
             return Ok(PullOutcome {
                 status,

@@ -16,6 +16,7 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+pub mod broker_stats;
 pub mod calls;
 pub mod core;
 pub mod filters;

@@ -75,6 +75,10 @@ impl Core {
             table.borrow_mut().set_clock(shared.clock.clone());
         }
         let no_clients: Weak<dyn ClientLink> = Weak::<NoClients>::new();
+        let broker_stats = RefCell::new(crate::broker_stats::BrokerStats::new(
+            &shared.config.cluster_name,
+            shared.clock.now(),
+        ));
         Rc::new(Core {
             id,
             ha,
@@ -96,6 +100,7 @@ impl Core {
             mesh,
             topics: RefCell::new(topics),
             stats: CoreStats::default(),
+            broker_stats,
             offsets,
             sends_in_flight: Cell::new(0),
             stages: crate::stages::SendStages::new(),

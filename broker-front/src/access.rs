@@ -642,7 +642,10 @@ pub fn remoting_actions<'a>(
         | request::GET_PRODUCER_CONNECTION_LIST
         | request::GET_ALL_TOPIC_CONFIG
         | request::QUERY_TOPIC_CONSUME_BY_WHO
-        | request::GET_ALL_SUBSCRIPTIONGROUP_CONFIG => a.push(Action::Info),
+        | request::GET_ALL_SUBSCRIPTIONGROUP_CONFIG
+        | request::VIEW_BROKER_STATS_DATA
+        | request::GET_ALL_PRODUCER_INFO
+        | request::GET_SYSTEM_TOPIC_LIST_FROM_BROKER => a.push(Action::Info),
         code => a.push(Action::Admin {
             what: request::name(code).unwrap_or("use an unknown request code"),
         }),

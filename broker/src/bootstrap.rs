@@ -1005,6 +1005,7 @@ async fn core_main(
             last = now;
             core.publish_backlogs();
             core.publish_replication(&mut replication_seen);
+            core.sample_broker_stats();
             if id == 0 {
                 broker_base::heap::give_back_heap(&mut large_sends_seen).await;
             }

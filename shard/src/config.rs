@@ -129,6 +129,12 @@ pub fn statvfs_free_bytes(dir: &Path) -> std::io::Result<u64> {
     Ok((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
 }
 
+/// Bytes of the filesystem holding `dir` in all (`df`'s Size).
+pub fn statvfs_total_bytes(dir: &Path) -> std::io::Result<u64> {
+    let st = statvfs(dir)?;
+    Ok((st.f_blocks as u64).saturating_mul(st.f_frsize as u64))
+}
+
 fn statvfs(dir: &Path) -> std::io::Result<libc::statvfs> {
     use std::os::unix::ffi::OsStrExt;
     let c_path = std::ffi::CString::new(dir.as_os_str().as_bytes())

@@ -142,6 +142,7 @@ pub(crate) async fn serve(
         request::INVOKE_BROKER_TO_RESET_OFFSET => reset_offset(core, req).await,
         request::GET_CONSUMER_RUNNING_INFO => consumer_running_info(core, req).await,
         request::CONSUME_MESSAGE_DIRECTLY => consume_directly(core, req).await,
+        request::VIEW_BROKER_STATS_DATA => Ok(broker_stats_data(core, req)),
         _ => return None,
     })
 }
@@ -150,40 +151,80 @@ fn kv(table: BTreeMap<&str, String>) -> serde_json::Value {
     serde_json::json!({ "table": table })
 }
 
+/// RocketMQ's `MixAll.humanReadableByteCount(bytes, false)`: `512 B`, `1.5 KiB`, `3.2 GiB`.
+fn human_bytes(bytes: u64) -> String {
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let exp = ((bytes as f64).ln() / 1024f64.ln()) as i32;
+    let exp = exp.clamp(1, 6);
+    let unit = ['K', 'M', 'G', 'T', 'P', 'E'][(exp - 1) as usize];
+    format!("{:.1} {unit}iB", bytes as f64 / 1024f64.powi(exp))
+}
+
+/// RocketMQ's "10 s, 60 s, 600 s" rates: `"12.5 11.0 9.8"`.
+fn three(rates: [f64; 3]) -> String {
+    format!("{} {} {}", rates[0], rates[1], rates[2])
+}
+
+/// GET_BROKER_RUNTIME_INFO: the keys of Apache RocketMQ 5's `prepareRuntimeInfo` (the store's
+/// and the broker's) for this core, as the broker it stands for, so `brokerStatus`, the
+/// dashboard and rocketmq-exporter read every key they parse. Where corvus has the figure it
+/// is the true one: messages and bytes stored and handed out since start, rates over 10 s /
+/// 60 s / 600 s (`broker_core::broker_stats`), the CommitLog offsets (the sums over the
+/// core's shards' logs, each its own offset space: the bytes the core's logs hold and have
+/// held), the data directory's disk. Keys for machinery corvus does not have answer what
+/// RocketMQ answers without it: thread-pool queues (corvus has none: its inbox depth stands
+/// for the send queue, every wait time is 0), the transient store pool (off: RocketMQ's
+/// `Integer.MAX_VALUE`), the timer wheel (off: 0), dispatch (the ConsumeQueue is written
+/// with the CommitLog: nothing behind). `msgPut/GetTotalTodayMorning` and
+/// `…YesterdayMorning` stay 0: corvus counts from its start, not from midnight.
 fn runtime_info(core: &Front, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
     let st = core.local_status();
     let up = core.shared.uptime();
-    let put = core.stats.put_tps.get();
-    let get = core.stats.get_tps.get();
+    let now = core.shared.clock.now();
+    let (put, get, latency, batches) = {
+        let b = core.broker_stats.borrow();
+        (
+            b.broker_rates(true, now),
+            b.broker_rates(false, now),
+            b.put_latency,
+            b.put_batches(),
+        )
+    };
+    let (mut write_max, mut min, mut durable_lag) = (0u64, 0u64, 0u64);
+    for shard in core.shards.values() {
+        let s = shard.stats();
+        write_max += s.write_offset.0;
+        min += s.min_offset.0;
+        durable_lag += s.write_offset.0.saturating_sub(s.durable_offset.0);
+    }
+    let dir = &core.shared.config.data_dir;
+    let total = shard::statvfs_total_bytes(dir).unwrap_or(0);
+    let free = shard::statvfs_free_bytes(dir).unwrap_or(0);
     let disk = st.disk_use_ratio;
-    let mut t = BTreeMap::new();
-    t.insert("brokerVersionDesc", ROCKETMQ_VERSION_NAME.to_owned());
-    t.insert("brokerVersion", ROCKETMQ_VERSION.to_string());
-    t.insert("corvusVersion", env!("CARGO_PKG_VERSION").to_owned());
-    t.insert("msgPutTotalTodayNow", st.produced_messages.to_string());
-    t.insert("msgGetTotalTodayNow", st.consumed_messages.to_string());
-    t.insert("msgPutTotalYesterdayMorning", "0".into());
-    t.insert("msgGetTotalYesterdayMorning", "0".into());
-    t.insert("msgPutTotalTodayMorning", "0".into());
-    t.insert("msgGetTotalTodayMorning", "0".into());
-    t.insert("putTps", format!("{put:.2} {put:.2} {put:.2}"));
-    t.insert("getTransferedTps", format!("{get:.2} {get:.2} {get:.2}"));
-    t.insert("getTotalTps", format!("{get:.2} {get:.2} {get:.2}"));
-    t.insert("commitLogDiskRatio", format!("{disk:.4}"));
-    t.insert("commitLogDirCapacity", format!("use ratio {disk:.4}"));
-    t.insert("commitLogMaxOffset", st.commit_log_bytes.to_string());
-    t.insert("pageCacheLockTimeMills", "0".into());
-    t.insert("sendThreadPoolQueueSize", st.inbox_depth.to_string());
-    t.insert("pullThreadPoolQueueSize", "0".into());
-    t.insert("bootTimestamp", {
-        let boot = core.shared.clock.wall() - up;
-        boot.duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis())
-            .unwrap_or(0)
-            .to_string()
-    });
+    let boot_ms = core
+        .shared
+        .clock
+        .wall()
+        .checked_sub(up)
+        .and_then(|b| b.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_millis());
     let s = up.as_secs();
-    t.insert(
+    let put_tps = three(put.map(|r| r.0));
+    let get_tps = three(get.map(|r| r.0));
+    let get_calls = three(get.map(|r| r.1));
+    let queue_max = core.shared.config.inbox_capacity.to_string();
+    let mut t = BTreeMap::new();
+    let mut put_kv = |k: &'static str, v: String| {
+        t.insert(k, v);
+    };
+    put_kv("brokerVersionDesc", ROCKETMQ_VERSION_NAME.to_owned());
+    put_kv("brokerVersion", ROCKETMQ_VERSION.to_string());
+    put_kv("corvusVersion", env!("CARGO_PKG_VERSION").to_owned());
+    put_kv("brokerActive", "true".into());
+    put_kv("bootTimestamp", boot_ms.to_string());
+    put_kv(
         "runtime",
         format!(
             "[ {} days, {} hours, {} minutes, {} seconds ]",
@@ -193,10 +234,113 @@ fn runtime_info(core: &Front, req: &RemotingCommand) -> Result<Outgoing, BrokerE
             s % 60
         ),
     );
-    t.insert("earliestMessageTimeStamp", "0".into());
-    t.insert("dispatchBehindBytes", "0".into());
-    t.insert("crossCoreHops", st.cross_core_hops.to_string());
+    put_kv("msgPutTotalTodayNow", st.produced_messages.to_string());
+    put_kv("msgGetTotalTodayNow", st.consumed_messages.to_string());
+    for k in [
+        "msgPutTotalYesterdayMorning",
+        "msgGetTotalYesterdayMorning",
+        "msgPutTotalTodayMorning",
+        "msgGetTotalTodayMorning",
+    ] {
+        put_kv(k, "0".into());
+    }
+    put_kv("putTps", put_tps);
+    put_kv("getTransferredTps", get_tps.clone());
+    put_kv("getTransferedTps", get_tps);
+    // Pulls that found messages, per second; pulls that found none are not counted, so the
+    // total is the found.
+    put_kv("getFoundTps", get_calls.clone());
+    put_kv("getTotalTps", get_calls);
+    put_kv("getMissTps", three([0.0; 3]));
+    put_kv("putMessageTimesTotal", batches.max(1).to_string());
+    put_kv("putMessageFailedTimes", "0".into());
+    put_kv("putMessageSizeTotal", st.produced_bytes.to_string());
+    put_kv(
+        "putMessageAverageSize",
+        (st.produced_bytes as f64 / batches.max(1) as f64).to_string(),
+    );
+    put_kv("putMessageDistributeTime", latency.text());
+    put_kv("putMessageEntireTimeMax", latency.max_ms.to_string());
+    put_kv("getMessageEntireTimeMax", "0".into());
+    put_kv("commitLogMaxOffset", write_max.to_string());
+    put_kv("commitLogMinOffset", min.to_string());
+    put_kv("commitLogDiskRatio", disk.to_string());
+    put_kv("consumeQueueDiskRatio", disk.to_string());
+    put_kv(
+        "commitLogDirCapacity",
+        format!(
+            "Total : {}, Free : {}.",
+            human_bytes(total),
+            human_bytes(free)
+        ),
+    );
+    put_kv("remainHowManyDataToFlush", human_bytes(durable_lag));
+    put_kv("remainTransientStoreBufferNumbs", i32::MAX.to_string());
+    put_kv("dispatchBehindBytes", "0".into());
+    put_kv("dispatchMaxBuffer", "0".into());
+    put_kv("pageCacheLockTimeMills", "0".into());
+    put_kv("earliestMessageTimeStamp", "0".into());
+    put_kv("startAcceptSendRequestTimeStamp", "0".into());
+    put_kv("sendThreadPoolQueueSize", st.inbox_depth.to_string());
+    put_kv("sendThreadPoolQueueCapacity", queue_max);
+    for k in [
+        "pullThreadPoolQueueSize",
+        "litePullThreadPoolQueueSize",
+        "queryThreadPoolQueueSize",
+        "ackThreadPoolQueueSize",
+        "EndTransactionQueueSize",
+        "sendThreadPoolQueueHeadWaitTimeMills",
+        "pullThreadPoolQueueHeadWaitTimeMills",
+        "queryThreadPoolQueueHeadWaitTimeMills",
+        "litePullThreadPoolQueueHeadWaitTimeMills",
+        "ackThreadPoolQueueHeadWaitTimeMills",
+        "timerReadBehind",
+        "timerOffsetBehind",
+        "timerCongestNum",
+    ] {
+        put_kv(k, "0".into());
+    }
+    for k in [
+        "pullThreadPoolQueueCapacity",
+        "litePullThreadPoolQueueCapacity",
+        "queryThreadPoolQueueCapacity",
+        "ackThreadPoolQueueCapacity",
+        "EndTransactionThreadPoolQueueCapacity",
+    ] {
+        put_kv(k, "0".into());
+    }
+    put_kv("timerEnqueueTps", "0.0".into());
+    put_kv("timerDequeueTps", "0.0".into());
+    put_kv("crossCoreHops", st.cross_core_hops.to_string());
     json_answer(req, &kv(t))
+}
+
+/// VIEW_BROKER_STATS_DATA: one of RocketMQ's broker stats (`statsName`, `statsKey`, as
+/// `broker_core::broker_stats` counts them) over its minute, hour and day windows. Each core
+/// answers for what it counted, as the RocketMQ broker it stands for in the routes: the
+/// tools ask every broker of a route and add the answers up. A stat the core never counted is
+/// answered as RocketMQ's broker answers it: SYSTEM_ERROR, "The stats <name> <key> not exist".
+fn broker_stats_data(core: &Front, req: &RemotingCommand) -> Outgoing {
+    let name = req.ext("statsName").unwrap_or_default();
+    let key = req.ext("statsKey").unwrap_or_default();
+    let now = core.shared.clock.now();
+    let Some(data) = core.broker_stats.borrow().view(name, key, now) else {
+        return Outgoing::remoting(
+            RemotingCommand::response_to(
+                req,
+                remoting::codes::response::SYSTEM_ERROR,
+                Some(format!("The stats <{name}> <{key}> not exist")),
+            ),
+            Body::None,
+        );
+    };
+    let item = |s: &broker_core::broker_stats::Snapshot| serde_json::json!({ "avgpt": s.avgpt, "sum": s.sum, "tps": s.tps });
+    let body = serde_json::json!({
+        "statsDay": item(&data.day),
+        "statsHour": item(&data.hour),
+        "statsMinute": item(&data.minute),
+    });
+    raw_answer(req, body.to_string().into_bytes())
 }
 
 fn broker_config(core: &Front, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {

@@ -1346,6 +1346,8 @@ async fn send_back(core: &Rc<Front>, req: &RemotingCommand) -> Result<Outgoing, 
     )
     .map_err(|e| BrokerError::MessageIllegal(e.to_string()))?;
     core.send(&topic, queue, Bytes::from(record), 1).await?;
+    // As RocketMQ's broker counts SNDBCK_PUT_NUMS: by the sent-back message's own topic.
+    core.count_send_back(v.topic(), &h.group);
     if dead {
         tracing::info!(group = %h.group, %origin_topic, reconsume, "a message failed too often and went to the dead-letter topic");
     }
