@@ -449,6 +449,7 @@ impl Core {
         }
         let queues = cfg.read_queues.max(cfg.write_queues);
         let priority_topic = crate::priority::is_priority_topic(&self.topics.borrow(), &req.topic);
+        let (topic, group) = (req.topic.clone(), req.group.clone());
         let popped = match req.queue_id {
             Some(q) => {
                 if q >= queues {
@@ -464,6 +465,21 @@ impl Core {
             }
             None => self.pop_owned(req, &cfg, priority_topic).await?,
         };
+        if !popped.messages.is_empty() {
+            // Deliveries count as a pull's do (RocketMQ's GROUP_GET stats, consumed totals).
+            let count = popped.messages.len() as u64;
+            let bytes: u64 = popped.messages.iter().map(|m| m.record.len() as u64).sum();
+            let stats = &self.stats;
+            stats
+                .consumed_messages
+                .set(stats.consumed_messages.get().saturating_add(count));
+            stats
+                .consumed_bytes
+                .set(stats.consumed_bytes.get().saturating_add(bytes));
+            self.broker_stats
+                .borrow_mut()
+                .got(&topic, &group, count, bytes);
+        }
         if priority_topic {
             for m in &popped.messages {
                 if let Some(p) = crate::priority::record_priority(&m.record) {

@@ -123,6 +123,21 @@ fn acked_messages_are_not_delivered_again() {
     }
     assert_eq!(inflight(&c), 0);
     assert_eq!(consume_offset(&c, 0), Some(3));
+    // The deliveries count as the group's gets, as a pull's do (what mqadmin and the
+    // exporter read with VIEW_BROKER_STATS_DATA).
+    let got_stats = c
+        .on(0, |core| async move {
+            let now = core.shared.clock.now();
+            let key = format!("{TOPIC}@{GROUP}");
+            Ok::<_, BrokerError>(
+                core.broker_stats
+                    .borrow()
+                    .view("GROUP_GET_NUMS", &key, now)
+                    .map(|d| d.minute.sum),
+            )
+        })
+        .expect("stats");
+    assert_eq!(got_stats, Some(3));
     // Past the invisible time nothing comes back.
     let again = pop(&c, 0, req(Some(0), 32, 300, 800));
     assert!(again.messages.is_empty(), "acked messages came back");
