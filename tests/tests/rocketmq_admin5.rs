@@ -545,8 +545,10 @@ fn the_5_x_mqadmin_keeps_its_nameserver_commands() {
 }
 
 /// The broker's maintenance requests of RocketMQ 5.3.3's mqadmin: `producer -b` lists the
-/// producer groups whose clients heartbeated (GET_ALL_PRODUCER_INFO), and
-/// `deleteExpiredCommitLog` and `cleanExpiredCQ` run a retention pass at once.
+/// producer groups whose clients heartbeated (GET_ALL_PRODUCER_INFO), `exportMetadata`
+/// leaves the system topics out, `brokerConsumeStats` lists every group's offsets
+/// (GET_BROKER_CONSUME_STATS), and `deleteExpiredCommitLog` and `cleanExpiredCQ` run a
+/// retention pass at once.
 #[test]
 fn producers_and_clean_ups_are_served_to_the_5_x_mqadmin() {
     let c = Cluster::start(1, "small");
@@ -596,6 +598,25 @@ fn producers_and_clean_ups_are_served_to_the_5_x_mqadmin() {
     assert!(
         text.contains("ExportedTopic") && !text.contains("\"TBW102\""),
         "{text}"
+    );
+    // brokerConsumeStats lists every group with offsets on the broker.
+    let mut commit = RemotingCommand::request(request::UPDATE_CONSUMER_OFFSET, 3);
+    for (k, v) in [
+        ("consumerGroup", "StatsGroup"),
+        ("topic", "ExportedTopic"),
+        ("queueId", "0"),
+        ("commitOffset", "0"),
+    ] {
+        commit.ext_fields.insert(k.into(), v.into());
+    }
+    let f = remoting_call(&broker, &commit, b"");
+    assert_eq!(f.command.code, response::SUCCESS, "{:?}", f.command.remark);
+    let (ok, out) = mqadmin5(&tools, &ns, &["brokerConsumeStats", "-b", &broker]);
+    assert!(
+        ok && out.contains("StatsGroup")
+            && out.contains("ExportedTopic")
+            && out.contains("Diff Total"),
+        "{out}"
     );
     for cmd in ["deleteExpiredCommitLog", "cleanExpiredCQ"] {
         let (ok, out) = mqadmin5(&tools, &ns, &[cmd, "-b", &broker]);

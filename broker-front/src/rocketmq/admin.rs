@@ -5,7 +5,7 @@
 //! the queues it holds, as the RocketMQ broker it stands for in the routes.
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -124,6 +124,7 @@ pub(crate) async fn serve(
         request::UPDATE_BROKER_CONFIG => update_broker_config(core, req, body).await,
         request::GET_TOPIC_STATS_INFO => topic_stats(core, req).await,
         request::GET_CONSUME_STATS => consume_stats(core, req).await,
+        request::GET_BROKER_CONSUME_STATS => broker_consume_stats(core, req).await,
         request::GET_CONSUMER_CONNECTION_LIST => consumer_connections(core, req),
         request::GET_PRODUCER_CONNECTION_LIST => producer_connections(core, req),
         request::GET_ALL_PRODUCER_INFO => all_producers(core, req),
@@ -534,35 +535,34 @@ fn stored_offsets(core: &Front) -> Vec<(GroupQueue, crate::groups::StoredOffset)
         .collect()
 }
 
-async fn consume_stats(core: &Rc<Front>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
-    let group = req
-        .ext("consumerGroup")
-        .ok_or_else(|| BrokerError::BadRequest("consumerGroup is required".into()))?
-        .to_owned();
-    let only_topic = req
-        .ext("topic")
-        .filter(|t| !t.is_empty())
-        .map(str::to_owned);
+/// A queue's offsets for a group, as RocketMQ's ConsumeStats holds them.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct OffsetWrapper {
+    broker_offset: u64,
+    consumer_offset: u64,
+    /// RocketMQ 5's: how far the group has been handed messages; its mqadmin shows
+    /// `pullOffset - consumerOffset` as in flight. A POP group's window's next offset,
+    /// else the committed offset.
+    pull_offset: u64,
+    last_timestamp: i64,
+}
+
+/// The group's ConsumeStats of this core's queues of `topics` (every topic it has offsets
+/// of when `None`): the entries keyed by queue, and the consume TPS.
+async fn group_consume_stats(
+    core: &Front,
+    group: &str,
+    topics: Option<Vec<String>>,
+) -> Result<(Vec<(String, OffsetWrapper)>, f64), BrokerError> {
     let name = own_name(core);
-    #[derive(Serialize)]
-    #[serde(rename_all = "camelCase")]
-    struct OffsetWrapper {
-        broker_offset: u64,
-        consumer_offset: u64,
-        /// RocketMQ 5's: how far the group has been handed messages; its mqadmin shows
-        /// `pullOffset - consumerOffset` as in flight. A POP group's window's next offset,
-        /// else the committed offset.
-        pull_offset: u64,
-        last_timestamp: i64,
-    }
-    let mut topics: Vec<String> = stored_offsets(core)
-        .into_iter()
-        .filter(|(q, _)| q.group == group)
-        .map(|(q, _)| q.topic)
-        .collect();
-    if let Some(t) = &only_topic {
-        topics = vec![t.clone()];
-    }
+    let mut topics = topics.unwrap_or_else(|| {
+        stored_offsets(core)
+            .into_iter()
+            .filter(|(q, _)| q.group == group)
+            .map(|(q, _)| q.topic)
+            .collect()
+    });
     topics.sort();
     topics.dedup();
     let mut entries = Vec::new();
@@ -575,7 +575,7 @@ async fn consume_stats(core: &Rc<Front>, req: &RemotingCommand) -> Result<Outgoi
             let (_, max) = core.queue_offsets(&topic, global).await?;
             let stored = core
                 .group_offset(OffsetOp::Query(GroupQueue {
-                    group: group.clone(),
+                    group: group.to_owned(),
                     topic: topic.clone(),
                     queue_id: global,
                 }))
@@ -583,7 +583,7 @@ async fn consume_stats(core: &Rc<Front>, req: &RemotingCommand) -> Result<Outgoi
             tps += stored.map_or(0.0, |s| s.consume_tps_milli as f64 / 1000.0);
             let consumer_offset = stored.map_or(0, |s| s.offset);
             let pull_offset = core
-                .pop_window(&group, &topic, global)
+                .pop_window(group, &topic, global)
                 .map_or(consumer_offset, |(cursor, _)| cursor.max(consumer_offset));
             entries.push((
                 mq_key(&name, &topic, local),
@@ -596,10 +596,73 @@ async fn consume_stats(core: &Rc<Front>, req: &RemotingCommand) -> Result<Outgoi
             ));
         }
     }
+    Ok((entries, tps))
+}
+
+async fn consume_stats(core: &Rc<Front>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
+    let group = req
+        .ext("consumerGroup")
+        .ok_or_else(|| BrokerError::BadRequest("consumerGroup is required".into()))?
+        .to_owned();
+    let only_topic = req
+        .ext("topic")
+        .filter(|t| !t.is_empty())
+        .map(|t| vec![t.to_owned()]);
+    let (entries, tps) = group_consume_stats(core, &group, only_topic).await?;
     Ok(raw_answer(
         req,
         mq_table(&entries, &[("consumeTps", serde_json::json!(tps))])?,
     ))
+}
+
+/// GET_BROKER_CONSUME_STATS (mqadmin's brokerConsumeStats): the ConsumeStats of every group
+/// with offsets on this core, per topic, and the total backlog (RocketMQ's
+/// ConsumeStatsList). `isOrder` keeps the orderly groups only; corvus does not mark topics
+/// orderly, so it keeps none.
+async fn broker_consume_stats(
+    core: &Rc<Front>,
+    req: &RemotingCommand,
+) -> Result<Outgoing, BrokerError> {
+    let orderly_only = req.ext("isOrder") == Some("true");
+    let mut by_group: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    if !orderly_only {
+        for (q, _) in stored_offsets(core) {
+            by_group.entry(q.group).or_default().insert(q.topic);
+        }
+    }
+    let mut groups = Vec::new();
+    let mut total_diff: u64 = 0;
+    let mut total_inflight: u64 = 0;
+    for (group, topics) in by_group {
+        let mut stats = Vec::new();
+        for topic in topics {
+            let (entries, tps) = group_consume_stats(core, &group, Some(vec![topic])).await?;
+            for (_, o) in &entries {
+                total_diff += o.broker_offset.saturating_sub(o.consumer_offset);
+                total_inflight += o.pull_offset.saturating_sub(o.consumer_offset);
+            }
+            let table = mq_table(&entries, &[("consumeTps", serde_json::json!(tps))])?;
+            stats.push(String::from_utf8_lossy(&table).into_owned());
+        }
+        groups.push(format!(
+            "{{{}:[{}]}}",
+            serde_json::Value::from(group),
+            stats.join(",")
+        ));
+    }
+    let addr = core
+        .shared
+        .core_addrs
+        .lock()
+        .ok()
+        .and_then(|a| a.get(usize::from(core.id)).cloned())
+        .unwrap_or_default();
+    let body = format!(
+        "{{\"brokerAddr\":{},\"consumeStatsList\":[{}],\"totalDiff\":{total_diff},\"totalInflightDiff\":{total_inflight}}}",
+        serde_json::Value::from(addr),
+        groups.join(",")
+    );
+    Ok(raw_answer(req, body.into_bytes()))
 }
 
 fn connection(client_id: &str, c: &SeenClient) -> serde_json::Value {
