@@ -799,6 +799,12 @@ impl Core {
         Ok(())
     }
 
+    /// This core's shards' replication, master or slave ends (what `mqadmin haStatus`
+    /// shows).
+    pub fn ha_status(&self) -> Vec<broker_replication::ShardHaStatus> {
+        self.ha.status()
+    }
+
     /// A retention pass on every shard of the broker now, out of its schedule: the segments
     /// deleted (expired ones, and more while the disk is over its clean ratio).
     pub async fn run_retention_now(&self) -> Result<usize, BrokerError> {

@@ -112,6 +112,7 @@ pub mod request {
     pub const SET_MESSAGE_REQUEST_MODE: i32 = 401;
     pub const GET_ALL_MESSAGE_REQUEST_MODE: i32 = 402;
     pub const GET_BROKER_MEMBER_GROUP: i32 = 901;
+    pub const GET_BROKER_HA_STATUS: i32 = 907;
     /// RocketMQ 5.3's ACL 2.0 administration (users and ACLs, served by the broker).
     pub const AUTH_CREATE_USER: i32 = 3001;
     pub const AUTH_UPDATE_USER: i32 = 3002;
@@ -141,7 +142,7 @@ pub mod request {
     }
 
     /// Every code in this module with its Java name.
-    pub const ALL: [(i32, &str); 126] = [
+    pub const ALL: [(i32, &str); 127] = [
         (SEND_MESSAGE, "SEND_MESSAGE"),
         (PULL_MESSAGE, "PULL_MESSAGE"),
         (QUERY_MESSAGE, "QUERY_MESSAGE"),
@@ -288,6 +289,7 @@ pub mod request {
         (SET_MESSAGE_REQUEST_MODE, "SET_MESSAGE_REQUEST_MODE"),
         (GET_ALL_MESSAGE_REQUEST_MODE, "GET_ALL_MESSAGE_REQUEST_MODE"),
         (GET_BROKER_MEMBER_GROUP, "GET_BROKER_MEMBER_GROUP"),
+        (GET_BROKER_HA_STATUS, "GET_BROKER_HA_STATUS"),
         (AUTH_CREATE_USER, "AUTH_CREATE_USER"),
         (AUTH_UPDATE_USER, "AUTH_UPDATE_USER"),
         (AUTH_DELETE_USER, "AUTH_DELETE_USER"),

@@ -630,3 +630,44 @@ fn producers_and_clean_ups_are_served_to_the_5_x_mqadmin() {
     })
     .expect("the broker logs the pass");
 }
+
+/// `haStatus` of RocketMQ 5.3.3's mqadmin (GET_BROKER_HA_STATUS) against a master and its
+/// slave: the master lists its slave in sync with what it acknowledged, the slave names its
+/// master and what it copied.
+#[test]
+fn ha_status_shows_the_master_s_slave_and_the_slave_s_master() {
+    let Some(tools) = tools5_or_skip() else {
+        return;
+    };
+    let pair = integration::MasterSlave::start("");
+    let ns = pair.ns.addr.clone();
+    create_topic(&ns, "HaTopic", 2);
+    let mut send = RemotingCommand::request(request::SEND_MESSAGE, 4);
+    for (k, v) in [
+        ("producerGroup", "HaProducer"),
+        ("topic", "HaTopic"),
+        ("defaultTopic", "TBW102"),
+        ("defaultTopicQueueNums", "4"),
+        ("queueId", "0"),
+        ("sysFlag", "0"),
+        ("bornTimestamp", "1700000000000"),
+        ("flag", "0"),
+        ("reconsumeTimes", "0"),
+        ("unitMode", "false"),
+    ] {
+        send.ext_fields.insert(k.into(), v.into());
+    }
+    let f = remoting_call(&pair.master.addr, &send, b"replicated");
+    assert_eq!(f.command.code, response::SUCCESS, "{:?}", f.command.remark);
+    let out = wait_for(Duration::from_secs(30), || {
+        let (ok, out) = mqadmin5(&tools, &ns, &["haStatus", "-b", &pair.master.addr]);
+        (ok && out.contains("#InSyncSlaveNum\t1")).then_some(out)
+    })
+    .expect("the master reports its slave in sync");
+    assert!(out.contains("#SlaveNum\t1") && out.contains("OK"), "{out}");
+    let (ok, out) = mqadmin5(&tools, &ns, &["haStatus", "-b", &pair.slave.addr]);
+    assert!(
+        ok && out.contains("#MasterAddr") && out.contains("#CommitLogMaxOffset"),
+        "{out}"
+    );
+}

@@ -125,6 +125,7 @@ pub(crate) async fn serve(
         request::GET_TOPIC_STATS_INFO => topic_stats(core, req).await,
         request::GET_CONSUME_STATS => consume_stats(core, req).await,
         request::GET_BROKER_CONSUME_STATS => broker_consume_stats(core, req).await,
+        request::GET_BROKER_HA_STATUS => ha_status(core, req),
         request::GET_CONSUMER_CONNECTION_LIST => consumer_connections(core, req),
         request::GET_PRODUCER_CONNECTION_LIST => producer_connections(core, req),
         request::GET_ALL_PRODUCER_INFO => all_producers(core, req),
@@ -759,6 +760,73 @@ fn all_producers(core: &Front, req: &RemotingCommand) -> Result<Outgoing, Broker
         }
     }
     json_answer(req, &serde_json::json!({ "data": table }))
+}
+
+/// GET_BROKER_HA_STATUS (mqadmin's haStatus): this core's replication as RocketMQ's
+/// HARuntimeInfo. corvus replicates shard by shard, so a master core's figures are the sums
+/// over its shards, per slave (its ack offset, what it lacks, in sync when every shard is);
+/// a slave core's are its shards' sums as copied from the master. Transfer speeds are not
+/// measured (0).
+fn ha_status(core: &Front, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
+    let shards = core.ha_status();
+    let wall_now = core.shared.clock.wall_ms();
+    let write_max: u64 = core.shards.values().map(|s| s.stats().write_offset.0).sum();
+    let slave_views: Vec<_> = shards
+        .iter()
+        .filter_map(|s| s.from_master.as_ref())
+        .collect();
+    let body = if slave_views.is_empty() {
+        // (ack offset, lag, in sync on every shard) per slave.
+        let mut slaves: BTreeMap<String, (u64, u64, bool)> = BTreeMap::new();
+        for link in shards.iter().flat_map(|s| &s.slaves) {
+            let e = slaves.entry(link.peer.clone()).or_insert((0, 0, true));
+            e.0 += link.acked;
+            e.1 += link.lag_bytes;
+            e.2 &= link.in_sync;
+        }
+        let in_sync = slaves.values().filter(|s| s.2).count();
+        let connections: Vec<serde_json::Value> = slaves
+            .iter()
+            .map(|(addr, (acked, lag, in_sync))| {
+                serde_json::json!({
+                    "addr": addr,
+                    "slaveAckOffset": acked,
+                    "diff": lag,
+                    "inSync": in_sync,
+                    "transferredByteInSecond": 0,
+                    "transferFromWhere": 0,
+                })
+            })
+            .collect();
+        serde_json::json!({
+            "master": true,
+            "masterCommitLogMaxOffset": write_max,
+            "inSyncSlaveNums": in_sync,
+            "haConnectionInfo": connections,
+        })
+    } else {
+        let heard = slave_views
+            .iter()
+            .filter_map(|v| v.last_heard_ms_ago)
+            .min()
+            .map_or(0, |ago| wall_now - ago as i64);
+        serde_json::json!({
+            "master": false,
+            "masterCommitLogMaxOffset": 0,
+            "inSyncSlaveNums": 0,
+            "haConnectionInfo": [],
+            "haClientRuntimeInfo": {
+                "masterAddr": slave_views.iter().find_map(|v| v.master.clone()).unwrap_or_default(),
+                "transferredByteInSecond": 0,
+                "maxOffset": slave_views.iter().map(|v| v.local_end).sum::<u64>(),
+                "lastReadTimestamp": heard,
+                "lastWriteTimestamp": heard,
+                "masterFlushOffset": slave_views.iter().map(|v| v.master_end).sum::<u64>(),
+                "isActivated": slave_views.iter().all(|v| v.connected),
+            },
+        })
+    };
+    json_answer(req, &body)
 }
 
 /// RocketMQ's system topics (`TopicValidator`'s set), which its tools leave out of what
