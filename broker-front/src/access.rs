@@ -351,16 +351,7 @@ impl Gate {
             let access = rules.access_signed(peer, fields, body).map_err(denied)?;
             // A request that passed by its signature (not by an allow-list) must be fresh.
             if let (Access::Account(_), Some(replay)) = (&access, &self.replay) {
-                let signature = req.ext(acl::sign::SIGNATURE).unwrap_or("");
-                replay
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .check(
-                        req.ext(acl::fresh::SIGNED_AT_MS),
-                        signature,
-                        u64::try_from(clock.wall_ms()).unwrap_or(0),
-                    )
-                    .map_err(denied)?;
+                check_fresh(replay, req, clock)?;
             }
             let wanted = remoting_actions(req, body)?;
             for action in wanted.actions() {
@@ -373,6 +364,25 @@ impl Gate {
             self.log_refusal(client, key, &format!("code {}", req.code), e)
         })
     }
+}
+
+/// A signed RocketMQ request is taken once, and only within the signature window of the
+/// broker's clock when it carries its time (`acl::fresh`).
+fn check_fresh(
+    replay: &Mutex<ReplayGuard>,
+    req: &RemotingCommand,
+    clock: &shard::Clock,
+) -> Result<(), BrokerError> {
+    let signature = req.ext(acl::sign::SIGNATURE).unwrap_or("");
+    replay
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .check(
+            req.ext(acl::fresh::SIGNED_AT_MS),
+            signature,
+            u64::try_from(clock.wall_ms()).unwrap_or(0),
+        )
+        .map_err(denied)
 }
 
 impl Gate {
@@ -389,16 +399,7 @@ impl Gate {
             let meta = v2.meta();
             let fields = req.ext_fields.iter().map(|(k, v)| (k.as_str(), v.as_str()));
             let who = meta.authenticate_remoting(fields, body).map_err(denied)?;
-            let signature = req.ext(acl::sign::SIGNATURE).unwrap_or("");
-            v2.replay
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .check(
-                    req.ext(acl::fresh::SIGNED_AT_MS),
-                    signature,
-                    u64::try_from(clock.wall_ms()).unwrap_or(0),
-                )
-                .map_err(denied)?;
+            check_fresh(&v2.replay, req, clock)?;
             if v2.authorization {
                 let peer = peer_ip(client)?;
                 let needs = v2_remoting_needs(req, body, &v2.cluster)?;

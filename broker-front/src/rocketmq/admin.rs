@@ -1139,6 +1139,20 @@ async fn consumer_running_info(
     core: &Rc<Front>,
     req: &RemotingCommand,
 ) -> Result<Outgoing, BrokerError> {
+    let mut ask = RemotingCommand::request(request::GET_CONSUMER_RUNNING_INFO, 0);
+    ask.ext_fields = req.ext_fields.clone();
+    ask_client(core, req, ask, Bytes::new()).await
+}
+
+/// Sends `ask` (with `body`) to the client `req`'s `clientId` names over its connection to
+/// this core, and answers `req` with the client's answer, as RocketMQ's broker passes a
+/// client's answers on.
+async fn ask_client(
+    core: &Front,
+    req: &RemotingCommand,
+    ask: RemotingCommand,
+    body: Bytes,
+) -> Result<Outgoing, BrokerError> {
     let client_id = req
         .ext("clientId")
         .ok_or_else(|| BrokerError::BadRequest("clientId is required".into()))?;
@@ -1151,10 +1165,8 @@ async fn consumer_running_info(
                 "client {client_id} is not connected to this broker"
             ))
         })?;
-    let mut ask = RemotingCommand::request(request::GET_CONSUMER_RUNNING_INFO, 0);
-    ask.ext_fields = req.ext_fields.clone();
     let answer = conn
-        .request_remoting(ask, crate::client_conn::CLIENT_ANSWER_TIMEOUT)
+        .request_remoting_with_body(ask, body, crate::client_conn::CLIENT_ANSWER_TIMEOUT)
         .await?;
     let mut out =
         RemotingCommand::response_to(req, answer.command.code, answer.command.remark.clone());
@@ -1176,52 +1188,21 @@ async fn consume_directly(
     core: &Rc<Front>,
     req: &RemotingCommand,
 ) -> Result<Outgoing, BrokerError> {
-    let client_id = req
-        .ext("clientId")
-        .ok_or_else(|| BrokerError::BadRequest("clientId is required".into()))?;
     let msg_id = req
         .ext("msgId")
         .ok_or_else(|| BrokerError::BadRequest("msgId is required".into()))?;
     let id = message::ids::MsgOffsetId::parse(msg_id)
         .ok_or_else(|| BrokerError::BadRequest(format!("{msg_id} is not an offset message id")))?;
-    let conn = core
-        .clients
-        .of_client(client_id)
-        .filter(|c| c.speaks_remoting())
-        .ok_or_else(|| {
-            BrokerError::NotFound(format!(
-                "client {client_id} is not connected to this broker"
-            ))
-        })?;
+    let missing = || BrokerError::NotFound(format!("no message with id {msg_id}"));
     let records = core.view_by_offset(id.shard, id.commit_log_offset).await?;
-    if records.is_empty() {
-        return Err(BrokerError::NotFound(format!(
-            "no message with id {msg_id}"
-        )));
-    }
     let body = match super::records_body(core, records) {
         Body::Owned(mut v) if !v.is_empty() => v.swap_remove(0),
-        _ => {
-            return Err(BrokerError::NotFound(format!(
-                "no message with id {msg_id}"
-            )))
-        }
+        _ => return Err(missing()),
     };
     let mut ask = RemotingCommand::request(request::CONSUME_MESSAGE_DIRECTLY, 0);
     ask.ext_fields = req.ext_fields.clone();
     ask.ext_fields.insert("brokerName".into(), own_name(core));
-    let answer = conn
-        .request_remoting_with_body(ask, body, crate::client_conn::CLIENT_ANSWER_TIMEOUT)
-        .await?;
-    let mut out =
-        RemotingCommand::response_to(req, answer.command.code, answer.command.remark.clone());
-    out.ext_fields = answer.command.ext_fields.clone();
-    let body = if answer.body.is_empty() {
-        Body::None
-    } else {
-        Body::Owned(vec![answer.body])
-    };
-    Ok(Outgoing::remoting(out, body))
+    ask_client(core, req, ask, body).await
 }
 
 /// Resets a group's offsets of this core's queues of a topic to the first message stored at
