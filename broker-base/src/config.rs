@@ -1146,6 +1146,39 @@ config_keys! {
         restart: true,
     }
 
+    // ---- lite topics ----
+
+    /// The most lite topics (RocketMQ 5.5) a broker holds, over all its LITE parent topics;
+    /// each shard takes its share. A send that would create one more is refused with
+    /// LITE_TOPIC_QUOTA_EXCEEDED (RocketMQ's maxLmqConsumeQueueNum, its LMQ quota).
+    lite_topics_max: u64 {
+        default: 1_000_000,
+        range: [1, 100_000_000],
+        bounds: "1 to 100,000,000",
+        rocketmq: Some("maxLmqConsumeQueueNum"),
+        restart: true,
+    }
+    /// The most lite topics one lite push consumer may subscribe (handed to the client in
+    /// its settings; RocketMQ's `lite.sub.client.quota`).
+    lite_subscription_quota: u32 {
+        default: 2_000,
+        range: [1, 1_000_000],
+        bounds: "1 to 1,000,000",
+        rocketmq: None,
+        restart: true,
+    }
+    /// How long a lite topic with nothing left to deliver is kept after its last message:
+    /// past it the broker forgets it (a new send creates it again). A parent topic's
+    /// `lite.topic.expiration` attribute (minutes) expires its lite topics even with
+    /// messages left.
+    lite_topic_idle_ms: u64 {
+        default: 600_000,
+        range: [1_000, 2_592_000_000],
+        bounds: "1 s to 30 days",
+        rocketmq: None,
+        restart: true,
+    }
+
     // ---- transactions ----
 
     /// How old an undecided half message must be before the broker checks it back with its

@@ -59,6 +59,13 @@ pub enum BrokerError {
     /// message is not pending (delivered, or never sent here).
     #[error("cannot recall: {0}")]
     NotRecallable(String),
+    /// A send that would create a lite topic past the broker's `lite_topics_max`
+    /// (RocketMQ's LMQ_QUOTA_EXCEEDED, gRPC LITE_TOPIC_QUOTA_EXCEEDED).
+    #[error("lite topic quota exceeded: {0}")]
+    LiteTopicQuota(String),
+    /// A lite subscription past the client's quota (LITE_SUBSCRIPTION_QUOTA_EXCEEDED).
+    #[error("lite subscription quota exceeded: {0}")]
+    LiteSubscriptionQuota(String),
     /// Refused by the ACL (the front door's ACL gate): what was refused, for whom.
     #[error("NO_PERMISSION: {0}")]
     NoPermission(String),
@@ -107,7 +114,9 @@ impl BrokerError {
             BrokerError::FlushSlaveTimeout { .. } => ResponseCode::FlushSlaveTimeout,
             BrokerError::InSyncReplicasNotEnough(_) => ResponseCode::InSyncReplicasNotEnough,
             BrokerError::Unsupported(_) => ResponseCode::RequestCodeNotSupported,
-            BrokerError::NotRecallable(_) => ResponseCode::BadRequest,
+            BrokerError::NotRecallable(_)
+            | BrokerError::LiteTopicQuota(_)
+            | BrokerError::LiteSubscriptionQuota(_) => ResponseCode::BadRequest,
             BrokerError::NoPermission(_) => ResponseCode::NoPermission,
             BrokerError::QueueLocked(_) => ResponseCode::QueueLocked,
             BrokerError::FilterInvalid(_) => ResponseCode::SubscriptionParseFailed,

@@ -140,6 +140,8 @@ impl ShardOp {
             ShardOp::Pop(op) => sent(op.serve(core, shard).await),
             ShardOp::PopAck(op) => sent(op.serve(core, shard).await),
             ShardOp::PopChangeInvisible(op) => sent(op.serve(core, shard).await),
+            ShardOp::LiteAdmit(op) => sent(op.serve(core, shard).await),
+            ShardOp::LiteAck(op) => sent(op.serve(core, shard).await),
             ShardOp::RunRetention(op) => sent(op.serve(core, shard).await),
         }
     }
@@ -291,6 +293,23 @@ impl ShardCall for PopChangeInvisible {
             self.invisible_ms,
         )
         .await
+    }
+}
+
+impl ShardCall for LiteAdmit {
+    type Found = ();
+
+    async fn serve(self, core: &Core, shard: u16) -> Result<(), BrokerError> {
+        core.lite_admit_local(shard, self).await
+    }
+}
+
+impl ShardCall for LiteAck {
+    /// The message's new receipt handle after a change; empty after an ack.
+    type Found = String;
+
+    async fn serve(self, core: &Core, shard: u16) -> Result<String, BrokerError> {
+        core.lite_ack_local(shard, self).await
     }
 }
 

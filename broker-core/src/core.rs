@@ -118,6 +118,8 @@ pub struct Core {
     pub(crate) transactions: crate::transaction::Transactions,
     /// Each local shard's POP windows.
     pub(crate) pop: crate::pop::PopState,
+    /// Each local shard's lite topics, and this core's lite subscriptions.
+    pub(crate) lite: crate::lite::LiteState,
     /// Priority messages stored and handed out by this core, per priority.
     pub priority: crate::priority::PriorityStats,
     /// The inboxes of this core's running timers (recalls of scheduled messages).
@@ -1228,6 +1230,9 @@ impl Core {
     /// Writes every changed offsets table of this core (off the core, on glommio's blocking
     /// pool); a failed write is retried at the next pass.
     pub async fn flush_offsets(&self) {
+        for shard in self.offsets.keys() {
+            self.lite_settle(*shard, false);
+        }
         for (shard, table) in &self.offsets {
             let Some((path, bytes)) = table.borrow_mut().take_snapshot() else {
                 continue;

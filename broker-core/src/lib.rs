@@ -23,6 +23,7 @@ pub mod filters;
 pub mod groups;
 pub mod lifecycle;
 pub mod link;
+pub mod lite;
 pub mod mesh;
 pub mod numbering;
 pub mod pop;

@@ -109,6 +109,7 @@ impl Core {
             queue_numbers: Default::default(),
             transactions: Default::default(),
             pop: Default::default(),
+            lite: Default::default(),
             priority: Default::default(),
             timer_doors: Default::default(),
             sql92: Default::default(),
@@ -248,8 +249,10 @@ impl Core {
         for t in ha_tasks {
             t.cancel().await;
         }
-        // A write cut short by the cancellation above is redone here.
-        for table in self.offsets.values() {
+        // A write cut short by the cancellation above is redone here; the lite topics'
+        // floors as they are now go with it.
+        for (&shard, table) in &self.offsets {
+            self.lite_settle(shard, true);
             table.borrow_mut().mark_dirty();
         }
         self.flush_offsets().await;

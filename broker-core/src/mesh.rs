@@ -103,6 +103,9 @@ ops! {
         Pop(PopQueue),
         PopAck(PopAck),
         PopChangeInvisible(PopChangeInvisible),
+        /// A send to a lite topic of the shard, admitted within the quota (`crate::lite`).
+        LiteAdmit(LiteAdmit),
+        LiteAck(LiteAck),
         /// A retention pass now, out of its schedule.
         RunRetention(RunRetention),
     }
@@ -137,6 +140,26 @@ pub struct PopChangeInvisible {
     pub topic: String,
     pub handle: crate::pop::ReceiptHandle,
     pub invisible_ms: u64,
+}
+
+/// Lets a send to lite topic `lite` (in queue `queue` of parent `topic`) through: known to
+/// the shard, or created within its share of `lite_topics_max`.
+#[derive(Debug)]
+pub struct LiteAdmit {
+    pub topic: String,
+    pub queue: u32,
+    pub lite: String,
+}
+
+/// Acks a lite message of one of the shard's queues by its (checked) receipt handle, or
+/// with `change` = (invisible ms, suspend) hides it anew; answered with the new handle (empty
+/// for an ack).
+#[derive(Debug)]
+pub struct LiteAck {
+    pub group: String,
+    pub topic: String,
+    pub handle: crate::pop::ReceiptHandle,
+    pub change: Option<(u64, bool)>,
 }
 
 /// Stores a batch of records in one of the shard's queues.

@@ -560,7 +560,7 @@ impl Core {
     }
 
     /// The broker name RocketMQ clients know core `core` by.
-    fn core_name(&self, core: u16) -> String {
+    pub(crate) fn core_name(&self, core: u16) -> String {
         protocol::core_view::core_broker_name(
             &self.shared.config.broker_name,
             core,
@@ -1309,11 +1309,46 @@ async fn dead_letter(
     delivered: u32,
     clo: u64,
 ) -> Result<(), BrokerError> {
+    if send_dead_letter(core, shard, &key.0, &key.1, delivered, clo).await? {
+        tracing::info!(group = %key.0, topic = %key.1, queue_id = key.2, offset, delivered, "a popped message was not acked within its max attempts and went to the dead-letter topic");
+    }
+    let pt = with_queue(core, shard, key, |q| {
+        q.entries.get(&offset).map(|e| e.pop_time_ms)
+    })
+    .flatten()
+    .unwrap_or(0);
+    let rec = LogRecord::Ack {
+        c: key.0.clone(),
+        t: key.1.clone(),
+        q: key.2,
+        pt,
+        o: offset,
+    };
+    write_log(core, shard, &rec).await?;
+    with_queue(core, shard, key, |q| {
+        if let Some(e) = q.entries.get_mut(&offset) {
+            e.acked = true;
+        }
+    });
+    Ok(())
+}
+
+/// Appends the message at CommitLog offset `clo` of `shard` to `group`'s dead-letter topic
+/// (created on first use), as delivered `delivered` times from `topic`. `false` when no
+/// record is there any more (retention took it).
+pub(crate) async fn send_dead_letter(
+    core: &Core,
+    shard: u16,
+    group: &str,
+    topic: &str,
+    delivered: u32,
+    clo: u64,
+) -> Result<bool, BrokerError> {
     let sh = core.local_shard(shard)?;
     if let Some(s) = sh.read_at(shard::CommitLogOffset(clo)).await? {
         let v = RecordView::parse(s.as_bytes())
             .map_err(|e| BrokerError::Storage(format!("stored record: {e}")))?;
-        let dlq = dead_letter_topic(&key.0);
+        let dlq = dead_letter_topic(group);
         let cfg = core.topics.borrow().get(&dlq).cloned();
         let cfg = match cfg {
             Some(c) => c,
@@ -1339,7 +1374,7 @@ async fn dead_letter(
             .iter()
             .filter(|(k, _)| *k != message::prop::CRC && *k != message::prop::RETRY_TOPIC)
             .collect();
-        props.push((message::prop::RETRY_TOPIC, key.1.as_str()));
+        props.push((message::prop::RETRY_TOPIC, topic));
         let mut rec = Vec::with_capacity(v.len() + 64);
         encode_record(
             &MessageFields {
@@ -1358,27 +1393,9 @@ async fn dead_letter(
         )
         .map_err(|e| BrokerError::MessageIllegal(e.to_string()))?;
         Box::pin(core.send(&dlq, queue, Bytes::from(rec), 1)).await?;
-        tracing::info!(group = %key.0, topic = %key.1, queue_id = key.2, offset, delivered, "a popped message was not acked within its max attempts and went to the dead-letter topic");
+        return Ok(true);
     }
-    let pt = with_queue(core, shard, key, |q| {
-        q.entries.get(&offset).map(|e| e.pop_time_ms)
-    })
-    .flatten()
-    .unwrap_or(0);
-    let rec = LogRecord::Ack {
-        c: key.0.clone(),
-        t: key.1.clone(),
-        q: key.2,
-        pt,
-        o: offset,
-    };
-    write_log(core, shard, &rec).await?;
-    with_queue(core, shard, key, |q| {
-        if let Some(e) = q.entries.get_mut(&offset) {
-            e.acked = true;
-        }
-    });
-    Ok(())
+    Ok(false)
 }
 
 /// The entry a handle names, if the handle is its current one.

@@ -138,8 +138,8 @@ struct AttributeSpec {
     unsupported: fn(&str) -> Option<&'static str>,
 }
 
-/// RocketMQ 5.3's topic attributes, with the values corvus cannot honour.
-const ATTRIBUTE_SPECS: [AttributeSpec; 4] = [
+/// RocketMQ 5.5's topic attributes, with the values corvus cannot honour.
+const ATTRIBUTE_SPECS: [AttributeSpec; 5] = [
     AttributeSpec {
         name: "message.type",
         changeable: true,
@@ -150,6 +150,7 @@ const ATTRIBUTE_SPECS: [AttributeSpec; 4] = [
             "DELAY",
             "TRANSACTION",
             "PRIORITY",
+            "LITE",
             "MIXED",
         ]),
         unsupported: |_| None,
@@ -180,14 +181,23 @@ const ATTRIBUTE_SPECS: [AttributeSpec; 4] = [
         values: AttributeValues::Range(-1, i64::MAX),
         unsupported: |_| Some("corvus has no tiered store: reserve.time is not supported"),
     },
+    AttributeSpec {
+        // Minutes a lite topic of a LITE parent may stay without a write before it is
+        // removed with what it holds; -1: only when it has nothing left (`crate::lite`).
+        name: "lite.topic.expiration",
+        changeable: true,
+        values: AttributeValues::Range(-1, 43_200),
+        unsupported: |_| None,
+    },
 ];
 
-/// The topic attribute names corvus knows (RocketMQ 5.3's).
-pub const ATTRIBUTE_NAMES: [&str; 4] = [
+/// The topic attribute names corvus knows (RocketMQ 5.5's).
+pub const ATTRIBUTE_NAMES: [&str; 5] = [
     ATTRIBUTE_SPECS[0].name,
     ATTRIBUTE_SPECS[1].name,
     ATTRIBUTE_SPECS[2].name,
     ATTRIBUTE_SPECS[3].name,
+    ATTRIBUTE_SPECS[4].name,
 ];
 
 /// A topic's attributes after the modification `modification` (`updateTopic -a`'s text:

@@ -1,0 +1,1205 @@
+//! Lite Topics (RocketMQ 5.5): many small ordered channels inside one parent topic
+//! (ARCHITECTURE.md, "Lite Topics").
+//!
+//! * **Placement.** A parent topic has `message.type=LITE`. A lite topic lives in one queue
+//!   of its parent, [`lite_queue`] (a hash of its name over the parent's write queues), so
+//!   on one shard and one core: its messages are records of that queue carrying
+//!   [`PROPERTY_LITE_TOPIC`], written once, in the order they were sent.
+//! * **Index.** The owning core keeps, per shard and parent topic, every lite topic it
+//!   holds: its queue, its last write, and the queue offsets (with CommitLog offsets) of the
+//!   messages some group may still need ([`LiteTopic`]). It is derived from the queue: the
+//!   core reads the parent's queues from where it last stopped ([`catch_up`]) before it
+//!   answers anything about them, so a restart, or a slave that takes over, rebuilds it from
+//!   the log, from the shard's *floor* (the oldest message still needed, stored with the
+//!   group offsets under [`FLOOR_GROUP`]). An idle lite topic costs its name and a few words.
+//! * **Consumption.** A group consumes a lite topic in order: per (group, lite topic) a
+//!   cursor (the first offset not consumed) and the batch handed out ([`Cursor`]). While a
+//!   message of the batch is unacked and hidden, the lite topic gives the group nothing
+//!   more; once its invisible time passes it is handed out again, attempt + 1 (a suspended
+//!   one without counting). A lite topic is consumed exclusively: one client of a group
+//!   holds its batch at a time.
+//! * **Subscriptions** are session state, as in RocketMQ: per (group, parent, client) the
+//!   lite topics the client subscribed and this core owns. Lite push consumers send their
+//!   whole set every 30 s and on every change, to every broker of the route.
+//! * **A lite pop** is per client: it walks the client's subscriptions on this core, from a
+//!   different one each time, and fills the batch from the lite topics that have something
+//!   for the group, long polling on the parent's queues when none has.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::rc::Rc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use message::{RecordView, TagFilter};
+use protocol::GroupQueue;
+
+use crate::core::Core;
+use crate::error::BrokerError;
+use crate::pop::{Popped, PoppedMessage, ReceiptHandle, INVISIBLE_MS_MAX, POP_MESSAGES_MAX};
+use crate::topics::TopicTable;
+
+/// The property naming a message's lite topic (RocketMQ's `__LITE_TOPIC`).
+pub const PROPERTY_LITE_TOPIC: &str = "__LITE_TOPIC";
+/// A parent topic's `message.type`.
+pub const MESSAGE_TYPE_LITE: &str = "LITE";
+/// The topic attribute expiring a parent's idle lite topics with what they hold (minutes).
+pub const ATTRIBUTE_EXPIRATION: &str = "lite.topic.expiration";
+/// The revive queue id of a lite message's receipt handle: tells it from a POP handle.
+pub const LITE_REVIVE_QID: u32 = 998;
+/// The longest lite topic name (RocketMQ's Proxy's `maxLiteTopicSize`).
+pub const LITE_TOPIC_BYTES_MAX: usize = 64;
+/// The internal group whose offset of a parent's queue is where the index is rebuilt from.
+pub const FLOOR_GROUP: &str = "CID_RMQ_SYS_LITE_FLOOR";
+/// Records read per step of the index's catch-up.
+const INDEX_BATCH: u32 = 256;
+/// How long a long poll sleeps between looks when no append can wake it.
+const POLL_SLICE: Duration = Duration::from_millis(100);
+/// How often a shard's floors are stored and its idle lite topics swept, at most.
+const SETTLE_EVERY_MS: i64 = 1_000;
+
+/// Whether `topic` is a LITE parent topic.
+pub fn is_lite_topic(topics: &TopicTable, topic: &str) -> bool {
+    topics.attribute(topic, "message.type") == Some(MESSAGE_TYPE_LITE)
+}
+
+/// The queue of its parent (of `write_queues`) that holds lite topic `lite`.
+pub fn lite_queue(lite: &str, write_queues: u32) -> u32 {
+    crc32fast::hash(lite.as_bytes()) % write_queues.max(1)
+}
+
+/// Refuses a lite topic name that is empty, longer than [`LITE_TOPIC_BYTES_MAX`] or holds
+/// a character outside RocketMQ's topic names (`[A-Za-z0-9_%|.-]`).
+pub fn check_lite_topic(name: &str) -> Result<(), BrokerError> {
+    if name.is_empty() || name.len() > LITE_TOPIC_BYTES_MAX {
+        return Err(BrokerError::BadRequest(format!(
+            "a lite topic must be 1..={LITE_TOPIC_BYTES_MAX} bytes: `{name}`"
+        )));
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '%' | '|' | '-' | '.')))
+    {
+        return Err(BrokerError::BadRequest(format!(
+            "lite topic `{name}` holds `{c}`: only letters, digits and _%|-. are allowed"
+        )));
+    }
+    Ok(())
+}
+
+/// The lite topic a stored record belongs to.
+pub fn record_lite_topic(record: &[u8]) -> Option<&str> {
+    RecordView::parse(record)
+        .ok()?
+        .property(PROPERTY_LITE_TOPIC)
+        .filter(|l| !l.is_empty())
+}
+
+/// Where a subscription starts a group new to a lite topic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StartAt {
+    /// The lite topic's oldest message still kept.
+    #[default]
+    Oldest,
+    /// Past its last message.
+    Latest,
+}
+
+/// A change of a client's lite subscriptions (gRPC SyncLiteSubscription, remoting
+/// LITE_SUBSCRIPTION_CTL).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SubAction {
+    /// These lite topics too.
+    Add,
+    /// Not these any more.
+    Remove,
+    /// Exactly these.
+    Replace,
+    /// None.
+    RemoveAll,
+}
+
+#[derive(Debug, Clone)]
+pub struct LiteSubscription {
+    pub group: String,
+    pub topic: String,
+    pub client: String,
+    pub action: SubAction,
+    pub lite_topics: Vec<String>,
+    pub start: StartAt,
+}
+
+/// A lite pop, as the front ends ask it: the lite topics `client` subscribed on this core.
+#[derive(Debug, Clone)]
+pub struct LitePop {
+    pub group: String,
+    pub topic: String,
+    pub client: String,
+    pub max_messages: u32,
+    pub invisible_ms: u64,
+    pub poll_ms: u64,
+    /// How many deliveries a message gets before it goes to `%DLQ%<group>` (0: no limit).
+    pub max_attempts: u32,
+}
+
+/// The counts of the lite topics a core holds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LiteCounts {
+    pub lite_topics: u64,
+    /// Messages kept for some group.
+    pub retained: u64,
+    /// Lite topics subscribed, over every client.
+    pub subscriptions: u64,
+}
+
+/// A lite topic on its shard.
+#[derive(Debug)]
+struct LiteTopic {
+    queue: u32,
+    last_write_ms: i64,
+    /// (queue offset, CommitLog offset) of the messages some group may still need, in
+    /// order: from the oldest offset any cursor of the lite topic has not passed (every
+    /// message while no group has a cursor).
+    kept: VecDeque<(u64, u64)>,
+}
+
+/// One message of a batch handed out.
+#[derive(Debug, Clone)]
+struct Delivery {
+    offset: u64,
+    commit_log_offset: u64,
+    delivered: u32,
+    pop_time_ms: i64,
+    invisible_ms: u64,
+    acked: bool,
+    /// Hidden by the client's suspend: its next delivery does not count as an attempt.
+    suspended: bool,
+}
+
+impl Delivery {
+    fn visible_at_ms(&self) -> i64 {
+        self.pop_time_ms
+            .saturating_add(i64::try_from(self.invisible_ms).unwrap_or(i64::MAX))
+    }
+
+    fn hidden(&self, now_ms: i64) -> bool {
+        !self.acked && self.visible_at_ms() > now_ms
+    }
+}
+
+/// A group's position in one lite topic.
+#[derive(Debug, Default)]
+struct Cursor {
+    /// Every message below it is consumed.
+    next: u64,
+    /// The batch handed out, in order (empty when none is).
+    out: Vec<Delivery>,
+}
+
+impl Cursor {
+    /// The oldest offset the group still needs.
+    fn needs_from(&self) -> u64 {
+        self.out
+            .iter()
+            .filter(|d| !d.acked)
+            .map(|d| d.offset)
+            .min()
+            .unwrap_or(self.next)
+            .min(self.next)
+    }
+}
+
+/// A parent topic's lite topics on one shard.
+#[derive(Debug, Default)]
+struct Parent {
+    topics: HashMap<Rc<str>, LiteTopic>,
+    /// Per group, its cursors.
+    groups: HashMap<String, HashMap<Rc<str>, Cursor>>,
+    /// Per queue of the shard, the next offset the index has not read.
+    indexed: HashMap<u32, u64>,
+}
+
+#[derive(Debug, Default)]
+struct ShardLite {
+    /// The master epoch in which the index was built (only a master keeps it).
+    loaded: Option<u32>,
+    parents: HashMap<String, Parent>,
+    settled_ms: i64,
+}
+
+type SubKey = (String, String);
+/// Per client, the lite topics it subscribed.
+type Clients = HashMap<String, HashSet<Rc<str>>>;
+
+/// Every local shard's lite topics, and this core's lite subscriptions.
+#[derive(Default)]
+pub struct LiteState {
+    shards: RefCell<HashMap<u16, ShardLite>>,
+    /// (group, parent) → client → the lite topics it subscribed that this core owns.
+    subs: RefCell<HashMap<SubKey, Clients>>,
+    turn: Cell<usize>,
+}
+
+fn floor_key(topic: &str, queue: u32) -> GroupQueue {
+    GroupQueue {
+        group: FLOOR_GROUP.to_owned(),
+        topic: topic.to_owned(),
+        queue_id: queue,
+    }
+}
+
+fn check_names(group: &str, topic: &str) -> Result<(), BrokerError> {
+    if group.is_empty() || group.len() > 255 || group.contains(char::is_whitespace) {
+        return Err(BrokerError::BadRequest(
+            "consumer group must be 1..=255 bytes without spaces".into(),
+        ));
+    }
+    if topic.is_empty() || topic.len() > 255 {
+        return Err(BrokerError::BadRequest(
+            "topic must be 1..=255 bytes".into(),
+        ));
+    }
+    Ok(())
+}
+
+impl Core {
+    /// `topic`'s config, refused unless it is a LITE parent topic.
+    fn lite_parent(&self, topic: &str) -> Result<protocol::TopicConfig, BrokerError> {
+        let cfg = self.topic_for_read(topic)?;
+        if !is_lite_topic(&self.topics.borrow(), topic) {
+            return Err(BrokerError::BadRequest(format!(
+                "topic {topic} is not a LITE topic (message.type=LITE)"
+            )));
+        }
+        Ok(cfg)
+    }
+
+    /// Sends `record` (one message carrying [`PROPERTY_LITE_TOPIC`] = `lite`) to lite topic
+    /// `lite` of parent `topic`: to the queue that holds it, on whichever core that is. A
+    /// lite topic the broker does not hold yet is created, within `lite_topics_max`.
+    pub async fn lite_send(
+        &self,
+        topic: &str,
+        lite: &str,
+        record: Bytes,
+    ) -> Result<crate::core::SendOutcome, BrokerError> {
+        check_lite_topic(lite)?;
+        let cfg = self.topic_for_send(topic).await?;
+        if !is_lite_topic(&self.topics.borrow(), topic) {
+            return Err(BrokerError::MessageIllegal(format!(
+                "topic {topic} is not a LITE topic: a lite message needs a parent with message.type=LITE"
+            )));
+        }
+        let queue = lite_queue(lite, cfg.write_queues);
+        let (shard, _) = self.owner(topic, queue);
+        let admit = crate::mesh::LiteAdmit {
+            topic: topic.to_owned(),
+            queue,
+            lite: lite.to_owned(),
+        };
+        self.at_shard(shard, admit).await?;
+        self.send(topic, queue, record, 1).await
+    }
+
+    /// Changes `sub.client`'s lite subscriptions on this core: it keeps those of the lite
+    /// topics this core owns (a client sends its set to every broker of the route).
+    pub async fn lite_subscribe(&self, sub: LiteSubscription) -> Result<(), BrokerError> {
+        check_names(&sub.group, &sub.topic)?;
+        if sub.client.is_empty() {
+            return Err(BrokerError::BadRequest("no client id".into()));
+        }
+        let cfg = self.lite_parent(&sub.topic)?;
+        for l in &sub.lite_topics {
+            check_lite_topic(l)?;
+        }
+        let quota = self.shared.config.lite_subscription_quota as usize;
+        let key = (sub.group.clone(), sub.topic.clone());
+        let current = self
+            .lite
+            .subs
+            .borrow()
+            .get(&key)
+            .and_then(|c| c.get(&sub.client))
+            .map_or(0, HashSet::len);
+        let asked = match sub.action {
+            SubAction::Add => current + sub.lite_topics.len(),
+            SubAction::Replace => sub.lite_topics.len(),
+            SubAction::Remove | SubAction::RemoveAll => 0,
+        };
+        // A client's whole set counts against its quota; this core holds part of it.
+        if matches!(sub.action, SubAction::Replace) && asked > quota
+            || matches!(sub.action, SubAction::Add) && sub.lite_topics.len() > quota
+        {
+            return Err(BrokerError::LiteSubscriptionQuota(format!(
+                "client {} of group {} may subscribe {quota} lite topics of {}, not {asked}",
+                sub.client, sub.group, sub.topic
+            )));
+        }
+        let owned: Vec<Rc<str>> = sub
+            .lite_topics
+            .iter()
+            .filter(|l| self.owner(&sub.topic, lite_queue(l, cfg.write_queues)).1 == self.id)
+            .map(|l| Rc::from(l.as_str()))
+            .collect();
+        if matches!(sub.action, SubAction::Add | SubAction::Replace) {
+            // Where a group new to a lite topic starts: its cursor is placed now.
+            let placed: Vec<(Rc<str>, u32, u16)> = owned
+                .iter()
+                .map(|l| {
+                    let queue = lite_queue(l, cfg.write_queues);
+                    (l.clone(), queue, self.owner(&sub.topic, queue).0)
+                })
+                .collect();
+            let mut shards: Vec<u16> = placed.iter().map(|p| p.2).collect();
+            shards.sort_unstable();
+            shards.dedup();
+            for &shard in &shards {
+                self.lite_ready(shard, &sub.topic).await?;
+            }
+            let mut st = self.lite.shards.borrow_mut();
+            for (l, queue, shard) in placed {
+                let Some(p) = st
+                    .get_mut(&shard)
+                    .and_then(|s| s.parents.get_mut(&sub.topic))
+                else {
+                    continue;
+                };
+                let end = p.indexed.get(&queue).copied().unwrap_or(0);
+                let first = p
+                    .topics
+                    .get(&l)
+                    .and_then(|t| t.kept.front().map(|k| k.0))
+                    .unwrap_or(end);
+                let cursors = p.groups.entry(sub.group.clone()).or_default();
+                cursors.entry(l).or_insert_with(|| Cursor {
+                    next: match sub.start {
+                        StartAt::Oldest => first,
+                        StartAt::Latest => end,
+                    },
+                    out: Vec::new(),
+                });
+            }
+        }
+        let mut subs = self.lite.subs.borrow_mut();
+        let clients = subs.entry(key.clone()).or_default();
+        match sub.action {
+            SubAction::Add => clients.entry(sub.client.clone()).or_default().extend(owned),
+            SubAction::Replace => {
+                clients.insert(sub.client.clone(), owned.into_iter().collect());
+            }
+            SubAction::Remove => {
+                if let Some(set) = clients.get_mut(&sub.client) {
+                    for l in &owned {
+                        set.remove(l);
+                    }
+                }
+            }
+            SubAction::RemoveAll => {
+                clients.remove(&sub.client);
+            }
+        }
+        if clients.get(&sub.client).is_some_and(HashSet::is_empty) {
+            clients.remove(&sub.client);
+        }
+        if clients.is_empty() {
+            subs.remove(&key);
+        }
+        Ok(())
+    }
+
+    /// Forgets every lite subscription of `client` on this core (it went away).
+    pub fn lite_client_gone(&self, client: &str) {
+        let mut subs = self.lite.subs.borrow_mut();
+        for clients in subs.values_mut() {
+            clients.remove(client);
+        }
+        subs.retain(|_, c| !c.is_empty());
+    }
+
+    /// The lite topics of `topic` that `client` of `group` subscribed on this core.
+    pub fn lite_subscriptions(&self, group: &str, topic: &str, client: &str) -> Vec<String> {
+        let subs = self.lite.subs.borrow();
+        let mut v: Vec<String> = subs
+            .get(&(group.to_owned(), topic.to_owned()))
+            .and_then(|c| c.get(client))
+            .map(|s| s.iter().map(|l| l.to_string()).collect())
+            .unwrap_or_default();
+        v.sort();
+        v
+    }
+
+    /// Pops up to `req.max_messages` of the lite topics `req.client` subscribed on this
+    /// core, each lite topic in order; waits up to `poll_ms` when none has anything.
+    pub async fn lite_pop(&self, req: LitePop) -> Result<Popped, BrokerError> {
+        check_names(&req.group, &req.topic)?;
+        self.check_master()?;
+        if req.max_messages == 0 || req.max_messages > POP_MESSAGES_MAX {
+            return Err(BrokerError::BadRequest(format!(
+                "max messages {} is outside 1..={POP_MESSAGES_MAX}",
+                req.max_messages
+            )));
+        }
+        if req.invisible_ms > INVISIBLE_MS_MAX {
+            return Err(BrokerError::BadRequest(format!(
+                "invisible time {} ms is over {INVISIBLE_MS_MAX} ms",
+                req.invisible_ms
+            )));
+        }
+        let cfg = self.lite_parent(&req.topic)?;
+        if cfg.perm & protocol::perm::READ == 0 {
+            return Err(BrokerError::NoPermission(format!(
+                "the topic[{}] pulling message is forbidden",
+                req.topic
+            )));
+        }
+        let ids = crate::numbering::CoreQueues::of(self, &req.topic, &cfg, self.id).ids;
+        let mut shards: Vec<u16> = ids.iter().map(|&q| self.owner(&req.topic, q).0).collect();
+        shards.sort_unstable();
+        shards.dedup();
+        let clock = &self.shared.clock;
+        let wait_ms = req.poll_ms.min(self.shared.config.long_polling_max_ms);
+        let deadline = clock.now() + Duration::from_millis(wait_ms);
+        // Bounded: each round either answers or waits for an append or a deadline.
+        for _ in 0..10_000 {
+            for &shard in &shards {
+                self.lite_ready(shard, &req.topic).await?;
+            }
+            let now_ms = clock.wall_ms();
+            let (popped, next_visible) = self.lite_claim(&req, &cfg, now_ms).await?;
+            let now = clock.now();
+            if !popped.messages.is_empty() || now >= deadline || self.shared.stopping() {
+                self.count_lite_pop(&req, &popped);
+                return Ok(popped);
+            }
+            let mut wait = deadline - now;
+            if let Some(at) = next_visible {
+                let until = (at - clock.wall_ms()).max(1) as u64;
+                wait = wait.min(Duration::from_millis(until));
+            }
+            // The appends of one shard wake the wait; with the parent's queues of this core
+            // on several shards (or a subscription that may change) it looks again every
+            // `POLL_SLICE`.
+            let Some(&first) = shards.first() else {
+                glommio::timer::sleep(wait.min(POLL_SLICE)).await;
+                continue;
+            };
+            if shards.len() > 1 {
+                wait = wait.min(POLL_SLICE);
+            }
+            let sh = self.local_shard(first)?;
+            let watched: Vec<(u32, u64)> = {
+                let st = self.lite.shards.borrow();
+                let p = st.get(&first).and_then(|s| s.parents.get(&req.topic));
+                ids.iter()
+                    .filter(|&&q| self.owner(&req.topic, q).0 == first)
+                    .map(|&q| (q, p.and_then(|p| p.indexed.get(&q).copied()).unwrap_or(0)))
+                    .collect()
+            };
+            let topic = req.topic.clone();
+            sh.wait_appended_until(wait.min(Duration::from_secs(1)), || {
+                watched
+                    .iter()
+                    .any(|&(q, at)| sh.visible_max(&topic, q).0 > at)
+            })
+            .await;
+        }
+        Ok(Popped::default())
+    }
+
+    fn count_lite_pop(&self, req: &LitePop, popped: &Popped) {
+        if popped.messages.is_empty() {
+            return;
+        }
+        let count = popped.messages.len() as u64;
+        let bytes: u64 = popped.messages.iter().map(|m| m.record.len() as u64).sum();
+        let stats = &self.stats;
+        stats
+            .consumed_messages
+            .set(stats.consumed_messages.get().saturating_add(count));
+        stats
+            .consumed_bytes
+            .set(stats.consumed_bytes.get().saturating_add(bytes));
+        self.broker_stats
+            .borrow_mut()
+            .got(&req.topic, &req.group, count, bytes);
+    }
+
+    /// One round of a lite pop: claims what the client's lite topics have for the group,
+    /// reads it, and says when the next hidden message becomes visible.
+    async fn lite_claim(
+        &self,
+        req: &LitePop,
+        cfg: &protocol::TopicConfig,
+        now_ms: i64,
+    ) -> Result<(Popped, Option<i64>), BrokerError> {
+        let subscribed: Vec<Rc<str>> = {
+            let subs = self.lite.subs.borrow();
+            let mut v: Vec<Rc<str>> = subs
+                .get(&(req.group.clone(), req.topic.clone()))
+                .and_then(|c| c.get(&req.client))
+                .map(|s| s.iter().cloned().collect())
+                .unwrap_or_default();
+            v.sort();
+            v
+        };
+        let invisible_ms = req.invisible_ms.max(1);
+        let max = req.max_messages as usize;
+        let mut out = Popped {
+            pop_time_ms: now_ms,
+            invisible_ms,
+            revive_qid: LITE_REVIVE_QID,
+            ..Default::default()
+        };
+        if subscribed.is_empty() {
+            return Ok((out, None));
+        }
+        let start = self.lite.turn.get();
+        self.lite.turn.set(start.wrapping_add(1));
+        // (lite topic, shard, queue, delivery) claimed; (lite topic, shard, delivery) to
+        // the dead letters.
+        let mut claims: Vec<(Rc<str>, u16, u32, Delivery)> = Vec::new();
+        let mut dead: Vec<(Rc<str>, u16, Delivery)> = Vec::new();
+        let mut next_visible: Option<i64> = None;
+        {
+            let mut st = self.lite.shards.borrow_mut();
+            for i in 0..subscribed.len() {
+                if claims.len() + dead.len() >= max {
+                    break;
+                }
+                let lite = &subscribed[(start + i) % subscribed.len()];
+                let queue = lite_queue(lite, cfg.write_queues);
+                let (shard, _) = self.owner(&req.topic, queue);
+                let Some(p) = st
+                    .get_mut(&shard)
+                    .and_then(|s| s.parents.get_mut(&req.topic))
+                else {
+                    continue;
+                };
+                let Some(t) = p.topics.get(lite) else {
+                    continue;
+                };
+                let first = t.kept.front().map_or(u64::MAX, |k| k.0);
+                let cursor = p
+                    .groups
+                    .entry(req.group.clone())
+                    .or_default()
+                    .entry(lite.clone())
+                    .or_insert_with(|| Cursor {
+                        next: first,
+                        out: Vec::new(),
+                    });
+                if let Some(at) = cursor
+                    .out
+                    .iter()
+                    .filter(|d| d.hidden(now_ms))
+                    .map(Delivery::visible_at_ms)
+                    .min()
+                {
+                    // In order: nothing of the lite topic while a message of it is hidden.
+                    next_visible = Some(next_visible.map_or(at, |n: i64| n.min(at)));
+                    continue;
+                }
+                if cursor.out.iter().any(|d| !d.acked) {
+                    // The batch comes back: its unacked messages again, in order.
+                    for d in cursor.out.iter_mut().filter(|d| !d.acked) {
+                        if claims.len() + dead.len() >= max {
+                            break;
+                        }
+                        let counted = !d.suspended;
+                        if counted && req.max_attempts > 0 && d.delivered >= req.max_attempts {
+                            d.pop_time_ms = now_ms;
+                            d.invisible_ms = 60_000;
+                            dead.push((lite.clone(), shard, d.clone()));
+                            continue;
+                        }
+                        if counted {
+                            d.delivered += 1;
+                        }
+                        d.suspended = false;
+                        d.pop_time_ms = now_ms;
+                        d.invisible_ms = invisible_ms;
+                        claims.push((lite.clone(), shard, queue, d.clone()));
+                    }
+                    continue;
+                }
+                cursor.out.clear();
+                let room = max - claims.len() - dead.len();
+                let from = cursor.next;
+                for &(offset, clo) in t.kept.iter().filter(|k| k.0 >= from).take(room) {
+                    let d = Delivery {
+                        offset,
+                        commit_log_offset: clo,
+                        delivered: 1,
+                        pop_time_ms: now_ms,
+                        invisible_ms,
+                        acked: false,
+                        suspended: false,
+                    };
+                    cursor.out.push(d.clone());
+                    claims.push((lite.clone(), shard, queue, d));
+                }
+            }
+        }
+        for (lite, shard, d) in dead {
+            crate::pop::send_dead_letter(
+                self,
+                shard,
+                &req.group,
+                &req.topic,
+                d.delivered,
+                d.commit_log_offset,
+            )
+            .await?;
+            tracing::info!(group = %req.group, topic = %req.topic, lite = %lite, offset = d.offset, delivered = d.delivered, "a lite message was not acked within its max attempts and went to the dead-letter topic");
+            self.lite_done(shard, &req.topic, &req.group, &lite, d.offset);
+        }
+        for (lite, shard, queue, d) in claims {
+            let sh = self.local_shard(shard)?;
+            let Some(rec) = sh
+                .read_at(shard::CommitLogOffset(d.commit_log_offset))
+                .await?
+            else {
+                // Retention took it: consumed by nobody, as for every reader.
+                self.lite_done(shard, &req.topic, &req.group, &lite, d.offset);
+                continue;
+            };
+            let mut bytes = rec.as_bytes().to_vec();
+            let times = i32::try_from(d.delivered.saturating_sub(1)).unwrap_or(i32::MAX);
+            if let Err(e) = message::set_reconsume_times(&mut bytes, times) {
+                tracing::warn!(
+                    shard,
+                    queue,
+                    offset = d.offset,
+                    "a lite record left as stored: {e}"
+                );
+            }
+            let handle = ReceiptHandle {
+                ck_queue_offset: d.offset,
+                pop_time_ms: d.pop_time_ms,
+                invisible_ms: d.invisible_ms,
+                revive_qid: LITE_REVIVE_QID,
+                retry_flag: 0,
+                broker_name: self.core_name(self.id),
+                queue_id: queue,
+                queue_offset: d.offset,
+                commit_log_offset: Some(
+                    d.commit_log_offset | (u64::from(shard) << message::ids::LOCAL_OFFSET_BITS),
+                ),
+            };
+            out.messages.push(PoppedMessage {
+                record: Bytes::from(bytes),
+                receipt_handle: handle.to_string(),
+                attempt: d.delivered,
+                queue_id: queue,
+                queue_offset: d.offset,
+            });
+        }
+        Ok((out, next_visible))
+    }
+
+    /// Marks the delivery of `offset` done (acked or dead-lettered) and moves the cursor.
+    fn lite_done(&self, shard: u16, topic: &str, group: &str, lite: &str, offset: u64) {
+        let mut st = self.lite.shards.borrow_mut();
+        let Some(p) = st.get_mut(&shard).and_then(|s| s.parents.get_mut(topic)) else {
+            return;
+        };
+        if let Some(c) = p.groups.get_mut(group).and_then(|g| g.get_mut(lite)) {
+            if let Some(d) = c.out.iter_mut().find(|d| d.offset == offset) {
+                d.acked = true;
+            }
+            if c.out.iter().all(|d| d.acked) {
+                if let Some(last) = c.out.iter().map(|d| d.offset).max() {
+                    c.next = c.next.max(last + 1);
+                }
+                c.out.clear();
+            }
+        }
+        trim(p, lite);
+    }
+
+    /// Acks the lite message of `handle` (a lite pop's), of lite topic `lite` when the
+    /// client names it.
+    pub async fn lite_ack(
+        &self,
+        group: &str,
+        topic: &str,
+        handle: &str,
+    ) -> Result<(), BrokerError> {
+        let (shard, h) = self.lite_handle_for(group, topic, handle)?;
+        let op = crate::mesh::LiteAck {
+            group: group.to_owned(),
+            topic: topic.to_owned(),
+            handle: h,
+            change: None,
+        };
+        self.at_shard(shard, op).await.map(|_| ())
+    }
+
+    /// Hides the lite message of `handle` for `invisible_ms` from now; `suspend`: its next
+    /// delivery does not count as an attempt (the client paused the lite topic). The answer
+    /// is its new handle.
+    pub async fn lite_change_invisible(
+        &self,
+        group: &str,
+        topic: &str,
+        handle: &str,
+        invisible_ms: u64,
+        suspend: bool,
+    ) -> Result<String, BrokerError> {
+        if invisible_ms > INVISIBLE_MS_MAX {
+            return Err(BrokerError::BadRequest(format!(
+                "invisible time {invisible_ms} ms is over {INVISIBLE_MS_MAX} ms"
+            )));
+        }
+        let (shard, h) = self.lite_handle_for(group, topic, handle)?;
+        let op = crate::mesh::LiteAck {
+            group: group.to_owned(),
+            topic: topic.to_owned(),
+            handle: h,
+            change: Some((invisible_ms, suspend)),
+        };
+        self.at_shard(shard, op).await
+    }
+
+    /// Whether `handle` is a lite pop's.
+    pub fn is_lite_handle(handle: &str) -> bool {
+        ReceiptHandle::parse(handle).is_ok_and(|h| h.revive_qid == LITE_REVIVE_QID)
+    }
+
+    fn lite_handle_for(
+        &self,
+        group: &str,
+        topic: &str,
+        handle: &str,
+    ) -> Result<(u16, ReceiptHandle), BrokerError> {
+        check_names(group, topic)?;
+        self.check_master()?;
+        let h = ReceiptHandle::parse(handle)?;
+        if h.revive_qid != LITE_REVIVE_QID {
+            return Err(BrokerError::BadRequest(
+                "not a lite message's receipt handle".into(),
+            ));
+        }
+        let cfg = self.lite_parent(topic)?;
+        if h.queue_id >= cfg.write_queues.max(cfg.read_queues) {
+            return Err(BrokerError::BadRequest(format!(
+                "receipt handle names queue {} of topic {topic}, which has {}",
+                h.queue_id,
+                cfg.write_queues.max(cfg.read_queues)
+            )));
+        }
+        let (shard, _) = self.owner(topic, h.queue_id);
+        match h.commit_log_offset {
+            Some(c) if c >> message::ids::LOCAL_OFFSET_BITS == u64::from(shard) => Ok((shard, h)),
+            _ => Err(BrokerError::BadRequest(
+                "receipt handle's CommitLog offset is not in the queue's shard".into(),
+            )),
+        }
+    }
+
+    /// Serves a lite ack or change of invisible time on the queue's core.
+    pub(crate) async fn lite_ack_local(
+        &self,
+        shard: u16,
+        op: crate::mesh::LiteAck,
+    ) -> Result<String, BrokerError> {
+        let h = op.handle;
+        let clo = h.commit_log_offset.unwrap_or(0) & message::ids::LOCAL_OFFSET_MAX;
+        let sh = self.local_shard(shard)?;
+        let lite = match sh.read_at(shard::CommitLogOffset(clo)).await? {
+            Some(rec) => record_lite_topic(rec.as_bytes()).map(str::to_owned),
+            None => None,
+        };
+        let stale = || {
+            BrokerError::NotFound(format!(
+                "receipt handle of offset {} of queue {} has expired: the message was acked or handed out again since",
+                h.queue_offset, h.queue_id
+            ))
+        };
+        let Some(lite) = lite else {
+            return Err(stale());
+        };
+        let now_ms = self.shared.clock.wall_ms();
+        {
+            let mut st = self.lite.shards.borrow_mut();
+            let d = st
+                .get_mut(&shard)
+                .and_then(|s| s.parents.get_mut(&op.topic))
+                .and_then(|p| p.groups.get_mut(&op.group))
+                .and_then(|g| g.get_mut(lite.as_str()))
+                .and_then(|c| c.out.iter_mut().find(|d| d.offset == h.queue_offset))
+                .filter(|d| {
+                    !d.acked
+                        && d.pop_time_ms == h.pop_time_ms
+                        && d.invisible_ms == h.invisible_ms.max(1)
+                        && d.commit_log_offset == clo
+                })
+                .ok_or_else(stale)?;
+            if let Some((invisible_ms, suspend)) = op.change {
+                d.pop_time_ms = now_ms.max(d.pop_time_ms + 1);
+                d.invisible_ms = invisible_ms.max(1);
+                d.suspended = suspend;
+                let mut renewed = h.clone();
+                renewed.pop_time_ms = d.pop_time_ms;
+                renewed.invisible_ms = d.invisible_ms;
+                return Ok(renewed.to_string());
+            }
+        }
+        self.lite_done(shard, &op.topic, &op.group, &lite, h.queue_offset);
+        self.lite_settle(shard, false);
+        Ok(String::new())
+    }
+
+    /// Makes the shard's index of `topic` current: built on first use in this master epoch
+    /// (from the floor), then read up to the end of the parent's queues on the shard.
+    async fn lite_ready(&self, shard: u16, topic: &str) -> Result<(), BrokerError> {
+        let Some(epoch) = self.master_epoch(shard) else {
+            return Err(BrokerError::NotMaster(format!(
+                "shard {shard} of core {} is not served as master: lite topics are its master's",
+                self.id
+            )));
+        };
+        {
+            let mut st = self.lite.shards.borrow_mut();
+            let s = st.entry(shard).or_default();
+            if s.loaded != Some(epoch) {
+                // Built in an earlier epoch: what the log gained since is not in it.
+                s.parents.clear();
+                s.loaded = Some(epoch);
+            }
+        }
+        let cfg = self.topic_for_read(topic)?;
+        let queues: Vec<u32> = (0..cfg.write_queues.max(cfg.read_queues))
+            .filter(|&q| self.owner(topic, q).0 == shard)
+            .collect();
+        for q in queues {
+            catch_up(self, shard, topic, q).await?;
+        }
+        self.lite_settle(shard, false);
+        Ok(())
+    }
+
+    /// Stores the shard's floors and forgets idle lite topics, at most once a second
+    /// (`force`: now).
+    pub(crate) fn lite_settle(&self, shard: u16, force: bool) {
+        let now_ms = self.shared.clock.wall_ms();
+        let idle_ms = i64::try_from(self.shared.config.lite_topic_idle_ms).unwrap_or(i64::MAX);
+        let mut floors: Vec<(String, u32, u64)> = Vec::new();
+        {
+            let mut st = self.lite.shards.borrow_mut();
+            let Some(s) = st.get_mut(&shard) else {
+                return;
+            };
+            if !force && now_ms - s.settled_ms < SETTLE_EVERY_MS {
+                return;
+            }
+            s.settled_ms = now_ms;
+            let topics = self.topics.borrow();
+            for (name, p) in s.parents.iter_mut() {
+                let expire_ms = topics
+                    .attribute(name, ATTRIBUTE_EXPIRATION)
+                    .and_then(|v| v.parse::<i64>().ok())
+                    .filter(|&m| m > 0)
+                    .map(|m| m.saturating_mul(60_000));
+                sweep(p, now_ms, idle_ms, expire_ms);
+                let mut low: HashMap<u32, u64> = p.indexed.clone();
+                for t in p.topics.values() {
+                    if let Some(&(first, _)) = t.kept.front() {
+                        let e = low.entry(t.queue).or_insert(first);
+                        *e = (*e).min(first);
+                    }
+                }
+                floors.extend(low.into_iter().map(|(q, o)| (name.clone(), q, o)));
+            }
+        }
+        let Some(table) = self.offsets.get(&shard) else {
+            return;
+        };
+        let mut t = table.borrow_mut();
+        for (topic, q, floor) in floors {
+            let key = floor_key(&topic, q);
+            if t.query(&key).is_none_or(|s| s.offset != floor) {
+                t.commit(&key, floor, crate::groups::EPOCH_ANY, "", false);
+            }
+        }
+    }
+
+    /// The counts of the lite topics this core holds.
+    pub fn lite_counts(&self) -> LiteCounts {
+        let st = self.lite.shards.borrow();
+        let mut c = LiteCounts::default();
+        for s in st.values() {
+            for p in s.parents.values() {
+                c.lite_topics += p.topics.len() as u64;
+                c.retained += p.topics.values().map(|t| t.kept.len() as u64).sum::<u64>();
+            }
+        }
+        c.subscriptions = self
+            .lite
+            .subs
+            .borrow()
+            .values()
+            .flat_map(|clients| clients.values())
+            .map(|s| s.len() as u64)
+            .sum();
+        c
+    }
+
+    /// Admits a send to lite topic `lite` on its shard: known, or created within the
+    /// shard's share of `lite_topics_max`.
+    pub(crate) async fn lite_admit_local(
+        &self,
+        shard: u16,
+        op: crate::mesh::LiteAdmit,
+    ) -> Result<(), BrokerError> {
+        self.lite_ready(shard, &op.topic).await?;
+        let cap = self
+            .shared
+            .config
+            .lite_topics_max
+            .div_ceil(u64::from(self.shared.shard_count.max(1)));
+        let now_ms = self.shared.clock.wall_ms();
+        let mut st = self.lite.shards.borrow_mut();
+        let s = st.entry(shard).or_default();
+        let held: u64 = s.parents.values().map(|p| p.topics.len() as u64).sum();
+        let p = s.parents.entry(op.topic.clone()).or_default();
+        if let Some(t) = p.topics.get_mut(op.lite.as_str()) {
+            t.last_write_ms = now_ms;
+            return Ok(());
+        }
+        if held >= cap {
+            return Err(BrokerError::LiteTopicQuota(format!(
+                "the broker holds {held} lite topics on shard {shard}, its share of lite_topics_max = {}",
+                self.shared.config.lite_topics_max
+            )));
+        }
+        p.topics.insert(
+            Rc::from(op.lite.as_str()),
+            LiteTopic {
+                queue: op.queue,
+                last_write_ms: now_ms,
+                kept: VecDeque::new(),
+            },
+        );
+        Ok(())
+    }
+}
+
+/// Drops the kept messages of `lite` that every group with a cursor on it has consumed.
+fn trim(p: &mut Parent, lite: &str) {
+    let needed = p
+        .groups
+        .values()
+        .filter_map(|g| g.get(lite))
+        .map(Cursor::needs_from)
+        .min();
+    let Some(needed) = needed else {
+        return;
+    };
+    if let Some(t) = p.topics.get_mut(lite) {
+        while t.kept.front().is_some_and(|k| k.0 < needed) {
+            t.kept.pop_front();
+        }
+        if t.kept.is_empty() && t.kept.capacity() > 4 {
+            t.kept = VecDeque::new();
+        }
+    }
+}
+
+/// Forgets the lite topics of `p` idle for `idle_ms` with nothing kept and no batch out,
+/// and (with the parent's expiration) those idle for `expire_ms` whatever they keep.
+fn sweep(p: &mut Parent, now_ms: i64, idle_ms: i64, expire_ms: Option<i64>) {
+    let busy: HashSet<Rc<str>> = p
+        .groups
+        .values()
+        .flat_map(|g| g.iter())
+        .filter(|(_, c)| c.out.iter().any(|d| !d.acked))
+        .map(|(l, _)| l.clone())
+        .collect();
+    let mut gone: Vec<Rc<str>> = Vec::new();
+    for (l, t) in &p.topics {
+        let idle = now_ms - t.last_write_ms;
+        let expired = expire_ms.is_some_and(|e| idle >= e);
+        let forgotten = idle >= idle_ms && t.kept.is_empty() && !busy.contains(l);
+        if expired || forgotten {
+            gone.push(l.clone());
+        }
+    }
+    for l in &gone {
+        p.topics.remove(l);
+    }
+    // Cursors of lite topics gone, or never written (a subscription made before the first
+    // send: a new one starts at the oldest message, which is then the first).
+    let topics = &p.topics;
+    for g in p.groups.values_mut() {
+        g.retain(|l, _| topics.contains_key(l) || busy.contains(l));
+    }
+    p.groups.retain(|_, g| !g.is_empty());
+}
+
+/// Reads `topic`'s queue `queue` of `shard` from where the index stopped (the floor, on
+/// first use) to its end, adding each lite message to its lite topic.
+async fn catch_up(core: &Core, shard: u16, topic: &str, queue: u32) -> Result<(), BrokerError> {
+    let sh = core.local_shard(shard)?;
+    let offsets = sh.queue_offsets(topic, queue);
+    let from = {
+        let mut st = core.lite.shards.borrow_mut();
+        let s = st.entry(shard).or_default();
+        let p = s.parents.entry(topic.to_owned()).or_default();
+        match p.indexed.get(&queue) {
+            Some(&at) => at,
+            None => {
+                let floor = core
+                    .offsets
+                    .get(&shard)
+                    .and_then(|t| t.borrow().query(&floor_key(topic, queue)))
+                    .map_or(offsets.min.0, |s| s.offset);
+                p.indexed.insert(queue, floor);
+                floor
+            }
+        }
+    };
+    let end = sh.visible_max(topic, queue).0;
+    if from >= end {
+        return Ok(());
+    }
+    let filter = TagFilter::All;
+    let mut at = from.max(offsets.min.0);
+    // Bounded: every step reads at least one offset or stops.
+    for _ in 0..=((end - at) / u64::from(INDEX_BATCH) + 1) * 4 {
+        if at >= end {
+            break;
+        }
+        let r = sh
+            .read(&shard::ReadRequest {
+                topic,
+                queue_id: queue,
+                queue_offset: shard::QueueOffset(at),
+                max_messages: INDEX_BATCH,
+                max_bytes: 4 << 20,
+                filter: &filter,
+            })
+            .await?;
+        let next = r.next_queue_offset.0;
+        {
+            let mut st = core.lite.shards.borrow_mut();
+            let Some(p) = st.get_mut(&shard).and_then(|s| s.parents.get_mut(topic)) else {
+                return Ok(());
+            };
+            // Another catch-up of the queue ran meanwhile: it read these.
+            if p.indexed.get(&queue).copied().unwrap_or(0) != at {
+                return Ok(());
+            }
+            for s in &r.records {
+                let Ok(v) = RecordView::parse(s.as_bytes()) else {
+                    continue;
+                };
+                let Some(lite) = v.property(PROPERTY_LITE_TOPIC).filter(|l| !l.is_empty()) else {
+                    continue;
+                };
+                let entry = (v.queue_offset(), v.physical_offset());
+                let stored = v.store_timestamp_ms();
+                match p.topics.get_mut(lite) {
+                    Some(t) => {
+                        t.last_write_ms = t.last_write_ms.max(stored);
+                        if t.kept.back().is_none_or(|b| b.0 < entry.0) {
+                            t.kept.push_back(entry);
+                        }
+                    }
+                    None => {
+                        p.topics.insert(
+                            Rc::from(lite),
+                            LiteTopic {
+                                queue,
+                                last_write_ms: stored,
+                                kept: VecDeque::from([entry]),
+                            },
+                        );
+                    }
+                }
+            }
+            let next = if next > at { next } else { end };
+            p.indexed.insert(queue, next);
+            at = next;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_checked_as_rocketmq_checks_topic_names() {
+        assert!(check_lite_topic("session-42").is_ok());
+        assert!(check_lite_topic("a.b_c|d%e").is_ok());
+        assert!(check_lite_topic("").is_err());
+        assert!(check_lite_topic(&"x".repeat(65)).is_err());
+        assert!(check_lite_topic("has space").is_err());
+        assert!(check_lite_topic("slash/no").is_err());
+    }
+
+    #[test]
+    fn a_lite_topic_has_one_queue() {
+        let q = lite_queue("session-1", 8);
+        assert!(q < 8);
+        assert_eq!(q, lite_queue("session-1", 8));
+        assert_eq!(lite_queue("anything", 0), 0);
+    }
+
+    #[test]
+    fn trim_keeps_what_the_slowest_cursor_needs() {
+        let mut p = Parent::default();
+        let l: Rc<str> = Rc::from("l");
+        p.topics.insert(
+            l.clone(),
+            LiteTopic {
+                queue: 0,
+                last_write_ms: 0,
+                kept: VecDeque::from([(1, 10), (3, 30), (5, 50)]),
+            },
+        );
+        // No cursor: everything is kept for the group that comes.
+        trim(&mut p, "l");
+        assert_eq!(p.topics["l"].kept.len(), 3);
+        p.groups.entry("a".into()).or_default().insert(
+            l.clone(),
+            Cursor {
+                next: 4,
+                out: Vec::new(),
+            },
+        );
+        p.groups.entry("b".into()).or_default().insert(
+            l.clone(),
+            Cursor {
+                next: 6,
+                out: Vec::new(),
+            },
+        );
+        trim(&mut p, "l");
+        assert_eq!(p.topics["l"].kept, VecDeque::from([(5, 50)]));
+    }
+
+    #[test]
+    fn sweep_forgets_idle_empty_lite_topics_and_expires_full_ones() {
+        let mut p = Parent::default();
+        for (name, last, kept) in [("idle", 0, 0), ("busy", 0, 2), ("fresh", 900, 0)] {
+            p.topics.insert(
+                Rc::from(name),
+                LiteTopic {
+                    queue: 0,
+                    last_write_ms: last,
+                    kept: (0..kept).map(|i| (i, i)).collect(),
+                },
+            );
+        }
+        sweep(&mut p, 1_000, 500, None);
+        let mut left: Vec<&str> = p.topics.keys().map(|k| &**k).collect();
+        left.sort();
+        assert_eq!(left, ["busy", "fresh"]);
+        sweep(&mut p, 1_000, 500, Some(800));
+        let left: Vec<&str> = p.topics.keys().map(|k| &**k).collect();
+        assert_eq!(left, ["fresh"]);
+    }
+}

@@ -1,0 +1,359 @@
+//! Lite Topics (RocketMQ 5.5) on the kernel: lite topics created on first send inside a
+//! LITE parent, each consumed in order by the clients that subscribed it, one batch at a
+//! time per group; kept across a restart; capped by `lite_topics_max`.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use broker_core::lite::{LitePop, LiteSubscription, StartAt, SubAction, PROPERTY_LITE_TOPIC};
+use broker_core::pop::Popped;
+use broker_core::topics::Attributes;
+use broker_core::BrokerError;
+use common::*;
+use message::RecordView;
+
+const TOPIC: &str = "AgentReplies";
+const GROUP: &str = "agents";
+
+fn create(c: &Cluster, queues: u32) {
+    let cfg = topic(TOPIC, queues);
+    let attributes = Attributes::from([("message.type".to_owned(), "LITE".to_owned())]);
+    c.on(0, move |core| async move {
+        core.create_topic_with(cfg, Some(attributes)).await
+    })
+    .expect("the topic is created");
+}
+
+/// Sends `bodies` to lite topic `lite`, from core `core`.
+fn send(c: &Cluster, core: u16, lite: &str, bodies: &[&str]) -> Result<(), BrokerError> {
+    let lite = lite.to_owned();
+    let bodies: Vec<String> = bodies.iter().map(|b| (*b).to_owned()).collect();
+    c.on(core, move |core| async move {
+        for b in bodies {
+            let rec = record(TOPIC, &b, None, &[(PROPERTY_LITE_TOPIC, &lite)]);
+            core.lite_send(TOPIC, &lite, rec).await?;
+        }
+        Ok::<_, BrokerError>(())
+    })
+}
+
+fn subscribe(c: &Cluster, client: &str, action: SubAction, lites: &[&str], start: StartAt) {
+    let sub = LiteSubscription {
+        group: GROUP.into(),
+        topic: TOPIC.into(),
+        client: client.into(),
+        action,
+        lite_topics: lites.iter().map(|l| (*l).to_owned()).collect(),
+        start,
+    };
+    for core in 0..c.cores {
+        let sub = sub.clone();
+        c.on(
+            core,
+            move |core| async move { core.lite_subscribe(sub).await },
+        )
+        .expect("subscribed");
+    }
+}
+
+fn pop_req(client: &str, max: u32, invisible_ms: u64) -> LitePop {
+    LitePop {
+        group: GROUP.into(),
+        topic: TOPIC.into(),
+        client: client.into(),
+        max_messages: max,
+        invisible_ms,
+        poll_ms: 0,
+        max_attempts: 16,
+    }
+}
+
+/// A pop on every core, merged.
+fn pop(c: &Cluster, r: &LitePop) -> Popped {
+    let mut all = Popped::default();
+    for core in 0..c.cores {
+        let r = r.clone();
+        let p = c
+            .on(core, move |core| async move { core.lite_pop(r).await })
+            .expect("popped");
+        all.messages.extend(p.messages);
+    }
+    all
+}
+
+/// (lite topic, body, attempt) of each message, in the order handed out.
+fn seen(p: &Popped) -> Vec<(String, String, u32)> {
+    p.messages
+        .iter()
+        .map(|m| {
+            let v = RecordView::parse(&m.record).expect("parses");
+            (
+                v.property(PROPERTY_LITE_TOPIC).unwrap_or("").to_owned(),
+                String::from_utf8_lossy(v.body()).into_owned(),
+                m.attempt,
+            )
+        })
+        .collect()
+}
+
+fn ack(c: &Cluster, p: &Popped) {
+    for core in 0..c.cores {
+        let handles: Vec<String> = p
+            .messages
+            .iter()
+            .map(|m| m.receipt_handle.clone())
+            .collect();
+        // Each core answers for the messages of its shards; the others refuse.
+        c.on(core, move |core| async move {
+            for h in handles {
+                let _ = core.lite_ack(GROUP, TOPIC, &h).await;
+            }
+        });
+    }
+}
+
+#[test]
+fn each_lite_topic_is_consumed_in_order_one_batch_at_a_time() {
+    let c = Cluster::start(2, 2);
+    create(&c, 8);
+    send(&c, 0, "session-a", &["a1", "a2", "a3"]).expect("sent");
+    send(&c, 1, "session-b", &["b1", "b2"]).expect("sent");
+    subscribe(
+        &c,
+        "client-1",
+        SubAction::Replace,
+        &["session-a", "session-b"],
+        StartAt::Oldest,
+    );
+    // Batches of at most 2: whichever cores the two lite topics are on, a few pops take
+    // both first batches and nothing past them.
+    let mut first = Popped::default();
+    for _ in 0..4 {
+        first
+            .messages
+            .extend(pop(&c, &pop_req("client-1", 2, 60_000)).messages);
+    }
+    let got = seen(&first);
+    assert_eq!(got.len(), 4, "{got:?}");
+    let of = |l: &str| -> Vec<String> {
+        got.iter()
+            .filter(|g| g.0 == l)
+            .map(|g| g.1.clone())
+            .collect()
+    };
+    assert_eq!(of("session-a"), ["a1", "a2"]);
+    assert_eq!(of("session-b"), ["b1", "b2"]);
+    // While a batch of a lite topic is out, it gives nothing more.
+    assert!(pop(&c, &pop_req("client-1", 32, 60_000))
+        .messages
+        .is_empty());
+    ack(&c, &first);
+    let next = seen(&pop(&c, &pop_req("client-1", 32, 60_000)));
+    assert_eq!(next, [("session-a".into(), "a3".into(), 1)]);
+    c.stop();
+}
+
+#[test]
+fn only_subscribed_lite_topics_are_delivered_and_a_late_subscription_gets_the_backlog() {
+    let c = Cluster::start(1, 1);
+    create(&c, 4);
+    send(&c, 0, "task-1", &["t1"]).expect("sent");
+    send(&c, 0, "task-2", &["t2"]).expect("sent");
+    subscribe(&c, "client-1", SubAction::Add, &["task-1"], StartAt::Oldest);
+    let p = pop(&c, &pop_req("client-1", 32, 60_000));
+    assert_eq!(seen(&p), [("task-1".into(), "t1".into(), 1)]);
+    ack(&c, &p);
+    // Another client of the group takes task-2 later: it was kept for it.
+    subscribe(&c, "client-2", SubAction::Add, &["task-2"], StartAt::Oldest);
+    let p2 = pop(&c, &pop_req("client-2", 32, 60_000));
+    assert_eq!(seen(&p2), [("task-2".into(), "t2".into(), 1)]);
+    // Unsubscribed, nothing more of task-1 reaches client-1.
+    subscribe(
+        &c,
+        "client-1",
+        SubAction::Remove,
+        &["task-1"],
+        StartAt::Oldest,
+    );
+    send(&c, 0, "task-1", &["t1-late"]).expect("sent");
+    assert!(pop(&c, &pop_req("client-1", 32, 60_000))
+        .messages
+        .is_empty());
+    // Latest: a group new to the lite topic skips what is there.
+    send(&c, 0, "task-3", &["old"]).expect("sent");
+    subscribe(&c, "client-1", SubAction::Add, &["task-3"], StartAt::Latest);
+    assert!(pop(&c, &pop_req("client-1", 32, 60_000))
+        .messages
+        .is_empty());
+    send(&c, 0, "task-3", &["new"]).expect("sent");
+    assert_eq!(
+        seen(&pop(&c, &pop_req("client-1", 32, 60_000))),
+        [("task-3".into(), "new".into(), 1)]
+    );
+    c.stop();
+}
+
+/// Pops until something comes (bounded by `within`).
+fn pop_until(c: &Cluster, r: &LitePop, within: Duration) -> Popped {
+    let deadline = Instant::now() + within;
+    loop {
+        let p = pop(c, r);
+        if !p.messages.is_empty() || Instant::now() >= deadline {
+            return p;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn an_unacked_batch_comes_back_in_order_and_a_suspend_does_not_count() {
+    let c = Cluster::start(1, 1);
+    create(&c, 4);
+    send(&c, 0, "chat", &["m1", "m2"]).expect("sent");
+    subscribe(
+        &c,
+        "client-1",
+        SubAction::Replace,
+        &["chat"],
+        StartAt::Oldest,
+    );
+    let first = pop(&c, &pop_req("client-1", 32, 200));
+    assert_eq!(seen(&first).len(), 2);
+    let again = pop_until(&c, &pop_req("client-1", 32, 60_000), Duration::from_secs(5));
+    assert_eq!(
+        seen(&again),
+        [
+            ("chat".into(), "m1".into(), 2),
+            ("chat".into(), "m2".into(), 2)
+        ]
+    );
+    // The client suspends m1 for a moment: it comes back with the same attempt.
+    let h1 = again.messages[0].receipt_handle.clone();
+    let renewed = c
+        .on(0, move |core| async move {
+            core.lite_change_invisible(GROUP, TOPIC, &h1, 200, true)
+                .await
+        })
+        .expect("suspended");
+    assert_ne!(renewed, again.messages[0].receipt_handle);
+    // The old handle no longer acks.
+    let old = again.messages[0].receipt_handle.clone();
+    let refused = c.on(0, move |core| async move {
+        core.lite_ack(GROUP, TOPIC, &old).await
+    });
+    assert!(
+        matches!(refused, Err(BrokerError::NotFound(_))),
+        "{refused:?}"
+    );
+    let h2 = again.messages[1].receipt_handle.clone();
+    c.on(0, move |core| async move {
+        core.lite_ack(GROUP, TOPIC, &h2).await
+    })
+    .expect("m2 acked");
+    let back = pop_until(&c, &pop_req("client-1", 32, 60_000), Duration::from_secs(5));
+    assert_eq!(seen(&back), [("chat".into(), "m1".into(), 2)]);
+    c.stop();
+}
+
+#[test]
+fn unacked_lite_messages_survive_a_restart() {
+    let c = Cluster::start(2, 2);
+    create(&c, 8);
+    for i in 0..20 {
+        send(&c, (i % 2) as u16, &format!("s{i}"), &["x", "y"]).expect("sent");
+    }
+    let lites: Vec<String> = (0..20).map(|i| format!("s{i}")).collect();
+    let lite_refs: Vec<&str> = lites.iter().map(String::as_str).collect();
+    subscribe(
+        &c,
+        "client-1",
+        SubAction::Replace,
+        &lite_refs,
+        StartAt::Oldest,
+    );
+    // Half the lite topics consumed whole, the rest not at all.
+    for _ in 0..4 {
+        let p = pop(&c, &pop_req("client-1", 32, 60_000));
+        let done: Vec<_> = p
+            .messages
+            .iter()
+            .filter(|m| {
+                let v = RecordView::parse(&m.record).expect("parses");
+                let l = v.property(PROPERTY_LITE_TOPIC).unwrap_or("");
+                l[1..].parse::<u32>().unwrap_or(0) < 10
+            })
+            .cloned()
+            .collect();
+        ack(
+            &c,
+            &Popped {
+                messages: done,
+                ..Default::default()
+            },
+        );
+    }
+    let c = c.restart(2);
+    // Sessions subscribe again after a restart, as clients do.
+    subscribe(
+        &c,
+        "client-1",
+        SubAction::Replace,
+        &lite_refs,
+        StartAt::Oldest,
+    );
+    let mut got: Vec<(String, String)> = Vec::new();
+    for _ in 0..10 {
+        let p = pop(&c, &pop_req("client-1", 32, 60_000));
+        if p.messages.is_empty() {
+            break;
+        }
+        got.extend(seen(&p).into_iter().map(|(l, b, _)| (l, b)));
+        ack(&c, &p);
+    }
+    for i in 10..20 {
+        let l = format!("s{i}");
+        let bodies: Vec<&str> = got
+            .iter()
+            .filter(|g| g.0 == l)
+            .map(|g| g.1.as_str())
+            .collect();
+        assert_eq!(bodies, ["x", "y"], "lite topic {l} after the restart");
+    }
+    c.stop();
+}
+
+#[test]
+fn sends_past_the_lite_topic_quota_are_refused() {
+    let c = Cluster::start_with(1, 1, |cfg| cfg.lite_topics_max = 3);
+    create(&c, 4);
+    for i in 0..3 {
+        send(&c, 0, &format!("q{i}"), &["m"]).expect("within the quota");
+    }
+    // A lite topic the broker holds takes more.
+    send(&c, 0, "q0", &["more"]).expect("a known lite topic");
+    let refused = send(&c, 0, "q3", &["m"]);
+    assert!(
+        matches!(refused, Err(BrokerError::LiteTopicQuota(_))),
+        "{refused:?}"
+    );
+    c.stop();
+}
+
+#[test]
+fn a_lite_send_needs_a_lite_parent_and_a_valid_name() {
+    let c = Cluster::start(1, 1);
+    create(&c, 4);
+    create_topic(&c, "Plain", 4);
+    let plain = c.on(0, |core| async move {
+        let rec = record("Plain", "m", None, &[(PROPERTY_LITE_TOPIC, "x")]);
+        core.lite_send("Plain", "x", rec).await.map(|_| ())
+    });
+    assert!(
+        matches!(plain, Err(BrokerError::MessageIllegal(_))),
+        "{plain:?}"
+    );
+    let bad = send(&c, 0, "no spaces", &["m"]);
+    assert!(matches!(bad, Err(BrokerError::BadRequest(_))), "{bad:?}");
+    c.stop();
+}
