@@ -174,6 +174,7 @@ impl CoreOp {
             CoreOp::CheckTransaction(op) => answered(op.serve(core).await),
             CoreOp::PopInflight(op) => answered(op.serve(core).await),
             CoreOp::Recall(op) => answered(op.serve(core).await),
+            CoreOp::LiteSubscribe(op) => answered(op.serve(core).await),
         }
     }
 }
@@ -320,6 +321,14 @@ impl CoreCall for PopInflight {
 
     async fn serve(self, core: &Core) -> Result<u64, BrokerError> {
         crate::pop::inflight_local(core, &self.group, &self.topic).await
+    }
+}
+
+impl CoreCall for crate::lite::LiteSubscription {
+    type Answer = ();
+
+    async fn serve(self, core: &Core) -> Result<(), BrokerError> {
+        core.lite_subscribe_local(self).await
     }
 }
 

@@ -301,46 +301,66 @@ impl Core {
         self.send(topic, queue, record, 1).await
     }
 
-    /// Changes `sub.client`'s lite subscriptions on this core: it keeps those of the lite
-    /// topics this core owns (a client sends its set to every broker of the route).
+    /// Changes `sub.client`'s lite subscriptions: every core keeps those of the lite topics
+    /// it owns. A client sends its set to the broker it dials (RocketMQ's Java SDK 5.2.0, to
+    /// its access point) or to every broker of its route (later SDKs); either way each core
+    /// hears of it.
     pub async fn lite_subscribe(&self, sub: LiteSubscription) -> Result<(), BrokerError> {
         check_names(&sub.group, &sub.topic)?;
         if sub.client.is_empty() {
             return Err(BrokerError::BadRequest("no client id".into()));
         }
-        let cfg = self.lite_parent(&sub.topic)?;
+        self.lite_parent(&sub.topic)?;
         for l in &sub.lite_topics {
             check_lite_topic(l)?;
         }
         let quota = self.shared.config.lite_subscription_quota as usize;
-        let key = (sub.group.clone(), sub.topic.clone());
-        let current = self
-            .lite
-            .subs
-            .borrow()
-            .get(&key)
-            .and_then(|c| c.get(&sub.client))
-            .map_or(0, HashSet::len);
-        let asked = match sub.action {
-            SubAction::Add => current + sub.lite_topics.len(),
-            SubAction::Replace => sub.lite_topics.len(),
-            SubAction::Remove | SubAction::RemoveAll => 0,
-        };
-        // A client's whole set counts against its quota; this core holds part of it.
-        if matches!(sub.action, SubAction::Replace) && asked > quota
-            || matches!(sub.action, SubAction::Add) && sub.lite_topics.len() > quota
-        {
+        let asked = sub.lite_topics.len();
+        if matches!(sub.action, SubAction::Add | SubAction::Replace) && asked > quota {
             return Err(BrokerError::LiteSubscriptionQuota(format!(
                 "client {} of group {} may subscribe {quota} lite topics of {}, not {asked}",
                 sub.client, sub.group, sub.topic
             )));
         }
+        for core in 0..self.shared.cores {
+            Box::pin(self.at_core(core, sub.clone())).await?;
+        }
+        Ok(())
+    }
+
+    /// [`Core::lite_subscribe`] on this core: the lite topics it owns.
+    pub(crate) async fn lite_subscribe_local(
+        &self,
+        sub: LiteSubscription,
+    ) -> Result<(), BrokerError> {
+        let cfg = self.lite_parent(&sub.topic)?;
+        let quota = self.shared.config.lite_subscription_quota as usize;
+        let key = (sub.group.clone(), sub.topic.clone());
         let owned: Vec<Rc<str>> = sub
             .lite_topics
             .iter()
             .filter(|l| self.owner(&sub.topic, lite_queue(l, cfg.write_queues)).1 == self.id)
             .map(|l| Rc::from(l.as_str()))
             .collect();
+        // Adds one by one count against the client's quota too: on each core, what it holds
+        // of the client's set with what comes.
+        if sub.action == SubAction::Add {
+            let held = self
+                .lite
+                .subs
+                .borrow()
+                .get(&key)
+                .and_then(|c| c.get(&sub.client))
+                .map_or(0, |set| {
+                    set.len() + owned.iter().filter(|l| !set.contains(*l)).count()
+                });
+            if held > quota {
+                return Err(BrokerError::LiteSubscriptionQuota(format!(
+                    "client {} of group {} may subscribe {quota} lite topics of {}, not {held}",
+                    sub.client, sub.group, sub.topic
+                )));
+            }
+        }
         if matches!(sub.action, SubAction::Add | SubAction::Replace) {
             // Where a group new to a lite topic starts: its cursor is placed now.
             let placed: Vec<(Rc<str>, u32, u16)> = owned
@@ -380,6 +400,7 @@ impl Core {
                 });
             }
         }
+        tracing::debug!(core = self.id, client = %sub.client, group = %sub.group, topic = %sub.topic, action = ?sub.action, asked = sub.lite_topics.len(), owned = owned.len(), "lite subscription");
         let mut subs = self.lite.subs.borrow_mut();
         let clients = subs.entry(key.clone()).or_default();
         match sub.action {
@@ -468,6 +489,7 @@ impl Core {
             let (popped, next_visible) = self.lite_claim(&req, &cfg, now_ms).await?;
             let now = clock.now();
             if !popped.messages.is_empty() || now >= deadline || self.shared.stopping() {
+                tracing::debug!(core = self.id, client = %req.client, group = %req.group, messages = popped.messages.len(), "lite pop");
                 self.count_lite_pop(&req, &popped);
                 return Ok(popped);
             }
@@ -731,6 +753,26 @@ impl Core {
             topic: topic.to_owned(),
             handle: h,
             change: None,
+            dead_letter: false,
+        };
+        self.at_shard(shard, op).await.map(|_| ())
+    }
+
+    /// Sends the lite message of `handle` to `%DLQ%<group>` and acks it: a consumer that
+    /// gave it up. Refused as [`Core::lite_ack`] refuses.
+    pub async fn lite_dead_letter(
+        &self,
+        group: &str,
+        topic: &str,
+        handle: &str,
+    ) -> Result<(), BrokerError> {
+        let (shard, h) = self.lite_handle_for(group, topic, handle)?;
+        let op = crate::mesh::LiteAck {
+            group: group.to_owned(),
+            topic: topic.to_owned(),
+            handle: h,
+            change: None,
+            dead_letter: true,
         };
         self.at_shard(shard, op).await.map(|_| ())
     }
@@ -757,6 +799,7 @@ impl Core {
             topic: topic.to_owned(),
             handle: h,
             change: Some((invisible_ms, suspend)),
+            dead_letter: false,
         };
         self.at_shard(shard, op).await
     }
@@ -844,6 +887,18 @@ impl Core {
                 renewed.invisible_ms = d.invisible_ms;
                 return Ok(renewed.to_string());
             }
+        }
+        if op.dead_letter {
+            let delivered = {
+                let st = self.lite.shards.borrow();
+                st.get(&shard)
+                    .and_then(|s| s.parents.get(&op.topic))
+                    .and_then(|p| p.groups.get(&op.group))
+                    .and_then(|g| g.get(lite.as_str()))
+                    .and_then(|c| c.out.iter().find(|d| d.offset == h.queue_offset))
+                    .map_or(1, |d| d.delivered)
+            };
+            crate::pop::send_dead_letter(self, shard, &op.group, &op.topic, delivered, clo).await?;
         }
         self.lite_done(shard, &op.topic, &op.group, &lite, h.queue_offset);
         self.lite_settle(shard, false);

@@ -160,6 +160,8 @@ pub struct LiteAck {
     pub topic: String,
     pub handle: crate::pop::ReceiptHandle,
     pub change: Option<(u64, bool)>,
+    /// Sends the message to the group's dead-letter topic before it is acked.
+    pub dead_letter: bool,
 }
 
 /// Stores a batch of records in one of the shard's queues.
@@ -231,6 +233,9 @@ ops! {
         PopInflight(PopInflight),
         /// To the core a recall handle names: recall a scheduled message its shards hold.
         Recall(Recall),
+        /// To every core: a client's lite subscriptions changed (each core keeps those of
+        /// the lite topics it owns).
+        LiteSubscribe(crate::lite::LiteSubscription),
     }
 }
 

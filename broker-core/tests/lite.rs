@@ -47,14 +47,10 @@ fn subscribe(c: &Cluster, client: &str, action: SubAction, lites: &[&str], start
         lite_topics: lites.iter().map(|l| (*l).to_owned()).collect(),
         start,
     };
-    for core in 0..c.cores {
-        let sub = sub.clone();
-        c.on(
-            core,
-            move |core| async move { core.lite_subscribe(sub).await },
-        )
+    // To one core, as RocketMQ's Java SDK 5.2.0 sends it to its access point: every core
+    // hears of it.
+    c.on(0, move |core| async move { core.lite_subscribe(sub).await })
         .expect("subscribed");
-    }
 }
 
 fn pop_req(client: &str, max: u32, invisible_ms: u64) -> LitePop {
@@ -355,5 +351,68 @@ fn a_lite_send_needs_a_lite_parent_and_a_valid_name() {
     );
     let bad = send(&c, 0, "no spaces", &["m"]);
     assert!(matches!(bad, Err(BrokerError::BadRequest(_))), "{bad:?}");
+    c.stop();
+}
+
+#[test]
+fn subscriptions_added_one_by_one_after_a_restart_get_every_lite_topic() {
+    let c = Cluster::start(2, 2);
+    create(&c, 8);
+    let lites = ["task-1", "task-2", "task-3", "task-4"];
+    for k in 0..5 {
+        for l in lites {
+            send(&c, 0, l, &[&format!("{l}#{k}")]).expect("sent");
+        }
+    }
+    let c = c.restart(2);
+    subscribe(&c, "client-1", SubAction::Replace, &[], StartAt::Oldest);
+    for l in lites {
+        subscribe(&c, "client-1", SubAction::Add, &[l], StartAt::Oldest);
+    }
+    let mut got = 0;
+    for _ in 0..20 {
+        let p = pop(&c, &pop_req("client-1", 32, 60_000));
+        got += p.messages.len();
+        ack(&c, &p);
+    }
+    assert_eq!(got, 20);
+    c.stop();
+}
+
+#[test]
+fn subscriptions_past_the_client_quota_are_refused() {
+    let c = Cluster::start_with(2, 2, |cfg| cfg.lite_subscription_quota = 3);
+    create(&c, 8);
+    let sub = |action, lites: &[&str]| LiteSubscription {
+        group: GROUP.into(),
+        topic: TOPIC.into(),
+        client: "client-1".into(),
+        action,
+        lite_topics: lites.iter().map(|l| (*l).to_owned()).collect(),
+        start: StartAt::Oldest,
+    };
+    let whole = sub(SubAction::Replace, &["a", "b", "c", "d"]);
+    let refused = c.on(
+        1,
+        move |core| async move { core.lite_subscribe(whole).await },
+    );
+    assert!(
+        matches!(refused, Err(BrokerError::LiteSubscriptionQuota(_))),
+        "{refused:?}"
+    );
+    let three = sub(SubAction::Replace, &["a", "b", "c"]);
+    c.on(
+        1,
+        move |core| async move { core.lite_subscribe(three).await },
+    )
+    .expect("within the quota");
+    let held: usize = (0..c.cores)
+        .map(|core| {
+            c.on(core, |core| async move {
+                core.lite_subscriptions(GROUP, TOPIC, "client-1").len()
+            })
+        })
+        .sum();
+    assert_eq!(held, 3, "the cores hold the set between them");
     c.stop();
 }

@@ -20,7 +20,9 @@ use super::{encoded, error_status, name_of, ok, status};
 use crate::error::BrokerError;
 use crate::front::Front;
 use crate::numbering::CoreQueues;
-use broker_core::pop::{InitMode, PopRequest, POP_MESSAGES_MAX};
+use broker_core::core::Core;
+use broker_core::lite::{LitePop, LiteSubscription, StartAt, SubAction};
+use broker_core::pop::{InitMode, PopRequest, Popped, POP_MESSAGES_MAX};
 
 /// A SimpleConsumer's invisible time: at least this (RocketMQ's Proxy's
 /// `minInvisibleTimeMillsForRecv`) ...
@@ -165,6 +167,25 @@ async fn pop(
         _ => ("*".to_owned(), None),
     };
     let policy = f.grpc.consumer_policy(client);
+    if broker_core::lite::is_lite_topic(&f.topics.borrow(), topic) {
+        // A lite push consumer's receive: what its lite subscriptions on this core hold.
+        let request = LitePop {
+            group: group.to_owned(),
+            topic: topic.to_owned(),
+            client: client.to_owned(),
+            max_messages: u32::try_from(r.batch_size)
+                .unwrap_or(1)
+                .clamp(1, POP_MESSAGES_MAX),
+            invisible_ms: invisible.as_millis() as u64,
+            poll_ms: poll.as_millis() as u64,
+            max_attempts: policy.max_attempts,
+        };
+        let popped = f
+            .lite_pop(request)
+            .await
+            .map_err(|e| error_status(&e).unwrap_or_default())?;
+        return Ok(messages_of(topic, &queues, popped));
+    }
     let priority_factor = if policy.fifo {
         broker_core::priority::PRIORITY_FACTOR_DEFAULT
     } else {
@@ -194,6 +215,12 @@ async fn pop(
         }
         Err(e) => return Err(error_status(&e).unwrap_or_default()),
     };
+    Ok(messages_of(topic, &queues, popped))
+}
+
+/// A pop's messages as a receive hands them out: each with its receipt handle, attempt and
+/// invisible time, in the queue the client numbers.
+fn messages_of(topic: &str, queues: &CoreQueues, popped: Popped) -> Vec<v2::Message> {
     let invisible_duration = prost_types::Duration {
         seconds: (popped.invisible_ms / 1000) as i64,
         nanos: ((popped.invisible_ms % 1000) * 1_000_000) as i32,
@@ -218,7 +245,7 @@ async fn pop(
         }
         messages.push(message);
     }
-    Ok(messages)
+    messages
 }
 
 pub(super) async fn ack(f: &Front, r: &v2::AckMessageRequest) -> v2::AckMessageResponse {
@@ -226,7 +253,12 @@ pub(super) async fn ack(f: &Front, r: &v2::AckMessageRequest) -> v2::AckMessageR
     let topic = name_of(&r.topic);
     let mut entries = Vec::with_capacity(r.entries.len());
     for e in &r.entries {
-        let status = match f.ack(group, topic, &e.receipt_handle).await {
+        let acked = if Core::is_lite_handle(&e.receipt_handle) {
+            f.lite_ack(group, topic, &e.receipt_handle).await
+        } else {
+            f.ack(group, topic, &e.receipt_handle).await
+        };
+        let status = match acked {
             Ok(()) => ok(),
             Err(err) => handle_status(&err),
         };
@@ -270,10 +302,18 @@ pub(super) async fn change_invisible(
             ),
         ));
     }
-    match f
-        .change_invisible(name_of(&r.group), name_of(&r.topic), &r.receipt_handle, ms)
-        .await
-    {
+    let (group, topic) = (name_of(&r.group), name_of(&r.topic));
+    let changed = if Core::is_lite_handle(&r.receipt_handle) {
+        // A lite push consumer that suspends a lite topic hides its message without
+        // spending an attempt.
+        let suspend = r.suspend.unwrap_or(false);
+        f.lite_change_invisible(group, topic, &r.receipt_handle, ms, suspend)
+            .await
+    } else {
+        f.change_invisible(group, topic, &r.receipt_handle, ms)
+            .await
+    };
+    match changed {
         Ok(handle) => v2::ChangeInvisibleDurationResponse {
             status: ok(),
             receipt_handle: handle,
@@ -288,10 +328,13 @@ pub(super) async fn dead_letter(
     f: &Front,
     r: &v2::ForwardMessageToDeadLetterQueueRequest,
 ) -> v2::ForwardMessageToDeadLetterQueueResponse {
-    let status = match f
-        .dead_letter(name_of(&r.group), name_of(&r.topic), &r.receipt_handle)
-        .await
-    {
+    let (group, topic) = (name_of(&r.group), name_of(&r.topic));
+    let sent = if Core::is_lite_handle(&r.receipt_handle) {
+        f.lite_dead_letter(group, topic, &r.receipt_handle).await
+    } else {
+        f.dead_letter(group, topic, &r.receipt_handle).await
+    };
+    let status = match sent {
         Ok(()) => ok(),
         Err(e) => handle_status(&e),
     };
@@ -406,4 +449,55 @@ pub(super) async fn group_policy(f: &Front, group: &str) -> ConsumerPolicy {
         }
     }
     policy
+}
+
+/// SyncLiteSubscription: a lite push consumer's lite topics, its whole set or a change of
+/// it, which it sends to every broker of its route; each core keeps those it holds.
+pub(super) async fn sync_lite(
+    f: &Front,
+    client: &str,
+    r: &v2::SyncLiteSubscriptionRequest,
+) -> v2::SyncLiteSubscriptionResponse {
+    let action = match v2::LiteSubscriptionAction::try_from(r.action) {
+        Ok(v2::LiteSubscriptionAction::PartialAdd) => SubAction::Add,
+        Ok(v2::LiteSubscriptionAction::PartialRemove) => SubAction::Remove,
+        Ok(v2::LiteSubscriptionAction::CompleteAdd) => SubAction::Replace,
+        Ok(v2::LiteSubscriptionAction::CompleteRemove) => SubAction::RemoveAll,
+        Err(_) => {
+            return v2::SyncLiteSubscriptionResponse {
+                status: status(v2::Code::BadRequest, "an unknown lite subscription action"),
+            }
+        }
+    };
+    // MAX skips what is there; anything else (none, LAST, MIN, an offset, a tail or a
+    // time) starts a group new to a lite topic at its oldest message kept. A group that
+    // consumes the lite topic already goes on where it is.
+    let start = match r
+        .offset_option
+        .as_ref()
+        .and_then(|o| o.offset_type.as_ref())
+    {
+        Some(v2::offset_option::OffsetType::Policy(p))
+            if *p == v2::offset_option::Policy::Max as i32 =>
+        {
+            StartAt::Latest
+        }
+        _ => StartAt::Oldest,
+    };
+    let sub = LiteSubscription {
+        group: name_of(&r.group).to_owned(),
+        topic: name_of(&r.topic).to_owned(),
+        client: client.to_owned(),
+        action,
+        lite_topics: r.lite_topic_set.clone(),
+        start,
+    };
+    let status = match f.lite_subscribe(sub).await {
+        Ok(()) => ok(),
+        Err(e @ BrokerError::BadRequest(_)) if !r.lite_topic_set.is_empty() => {
+            status(v2::Code::IllegalLiteTopic, e.to_string())
+        }
+        Err(e) => error_status(&e),
+    };
+    v2::SyncLiteSubscriptionResponse { status }
 }

@@ -21,6 +21,7 @@ const SYSTEM_KEYS: &[&str] = &[
     property::WAIT_STORE_MSG_OK,
     "TRACE_CONTEXT",
     broker_core::priority::PROPERTY_PRIORITY,
+    broker_core::lite::PROPERTY_LITE_TOPIC,
 ];
 
 /// `ms` (since the epoch) as a protobuf timestamp.
@@ -50,12 +51,18 @@ pub(crate) fn message_of(view: &RecordView<'_>, topic: &str, queue_id: i32) -> v
         .property(broker_core::priority::PROPERTY_PRIORITY)
         .and_then(|p| p.trim().parse::<i32>().ok())
         .filter(|p| *p >= 0);
+    let lite_topic = view
+        .property(broker_core::lite::PROPERTY_LITE_TOPIC)
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned);
     let message_type = if view.property(property::TRANSACTION_PREPARED) == Some("true") {
         v2::MessageType::Transaction
     } else if message_group.is_some() {
         v2::MessageType::Fifo
     } else if delivery_timestamp.is_some() {
         v2::MessageType::Delay
+    } else if lite_topic.is_some() {
+        v2::MessageType::Lite
     } else if priority.is_some() {
         v2::MessageType::Priority
     } else {
@@ -100,6 +107,7 @@ pub(crate) fn message_of(view: &RecordView<'_>, topic: &str, queue_id: i32) -> v
             message_group,
             trace_context: view.property("TRACE_CONTEXT").map(str::to_owned),
             priority,
+            lite_topic,
             ..Default::default()
         }),
         body,

@@ -134,6 +134,8 @@ pub(crate) fn code_of(e: &BrokerError) -> v2::Code {
         BrokerError::FilterInvalid(_) | BrokerError::FilterDisabled => C::IllegalFilterExpression,
         BrokerError::Unsupported(_) => C::NotImplemented,
         BrokerError::NotRecallable(_) => C::BadRequest,
+        BrokerError::LiteTopicQuota(_) => C::LiteTopicQuotaExceeded,
+        BrokerError::LiteSubscriptionQuota(_) => C::LiteSubscriptionQuotaExceeded,
         BrokerError::FlushSlaveTimeout { .. } => C::SlavePersistenceTimeout,
         BrokerError::InSyncReplicasNotEnough(_) => C::HaNotAvailable,
         _ => C::InternalServerError,
@@ -262,7 +264,7 @@ needs! {
     v2::GetOffsetRequest: |r| vec![Action::Group { group: name_of(&r.group) }];
     v2::QueryOffsetRequest: |_r| vec![Action::Info];
     v2::RecallMessageRequest: |r| vec![Action::Publish { topic: name_of(&r.topic) }];
-    v2::SyncLiteSubscriptionRequest: |_r| vec![Action::Info];
+    v2::SyncLiteSubscriptionRequest: |r| subscribe(&r.topic, &r.group);
 }
 
 impl Handler for MessagingService {
@@ -435,9 +437,7 @@ impl Handler for MessagingService {
                 call,
                 message,
                 v2::SyncLiteSubscriptionRequest,
-                |_c, _r| v2::SyncLiteSubscriptionResponse {
-                    status: not_served(rpc)
-                },
+                |c, r| consume::sync_lite(f, c, &r).await,
                 |status| v2::SyncLiteSubscriptionResponse { status }
             ),
             Rpc::ReceiveMessage | Rpc::PullMessage | Rpc::Telemetry => Err(GrpcStatus::new(
@@ -533,13 +533,6 @@ impl Handler for MessagingService {
 }
 
 /// The status of an RPC this broker does not serve yet: PullMessage and Lite Topics.
-fn not_served(rpc: Rpc) -> Option<v2::Status> {
-    status(
-        v2::Code::NotImplemented,
-        format!("{} is not served by corvus yet", rpc.name()),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -215,6 +215,7 @@ pub(super) fn accepted_types(f: &Front, topic: &str) -> Vec<i32> {
         Some("DELAY") => &[T::Delay],
         Some("TRANSACTION") => &[T::Transaction],
         Some("PRIORITY") => &[T::Priority],
+        Some("LITE") => &[T::Lite],
         Some("MIXED") => &[T::Normal, T::Fifo, T::Delay, T::Transaction],
         _ => &[T::Normal],
     };

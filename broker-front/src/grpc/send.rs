@@ -138,7 +138,22 @@ async fn send_one(
         .and_then(|p| priority_queue(&queues.ids, cfg.write_queues, p))
         .unwrap_or_else(|| crate::rocketmq::core_queue(&queues, cfg.write_queues, turn));
     let record = Bytes::from(record_of(f, topic, born_host, m, sys, kind, priority)?);
-    let sent = f.send(topic, global, record.clone(), 1).await;
+    // A lite message goes to the queue of its parent that holds its lite topic, on
+    // whichever core that is (`broker_core::lite`).
+    let sent = match (kind, &sys.lite_topic) {
+        (v2::MessageType::Lite, Some(lite)) => match f.lite_send(topic, lite, record.clone()).await
+        {
+            Err(BrokerError::BadRequest(why)) => return Err((v2::Code::IllegalLiteTopic, why)),
+            other => other,
+        },
+        (v2::MessageType::Lite, None) => {
+            return Err((
+                v2::Code::IllegalLiteTopic,
+                "a LITE message names no lite topic".into(),
+            ))
+        }
+        _ => f.send(topic, global, record.clone(), 1).await,
+    };
     let appended = match sent {
         Ok(out) => out.appended,
         Err(BrokerError::MessageIllegal(why)) if sys.delivery_timestamp.is_some() => {
@@ -252,6 +267,8 @@ fn checked(
                 v2::MessageType::Fifo
             } else if sys.delivery_timestamp.is_some() {
                 v2::MessageType::Delay
+            } else if sys.lite_topic.is_some() {
+                v2::MessageType::Lite
             } else if sys.priority.is_some_and(|p| p >= 0) {
                 v2::MessageType::Priority
             } else {
@@ -295,6 +312,7 @@ fn reserved(key: &str) -> bool {
         CHECK_IMMUNITY_TIME,
         TRACE_CONTEXT,
         PROPERTY_PRIORITY,
+        broker_core::lite::PROPERTY_LITE_TOPIC,
     ];
     RESERVED.contains(&key)
 }
@@ -336,6 +354,11 @@ fn record_of(
     let priority = priority.map(|p| p.to_string());
     if let Some(p) = &priority {
         props.push((PROPERTY_PRIORITY, p));
+    }
+    if kind == v2::MessageType::Lite {
+        if let Some(lite) = &sys.lite_topic {
+            props.push((broker_core::lite::PROPERTY_LITE_TOPIC, lite));
+        }
     }
     if transactional {
         props.push((property::TRANSACTION_PREPARED, "true"));

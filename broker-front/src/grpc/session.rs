@@ -108,11 +108,14 @@ impl Sessions {
         n
     }
 
-    fn end(&self, client: &str, stream: u64) {
+    /// Ends `client`'s session if `stream` is its stream; whether it did.
+    fn end(&self, client: &str, stream: u64) -> bool {
         let mut sessions = self.by_client.borrow_mut();
         if sessions.get(client).is_some_and(|s| s.stream == stream) {
             sessions.remove(client);
+            return true;
         }
+        false
     }
 }
 
@@ -130,7 +133,11 @@ pub(super) async fn telemetry(
     struct Ends<'a>(&'a Front, &'a str, u64);
     impl Drop for Ends<'_> {
         fn drop(&mut self) {
-            self.0.grpc.end(self.1, self.2);
+            // Lite subscriptions are session state, as RocketMQ keeps them: a client that
+            // comes back sends its whole set again.
+            if self.0.grpc.end(self.1, self.2) {
+                self.0.lite_client_gone(self.1);
+            }
         }
     }
     let _ends = Ends(f, client, stream);
@@ -310,9 +317,21 @@ fn complete(
             });
         }
         Some(v2::settings::PubSub::Subscription(s)) => {
-            if client_type == v2::ClientType::PushConsumer {
+            if matches!(
+                client_type,
+                v2::ClientType::PushConsumer | v2::ClientType::LitePushConsumer
+            ) {
                 s.receive_batch_size = Some(RECEIVE_BATCH);
                 s.long_polling_timeout = Some(duration(LONG_POLL));
+            }
+            if matches!(
+                client_type,
+                v2::ClientType::LitePushConsumer | v2::ClientType::LiteSimpleConsumer
+            ) {
+                s.lite_subscription_quota = Some(
+                    i32::try_from(f.shared.config.lite_subscription_quota).unwrap_or(i32::MAX),
+                );
+                s.max_lite_topic_size = Some(broker_core::lite::LITE_TOPIC_BYTES_MAX as i32);
             }
             s.fifo = Some(policy.fifo);
             let strategy = match &policy.backoff {
@@ -409,6 +428,7 @@ pub(super) async fn terminated(
     _r: &v2::NotifyClientTerminationRequest,
 ) -> v2::NotifyClientTerminationResponse {
     let session = f.grpc.by_client.borrow_mut().remove(client);
+    f.lite_client_gone(client);
     if let Some(group) = session.and_then(|s| s.group) {
         f.rocketmq.forget(client);
         if let Err(e) = f
