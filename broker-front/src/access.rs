@@ -579,10 +579,15 @@ pub fn remoting_actions<'a>(
         | request::ACK_MESSAGE
         | request::CHANGE_MESSAGE_INVISIBLETIME
         | request::NOTIFICATION
-        | request::POLLING_INFO => a.push(Action::Subscribe {
+        | request::POLLING_INFO
+        | request::POP_LITE_MESSAGE
+        | request::ACK_LITE_MESSAGE => a.push(Action::Subscribe {
             topic: field(&["topic"]),
             group: Some(field(&["consumerGroup"])),
         }),
+        // A lite subscription hands nothing out (the lite pops that follow need Sub): any
+        // signed user.
+        request::LITE_SUBSCRIPTION_CTL => a.push(Action::Info),
         request::QUERY_MESSAGE => a.push(Action::Subscribe {
             topic: field(&["topic"]),
             group: None,

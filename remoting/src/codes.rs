@@ -135,6 +135,12 @@ pub mod request {
     pub const NOTIFICATION: i32 = 200054;
     pub const POLLING_INFO: i32 = 200055;
     pub const BATCH_ACK_MESSAGE: i32 = 200151;
+    /// Lite Topics (RocketMQ 5.5).
+    pub const POP_LITE_MESSAGE: i32 = 200070;
+    pub const LITE_SUBSCRIPTION_CTL: i32 = 200071;
+    pub const ACK_LITE_MESSAGE: i32 = 200072;
+    pub const NOTIFY_UNSUBSCRIBE_LITE: i32 = 200073;
+    pub const GET_BROKER_LITE_INFO: i32 = 200074;
 
     /// The Java name of a code, for logs and remarks.
     pub fn name(code: i32) -> Option<&'static str> {
@@ -142,7 +148,7 @@ pub mod request {
     }
 
     /// Every code in this module with its Java name.
-    pub const ALL: [(i32, &str); 127] = [
+    pub const ALL: [(i32, &str); 132] = [
         (SEND_MESSAGE, "SEND_MESSAGE"),
         (PULL_MESSAGE, "PULL_MESSAGE"),
         (QUERY_MESSAGE, "QUERY_MESSAGE"),
@@ -312,6 +318,11 @@ pub mod request {
         (NOTIFICATION, "NOTIFICATION"),
         (POLLING_INFO, "POLLING_INFO"),
         (BATCH_ACK_MESSAGE, "BATCH_ACK_MESSAGE"),
+        (POP_LITE_MESSAGE, "POP_LITE_MESSAGE"),
+        (LITE_SUBSCRIPTION_CTL, "LITE_SUBSCRIPTION_CTL"),
+        (ACK_LITE_MESSAGE, "ACK_LITE_MESSAGE"),
+        (NOTIFY_UNSUBSCRIBE_LITE, "NOTIFY_UNSUBSCRIBE_LITE"),
+        (GET_BROKER_LITE_INFO, "GET_BROKER_LITE_INFO"),
     ];
 }
 
@@ -362,6 +373,10 @@ pub mod response {
     pub const GO_AWAY: i32 = 1500;
     pub const USER_NOT_EXIST: i32 = 3001;
     pub const POLICY_NOT_EXIST: i32 = 3002;
+    /// Lite Topics (RocketMQ 5.5): the broker's lite topic quota, a client's subscription
+    /// quota.
+    pub const LMQ_QUOTA_EXCEEDED: i32 = 2017;
+    pub const LITE_SUBSCRIPTION_QUOTA_EXCEEDED: i32 = 2018;
 
     /// The Java name of a code, for logs and remarks.
     pub fn name(code: i32) -> Option<&'static str> {
@@ -369,7 +384,7 @@ pub mod response {
     }
 
     /// Every code in this module with its Java name.
-    pub const ALL: [(i32, &str); 45] = [
+    pub const ALL: [(i32, &str); 47] = [
         (SUCCESS, "SUCCESS"),
         (SYSTEM_ERROR, "SYSTEM_ERROR"),
         (SYSTEM_BUSY, "SYSTEM_BUSY"),
@@ -418,6 +433,11 @@ pub mod response {
         (GO_AWAY, "GO_AWAY"),
         (USER_NOT_EXIST, "USER_NOT_EXIST"),
         (POLICY_NOT_EXIST, "POLICY_NOT_EXIST"),
+        (LMQ_QUOTA_EXCEEDED, "LMQ_QUOTA_EXCEEDED"),
+        (
+            LITE_SUBSCRIPTION_QUOTA_EXCEEDED,
+            "LITE_SUBSCRIPTION_QUOTA_EXCEEDED",
+        ),
     ];
 }
 

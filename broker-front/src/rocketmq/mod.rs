@@ -50,6 +50,7 @@ use broker_core::priority::{priority_of, priority_queue, Priority, PROPERTY_PRIO
 mod admin;
 mod assign;
 mod auth_admin;
+mod lite;
 pub(crate) mod pop;
 
 pub use admin::Seen;
@@ -93,7 +94,7 @@ impl Restamp {
     }
 
     /// Writes the two fields of the record at the start of `rec` (in place).
-    fn apply(&self, rec: &mut [u8]) {
+    pub(crate) fn apply(&self, rec: &mut [u8]) {
         if rec.len() < PHYSICAL_OFFSET_END {
             return;
         }
@@ -141,6 +142,12 @@ pub(crate) fn code_of(e: &BrokerError) -> i32 {
         // A recall refused (RocketMQ's answer to a handle it cannot take).
         ResponseCode::BadRequest if matches!(e, BrokerError::NotRecallable(_)) => {
             response::ILLEGAL_OPERATION
+        }
+        ResponseCode::BadRequest if matches!(e, BrokerError::LiteTopicQuota(_)) => {
+            response::LMQ_QUOTA_EXCEEDED
+        }
+        ResponseCode::BadRequest if matches!(e, BrokerError::LiteSubscriptionQuota(_)) => {
+            response::LITE_SUBSCRIPTION_QUOTA_EXCEEDED
         }
         ResponseCode::BadRequest => response::INVALID_PARAMETER,
         _ => response::SYSTEM_ERROR,
@@ -199,6 +206,9 @@ pub(crate) async fn serve(
         request::END_TRANSACTION => end_transaction(core, req).await,
         request::RECALL_MESSAGE => recall(core, req).await,
         request::POP_MESSAGE => pop::pop(core, req).await,
+        request::POP_LITE_MESSAGE => lite::pop(core, req).await,
+        request::LITE_SUBSCRIPTION_CTL => lite::subscription_ctl(core, req, &frame.body).await,
+        request::ACK_LITE_MESSAGE => lite::ack(core, req).await,
         request::ACK_MESSAGE => pop::ack(core, req).await,
         request::CHANGE_MESSAGE_INVISIBLETIME => pop::change_invisible(core, req).await,
         request::QUERY_ASSIGNMENT => assign::query(core, req, &frame.body).await,
@@ -522,14 +532,44 @@ async fn send(
         core.ensure_reply_topic().await;
     }
     let records = Bytes::from(records);
-    let sent = core.send(topic, global, records.clone(), count).await;
+    // A message of a LITE parent goes to the queue that holds its lite topic
+    // (`broker_core::lite`), on whichever core that is.
+    let lite = if broker_core::lite::is_lite_topic(&core.topics.borrow(), topic) {
+        let named = remoting::message::properties_of(h.properties.as_deref().unwrap_or(""))
+            .find(|(k, _)| *k == broker_core::lite::PROPERTY_LITE_TOPIC)
+            .map(|(_, v)| v.to_owned());
+        match named {
+            Some(l) if !batch => Some(l),
+            _ => {
+                return Err(BrokerError::MessageIllegal(format!(
+                    "topic {topic} is a LITE topic: each message is sent alone and names its lite topic ({})",
+                    broker_core::lite::PROPERTY_LITE_TOPIC
+                )))
+            }
+        }
+    } else {
+        None
+    };
+    let (sent, global) = match &lite {
+        Some(l) => (
+            core.lite_send(topic, l, records.clone()).await,
+            broker_core::lite::lite_queue(l, cfg.write_queues),
+        ),
+        None => (
+            core.send(topic, global, records.clone(), count).await,
+            global,
+        ),
+    };
     // A scheduled message sent alone can be recalled (RocketMQ 5.3.2): its handle.
     let recall_handle = |a: &crate::error::Appended| {
         (scheduled && !batch)
             .then(|| core.recall_handle(&records, a))
             .flatten()
     };
-    let queue_id = queues.local(global).or(local).unwrap_or(global) as i32;
+    let queue_id = match &lite {
+        Some(_) => crate::numbering::client_queue_id(core, topic, global) as i32,
+        None => queues.local(global).or(local).unwrap_or(global) as i32,
+    };
     // As RocketMQ's broker answers: the transaction id is the message's UNIQ_KEY (RocketMQ
     // 5's Proxy hands it to a v5 client, which ends the transaction with it).
     let transaction_id = if batch {

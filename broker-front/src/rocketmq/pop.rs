@@ -34,7 +34,7 @@ use crate::numbering::CoreQueues;
 
 /// RocketMQ's default retryMaxTimes of a subscription group: a message is delivered up to
 /// this many times plus one before it goes to the dead letters.
-const RETRY_MAX_TIMES_DEFAULT: i32 = 16;
+pub(super) const RETRY_MAX_TIMES_DEFAULT: i32 = 16;
 /// The most kernel handles kept for answers whose pop times differ ([`Handles`]).
 const HANDLES_MAX: usize = 65_536;
 
@@ -85,13 +85,16 @@ impl Handles {
 }
 
 /// A header field, required.
-fn field<'a>(req: &'a RemotingCommand, name: &str) -> Result<&'a str, BrokerError> {
+pub(super) fn field<'a>(req: &'a RemotingCommand, name: &str) -> Result<&'a str, BrokerError> {
     req.ext(name)
         .ok_or_else(|| BrokerError::BadRequest(format!("{name} is required")))
 }
 
 /// A numeric header field, required.
-fn number<T: std::str::FromStr>(req: &RemotingCommand, name: &str) -> Result<T, BrokerError> {
+pub(super) fn number<T: std::str::FromStr>(
+    req: &RemotingCommand,
+    name: &str,
+) -> Result<T, BrokerError> {
     let v = field(req, name)?;
     v.trim()
         .parse::<T>()
@@ -99,7 +102,7 @@ fn number<T: std::str::FromStr>(req: &RemotingCommand, name: &str) -> Result<T, 
 }
 
 /// A numeric header field that may be missing.
-fn number_or<T: std::str::FromStr>(
+pub(super) fn number_or<T: std::str::FromStr>(
     req: &RemotingCommand,
     name: &str,
     default: T,
@@ -348,7 +351,7 @@ fn handle_error(req: &RemotingCommand, e: &BrokerError) -> Outgoing {
 
 /// The answer refusing a request about a receipt handle: NO_MESSAGE for a handle whose
 /// message is gone or done, MESSAGE_ILLEGAL for one that does not hold together.
-fn handle_refusal(req: &RemotingCommand, e: &BrokerError) -> RemotingCommand {
+pub(super) fn handle_refusal(req: &RemotingCommand, e: &BrokerError) -> RemotingCommand {
     let code = match e {
         BrokerError::NotFound(_) => response::NO_MESSAGE,
         BrokerError::BadRequest(_) | BrokerError::QueueNotExist { .. } => response::MESSAGE_ILLEGAL,
@@ -359,6 +362,12 @@ fn handle_refusal(req: &RemotingCommand, e: &BrokerError) -> RemotingCommand {
 
 /// ACK_MESSAGE: the message of the handle is done.
 pub(super) async fn ack(core: &Rc<Front>, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
+    if req
+        .ext("extraInfo")
+        .is_some_and(broker_core::core::Core::is_lite_handle)
+    {
+        return super::lite::ack(core, req).await;
+    }
     let group = field(req, "consumerGroup")?;
     let topic = field(req, "topic")?;
     let h = kernel_handle(core, req, group, topic)?;
