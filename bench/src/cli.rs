@@ -40,6 +40,32 @@ pub enum Command {
     /// Scheduled messages: schedule `--messages` due over `--spread-ms` after `--lead-ms`,
     /// then report scheduling and delivery rates and lateness beside the floor.
     Delayed(DelayedArgs),
+    /// Lite Topics (RocketMQ 5.5) at scale: create `--lite-topics` lite topics with one
+    /// message each, consume them all, restart; rates, memory per lite topic, start times.
+    Lite(LiteArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct LiteArgs {
+    /// Lite topics to create (one message each).
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..=50_000_000))]
+    pub lite_topics: u64,
+    /// Lite topics each consumer client subscribes.
+    #[arg(long, default_value_t = 2_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub per_client: u64,
+    /// Connections sending (and consuming) at once.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=256))]
+    pub threads: u64,
+    /// Body size in bytes.
+    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u64).range(1..=65_536))]
+    pub size: u64,
+    /// Broker cores.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub cores: u16,
+    #[arg(long, default_value = "throughput")]
+    pub profile: String,
+    #[arg(long)]
+    pub broker_config: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Clone, Args)]

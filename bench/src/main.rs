@@ -10,6 +10,7 @@ mod consume;
 mod delayed;
 mod disk;
 mod floor;
+mod lite;
 mod machine;
 mod pacing;
 mod plot;

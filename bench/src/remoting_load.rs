@@ -182,7 +182,7 @@ pub fn send_request(
 }
 
 /// One blocking connection for request-response exchanges (the route lookup, the pulls).
-struct Conn {
+pub(crate) struct Conn {
     stream: TcpStream,
     buf: BytesMut,
     decoder: RemotingDecoder,
@@ -190,7 +190,7 @@ struct Conn {
 }
 
 impl Conn {
-    fn dial(addr: &str) -> Result<Conn> {
+    pub(crate) fn dial(addr: &str) -> Result<Conn> {
         let stream = TcpStream::connect(addr).with_context(|| format!("connecting to {addr}"))?;
         stream.set_nodelay(true)?;
         stream.set_read_timeout(Some(READ_TIMEOUT))?;
@@ -203,7 +203,7 @@ impl Conn {
     }
 
     /// Sends `cmd` (its opaque replaced by the next one) and waits for the answer to it.
-    fn call(&mut self, mut cmd: RemotingCommand, body: &[u8]) -> Result<Frame> {
+    pub(crate) fn call(&mut self, mut cmd: RemotingCommand, body: &[u8]) -> Result<Frame> {
         self.opaque = self.opaque.wrapping_add(1);
         cmd.opaque = self.opaque;
         let wire = remoting::encode(&cmd, body)?;
@@ -243,7 +243,7 @@ fn read_frame(
 }
 
 /// The topic's route from the first NameServer of `namesrv` that answers.
-fn fetch_route(namesrv: &str, topic: &str) -> Result<TopicRouteData> {
+pub(crate) fn fetch_route(namesrv: &str, topic: &str) -> Result<TopicRouteData> {
     let mut last = anyhow!("no NameServer address in {namesrv:?}");
     for addr in namesrv.split(';').map(str::trim).filter(|a| !a.is_empty()) {
         let header = GetRouteInfoRequestHeader {

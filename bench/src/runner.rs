@@ -42,6 +42,7 @@ pub fn run(cli: Cli) -> Result<bool> {
         Some(Command::Disk(d)) => disk_cmd(d),
         Some(Command::Remoting(r)) => crate::remoting_load::run(&r),
         Some(Command::Delayed(d)) => crate::delayed::run(&d),
+        Some(Command::Lite(l)) => crate::lite::run(&l),
     }
 }
 

@@ -554,15 +554,14 @@ impl Core {
         cfg: &protocol::TopicConfig,
         now_ms: i64,
     ) -> Result<(Popped, Option<i64>), BrokerError> {
+        // The set's own order, which holds while it does not change: each pop starts one
+        // further along it.
         let subscribed: Vec<Rc<str>> = {
             let subs = self.lite.subs.borrow();
-            let mut v: Vec<Rc<str>> = subs
-                .get(&(req.group.clone(), req.topic.clone()))
+            subs.get(&(req.group.clone(), req.topic.clone()))
                 .and_then(|c| c.get(&req.client))
                 .map(|s| s.iter().cloned().collect())
-                .unwrap_or_default();
-            v.sort();
-            v
+                .unwrap_or_default()
         };
         let invisible_ms = req.invisible_ms.max(1);
         let max = req.max_messages as usize;
@@ -908,6 +907,21 @@ impl Core {
     /// Makes the shard's index of `topic` current: built on first use in this master epoch
     /// (from the floor), then read up to the end of the parent's queues on the shard.
     async fn lite_ready(&self, shard: u16, topic: &str) -> Result<(), BrokerError> {
+        self.lite_epoch(shard)?;
+        let cfg = self.topic_for_read(topic)?;
+        let queues: Vec<u32> = (0..cfg.write_queues.max(cfg.read_queues))
+            .filter(|&q| self.owner(topic, q).0 == shard)
+            .collect();
+        for q in queues {
+            catch_up(self, shard, topic, q).await?;
+        }
+        self.lite_settle(shard, false);
+        Ok(())
+    }
+
+    /// Checks this core serves `shard` as master, and forgets an index built in another
+    /// master epoch.
+    fn lite_epoch(&self, shard: u16) -> Result<(), BrokerError> {
         let Some(epoch) = self.master_epoch(shard) else {
             return Err(BrokerError::NotMaster(format!(
                 "shard {shard} of core {} is not served as master: lite topics are its master's",
@@ -923,14 +937,6 @@ impl Core {
                 s.loaded = Some(epoch);
             }
         }
-        let cfg = self.topic_for_read(topic)?;
-        let queues: Vec<u32> = (0..cfg.write_queues.max(cfg.read_queues))
-            .filter(|&q| self.owner(topic, q).0 == shard)
-            .collect();
-        for q in queues {
-            catch_up(self, shard, topic, q).await?;
-        }
-        self.lite_settle(shard, false);
         Ok(())
     }
 
@@ -1007,7 +1013,10 @@ impl Core {
         shard: u16,
         op: crate::mesh::LiteAdmit,
     ) -> Result<(), BrokerError> {
-        self.lite_ready(shard, &op.topic).await?;
+        // The lite topic's own queue is read up to its end: a lite topic it holds is known.
+        self.lite_epoch(shard)?;
+        catch_up(self, shard, &op.topic, op.queue).await?;
+        self.lite_settle(shard, false);
         let cap = self
             .shared
             .config
