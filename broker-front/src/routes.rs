@@ -3,11 +3,14 @@
 //! NameServer's, as RocketMQ's broker and Proxy ask theirs. Asked on the blocking pool, so
 //! the core keeps serving meanwhile, and kept by each core for [`ROUTE_CACHE_TTL`] (as
 //! RocketMQ's Proxy keeps its routes in a cache), so that clients asking for their
-//! assignment or route under load do not open a NameServer connection each.
+//! assignment or route under load do not open a NameServer connection each. Requests for a
+//! topic whose route is being asked for meanwhile wait for that answer rather than ask too.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::future::Future;
+use std::rc::Rc;
+use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
 use shard::Clock;
@@ -66,12 +69,65 @@ async fn ask_namesrv(f: &Front, topic: &str) -> Result<Option<Vec<RouteCore>>, S
     }))
 }
 
+/// What the NameServers said of a topic's route (see [`cluster_cores`]).
+type RouteAnswer = Result<Option<Vec<RouteCore>>, String>;
+
 /// The routes a core was given lately, by topic, each with when it came (by the broker's
 /// clock). Only routes are kept: that no broker serves a topic is asked again each time
 /// (it may be created a moment later), and so is a NameServer that did not answer.
 #[derive(Debug, Default)]
 pub struct RouteCache {
     entries: RefCell<HashMap<String, (Instant, Vec<RouteCore>)>>,
+    /// The asks under way, by topic: as many as requests are being served at most.
+    asking: RefCell<HashMap<String, Rc<Asking>>>,
+}
+
+/// An ask of the NameServers under way, whose answer the requests for the same topic that
+/// came meanwhile share.
+#[derive(Debug, Default)]
+struct Asking {
+    /// Set once the ask ended: its answer, or `None` when it was dropped unanswered (its
+    /// request went away).
+    answer: RefCell<Option<Option<RouteAnswer>>>,
+    waiting: RefCell<Vec<Waker>>,
+}
+
+impl Asking {
+    fn end(&self, answer: Option<RouteAnswer>) {
+        *self.answer.borrow_mut() = Some(answer);
+        for w in self.waiting.borrow_mut().drain(..) {
+            w.wake();
+        }
+    }
+
+    /// The ask's answer once it ended (`None`: it ended without one).
+    async fn wait(&self) -> Option<RouteAnswer> {
+        std::future::poll_fn(|cx| match &*self.answer.borrow() {
+            Some(answer) => Poll::Ready(answer.clone()),
+            None => {
+                self.waiting.borrow_mut().push(cx.waker().clone());
+                Poll::Pending
+            }
+        })
+        .await
+    }
+}
+
+/// Ends an ask however its request ends (answered or dropped), so that no request waits
+/// for an answer that will not come.
+struct AskUnderWay<'a> {
+    cache: &'a RouteCache,
+    topic: &'a str,
+    asking: Rc<Asking>,
+}
+
+impl Drop for AskUnderWay<'_> {
+    fn drop(&mut self) {
+        self.cache.asking.borrow_mut().remove(self.topic);
+        if self.asking.answer.borrow().is_none() {
+            self.asking.end(None);
+        }
+    }
 }
 
 impl RouteCache {
@@ -106,23 +162,51 @@ impl RouteCache {
     fn len(&self) -> usize {
         self.entries.borrow().len()
     }
+
+    #[cfg(test)]
+    fn asks_under_way(&self) -> usize {
+        self.asking.borrow().len()
+    }
 }
 
-/// The route of `topic` from `cache` while fresh by `clock`, else from `ask`, kept when it
-/// names brokers.
-async fn cached<F, Fut>(
-    cache: &RouteCache,
-    clock: &Clock,
-    topic: &str,
-    ask: F,
-) -> Result<Option<Vec<RouteCore>>, String>
+/// The route of `topic` from `cache` while fresh by `clock`, else the answer of an ask for
+/// it under way, else from `ask`, kept when it names brokers.
+async fn cached<F, Fut>(cache: &RouteCache, clock: &Clock, topic: &str, ask: F) -> RouteAnswer
 where
     F: FnOnce() -> Fut,
-    Fut: Future<Output = Result<Option<Vec<RouteCore>>, String>>,
+    Fut: Future<Output = RouteAnswer>,
 {
     if let Some(cores) = cache.get(topic, clock.now()) {
         return Ok(Some(cores));
     }
+    let under_way = cache.asking.borrow().get(topic).cloned();
+    if let Some(asking) = under_way {
+        if let Some(answer) = asking.wait().await {
+            return answer;
+        }
+        // The ask's request went away before its answer came: this one asks on its own.
+        return ask_and_keep(cache, clock, topic, ask).await;
+    }
+    let asking = Rc::new(Asking::default());
+    cache
+        .asking
+        .borrow_mut()
+        .insert(topic.to_owned(), asking.clone());
+    let under_way = AskUnderWay {
+        cache,
+        topic,
+        asking,
+    };
+    let answer = ask_and_keep(cache, clock, topic, ask).await;
+    under_way.asking.end(Some(answer.clone()));
+    answer
+}
+
+async fn ask_and_keep<F, Fut>(cache: &RouteCache, clock: &Clock, topic: &str, ask: F) -> RouteAnswer
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = RouteAnswer>,
+{
     let answer = ask().await?;
     if let Some(cores) = &answer {
         cache.put(topic, clock.now(), cores.clone());
@@ -133,6 +217,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use futures_lite::future;
     use std::cell::Cell;
 
     fn core_of(broker: &str) -> RouteCore {
@@ -154,7 +239,7 @@ mod tests {
         answer: Result<Option<Vec<RouteCore>>, String>,
         asks: &Cell<u32>,
     ) -> Result<Option<Vec<RouteCore>>, String> {
-        futures_lite::future::block_on(cached(cache, clock, topic, || async move {
+        future::block_on(cached(cache, clock, topic, || async move {
             asks.set(asks.get() + 1);
             answer
         }))
@@ -218,5 +303,67 @@ mod tests {
         assert_eq!(asks.get() as usize, n);
         route(&cache, &clock, "T0", Ok(None), &asks).ok();
         assert_eq!(asks.get() as usize, n + 1);
+    }
+
+    /// An ask that answers `answer` on its second poll, counting itself in `asks`.
+    fn slow_ask<'a>(
+        answer: RouteAnswer,
+        asks: &'a Cell<u32>,
+    ) -> impl FnOnce() -> std::pin::Pin<Box<dyn Future<Output = RouteAnswer>>> + 'a {
+        move || {
+            asks.set(asks.get() + 1);
+            Box::pin(async move {
+                future::yield_now().await;
+                answer
+            })
+        }
+    }
+
+    #[test]
+    fn requests_that_come_while_a_route_is_asked_for_share_its_answer() {
+        let (cache, clock, asks) = (RouteCache::default(), Clock::manual(), Cell::new(0));
+        let a = || Ok(Some(vec![core_of("a")]));
+        let (first, (second, third)) = future::block_on(future::zip(
+            cached(&cache, &clock, "T", slow_ask(a(), &asks)),
+            future::zip(
+                cached(&cache, &clock, "T", slow_ask(a(), &asks)),
+                cached(&cache, &clock, "T", slow_ask(a(), &asks)),
+            ),
+        ));
+        assert_eq!(asks.get(), 1, "one ask for three requests");
+        for answer in [&first, &second, &third] {
+            assert_eq!(brokers(answer), ["a"]);
+        }
+        // A failed ask is shared too, and not kept.
+        let (down, down_too) = future::block_on(future::zip(
+            cached(&cache, &clock, "U", slow_ask(Err("down".into()), &asks)),
+            cached(&cache, &clock, "U", slow_ask(Err("down".into()), &asks)),
+        ));
+        assert!(down.is_err() && down_too.is_err());
+        assert_eq!((asks.get(), cache.asks_under_way()), (2, 0));
+    }
+
+    #[test]
+    fn a_request_whose_ask_went_away_unanswered_asks_on_its_own() {
+        let (cache, clock, asks) = (RouteCache::default(), Clock::manual(), Cell::new(0));
+        let mut asker = Box::pin(cached(&cache, &clock, "T", slow_ask(Ok(None), &asks)));
+        let mut waiter = Box::pin(cached(
+            &cache,
+            &clock,
+            "T",
+            slow_ask(Ok(Some(vec![core_of("b")])), &asks),
+        ));
+        assert!(future::block_on(future::poll_once(&mut asker)).is_none());
+        assert!(future::block_on(future::poll_once(&mut waiter)).is_none());
+        assert_eq!(
+            asks.get(),
+            1,
+            "the second request waits for the first one's ask"
+        );
+        drop(asker);
+        assert_eq!(cache.asks_under_way(), 0);
+        let answer = future::block_on(waiter);
+        assert_eq!(brokers(&answer), ["b"]);
+        assert_eq!(asks.get(), 2);
     }
 }
