@@ -449,7 +449,6 @@ impl Core {
         }
         let queues = cfg.read_queues.max(cfg.write_queues);
         let priority_topic = crate::priority::is_priority_topic(&self.topics.borrow(), &req.topic);
-        let (topic, group) = (req.topic.clone(), req.group.clone());
         let popped = match req.queue_id {
             Some(q) => {
                 if q >= queues {
@@ -459,27 +458,28 @@ impl Core {
                         queues,
                     });
                 }
-                let (shard, _) = self.owner(&req.topic, q);
-                self.at_shard(shard, crate::mesh::PopQueue { queue_id: q, req })
-                    .await?
+                let (shard, core) = self.owner(&req.topic, q);
+                if core == self.id {
+                    let popped = pop_local(self, shard, q, &req).await?;
+                    self.count_popped(&req.topic, &req.group, &popped);
+                    popped
+                } else {
+                    // Another core's queue: the request goes there whole, so the names the
+                    // stats need are kept first.
+                    let (topic, group) = (req.topic.clone(), req.group.clone());
+                    let popped = self
+                        .at_shard(shard, crate::mesh::PopQueue { queue_id: q, req })
+                        .await?;
+                    self.count_popped(&topic, &group, &popped);
+                    popped
+                }
             }
-            None => self.pop_owned(req, &cfg, priority_topic).await?,
+            None => {
+                let popped = self.pop_owned(&req, &cfg, priority_topic).await?;
+                self.count_popped(&req.topic, &req.group, &popped);
+                popped
+            }
         };
-        if !popped.messages.is_empty() {
-            // Deliveries count as a pull's do (RocketMQ's GROUP_GET stats, consumed totals).
-            let count = popped.messages.len() as u64;
-            let bytes: u64 = popped.messages.iter().map(|m| m.record.len() as u64).sum();
-            let stats = &self.stats;
-            stats
-                .consumed_messages
-                .set(stats.consumed_messages.get().saturating_add(count));
-            stats
-                .consumed_bytes
-                .set(stats.consumed_bytes.get().saturating_add(bytes));
-            self.broker_stats
-                .borrow_mut()
-                .got(&topic, &group, count, bytes);
-        }
         if priority_topic {
             for m in &popped.messages {
                 if let Some(p) = crate::priority::record_priority(&m.record) {
@@ -488,6 +488,26 @@ impl Core {
             }
         }
         Ok(popped)
+    }
+
+    /// Counts the messages a pop of `group` on `topic` handed out as a pull's are counted
+    /// (RocketMQ's GROUP_GET stats, the consumed totals).
+    fn count_popped(&self, topic: &str, group: &str, popped: &Popped) {
+        if popped.messages.is_empty() {
+            return;
+        }
+        let count = popped.messages.len() as u64;
+        let bytes: u64 = popped.messages.iter().map(|m| m.record.len() as u64).sum();
+        let stats = &self.stats;
+        stats
+            .consumed_messages
+            .set(stats.consumed_messages.get().saturating_add(count));
+        stats
+            .consumed_bytes
+            .set(stats.consumed_bytes.get().saturating_add(bytes));
+        self.broker_stats
+            .borrow_mut()
+            .got(topic, group, count, bytes);
     }
 
     /// Acks the message of `handle`: it is not delivered again. A handle whose message was
@@ -617,7 +637,7 @@ impl Core {
     /// topic, see [`crate::priority`]) reads them from the highest priority down instead.
     async fn pop_owned(
         &self,
-        req: PopRequest,
+        req: &PopRequest,
         cfg: &TopicConfig,
         priority_topic: bool,
     ) -> Result<Popped, BrokerError> {
@@ -697,7 +717,7 @@ impl Core {
                 .collect();
             let cursors: Vec<(u32, u64)> = watched
                 .iter()
-                .filter_map(|&q| Some((q, wait_point(self, shard, &req, q)?)))
+                .filter_map(|&q| Some((q, wait_point(self, shard, req, q)?)))
                 .collect();
             if cursors.is_empty() {
                 glommio::timer::sleep(wait.min(POLL_SLICE)).await;
@@ -708,7 +728,7 @@ impl Core {
                 cursors
                     .iter()
                     .any(|&(q, c)| sh.visible_max(&topic, q).0 > c)
-                    || visible_sooner(self, shard, &req, &watched, next_visible)
+                    || visible_sooner(self, shard, req, &watched, next_visible)
             })
             .await;
         }

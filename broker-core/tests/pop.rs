@@ -562,6 +562,32 @@ fn pops_and_acks_reach_the_owning_core() {
     c.stop();
 }
 
+/// A pop counts what it hands out on the core that served it, whether the queue it names
+/// is that core's own, another core's, or it names none; an empty pop counts nothing.
+#[test]
+fn pops_count_the_messages_they_hand_out() {
+    let c = Cluster::start(2, 2);
+    create_topic(&c, TOPIC, 4);
+    let q0 = queue_on(&c, TOPIC, 4, 0);
+    let q1 = queue_on(&c, TOPIC, 4, 1);
+    send(&c, q0, &["a", "b"]);
+    send(&c, q1, &["c", "d", "e"]);
+    assert_eq!(bodies(&pop(&c, 1, req(Some(q1), 1, 10_000, 0))), ["c"]);
+    assert_eq!(
+        bodies(&pop(&c, 1, req(Some(q0), 32, 10_000, 0))),
+        ["a", "b"]
+    );
+    assert_eq!(bodies(&pop(&c, 1, req(None, 32, 10_000, 0))), ["d", "e"]);
+    assert!(pop(&c, 1, req(Some(q1), 32, 10_000, 0)).messages.is_empty());
+    assert_eq!(inflight(&c), 5, "every message handed out is hidden");
+    let status = c
+        .on(1, |core| async move { core.status().await })
+        .expect("status");
+    let consumed: Vec<u64> = status.iter().map(|s| s.consumed_messages).collect();
+    assert_eq!(consumed, [0, 5]);
+    c.stop();
+}
+
 #[test]
 fn orderly_pop_tried_again_with_its_attempt_id_gets_the_same_batch() {
     let c = one_core();

@@ -37,6 +37,8 @@ pub struct Front {
     pub acl: Gate,
     /// The sessions of RocketMQ 5's gRPC clients with this core.
     pub grpc: crate::grpc::session::Sessions,
+    /// The cluster routes this core asked the NameServer for lately.
+    pub routes: crate::routes::RouteCache,
 }
 
 /// A front end serves requests by calling its kernel's handlers.
@@ -62,6 +64,7 @@ impl Front {
             rocketmq: Default::default(),
             acl,
             grpc: Default::default(),
+            routes: Default::default(),
         });
         let link: Rc<dyn ClientLink> = front.clone();
         front.core.set_link(Rc::downgrade(&link));

@@ -156,15 +156,16 @@ impl NameServerLink {
         }
     }
 
-    /// One request: the code the NameServer answered, or why there was none. A connection
-    /// that the NameServer had closed meanwhile (it restarted, or closed it as idle) is
-    /// replaced at once and the request sent again on the new one.
+    /// One request: the NameServer's answer (its code, its remark and what it carries), or
+    /// why there was none. A connection that the NameServer had closed meanwhile (it
+    /// restarted, or closed it as idle) is replaced at once and the request sent again on
+    /// the new one.
     fn exchange(
         &mut self,
         command: &Command,
         body: &[u8],
         timeout: Duration,
-    ) -> Result<ResponseCode, String> {
+    ) -> Result<Header, String> {
         let reused = self.conn.is_some();
         match self.try_exchange(command, body, timeout) {
             Err(e) if reused && e.closed_before => {
@@ -181,7 +182,7 @@ impl NameServerLink {
         command: &Command,
         body: &[u8],
         timeout: Duration,
-    ) -> Result<ResponseCode, ExchangeError> {
+    ) -> Result<Header, ExchangeError> {
         let result = self.send_and_read(command, body, timeout);
         if result.as_ref().is_err_and(|e| !e.only_late) {
             self.conn = None;
@@ -194,7 +195,7 @@ impl NameServerLink {
         command: &Command,
         body: &[u8],
         timeout: Duration,
-    ) -> Result<ResponseCode, ExchangeError> {
+    ) -> Result<Header, ExchangeError> {
         let other = |detail: String| ExchangeError {
             detail,
             closed_before: false,
@@ -235,12 +236,11 @@ impl NameServerLink {
                     format!("answer to another request (id {})", f.header.request_id),
                 )),
                 Ok(Some(f)) => {
-                    let code = f.header.response_code();
-                    if code != ResponseCode::Success {
+                    if f.header.response_code() != ResponseCode::Success {
                         tracing::debug!(namesrv = %self.addr, remark = %f.header.remark, "NameServer refused");
                         self.last_remark = f.header.remark.clone();
                     }
-                    Ok(code)
+                    Ok(f.header)
                 }
                 Ok(None) => Err(ExchangeError {
                     detail: "connection closed".into(),
@@ -257,7 +257,7 @@ impl NameServerLink {
     }
 
     fn call(&mut self, command: &Command, body: &[u8]) -> Result<(), String> {
-        match self.exchange(command, body, IO_TIMEOUT)? {
+        match self.exchange(command, body, IO_TIMEOUT)?.response_code() {
             ResponseCode::Success => Ok(()),
             code => Err(format!("{code}: {}", self.last_remark)),
         }
@@ -291,7 +291,10 @@ impl NameServerLink {
         if !self.registered {
             return false;
         }
-        match self.exchange(&frame.0, &frame.1, IO_TIMEOUT) {
+        match self
+            .exchange(&frame.0, &frame.1, IO_TIMEOUT)
+            .map(|answer| answer.response_code())
+        {
             Ok(ResponseCode::Success) => true,
             Ok(code) => {
                 tracing::debug!(namesrv = %self.addr, %code, "topic changes not taken; registering in full");
@@ -371,44 +374,22 @@ fn login(
 
 /// A topic's route as the NameServers hold it, from the first that answers: `Ok(None)` when
 /// one says no live broker serves the topic. Blocking, on a connection of its own (run it
-/// off the cores, on the blocking pool); each attempt is bounded by `IO_TIMEOUT`.
+/// off the cores, on the blocking pool; `crate::routes` keeps the answers a moment so that
+/// a busy core does not dial for each request); each attempt is bounded by `IO_TIMEOUT`.
 pub fn query_route(shared: &Shared, topic: &str) -> Result<Option<protocol::RouteData>, String> {
     let credentials = shared.config.credentials();
+    let ask = Command::GetRoute {
+        topic: topic.to_owned(),
+    };
     let mut why = String::from("no NameServer is configured");
     for addr in shared.config.namesrv_list() {
-        let answer = (|| {
-            let mut conn = dial(&addr, IO_TIMEOUT, shared.tls.client.as_ref())?;
-            let stream = conn.get_ref();
-            stream
-                .set_read_timeout(Some(IO_TIMEOUT))
-                .and_then(|()| stream.socket().set_write_timeout(Some(IO_TIMEOUT)))
-                .map_err(|e| e.to_string())?;
-            if let Some(c) = &credentials {
-                login(&mut conn, c, IO_TIMEOUT)?;
-            }
-            let command = Command::GetRoute {
-                topic: topic.to_owned(),
-            };
-            write_frame(&mut conn.get_ref(), &Header::request(1, command), &[])
-                .map_err(|e| e.to_string())?;
-            match conn.next_frame() {
-                Ok(Some(f)) if f.header.is_response() && f.header.request_id == 1 => {
-                    match (f.header.response_code(), f.header.command) {
-                        (ResponseCode::Success, Command::Route(route)) => Ok(Some(route)),
-                        (ResponseCode::TopicNotExist, _) => Ok(None),
-                        (code, _) => Err(format!("{code}: {}", f.header.remark)),
-                    }
-                }
-                Ok(Some(f)) => Err(format!(
-                    "answer to another request (id {})",
-                    f.header.request_id
-                )),
-                Ok(None) => Err("connection closed".into()),
-                Err(e) => Err(e.to_string()),
-            }
-        })();
-        match answer {
-            Ok(route) => return Ok(route),
+        let mut link = NameServerLink::new(&addr, credentials.clone(), shared.tls.client.clone());
+        match link.exchange(&ask, &[], IO_TIMEOUT) {
+            Ok(answer) => match (answer.response_code(), answer.command) {
+                (ResponseCode::Success, Command::Route(route)) => return Ok(Some(route)),
+                (ResponseCode::TopicNotExist, _) => return Ok(None),
+                (code, _) => why = format!("NameServer {addr}: {code}: {}", answer.remark),
+            },
             Err(e) => why = format!("NameServer {addr}: {e}"),
         }
     }
@@ -496,7 +477,10 @@ fn heartbeat_all(shared: &Registrar, links: &mut [NameServerLink]) {
     let beat = Command::BrokerHeartbeat(key(shared));
     let mut frame = None;
     for link in links {
-        match link.exchange(&beat, &[], HEARTBEAT_TIMEOUT) {
+        match link
+            .exchange(&beat, &[], HEARTBEAT_TIMEOUT)
+            .map(|answer| answer.response_code())
+        {
             Ok(ResponseCode::Success) => {
                 if link.failing {
                     tracing::info!(namesrv = %link.addr, "NameServer answers heartbeats again");
@@ -651,7 +635,8 @@ mod tests {
         // connection: the NameServer never saw the broker's connection close.
         for _ in 0..3 {
             assert_eq!(
-                link.exchange(&beat, &[], Duration::from_secs(2)),
+                link.exchange(&beat, &[], Duration::from_secs(2))
+                    .map(|answer| answer.response_code()),
                 Ok(ResponseCode::Success)
             );
         }

@@ -158,16 +158,12 @@ pub(crate) fn handle(
             let mut topics = std::collections::BTreeSet::new();
             let mut addr = None;
             for b in &info.brokers {
-                topics.insert(b.cluster.clone());
-                topics.insert(b.broker_name.clone());
                 let cores = protocol::core_view::core_addrs(b);
-                for c in 0..cores.len() {
-                    topics.insert(protocol::core_view::core_broker_name(
-                        &b.broker_name,
-                        c as u16,
-                        cores.len() as u16,
-                    ));
-                }
+                topics.extend(protocol::core_view::broker_own_topics(
+                    &b.cluster,
+                    &b.broker_name,
+                    cores.len() as u16,
+                ));
                 addr = addr.or_else(|| cores.first().cloned());
             }
             let mut list = serde_json::json!({ "topicList": topics });

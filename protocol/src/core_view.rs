@@ -20,6 +20,17 @@ pub fn core_broker_name(broker_name: &str, core: u16, cores: u16) -> String {
     }
 }
 
+/// The topics a broker of `cores` cores serves for itself, which RocketMQ counts among its
+/// system topics: the name of its cluster, its own name and each core's broker name
+/// ([`core_broker_name`]; the broker's own name again when it runs one core).
+pub fn broker_own_topics(cluster: &str, broker_name: &str, cores: u16) -> Vec<String> {
+    let mut topics = vec![cluster.to_owned(), broker_name.to_owned()];
+    if cores > 1 {
+        topics.extend((0..cores).map(|c| core_broker_name(broker_name, c, cores)));
+    }
+    topics
+}
+
 /// The core a RocketMQ broker name of `broker_name` stands for; `None` when it names
 /// another broker or a core the broker does not run.
 pub fn core_of_broker_name(broker_name: &str, name: &str, cores: u16) -> Option<u16> {
@@ -131,6 +142,16 @@ mod tests {
         assert_eq!(core_broker_name("broker-a", 0, 1), "broker-a");
         assert_eq!(core_of_broker_name("broker-a", "broker-a", 1), Some(0));
         assert_eq!(core_queue_ids("T", 4, 1, 1, 0), vec![0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn a_broker_serves_its_cluster_its_name_and_each_core_s_name() {
+        assert_eq!(broker_own_topics("C", "broker-a", 1), ["C", "broker-a"]);
+        assert_eq!(broker_own_topics("C", "broker-a", 0), ["C", "broker-a"]);
+        assert_eq!(
+            broker_own_topics("C", "broker-a", 2),
+            ["C", "broker-a", "broker-a-c0", "broker-a-c1"]
+        );
     }
 
     #[test]

@@ -1,12 +1,52 @@
-# Shell functions that start Apache RocketMQ 5.3.3's NameServer and broker on loopback with small
-# heaps, shared by run.sh here and tests/rocketmq-v5/run-apache.sh. Source it after setting:
-#   PIDS     an array; every process started is appended (the caller stops them)
-#   RMQ_CP   a file holding Apache RocketMQ's classpath (bench/rocketmq-compare/pom.xml)
+# Shell functions the harnesses that run Apache RocketMQ 5.3.3 beside corvus share (run.sh
+# here, tests/rocketmq-v5/run-apache.sh, tests/rocketmq-tools5/compare.sh,
+# tests/rocketmq-proxy/run.sh): the Maven classpaths, starting Apache's NameServer, broker and
+# Proxy on loopback with small heaps, and stopping what was started. Source it after setting:
+#   PIDS     an array; every process started is appended (stop_all stops them)
+#   RMQ_CP   a file holding Apache RocketMQ's classpath (fetch_rocketmq writes it)
 #   BROKER_CONFS  (optional) the broker.conf files to concatenate; broker.conf beside this file
 #            when unset
 # start_rocketmq sets NS_PID and BROKER_PID.
 
 RMQ_LIB_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+RMQ_ROOT="$(cd "$RMQ_LIB_DIR/../.." && pwd)"
+
+# maven_cp DIR [GOAL...]: the classpath of the Maven project in DIR, written to DIR/cp.txt,
+# after GOAL (compile: the project's own classes too).
+maven_cp() {
+  local dir="$1"; shift
+  (cd "$dir" && mvn -q -B "$@" dependency:build-classpath -Dmdep.outputFile=cp.txt)
+}
+
+# fetch_rocketmq: Apache RocketMQ 5.3.3's classpath (bench/rocketmq-compare/pom.xml, no build)
+# into RMQ_CP, from Maven Central the first time and again when that pom.xml changes.
+fetch_rocketmq() {
+  local pom_dir="$RMQ_ROOT/bench/rocketmq-compare"
+  mkdir -p "$(dirname "$RMQ_CP")"
+  if [ ! -s "$RMQ_CP" ] || [ "$pom_dir/pom.xml" -nt "$RMQ_CP" ]; then
+    echo "== fetching Apache RocketMQ 5.3.3 (bench/rocketmq-compare/pom.xml) from Maven Central"
+    (cd "$pom_dir" && timeout 900 mvn -q -B dependency:build-classpath -Dmdep.outputFile="$RMQ_CP")
+  fi
+}
+
+# stop_all: stops every process in PIDS, all at once: TERM, then KILL to any still running
+# 20 s later.
+stop_all() {
+  local p i
+  for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
+  for p in "${PIDS[@]:-}"; do
+    [ -n "$p" ] || continue
+    for ((i = 0; i < 200; i++)); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$p" 2>/dev/null || true
+  done
+}
+
+# stop_all_on_exit: when the script ends (or is interrupted), stop_all, then remove the
+# directory TMP (KEEP=1 keeps it and says where).
+stop_all_on_exit() {
+  trap 'stop_all; if [ "${KEEP:-0}" = 1 ]; then echo "kept $TMP"; else rm -rf "$TMP"; fi' EXIT
+  trap 'exit 130' INT TERM
+}
 
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'

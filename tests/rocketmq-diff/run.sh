@@ -46,6 +46,8 @@ done
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
 WORK="$TARGET/rocketmq-diff"
 RMQ_CP="$WORK/rocketmq-cp.txt"
+# fetch_rocketmq, free_port, wait_for, stop_pid, stop_all, write_conf, start_rocketmq.
+source "$HERE/apache-lib.sh"
 
 # The scenario names of a set: every scenario, the short set, or a comma-separated list.
 scenario_names() {
@@ -61,13 +63,9 @@ if [ "$INNER" = 0 ]; then
   mkdir -p "$WORK"
   for v in ${CLIENTS//,/ }; do
     echo "== building the scenario program against the $v.x client (tests/rocketmq-diff/client$v)"
-    (cd "$HERE/client$v" && mvn -q -B compile dependency:build-classpath -Dmdep.outputFile=cp.txt)
+    maven_cp "$HERE/client$v" compile
   done
-  if [[ ",$BROKERS," == *,rocketmq,* ]] &&
-     { [ ! -s "$RMQ_CP" ] || [ "$ROOT/bench/rocketmq-compare/pom.xml" -nt "$RMQ_CP" ]; }; then
-    echo "== fetching Apache RocketMQ 5.3.3 (bench/rocketmq-compare/pom.xml) from Maven Central"
-    (cd "$ROOT/bench/rocketmq-compare" && timeout 900 mvn -q -B dependency:build-classpath -Dmdep.outputFile="$RMQ_CP")
-  fi
+  [[ ",$BROKERS," != *,rocketmq,* ]] || fetch_rocketmq
   if [[ ",$BROKERS," == *,corvus,* ]] && [ "$BUILD" = 1 ]; then
     echo "== building corvus (debug: broker, namesrv)"
     (cd "$ROOT" && nice -n 10 cargo build -q -p broker -p namesrv)
@@ -89,20 +87,11 @@ TMP="$(mktemp -d /tmp/rmq-diff.XXXXXX)"
 SHM="$(mktemp -d /dev/shm/rmq-diff.XXXXXX)"
 PIDS=()
 cleanup() {
-  local p
-  for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
-  for p in "${PIDS[@]:-}"; do
-    [ -n "$p" ] || continue
-    for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$p" 2>/dev/null || true
-  done
+  stop_all
   rm -rf "$TMP" "$SHM"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-
-# free_port, wait_for, stop_pid, write_conf, start_rocketmq.
-source "$HERE/apache-lib.sh"
 
 start_corvus() {
   local dir="$1" nsport="$2" port="$3"

@@ -34,41 +34,17 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-(cd "$HERE" && mvn -q -B compile dependency:build-classpath -Dmdep.outputFile=cp.txt)
-(cd "$HERE/server" && mvn -q -B dependency:build-classpath -Dmdep.outputFile=cp.txt)
+# maven_cp, stop_all_on_exit, free_port, wait_for.
+source "$ROOT/tests/rocketmq-diff/apache-lib.sh"
+maven_cp "$HERE" compile
+maven_cp "$HERE/server"
 # Apache's admin tool, for updateTopic: the harness's 5.3.3 classpath.
-(cd "$ROOT/tests/rocketmq-diff/client5" && mvn -q -B dependency:build-classpath -Dmdep.outputFile=cp.txt)
+maven_cp "$ROOT/tests/rocketmq-diff/client5"
 [ "$BUILD" = 0 ] || (cd "$ROOT" && nice -n 10 cargo build -q -p broker -p namesrv)
 
 TMP="$(mktemp -d /tmp/rmq-proxy.XXXXXX)"
 PIDS=()
-cleanup() {
-  local p
-  for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
-  for p in "${PIDS[@]:-}"; do
-    [ -n "$p" ] || continue
-    for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$p" 2>/dev/null || true
-  done
-  if [ "$KEEP" = 1 ]; then echo "kept $TMP"; else rm -rf "$TMP"; fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-
-# wait_for FILE PATTERN PID SECONDS
-wait_for() {
-  local i
-  for ((i = 0; i < $4 * 10; i++)); do
-    grep -q "$2" "$1" 2>/dev/null && return 0
-    kill -0 "$3" 2>/dev/null || { echo "process $3 died; log $1:" >&2; tail -30 "$1" >&2; return 1; }
-    sleep 0.1
-  done
-  echo "timed out waiting for '$2' in $1" >&2; tail -30 "$1" >&2; return 1
-}
+stop_all_on_exit
 
 NS=$(free_port); BROKER=$(free_port); GRPC=$(free_port); REMOTING=$(free_port)
 mkdir -p "$TMP/data" "$TMP/home" "$TMP/rings"

@@ -35,33 +35,18 @@ done
 
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
 RMQ_CP="$TARGET/rocketmq-diff/rocketmq-cp.txt"
-mkdir -p "$TARGET/rocketmq-diff"
-(cd "$ROOT/tests/rocketmq-tools5" && mvn -q -B dependency:build-classpath -Dmdep.outputFile=cp.txt)
-(cd "$ROOT/tests/rocketmq-java533" && mvn -q -B compile dependency:build-classpath -Dmdep.outputFile=cp.txt)
-if [ ! -s "$RMQ_CP" ] || [ "$ROOT/bench/rocketmq-compare/pom.xml" -nt "$RMQ_CP" ]; then
-  echo "== fetching Apache RocketMQ 5.3.3 (bench/rocketmq-compare/pom.xml) from Maven Central"
-  (cd "$ROOT/bench/rocketmq-compare" && timeout 900 mvn -q -B dependency:build-classpath -Dmdep.outputFile="$RMQ_CP")
-fi
+# maven_cp, fetch_rocketmq, stop_all_on_exit, free_port, wait_for, start_rocketmq.
+source "$ROOT/tests/rocketmq-diff/apache-lib.sh"
+maven_cp "$HERE"
+maven_cp "$ROOT/tests/rocketmq-java533" compile
+fetch_rocketmq
 (cd "$ROOT" && cargo build -q -p broker -p namesrv)
 TOOLS_CP="$(cat "$HERE/cp.txt")"
 PREP_CP="$ROOT/tests/rocketmq-java533/target/classes:$(cat "$ROOT/tests/rocketmq-java533/cp.txt")"
 
 TMP="$(mktemp -d /tmp/rmq-admin.XXXXXX)"
 PIDS=()
-cleanup() {
-  local p
-  for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
-  for p in "${PIDS[@]:-}"; do
-    [ -n "$p" ] || continue
-    for _ in $(seq 200); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$p" 2>/dev/null || true
-  done
-  if [ "$KEEP" = 1 ]; then echo "kept $TMP"; else rm -rf "$TMP"; fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-source "$ROOT/tests/rocketmq-diff/apache-lib.sh"
+stop_all_on_exit
 
 # mqadmin SIDE ARGS...: the tool against SIDE's NameServer; prints what it printed.
 mqadmin() {

@@ -46,33 +46,17 @@ for s in "${NAMES[@]}"; do [ -n "${TOPIC[$s]:-}" ] || { echo "unknown scenario $
 
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
 RMQ_CP="$TARGET/rocketmq-diff/rocketmq-cp.txt"
-mkdir -p "$TARGET/rocketmq-diff"
-(cd "$HERE" && mvn -q -B compile dependency:build-classpath -Dmdep.outputFile=cp.txt)
-(cd "$ROOT/tests/rocketmq-proxy/server" && mvn -q -B dependency:build-classpath -Dmdep.outputFile=cp.txt)
-(cd "$ROOT/tests/rocketmq-tools5" && mvn -q -B dependency:build-classpath -Dmdep.outputFile=cp.txt)
-if [ ! -s "$RMQ_CP" ] || [ "$ROOT/bench/rocketmq-compare/pom.xml" -nt "$RMQ_CP" ]; then
-  echo "== fetching Apache RocketMQ 5.3.3 (bench/rocketmq-compare/pom.xml) from Maven Central"
-  (cd "$ROOT/bench/rocketmq-compare" && timeout 900 mvn -q -B dependency:build-classpath -Dmdep.outputFile="$RMQ_CP")
-fi
+BROKER_CONFS=("$ROOT/tests/rocketmq-diff/broker.conf" "$HERE/broker.conf")
+# maven_cp, fetch_rocketmq, stop_all_on_exit, free_port, wait_for, start_rocketmq, start_proxy.
+source "$ROOT/tests/rocketmq-diff/apache-lib.sh"
+maven_cp "$HERE" compile
+maven_cp "$ROOT/tests/rocketmq-proxy/server"
+maven_cp "$ROOT/tests/rocketmq-tools5"
+fetch_rocketmq
 
 TMP="$(mktemp -d /tmp/rmq-v5.XXXXXX)"
 PIDS=()
-cleanup() {
-  local p
-  for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
-  for p in "${PIDS[@]:-}"; do
-    [ -n "$p" ] || continue
-    for _ in $(seq 200); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$p" 2>/dev/null || true
-  done
-  if [ "$KEEP" = 1 ]; then echo "kept $TMP"; else rm -rf "$TMP"; fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# free_port, wait_for, start_rocketmq, start_proxy.
-BROKER_CONFS=("$ROOT/tests/rocketmq-diff/broker.conf" "$HERE/broker.conf")
-source "$ROOT/tests/rocketmq-diff/apache-lib.sh"
+stop_all_on_exit
 
 NS=$(free_port); PORT=$(free_port); GRPC=$(free_port); REMOTING=$(free_port)
 t0=$SECONDS

@@ -858,15 +858,11 @@ fn system_topics(core: &Front, req: &RemotingCommand) -> Result<Outgoing, Broker
             .map(|t| t.name)
             .filter(|t| t.starts_with("rmq_sys_")),
     );
-    topics.insert(cfg.cluster_name.clone());
-    topics.insert(cfg.broker_name.clone());
-    for c in 0..core.shared.cores {
-        topics.insert(protocol::core_view::core_broker_name(
-            &cfg.broker_name,
-            c,
-            core.shared.cores,
-        ));
-    }
+    topics.extend(protocol::core_view::broker_own_topics(
+        &cfg.cluster_name,
+        &cfg.broker_name,
+        core.shared.cores,
+    ));
     json_answer(req, &serde_json::json!({ "topicList": topics }))
 }
 
