@@ -32,6 +32,7 @@ use remoting::RemotingCommand;
 
 const ROOT: (&str, &str) = ("root", "root-secret-1");
 const APP: (&str, &str) = ("app", "app-secret-1");
+const READER: (&str, &str) = ("reader", "reader-secret-1");
 
 /// A broker of two cores with ACL 2.0 on and its first super user. (RocketMQ's names of
 /// these keys in a `broker.conf` are checked by broker-base's config tests.)
@@ -388,7 +389,8 @@ fn signed_call(
 
 /// RocketMQ 5's gRPC SDK for Java signed as a user (`StaticSessionCredentialsProvider`):
 /// the `produce` scenario gives Apache's transcript for a user whose policy allows Pub on
-/// its topic, and fails for a user without a policy.
+/// its topic, and fails for a user without a policy and for one who may only read the topic
+/// (its route is served; its producer's settings are refused on Telemetry).
 #[test]
 fn the_v5_sdk_signed_as_a_user_produces_only_where_its_policy_allows() {
     let Some(program) =
@@ -417,7 +419,7 @@ fn the_v5_sdk_signed_as_a_user_produces_only_where_its_policy_allows() {
         ROOT,
     );
     integration::wait_for_route(&ns, "V5Normal");
-    for (name, password) in [APP, ("idle", "idle-secret-1")] {
+    for (name, password) in [APP, ("idle", "idle-secret-1"), READER] {
         let user =
             format!(r#"{{"username":"{name}","password":"{password}","userType":"Normal"}}"#);
         signed_call(
@@ -433,6 +435,17 @@ fn the_v5_sdk_signed_as_a_user_produces_only_where_its_policy_allows() {
         &broker,
         request::AUTH_CREATE_ACL,
         &[("subject", "User:app")],
+        acl,
+        ROOT,
+    );
+
+    // `reader` may read the topic: its route is served (Pub or Sub), its producer's
+    // Telemetry settings (Pub on the topic) are not.
+    let acl = br#"{"subject":"User:reader","policies":[{"policyType":"Custom","entries":[{"resource":"Topic:V5Normal","actions":["Sub"],"decision":"Allow"}]}]}"#;
+    signed_call(
+        &broker,
+        request::AUTH_CREATE_ACL,
+        &[("subject", "User:reader")],
         acl,
         ROOT,
     );
@@ -464,5 +477,23 @@ fn the_v5_sdk_signed_as_a_user_produces_only_where_its_policy_allows() {
     assert!(
         c.broker.stderr().contains("idle may not"),
         "the broker's audit names the refusal"
+    );
+    let reader = format!("{}:{}", READER.0, READER.1);
+    let refused = integration::v5::java_scenario(
+        &program,
+        &endpoint,
+        &home,
+        "produce",
+        &["--credentials", &reader],
+    );
+    assert!(
+        refused.is_some(),
+        "a user who may only read the topic produced as app did"
+    );
+    let log = c.broker.stderr();
+    assert!(
+        log.lines().any(|l| l.contains("reader may not Pub Topic:V5Normal")
+            && l.contains("Telemetry")),
+        "the producer's settings are refused on Telemetry, as RocketMQ's Proxy refuses them:\n{log}"
     );
 }
