@@ -42,7 +42,7 @@ use std::net::IpAddr;
 use std::path::Path;
 
 pub use addr::{AddrPattern, LOCALHOST};
-pub use reload::{AclFile, Reload, POLL_INTERVAL};
+pub use reload::{AclFile, AuthFile, Reload, Rules, RulesFile, POLL_INTERVAL};
 
 /// An access key and its secret (RocketMQ's `SessionCredentials`), as in the ACL file: what
 /// a client signs its requests with and a broker logs in to its NameServer and master with.

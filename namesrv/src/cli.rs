@@ -84,15 +84,32 @@ struct Args {
     #[arg(long, requires = "acl_enable")]
     acl_file: Option<std::path::PathBuf>,
 
-    /// With `--acl-enable`: a signed RocketMQ request carrying its time (`SignedAtMs`, as
-    /// mqadmin sends) is taken only this close to the NameServer's clock, and only once
-    /// (an exact replay is refused).
+    /// ACL 2.0: the users and ACLs (the JSON form a broker keeps in `config/auth.json`)
+    /// checked with `--authentication-enable` or `--authorization-enable`, and read again
+    /// when it changes. Not with `--acl-enable`: one rule set decides.
+    #[arg(long, conflicts_with = "acl_enable")]
+    auth_file: Option<std::path::PathBuf>,
+
+    /// ACL 2.0 (RocketMQ's authenticationEnabled): every write (a broker's registration,
+    /// heartbeat or unregistration, a topic delete, a KV config change) must come from an
+    /// enabled user of `--auth-file`, signed with its password; route reads stay open.
+    #[arg(long, requires = "auth_file")]
+    authentication_enable: bool,
+
+    /// ACL 2.0 (RocketMQ's authorizationEnabled): every write must come from a super user
+    /// or one allowed Cluster:Update on the cluster it names (implies authentication).
+    #[arg(long, requires = "auth_file")]
+    authorization_enable: bool,
+
+    /// With `--acl-enable` or ACL 2.0: a signed RocketMQ request carrying its time
+    /// (`SignedAtMs`, as mqadmin sends) is taken only this close to the NameServer's clock,
+    /// and only once (an exact replay is refused).
     #[arg(long, default_value_t = acl::fresh::WINDOW_MS_DEFAULT,
           value_parser = clap::value_parser!(u64).range(1_000..=3_600_000))]
     acl_signature_window_ms: u64,
 
-    /// With `--acl-enable`: refuse signed RocketMQ requests that carry no time (real
-    /// RocketMQ clients send none in ACL 1.0, so this shuts them out).
+    /// With `--acl-enable` or ACL 2.0: refuse signed RocketMQ requests that carry no time
+    /// (real RocketMQ clients send none, so this shuts them out).
     #[arg(long)]
     acl_signature_time_required: bool,
 
@@ -148,6 +165,9 @@ where
         .with_ansi(std::io::stderr().is_terminal())
         .try_init();
 
+    if args.auth_file.is_some() && !args.authentication_enable && !args.authorization_enable {
+        anyhow::bail!("--auth-file needs --authentication-enable or --authorization-enable");
+    }
     let config = NameServerConfig {
         listen_addr: args.listen,
         broker_expiry_ms: args.broker_expiry_ms,
@@ -158,6 +178,9 @@ where
         connection_idle_timeout_ms: args.connection_idle_timeout_ms,
         frame_timeout_ms: args.frame_timeout_ms,
         acl_file: args.acl_file.clone().filter(|_| args.acl_enable),
+        auth_file: args.auth_file,
+        authentication_enable: args.authentication_enable,
+        authorization_enable: args.authorization_enable,
         acl_signature_window_ms: args.acl_signature_window_ms,
         acl_signature_time_required: args.acl_signature_time_required,
         tls_mode: args.tls_mode,

@@ -38,6 +38,17 @@ pub struct NameServerConfig {
     /// Access control: the plain_acl.yml whose rules every request must pass (see
     /// `access.rs`), reloaded when it changes; `None` (the default) serves everyone.
     pub acl_file: Option<std::path::PathBuf>,
+    /// ACL 2.0: the users and ACLs (the JSON form a broker keeps in `config/auth.json`)
+    /// checked with [`Self::authentication_enable`] or [`Self::authorization_enable`],
+    /// reloaded when it changes. Default `None`. Not together with [`Self::acl_file`].
+    pub auth_file: Option<std::path::PathBuf>,
+    /// ACL 2.0 (RocketMQ's `authenticationEnabled`): every write must come from an enabled
+    /// user of [`Self::auth_file`]. Default false.
+    pub authentication_enable: bool,
+    /// ACL 2.0 (RocketMQ's `authorizationEnabled`): every write must come from a super user
+    /// or one whose policy allows Update on the cluster it names (implies authentication).
+    /// Default false.
+    pub authorization_enable: bool,
     /// With access control on, a signed RocketMQ request that carries its time
     /// (`SignedAtMs`, as mqadmin sends) is taken only this close to the NameServer's clock,
     /// and only once (`acl::fresh`). Default [`acl::fresh::WINDOW_MS_DEFAULT`].
@@ -95,6 +106,15 @@ impl NameServerConfig {
             ("frame_timeout_ms", self.frame_timeout_ms.to_string()),
             ("acl_enable", self.acl_file.is_some().to_string()),
             ("acl_file", path(&self.acl_file)),
+            (
+                "authenticationEnabled",
+                self.authentication_enable.to_string(),
+            ),
+            (
+                "authorizationEnabled",
+                self.authorization_enable.to_string(),
+            ),
+            ("auth_file", path(&self.auth_file)),
             ("tls_mode", self.tls_mode.name().to_owned()),
             ("kvConfigPath", path(&self.kv_config_path)),
             ("orderMessageEnable", "false".to_owned()),
@@ -149,6 +169,29 @@ impl NameServerConfig {
                 )));
             }
         }
+        let acl2 = self.authentication_enable || self.authorization_enable;
+        match (&self.auth_file, acl2) {
+            (Some(_), false) => {
+                return Err(NameSrvError::Config(
+                    "auth_file is set but neither authentication_enable nor \
+                     authorization_enable is on"
+                        .into(),
+                ))
+            }
+            (None, true) => {
+                return Err(NameSrvError::Config(
+                    "authentication_enable and authorization_enable need auth_file".into(),
+                ))
+            }
+            _ => {}
+        }
+        if acl2 && self.acl_file.is_some() {
+            return Err(NameSrvError::Config(
+                "ACL 1.0 (acl_file) and ACL 2.0 (auth_file) cannot both be on: one rule set \
+                 decides at the NameServer"
+                    .into(),
+            ));
+        }
         Ok(())
     }
 
@@ -183,6 +226,9 @@ impl Default for NameServerConfig {
             connection_idle_timeout_ms: Self::CONNECTION_IDLE_TIMEOUT_MS_DEFAULT,
             frame_timeout_ms: Self::FRAME_TIMEOUT_MS_DEFAULT,
             acl_file: None,
+            auth_file: None,
+            authentication_enable: false,
+            authorization_enable: false,
             acl_signature_window_ms: acl::fresh::WINDOW_MS_DEFAULT,
             acl_signature_time_required: false,
             tls_mode: tls::Mode::Disabled,
@@ -242,6 +288,20 @@ mod tests {
             },
             NameServerConfig {
                 frame_timeout_ms: NameServerConfig::TIMEOUT_MS_MAX + 1,
+                ..base.clone()
+            },
+            NameServerConfig {
+                auth_file: Some("auth.json".into()),
+                ..base.clone()
+            },
+            NameServerConfig {
+                authorization_enable: true,
+                ..base.clone()
+            },
+            NameServerConfig {
+                auth_file: Some("auth.json".into()),
+                authentication_enable: true,
+                acl_file: Some("plain_acl.yml".into()),
                 ..base.clone()
             },
         ] {

@@ -122,19 +122,23 @@ pub struct NameServerHandle {
 /// (`InvalidInput`) or when the address cannot be bound.
 pub fn start(config: NameServerConfig) -> io::Result<NameServerHandle> {
     config.validate()?;
-    let acl = match &config.acl_file {
-        Some(path) => Some(
-            crate::access::Gate::open(
-                path,
-                acl::fresh::ReplayGuard::new(
-                    config.acl_signature_window_ms,
-                    config.acl_signature_time_required,
-                ),
-            )
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?,
-        ),
-        None => None,
+    let replay = || {
+        acl::fresh::ReplayGuard::new(
+            config.acl_signature_window_ms,
+            config.acl_signature_time_required,
+        )
     };
+    let acl = match (&config.acl_file, &config.auth_file) {
+        (Some(path), _) => Some(crate::access::Gate::open(path, replay())),
+        (None, Some(path)) => Some(crate::access::Gate::open_v2(
+            path,
+            config.authorization_enable,
+            replay(),
+        )),
+        (None, None) => None,
+    }
+    .transpose()
+    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
     let tls = tls::Listener::new(config.tls_mode, config.tls.as_ref())
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     let listener = TcpListener::bind(config.listen_addr)?;

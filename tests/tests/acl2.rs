@@ -6,7 +6,8 @@
 //! * RocketMQ 5.3.3's mqadmin, signed as that super user, creates, shows, lists, updates and
 //!   deletes users and ACLs (`createUser`, `getUser`, `listUser`, `updateUser`,
 //!   `createAcl`, `getAcl`, `listAcl`, `deleteAcl`, `deleteUser`) on a broker of two cores
-//!   (each a broker to the tool, which sends every change to both);
+//!   (each a broker to the tool, which sends every change to both); `updateAcl`, `copyUser`
+//!   and `copyAcl` between two such brokers, each with its own users;
 //! * a 5.3.3 remoting client signed as a normal user is allowed exactly what its policy
 //!   says: a table of operations, each tried; a wrong password is refused;
 //! * RocketMQ 5's gRPC SDK for Java signed as a user produces where its policy allows (the
@@ -32,6 +33,7 @@ use remoting::RemotingCommand;
 
 const ROOT: (&str, &str) = ("root", "root-secret-1");
 const APP: (&str, &str) = ("app", "app-secret-1");
+const READER: (&str, &str) = ("reader", "reader-secret-1");
 
 /// A broker of two cores with ACL 2.0 on and its first super user. (RocketMQ's names of
 /// these keys in a `broker.conf` are checked by broker-base's config tests.)
@@ -388,7 +390,8 @@ fn signed_call(
 
 /// RocketMQ 5's gRPC SDK for Java signed as a user (`StaticSessionCredentialsProvider`):
 /// the `produce` scenario gives Apache's transcript for a user whose policy allows Pub on
-/// its topic, and fails for a user without a policy.
+/// its topic, and fails for a user without a policy and for one who may only read the topic
+/// (its route is served; its producer's settings are refused on Telemetry).
 #[test]
 fn the_v5_sdk_signed_as_a_user_produces_only_where_its_policy_allows() {
     let Some(program) =
@@ -417,7 +420,7 @@ fn the_v5_sdk_signed_as_a_user_produces_only_where_its_policy_allows() {
         ROOT,
     );
     integration::wait_for_route(&ns, "V5Normal");
-    for (name, password) in [APP, ("idle", "idle-secret-1")] {
+    for (name, password) in [APP, ("idle", "idle-secret-1"), READER] {
         let user =
             format!(r#"{{"username":"{name}","password":"{password}","userType":"Normal"}}"#);
         signed_call(
@@ -433,6 +436,17 @@ fn the_v5_sdk_signed_as_a_user_produces_only_where_its_policy_allows() {
         &broker,
         request::AUTH_CREATE_ACL,
         &[("subject", "User:app")],
+        acl,
+        ROOT,
+    );
+
+    // `reader` may read the topic: its route is served (Pub or Sub), its producer's
+    // Telemetry settings (Pub on the topic) are not.
+    let acl = br#"{"subject":"User:reader","policies":[{"policyType":"Custom","entries":[{"resource":"Topic:V5Normal","actions":["Sub"],"decision":"Allow"}]}]}"#;
+    signed_call(
+        &broker,
+        request::AUTH_CREATE_ACL,
+        &[("subject", "User:reader")],
         acl,
         ROOT,
     );
@@ -465,4 +479,182 @@ fn the_v5_sdk_signed_as_a_user_produces_only_where_its_policy_allows() {
         c.broker.stderr().contains("idle may not"),
         "the broker's audit names the refusal"
     );
+    let reader = format!("{}:{}", READER.0, READER.1);
+    let refused = integration::v5::java_scenario(
+        &program,
+        &endpoint,
+        &home,
+        "produce",
+        &["--credentials", &reader],
+    );
+    assert!(
+        refused.is_some(),
+        "a user who may only read the topic produced as app did"
+    );
+    let log = c.broker.stderr();
+    assert!(
+        log.lines().any(|l| l.contains("reader may not Pub Topic:V5Normal")
+            && l.contains("Telemetry")),
+        "the producer's settings are refused on Telemetry, as RocketMQ's Proxy refuses them:\n{log}"
+    );
+}
+
+/// RocketMQ 5.3.3's mqadmin `updateAcl`, `copyUser` and `copyAcl` between two brokers of
+/// two cores, each with its own users: an ACL updated on one broker is in force there at
+/// once; a user copied to the other signs there with the same password, and its ACL copied
+/// there decides there as at home.
+#[test]
+fn mqadmin_updates_acls_and_copies_users_and_acls_between_brokers() {
+    let Some(tools) = integration::java_program_or_skip("tests/rocketmq-tools5", None) else {
+        return;
+    };
+    let c = start();
+    let ns = c.namesrv.addr.clone();
+    let from = c.broker.addr.clone();
+    let mut opts = c.opts.clone();
+    opts.name = "broker-b".into();
+    opts.data_dir = c.dir.path().join("data-b");
+    let b = integration::start_broker(&opts, &c.logs());
+    let to = b.addr.clone();
+    let home = c.dir.path().to_owned();
+    let ok = |args: &[&str]| {
+        let (ok, text) = integration::rocketmq_mqadmin_as(&tools, &ns, &home, ROOT, args);
+        assert!(ok, "{args:?}: {text}");
+        text
+    };
+    let info = |addr: &str, who: (&str, &str)| {
+        let cmd = sign(
+            RemotingCommand::request(request::GET_BROKER_RUNTIME_INFO, 5),
+            b"",
+            who,
+        );
+        integration::remoting_call(addr, &cmd, b"").command
+    };
+    let acl_of = |addr: &str| -> serde_json::Value {
+        let f = signed_call(
+            addr,
+            request::AUTH_GET_ACL,
+            &[("subject", "User:app")],
+            b"",
+            ROOT,
+        );
+        remoting::body::from_json(&f.body).unwrap()
+    };
+
+    // `app` on broker-a only, allowed to publish Orders.
+    let user = format!(
+        r#"{{"username":"{}","password":"{}","userType":"Normal"}}"#,
+        APP.0, APP.1
+    );
+    signed_call(
+        &from,
+        request::AUTH_CREATE_USER,
+        &[("username", APP.0)],
+        user.as_bytes(),
+        ROOT,
+    );
+    let acl = br#"{"subject":"User:app","policies":[{"policyType":"Custom","entries":[{"resource":"Topic:Orders","actions":["Pub"],"decision":"Allow"}]}]}"#;
+    signed_call(
+        &from,
+        request::AUTH_CREATE_ACL,
+        &[("subject", "User:app")],
+        acl,
+        ROOT,
+    );
+    let refused = info(&to, APP);
+    assert_eq!(
+        refused.code,
+        response::NO_PERMISSION,
+        "broker-b does not know app yet: {:?}",
+        refused.remark
+    );
+
+    // updateAcl: the entry for Topic:Orders now allows Sub too, and a new one denies Audit.
+    ok(&[
+        "updateAcl",
+        "-b",
+        &from,
+        "-s",
+        "User:app",
+        "-r",
+        "Topic:Orders",
+        "-a",
+        "Pub,Sub",
+        "-d",
+        "Allow",
+    ]);
+    ok(&[
+        "updateAcl",
+        "-b",
+        &from,
+        "-s",
+        "User:app",
+        "-r",
+        "Topic:Audit",
+        "-a",
+        "All",
+        "-d",
+        "Deny",
+    ]);
+    let updated = acl_of(&from).to_string();
+    for want in [r#""Topic:Orders""#, "Sub", r#""Topic:Audit""#, "Deny"] {
+        assert!(updated.contains(want), "updateAcl set {want}: {updated}");
+    }
+
+    // copyUser and copyAcl, from broker-a to broker-b.
+    ok(&["copyUser", "-f", &from, "-t", &to, "-u", APP.0]);
+    let taken = info(&to, APP);
+    assert_eq!(
+        taken.code,
+        response::SUCCESS,
+        "app signs at broker-b with its password: {:?}",
+        taken.remark
+    );
+    ok(&["copyAcl", "-f", &from, "-t", &to, "-s", "User:app"]);
+    let copied = acl_of(&to);
+    assert_eq!(
+        copied.to_string(),
+        updated,
+        "broker-b holds the same ACL as broker-a"
+    );
+    // The copy decides at broker-b: app may not create a topic there (no Create on it),
+    // as at broker-a.
+    for addr in [&from, &to] {
+        let mut cmd = RemotingCommand::request(request::UPDATE_AND_CREATE_TOPIC, 6);
+        for (k, v) in [
+            ("topic", "Audit"),
+            ("defaultTopic", "TBW102"),
+            ("readQueueNums", "1"),
+            ("writeQueueNums", "1"),
+            ("perm", "6"),
+        ] {
+            cmd.ext_fields.insert(k.into(), v.into());
+        }
+        let f = integration::remoting_call(addr, &sign(cmd, b"", APP), b"");
+        assert_eq!(
+            f.command.code,
+            response::NO_PERMISSION,
+            "{addr}: {:?}",
+            f.command.remark
+        );
+        assert!(
+            f.command.remark.unwrap_or_default().contains("app may not"),
+            "{addr}"
+        );
+    }
+    // Both cores of broker-b answer for the copied user: they share one store.
+    let clusters = integration::mqadmin_json(&ns, &["cluster-list"]);
+    let cores_b: Vec<String> = clusters["clusters"][0]["brokers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|b| b["broker_name"] == "broker-b")
+        .flat_map(|b| b["core_addrs"].as_array().unwrap().clone())
+        .map(|a| a.as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(cores_b.len(), 2, "{clusters}");
+    for addr in cores_b {
+        let f = info(&addr, APP);
+        assert_eq!(f.code, response::SUCCESS, "{addr}: {:?}", f.remark);
+    }
 }

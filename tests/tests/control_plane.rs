@@ -4,7 +4,9 @@
 //! brokers replicating to each other prove the same credentials both ways. Tried as an
 //! attacker on the network would: an UnregisterBroker from anyone else, a fake registration
 //! re-pointing a topic's route, a broker with a guessed secret, a slave with the wrong secret
-//! or none.
+//! or none. The same with ACL 2.0 at the NameServer (`--auth-file`): users instead of
+//! accounts, a super user or Cluster:Update instead of an admin account, and every refusal
+//! on the `audit` log target.
 
 // Tests may unwrap: a panic there is a test failure.
 #![allow(clippy::unwrap_used)]
@@ -347,6 +349,243 @@ fn remoting_call(addr: &str, cmd: &RemotingCommand) -> RemotingCommand {
         assert!(n > 0, "closed without an answer");
         buf.extend_from_slice(&chunk[..n]);
     }
+}
+
+// ---- ACL 2.0 at the NameServer ----
+
+/// Users and ACLs in the JSON form a broker keeps in `config/auth.json`: a super user the
+/// broker registers as, a normal user with data permissions only, and an operator allowed
+/// Update on the cluster `DefaultCluster`.
+const AUTH: &str = r#"{
+  "users": [
+    {"username": "root", "password": "root-pw-1", "userType": "Super", "userStatus": "enable"},
+    {"username": "app", "password": "app-pw-1", "userType": "Normal", "userStatus": "enable"},
+    {"username": "ops", "password": "ops-pw-1", "userType": "Normal", "userStatus": "enable"}
+  ],
+  "acls": [
+    {"subject": "User:app", "policies": [{"policyType": "CUSTOM", "entries": [
+      {"resource": "Topic:*", "actions": ["Pub", "Sub"], "sourceIps": [], "decision": "Allow"}]}]},
+    {"subject": "User:ops", "policies": [{"policyType": "CUSTOM", "entries": [
+      {"resource": "Cluster:DefaultCluster", "actions": ["Update"], "sourceIps": [], "decision": "Allow"}]}]}
+  ]
+}"#;
+
+/// A NameServer checking ACL 2.0 (authentication and authorization) and a broker that
+/// registers as the super user `root`, serving `Orders`; returns once the route is there.
+fn start_plane_v2() -> Plane {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    let auth_file = dir.path().join("auth.json");
+    std::fs::write(&auth_file, AUTH).unwrap();
+    let ns = start_namesrv_with(
+        &logs,
+        &[
+            "--auth-file",
+            auth_file.to_str().unwrap(),
+            "--authentication-enable",
+            "--authorization-enable",
+        ],
+    );
+    let data = dir.path().join("data");
+    integration::write_topic_table(&data, [("Orders".to_owned(), 2)]);
+    let mut opts = BrokerOpts::new(&ns.addr, &data);
+    opts.config_toml = Some("acl_access_key = \"root\"\nacl_secret_key = \"root-pw-1\"\n".into());
+    let broker = start_broker(&opts, &logs);
+    let routed = wait_for(Duration::from_secs(20), || route_master(&ns.addr, "Orders"));
+    assert_eq!(
+        routed.as_deref(),
+        Some(broker.addr.as_str()),
+        "the broker signed as a super user registers:\n{}\n{}",
+        broker.stderr(),
+        ns.stderr()
+    );
+    Plane {
+        _dir: dir,
+        ns,
+        broker,
+    }
+}
+
+#[test]
+fn acl2_only_a_user_allowed_to_update_the_cluster_moves_its_routes() {
+    let p = start_plane_v2();
+    let ns = &p.ns.addr;
+    let still_routed = |when: &str| {
+        assert_eq!(
+            route_master(ns, "Orders").as_deref(),
+            Some(p.broker.addr.as_str()),
+            "the broker is still routed after {when}"
+        );
+    };
+    // Native: no login, a wrong password, and a normal user without Cluster:Update.
+    let h = Header::request(1, Command::UnregisterBroker(broker_key()));
+    let answer = raw_call(ns, &h, &[]).header;
+    assert_eq!(answer.response_code(), ResponseCode::NoPermission);
+    assert!(answer.remark.contains("must log in"), "{}", answer.remark);
+    let mut guesser = Conn::open(ns);
+    assert_eq!(guesser.login("root", "guess"), ResponseCode::NoPermission);
+    let answer = guesser.call(Command::UnregisterBroker(broker_key()));
+    assert_eq!(answer.response_code(), ResponseCode::NoPermission);
+    let mut app = Conn::logged_in(ns, "app", "app-pw-1");
+    let answer = app.call(Command::UnregisterBroker(broker_key()));
+    assert_eq!(answer.response_code(), ResponseCode::NoPermission);
+    assert!(
+        answer
+            .remark
+            .contains("app may not Update Cluster:DefaultCluster"),
+        "{}",
+        answer.remark
+    );
+    still_routed("native unregistrations");
+
+    // RocketMQ's UNREGISTER_BROKER and REGISTER_BROKER: unsigned, a wrong password, and
+    // signed by the normal user.
+    let mut unregister = RemotingCommand::request(request::UNREGISTER_BROKER, 5);
+    for (k, v) in [
+        ("brokerName", "broker-a"),
+        ("clusterName", "DefaultCluster"),
+        ("brokerId", "0"),
+        ("brokerAddr", p.broker.addr.as_str()),
+    ] {
+        unregister.ext_fields.insert(k.into(), v.into());
+    }
+    let attacker = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let fake_addr = attacker.local_addr().unwrap().to_string();
+    let mut register = RemotingCommand::request(request::REGISTER_BROKER, 6);
+    for (k, v) in [
+        ("brokerName", "broker-a"),
+        ("clusterName", "DefaultCluster"),
+        ("brokerId", "0"),
+        ("brokerAddr", fake_addr.as_str()),
+        ("haServerAddr", fake_addr.as_str()),
+    ] {
+        register.ext_fields.insert(k.into(), v.into());
+    }
+    for cmd in [&unregister, &register] {
+        let answer = remoting_call(ns, cmd);
+        assert_eq!(answer.code, response::NO_PERMISSION, "{answer:?}");
+        assert!(
+            answer
+                .remark
+                .clone()
+                .unwrap_or_default()
+                .contains("AccessKey"),
+            "{answer:?}"
+        );
+        let answer = remoting_call(ns, &signed(cmd.clone(), "root", "not-the-password"));
+        assert_eq!(answer.code, response::NO_PERMISSION, "{answer:?}");
+        assert!(
+            answer
+                .remark
+                .clone()
+                .unwrap_or_default()
+                .contains("check signature failed"),
+            "{answer:?}"
+        );
+        let answer = remoting_call(ns, &signed(cmd.clone(), "app", "app-pw-1"));
+        assert_eq!(answer.code, response::NO_PERMISSION, "{answer:?}");
+        assert!(
+            answer
+                .remark
+                .clone()
+                .unwrap_or_default()
+                .contains("app may not Update"),
+            "{answer:?}"
+        );
+    }
+    still_routed("RocketMQ registrations and unregistrations");
+
+    // The operator's policy covers DefaultCluster and nothing else: a topic delete naming
+    // that cluster is taken, one naming no cluster (every cluster) is not.
+    let mut delete = RemotingCommand::request(request::DELETE_TOPIC_IN_NAMESRV, 7);
+    delete.ext_fields.insert("topic".into(), "Scratch".into());
+    let answer = remoting_call(ns, &signed(delete.clone(), "ops", "ops-pw-1"));
+    assert_eq!(answer.code, response::NO_PERMISSION, "{answer:?}");
+    assert!(
+        answer
+            .remark
+            .clone()
+            .unwrap_or_default()
+            .contains("ops may not Update Cluster:*"),
+        "{answer:?}"
+    );
+    delete
+        .ext_fields
+        .insert("clusterName".into(), "DefaultCluster".into());
+    let answer = remoting_call(ns, &signed(delete, "ops", "ops-pw-1"));
+    assert_eq!(answer.code, response::SUCCESS, "{answer:?}");
+    still_routed("the operator's delete of another topic");
+
+    // Every refusal is on the audit trail, with the user.
+    let log = p.ns.stderr();
+    assert!(
+        log.contains("audit") && log.contains("ACL 2.0 refused a request"),
+        "{log}"
+    );
+    assert!(log.contains(r#"user="app""#), "{log}");
+    attacker.set_nonblocking(true).unwrap();
+    assert!(
+        attacker.accept().is_err(),
+        "nobody was sent to the fake address"
+    );
+}
+
+#[test]
+fn acl2_route_reads_stay_open_and_a_normal_users_broker_is_not_registered() {
+    let p = start_plane_v2();
+    let ns = &p.ns.addr;
+    // Reads need no user, on either protocol.
+    let mut anon = Conn::open(ns);
+    let answer = anon.call(Command::GetRoute {
+        topic: "Orders".into(),
+    });
+    assert_eq!(
+        answer.response_code(),
+        ResponseCode::Success,
+        "{}",
+        answer.remark
+    );
+    let Command::ClusterInfo(_) = anon.call(Command::GetClusterInfo).command else {
+        panic!("no cluster info without a login")
+    };
+    let mut read = RemotingCommand::request(request::GET_ROUTEINFO_BY_TOPIC, 9);
+    read.ext_fields.insert("topic".into(), "Orders".into());
+    let ok = remoting_call(ns, &read);
+    assert_eq!(ok.code, response::SUCCESS, "{ok:?}");
+    let clusters = remoting_call(
+        ns,
+        &RemotingCommand::request(request::GET_BROKER_CLUSTER_INFO, 10),
+    );
+    assert_eq!(clusters.code, response::SUCCESS, "{clusters:?}");
+
+    // A broker whose keys are a normal user's logs in but is not registered, and says why;
+    // one with a wrong password is refused at its login.
+    let logs = p._dir.path().join("logs");
+    let mut opts = BrokerOpts::new(ns, &p._dir.path().join("data-b"));
+    opts.name = "broker-b".into();
+    opts.config_toml = Some("acl_access_key = \"app\"\nacl_secret_key = \"app-pw-1\"\n".into());
+    let b = start_broker(&opts, &logs);
+    let mut opts = BrokerOpts::new(ns, &p._dir.path().join("data-c"));
+    opts.name = "broker-c".into();
+    opts.config_toml = Some("acl_access_key = \"root\"\nacl_secret_key = \"guessed\"\n".into());
+    let c = start_broker(&opts, &logs);
+    let said = wait_for(Duration::from_secs(20), || {
+        (b.stderr().contains("cannot register with NameServer")
+            && b.stderr().contains("Cluster:Update")
+            && c.stderr().contains("refused this broker's login"))
+        .then_some(())
+    });
+    assert!(said.is_some(), "{}\n{}", b.stderr(), c.stderr());
+    let Command::ClusterInfo(info) = anon.call(Command::GetClusterInfo).command else {
+        panic!("no cluster info")
+    };
+    let names: Vec<&str> = info
+        .brokers
+        .iter()
+        .map(|b| b.broker_name.as_str())
+        .collect();
+    assert_eq!(names, ["broker-a"]);
 }
 
 // ---- replication ----

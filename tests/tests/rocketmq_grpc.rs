@@ -512,9 +512,20 @@ impl Telemetry {
         client_id: &str,
         first: &v2::TelemetryCommand,
     ) -> Telemetry {
+        Telemetry::open_as(client, client_id, first, None).await
+    }
+
+    /// [`Telemetry::open`] signed by `account` (access key, secret key).
+    async fn open_as(
+        client: &SendRequest<Bytes>,
+        client_id: &str,
+        first: &v2::TelemetryCommand,
+        account: Option<(&str, &str)>,
+    ) -> Telemetry {
         let mut c = client.clone().ready().await.unwrap();
+        let path = Rpc::Telemetry.path();
         let (response, mut send) = c
-            .send_request(request(Rpc::Telemetry.path(), Some(client_id)), false)
+            .send_request(request_as(path, Some(client_id), account), false)
             .unwrap();
         send.send_data(encode_message(&first.encode_to_vec()).unwrap(), false)
             .unwrap();
@@ -531,6 +542,32 @@ impl Telemetry {
     async fn next(&mut self) -> v2::TelemetryCommand {
         let m = next_message(&mut self.body, &mut self.buf).await.unwrap();
         v2::TelemetryCommand::decode(m).unwrap()
+    }
+
+    /// Whether the server ended the stream (no further message).
+    async fn ended(&mut self) -> bool {
+        next_message(&mut self.body, &mut self.buf).await.is_none()
+    }
+}
+
+/// What the server answers `account`'s `settings` on a new Telemetry stream: the status,
+/// and whether settings came back (the client starts) or the stream ended (it does not).
+async fn settings_answer(
+    client: &SendRequest<Bytes>,
+    client_id: &str,
+    settings: &v2::TelemetryCommand,
+    account: (&str, &str),
+) -> (v2::Code, bool) {
+    let mut t = Telemetry::open_as(client, client_id, settings, Some(account)).await;
+    let reply = t.next().await;
+    let code = v2::Code::try_from(reply.status.unwrap_or_default().code).unwrap();
+    match reply.command {
+        Some(v2::telemetry_command::Command::Settings(_)) => (code, true),
+        other => {
+            assert!(other.is_none(), "{other:?}");
+            assert!(t.ended().await, "a refused stream ends");
+            (code, false)
+        }
     }
 }
 
@@ -1223,6 +1260,51 @@ fn v5_calls_get_what_the_rules_allow(c: &Cluster) {
             v2::Code::InvalidReceiptHandle,
             "allowed, and then the handle is checked"
         );
+        // Telemetry settings, as RocketMQ's Proxy checks them: a producer needs Pub on
+        // each of its topics, a consumer Sub on its group and on each topic.
+        let cases = [
+            (APP, producer_settings("Orders"), true, "publishes Orders"),
+            (
+                APP,
+                producer_settings("Audit"),
+                false,
+                "may only read Audit",
+            ),
+            (ADMIN, producer_settings("Audit"), true, "the admin"),
+            (
+                APP,
+                consumer_settings("orders-group", "Orders"),
+                true,
+                "its group, a topic it reads",
+            ),
+            (
+                APP,
+                consumer_settings("orders-group", "Audit"),
+                true,
+                "its group, a topic it only reads",
+            ),
+            (
+                APP,
+                consumer_settings("other-group", "Orders"),
+                false,
+                "a group it may not use",
+            ),
+            (
+                APP,
+                consumer_settings("orders-group", "Secret"),
+                false,
+                "a topic it may not read",
+            ),
+        ];
+        for (i, (account, settings, allowed, what)) in cases.iter().enumerate() {
+            let id = format!("telemetry-{i}");
+            let (status, settled) = settings_answer(&client, &id, settings, *account).await;
+            if *allowed {
+                assert_eq!((status, settled), (v2::Code::Ok, true), "{what}");
+            } else {
+                assert_eq!((status, settled), (v2::Code::Unauthorized, false), "{what}");
+            }
+        }
     });
     let mut config = client::ClientConfig::new(&ns).unwrap();
     config.pool.credentials = Some(client::Credentials::new(ADMIN.0, ADMIN.1));

@@ -528,7 +528,16 @@ impl Handler for MessagingService {
             let why = refusal.map_or_else(String::new, |s| s.message);
             return Err(GrpcStatus::new(Code::Unauthenticated, why));
         }
-        session::telemetry(&self.front, client, &self.peer, requests, replies).await
+        let authorize = |actions: &[Action<'_>]| self.authorize(&call, Rpc::Telemetry, actions);
+        session::telemetry(
+            &self.front,
+            client,
+            &self.peer,
+            &authorize,
+            requests,
+            replies,
+        )
+        .await
     }
 }
 

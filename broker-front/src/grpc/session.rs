@@ -9,6 +9,12 @@
 //! batches of 32 for push consumers. Heartbeat and NotifyClientTermination need the session;
 //! the session ends with its stream.
 //!
+//! The settings are checked against the ACL as RocketMQ's Proxy checks them
+//! ([`settings_needs`]): a producer needs Pub on each topic it publishes, a consumer Sub
+//! on its group and on each topic it subscribes to. Settings refused are answered with a
+//! TelemetryCommand carrying UNAUTHORIZED (40100) and the reason, and the stream ends: the
+//! client is not registered.
+//!
 //! Transaction checks reach a producer through its session: a producer publishing a topic
 //! is asked about the topic's undecided half messages (their producer group is the topic,
 //! as RocketMQ's Proxy registers v5 producers) with a RecoverOrphanedTransactionCommand on
@@ -23,6 +29,8 @@ use glommio::channels::local_channel::{self, LocalSender};
 use grpc_h2::{Code, GrpcStatus, Replies, Requests};
 use grpc_proto::v2;
 use prost::Message as _;
+
+use acl::Action;
 
 use super::consume::{group_policy, Backoff, ConsumerPolicy};
 use super::{encoded, error_status, name_of, ok, status};
@@ -119,11 +127,39 @@ impl Sessions {
     }
 }
 
-/// Serves one Telemetry stream of `client` until either side ends it.
+/// What a client's settings need the ACL to allow (RocketMQ's
+/// `DefaultAuthorizationContextBuilder` for TelemetryCommand): Pub on each published
+/// topic; the group's Sub and Sub on each subscribed topic.
+pub(super) fn settings_needs(settings: &v2::Settings) -> Vec<Action<'_>> {
+    match &settings.pub_sub {
+        Some(v2::settings::PubSub::Publishing(p)) => p
+            .topics
+            .iter()
+            .map(|t| Action::Publish { topic: &t.name })
+            .collect(),
+        Some(v2::settings::PubSub::Subscription(s)) => {
+            let group = name_of(&s.group);
+            std::iter::once(Action::Group { group })
+                .chain(s.subscriptions.iter().map(|e| Action::Subscribe {
+                    topic: name_of(&e.topic),
+                    group: Some(group),
+                }))
+                .collect()
+        }
+        None => Vec::new(),
+    }
+}
+
+/// Whether a Telemetry stream's caller may do what its settings need; the refusal's status.
+pub(super) type Authorize<'a> = dyn Fn(&[Action<'_>]) -> Result<(), Option<v2::Status>> + 'a;
+
+/// Serves one Telemetry stream of `client` until either side ends it. `authorize` says
+/// whether the stream's caller may do what its settings need (UNAUTHORIZED otherwise).
 pub(super) async fn telemetry(
     f: &Front,
     client: &str,
     peer: &str,
+    authorize: &Authorize<'_>,
     requests: &mut Requests,
     replies: &mut Replies,
 ) -> Result<(), GrpcStatus> {
@@ -168,6 +204,17 @@ pub(super) async fn telemetry(
                     // does not send.
                     continue;
                 };
+                if let Err(refusal) = authorize(&settings_needs(&settings)) {
+                    // As RocketMQ's Proxy: the refusal as the command's status, and the
+                    // stream ends with the client unregistered.
+                    tracing::debug!(%client, %peer, "a v5 client's settings were refused");
+                    let reply = v2::TelemetryCommand {
+                        status: refusal,
+                        command: None,
+                    };
+                    replies.send(encoded(&reply)).await?;
+                    return Ok(());
+                }
                 let policy = match &settings.pub_sub {
                     Some(v2::settings::PubSub::Subscription(s)) => {
                         group_policy(f, name_of(&s.group)).await

@@ -5,8 +5,11 @@
 //! (`broker_base::auth`); a change is stored durably before it is answered and is in force
 //! on every core at its next request.
 //!
-//! Answers: a blank name INVALID_PARAMETER (29); a user that is not there USER_NOT_EXIST
-//! (3001), an ACL POLICY_NOT_EXIST (3002); a super user created or updated by a caller who
+//! Answers: a blank name INVALID_PARAMETER (29); AUTH_GET_USER of a user that is not there,
+//! and AUTH_GET_ACL of a user without an ACL, SUCCESS without a body (RocketMQ's broker
+//! answers so, and its tools' `copyUser` and `copyAcl` ask the target broker that way
+//! whether to create or update); a change or an ACL naming a user that is not there
+//! USER_NOT_EXIST (3001); a super user created or updated by a caller who
 //! signed as a user that is not super SYSTEM_ERROR (1, RocketMQ's answer); a user created
 //! again with other fields NO_PERMISSION (16, RocketMQ's AuthenticationException); a change
 //! sent to a slave SLAVE_NOT_AVAILABLE (11: it takes the set from its master).
@@ -16,7 +19,9 @@
 
 use std::rc::Rc;
 
-use acl::v2::{Acl, AclInfo, AuthMetadata, ChangeError, PolicyType, Resource, User, UserInfo};
+use acl::v2::{
+    self, Acl, AclInfo, AuthMetadata, ChangeError, PolicyType, Resource, User, UserInfo,
+};
 use broker_base::auth::AuthStoreError;
 use bytes::Bytes;
 use remoting::codes::{request, response};
@@ -57,11 +62,7 @@ pub(crate) async fn serve(
             let name = required(req, "username", "The username is blank")?;
             match meta.user(&name) {
                 Some(u) => json_answer(req, &u.info()),
-                None => Ok(code_answer(
-                    req,
-                    response::USER_NOT_EXIST,
-                    format!("user {name} does not exist"),
-                )),
+                None => Ok(empty_answer(req)),
             }
         }
         request::AUTH_LIST_USER => {
@@ -111,13 +112,15 @@ pub(crate) async fn serve(
         }
         request::AUTH_GET_ACL => {
             let subject = required(req, "subject", "The subject is blank")?;
-            match meta.acl(&subject) {
-                Some(a) => json_answer(req, &a.info()),
-                None => Ok(code_answer(
+            let user = v2::user_of_subject(&subject).map_err(BrokerError::BadRequest)?;
+            match (meta.user(user), meta.acl(&subject)) {
+                (None, _) => Ok(code_answer(
                     req,
-                    response::POLICY_NOT_EXIST,
-                    format!("no acl for {subject}"),
+                    response::USER_NOT_EXIST,
+                    format!("user {user} does not exist"),
                 )),
+                (Some(_), Some(a)) => json_answer(req, &a.info()),
+                (Some(_), None) => Ok(empty_answer(req)),
             }
         }
         request::AUTH_LIST_ACL => {
@@ -272,6 +275,14 @@ fn required(req: &RemotingCommand, field: &str, blank: &str) -> Result<String, B
         .filter(|v| !v.is_empty())
         .map(str::to_owned)
         .ok_or_else(|| BrokerError::BadRequest(blank.to_owned()))
+}
+
+/// SUCCESS without a body: what RocketMQ answers a get of something that is not there.
+fn empty_answer(req: &RemotingCommand) -> Outgoing {
+    Outgoing::remoting(
+        RemotingCommand::response_to(req, response::SUCCESS, None),
+        Body::None,
+    )
 }
 
 fn code_answer(req: &RemotingCommand, code: i32, remark: String) -> Outgoing {
