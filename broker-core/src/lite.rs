@@ -55,8 +55,9 @@ pub const FLOOR_GROUP: &str = "CID_RMQ_SYS_LITE_FLOOR";
 const INDEX_BATCH: u32 = 256;
 /// How long a long poll sleeps between looks when no append can wake it.
 const POLL_SLICE: Duration = Duration::from_millis(100);
-/// How often a shard's floors are stored and its idle lite topics swept, at most.
-const SETTLE_EVERY_MS: i64 = 1_000;
+/// How often a shard's floors are stored and its idle lite topics swept, at most: each pass
+/// walks all its lite topics (a stale floor only means a longer read at the next start).
+const SETTLE_EVERY_MS: i64 = 5_000;
 
 /// Whether `topic` is a LITE parent topic.
 pub fn is_lite_topic(topics: &TopicTable, topic: &str) -> bool {
@@ -940,7 +941,8 @@ impl Core {
         Ok(())
     }
 
-    /// Stores the shard's floors and forgets idle lite topics, at most once a second
+    /// Stores the shard's floors and forgets idle lite topics, at most every
+    /// `SETTLE_EVERY_MS`
     /// (`force`: now).
     pub(crate) fn lite_settle(&self, shard: u16, force: bool) {
         let now_ms = self.shared.clock.wall_ms();
