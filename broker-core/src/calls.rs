@@ -175,6 +175,7 @@ impl CoreOp {
             CoreOp::PopInflight(op) => answered(op.serve(core).await),
             CoreOp::Recall(op) => answered(op.serve(core).await),
             CoreOp::LiteSubscribe(op) => answered(op.serve(core).await),
+            CoreOp::LitePop(op) => answered(op.serve(core).await),
         }
     }
 }
@@ -329,6 +330,14 @@ impl CoreCall for crate::lite::LiteSubscription {
 
     async fn serve(self, core: &Core) -> Result<(), BrokerError> {
         core.lite_subscribe_local(self).await
+    }
+}
+
+impl CoreCall for crate::lite::LitePop {
+    type Answer = crate::pop::Popped;
+
+    async fn serve(self, core: &Core) -> Result<crate::pop::Popped, BrokerError> {
+        core.lite_pop(self).await
     }
 }
 

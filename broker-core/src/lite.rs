@@ -23,7 +23,10 @@
 //!   whole set every 30 s and on every change, to every broker of the route.
 //! * **A lite pop** is per client: it walks the client's subscriptions on this core, from a
 //!   different one each time, and fills the batch from the lite topics that have something
-//!   for the group, long polling on the parent's queues when none has.
+//!   for the group, long polling on the parent's queues when none has. A lite push consumer
+//!   receives from every core; a lite simple consumer from one core only (the first
+//!   readable queue of its route), whose pop then asks every core in turn
+//!   ([`Core::lite_pop_every_core`]).
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -527,6 +530,60 @@ impl Core {
             .await;
         }
         Ok(Popped::default())
+    }
+
+    /// A lite pop over every core's share of `req.client`'s subscriptions, for a client that
+    /// receives from one core only (RocketMQ's LiteSimpleConsumer receives from the first
+    /// readable queue of its route, so from one core, while its lite topics live on all of
+    /// them): each round asks every core without waiting, starting from a different one each
+    /// time, and fills the batch from what they have; while none has anything it looks again
+    /// every `POLL_SLICE`, up to `poll_ms`.
+    pub async fn lite_pop_every_core(&self, req: LitePop) -> Result<Popped, BrokerError> {
+        let cores = usize::from(self.shared.cores.max(1));
+        let clock = &self.shared.clock;
+        let wait_ms = req.poll_ms.min(self.shared.config.long_polling_max_ms);
+        let deadline = clock.now() + Duration::from_millis(wait_ms);
+        // Bounded: each round either answers or sleeps a slice towards the deadline.
+        for _ in 0..10_000 {
+            let start = self.lite.turn.get();
+            self.lite.turn.set(start.wrapping_add(1));
+            let mut out: Option<Popped> = None;
+            for i in 0..cores {
+                let have = out.as_ref().map_or(0, |p| p.messages.len());
+                let Some(room) = (req.max_messages as usize)
+                    .checked_sub(have)
+                    .filter(|&r| r > 0)
+                else {
+                    break;
+                };
+                let core = u16::try_from((start + i) % cores).unwrap_or(0);
+                let one = LitePop {
+                    max_messages: u32::try_from(room).unwrap_or(1),
+                    poll_ms: 0,
+                    ..req.clone()
+                };
+                let popped = Box::pin(self.at_core(core, one)).await?;
+                match &mut out {
+                    Some(o) => o.messages.extend(popped.messages),
+                    None if !popped.messages.is_empty() => out = Some(popped),
+                    None => {}
+                }
+            }
+            let now = clock.now();
+            if let Some(popped) = out {
+                return Ok(popped);
+            }
+            if now >= deadline || self.shared.stopping() {
+                break;
+            }
+            glommio::timer::sleep((deadline - now).min(POLL_SLICE)).await;
+        }
+        Ok(Popped {
+            pop_time_ms: clock.wall_ms(),
+            invisible_ms: req.invisible_ms.max(1),
+            revive_qid: LITE_REVIVE_QID,
+            ..Default::default()
+        })
     }
 
     fn count_lite_pop(&self, req: &LitePop, popped: &Popped) {

@@ -236,6 +236,9 @@ ops! {
         /// To every core: a client's lite subscriptions changed (each core keeps those of
         /// the lite topics it owns).
         LiteSubscribe(crate::lite::LiteSubscription),
+        /// To every core in turn: a lite pop of what a client subscribed there, for a
+        /// client that receives from one core only.
+        LitePop(crate::lite::LitePop),
     }
 }
 

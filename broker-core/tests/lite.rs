@@ -416,3 +416,61 @@ fn subscriptions_past_the_client_quota_are_refused() {
     assert_eq!(held, 3, "the cores hold the set between them");
     c.stop();
 }
+
+/// A client that receives from one core only (RocketMQ's LiteSimpleConsumer) gets, through
+/// `lite_pop_every_core`, its lite topics of every core, within its batch size; a plain lite
+/// pop of that core gets only the lite topics the core owns.
+#[test]
+fn a_pop_on_every_core_gets_the_lite_topics_of_both_cores_within_the_batch() {
+    let c = Cluster::start(2, 2);
+    create(&c, 8);
+    let lites: Vec<String> = (0..8).map(|i| format!("chat-{i}")).collect();
+    let names: Vec<&str> = lites.iter().map(String::as_str).collect();
+    for l in &names {
+        send(&c, 0, l, &[&format!("{l}#0")]).expect("sent");
+    }
+    // Another group's client, which pops core 0 alone.
+    let sub = LiteSubscription {
+        group: "one-core".into(),
+        topic: TOPIC.into(),
+        client: "one-core".into(),
+        action: SubAction::Replace,
+        lite_topics: lites.clone(),
+        start: StartAt::Oldest,
+    };
+    c.on(0, move |core| async move { core.lite_subscribe(sub).await })
+        .expect("subscribed");
+    subscribe(&c, "simple", SubAction::Replace, &names, StartAt::Oldest);
+    let r = LitePop {
+        group: "one-core".into(),
+        ..pop_req("one-core", 32, 60_000)
+    };
+    let own = c
+        .on(0, move |core| async move { core.lite_pop(r).await })
+        .expect("popped");
+    assert!(
+        !own.messages.is_empty() && own.messages.len() < names.len(),
+        "core 0 owns some of the lite topics, not all: {:?}",
+        seen(&own)
+    );
+    let every = |max: u32| {
+        let r = pop_req("simple", max, 60_000);
+        c.on(
+            1,
+            move |core| async move { core.lite_pop_every_core(r).await },
+        )
+        .expect("popped")
+    };
+    let first = every(3);
+    assert_eq!(first.messages.len(), 3, "{:?}", seen(&first));
+    let rest = every(32);
+    let mut got: Vec<String> = seen(&first)
+        .into_iter()
+        .chain(seen(&rest))
+        .map(|g| g.0)
+        .collect();
+    got.sort();
+    assert_eq!(got, lites, "every lite topic once, from both cores");
+    assert!(every(32).messages.is_empty(), "nothing more while out");
+    c.stop();
+}

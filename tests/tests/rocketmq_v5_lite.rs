@@ -1,25 +1,29 @@
-//! Lite Topics (RocketMQ 5.5) through RocketMQ 5's gRPC SDK for Java 5.2.0
-//! (`tests/rocketmq-v52`, `corvus.v52.Lite`, as RocketMQ's own examples use them: a
-//! producer's `setLiteTopic`, a `LitePushConsumer` bound to the parent that subscribes lite
-//! topics one by one) on a two-core broker, so that lite topics live on both cores
-//! (ARCHITECTURE.md, "Lite Topics"): each subscribed lite topic is consumed whole and in
-//! order, a failed message comes back before the ones after it, a lite topic nobody
-//! subscribed keeps its messages for the consumer that subscribes it later, and a kill -9
-//! between the sends and the consumption loses no acknowledged message.
+//! Lite Topics (RocketMQ 5.5) through RocketMQ 5's gRPC SDKs, as RocketMQ's own examples use
+//! them (a producer's lite topic on each message, a `LitePushConsumer` bound to the parent
+//! that subscribes lite topics one by one): for Java 5.2.0 (`tests/rocketmq-v52`,
+//! `corvus.v52.Lite`), Python 5.1.2 (`tests/rocketmq-python5/lite.py`, which also drives the
+//! Python SDK's `LiteSimpleConsumer`) and Go v5.1.4 (`tests/rocketmq-go5-lite`), on a
+//! two-core broker, so that lite topics live on both cores (ARCHITECTURE.md, "Lite Topics"):
+//! each subscribed lite topic is consumed whole and in order, a failed message comes back
+//! before the ones after it, a lite topic nobody subscribed keeps its messages for the
+//! consumer that subscribes it later, and a kill -9 between the sends and the consumption
+//! loses no acknowledged message.
 //!
-//! `.ci/run` builds the Java program (`mvn` there, which writes `cp.txt`); without it the
-//! tests say so and skip, and fail where `CORVUS_REQUIRE_JAVA` is set, as CI sets it.
+//! `.ci/run` builds the Java and Go programs (`mvn` there, which writes `cp.txt`; `go build`)
+//! and makes the Python SDK's venv; without them the tests say so and skip, and fail where
+//! `CORVUS_REQUIRE_JAVA` / `CORVUS_REQUIRE_PYTHON5` / `CORVUS_REQUIRE_GO` are set, as CI sets
+//! them.
 
 // Tests may unwrap: a panic there is a test failure.
 #![allow(clippy::unwrap_used)]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
 use integration::{
-    java_program_or_skip, mqadmin_json, remoting_call, run_client_program,
-    update_topic_with_attributes, wait_for, wait_for_route, Cluster,
+    java_program_or_skip, mqadmin_json, or_skip, remoting_call, run_client_program,
+    update_topic_with_attributes, wait_for, wait_for_route, workspace_root, Cluster,
 };
 use remoting::codes::request;
 use remoting::RemotingCommand;
@@ -28,19 +32,77 @@ const TOPIC: &str = "V5LiteParent";
 const GROUP: &str = "V5LiteGroup";
 const PER_LITE: usize = 5;
 
-fn java() -> Option<String> {
-    java_program_or_skip("tests/rocketmq-v52", Some("corvus/v52/Lite.class"))
+/// An SDK's program: the Java one's classpath, the Python SDK venv's interpreter or the Go
+/// program.
+enum Sdk {
+    Java(String),
+    Python(PathBuf),
+    Go(PathBuf),
 }
 
-/// Runs `corvus.v52.Lite` with `args` to its end (bounded); it must end with `OK`.
-fn run(cp: &str, home: &Path, args: &[&str]) -> Vec<String> {
-    let mut cmd = Command::new("java");
-    cmd.args(["-Xmx128m", "-XX:TieredStopAtLevel=1"])
-        .arg(format!("-Duser.home={}", home.display()))
-        .arg("-cp")
-        .arg(cp)
-        .arg("corvus.v52.Lite")
-        .args(args);
+fn java() -> Option<Sdk> {
+    java_program_or_skip("tests/rocketmq-v52", Some("corvus/v52/Lite.class")).map(Sdk::Java)
+}
+
+fn python() -> Option<Sdk> {
+    let venv = workspace_root().join("tests/rocketmq-python5/.venv");
+    let python = venv.join("bin/python");
+    let installed = std::fs::read_dir(venv.join("lib"))
+        .ok()
+        .is_some_and(|mut d| {
+            d.any(|e| {
+                e.is_ok_and(|e| {
+                    e.path()
+                        .join("site-packages/rocketmq/v5/consumer/push/lite_push_consumer.py")
+                        .exists()
+                })
+            })
+        });
+    or_skip(
+        (installed && python.exists()).then_some(python),
+        "CORVUS_REQUIRE_PYTHON5",
+        "the Python SDK's venv is not made (python3 -m venv tests/rocketmq-python5/.venv && tests/rocketmq-python5/.venv/bin/pip install rocketmq-python-client==5.1.2)",
+    )
+    .map(Sdk::Python)
+}
+
+fn go() -> Option<Sdk> {
+    let p = workspace_root().join("tests/rocketmq-go5-lite/bin/lite");
+    or_skip(
+        p.exists().then_some(p),
+        "CORVUS_REQUIRE_GO",
+        "the Go v5 SDK's lite program is not built (cd tests/rocketmq-go5-lite && go build -o bin/lite .)",
+    )
+    .map(Sdk::Go)
+}
+
+/// Runs the SDK's program (`corvus.v52.Lite`, `lite.py`, `tests/rocketmq-go5-lite`) with `args` to its end (bounded),
+/// `home` its home directory; it must end with `OK`.
+fn run(sdk: &Sdk, home: &Path, args: &[&str]) -> Vec<String> {
+    let mut cmd = match sdk {
+        Sdk::Java(cp) => {
+            let mut cmd = Command::new("java");
+            cmd.args(["-Xmx128m", "-XX:TieredStopAtLevel=1"])
+                .arg(format!("-Duser.home={}", home.display()))
+                .arg("-cp")
+                .arg(cp)
+                .arg("corvus.v52.Lite");
+            cmd
+        }
+        Sdk::Python(python) => {
+            let mut cmd = Command::new(python);
+            cmd.arg(workspace_root().join("tests/rocketmq-python5/lite.py"))
+                .env("HOME", home)
+                .env("PYTHONUNBUFFERED", "1");
+            cmd
+        }
+        Sdk::Go(program) => {
+            let mut cmd = Command::new(program);
+            cmd.env("HOME", home);
+            cmd
+        }
+    };
+    cmd.args(args);
     let (status, lines) = run_client_program(args[0], &mut cmd, Duration::from_secs(180));
     assert!(
         status.success() && lines.last().map(String::as_str) == Some("OK"),
@@ -112,16 +174,37 @@ fn assert_in_order(lines: &[String], lite: &str, failed_once: Option<&str>) {
     assert_eq!(seen, want, "{lite} in order: {lines:?}");
 }
 
-#[test]
-fn the_java_sdk_consumes_subscribed_lite_topics_in_order_and_later_subscribers_get_theirs() {
-    let Some(cp) = java() else {
-        return;
-    };
+/// The deliveries of `lite` in the order of their first delivery are its messages in order,
+/// each delivered once but `again`, which comes a second time, attempt 2 (after the others:
+/// what a consumer that goes on past a failure sees).
+fn assert_first_deliveries_in_order(lines: &[String], lite: &str, again: Option<&str>) {
+    let got = received(lines, lite);
+    let mut first: Vec<String> = Vec::new();
+    for (body, _) in &got {
+        if !first.contains(body) {
+            first.push(body.clone());
+        }
+    }
+    assert_eq!(first, bodies(lite), "{lite} whole and in order: {lines:?}");
+    for b in bodies(lite) {
+        let attempts: Vec<u32> = got.iter().filter(|g| g.0 == b).map(|g| g.1).collect();
+        let want: &[u32] = if Some(b.as_str()) == again {
+            &[1, 2]
+        } else {
+            &[1]
+        };
+        assert_eq!(attempts, want, "{b}'s deliveries: {lines:?}");
+    }
+}
+
+/// Sends to three lite topics, consumes two of them (one message failing once), then the
+/// third with a consumer that subscribes it later.
+fn subscribed_in_order_and_kept_for_later(sdk: &Sdk) {
     let (c, home) = lite_cluster();
     let at = endpoint(&c.namesrv.addr, None);
     let lites = "chat-a,chat-b,chat-c";
     let sent = run(
-        &cp,
+        sdk,
         &home,
         &["send", &at, TOPIC, lites, &PER_LITE.to_string()],
     );
@@ -133,7 +216,7 @@ fn the_java_sdk_consumes_subscribed_lite_topics_in_order_and_later_subscribers_g
     // chat-a and chat-b only; chat-b#0 fails once.
     let total = (2 * PER_LITE).to_string();
     let lines = run(
-        &cp,
+        sdk,
         &home,
         &[
             "consume",
@@ -146,18 +229,27 @@ fn the_java_sdk_consumes_subscribed_lite_topics_in_order_and_later_subscribers_g
         ],
     );
     assert_in_order(&lines, "chat-a", None);
-    assert_in_order(&lines, "chat-b", Some("chat-b#0"));
+    if matches!(sdk, Sdk::Go(_)) {
+        // The Go SDK (v5.1.4) schedules a failed message's local retry and goes on with the
+        // rest of the batch at once (its liteFifoConsumeService does not wait for the
+        // retry, as the Java and Python SDKs do): the broker handed chat-b out in order, the
+        // SDK consumes chat-b#0 again after chat-b#4.
+        assert_first_deliveries_in_order(&lines, "chat-b", Some("chat-b#0"));
+    } else {
+        assert_in_order(&lines, "chat-b", Some("chat-b#0"));
+    }
     assert!(
         received(&lines, "chat-c").is_empty(),
         "chat-c was not subscribed: {lines:?}"
     );
+    // The Go SDK does not show its lite topic set.
     assert!(
-        lines.iter().any(|l| l == "SUBSCRIBED chat-b"),
+        matches!(sdk, Sdk::Go(_)) || lines.iter().any(|l| l == "SUBSCRIBED chat-b"),
         "unsubscribeLite leaves chat-b: {lines:?}"
     );
     // chat-c kept its messages for the consumer that subscribes it.
     let lines = run(
-        &cp,
+        sdk,
         &home,
         &[
             "consume",
@@ -173,8 +265,29 @@ fn the_java_sdk_consumes_subscribed_lite_topics_in_order_and_later_subscribers_g
 }
 
 #[test]
+fn the_java_sdk_consumes_subscribed_lite_topics_in_order_and_later_subscribers_get_theirs() {
+    if let Some(sdk) = java() {
+        subscribed_in_order_and_kept_for_later(&sdk);
+    }
+}
+
+#[test]
+fn the_python_sdk_consumes_subscribed_lite_topics_in_order_and_later_subscribers_get_theirs() {
+    if let Some(sdk) = python() {
+        subscribed_in_order_and_kept_for_later(&sdk);
+    }
+}
+
+#[test]
+fn the_go_sdk_consumes_subscribed_lite_topics_in_order_and_later_subscribers_get_theirs() {
+    if let Some(sdk) = go() {
+        subscribed_in_order_and_kept_for_later(&sdk);
+    }
+}
+
+#[test]
 fn a_kill_9_between_send_and_consume_loses_no_acknowledged_lite_message() {
-    let Some(cp) = java() else {
+    let Some(sdk) = java() else {
         return;
     };
     let (mut c, home) = lite_cluster();
@@ -182,7 +295,7 @@ fn a_kill_9_between_send_and_consume_loses_no_acknowledged_lite_message() {
     let before = endpoint(&ns, None);
     let lites = "task-1,task-2,task-3,task-4";
     let sent = run(
-        &cp,
+        &sdk,
         &home,
         &["send", &before, TOPIC, lites, &PER_LITE.to_string()],
     );
@@ -194,11 +307,75 @@ fn a_kill_9_between_send_and_consume_loses_no_acknowledged_lite_message() {
     let after = endpoint(&ns, Some(&before));
     let total = (4 * PER_LITE).to_string();
     let lines = run(
-        &cp,
+        &sdk,
         &home,
         &["consume", &after, TOPIC, GROUP, lites, &total],
     );
     for lite in lites.split(',') {
         assert_in_order(&lines, lite, None);
     }
+}
+
+/// The Python SDK's `LiteSimpleConsumer` (which receives from one queue of the route, the
+/// first readable one, so from one core of the two) gets the subscribed lite topics of both
+/// cores, each in order and whole; a message it leaves unacked comes back, attempt 2, once
+/// its invisible time passes; an unsubscribed lite topic waits for the consumer that
+/// subscribes it later.
+#[test]
+fn the_python_lite_simple_consumer_receives_subscribed_lite_topics_of_every_core_in_order() {
+    let Some(sdk) = python() else {
+        return;
+    };
+    let (c, home) = lite_cluster();
+    let at = endpoint(&c.namesrv.addr, None);
+    let lites = "note-1,note-2,note-3,note-4,note-5";
+    let sent = run(
+        &sdk,
+        &home,
+        &["send", &at, TOPIC, lites, &PER_LITE.to_string()],
+    );
+    assert_eq!(
+        sent.iter().filter(|l| l.starts_with("SENT ")).count(),
+        5 * PER_LITE,
+        "{sent:?}"
+    );
+    let subscribed = ["note-1", "note-2", "note-3", "note-4"];
+    let total = (subscribed.len() * PER_LITE).to_string();
+    let lines = run(
+        &sdk,
+        &home,
+        &[
+            "receive",
+            &at,
+            TOPIC,
+            GROUP,
+            &subscribed.join(","),
+            &total,
+            "note-2#1",
+        ],
+    );
+    for lite in subscribed {
+        assert_first_deliveries_in_order(&lines, lite, Some("note-2#1"));
+    }
+    assert!(
+        received(&lines, "note-5").is_empty(),
+        "note-5 was not subscribed: {lines:?}"
+    );
+    let lines = run(
+        &sdk,
+        &home,
+        &[
+            "receive",
+            &at,
+            TOPIC,
+            GROUP,
+            "note-5",
+            &PER_LITE.to_string(),
+        ],
+    );
+    let got: Vec<String> = received(&lines, "note-5")
+        .into_iter()
+        .map(|g| g.0)
+        .collect();
+    assert_eq!(got, bodies("note-5"), "{lines:?}");
 }

@@ -168,7 +168,11 @@ async fn pop(
     };
     let policy = f.grpc.consumer_policy(client);
     if broker_core::lite::is_lite_topic(&f.topics.borrow(), topic) {
-        // A lite push consumer's receive: what its lite subscriptions on this core hold.
+        // A lite consumer's receive: what its lite subscriptions hold. A LitePushConsumer
+        // receives from every core of the route, each for its own lite topics; a
+        // LiteSimpleConsumer from the first readable queue's core only, which then looks on
+        // every core.
+        let every_core = f.grpc.client_type_of(client) == Some(v2::ClientType::LiteSimpleConsumer);
         let request = LitePop {
             group: group.to_owned(),
             topic: topic.to_owned(),
@@ -180,10 +184,12 @@ async fn pop(
             poll_ms: poll.as_millis() as u64,
             max_attempts: policy.max_attempts,
         };
-        let popped = f
-            .lite_pop(request)
-            .await
-            .map_err(|e| error_status(&e).unwrap_or_default())?;
+        let popped = if every_core {
+            f.lite_pop_every_core(request).await
+        } else {
+            f.lite_pop(request).await
+        }
+        .map_err(|e| error_status(&e).unwrap_or_default())?;
         return Ok(messages_of(topic, &queues, popped));
     }
     let priority_factor = if policy.fifo {

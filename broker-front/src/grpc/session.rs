@@ -86,6 +86,11 @@ impl Sessions {
         self.by_client.borrow().get(client)?.group.clone()
     }
 
+    /// The client type `client`'s settings declared, when it has a session here.
+    pub fn client_type_of(&self, client: &str) -> Option<v2::ClientType> {
+        Some(self.by_client.borrow().get(client)?.client_type)
+    }
+
     /// The policy of `client`'s group, RocketMQ's defaults when it has no session here.
     pub fn consumer_policy(&self, client: &str) -> ConsumerPolicy {
         self.by_client
