@@ -657,7 +657,12 @@ impl Core {
                 let Some(t) = p.topics.get(lite) else {
                     continue;
                 };
-                let first = t.kept.front().map_or(u64::MAX, |k| k.0);
+                // Nothing kept: nothing for any group (a batch out is kept until acked), and
+                // no cursor is placed before the lite topic's first message is known (a send
+                // admitted and not yet stored).
+                let Some(&(first, _)) = t.kept.front() else {
+                    continue;
+                };
                 let cursor = p
                     .groups
                     .entry(req.group.clone())

@@ -474,3 +474,50 @@ fn a_pop_on_every_core_gets_the_lite_topics_of_both_cores_within_the_batch() {
     assert!(every(32).messages.is_empty(), "nothing more while out");
     c.stop();
 }
+
+#[test]
+fn a_group_that_comes_after_everything_was_consumed_gets_the_next_message() {
+    let c = Cluster::start(1, 1);
+    create(&c, 4);
+    send(&c, 0, "early", &["first"]).expect("sent");
+    subscribe(
+        &c,
+        "client-1",
+        SubAction::Replace,
+        &["early"],
+        StartAt::Oldest,
+    );
+    let p = pop(&c, &pop_req("client-1", 32, 60_000));
+    assert_eq!(p.messages.len(), 1);
+    ack(&c, &p);
+    // Nothing is kept any more; another group comes.
+    let other = LitePop {
+        group: "other-group".into(),
+        ..pop_req("client-9", 32, 60_000)
+    };
+    let sub = LiteSubscription {
+        group: "other-group".into(),
+        topic: TOPIC.into(),
+        client: "client-9".into(),
+        action: SubAction::Replace,
+        lite_topics: vec!["early".into()],
+        start: StartAt::Oldest,
+    };
+    c.on(0, move |core| async move { core.lite_subscribe(sub).await })
+        .expect("subscribed");
+    let first = other.clone();
+    let none = c
+        .on(0, move |core| async move { core.lite_pop(first).await })
+        .expect("popped");
+    assert!(
+        none.messages.is_empty(),
+        "the first message was consumed and dropped"
+    );
+    send(&c, 0, "early", &["second"]).expect("sent");
+    let got = c
+        .on(0, move |core| async move { core.lite_pop(other).await })
+        .expect("popped");
+    let bodies: Vec<String> = seen(&got).into_iter().map(|g| g.1).collect();
+    assert_eq!(bodies, ["second"]);
+    c.stop();
+}
