@@ -1154,7 +1154,7 @@ config_keys! {
     lite_topics_max: u64 {
         default: 1_000_000,
         range: [1, 100_000_000],
-        bounds: "1 to 100,000,000",
+        bounds: "1 to 100000000",
         rocketmq: Some("maxLmqConsumeQueueNum"),
         restart: true,
     }
@@ -1163,7 +1163,7 @@ config_keys! {
     lite_subscription_quota: u32 {
         default: 2_000,
         range: [1, 1_000_000],
-        bounds: "1 to 1,000,000",
+        bounds: "1 to 1000000",
         rocketmq: None,
         restart: true,
     }
@@ -1174,7 +1174,7 @@ config_keys! {
     lite_topic_idle_ms: u64 {
         default: 600_000,
         range: [1_000, 2_592_000_000],
-        bounds: "1 s to 30 days",
+        bounds: "1000 ms to 2592000000 ms (30 days)",
         rocketmq: None,
         restart: true,
     }
