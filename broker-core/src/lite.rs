@@ -39,7 +39,9 @@ use protocol::GroupQueue;
 
 use crate::core::Core;
 use crate::error::BrokerError;
-use crate::pop::{Popped, PoppedMessage, ReceiptHandle, INVISIBLE_MS_MAX, POP_MESSAGES_MAX};
+use crate::pop::{
+    check_names, Popped, PoppedMessage, ReceiptHandle, INVISIBLE_MS_MAX, POP_MESSAGES_MAX,
+};
 use crate::topics::TopicTable;
 
 /// The property naming a message's lite topic (RocketMQ's `__LITE_TOPIC`).
@@ -182,8 +184,7 @@ struct Delivery {
 
 impl Delivery {
     fn visible_at_ms(&self) -> i64 {
-        self.pop_time_ms
-            .saturating_add(i64::try_from(self.invisible_ms).unwrap_or(i64::MAX))
+        crate::pop::visible_at_ms(self.pop_time_ms, self.invisible_ms)
     }
 
     fn hidden(&self, now_ms: i64) -> bool {
@@ -250,20 +251,6 @@ fn floor_key(topic: &str, queue: u32) -> GroupQueue {
         topic: topic.to_owned(),
         queue_id: queue,
     }
-}
-
-fn check_names(group: &str, topic: &str) -> Result<(), BrokerError> {
-    if group.is_empty() || group.len() > 255 || group.contains(char::is_whitespace) {
-        return Err(BrokerError::BadRequest(
-            "consumer group must be 1..=255 bytes without spaces".into(),
-        ));
-    }
-    if topic.is_empty() || topic.len() > 255 {
-        return Err(BrokerError::BadRequest(
-            "topic must be 1..=255 bytes".into(),
-        ));
-    }
-    Ok(())
 }
 
 impl Core {
@@ -801,23 +788,37 @@ impl Core {
         trim(p, lite);
     }
 
-    /// Acks the lite message of `handle` (a lite pop's), of lite topic `lite` when the
-    /// client names it.
+    /// Acks the lite message of `handle` (a lite pop's).
     pub async fn lite_ack(
         &self,
         group: &str,
         topic: &str,
         handle: &str,
     ) -> Result<(), BrokerError> {
+        self.lite_handle_op(group, topic, handle, None, false)
+            .await
+            .map(|_| ())
+    }
+
+    /// Serves a lite handle's ack, change of invisible time or dead letter on the shard of
+    /// its lite topic.
+    async fn lite_handle_op(
+        &self,
+        group: &str,
+        topic: &str,
+        handle: &str,
+        change: Option<(u64, bool)>,
+        dead_letter: bool,
+    ) -> Result<String, BrokerError> {
         let (shard, h) = self.lite_handle_for(group, topic, handle)?;
         let op = crate::mesh::LiteAck {
             group: group.to_owned(),
             topic: topic.to_owned(),
             handle: h,
-            change: None,
-            dead_letter: false,
+            change,
+            dead_letter,
         };
-        self.at_shard(shard, op).await.map(|_| ())
+        self.at_shard(shard, op).await
     }
 
     /// Sends the lite message of `handle` to `%DLQ%<group>` and acks it: a consumer that
@@ -828,15 +829,9 @@ impl Core {
         topic: &str,
         handle: &str,
     ) -> Result<(), BrokerError> {
-        let (shard, h) = self.lite_handle_for(group, topic, handle)?;
-        let op = crate::mesh::LiteAck {
-            group: group.to_owned(),
-            topic: topic.to_owned(),
-            handle: h,
-            change: None,
-            dead_letter: true,
-        };
-        self.at_shard(shard, op).await.map(|_| ())
+        self.lite_handle_op(group, topic, handle, None, true)
+            .await
+            .map(|_| ())
     }
 
     /// Hides the lite message of `handle` for `invisible_ms` from now; `suspend`: its next
@@ -855,15 +850,8 @@ impl Core {
                 "invisible time {invisible_ms} ms is over {INVISIBLE_MS_MAX} ms"
             )));
         }
-        let (shard, h) = self.lite_handle_for(group, topic, handle)?;
-        let op = crate::mesh::LiteAck {
-            group: group.to_owned(),
-            topic: topic.to_owned(),
-            handle: h,
-            change: Some((invisible_ms, suspend)),
-            dead_letter: false,
-        };
-        self.at_shard(shard, op).await
+        self.lite_handle_op(group, topic, handle, Some((invisible_ms, suspend)), false)
+            .await
     }
 
     /// Whether `handle` is a lite pop's.

@@ -223,8 +223,7 @@ impl ReceiptHandle {
 
     /// The handle's expiry (pop time + invisible time), in wall-clock ms.
     pub fn visible_at_ms(&self) -> i64 {
-        self.pop_time_ms
-            .saturating_add(i64::try_from(self.invisible_ms).unwrap_or(i64::MAX))
+        visible_at_ms(self.pop_time_ms, self.invisible_ms)
     }
 }
 
@@ -266,8 +265,7 @@ struct Entry {
 
 impl Entry {
     fn visible_at_ms(&self) -> i64 {
-        self.pop_time_ms
-            .saturating_add(i64::try_from(self.invisible_ms).unwrap_or(i64::MAX))
+        visible_at_ms(self.pop_time_ms, self.invisible_ms)
     }
 
     fn hidden(&self, now_ms: i64) -> bool {
@@ -401,7 +399,14 @@ pub fn dead_letter_topic(group: &str) -> String {
     format!("%DLQ%{group}")
 }
 
-fn check_names(group: &str, topic: &str) -> Result<(), BrokerError> {
+/// When a message popped at `pop_time_ms` and hidden for `invisible_ms` is visible again
+/// (wall-clock ms).
+pub(crate) fn visible_at_ms(pop_time_ms: i64, invisible_ms: u64) -> i64 {
+    pop_time_ms.saturating_add(i64::try_from(invisible_ms).unwrap_or(i64::MAX))
+}
+
+/// Refuses a consumer group or topic name no pop can name.
+pub(crate) fn check_names(group: &str, topic: &str) -> Result<(), BrokerError> {
     if group.is_empty() || group.len() > 255 || group.contains(char::is_whitespace) {
         return Err(BrokerError::BadRequest(
             "consumer group must be 1..=255 bytes without spaces".into(),
