@@ -175,6 +175,7 @@ impl CoreOp {
             CoreOp::PopInflight(op) => answered(op.serve(core).await),
             CoreOp::Recall(op) => answered(op.serve(core).await),
             CoreOp::LiteSubscribe(op) => answered(op.serve(core).await),
+            CoreOp::LiteEvicted(op) => answered(op.serve(core).await),
             CoreOp::LitePop(op) => answered(op.serve(core).await),
         }
     }
@@ -326,10 +327,20 @@ impl CoreCall for PopInflight {
 }
 
 impl CoreCall for crate::lite::LiteSubscription {
-    type Answer = ();
+    /// The clients of an Exclusive group that lost lite topics of this core to it.
+    type Answer = Vec<crate::lite::Evicted>;
 
-    async fn serve(self, core: &Core) -> Result<(), BrokerError> {
+    async fn serve(self, core: &Core) -> Result<Vec<crate::lite::Evicted>, BrokerError> {
         core.lite_subscribe_local(self).await
+    }
+}
+
+impl CoreCall for crate::lite::Evicted {
+    /// Whether the client was connected here to be told.
+    type Answer = bool;
+
+    async fn serve(self, core: &Core) -> Result<bool, BrokerError> {
+        Ok(core.link().lite_unsubscribed(&self).await)
     }
 }
 

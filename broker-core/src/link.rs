@@ -13,6 +13,7 @@ use bytes::Bytes;
 use protocol::{CheckTransaction, ClientRunningInfo, CoreStatus, TransactionState};
 
 use crate::error::BrokerError;
+use crate::lite::Evicted;
 
 /// A future on the core's own executor.
 pub type LocalFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
@@ -41,6 +42,11 @@ pub trait ClientLink {
     /// Tells the members of `group` connected here that its members are now `members`, so
     /// they rebalance at once.
     fn group_changed<'a>(&'a self, group: &'a str, members: &'a [String]) -> LocalFuture<'a, ()>;
+
+    /// Tells client `evicted.client`, where it is connected here, that it no longer holds
+    /// lite topic `evicted.lite` (RocketMQ's NotifyUnsubscribeLite: another client of its
+    /// Exclusive group took it); whether it was connected here.
+    fn lite_unsubscribed<'a>(&'a self, evicted: &'a Evicted) -> LocalFuture<'a, bool>;
 
     /// Asks a producer of the check's group connected here about an undecided
     /// transaction. `None`: none is connected here; `Some(None)`: a producer was asked and
@@ -79,6 +85,10 @@ impl ClientLink for NoClients {
 
     fn group_changed<'a>(&'a self, _: &'a str, _: &'a [String]) -> LocalFuture<'a, ()> {
         Box::pin(async {})
+    }
+
+    fn lite_unsubscribed<'a>(&'a self, _: &'a Evicted) -> LocalFuture<'a, bool> {
+        Box::pin(async { false })
     }
 
     fn check_transaction(

@@ -20,7 +20,11 @@
 //!   holds its batch at a time.
 //! * **Subscriptions** are session state, as in RocketMQ: per (group, parent, client) the
 //!   lite topics the client subscribed and this core owns. Lite push consumers send their
-//!   whole set every 30 s and on every change, to every broker of the route.
+//!   whole set every 30 s and on every change, to every broker of the route. A group with
+//!   `lite.sub.model=Exclusive` ([`LiteGroup`]) lets one client subscribe a lite topic at a
+//!   time: a client that subscribes it takes it from the one that had it, which is told
+//!   (RocketMQ's NotifyUnsubscribeLite) and may not take it back by resending its whole set
+//!   (an *eviction mark*, until it unsubscribes or leaves).
 //! * **A lite pop** is per client: it walks the client's subscriptions on this core, from a
 //!   different one each time, and fills the batch from the lite topics that have something
 //!   for the group, long polling on the parent's queues when none has. A lite push consumer
@@ -101,14 +105,68 @@ pub fn record_lite_topic(record: &[u8]) -> Option<&str> {
         .filter(|l| !l.is_empty())
 }
 
-/// Where a subscription starts a group new to a lite topic.
+/// The group attribute naming the one parent topic a lite group consumes (RocketMQ 5.5's
+/// `lite.bind.topic`).
+pub const ATTRIBUTE_BIND_TOPIC: &str = "lite.bind.topic";
+/// The group attribute choosing how a lite group's clients share lite topics: `Shared` (the
+/// default) or `Exclusive` (RocketMQ 5.5's `lite.sub.model`).
+pub const ATTRIBUTE_SUB_MODEL: &str = "lite.sub.model";
+
+/// Where a subscription places the group in a lite topic (RocketMQ's `OffsetOption`). The
+/// options that move a group already in the lite topic apply to a subscription added one
+/// lite topic at a time (PARTIAL_ADD), as in RocketMQ; a whole set sent again leaves every
+/// group where it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum StartAt {
-    /// The lite topic's oldest message still kept.
+    /// Where the group is; a group new to the lite topic at its oldest message kept (no
+    /// option, `LAST`, and the offset and time options, which lite topics do not number).
     #[default]
     Oldest,
-    /// Past its last message.
+    /// Past the lite topic's last message, whatever the group had left (`MAX`).
     Latest,
+    /// At the oldest message kept, for a group that was further on too (`MIN`).
+    Earliest,
+    /// `n` messages back from where the group is, within those kept (`TAIL_N`); a group new
+    /// to the lite topic starts at its oldest message kept.
+    Tail(u64),
+}
+
+/// What a group's config says of its lite consumption.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LiteGroup {
+    /// [`ATTRIBUTE_BIND_TOPIC`]: the one parent topic the group may subscribe; any LITE parent
+    /// when unset.
+    pub bind_topic: Option<String>,
+    /// [`ATTRIBUTE_SUB_MODEL`] is `Exclusive`.
+    pub exclusive: bool,
+}
+
+impl LiteGroup {
+    /// The lite settings of a group's stored config fields (its `attributes`).
+    pub fn of_config(fields: &serde_json::Map<String, serde_json::Value>) -> LiteGroup {
+        let attribute = |key: &str| {
+            fields
+                .get("attributes")
+                .and_then(|a| a.get(key))
+                .and_then(|v| v.as_str())
+                .map(str::trim)
+                .filter(|v| !v.is_empty())
+        };
+        LiteGroup {
+            bind_topic: attribute(ATTRIBUTE_BIND_TOPIC).map(str::to_owned),
+            exclusive: attribute(ATTRIBUTE_SUB_MODEL)
+                .is_some_and(|m| m.eq_ignore_ascii_case("Exclusive")),
+        }
+    }
+}
+
+/// A client that lost a lite topic to another client of its Exclusive group, to be told.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Evicted {
+    pub client: String,
+    pub group: String,
+    pub topic: String,
+    pub lite: String,
 }
 
 /// A change of a client's lite subscriptions (gRPC SyncLiteSubscription, remoting
@@ -133,6 +191,9 @@ pub struct LiteSubscription {
     pub action: SubAction,
     pub lite_topics: Vec<String>,
     pub start: StartAt,
+    /// The group is Exclusive: set by [`Core::lite_subscribe`] from the group's config (what
+    /// a caller gives is replaced).
+    pub exclusive: bool,
 }
 
 /// A lite pop, as the front ends ask it: the lite topics `client` subscribed on this core.
@@ -242,6 +303,9 @@ pub struct LiteState {
     shards: RefCell<HashMap<u16, ShardLite>>,
     /// (group, parent) → client → the lite topics it subscribed that this core owns.
     subs: RefCell<HashMap<SubKey, Clients>>,
+    /// (group, parent) → client → the lite topics of this core another client of the
+    /// Exclusive group took from it: its whole set sent again does not take them back.
+    evicted: RefCell<HashMap<SubKey, Clients>>,
     turn: Cell<usize>,
 }
 
@@ -295,8 +359,9 @@ impl Core {
     /// Changes `sub.client`'s lite subscriptions: every core keeps those of the lite topics
     /// it owns. A client sends its set to the broker it dials (RocketMQ's Java SDK 5.2.0, to
     /// its access point) or to every broker of its route (later SDKs); either way each core
-    /// hears of it.
-    pub async fn lite_subscribe(&self, sub: LiteSubscription) -> Result<(), BrokerError> {
+    /// hears of it. In an Exclusive group, the clients that lose a lite topic to this one are
+    /// told ([`crate::link::ClientLink::lite_unsubscribed`], on every core).
+    pub async fn lite_subscribe(&self, mut sub: LiteSubscription) -> Result<(), BrokerError> {
         check_names(&sub.group, &sub.topic)?;
         if sub.client.is_empty() {
             return Err(BrokerError::BadRequest("no client id".into()));
@@ -313,21 +378,60 @@ impl Core {
                 sub.client, sub.group, sub.topic
             )));
         }
+        let group = self.lite_group(&sub.group).await;
+        if let Some(bound) = group.bind_topic.as_deref() {
+            if bound != sub.topic && matches!(sub.action, SubAction::Add | SubAction::Replace) {
+                return Err(BrokerError::BadRequest(format!(
+                    "group {} is bound to lite parent topic {bound} ({ATTRIBUTE_BIND_TOPIC}), not {}",
+                    sub.group, sub.topic
+                )));
+            }
+        }
+        sub.exclusive = group.exclusive;
+        let mut evicted = Vec::new();
         for core in 0..self.shared.cores {
-            Box::pin(self.at_core(core, sub.clone())).await?;
+            evicted.extend(Box::pin(self.at_core(core, sub.clone())).await?);
+        }
+        for e in evicted {
+            tracing::info!(client = %e.client, group = %e.group, topic = %e.topic, lite = %e.lite, by = %sub.client, "a lite topic of an Exclusive group went to another client");
+            let mut told = false;
+            for core in 0..self.shared.cores {
+                told |= Box::pin(self.at_core(core, e.clone())).await?;
+            }
+            if !told {
+                tracing::debug!(client = %e.client, lite = %e.lite, "a client that lost a lite topic is not connected to tell");
+            }
         }
         Ok(())
     }
 
-    /// [`Core::lite_subscribe`] on this core: the lite topics it owns.
+    /// The lite settings of `group`'s config (RocketMQ's defaults for a group without one).
+    pub async fn lite_group(&self, group: &str) -> LiteGroup {
+        match self
+            .sub_group(crate::mesh::SubGroupOp::List(Some(group.to_owned())))
+            .await
+        {
+            Ok(configs) => configs
+                .first()
+                .map(|c| LiteGroup::of_config(c.fields()))
+                .unwrap_or_default(),
+            Err(e) => {
+                tracing::debug!(%group, "the group's config did not read: {e}");
+                LiteGroup::default()
+            }
+        }
+    }
+
+    /// [`Core::lite_subscribe`] on this core: the lite topics it owns. The answer: the
+    /// clients an Exclusive group's subscription took lite topics from.
     pub(crate) async fn lite_subscribe_local(
         &self,
         sub: LiteSubscription,
-    ) -> Result<(), BrokerError> {
+    ) -> Result<Vec<Evicted>, BrokerError> {
         let cfg = self.lite_parent(&sub.topic)?;
         let quota = self.shared.config.lite_subscription_quota as usize;
         let key = (sub.group.clone(), sub.topic.clone());
-        let owned: Vec<Rc<str>> = sub
+        let mut owned: Vec<Rc<str>> = sub
             .lite_topics
             .iter()
             .filter(|l| self.owner(&sub.topic, lite_queue(l, cfg.write_queues)).1 == self.id)
@@ -352,44 +456,13 @@ impl Core {
                 )));
             }
         }
+        let evicted = if sub.exclusive {
+            self.lite_exclusive(&sub, &key, &mut owned)
+        } else {
+            Vec::new()
+        };
         if matches!(sub.action, SubAction::Add | SubAction::Replace) {
-            // Where a group new to a lite topic starts: its cursor is placed now.
-            let placed: Vec<(Rc<str>, u32, u16)> = owned
-                .iter()
-                .map(|l| {
-                    let queue = lite_queue(l, cfg.write_queues);
-                    (l.clone(), queue, self.owner(&sub.topic, queue).0)
-                })
-                .collect();
-            let mut shards: Vec<u16> = placed.iter().map(|p| p.2).collect();
-            shards.sort_unstable();
-            shards.dedup();
-            for &shard in &shards {
-                self.lite_ready(shard, &sub.topic).await?;
-            }
-            let mut st = self.lite.shards.borrow_mut();
-            for (l, queue, shard) in placed {
-                let Some(p) = st
-                    .get_mut(&shard)
-                    .and_then(|s| s.parents.get_mut(&sub.topic))
-                else {
-                    continue;
-                };
-                let end = p.indexed.get(&queue).copied().unwrap_or(0);
-                let first = p
-                    .topics
-                    .get(&l)
-                    .and_then(|t| t.kept.front().map(|k| k.0))
-                    .unwrap_or(end);
-                let cursors = p.groups.entry(sub.group.clone()).or_default();
-                cursors.entry(l).or_insert_with(|| Cursor {
-                    next: match sub.start {
-                        StartAt::Oldest => first,
-                        StartAt::Latest => end,
-                    },
-                    out: Vec::new(),
-                });
-            }
+            self.lite_place(&sub, &cfg, &owned).await?;
         }
         tracing::debug!(core = self.id, client = %sub.client, group = %sub.group, topic = %sub.topic, action = ?sub.action, asked = sub.lite_topics.len(), owned = owned.len(), "lite subscription");
         let mut subs = self.lite.subs.borrow_mut();
@@ -416,16 +489,176 @@ impl Core {
         if clients.is_empty() {
             subs.remove(&key);
         }
+        Ok(evicted)
+    }
+
+    /// An Exclusive group's subscription on this core: the lite topics `owned` new to the
+    /// client are taken from the group's other clients (marked, and returned to be told);
+    /// those taken from this client before are dropped from a whole set it sends again (and
+    /// it is told again); its marks go with a whole set that no longer has them, or with
+    /// all of its subscriptions.
+    fn lite_exclusive(
+        &self,
+        sub: &LiteSubscription,
+        key: &SubKey,
+        owned: &mut Vec<Rc<str>>,
+    ) -> Vec<Evicted> {
+        let evicted_of = |client: &str, lite: &str| Evicted {
+            client: client.to_owned(),
+            group: sub.group.clone(),
+            topic: sub.topic.clone(),
+            lite: lite.to_owned(),
+        };
+        let mut out = Vec::new();
+        let mut marks = self.lite.evicted.borrow_mut();
+        let mut subs = self.lite.subs.borrow_mut();
+        match sub.action {
+            SubAction::RemoveAll => {
+                if let Some(m) = marks.get_mut(key) {
+                    m.remove(&sub.client);
+                }
+            }
+            SubAction::Remove => {}
+            SubAction::Add | SubAction::Replace => {
+                let mine = marks
+                    .get_mut(key)
+                    .and_then(|m| m.get_mut(&sub.client).map(std::mem::take))
+                    .unwrap_or_default();
+                let mut kept_marks = HashSet::new();
+                if sub.action == SubAction::Replace {
+                    // A whole set sent again: what was taken stays taken, and its client is
+                    // told again (the first notice may have been lost).
+                    owned.retain(|l| {
+                        if mine.contains(l) {
+                            out.push(evicted_of(&sub.client, l));
+                            kept_marks.insert(l.clone());
+                            false
+                        } else {
+                            true
+                        }
+                    });
+                } else {
+                    // Subscribed again one by one: the client claims it back.
+                    kept_marks = mine.into_iter().filter(|l| !owned.contains(l)).collect();
+                }
+                let had: HashSet<Rc<str>> = subs
+                    .get(key)
+                    .and_then(|c| c.get(&sub.client))
+                    .cloned()
+                    .unwrap_or_default();
+                let claimed: Vec<&Rc<str>> = owned.iter().filter(|l| !had.contains(*l)).collect();
+                let group_marks = marks.entry(key.clone()).or_default();
+                if let Some(clients) = subs.get_mut(key) {
+                    for (client, set) in clients.iter_mut() {
+                        if *client == sub.client {
+                            continue;
+                        }
+                        for l in &claimed {
+                            if set.remove(*l) {
+                                group_marks
+                                    .entry(client.clone())
+                                    .or_default()
+                                    .insert((*l).clone());
+                                out.push(evicted_of(client, l));
+                            }
+                        }
+                    }
+                    clients.retain(|_, set| !set.is_empty());
+                }
+                if !kept_marks.is_empty() {
+                    group_marks.insert(sub.client.clone(), kept_marks);
+                }
+            }
+        }
+        if let Some(m) = marks.get_mut(key) {
+            m.retain(|_, set| !set.is_empty());
+            if m.is_empty() {
+                marks.remove(key);
+            }
+        }
+        subs.retain(|_, c| !c.is_empty());
+        out
+    }
+
+    /// Places the group in the lite topics `owned` of a subscription (see [`StartAt`]).
+    async fn lite_place(
+        &self,
+        sub: &LiteSubscription,
+        cfg: &protocol::TopicConfig,
+        owned: &[Rc<str>],
+    ) -> Result<(), BrokerError> {
+        let placed: Vec<(Rc<str>, u32, u16)> = owned
+            .iter()
+            .map(|l| {
+                let queue = lite_queue(l, cfg.write_queues);
+                (l.clone(), queue, self.owner(&sub.topic, queue).0)
+            })
+            .collect();
+        let mut shards: Vec<u16> = placed.iter().map(|p| p.2).collect();
+        shards.sort_unstable();
+        shards.dedup();
+        for &shard in &shards {
+            self.lite_ready(shard, &sub.topic).await?;
+        }
+        // The options that move a group already there apply to one-by-one adds only.
+        let start = match sub.action {
+            SubAction::Add => sub.start,
+            _ => StartAt::Oldest,
+        };
+        let mut st = self.lite.shards.borrow_mut();
+        for (l, queue, shard) in placed {
+            let Some(p) = st
+                .get_mut(&shard)
+                .and_then(|s| s.parents.get_mut(&sub.topic))
+            else {
+                continue;
+            };
+            let end = p.indexed.get(&queue).copied().unwrap_or(0);
+            let kept: Vec<u64> = p
+                .topics
+                .get(&l)
+                .map(|t| t.kept.iter().map(|k| k.0).collect())
+                .unwrap_or_default();
+            let first = kept.first().copied().unwrap_or(end);
+            let cursors = p.groups.entry(sub.group.clone()).or_default();
+            let fresh = !cursors.contains_key(&l);
+            let cursor = cursors.entry(l.clone()).or_insert_with(|| Cursor {
+                next: if start == StartAt::Latest { end } else { first },
+                out: Vec::new(),
+            });
+            let moved_to = match start {
+                _ if fresh => None,
+                StartAt::Oldest => None,
+                StartAt::Latest => Some(end),
+                StartAt::Earliest => Some(first),
+                StartAt::Tail(n) => {
+                    let at = cursor.needs_from();
+                    let before = kept.iter().filter(|&&o| o < at).count();
+                    let back = usize::try_from(n).unwrap_or(usize::MAX).min(before);
+                    Some(kept.get(before - back).copied().unwrap_or(at).min(at))
+                }
+            };
+            if let Some(next) = moved_to {
+                // The batch out is dropped with the old position: what it held comes again
+                // when the new one is before it.
+                cursor.out.clear();
+                cursor.next = next;
+                trim(p, &l);
+            }
+        }
         Ok(())
     }
 
-    /// Forgets every lite subscription of `client` on this core (it went away).
+    /// Forgets every lite subscription of `client` on this core (it went away), and the
+    /// lite topics taken from it.
     pub fn lite_client_gone(&self, client: &str) {
-        let mut subs = self.lite.subs.borrow_mut();
-        for clients in subs.values_mut() {
-            clients.remove(client);
+        for map in [&self.lite.subs, &self.lite.evicted] {
+            let mut map = map.borrow_mut();
+            for clients in map.values_mut() {
+                clients.remove(client);
+            }
+            map.retain(|_, c| !c.is_empty());
         }
-        subs.retain(|_, c| !c.is_empty());
     }
 
     /// The lite topics of `topic` that `client` of `group` subscribed on this core.
@@ -788,14 +1021,17 @@ impl Core {
         trim(p, lite);
     }
 
-    /// Acks the lite message of `handle` (a lite pop's).
+    /// Acks the lite message of `handle` (a lite pop's). `lite`: the lite topic the client
+    /// says the message is of (RocketMQ's clients send it), which spares reading the record
+    /// to find it; a wrong one costs that read.
     pub async fn lite_ack(
         &self,
         group: &str,
         topic: &str,
         handle: &str,
+        lite: Option<&str>,
     ) -> Result<(), BrokerError> {
-        self.lite_handle_op(group, topic, handle, None, false)
+        self.lite_handle_op(group, topic, handle, lite, None, false)
             .await
             .map(|_| ())
     }
@@ -807,6 +1043,7 @@ impl Core {
         group: &str,
         topic: &str,
         handle: &str,
+        lite: Option<&str>,
         change: Option<(u64, bool)>,
         dead_letter: bool,
     ) -> Result<String, BrokerError> {
@@ -815,6 +1052,7 @@ impl Core {
             group: group.to_owned(),
             topic: topic.to_owned(),
             handle: h,
+            lite: lite.filter(|l| !l.is_empty()).map(str::to_owned),
             change,
             dead_letter,
         };
@@ -828,8 +1066,9 @@ impl Core {
         group: &str,
         topic: &str,
         handle: &str,
+        lite: Option<&str>,
     ) -> Result<(), BrokerError> {
-        self.lite_handle_op(group, topic, handle, None, true)
+        self.lite_handle_op(group, topic, handle, lite, None, true)
             .await
             .map(|_| ())
     }
@@ -842,6 +1081,7 @@ impl Core {
         group: &str,
         topic: &str,
         handle: &str,
+        lite: Option<&str>,
         invisible_ms: u64,
         suspend: bool,
     ) -> Result<String, BrokerError> {
@@ -850,8 +1090,15 @@ impl Core {
                 "invisible time {invisible_ms} ms is over {INVISIBLE_MS_MAX} ms"
             )));
         }
-        self.lite_handle_op(group, topic, handle, Some((invisible_ms, suspend)), false)
-            .await
+        self.lite_handle_op(
+            group,
+            topic,
+            handle,
+            lite,
+            Some((invisible_ms, suspend)),
+            false,
+        )
+        .await
     }
 
     /// Whether `handle` is a lite pop's.
@@ -899,9 +1146,24 @@ impl Core {
         let h = op.handle;
         let clo = h.commit_log_offset.unwrap_or(0) & message::ids::LOCAL_OFFSET_MAX;
         let sh = self.local_shard(shard)?;
-        let lite = match sh.read_at(shard::CommitLogOffset(clo)).await? {
-            Some(rec) => record_lite_topic(rec.as_bytes()).map(str::to_owned),
-            None => None,
+        let named = op.lite.filter(|l| {
+            let st = self.lite.shards.borrow();
+            st.get(&shard)
+                .and_then(|s| s.parents.get(&op.topic))
+                .and_then(|p| p.groups.get(&op.group))
+                .and_then(|g| g.get(l.as_str()))
+                .is_some_and(|c| {
+                    c.out
+                        .iter()
+                        .any(|d| d.offset == h.queue_offset && d.commit_log_offset == clo)
+                })
+        });
+        let lite = match named {
+            Some(l) => Some(l),
+            None => match sh.read_at(shard::CommitLogOffset(clo)).await? {
+                Some(rec) => record_lite_topic(rec.as_bytes()).map(str::to_owned),
+                None => None,
+            },
         };
         let stale = || {
             BrokerError::NotFound(format!(

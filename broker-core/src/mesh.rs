@@ -159,6 +159,8 @@ pub struct LiteAck {
     pub group: String,
     pub topic: String,
     pub handle: crate::pop::ReceiptHandle,
+    /// The lite topic the client named (checked against the batch out).
+    pub lite: Option<String>,
     pub change: Option<(u64, bool)>,
     /// Sends the message to the group's dead-letter topic before it is acked.
     pub dead_letter: bool,
@@ -236,6 +238,9 @@ ops! {
         /// To every core: a client's lite subscriptions changed (each core keeps those of
         /// the lite topics it owns).
         LiteSubscribe(crate::lite::LiteSubscription),
+        /// To every core: a client that lost a lite topic to another client of its Exclusive
+        /// group is told, where it is connected.
+        LiteEvicted(crate::lite::Evicted),
         /// To every core in turn: a lite pop of what a client subscribed there, for a
         /// client that receives from one core only.
         LitePop(crate::lite::LitePop),

@@ -6,8 +6,13 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use broker_core::lite::{LitePop, LiteSubscription, StartAt, SubAction, PROPERTY_LITE_TOPIC};
+use broker_core::lite::{
+    LitePop, LiteSubscription, StartAt, SubAction, ATTRIBUTE_BIND_TOPIC, ATTRIBUTE_SUB_MODEL,
+    PROPERTY_LITE_TOPIC,
+};
+use broker_core::mesh::SubGroupOp;
 use broker_core::pop::Popped;
+use broker_core::sub_groups::GroupConfig;
 use broker_core::topics::Attributes;
 use broker_core::BrokerError;
 use common::*;
@@ -46,6 +51,7 @@ fn subscribe(c: &Cluster, client: &str, action: SubAction, lites: &[&str], start
         action,
         lite_topics: lites.iter().map(|l| (*l).to_owned()).collect(),
         start,
+        exclusive: false,
     };
     // To one core, as RocketMQ's Java SDK 5.2.0 sends it to its access point: every core
     // hears of it.
@@ -93,17 +99,22 @@ fn seen(p: &Popped) -> Vec<(String, String, u32)> {
         .collect()
 }
 
+/// Acks every message of `p`, naming its lite topic as RocketMQ's clients do.
 fn ack(c: &Cluster, p: &Popped) {
     for core in 0..c.cores {
-        let handles: Vec<String> = p
+        let handles: Vec<(String, String)> = p
             .messages
             .iter()
-            .map(|m| m.receipt_handle.clone())
+            .map(|m| {
+                let v = RecordView::parse(&m.record).expect("parses");
+                let lite = v.property(PROPERTY_LITE_TOPIC).unwrap_or("").to_owned();
+                (m.receipt_handle.clone(), lite)
+            })
             .collect();
         // Each core answers for the messages of its shards; the others refuse.
         c.on(core, move |core| async move {
-            for h in handles {
-                let _ = core.lite_ack(GROUP, TOPIC, &h).await;
+            for (h, lite) in handles {
+                let _ = core.lite_ack(GROUP, TOPIC, &h, Some(&lite)).await;
             }
         });
     }
@@ -228,7 +239,7 @@ fn an_unacked_batch_comes_back_in_order_and_a_suspend_does_not_count() {
     let h1 = again.messages[0].receipt_handle.clone();
     let renewed = c
         .on(0, move |core| async move {
-            core.lite_change_invisible(GROUP, TOPIC, &h1, 200, true)
+            core.lite_change_invisible(GROUP, TOPIC, &h1, None, 200, true)
                 .await
         })
         .expect("suspended");
@@ -236,7 +247,7 @@ fn an_unacked_batch_comes_back_in_order_and_a_suspend_does_not_count() {
     // The old handle no longer acks.
     let old = again.messages[0].receipt_handle.clone();
     let refused = c.on(0, move |core| async move {
-        core.lite_ack(GROUP, TOPIC, &old).await
+        core.lite_ack(GROUP, TOPIC, &old, None).await
     });
     assert!(
         matches!(refused, Err(BrokerError::NotFound(_))),
@@ -244,7 +255,7 @@ fn an_unacked_batch_comes_back_in_order_and_a_suspend_does_not_count() {
     );
     let h2 = again.messages[1].receipt_handle.clone();
     c.on(0, move |core| async move {
-        core.lite_ack(GROUP, TOPIC, &h2).await
+        core.lite_ack(GROUP, TOPIC, &h2, None).await
     })
     .expect("m2 acked");
     let back = pop_until(&c, &pop_req("client-1", 32, 60_000), Duration::from_secs(5));
@@ -390,6 +401,7 @@ fn subscriptions_past_the_client_quota_are_refused() {
         action,
         lite_topics: lites.iter().map(|l| (*l).to_owned()).collect(),
         start: StartAt::Oldest,
+        exclusive: false,
     };
     let whole = sub(SubAction::Replace, &["a", "b", "c", "d"]);
     let refused = c.on(
@@ -437,6 +449,7 @@ fn a_pop_on_every_core_gets_the_lite_topics_of_both_cores_within_the_batch() {
         action: SubAction::Replace,
         lite_topics: lites.clone(),
         start: StartAt::Oldest,
+        exclusive: false,
     };
     c.on(0, move |core| async move { core.lite_subscribe(sub).await })
         .expect("subscribed");
@@ -502,6 +515,7 @@ fn a_group_that_comes_after_everything_was_consumed_gets_the_next_message() {
         action: SubAction::Replace,
         lite_topics: vec!["early".into()],
         start: StartAt::Oldest,
+        exclusive: false,
     };
     c.on(0, move |core| async move { core.lite_subscribe(sub).await })
         .expect("subscribed");
@@ -519,5 +533,239 @@ fn a_group_that_comes_after_everything_was_consumed_gets_the_next_message() {
         .expect("popped");
     let bodies: Vec<String> = seen(&got).into_iter().map(|g| g.1).collect();
     assert_eq!(bodies, ["second"]);
+    c.stop();
+}
+
+/// Sets `GROUP`'s attributes, as `updateSubGroup` with `+key=value` does.
+fn group_attributes(c: &Cluster, attributes: &[(&str, &str)]) {
+    let mut fields = serde_json::Map::new();
+    fields.insert(GroupConfig::NAME_KEY.into(), GROUP.into());
+    let attrs: serde_json::Map<String, serde_json::Value> = attributes
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).into()))
+        .collect();
+    fields.insert("attributes".into(), attrs.into());
+    let cfg = GroupConfig::new(fields).expect("a valid group config");
+    c.on(1 % c.cores, move |core| async move {
+        core.sub_group(SubGroupOp::Upsert(cfg)).await
+    })
+    .expect("upserted");
+}
+
+fn subscriptions(c: &Cluster, client: &str) -> Vec<String> {
+    let mut all = Vec::new();
+    for core in 0..c.cores {
+        let client = client.to_owned();
+        all.extend(c.on(core, move |core| async move {
+            core.lite_subscriptions(GROUP, TOPIC, &client)
+        }));
+    }
+    all.sort();
+    all
+}
+
+#[test]
+fn in_an_exclusive_group_a_lite_topic_belongs_to_the_client_that_subscribed_it_last() {
+    let c = Cluster::start(2, 2);
+    create(&c, 8);
+    group_attributes(&c, &[(ATTRIBUTE_SUB_MODEL, "Exclusive")]);
+    // client-1's Telemetry stream is on core 1; the lite topics live on both cores.
+    c.link(1).log().connected.insert("client-1".into());
+    subscribe(
+        &c,
+        "client-1",
+        SubAction::Replace,
+        &["chat-1", "chat-2", "chat-3"],
+        StartAt::Oldest,
+    );
+    send(&c, 0, "chat-1", &["m1"]).expect("sent");
+    let p = pop(&c, &pop_req("client-1", 32, 60_000));
+    assert_eq!(seen(&p), [("chat-1".into(), "m1".into(), 1)]);
+    ack(&c, &p);
+
+    // client-2 takes chat-1 and chat-3: client-1 is told, on the core it is connected to.
+    subscribe(
+        &c,
+        "client-2",
+        SubAction::Add,
+        &["chat-1", "chat-3"],
+        StartAt::Oldest,
+    );
+    assert_eq!(subscriptions(&c, "client-1"), ["chat-2"]);
+    assert_eq!(subscriptions(&c, "client-2"), ["chat-1", "chat-3"]);
+    let mut told = c.link(1).log().lite_unsubscribed.clone();
+    told.sort();
+    assert_eq!(
+        told,
+        [
+            ("client-1".to_owned(), "chat-1".to_owned()),
+            ("client-1".to_owned(), "chat-3".to_owned())
+        ]
+    );
+    assert!(c.link(0).log().lite_unsubscribed.is_empty());
+
+    // The group goes on where it was: client-2 gets the next message, client-1 nothing.
+    send(&c, 0, "chat-1", &["m2"]).expect("sent");
+    assert!(pop(&c, &pop_req("client-1", 32, 60_000))
+        .messages
+        .is_empty());
+    assert_eq!(
+        seen(&pop(&c, &pop_req("client-2", 32, 60_000))),
+        [("chat-1".into(), "m2".into(), 1)]
+    );
+
+    // client-1's periodic whole set still names chat-1: it does not take it back, and is
+    // told again.
+    subscribe(
+        &c,
+        "client-1",
+        SubAction::Replace,
+        &["chat-1", "chat-2", "chat-3"],
+        StartAt::Oldest,
+    );
+    assert_eq!(subscriptions(&c, "client-1"), ["chat-2"]);
+    assert_eq!(subscriptions(&c, "client-2"), ["chat-1", "chat-3"]);
+    assert_eq!(c.link(1).log().lite_unsubscribed.len(), 4);
+
+    // Subscribed again one by one, it is client-1's again.
+    subscribe(&c, "client-1", SubAction::Add, &["chat-3"], StartAt::Oldest);
+    assert_eq!(subscriptions(&c, "client-1"), ["chat-2", "chat-3"]);
+    assert_eq!(subscriptions(&c, "client-2"), ["chat-1"]);
+    c.stop();
+}
+
+#[test]
+fn in_a_shared_group_clients_subscribe_the_same_lite_topic_side_by_side() {
+    let c = Cluster::start(1, 1);
+    create(&c, 4);
+    c.link(0).log().connected.insert("client-1".into());
+    subscribe(&c, "client-1", SubAction::Add, &["chat-1"], StartAt::Oldest);
+    subscribe(&c, "client-2", SubAction::Add, &["chat-1"], StartAt::Oldest);
+    assert_eq!(subscriptions(&c, "client-1"), ["chat-1"]);
+    assert_eq!(subscriptions(&c, "client-2"), ["chat-1"]);
+    assert!(c.link(0).log().lite_unsubscribed.is_empty());
+    c.stop();
+}
+
+#[test]
+fn a_group_bound_to_another_parent_may_not_subscribe_this_one() {
+    let c = Cluster::start(1, 1);
+    create(&c, 4);
+    group_attributes(&c, &[(ATTRIBUTE_BIND_TOPIC, "SomeOtherParent")]);
+    let sub = LiteSubscription {
+        group: GROUP.into(),
+        topic: TOPIC.into(),
+        client: "client-1".into(),
+        action: SubAction::Add,
+        lite_topics: vec!["chat-1".into()],
+        start: StartAt::Oldest,
+        exclusive: false,
+    };
+    let refused = c.on(0, move |core| async move { core.lite_subscribe(sub).await });
+    match refused {
+        Err(BrokerError::BadRequest(why)) => assert!(why.contains(ATTRIBUTE_BIND_TOPIC), "{why}"),
+        other => panic!("a subscription outside the bound topic was not refused: {other:?}"),
+    }
+    group_attributes(&c, &[(ATTRIBUTE_BIND_TOPIC, TOPIC)]);
+    subscribe(&c, "client-1", SubAction::Add, &["chat-1"], StartAt::Oldest);
+    assert_eq!(subscriptions(&c, "client-1"), ["chat-1"]);
+    c.stop();
+}
+
+#[test]
+fn offset_options_move_a_group_within_a_lite_topic() {
+    let c = Cluster::start(1, 1);
+    create(&c, 4);
+    // Another group keeps every message, so the first group can go back over them.
+    let keeper = LiteSubscription {
+        group: "keeper".into(),
+        topic: TOPIC.into(),
+        client: "keeper-1".into(),
+        action: SubAction::Add,
+        lite_topics: vec!["log".into()],
+        start: StartAt::Oldest,
+        exclusive: false,
+    };
+    c.on(
+        0,
+        move |core| async move { core.lite_subscribe(keeper).await },
+    )
+    .expect("subscribed");
+    send(&c, 0, "log", &["l1", "l2", "l3", "l4"]).expect("sent");
+    subscribe(&c, "client-1", SubAction::Add, &["log"], StartAt::Oldest);
+    let p = pop(&c, &pop_req("client-1", 32, 60_000));
+    assert_eq!(p.messages.len(), 4);
+    ack(&c, &p);
+    let bodies = |p: &Popped| seen(p).into_iter().map(|s| s.1).collect::<Vec<_>>();
+
+    // TAIL_N 2: the last two again.
+    subscribe(&c, "client-1", SubAction::Add, &["log"], StartAt::Tail(2));
+    let p = pop(&c, &pop_req("client-1", 32, 60_000));
+    assert_eq!(bodies(&p), ["l3", "l4"]);
+    ack(&c, &p);
+    // MIN: from the oldest kept.
+    subscribe(&c, "client-1", SubAction::Add, &["log"], StartAt::Earliest);
+    let p = pop(&c, &pop_req("client-1", 2, 60_000));
+    assert_eq!(bodies(&p), ["l1", "l2"]);
+    // MAX: past the end, the batch out dropped.
+    subscribe(&c, "client-1", SubAction::Add, &["log"], StartAt::Latest);
+    assert!(pop(&c, &pop_req("client-1", 32, 60_000))
+        .messages
+        .is_empty());
+    send(&c, 0, "log", &["l5"]).expect("sent");
+    assert_eq!(bodies(&pop(&c, &pop_req("client-1", 32, 60_000))), ["l5"]);
+    // A whole set sent again moves no group.
+    subscribe(
+        &c,
+        "keeper-1",
+        SubAction::Replace,
+        &["log"],
+        StartAt::Latest,
+    );
+    let keeper_pop = LitePop {
+        group: "keeper".into(),
+        ..pop_req("keeper-1", 32, 60_000)
+    };
+    assert_eq!(
+        bodies(&pop(&c, &keeper_pop)),
+        ["l1", "l2", "l3", "l4", "l5"]
+    );
+    c.stop();
+}
+
+#[test]
+fn an_ack_naming_the_wrong_lite_topic_still_acks_its_message() {
+    let c = Cluster::start(1, 1);
+    create(&c, 4);
+    send(&c, 0, "job-1", &["j1"]).expect("sent");
+    send(&c, 0, "job-2", &["j2"]).expect("sent");
+    subscribe(
+        &c,
+        "client-1",
+        SubAction::Add,
+        &["job-1", "job-2"],
+        StartAt::Oldest,
+    );
+    let p = pop(&c, &pop_req("client-1", 32, 60_000));
+    assert_eq!(p.messages.len(), 2);
+    let handles: Vec<String> = p
+        .messages
+        .iter()
+        .map(|m| m.receipt_handle.clone())
+        .collect();
+    let acked = c.on(0, move |core| async move {
+        let mut out = Vec::new();
+        for (h, named) in handles.iter().zip([Some("job-9"), None]) {
+            out.push(core.lite_ack(GROUP, TOPIC, h, named).await);
+        }
+        out
+    });
+    assert!(acked.iter().all(Result::is_ok), "{acked:?}");
+    send(&c, 0, "job-1", &["j1-next"]).expect("sent");
+    let bodies: Vec<String> = seen(&pop(&c, &pop_req("client-1", 32, 60_000)))
+        .into_iter()
+        .map(|s| s.1)
+        .collect();
+    assert_eq!(bodies, ["j1-next"]);
     c.stop();
 }

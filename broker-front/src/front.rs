@@ -17,6 +17,7 @@ use remoting::RemotingCommand;
 use broker_base::deadline::with_timeout;
 use broker_base::tls::{accept, Bounds, Refused, Stream};
 use broker_core::link::{ClientLink, LocalFuture};
+use broker_core::lite::Evicted;
 use broker_core::reply::ReplyPush;
 
 use crate::access::Gate;
@@ -187,6 +188,20 @@ impl ClientLink for Front {
 
     fn group_changed<'a>(&'a self, group: &'a str, members: &'a [String]) -> LocalFuture<'a, ()> {
         Box::pin(crate::rocketmq::notify_members(self, group, members))
+    }
+
+    fn lite_unsubscribed<'a>(&'a self, evicted: &'a Evicted) -> LocalFuture<'a, bool> {
+        Box::pin(async move {
+            // A v5 client hears it on its Telemetry stream, a remoting one (or a proxy) as
+            // NOTIFY_UNSUBSCRIBE_LITE.
+            if self
+                .grpc
+                .push_to(&evicted.client, crate::grpc::unsubscribe_lite(evicted))
+            {
+                return true;
+            }
+            crate::rocketmq::notify_unsubscribe_lite(self, evicted).await
+        })
     }
 
     fn check_transaction(

@@ -6,8 +6,9 @@
 //! two-core broker, so that lite topics live on both cores (ARCHITECTURE.md, "Lite Topics"):
 //! each subscribed lite topic is consumed whole and in order, a failed message comes back
 //! before the ones after it, a lite topic nobody subscribed keeps its messages for the
-//! consumer that subscribes it later, and a kill -9 between the sends and the consumption
-//! loses no acknowledged message.
+//! consumer that subscribes it later, a kill -9 between the sends and the consumption
+//! loses no acknowledged message, and in an Exclusive group (`lite.sub.model`) a lite topic
+//! is the last subscriber's, the one before told so.
 //!
 //! `.ci/run` builds the Java and Go programs (`mvn` there, which writes `cp.txt`; `go build`)
 //! and makes the Python SDK's venv; without them the tests say so and skip, and fail where
@@ -283,6 +284,48 @@ fn the_go_sdk_consumes_subscribed_lite_topics_in_order_and_later_subscribers_get
     if let Some(sdk) = go() {
         subscribed_in_order_and_kept_for_later(&sdk);
     }
+}
+
+/// Two Java LitePushConsumers of an Exclusive group subscribe one lite topic in turn: the
+/// first is told it lost it (NotifyUnsubscribeLiteCommand on its Telemetry stream, whichever
+/// core that is on) and drops it from its set; the lite topic's messages all go to the
+/// second.
+#[test]
+fn in_an_exclusive_group_the_java_sdk_s_first_subscriber_is_told_it_lost_the_lite_topic() {
+    let Some(sdk) = java() else {
+        return;
+    };
+    let (c, home) = lite_cluster();
+    let config = format!(
+        r#"{{"groupName":"{GROUP}","consumeMessageOrderly":true,"attributes":{{"+lite.sub.model":"Exclusive"}}}}"#
+    );
+    let cmd = RemotingCommand::request(request::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, 9);
+    let f = remoting_call(&c.broker.addr, &cmd, config.as_bytes());
+    assert_eq!(f.command.code, 0, "{:?}", f.command.remark);
+    let at = endpoint(&c.namesrv.addr, None);
+    let lines = run(
+        &sdk,
+        &home,
+        &[
+            "exclusive",
+            &at,
+            TOPIC,
+            GROUP,
+            "room-7",
+            &PER_LITE.to_string(),
+        ],
+    );
+    assert!(lines.iter().any(|l| l == "FIRST LOST room-7"), "{lines:?}");
+    let second: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.starts_with("RECEIVED BY second "))
+        .collect();
+    assert_eq!(second.len(), PER_LITE, "{lines:?}");
+    assert!(
+        !lines.iter().any(|l| l.starts_with("RECEIVED BY first ")),
+        "{lines:?}"
+    );
+    assert!(lines.iter().any(|l| l == "SECOND HAS room-7"), "{lines:?}");
 }
 
 #[test]

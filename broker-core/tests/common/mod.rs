@@ -56,6 +56,8 @@ pub struct LinkLog {
     pub producers: HashMap<String, TransactionState>,
     /// The clients connected here that answer what they are doing, and their answer.
     pub running: HashMap<String, ClientRunningInfo>,
+    /// Connected clients told they lost a lite topic: (client id, lite topic).
+    pub lite_unsubscribed: Vec<(String, String)>,
 }
 
 /// One core's fake client link, shared between the core (which calls it) and the test
@@ -127,6 +129,23 @@ impl ClientLink for FakeLink {
                 }
             });
             Ok(pushed)
+        })
+    }
+
+    fn lite_unsubscribed<'a>(
+        &'a self,
+        evicted: &'a broker_core::lite::Evicted,
+    ) -> LocalFuture<'a, bool> {
+        Box::pin(async move {
+            let mut told = false;
+            self.0.record(|log| {
+                if log.connected.contains(&evicted.client) {
+                    log.lite_unsubscribed
+                        .push((evicted.client.clone(), evicted.lite.clone()));
+                    told = true;
+                }
+            });
+            told
         })
     }
 

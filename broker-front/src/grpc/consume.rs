@@ -260,7 +260,8 @@ pub(super) async fn ack(f: &Front, r: &v2::AckMessageRequest) -> v2::AckMessageR
     let mut entries = Vec::with_capacity(r.entries.len());
     for e in &r.entries {
         let acked = if Core::is_lite_handle(&e.receipt_handle) {
-            f.lite_ack(group, topic, &e.receipt_handle).await
+            f.lite_ack(group, topic, &e.receipt_handle, e.lite_topic.as_deref())
+                .await
         } else {
             f.ack(group, topic, &e.receipt_handle).await
         };
@@ -313,7 +314,8 @@ pub(super) async fn change_invisible(
         // A lite push consumer that suspends a lite topic hides its message without
         // spending an attempt.
         let suspend = r.suspend.unwrap_or(false);
-        f.lite_change_invisible(group, topic, &r.receipt_handle, ms, suspend)
+        let lite = r.lite_topic.as_deref();
+        f.lite_change_invisible(group, topic, &r.receipt_handle, lite, ms, suspend)
             .await
     } else {
         f.change_invisible(group, topic, &r.receipt_handle, ms)
@@ -336,7 +338,8 @@ pub(super) async fn dead_letter(
 ) -> v2::ForwardMessageToDeadLetterQueueResponse {
     let (group, topic) = (name_of(&r.group), name_of(&r.topic));
     let sent = if Core::is_lite_handle(&r.receipt_handle) {
-        f.lite_dead_letter(group, topic, &r.receipt_handle).await
+        f.lite_dead_letter(group, topic, &r.receipt_handle, r.lite_topic.as_deref())
+            .await
     } else {
         f.dead_letter(group, topic, &r.receipt_handle).await
     };
@@ -475,19 +478,15 @@ pub(super) async fn sync_lite(
             }
         }
     };
-    // MAX skips what is there; anything else (none, LAST, MIN, an offset, a tail or a
-    // time) starts a group new to a lite topic at its oldest message kept. A group that
-    // consumes the lite topic already goes on where it is.
+    use v2::offset_option::{OffsetType, Policy};
     let start = match r
         .offset_option
         .as_ref()
         .and_then(|o| o.offset_type.as_ref())
     {
-        Some(v2::offset_option::OffsetType::Policy(p))
-            if *p == v2::offset_option::Policy::Max as i32 =>
-        {
-            StartAt::Latest
-        }
+        Some(OffsetType::Policy(p)) if *p == Policy::Max as i32 => StartAt::Latest,
+        Some(OffsetType::Policy(p)) if *p == Policy::Min as i32 => StartAt::Earliest,
+        Some(OffsetType::TailN(n)) => StartAt::Tail(u64::try_from(*n).unwrap_or(0)),
         _ => StartAt::Oldest,
     };
     let sub = LiteSubscription {
@@ -497,12 +496,20 @@ pub(super) async fn sync_lite(
         action,
         lite_topics: r.lite_topic_set.clone(),
         start,
+        exclusive: false,
     };
+    if let Some(Err(e)) = r
+        .lite_topic_set
+        .iter()
+        .map(|l| broker_core::lite::check_lite_topic(l))
+        .find(Result::is_err)
+    {
+        return v2::SyncLiteSubscriptionResponse {
+            status: status(v2::Code::IllegalLiteTopic, e.to_string()),
+        };
+    }
     let status = match f.lite_subscribe(sub).await {
         Ok(()) => ok(),
-        Err(e @ BrokerError::BadRequest(_)) if !r.lite_topic_set.is_empty() => {
-            status(v2::Code::IllegalLiteTopic, e.to_string())
-        }
         Err(e) => error_status(&e),
     };
     v2::SyncLiteSubscriptionResponse { status }

@@ -22,6 +22,7 @@ mod send;
 pub mod session;
 
 pub(crate) use send::recover_command;
+pub(crate) use session::unsubscribe_lite;
 
 use std::net::SocketAddrV4;
 use std::rc::Rc;

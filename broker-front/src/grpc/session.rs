@@ -115,6 +115,21 @@ impl Sessions {
         })
     }
 
+    /// Queues `command` for `client`'s stream; false when it has no session here that takes it.
+    pub fn push_to(&self, client: &str, command: v2::TelemetryCommand) -> bool {
+        let sessions = self.by_client.borrow();
+        let Some(s) = sessions.get(client) else {
+            return false;
+        };
+        match s.commands.try_send(command) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::debug!(%client, "a command for a v5 client was not queued: {e}");
+                false
+            }
+        }
+    }
+
     fn next_stream(&self) -> u64 {
         let n = self.streams.get() + 1;
         self.streams.set(n);
@@ -129,6 +144,20 @@ impl Sessions {
             return true;
         }
         false
+    }
+}
+
+/// The command telling a lite consumer it no longer holds `evicted.lite`.
+pub(crate) fn unsubscribe_lite(evicted: &broker_core::lite::Evicted) -> v2::TelemetryCommand {
+    v2::TelemetryCommand {
+        status: ok(),
+        command: Some(
+            v2::telemetry_command::Command::NotifyUnsubscribeLiteCommand(
+                v2::NotifyUnsubscribeLiteCommand {
+                    lite_topic: evicted.lite.clone(),
+                },
+            ),
+        ),
     }
 }
 

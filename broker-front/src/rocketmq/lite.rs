@@ -114,10 +114,42 @@ pub(super) async fn ack(core: &Rc<Front>, req: &RemotingCommand) -> Result<Outgo
     let group = field(req, "consumerGroup")?;
     let topic = field(req, "topic")?;
     let handle = field(req, "extraInfo")?;
-    match core.lite_ack(group, topic, handle).await {
+    match core
+        .lite_ack(group, topic, handle, req.ext("liteTopic"))
+        .await
+    {
         Ok(()) => Ok(Outgoing::remoting(ok(req), Body::None)),
         Err(e) => Ok(Outgoing::remoting(handle_refusal(req, &e), Body::None)),
     }
+}
+
+/// CHANGE_MESSAGE_INVISIBLETIME with a lite handle as `extraInfo`: the message is hidden for
+/// `invisibleTime` from now (with `suspend`, its next delivery does not count as an attempt);
+/// the answer's popTime, invisibleTime and reviveQid are those of its new handle.
+pub(super) async fn change_invisible(
+    core: &Rc<Front>,
+    req: &RemotingCommand,
+) -> Result<(i64, u64, u32), BrokerError> {
+    let group = field(req, "consumerGroup")?;
+    let topic = field(req, "topic")?;
+    let handle = field(req, "extraInfo")?;
+    let invisible_ms: i64 = number(req, "invisibleTime")?;
+    let invisible_ms = u64::try_from(invisible_ms).map_err(|_| {
+        BrokerError::BadRequest(format!("invisibleTime {invisible_ms} is negative"))
+    })?;
+    let suspend = req.ext("suspend").is_some_and(|s| s == "true");
+    let new = core
+        .lite_change_invisible(
+            group,
+            topic,
+            handle,
+            req.ext("liteTopic"),
+            invisible_ms,
+            suspend,
+        )
+        .await?;
+    let new = broker_core::pop::ReceiptHandle::parse(&new)?;
+    Ok((new.pop_time_ms, new.invisible_ms, new.revive_qid))
 }
 
 /// One entry of LITE_SUBSCRIPTION_CTL's body (RocketMQ's `LiteSubscriptionDTO`).
@@ -133,11 +165,28 @@ struct Dto {
     offset_option: Option<OffsetOption>,
 }
 
+/// RocketMQ's `OffsetOption`: `type` POLICY (`value` 0 LAST, 1 MIN, 2 MAX), OFFSET, TAIL_N
+/// or TIMESTAMP.
 #[derive(Debug, Deserialize)]
 struct OffsetOption {
     #[serde(rename = "type")]
     kind: Option<String>,
     value: Option<serde_json::Value>,
+}
+
+impl OffsetOption {
+    fn start(&self) -> StartAt {
+        let value = self.value.as_ref().and_then(|v| {
+            v.as_i64()
+                .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+        });
+        match (self.kind.as_deref(), value) {
+            (Some("POLICY"), Some(2)) => StartAt::Latest,
+            (Some("POLICY"), Some(1)) => StartAt::Earliest,
+            (Some("TAIL_N"), Some(n)) => StartAt::Tail(u64::try_from(n).unwrap_or(0)),
+            _ => StartAt::Oldest,
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -187,22 +236,7 @@ pub(super) async fn subscription_ctl(
                 )))
             }
         };
-        // MAX skips what is there; anything else starts a group new to a lite topic at its
-        // oldest message kept.
-        let start = match dto.offset_option {
-            Some(OffsetOption {
-                kind: Some(k),
-                value,
-            }) if k == "POLICY"
-                && value
-                    .as_ref()
-                    .and_then(|v| v.as_str())
-                    .is_some_and(|v| v == "MAX") =>
-            {
-                StartAt::Latest
-            }
-            _ => StartAt::Oldest,
-        };
+        let start = dto.offset_option.map_or(StartAt::Oldest, |o| o.start());
         core.lite_subscribe(LiteSubscription {
             group,
             topic,
@@ -210,6 +244,7 @@ pub(super) async fn subscription_ctl(
             action,
             lite_topics: dto.lite_topic_set,
             start,
+            exclusive: false,
         })
         .await?;
     }

@@ -358,6 +358,28 @@ pub(crate) async fn notify_members(core: &Front, group: &str, members: &[String]
     }
 }
 
+/// Tells the RocketMQ client (or proxy) connected here as `evicted.client` that it no longer
+/// holds lite topic `evicted.lite` (NOTIFY_UNSUBSCRIBE_LITE, oneway); false when it has no
+/// connection here.
+pub(crate) async fn notify_unsubscribe_lite(
+    core: &Front,
+    evicted: &broker_core::lite::Evicted,
+) -> bool {
+    let Some(conn) = core.clients.of_client(&evicted.client) else {
+        return false;
+    };
+    if !conn.speaks_remoting() {
+        return false;
+    }
+    let mut cmd = RemotingCommand::request(request::NOTIFY_UNSUBSCRIBE_LITE, conn.next_opaque());
+    cmd.set_oneway();
+    let f = &mut cmd.ext_fields;
+    f.insert("liteTopic".into(), evicted.lite.clone());
+    f.insert("consumerGroup".into(), evicted.group.clone());
+    f.insert("clientId".into(), evicted.client.clone());
+    conn.notify(cmd, Bytes::new()).await
+}
+
 pub(super) fn ok(req: &RemotingCommand) -> RemotingCommand {
     RemotingCommand::response_to(req, response::SUCCESS, None)
 }

@@ -400,6 +400,12 @@ pub(super) async fn change_invisible(
 /// The change of [`change_invisible`]: the new handle's pop time, invisible time and revive
 /// queue.
 async fn changed(core: &Rc<Front>, req: &RemotingCommand) -> Result<(i64, u64, u32), BrokerError> {
+    if req
+        .ext("extraInfo")
+        .is_some_and(broker_core::core::Core::is_lite_handle)
+    {
+        return super::lite::change_invisible(core, req).await;
+    }
     let group = field(req, "consumerGroup")?;
     let topic = field(req, "topic")?;
     let invisible_ms: i64 = number(req, "invisibleTime")?;

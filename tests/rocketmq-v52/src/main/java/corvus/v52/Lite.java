@@ -29,6 +29,11 @@ import org.apache.rocketmq.client.apis.producer.SendReceipt;
  *     messages succeeded; prints RECEIVED LITE#K lite=L attempt=A per delivery, in the order
  *     the listener saw them; the first delivery of FAIL_ONCE (a body) fails once. Then it
  *     unsubscribes the first lite topic of LITES and prints its lite topic set.
+ * Lite exclusive ENDPOINT TOPIC GROUP LITE N
+ *     two LitePushConsumers of GROUP (an Exclusive group) subscribe LITE in turn; once the
+ *     first is told it lost LITE (its lite topic set no longer has it), prints "FIRST LOST
+ *     LITE", sends N messages to LITE and waits until the second consumed them; prints
+ *     RECEIVED BY first|second LITE#K per delivery.
  * </pre>
  *
  * Ends with {@code OK} and exit 0, or {@code FAILED cause} and exit 1. Waits are bounded.
@@ -54,6 +59,8 @@ public final class Lite {
                 case "send" -> send(provider, cfg, topic, args[3].split(","), Integer.parseInt(args[4]));
                 case "consume" -> consume(provider, cfg, topic, args[3], args[4].split(","),
                         Integer.parseInt(args[5]), args.length > 6 ? args[6] : null);
+                case "exclusive" -> exclusive(provider, cfg, topic, args[3], args[4],
+                        Integer.parseInt(args[5]));
                 default -> throw new IllegalArgumentException("unknown mode " + args[0]);
             }
             System.out.println("OK");
@@ -131,6 +138,53 @@ public final class Lite {
             System.out.println("SUBSCRIBED " + String.join(",", new java.util.TreeSet<>(consumer.getLiteTopicSet())));
         } finally {
             consumer.close();
+        }
+    }
+
+    static LitePushConsumer listening(ClientServiceProvider provider, ClientConfiguration cfg, String topic,
+            String group, String name, Set<String> done) throws Exception {
+        return provider.newLitePushConsumerBuilder()
+                .setClientConfiguration(cfg)
+                .setConsumerGroup(group)
+                .bindTopic(topic)
+                .setMessageListener(view -> {
+                    String body = StandardCharsets.UTF_8.decode(view.getBody()).toString();
+                    synchronized (System.out) {
+                        System.out.println("RECEIVED BY " + name + " " + body);
+                    }
+                    done.add(body);
+                    return ConsumeResult.SUCCESS;
+                })
+                .build();
+    }
+
+    static void exclusive(ClientServiceProvider provider, ClientConfiguration cfg, String topic, String group,
+            String lite, int n) throws Exception {
+        Set<String> firstDone = ConcurrentHashMap.newKeySet();
+        Set<String> secondDone = ConcurrentHashMap.newKeySet();
+        try (LitePushConsumer first = listening(provider, cfg, topic, group, "first", firstDone);
+                LitePushConsumer second = listening(provider, cfg, topic, group, "second", secondDone)) {
+            first.subscribeLite(lite);
+            second.subscribeLite(lite);
+            long deadline = System.nanoTime() + CONSUME_LIMIT.toNanos();
+            while (first.getLiteTopicSet().contains(lite) && System.nanoTime() < deadline) {
+                Thread.sleep(50);
+            }
+            if (first.getLiteTopicSet().contains(lite)) {
+                throw new IllegalStateException("the first consumer was never told it lost " + lite);
+            }
+            System.out.println("FIRST LOST " + lite);
+            send(provider, cfg, topic, new String[] {lite}, n);
+            while (secondDone.size() < n && System.nanoTime() < deadline) {
+                Thread.sleep(50);
+            }
+            if (secondDone.size() < n) {
+                throw new IllegalStateException("the second consumer got " + secondDone.size() + " of " + n);
+            }
+            if (!firstDone.isEmpty()) {
+                throw new IllegalStateException("the first consumer got " + firstDone);
+            }
+            System.out.println("SECOND HAS " + String.join(",", new java.util.TreeSet<>(second.getLiteTopicSet())));
         }
     }
 }
