@@ -131,8 +131,8 @@ fn subscribe(conn: &mut Conn, client: &str, lites: &[String]) -> Result<()> {
     check(&conn.call(cmd, body.as_bytes())?, "a lite subscription")
 }
 
-/// One POP_LITE_MESSAGE of `client` at a core: each message's receipt handle.
-fn pop(conn: &mut Conn, broker: &str, client: &str) -> Result<Vec<String>> {
+/// One POP_LITE_MESSAGE of `client` at a core: each message's receipt handle and lite topic.
+fn pop(conn: &mut Conn, broker: &str, client: &str) -> Result<Vec<(String, String)>> {
     let mut cmd = RemotingCommand::request(request::POP_LITE_MESSAGE, 0);
     for (k, v) in [
         ("clientId", client),
@@ -156,22 +156,30 @@ fn pop(conn: &mut Conn, broker: &str, client: &str) -> Result<Vec<String>> {
     Ok(messages
         .iter()
         .map(|m| {
-            format!(
+            let handle = format!(
                 "{o} {pop_time} {invisible} {revive} 0 {broker} {q} {o} {p}",
                 o = m.queue_offset,
                 q = m.queue_id,
                 p = m.physical_offset
-            )
+            );
+            let lite = message::decode_properties(&m.properties)
+                .into_iter()
+                .find(|(k, _)| k == LITE)
+                .map(|(_, v)| v)
+                .unwrap_or_default();
+            (handle, lite)
         })
         .collect())
 }
 
-fn ack(conn: &mut Conn, handle: &str) -> Result<()> {
+/// ACK_LITE_MESSAGE of `handle`, naming its lite topic as RocketMQ's clients do.
+fn ack(conn: &mut Conn, (handle, lite): &(String, String)) -> Result<()> {
     let mut cmd = RemotingCommand::request(request::ACK_LITE_MESSAGE, 0);
     for (k, v) in [
         ("consumerGroup", GROUP),
         ("topic", TOPIC),
-        ("extraInfo", handle),
+        ("extraInfo", handle.as_str()),
+        ("liteTopic", lite.as_str()),
     ] {
         cmd.ext_fields.insert(k.into(), v.into());
     }
