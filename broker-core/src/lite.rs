@@ -227,14 +227,18 @@ struct LiteTopic {
     /// (queue offset, CommitLog offset) of the messages some group may still need, in
     /// order: from the oldest offset any cursor of the lite topic has not passed (every
     /// message while no group has a cursor).
-    kept: VecDeque<(u64, u64)>,
+    kept: VecDeque<Kept>,
 }
+
+/// A message kept: (queue offset, CommitLog offset, record bytes).
+type Kept = (u64, u64, u32);
 
 /// One message of a batch handed out.
 #[derive(Debug, Clone)]
 struct Delivery {
     offset: u64,
     commit_log_offset: u64,
+    size: u32,
     delivered: u32,
     pop_time_ms: i64,
     invisible_ms: u64,
@@ -880,7 +884,7 @@ impl Core {
                 // Nothing kept: nothing for any group (a batch out is kept until acked), and
                 // no cursor is placed before the lite topic's first message is known (a send
                 // admitted and not yet stored).
-                let Some(&(first, _)) = t.kept.front() else {
+                let Some(&(first, _, _)) = t.kept.front() else {
                     continue;
                 };
                 let cursor = p
@@ -929,10 +933,11 @@ impl Core {
                 cursor.out.clear();
                 let room = max - claims.len() - dead.len();
                 let from = cursor.next;
-                for &(offset, clo) in t.kept.iter().filter(|k| k.0 >= from).take(room) {
+                for &(offset, clo, size) in t.kept.iter().filter(|k| k.0 >= from).take(room) {
                     let d = Delivery {
                         offset,
                         commit_log_offset: clo,
+                        size,
                         delivered: 1,
                         pop_time_ms: now_ms,
                         invisible_ms,
@@ -957,12 +962,29 @@ impl Core {
             tracing::info!(group = %req.group, topic = %req.topic, lite = %lite, offset = d.offset, delivered = d.delivered, "a lite message was not acked within its max attempts and went to the dead-letter topic");
             self.lite_done(shard, &req.topic, &req.group, &lite, d.offset);
         }
-        for (lite, shard, queue, d) in claims {
-            let sh = self.local_shard(shard)?;
-            let Some(rec) = sh
-                .read_at(shard::CommitLogOffset(d.commit_log_offset))
-                .await?
-            else {
+        // Each shard's records read together: one batch of reads in flight at once.
+        let mut records: Vec<Option<shard::StoredSlice>> = vec![None; claims.len()];
+        let mut shards: Vec<u16> = claims.iter().map(|c| c.1).collect();
+        shards.sort_unstable();
+        shards.dedup();
+        for shard in shards {
+            let at: Vec<usize> = (0..claims.len())
+                .filter(|&i| claims[i].1 == shard)
+                .collect();
+            let spans: Vec<(shard::CommitLogOffset, u32)> = at
+                .iter()
+                .map(|&i| {
+                    let d = &claims[i].3;
+                    (shard::CommitLogOffset(d.commit_log_offset), d.size)
+                })
+                .collect();
+            let read = self.local_shard(shard)?.read_spans(&spans).await?;
+            for (i, r) in at.into_iter().zip(read) {
+                records[i] = r;
+            }
+        }
+        for ((lite, shard, queue, d), rec) in claims.into_iter().zip(records) {
+            let Some(rec) = rec else {
                 // Retention took it: consumed by nobody, as for every reader.
                 self.lite_done(shard, &req.topic, &req.group, &lite, d.offset);
                 continue;
@@ -1279,7 +1301,7 @@ impl Core {
                 sweep(p, now_ms, idle_ms, expire_ms);
                 let mut low: HashMap<u32, u64> = p.indexed.clone();
                 for t in p.topics.values() {
-                    if let Some(&(first, _)) = t.kept.front() {
+                    if let Some(&(first, _, _)) = t.kept.front() {
                         let e = low.entry(t.queue).or_insert(first);
                         *e = (*e).min(first);
                     }
@@ -1475,7 +1497,8 @@ async fn catch_up(core: &Core, shard: u16, topic: &str, queue: u32) -> Result<()
                 let Some(lite) = v.property(PROPERTY_LITE_TOPIC).filter(|l| !l.is_empty()) else {
                     continue;
                 };
-                let entry = (v.queue_offset(), v.physical_offset());
+                let size = u32::try_from(s.as_bytes().len()).unwrap_or(u32::MAX);
+                let entry = (v.queue_offset(), v.physical_offset(), size);
                 let stored = v.store_timestamp_ms();
                 match p.topics.get_mut(lite) {
                     Some(t) => {
@@ -1535,7 +1558,7 @@ mod tests {
             LiteTopic {
                 queue: 0,
                 last_write_ms: 0,
-                kept: VecDeque::from([(1, 10), (3, 30), (5, 50)]),
+                kept: VecDeque::from([(1, 10, 100), (3, 30, 100), (5, 50, 100)]),
             },
         );
         // No cursor: everything is kept for the group that comes.
@@ -1556,7 +1579,7 @@ mod tests {
             },
         );
         trim(&mut p, "l");
-        assert_eq!(p.topics["l"].kept, VecDeque::from([(5, 50)]));
+        assert_eq!(p.topics["l"].kept, VecDeque::from([(5, 50, 100)]));
     }
 
     #[test]
@@ -1568,7 +1591,7 @@ mod tests {
                 LiteTopic {
                     queue: 0,
                     last_write_ms: last,
-                    kept: (0..kept).map(|i| (i, i)).collect(),
+                    kept: (0..kept).map(|i| (i, i, 100)).collect(),
                 },
             );
         }

@@ -485,6 +485,43 @@ impl Shard {
         })
     }
 
+    /// The records at `spans` (CommitLog offset and size, as an index of this shard's
+    /// records holds them), read together as [`Shard::fetch`] reads: `None` for one that is
+    /// gone, past the visible end, in a quarantined range, or whose bytes fail their check
+    /// (a wrong size among them).
+    pub async fn read_spans(
+        &self,
+        spans: &[(CommitLogOffset, u32)],
+    ) -> Result<Vec<Option<StoredSlice>>, ShardError> {
+        let write = self.visible_end();
+        let usable: Vec<bool> = {
+            let quarantine = self.inner.quarantine.borrow();
+            spans
+                .iter()
+                .map(|&(off, len)| {
+                    let len = u64::from(len);
+                    len >= message::FIXED_BYTES as u64
+                        && off.0.saturating_add(len) <= write
+                        && quarantine.blocking(off.0, len).is_none()
+                })
+                .collect()
+        };
+        let wanted: Vec<(u64, usize)> = spans
+            .iter()
+            .zip(&usable)
+            .filter(|(_, &ok)| ok)
+            .map(|(&(off, len), _)| (off.0, len as usize))
+            .collect();
+        let mut fetched = self.fetch(&wanted).await?.into_iter();
+        Ok(usable
+            .into_iter()
+            .map(|ok| match ok.then(|| fetched.next()).flatten() {
+                Some(Fetched::Record(s)) => Some(s),
+                _ => None,
+            })
+            .collect())
+    }
+
     /// Raw bytes (not necessarily a whole record) for peeking at a header.
     async fn fetch_raw(&self, off: u64, len: usize) -> Result<Option<StoredSlice>, ShardError> {
         let located = self.inner.log.borrow().locate(off, len);
