@@ -1379,7 +1379,15 @@ struct LagAt {
 }
 
 fn lag_at(lite: &Rc<str>, shard: u16, t: &LiteTopic, c: &Cursor) -> LagAt {
-    let from = c.needs_from();
+    // Its first message not acked: of the batch out, else the cursor (the batch's acked
+    // messages are consumed, though the cursor moves only once the whole batch is).
+    let from = c
+        .out
+        .iter()
+        .filter(|d| !d.acked)
+        .map(|d| d.offset)
+        .min()
+        .unwrap_or(c.next);
     let consumed = t.kept.partition_point(|k| k.0 < from);
     LagAt {
         lite: lite.clone(),
