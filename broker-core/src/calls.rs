@@ -177,6 +177,7 @@ impl CoreOp {
             CoreOp::LiteSubscribe(op) => answered(op.serve(core).await),
             CoreOp::LiteEvicted(op) => answered(op.serve(core).await),
             CoreOp::LitePop(op) => answered(op.serve(core).await),
+            CoreOp::LiteGroups(op) => answered(op.serve(core).await),
         }
     }
 }
@@ -349,6 +350,15 @@ impl CoreCall for crate::lite::LitePop {
 
     async fn serve(self, core: &Core) -> Result<crate::pop::Popped, BrokerError> {
         core.lite_pop(self).await
+    }
+}
+
+impl CoreCall for crate::lite::LiteGroups {
+    /// (group, parent topic) pairs.
+    type Answer = Vec<(String, String)>;
+
+    async fn serve(self, core: &Core) -> Result<Self::Answer, BrokerError> {
+        Ok(core.lite_group_parents_local())
     }
 }
 

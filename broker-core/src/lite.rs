@@ -311,6 +311,8 @@ pub struct LiteState {
     /// Exclusive group took from it: its whole set sent again does not take them back.
     evicted: RefCell<HashMap<SubKey, Clients>>,
     turn: Cell<usize>,
+    /// When each client last popped here ([`Core::lite_client_view`]).
+    seen: RefCell<ClientsSeen>,
 }
 
 fn floor_key(topic: &str, queue: u32) -> GroupQueue {
@@ -719,6 +721,7 @@ impl Core {
             if !popped.messages.is_empty() || now >= deadline || self.shared.stopping() {
                 tracing::debug!(core = self.id, client = %req.client, group = %req.group, messages = popped.messages.len(), "lite pop");
                 self.count_lite_pop(&req, &popped);
+                self.note_lite_pop(&req.client, !popped.messages.is_empty());
                 return Ok(popped);
             }
             let mut wait = deadline - now;
@@ -1525,6 +1528,490 @@ async fn catch_up(core: &Core, shard: u16, topic: &str, queue: u32) -> Result<()
         }
     }
     Ok(())
+}
+
+// ------------------------------------------------------------------ admin views
+//
+// What RocketMQ 5.5's lite admin requests (GET_BROKER_LITE_INFO .. TRIGGER_LITE_DISPATCH,
+// ARCHITECTURE.md "Lite Topics") read of a core: each core is a broker of its own, so every
+// figure is of this core's shards and subscriptions, except the groups and the parents they
+// consume, which come from every core ([`Core::lite_group_parents`]).
+
+/// The most lite topics a lag answer lists per order (RocketMQ's topK, bounded: each entry
+/// listed costs a read of its first unconsumed message).
+pub const LITE_TOP_K_MAX: usize = 100;
+/// Clients remembered in [`ClientsSeen`] before those with no subscription here are dropped.
+const SEEN_CLIENTS_MIN: usize = 1024;
+
+/// When a client last popped this core, and last got messages from it.
+#[derive(Debug, Clone, Copy, Default)]
+struct ClientSeen {
+    access_ms: i64,
+    consume_ms: i64,
+}
+
+/// Per client, its last lite pops on this core; bounded by the clients subscribed here (the
+/// others are dropped whenever the map doubles past them).
+#[derive(Debug, Default)]
+struct ClientsSeen {
+    by_client: HashMap<String, ClientSeen>,
+    limit: usize,
+}
+
+/// What this core's broker holds of lite topics (GET_BROKER_LITE_INFO).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LiteBrokerView {
+    /// Lite topics held, over every parent.
+    pub lite_topics: u64,
+    /// The lite topics this core may hold: its shards' shares of `lite_topics_max`.
+    pub lite_topics_max: u64,
+    /// (client, lite topic) subscriptions kept here.
+    pub subscriptions: u64,
+    /// (group, lite topic) cursors kept here.
+    pub cursors: u64,
+    /// Clients with lite subscriptions kept here.
+    pub clients: u64,
+    /// Per LITE parent topic, the lite topics held, by name.
+    pub by_parent: Vec<(String, u64)>,
+}
+
+/// One lite topic as this core sees it (GET_LITE_TOPIC_INFO).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LiteTopicView {
+    /// Whether this core owns the queue holding the lite topic.
+    pub owned: bool,
+    /// Whether the lite topic is held here (written to and not yet forgotten).
+    pub held: bool,
+    /// Messages kept for some group.
+    pub kept: u64,
+    /// Its last write (0 when not held).
+    pub last_write_ms: i64,
+    /// The (client, group) pairs subscribed to it here, sorted.
+    pub subscribers: Vec<(String, String)>,
+}
+
+/// A client's lite subscriptions and pops on this core (GET_LITE_CLIENT_INFO).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LiteClientView {
+    /// The lite topics of the parent it subscribed here, sorted; `None`: none.
+    pub lite_topics: Option<Vec<String>>,
+    /// Its last lite pop here (-1: none since this core started).
+    pub access_ms: i64,
+    /// Its last lite pop here that handed out messages (0: none).
+    pub consume_ms: i64,
+}
+
+/// A group's position in one lite topic, in the lite topic's own positions: 0 is its oldest
+/// message kept, `kept` is past its last (corvus keeps no queue per lite topic, so it counts
+/// nothing of what was dropped; differences are RocketMQ's: `kept - consumed` is the lag).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LiteLag {
+    pub lite_topic: String,
+    pub kept: u64,
+    /// Kept messages the group consumed: the position of its first unconsumed one.
+    pub consumed: u64,
+    /// The store time of its first unconsumed message (-1: none).
+    pub earliest_unconsumed_ms: i64,
+    /// The store time of its last consumed message still kept (0: none kept).
+    pub last_consumed_ms: i64,
+}
+
+impl LiteLag {
+    pub fn lag(&self) -> u64 {
+        self.kept.saturating_sub(self.consumed)
+    }
+}
+
+/// A group's lag over the lite topics of a parent on this core (GET_LITE_GROUP_INFO).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LiteGroupLag {
+    /// Messages not consumed, over every lite topic.
+    pub total: u64,
+    /// The store time of the oldest message not consumed (-1: none).
+    pub earliest_unconsumed_ms: i64,
+    /// The lite topics with the most messages not consumed, most first.
+    pub by_count: Vec<LiteLag>,
+    /// The lite topics with the oldest messages not consumed, oldest first.
+    pub by_time: Vec<LiteLag>,
+}
+
+/// A group's position in one lite topic on this core.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LiteTopicLag {
+    /// The lite topic is not held here.
+    NotHeld,
+    /// Held, and the group has no cursor in it.
+    NoCursor,
+    At(LiteLag),
+}
+
+/// To every core: the (group, parent topic) pairs it knows from its lite subscriptions and
+/// cursors.
+#[derive(Debug)]
+pub struct LiteGroups;
+
+/// A lite topic's group position found under the borrow, read after it.
+struct LagAt {
+    lite: Rc<str>,
+    shard: u16,
+    queue: u32,
+    kept: u64,
+    consumed: u64,
+    /// (queue offset, CommitLog offset) of the first unconsumed message.
+    first: Option<(u64, u64)>,
+    /// CommitLog offset of the last consumed message kept.
+    last: Option<u64>,
+}
+
+fn lag_at(lite: &Rc<str>, shard: u16, t: &LiteTopic, c: &Cursor) -> LagAt {
+    // Its first message not acked: of the batch out, else the cursor (the batch's acked
+    // messages are consumed, though the cursor moves only once the whole batch is).
+    let from = c
+        .out
+        .iter()
+        .filter(|d| !d.acked)
+        .map(|d| d.offset)
+        .min()
+        .unwrap_or(c.next);
+    let consumed = t.kept.partition_point(|k| k.0 < from);
+    LagAt {
+        lite: lite.clone(),
+        shard,
+        queue: t.queue,
+        kept: t.kept.len() as u64,
+        consumed: consumed as u64,
+        first: t.kept.get(consumed).map(|k| (k.0, k.1)),
+        last: consumed
+            .checked_sub(1)
+            .and_then(|i| t.kept.get(i))
+            .map(|k| k.1),
+    }
+}
+
+impl Core {
+    /// Notes a lite pop of `client` on this core (`got`: it handed out messages).
+    fn note_lite_pop(&self, client: &str, got: bool) {
+        let now_ms = self.shared.clock.wall_ms();
+        let mut seen = self.lite.seen.borrow_mut();
+        let e = seen.by_client.entry(client.to_owned()).or_default();
+        e.access_ms = now_ms;
+        if got {
+            e.consume_ms = now_ms;
+        }
+        if seen.by_client.len() > seen.limit.max(SEEN_CLIENTS_MIN) {
+            let subs = self.lite.subs.borrow();
+            seen.by_client
+                .retain(|c, _| subs.values().any(|clients| clients.contains_key(c)));
+            seen.limit = seen.by_client.len() * 2;
+        }
+    }
+
+    /// The LITE parent topics with a queue on local shard `shard` this core serves as master.
+    fn lite_parents_on(&self, shard: u16, only: Option<&str>) -> Vec<String> {
+        if self.master_epoch(shard).is_none() {
+            return Vec::new();
+        }
+        let topics = self.topics.borrow();
+        topics
+            .all()
+            .into_iter()
+            .filter(|cfg| only.is_none_or(|t| t == cfg.name))
+            .filter(|cfg| is_lite_topic(&topics, &cfg.name))
+            .filter(|cfg| {
+                (0..cfg.write_queues.max(cfg.read_queues))
+                    .any(|q| self.owner(&cfg.name, q).0 == shard)
+            })
+            .map(|cfg| cfg.name)
+            .collect()
+    }
+
+    /// Reads the LITE parents' queues on this core's master shards up to their ends (`only`:
+    /// that parent's), so what the index says is what the log holds.
+    pub async fn lite_catch_up(&self, only: Option<&str>) -> Result<(), BrokerError> {
+        let mut shards: Vec<u16> = self.shards.keys().copied().collect();
+        shards.sort_unstable();
+        for shard in shards {
+            for topic in self.lite_parents_on(shard, only) {
+                match self.lite_ready(shard, &topic).await {
+                    // Deleted, or no longer master, meanwhile: nothing of it to count.
+                    Ok(()) | Err(BrokerError::NotMaster(_) | BrokerError::TopicNotExist(_)) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// What this core's broker holds of lite topics, its index read up to the log's end.
+    pub async fn lite_view(&self) -> Result<LiteBrokerView, BrokerError> {
+        self.lite_catch_up(None).await?;
+        let counts = self.lite_counts();
+        let cap = self
+            .shared
+            .config
+            .lite_topics_max
+            .div_ceil(u64::from(self.shared.shard_count.max(1)));
+        let mut by_parent: HashMap<String, u64> = HashMap::new();
+        let mut cursors = 0u64;
+        {
+            let st = self.lite.shards.borrow();
+            for s in st.values() {
+                for (name, p) in &s.parents {
+                    *by_parent.entry(name.clone()).or_default() += p.topics.len() as u64;
+                    cursors += p.groups.values().map(|g| g.len() as u64).sum::<u64>();
+                }
+            }
+        }
+        let mut by_parent: Vec<(String, u64)> = by_parent.into_iter().collect();
+        by_parent.sort();
+        let clients = {
+            let subs = self.lite.subs.borrow();
+            let ids: HashSet<&String> = subs.values().flat_map(|c| c.keys()).collect();
+            ids.len() as u64
+        };
+        Ok(LiteBrokerView {
+            lite_topics: counts.lite_topics,
+            lite_topics_max: cap.saturating_mul(self.shards.len() as u64),
+            subscriptions: counts.subscriptions,
+            cursors,
+            clients,
+            by_parent,
+        })
+    }
+
+    /// Lite topic `lite` of parent `topic` as this core sees it.
+    pub async fn lite_topic_view(
+        &self,
+        topic: &str,
+        lite: &str,
+    ) -> Result<LiteTopicView, BrokerError> {
+        let cfg = self.lite_parent(topic)?;
+        let queue = lite_queue(lite, cfg.write_queues);
+        let (shard, core) = self.owner(topic, queue);
+        let mut view = LiteTopicView {
+            owned: core == self.id,
+            ..LiteTopicView::default()
+        };
+        if !view.owned || self.master_epoch(shard).is_none() {
+            return Ok(view);
+        }
+        self.lite_ready(shard, topic).await?;
+        {
+            let st = self.lite.shards.borrow();
+            if let Some(t) = st
+                .get(&shard)
+                .and_then(|s| s.parents.get(topic))
+                .and_then(|p| p.topics.get(lite))
+            {
+                view.held = true;
+                view.kept = t.kept.len() as u64;
+                view.last_write_ms = t.last_write_ms;
+            }
+        }
+        let subs = self.lite.subs.borrow();
+        for ((group, parent), clients) in subs.iter() {
+            if parent != topic {
+                continue;
+            }
+            for (client, set) in clients {
+                if set.contains(lite) {
+                    view.subscribers.push((client.clone(), group.clone()));
+                }
+            }
+        }
+        view.subscribers.sort();
+        Ok(view)
+    }
+
+    /// `client`'s lite subscriptions of `topic` for `group` on this core, and its last pops
+    /// here.
+    pub fn lite_client_view(&self, group: &str, topic: &str, client: &str) -> LiteClientView {
+        let subs = self.lite.subs.borrow();
+        let lite_topics = subs
+            .get(&(group.to_owned(), topic.to_owned()))
+            .and_then(|c| c.get(client))
+            .map(|set| {
+                let mut v: Vec<String> = set.iter().map(|l| l.to_string()).collect();
+                v.sort();
+                v
+            });
+        let seen = self.lite.seen.borrow().by_client.get(client).copied();
+        LiteClientView {
+            lite_topics,
+            access_ms: seen.map_or(-1, |s| s.access_ms),
+            consume_ms: seen.map_or(0, |s| s.consume_ms),
+        }
+    }
+
+    /// The store time of the record at CommitLog offset `clo` of local shard `shard`.
+    async fn lite_stored_ms(&self, shard: u16, clo: u64) -> Result<Option<i64>, BrokerError> {
+        let sh = self.local_shard(shard)?;
+        let rec = sh.read_at(shard::CommitLogOffset(clo)).await?;
+        Ok(rec.and_then(|r| {
+            RecordView::parse(r.as_bytes())
+                .ok()
+                .map(|v| v.store_timestamp_ms())
+        }))
+    }
+
+    /// `at` with its store times read.
+    async fn lite_lag(&self, at: &LagAt) -> Result<LiteLag, BrokerError> {
+        let earliest = match at.first {
+            Some((_, clo)) => self.lite_stored_ms(at.shard, clo).await?.unwrap_or(-1),
+            None => -1,
+        };
+        let last = match at.last {
+            Some(clo) => self.lite_stored_ms(at.shard, clo).await?.unwrap_or(0),
+            None => 0,
+        };
+        Ok(LiteLag {
+            lite_topic: at.lite.to_string(),
+            kept: at.kept,
+            consumed: at.consumed,
+            earliest_unconsumed_ms: earliest,
+            last_consumed_ms: last,
+        })
+    }
+
+    /// `group`'s position in lite topic `lite` of `topic` on this core.
+    pub async fn lite_topic_lag(
+        &self,
+        group: &str,
+        topic: &str,
+        lite: &str,
+    ) -> Result<LiteTopicLag, BrokerError> {
+        let cfg = self.lite_parent(topic)?;
+        let (shard, core) = self.owner(topic, lite_queue(lite, cfg.write_queues));
+        if core != self.id || self.master_epoch(shard).is_none() {
+            return Ok(LiteTopicLag::NotHeld);
+        }
+        self.lite_ready(shard, topic).await?;
+        let at = {
+            let st = self.lite.shards.borrow();
+            let Some(p) = st.get(&shard).and_then(|s| s.parents.get(topic)) else {
+                return Ok(LiteTopicLag::NotHeld);
+            };
+            let Some((name, t)) = p.topics.get_key_value(lite) else {
+                return Ok(LiteTopicLag::NotHeld);
+            };
+            let Some(c) = p.groups.get(group).and_then(|g| g.get(lite)) else {
+                return Ok(LiteTopicLag::NoCursor);
+            };
+            lag_at(name, shard, t, c)
+        };
+        Ok(LiteTopicLag::At(self.lite_lag(&at).await?))
+    }
+
+    /// `group`'s lag over the lite topics of `topic` on this core: the total, and the
+    /// `top_k` (at most [`LITE_TOP_K_MAX`]) lite topics with the most messages and with the
+    /// oldest message not consumed.
+    pub async fn lite_group_lag(
+        &self,
+        group: &str,
+        topic: &str,
+        top_k: usize,
+    ) -> Result<LiteGroupLag, BrokerError> {
+        self.lite_parent(topic)?;
+        self.lite_catch_up(Some(topic)).await?;
+        let k = top_k.min(LITE_TOP_K_MAX);
+        let mut behind: Vec<LagAt> = Vec::new();
+        {
+            let st = self.lite.shards.borrow();
+            for (&shard, s) in st.iter() {
+                let Some(p) = s.parents.get(topic) else {
+                    continue;
+                };
+                let Some(g) = p.groups.get(group) else {
+                    continue;
+                };
+                for (lite, c) in g {
+                    if let Some(t) = p.topics.get(lite) {
+                        let at = lag_at(lite, shard, t, c);
+                        if at.kept > at.consumed {
+                            behind.push(at);
+                        }
+                    }
+                }
+            }
+        }
+        let mut out = LiteGroupLag {
+            total: behind.iter().map(|a| a.kept - a.consumed).sum(),
+            earliest_unconsumed_ms: -1,
+            ..LiteGroupLag::default()
+        };
+        // Most behind first; ties by name, so the answer is the same each time.
+        behind.sort_by(|a, b| {
+            (b.kept - b.consumed)
+                .cmp(&(a.kept - a.consumed))
+                .then_with(|| a.lite.cmp(&b.lite))
+        });
+        for at in behind.iter().take(k) {
+            out.by_count.push(self.lite_lag(at).await?);
+        }
+        // By time: within a queue, store times follow offsets, so each queue's `k` first
+        // unconsumed messages hold its oldest ones; its first holds the queue's oldest.
+        behind.sort_by(|a, b| {
+            (a.shard, a.queue, a.first.map(|f| f.0)).cmp(&(b.shard, b.queue, b.first.map(|f| f.0)))
+        });
+        let mut candidates: Vec<LiteLag> = Vec::new();
+        let mut run: Option<((u16, u32), usize)> = None;
+        for at in &behind {
+            let here = (at.shard, at.queue);
+            let taken = match run {
+                Some((q, n)) if q == here => n,
+                _ => 0,
+            };
+            run = Some((here, taken + 1));
+            if taken >= k.max(1) {
+                continue;
+            }
+            let lag = self.lite_lag(at).await?;
+            if lag.earliest_unconsumed_ms >= 0
+                && (out.earliest_unconsumed_ms < 0
+                    || lag.earliest_unconsumed_ms < out.earliest_unconsumed_ms)
+            {
+                out.earliest_unconsumed_ms = lag.earliest_unconsumed_ms;
+            }
+            if taken < k {
+                candidates.push(lag);
+            }
+        }
+        candidates.sort_by(|a, b| {
+            a.earliest_unconsumed_ms
+                .cmp(&b.earliest_unconsumed_ms)
+                .then_with(|| a.lite_topic.cmp(&b.lite_topic))
+        });
+        candidates.truncate(k);
+        out.by_time = candidates;
+        Ok(out)
+    }
+
+    /// The (group, parent topic) pairs of this core's lite subscriptions and cursors.
+    pub(crate) fn lite_group_parents_local(&self) -> Vec<(String, String)> {
+        let mut pairs: HashSet<(String, String)> =
+            self.lite.subs.borrow().keys().cloned().collect();
+        let st = self.lite.shards.borrow();
+        for s in st.values() {
+            for (topic, p) in &s.parents {
+                for group in p.groups.keys() {
+                    pairs.insert((group.clone(), topic.clone()));
+                }
+            }
+        }
+        pairs.into_iter().collect()
+    }
+
+    /// The (group, parent topic) pairs any core knows from its lite subscriptions and
+    /// cursors: the parents each group consumes, sorted.
+    pub async fn lite_group_parents(&self) -> Result<Vec<(String, String)>, BrokerError> {
+        let mut all: Vec<(String, String)> = Vec::new();
+        for core in 0..self.shared.cores {
+            all.extend(Box::pin(self.at_core(core, LiteGroups)).await?);
+        }
+        all.sort();
+        all.dedup();
+        Ok(all)
+    }
 }
 
 #[cfg(test)]

@@ -244,6 +244,9 @@ ops! {
         /// To every core in turn: a lite pop of what a client subscribed there, for a
         /// client that receives from one core only.
         LitePop(crate::lite::LitePop),
+        /// To every core: the groups its lite subscriptions and cursors know, with their
+        /// parent topics (the lite admin requests).
+        LiteGroups(crate::lite::LiteGroups),
     }
 }
 

@@ -588,6 +588,14 @@ pub fn remoting_actions<'a>(
         // A lite subscription hands nothing out (the lite pops that follow need Sub): any
         // signed user.
         request::LITE_SUBSCRIPTION_CTL => a.push(Action::Info),
+        // RocketMQ 5.5's lite admin reads (its GET on a topic or group, as GET_CONSUME_STATS
+        // here): any signed user. TRIGGER_LITE_DISPATCH is RocketMQ's UPDATE of the group,
+        // which these rules cannot name: an admin's, below.
+        request::GET_BROKER_LITE_INFO
+        | request::GET_PARENT_TOPIC_INFO
+        | request::GET_LITE_TOPIC_INFO
+        | request::GET_LITE_CLIENT_INFO
+        | request::GET_LITE_GROUP_INFO => a.push(Action::Info),
         request::QUERY_MESSAGE => a.push(Action::Subscribe {
             topic: field(&["topic"]),
             group: None,

@@ -141,6 +141,11 @@ pub mod request {
     pub const ACK_LITE_MESSAGE: i32 = 200072;
     pub const NOTIFY_UNSUBSCRIBE_LITE: i32 = 200073;
     pub const GET_BROKER_LITE_INFO: i32 = 200074;
+    pub const GET_PARENT_TOPIC_INFO: i32 = 200075;
+    pub const GET_LITE_TOPIC_INFO: i32 = 200076;
+    pub const GET_LITE_CLIENT_INFO: i32 = 200077;
+    pub const GET_LITE_GROUP_INFO: i32 = 200078;
+    pub const TRIGGER_LITE_DISPATCH: i32 = 200079;
 
     /// The Java name of a code, for logs and remarks.
     pub fn name(code: i32) -> Option<&'static str> {
@@ -148,7 +153,7 @@ pub mod request {
     }
 
     /// Every code in this module with its Java name.
-    pub const ALL: [(i32, &str); 132] = [
+    pub const ALL: [(i32, &str); 137] = [
         (SEND_MESSAGE, "SEND_MESSAGE"),
         (PULL_MESSAGE, "PULL_MESSAGE"),
         (QUERY_MESSAGE, "QUERY_MESSAGE"),
@@ -323,6 +328,11 @@ pub mod request {
         (ACK_LITE_MESSAGE, "ACK_LITE_MESSAGE"),
         (NOTIFY_UNSUBSCRIBE_LITE, "NOTIFY_UNSUBSCRIBE_LITE"),
         (GET_BROKER_LITE_INFO, "GET_BROKER_LITE_INFO"),
+        (GET_PARENT_TOPIC_INFO, "GET_PARENT_TOPIC_INFO"),
+        (GET_LITE_TOPIC_INFO, "GET_LITE_TOPIC_INFO"),
+        (GET_LITE_CLIENT_INFO, "GET_LITE_CLIENT_INFO"),
+        (GET_LITE_GROUP_INFO, "GET_LITE_GROUP_INFO"),
+        (TRIGGER_LITE_DISPATCH, "TRIGGER_LITE_DISPATCH"),
     ];
 }
 
@@ -458,6 +468,8 @@ mod tests {
         assert_eq!(request::name(370), Some("RECALL_MESSAGE"));
         assert_eq!(request::NOTIFICATION, 200054);
         assert_eq!(request::BATCH_ACK_MESSAGE, 200151);
+        assert_eq!(request::GET_PARENT_TOPIC_INFO, 200075);
+        assert_eq!(request::name(200079), Some("TRIGGER_LITE_DISPATCH"));
         assert_eq!(request::name(200053), Some("CHANGE_MESSAGE_INVISIBLETIME"));
         assert_eq!(response::SUBSCRIPTION_GROUP_NOT_EXIST, 26);
         assert_eq!(response::PULL_NOT_FOUND, 19);

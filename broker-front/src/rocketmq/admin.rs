@@ -475,7 +475,7 @@ fn raw_answer(req: &RemotingCommand, body: Vec<u8>) -> Outgoing {
 }
 
 /// This core's RocketMQ broker name.
-fn own_name(core: &Front) -> String {
+pub(super) fn own_name(core: &Front) -> String {
     protocol::core_view::core_broker_name(
         &core.shared.config.broker_name,
         core.id,
@@ -524,7 +524,7 @@ async fn topic_stats(core: &Rc<Front>, req: &RemotingCommand) -> Result<Outgoing
 }
 
 /// Every (group queue, stored offset) this core's shards hold.
-fn stored_offsets(core: &Front) -> Vec<(GroupQueue, crate::groups::StoredOffset)> {
+pub(super) fn stored_offsets(core: &Front) -> Vec<(GroupQueue, crate::groups::StoredOffset)> {
     core.offsets
         .values()
         .flat_map(|t| {
@@ -963,17 +963,11 @@ async fn one_subscription_group(
         .await?
         .into_iter()
         .next();
-    let known = || {
-        stored_offsets(core).iter().any(|(q, _)| q.group == group)
-            || core
-                .rocketmq
-                .live(core.shared.clock.now(), timeout(core))
-                .iter()
-                .any(|(_, c)| c.consumers.iter().any(|d| d.group_name == group))
-    };
     match stored {
         Some(cfg) => json_answer(req, &cfg),
-        None if known() => json_answer(req, &SubscriptionGroupConfig::named(&group)),
+        None if group_known(core, &group) => {
+            json_answer(req, &SubscriptionGroupConfig::named(&group))
+        }
         None => Ok(Outgoing::remoting(
             RemotingCommand::response_to(
                 req,
@@ -983,6 +977,17 @@ async fn one_subscription_group(
             Body::None,
         )),
     }
+}
+
+/// Whether this core knows `group` without a stored config: from its offsets here or its
+/// members' heartbeats to this core.
+pub(super) fn group_known(core: &Front, group: &str) -> bool {
+    stored_offsets(core).iter().any(|(q, _)| q.group == group)
+        || core
+            .rocketmq
+            .live(core.shared.clock.now(), timeout(core))
+            .iter()
+            .any(|(_, c)| c.consumers.iter().any(|d| d.group_name == group))
 }
 
 fn consumed_by(core: &Front, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {

@@ -51,6 +51,7 @@ mod admin;
 mod assign;
 mod auth_admin;
 mod lite;
+mod lite_admin;
 pub(crate) mod pop;
 
 pub use admin::Seen;
@@ -213,6 +214,7 @@ pub(crate) async fn serve(
         request::CHANGE_MESSAGE_INVISIBLETIME => pop::change_invisible(core, req).await,
         request::QUERY_ASSIGNMENT => assign::query(core, req, &frame.body).await,
         request::SET_MESSAGE_REQUEST_MODE => assign::set_mode(core, req, &frame.body).await,
+        code if lite_admin::is_lite_admin(code) => lite_admin::serve(core, req).await,
         code if auth_admin::is_auth_admin(code) => {
             auth_admin::serve(core, client, req, &frame.body).await
         }
