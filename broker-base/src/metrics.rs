@@ -96,6 +96,9 @@ pub struct BrokerMetrics {
     cq_files_unmapped: Family<CoreLabel, Counter>,
     tail_ring_records: Family<CoreLabel, Gauge>,
     writes_blocked_shards: Family<CoreLabel, Gauge>,
+    lite_topics: Family<CoreLabel, Gauge>,
+    lite_messages_kept: Family<CoreLabel, Gauge>,
+    lite_subscriptions: Family<CoreLabel, Gauge>,
     uptime_seconds: GaugeF,
     consumer_backlog: Family<GroupQueueLabel, Gauge>,
     pop_inflight: Family<GroupQueueLabel, Gauge>,
@@ -149,6 +152,9 @@ impl BrokerMetrics {
             cq_files_unmapped: Family::default(),
             tail_ring_records: Family::default(),
             writes_blocked_shards: Family::default(),
+            lite_topics: Family::default(),
+            lite_messages_kept: Family::default(),
+            lite_subscriptions: Family::default(),
             uptime_seconds: GaugeF::default(),
             consumer_backlog: Family::default(),
             pop_inflight: Family::default(),
@@ -271,6 +277,21 @@ impl BrokerMetrics {
             "corvus_writes_blocked_shards",
             "Shards that cannot create their next CommitLog segment (disk full or no descriptors) and refuse sends until a retry succeeds, per core",
             m.writes_blocked_shards.clone(),
+        );
+        r.register(
+            "corvus_lite_topics",
+            "Lite topics (RocketMQ 5.5) the core holds, idle ones included until they are forgotten",
+            m.lite_topics.clone(),
+        );
+        r.register(
+            "corvus_lite_messages_kept",
+            "Messages of the core's lite topics kept for some group (not yet consumed by every group with a position in them)",
+            m.lite_messages_kept.clone(),
+        );
+        r.register(
+            "corvus_lite_subscriptions",
+            "Lite topics of the core subscribed, counted once per subscribing client",
+            m.lite_subscriptions.clone(),
         );
         r.register(
             "corvus_replication_slave_lag_bytes",
@@ -426,6 +447,20 @@ impl BrokerMetrics {
         self.consumer_backlog
             .get_or_create(&l)
             .set(backlog.min(i64::MAX as u64) as i64);
+    }
+
+    /// Sets a core's lite topic counts: lite topics held, messages kept, subscriptions.
+    pub fn set_lite(&self, core: u16, topics: u64, kept: u64, subscriptions: u64) {
+        let l = CoreLabel {
+            core: core.to_string(),
+        };
+        for (family, n) in [
+            (&self.lite_topics, topics),
+            (&self.lite_messages_kept, kept),
+            (&self.lite_subscriptions, subscriptions),
+        ] {
+            family.get_or_create(&l).set(n.min(i64::MAX as u64) as i64);
+        }
     }
 
     /// Sets a POP group's messages in flight on a queue.

@@ -941,13 +941,17 @@ impl Core {
 
     /// Sets the backlog metric of every group offset this core keeps: from the committed
     /// offset (or the oldest stored, after retention) to the queue's end, never negative; the
-    /// in-flight metric of every POP window it holds; and its priority message counts.
+    /// in-flight metric of every POP window it holds; its lite topics' (at most every
+    /// 10 s); and its priority message counts.
     pub fn publish_backlogs(&self) {
         for (shard_id, table) in &self.offsets {
             let Some(shard) = self.shards.get(shard_id) else {
                 continue;
             };
             for (gq, stored) in table.borrow().entries() {
+                if gq.group == crate::lite::FLOOR_GROUP {
+                    continue;
+                }
                 let q = shard.queue_offsets(&gq.topic, gq.queue_id);
                 let backlog = q.max.0.saturating_sub(stored.offset.max(q.min.0));
                 self.shared
@@ -960,6 +964,7 @@ impl Core {
                 .metrics
                 .set_pop_inflight(&group, &topic, queue_id, inflight);
         }
+        self.publish_lite();
         for (priority, sent, delivered) in self.priority.take() {
             self.shared
                 .metrics

@@ -67,6 +67,8 @@ const POLL_SLICE: Duration = Duration::from_millis(100);
 /// How often a shard's floors are stored and its idle lite topics swept, at most: each pass
 /// walks all its lite topics (a stale floor only means a longer read at the next start).
 const SETTLE_EVERY_MS: i64 = 5_000;
+/// How often a core publishes its lite topics' metrics.
+const LITE_METRICS_EVERY_MS: i64 = 10_000;
 
 /// Whether `topic` is a LITE parent topic.
 pub fn is_lite_topic(topics: &TopicTable, topic: &str) -> bool {
@@ -310,6 +312,10 @@ pub struct LiteState {
     /// (group, parent) → client → the lite topics of this core another client of the
     /// Exclusive group took from it: its whole set sent again does not take them back.
     evicted: RefCell<HashMap<SubKey, Clients>>,
+    /// When this core last published its lite topics' metrics (wall ms).
+    published_ms: Cell<i64>,
+    /// The (group, parent, queue) backlogs published last time: one gone is set to 0.
+    published: RefCell<HashSet<(String, String, u32)>>,
     turn: Cell<usize>,
     /// When each client last popped here ([`Core::lite_client_view`]).
     seen: RefCell<ClientsSeen>,
@@ -1321,6 +1327,63 @@ impl Core {
             if t.query(&key).is_none_or(|s| s.offset != floor) {
                 t.commit(&key, floor, crate::groups::EPOCH_ANY, "", false);
             }
+        }
+    }
+
+    /// Publishes this core's lite topics to the metrics, at most every
+    /// `LITE_METRICS_EVERY_MS` (it walks every lite topic and cursor): the counts, and per
+    /// (group, parent, queue) the messages the group's lite topics hold for it from its
+    /// first unacked one (as the consumer backlog) and its messages out (as POP in flight).
+    pub(crate) fn publish_lite(&self) {
+        let now_ms = self.shared.clock.wall_ms();
+        if now_ms - self.lite.published_ms.get() < LITE_METRICS_EVERY_MS {
+            return;
+        }
+        self.lite.published_ms.set(now_ms);
+        let counts = self.lite_counts();
+        let metrics = &self.shared.metrics;
+        metrics.set_lite(
+            self.id,
+            counts.lite_topics,
+            counts.retained,
+            counts.subscriptions,
+        );
+        // (group, parent, queue) → (backlog, in flight)
+        let mut per: HashMap<(String, String, u32), (u64, u64)> = HashMap::new();
+        {
+            let st = self.lite.shards.borrow();
+            for s in st.values() {
+                for (parent, p) in &s.parents {
+                    for (group, cursors) in &p.groups {
+                        for (lite, c) in cursors {
+                            let Some(t) = p.topics.get(lite) else {
+                                continue;
+                            };
+                            let from = c.needs_from();
+                            let ahead = t.kept.len() - t.kept.partition_point(|k| k.0 < from);
+                            let out = c.out.iter().filter(|d| !d.acked).count();
+                            let e = per
+                                .entry((group.clone(), parent.clone(), t.queue))
+                                .or_default();
+                            e.0 += ahead as u64;
+                            e.1 += out as u64;
+                        }
+                    }
+                }
+            }
+        }
+        let mut published = self.lite.published.borrow_mut();
+        for (group, parent, queue) in published.iter() {
+            if !per.contains_key(&(group.clone(), parent.clone(), *queue)) {
+                metrics.set_backlog(group, parent, *queue, 0);
+                metrics.set_pop_inflight(group, parent, *queue, 0);
+            }
+        }
+        published.clear();
+        for ((group, parent, queue), (backlog, out)) in per {
+            metrics.set_backlog(&group, &parent, queue, backlog);
+            metrics.set_pop_inflight(&group, &parent, queue, out);
+            published.insert((group, parent, queue));
         }
     }
 

@@ -769,3 +769,50 @@ fn an_ack_naming_the_wrong_lite_topic_still_acks_its_message() {
     assert_eq!(bodies, ["j1-next"]);
     c.stop();
 }
+
+#[test]
+fn the_metrics_show_each_core_s_lite_topics_and_each_group_s_lite_backlog() {
+    let c = Cluster::start(1, 1);
+    create(&c, 4);
+    send(&c, 0, "feed", &["f1", "f2", "f3"]).expect("sent");
+    subscribe(&c, "client-1", SubAction::Add, &["feed"], StartAt::Oldest);
+    let p = pop(&c, &pop_req("client-1", 1, 60_000));
+    assert_eq!(p.messages.len(), 1);
+    let queue = p.messages[0].queue_id;
+    c.on(0, |core| async move { core.publish_backlogs() });
+    let text = c.shared.metrics.render();
+    let value = |prefix: &str| -> Option<String> {
+        text.lines()
+            .find(|l| l.starts_with(prefix))
+            .and_then(|l| l.rsplit(' ').next())
+            .map(str::to_owned)
+    };
+    assert_eq!(
+        value("corvus_lite_topics{core=\"0\"}").as_deref(),
+        Some("1")
+    );
+    assert_eq!(
+        value("corvus_lite_messages_kept{core=\"0\"}").as_deref(),
+        Some("3")
+    );
+    assert_eq!(
+        value("corvus_lite_subscriptions{core=\"0\"}").as_deref(),
+        Some("1")
+    );
+    let labels = format!("{{group=\"{GROUP}\",topic=\"{TOPIC}\",queue=\"{queue}\"}}");
+    let backlog = text
+        .lines()
+        .find(|l| l.contains("backlog") && l.contains(&labels))
+        .unwrap_or_else(|| panic!("no lite backlog for {labels}: {text}"));
+    assert!(backlog.ends_with(" 3"), "{backlog}");
+    let inflight = text
+        .lines()
+        .find(|l| l.starts_with("corvus_pop_inflight_messages") && l.contains(&labels))
+        .unwrap_or_else(|| panic!("no lite in-flight for {labels}: {text}"));
+    assert!(inflight.ends_with(" 1"), "{inflight}");
+    assert!(
+        !text.contains(broker_core::lite::FLOOR_GROUP),
+        "the lite index's own floor is no group: {text}"
+    );
+    c.stop();
+}
