@@ -539,14 +539,14 @@ pub(super) fn stored_offsets(core: &Front) -> Vec<(GroupQueue, crate::groups::St
 /// A queue's offsets for a group, as RocketMQ's ConsumeStats holds them.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct OffsetWrapper {
-    broker_offset: u64,
-    consumer_offset: u64,
+pub(super) struct OffsetWrapper {
+    pub(super) broker_offset: u64,
+    pub(super) consumer_offset: u64,
     /// RocketMQ 5's: how far the group has been handed messages; its mqadmin shows
     /// `pullOffset - consumerOffset` as in flight. A POP group's window's next offset,
-    /// else the committed offset.
-    pull_offset: u64,
-    last_timestamp: i64,
+    /// else the committed offset (a lite topic's: 0, as RocketMQ's lite answer leaves it).
+    pub(super) pull_offset: u64,
+    pub(super) last_timestamp: i64,
 }
 
 /// The group's ConsumeStats of this core's queues of `topics` (every topic it has offsets

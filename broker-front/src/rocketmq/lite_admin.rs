@@ -399,17 +399,6 @@ impl From<&LiteLag> for LiteLagInfo {
     }
 }
 
-/// RocketMQ's `OffsetWrapper`, of one lite topic.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct OffsetWrapper {
-    broker_offset: u64,
-    consumer_offset: u64,
-    /// RocketMQ's lite answer leaves it 0.
-    pull_offset: u64,
-    last_timestamp: i64,
-}
-
 /// RocketMQ's `GetLiteGroupInfoResponseBody`.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -421,7 +410,7 @@ struct LiteGroupInfo {
     earliest_unconsumed_timestamp: i64,
     total_lag_count: i64,
     #[serde(skip_serializing_if = "Option::is_none")]
-    lite_topic_offset_wrapper: Option<OffsetWrapper>,
+    lite_topic_offset_wrapper: Option<super::admin::OffsetWrapper>,
     #[serde(skip_serializing_if = "Option::is_none")]
     lag_count_top_k: Option<Vec<LiteLagInfo>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -499,7 +488,7 @@ async fn lite_group_info(core: &Rc<Front>, req: &RemotingCommand) -> Result<Outg
                 LiteTopicLag::At(l) => {
                     body.total_lag_count = i64::try_from(l.lag()).unwrap_or(i64::MAX);
                     body.earliest_unconsumed_timestamp = l.earliest_unconsumed_ms;
-                    body.lite_topic_offset_wrapper = Some(OffsetWrapper {
+                    body.lite_topic_offset_wrapper = Some(super::admin::OffsetWrapper {
                         broker_offset: l.kept,
                         consumer_offset: l.consumed,
                         pull_offset: 0,
