@@ -359,6 +359,86 @@ fn a_kill_9_between_send_and_consume_loses_no_acknowledged_lite_message() {
     }
 }
 
+/// Two consecutive loopback ports free a moment ago: a two-core broker's direct ports, kept
+/// across its restart so that a running client finds it again.
+fn two_free_ports() -> u16 {
+    for _ in 0..200 {
+        let first = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = first.local_addr().unwrap().port();
+        if port < 65_000 && std::net::TcpListener::bind(("127.0.0.1", port + 1)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no two consecutive free loopback ports");
+}
+
+/// A Java LitePushConsumer that keeps running while the broker is killed (-9) and restarted
+/// on the same ports: its subscriptions, which a broker keeps as session state, come back
+/// (the SDK sends its whole set again), and it consumes every lite topic whole and in order,
+/// the messages sent before the kill and after the restart.
+#[test]
+fn a_running_lite_push_consumer_keeps_its_lite_topics_across_a_broker_kill_9() {
+    let Some(sdk) = java() else {
+        return;
+    };
+    let port = two_free_ports();
+    let mut c = Cluster::start_with(2, "small", |o| {
+        o.config_toml = Some(format!(
+            "long_polling_max_ms = 2000\nvip_channel = false\ndirect_port_base = {port}\n"
+        ))
+    });
+    let f = update_topic_with_attributes(&c.broker.addr, TOPIC, 8, "+message.type=LITE");
+    assert_eq!(f.command.code, 0, "{:?}", f.command.remark);
+    wait_for_route(&c.namesrv.addr, TOPIC);
+    let home = c.dir.path().join("client-home");
+    std::fs::create_dir_all(&home).unwrap();
+    let at = endpoint(&c.namesrv.addr, None);
+    assert_eq!(at, format!("127.0.0.1:{port}"));
+    let lites = "keep-1,keep-2,keep-3,keep-4";
+    let half = 3;
+    let sent = run(&sdk, &home, &["send", &at, TOPIC, lites, &half.to_string()]);
+    assert_eq!(sent.iter().filter(|l| l.starts_with("SENT ")).count(), 4 * half);
+    let mark = c.dir.path().join("half-consumed");
+    let total = (4 * PER_LITE).to_string();
+    let half_total = (4 * half).to_string();
+    let lines = std::thread::scope(|scope| {
+        let consumer = scope.spawn(|| {
+            let mark = mark.to_str().unwrap();
+            run(
+                &sdk,
+                &home,
+                &["survive", &at, TOPIC, GROUP, lites, &total, &half_total, mark],
+            )
+        });
+        wait_for(Duration::from_secs(90), || mark.exists().then_some(()))
+            .expect("the consumer got the messages sent before the kill");
+        c.restart_broker();
+        let again = endpoint(&c.namesrv.addr, None);
+        assert_eq!(again, at, "the broker came back on its ports");
+        let rest = (PER_LITE - half).to_string();
+        let sent = run(
+            &sdk,
+            &home,
+            &["send", &at, TOPIC, lites, &rest, &half.to_string()],
+        );
+        assert_eq!(
+            sent.iter().filter(|l| l.starts_with("SENT ")).count(),
+            4 * (PER_LITE - half)
+        );
+        consumer.join().expect("the consumer program ran")
+    });
+    for lite in lites.split(',') {
+        let got: Vec<String> = received(&lines, lite).into_iter().map(|g| g.0).collect();
+        let mut first: Vec<String> = Vec::new();
+        for b in got {
+            if !first.contains(&b) {
+                first.push(b);
+            }
+        }
+        assert_eq!(first, bodies(lite), "{lite} whole and in order: {lines:?}");
+    }
+}
+
 /// The Python SDK's `LiteSimpleConsumer` (which receives from one queue of the route, the
 /// first readable one, so from one core of the two) gets the subscribed lite topics of both
 /// cores, each in order and whole; a message it leaves unacked comes back, attempt 2, once

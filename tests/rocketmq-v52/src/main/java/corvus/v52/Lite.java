@@ -21,14 +21,18 @@ import org.apache.rocketmq.client.apis.producer.SendReceipt;
  * lite topics one by one ({@code subscribeLite}).
  *
  * <pre>
- * Lite send ENDPOINT TOPIC LITES N
+ * Lite send ENDPOINT TOPIC LITES N [FROM]
  *     sends N messages to each lite topic of LITES (comma-separated), the lite topics in
- *     turn; body "LITE#K"; prints SENT LITE#K per acknowledged send
+ *     turn; body "LITE#K", K from FROM (0); prints SENT LITE#K per acknowledged send
  * Lite consume ENDPOINT TOPIC GROUP LITES TOTAL [FAIL_ONCE]
  *     a LitePushConsumer subscribes each lite topic of LITES and consumes until TOTAL distinct
  *     messages succeeded; prints RECEIVED LITE#K lite=L attempt=A per delivery, in the order
  *     the listener saw them; the first delivery of FAIL_ONCE (a body) fails once. Then it
  *     unsubscribes the first lite topic of LITES and prints its lite topic set.
+ * Lite survive ENDPOINT TOPIC GROUP LITES TOTAL HALF MARK
+ *     a LitePushConsumer subscribes each lite topic of LITES and consumes until TOTAL distinct
+ *     messages succeeded (within 150 s), printing RECEIVED as consume does; once HALF have,
+ *     it creates the file MARK (the test then restarts the broker and sends the rest).
  * Lite exclusive ENDPOINT TOPIC GROUP LITE N
  *     two LitePushConsumers of GROUP (an Exclusive group) subscribe LITE in turn; once the
  *     first is told it lost LITE (its lite topic set no longer has it), prints "FIRST LOST
@@ -56,7 +60,10 @@ public final class Lite {
         int status = 0;
         try {
             switch (args[0]) {
-                case "send" -> send(provider, cfg, topic, args[3].split(","), Integer.parseInt(args[4]));
+                case "send" -> send(provider, cfg, topic, args[3].split(","), Integer.parseInt(args[4]),
+                        args.length > 5 ? Integer.parseInt(args[5]) : 0);
+                case "survive" -> survive(provider, cfg, topic, args[3], args[4].split(","),
+                        Integer.parseInt(args[5]), Integer.parseInt(args[6]), java.nio.file.Path.of(args[7]));
                 case "consume" -> consume(provider, cfg, topic, args[3], args[4].split(","),
                         Integer.parseInt(args[5]), args.length > 6 ? args[6] : null);
                 case "exclusive" -> exclusive(provider, cfg, topic, args[3], args[4],
@@ -73,10 +80,10 @@ public final class Lite {
         System.exit(status);
     }
 
-    static void send(ClientServiceProvider provider, ClientConfiguration cfg, String topic, String[] lites, int n)
-            throws Exception {
+    static void send(ClientServiceProvider provider, ClientConfiguration cfg, String topic, String[] lites, int n,
+            int from) throws Exception {
         try (Producer p = provider.newProducerBuilder().setClientConfiguration(cfg).setTopics(topic).build()) {
-            for (int k = 0; k < n; k++) {
+            for (int k = from; k < from + n; k++) {
                 for (String lite : lites) {
                     String body = lite + "#" + k;
                     SendReceipt receipt = p.send(provider.newMessageBuilder()
@@ -174,7 +181,7 @@ public final class Lite {
                 throw new IllegalStateException("the first consumer was never told it lost " + lite);
             }
             System.out.println("FIRST LOST " + lite);
-            send(provider, cfg, topic, new String[] {lite}, n);
+            send(provider, cfg, topic, new String[] {lite}, n, 0);
             while (secondDone.size() < n && System.nanoTime() < deadline) {
                 Thread.sleep(50);
             }
@@ -185,6 +192,42 @@ public final class Lite {
                 throw new IllegalStateException("the first consumer got " + firstDone);
             }
             System.out.println("SECOND HAS " + String.join(",", new java.util.TreeSet<>(second.getLiteTopicSet())));
+        }
+    }
+
+    static void survive(ClientServiceProvider provider, ClientConfiguration cfg, String topic, String group,
+            String[] lites, int total, int half, java.nio.file.Path mark) throws Exception {
+        Set<String> done = ConcurrentHashMap.newKeySet();
+        try (LitePushConsumer consumer = provider.newLitePushConsumerBuilder()
+                .setClientConfiguration(cfg)
+                .setConsumerGroup(group)
+                .bindTopic(topic)
+                .setMessageListener(view -> {
+                    String body = StandardCharsets.UTF_8.decode(view.getBody()).toString();
+                    String lite = view.getLiteTopic().orElse("?");
+                    synchronized (System.out) {
+                        System.out.println("RECEIVED " + body + " lite=" + lite + " attempt="
+                                + view.getDeliveryAttempt());
+                    }
+                    done.add(body);
+                    return ConsumeResult.SUCCESS;
+                })
+                .build()) {
+            for (String lite : lites) {
+                consumer.subscribeLite(lite);
+            }
+            long deadline = System.nanoTime() + Duration.ofSeconds(150).toNanos();
+            boolean marked = false;
+            while (done.size() < total && System.nanoTime() < deadline) {
+                if (!marked && done.size() >= half) {
+                    java.nio.file.Files.writeString(mark, "half\n");
+                    marked = true;
+                }
+                Thread.sleep(50);
+            }
+            if (done.size() < total) {
+                throw new IllegalStateException("consumed " + done.size() + " of " + total + ": " + done);
+            }
         }
     }
 }
