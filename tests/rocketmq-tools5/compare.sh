@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
-# RocketMQ 5.3.3's own mqadmin (tests/rocketmq-tools5) over its sub-commands, against Apache
-# RocketMQ 5.3.3 and against corvus, both prepared alike, side by side:
+# RocketMQ's own mqadmin (rocketmq-tools, tests/rocketmq-tools5) over its sub-commands, against
+# Apache RocketMQ and against corvus, both prepared alike, side by side:
 #
-#   tests/rocketmq-tools5/compare.sh [--only CMD,CMD...] [--keep] [--show]
+#   [RMQ_VERSION=5.3.3] [TOOLS_VERSION=5.3.3] tests/rocketmq-tools5/compare.sh \
+#     [--only CMD,CMD...] [--keep] [--show]
+#
+# RMQ_VERSION is the Apache RocketMQ run (bench/rocketmq-compare/pom.xml from Maven Central),
+# TOOLS_VERSION the mqadmin run against both; 5.3.3 each by default. 5.5.0 is the newest
+# release whose NameServer, broker and tools are all on Maven Central; the sub-commands a tool
+# version added run only with that tool (COMMANDS_5_5).
 #
 # Each side gets a NameServer and one broker on loopback (Apache's with small heaps and
 # tests/rocketmq-diff/broker.conf; corvus's debug binaries, 2 cores, the same broker.conf),
@@ -28,20 +34,29 @@ while [ $# -gt 0 ]; do
     --only) ONLY=",$2,"; shift 2 ;;
     --keep) KEEP=1; shift ;;
     --show) SHOW=1; shift ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
 
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
+RMQ_VERSION="${RMQ_VERSION:-5.3.3}"
+TOOLS_VERSION="${TOOLS_VERSION:-5.3.3}"
 RMQ_CP="$TARGET/rocketmq-diff/rocketmq-cp.txt"
 # maven_cp, fetch_rocketmq, stop_all_on_exit, free_port, wait_for, start_rocketmq.
 source "$ROOT/tests/rocketmq-diff/apache-lib.sh"
-maven_cp "$HERE"
+# The tool's classpath: cp.txt (what tests/tests/rocketmq_admin5.rs runs) for 5.3.3, its own
+# file for another version.
+TOOLS_CP_FILE="$HERE/cp.txt"
+[ "$TOOLS_VERSION" = 5.3.3 ] || TOOLS_CP_FILE="$TARGET/rocketmq-tools5/cp-$TOOLS_VERSION.txt"
+mkdir -p "$TARGET/rocketmq-tools5"
+(cd "$HERE" && mvn -q -B dependency:build-classpath -Dtools.version="$TOOLS_VERSION" \
+  -Dmdep.outputFile="$TOOLS_CP_FILE")
 maven_cp "$ROOT/tests/rocketmq-java533" compile
 fetch_rocketmq
 (cd "$ROOT" && cargo build -q -p broker -p namesrv)
-TOOLS_CP="$(cat "$HERE/cp.txt")"
+TOOLS_CP="$(cat "$TOOLS_CP_FILE")"
+echo "== Apache RocketMQ $RMQ_VERSION and corvus $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?'), mqadmin $TOOLS_VERSION"
 PREP_CP="$ROOT/tests/rocketmq-java533/target/classes:$(cat "$ROOT/tests/rocketmq-java533/cp.txt")"
 
 TMP="$(mktemp -d /tmp/rmq-admin.XXXXXX)"
@@ -161,6 +176,14 @@ COMMANDS=(
   "exportConfigs -c DefaultCluster -f @DIR@"
   "exportMetrics -c DefaultCluster -f @DIR@"
 )
+# Sub-commands RocketMQ's mqadmin 5.5.0 added (its lite-topic commands, 5.5's LiteTopic
+# feature, are not among them here).
+COMMANDS_5_5=(
+  "switchTimerEngine -b @BROKER@ -e F"
+)
+if [ "$(printf '%s\n' 5.5.0 "$TOOLS_VERSION" | sort -V | head -1)" = 5.5.0 ]; then
+  COMMANDS+=("${COMMANDS_5_5[@]}")
+fi
 
 # Masks what differs between any two runs: addresses, broker names, ids, numbers that are
 # times, and white space.
