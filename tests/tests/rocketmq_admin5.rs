@@ -682,17 +682,9 @@ fn queue_entries_version_and_deliberate_refusals_answer_the_5_x_mqadmin() {
     let c = Cluster::start(1, "small");
     let ns = c.namesrv.addr.clone();
     let broker = c.broker.addr.clone();
-    let f = call(
-        &broker,
-        request::SWITCH_TIMER_ENGINE,
-        &[("engineType", "F")],
-    );
+    let f = call(&broker, request::SWITCH_TIMER_ENGINE, &[("E_T", "F")]);
     assert_eq!(f.command.code, response::SUCCESS, "{:?}", f.command.remark);
-    let f = call(
-        &broker,
-        request::SWITCH_TIMER_ENGINE,
-        &[("engineType", "R")],
-    );
+    let f = call(&broker, request::SWITCH_TIMER_ENGINE, &[("E_T", "R")]);
     assert_ne!(f.command.code, response::SUCCESS);
     assert!(
         f.command

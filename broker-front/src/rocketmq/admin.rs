@@ -432,12 +432,12 @@ fn no_cold_data_flow_control(req: &RemotingCommand) -> Outgoing {
     )
 }
 
-/// SWITCH_TIMER_ENGINE (mqadmin 5.5's switchTimerEngine, `-e R|F`): corvus has one timer
+/// SWITCH_TIMER_ENGINE (mqadmin 5.5's switchTimerEngine, `-e R|F`, sent as `E_T`): corvus has one timer
 /// engine, the timer queue of each shard indexed on disk (files, as RocketMQ's file time
 /// wheel), so `F` is what runs already and is answered SUCCESS; `R` (RocksDB timeline) is
 /// refused with the reason.
 fn switch_timer_engine(req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
-    match req.ext("engineType").map(str::trim) {
+    match req.ext("E_T").map(str::trim) {
         Some("F") => Ok(Outgoing::remoting(
             RemotingCommand::response_to(
                 req,
@@ -452,7 +452,7 @@ fn switch_timer_engine(req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
                 .into(),
         )),
         other => Err(BrokerError::BadRequest(format!(
-            "engineType must be R or F, not {}",
+            "the timer engine type (E_T) must be R or F, not {}",
             other.unwrap_or("(none)")
         ))),
     }
