@@ -577,6 +577,14 @@ fn producers_and_clean_ups_are_served_to_the_5_x_mqadmin() {
         .as_array()
         .expect("the group");
     assert_eq!(producers[0]["clientId"], "127.0.0.1@admin-producer", "{v}");
+    // RocketMQ's form of the address: Java's InetSocketAddress text.
+    assert!(
+        producers[0]["remoteIP"]
+            .as_str()
+            .unwrap()
+            .starts_with("/127.0.0.1:"),
+        "{v}"
+    );
     assert!(producers[0]["lastUpdateTimestamp"].as_i64().unwrap() > 1_600_000_000_000);
 
     let Some(tools) = tools5_or_skip() else {

@@ -894,7 +894,9 @@ fn all_producers(core: &Front, req: &RemotingCommand) -> Result<Outgoing, Broker
                 .or_default()
                 .push(serde_json::json!({
                     "clientId": id,
-                    "remoteIP": c.addr,
+                    // As RocketMQ's broker writes it: the channel's address as Java prints
+                    // an InetSocketAddress, `/ip:port`.
+                    "remoteIP": format!("/{}", c.addr.trim_start_matches('/')),
                     "language": c.language,
                     "version": c.version,
                     "lastUpdateTimestamp": wall_now - since,
