@@ -23,6 +23,11 @@ maven_cp() {
 }
 
 RMQ_VERSION="${RMQ_VERSION:-5.3.3}"
+# Another version's classpath is kept in a file of its own, so harnesses running different
+# versions at once do not overwrite each other's.
+if [ "$RMQ_VERSION" != 5.3.3 ] && [ -n "${RMQ_CP:-}" ]; then
+  RMQ_CP="${RMQ_CP%.txt}-$RMQ_VERSION.txt"
+fi
 
 # fetch_rocketmq: Apache RocketMQ RMQ_VERSION's classpath (bench/rocketmq-compare/pom.xml, no
 # build) into RMQ_CP, from Maven Central the first time, again when that pom.xml changes, and
