@@ -223,7 +223,8 @@ for c in "${COMMANDS[@]}"; do
     args="${args//@DIR@/$TMP/$side/export}"
     # shellcheck disable=SC2086
     out="$(mqadmin "$side" $args || true)"
-    OUT[$side]="$out"
+    # The side's own directory (export files) is not a difference.
+    OUT[$side]="${out//$TMP\/$side/TMPDIR}"
     if failed "$out"; then OK[$side]=0; else OK[$side]=1; fi
   done
   if [ "${OK[apache]}" = 1 ] && [ "${OK[corvus]}" = 1 ]; then
