@@ -1570,7 +1570,11 @@ impl BrokerConfig {
         if self.message_bytes_max + 4096 > self.commit_log_segment_bytes {
             return Err(ConfigError::Invalid {
                 key: "message_bytes_max",
-                message: "must fit in one CommitLog segment (commit_log_segment_bytes)".into(),
+                message: format!(
+                    "RocketMQ's maxMessageSize, {} bytes, must fit in one CommitLog segment with \
+                     4 KiB to spare: commit_log_segment_bytes (mappedFileSizeCommitLog) is {}",
+                    self.message_bytes_max, self.commit_log_segment_bytes
+                ),
             });
         }
         if !(self.disk_clean_ratio <= self.disk_force_clean_ratio

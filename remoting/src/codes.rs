@@ -124,6 +124,10 @@ pub mod request {
     pub const AUTH_DELETE_ACL: i32 = 3008;
     pub const AUTH_GET_ACL: i32 = 3009;
     pub const AUTH_LIST_ACL: i32 = 3010;
+    pub const UPDATE_COLD_DATA_FLOW_CTR_CONFIG: i32 = 2001;
+    pub const REMOVE_COLD_DATA_FLOW_CTR_CONFIG: i32 = 2002;
+    pub const GET_COLD_DATA_FLOW_CTR_INFO: i32 = 2003;
+    pub const SWITCH_TIMER_ENGINE: i32 = 5001;
     pub const ADD_BROKER: i32 = 902;
     pub const REMOVE_BROKER: i32 = 903;
     pub const BROKER_HEARTBEAT: i32 = 904;
@@ -153,7 +157,7 @@ pub mod request {
     }
 
     /// Every code in this module with its Java name.
-    pub const ALL: [(i32, &str); 137] = [
+    pub const ALL: [(i32, &str); 141] = [
         (SEND_MESSAGE, "SEND_MESSAGE"),
         (PULL_MESSAGE, "PULL_MESSAGE"),
         (QUERY_MESSAGE, "QUERY_MESSAGE"),
@@ -311,6 +315,16 @@ pub mod request {
         (AUTH_DELETE_ACL, "AUTH_DELETE_ACL"),
         (AUTH_GET_ACL, "AUTH_GET_ACL"),
         (AUTH_LIST_ACL, "AUTH_LIST_ACL"),
+        (
+            UPDATE_COLD_DATA_FLOW_CTR_CONFIG,
+            "UPDATE_COLD_DATA_FLOW_CTR_CONFIG",
+        ),
+        (
+            REMOVE_COLD_DATA_FLOW_CTR_CONFIG,
+            "REMOVE_COLD_DATA_FLOW_CTR_CONFIG",
+        ),
+        (GET_COLD_DATA_FLOW_CTR_INFO, "GET_COLD_DATA_FLOW_CTR_INFO"),
+        (SWITCH_TIMER_ENGINE, "SWITCH_TIMER_ENGINE"),
         (ADD_BROKER, "ADD_BROKER"),
         (REMOVE_BROKER, "REMOVE_BROKER"),
         (BROKER_HEARTBEAT, "BROKER_HEARTBEAT"),

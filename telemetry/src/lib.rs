@@ -1,8 +1,12 @@
 //! Serves `GET /metrics` in the Prometheus/OpenMetrics text format from a plain thread.
 //!
-//! The encoding is prometheus-client's; this crate only adds the smallest HTTP/1.1 server
-//! that a scraper needs: one request per connection, `GET /metrics` answered with the
-//! registry rendered at that moment, anything else 404. Each connection is served on a thread
+//! The encoding is prometheus-client's (OpenMetrics); this crate only adds the smallest
+//! HTTP/1.1 server that a scraper needs: one request per connection, `GET /metrics` answered
+//! with the registry rendered at that moment, anything else 404. A scraper whose `Accept`
+//! names `application/openmetrics-text` (Prometheus does) gets OpenMetrics; any other (curl,
+//! `promtool check metrics`, older scrapers) gets Prometheus's text format 0.0.4, the same
+//! samples with each counter's HELP and TYPE under its sample name (`_total`) and no `# EOF`
+//! ([`to_text_format`]). Each connection is served on a thread
 //! of its own (at most 32 at once, each bounded by a 2 s read and write timeout), so idle
 //! connections cannot hold up a scrape.
 //!
@@ -11,6 +15,7 @@
 //! address is served but logged as a warning, and a token ([`serve`]'s `token`) makes every
 //! request without `Authorization: Bearer TOKEN` a 401.
 
+use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,6 +29,48 @@ pub use prometheus_client;
 pub type Render = Arc<dyn Fn() -> String + Send + Sync>;
 
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+/// Prometheus's text format, served to a scraper that does not ask for OpenMetrics.
+pub const TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// OpenMetrics text (as [`encode`] writes it) in Prometheus's text format 0.0.4: a counter's
+/// `# HELP` and `# TYPE` name the family by its samples' name (`x_total`, where OpenMetrics
+/// says `x`), `unknown` is `untyped`, and `# UNIT` and `# EOF` (which the older format has
+/// not) are left out. Samples are kept as they are.
+pub fn to_text_format(openmetrics: &str) -> String {
+    let counters: std::collections::HashSet<&str> = openmetrics
+        .lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix("# TYPE ")?;
+            let (name, kind) = rest.split_once(' ')?;
+            (kind.trim() == "counter").then_some(name)
+        })
+        .collect();
+    let total = |name: &str| -> String {
+        if counters.contains(name) && !name.ends_with("_total") {
+            format!("{name}_total")
+        } else {
+            name.to_owned()
+        }
+    };
+    let mut out = String::with_capacity(openmetrics.len() + 16 * counters.len());
+    for line in openmetrics.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            let (name, help) = rest.split_once(' ').unwrap_or((rest, ""));
+            let _ = writeln!(out, "# HELP {} {help}", total(name));
+        } else if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').unwrap_or((rest, "untyped"));
+            let kind = if kind == "unknown" { "untyped" } else { kind };
+            let _ = writeln!(out, "# TYPE {} {kind}", total(name));
+        } else {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
 
 /// Encodes a registry to text; an encoding error yields a comment line rather than a panic.
 pub fn encode(registry: &prometheus_client::registry::Registry) -> String {
@@ -181,9 +228,10 @@ fn answer(stream: TcpStream, render: &Render, token: Option<&[u8]>) -> std::io::
     (&mut reader)
         .take(LINE_BYTES_MAX)
         .read_line(&mut request_line)?;
-    // Read the headers up to the blank line, keeping only Authorization; bounded by the
-    // timeout, a line length and a count.
+    // Read the headers up to the blank line, keeping only Authorization and whether Accept
+    // asks for OpenMetrics; bounded by the timeout, a line length and a count.
     let mut authorized = token.is_none();
+    let mut openmetrics = false;
     let mut line = String::new();
     for _ in 0..100 {
         line.clear();
@@ -193,9 +241,19 @@ fn answer(stream: TcpStream, render: &Render, token: Option<&[u8]>) -> std::io::
         {
             break;
         }
-        if let (Some(token), Some((name, value))) = (token, line.split_once(':')) {
-            if name.trim().eq_ignore_ascii_case("authorization") && bearer_matches(value, token) {
-                authorized = true;
+        if let Some((name, value)) = line.split_once(':') {
+            let name = name.trim();
+            if let Some(token) = token {
+                if name.eq_ignore_ascii_case("authorization") && bearer_matches(value, token) {
+                    authorized = true;
+                }
+            }
+            if name.eq_ignore_ascii_case("accept")
+                && value
+                    .to_ascii_lowercase()
+                    .contains("application/openmetrics-text")
+            {
+                openmetrics = true;
             }
         }
     }
@@ -211,10 +269,14 @@ fn answer(stream: TcpStream, render: &Render, token: Option<&[u8]>) -> std::io::
             body.len()
         )?;
     } else if method == "GET" && (path == "/metrics" || path == "/") {
-        let body = render();
+        let (body, content_type) = if openmetrics {
+            (render(), CONTENT_TYPE)
+        } else {
+            (to_text_format(&render()), TEXT_CONTENT_TYPE)
+        };
         write!(
             w,
-            "HTTP/1.1 200 OK\r\nContent-Type: {CONTENT_TYPE}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
             body.len()
         )?;
         w.write_all(body.as_bytes())?;
@@ -297,12 +359,91 @@ mod tests {
             encode(&r)
         });
         let server = serve("127.0.0.1:0".parse().unwrap(), render, None).unwrap();
-        let resp = get(server.local_addr(), "/metrics");
+        let resp = get_with(
+            server.local_addr(),
+            "/metrics",
+            "Accept: application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5\r\n",
+        );
         assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+        assert!(resp.contains("application/openmetrics-text"), "{resp}");
+        assert!(resp.contains("# HELP demo_things Things seen"), "{resp}");
         assert!(resp.contains("demo_things_total 5"), "{resp}");
         assert!(resp.trim_end().ends_with("# EOF"), "{resp}");
+        // Without an Accept asking for OpenMetrics: Prometheus's text format.
+        let resp = get(server.local_addr(), "/metrics");
+        assert!(resp.contains("text/plain; version=0.0.4"), "{resp}");
+        assert!(
+            resp.contains("# HELP demo_things_total Things seen"),
+            "{resp}"
+        );
+        assert!(resp.contains("# TYPE demo_things_total counter"), "{resp}");
+        assert!(resp.contains("demo_things_total 5"), "{resp}");
+        assert!(!resp.contains("# EOF"), "{resp}");
         assert!(get(server.local_addr(), "/other").starts_with("HTTP/1.1 404"));
         server.shutdown();
+    }
+
+    /// Every sample of the text format belongs to a family with its HELP and TYPE under the
+    /// name promtool looks for: the sample's name, less a histogram's `_bucket`, `_sum` and
+    /// `_count`.
+    #[test]
+    fn every_family_of_the_text_format_has_help_and_type() {
+        use prometheus_client::encoding::EncodeLabelSet;
+        use prometheus_client::metrics::counter::Counter;
+        use prometheus_client::metrics::family::Family;
+        use prometheus_client::metrics::gauge::Gauge;
+        use prometheus_client::metrics::histogram::Histogram;
+        #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+        struct Core {
+            core: String,
+        }
+        let mut r = prometheus_client::registry::Registry::default();
+        let requests = Family::<Core, Counter>::default();
+        requests.get_or_create(&Core { core: "0".into() }).inc_by(3);
+        r.register("demo_requests", "Requests, per core", requests);
+        let open: Gauge = Gauge::default();
+        r.register("demo_open", "Open now", open);
+        let h = Histogram::new([0.001, 0.01]);
+        h.observe(0.005);
+        r.register("demo_latency_seconds", "Latency", h);
+        let text = to_text_format(&encode(&r));
+        assert!(!text.contains("# EOF"), "{text}");
+        assert!(families_lacking_help(&text).is_empty(), "{text}");
+        // And what promtool reported before: OpenMetrics' HELP under `demo_requests`.
+        assert!(!families_lacking_help(&encode(&r)).is_empty());
+    }
+
+    /// The sample names of `text` without a `# HELP` and `# TYPE` of their family.
+    fn families_lacking_help(text: &str) -> Vec<String> {
+        let mut help = std::collections::HashSet::new();
+        let mut typed = std::collections::HashMap::new();
+        for l in text.lines() {
+            if let Some(rest) = l.strip_prefix("# HELP ") {
+                help.insert(rest.split(' ').next().unwrap_or("").to_owned());
+            } else if let Some(rest) = l.strip_prefix("# TYPE ") {
+                let mut p = rest.split(' ');
+                let name = p.next().unwrap_or("").to_owned();
+                typed.insert(name, p.next().unwrap_or("").to_owned());
+            }
+        }
+        let mut lacking = Vec::new();
+        for l in text
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+        {
+            let name = l.split(['{', ' ']).next().unwrap_or("");
+            let family = ["_bucket", "_sum", "_count"]
+                .iter()
+                .find_map(|s| {
+                    let base = name.strip_suffix(s)?;
+                    (typed.get(base).map(String::as_str) == Some("histogram")).then_some(base)
+                })
+                .unwrap_or(name);
+            if !help.contains(family) || !typed.contains_key(family) {
+                lacking.push(name.to_owned());
+            }
+        }
+        lacking
     }
 
     #[test]

@@ -1,9 +1,13 @@
-# Shell functions the harnesses that run Apache RocketMQ 5.3.3 beside corvus share (run.sh
+# Shell functions the harnesses that run Apache RocketMQ (5.3.3 unless RMQ_VERSION says
+# otherwise) beside corvus share (run.sh
 # here, tests/rocketmq-v5/run-apache.sh, tests/rocketmq-tools5/compare.sh,
 # tests/rocketmq-proxy/run.sh): the Maven classpaths, starting Apache's NameServer, broker and
 # Proxy on loopback with small heaps, and stopping what was started. Source it after setting:
 #   PIDS     an array; every process started is appended (stop_all stops them)
 #   RMQ_CP   a file holding Apache RocketMQ's classpath (fetch_rocketmq writes it)
+#   RMQ_VERSION  (optional) the Apache RocketMQ version to run, 5.3.3 when unset; one whose
+#            NameServer, broker, tools, client and Proxy are all on Maven Central (5.5.0 is;
+#            5.5.1 has only its broker there)
 #   BROKER_CONFS  (optional) the broker.conf files to concatenate; broker.conf beside this file
 #            when unset
 # start_rocketmq sets NS_PID and BROKER_PID.
@@ -18,14 +22,24 @@ maven_cp() {
   (cd "$dir" && mvn -q -B "$@" dependency:build-classpath -Dmdep.outputFile=cp.txt)
 }
 
-# fetch_rocketmq: Apache RocketMQ 5.3.3's classpath (bench/rocketmq-compare/pom.xml, no build)
-# into RMQ_CP, from Maven Central the first time and again when that pom.xml changes.
+RMQ_VERSION="${RMQ_VERSION:-5.3.3}"
+# Another version's classpath is kept in a file of its own, so harnesses running different
+# versions at once do not overwrite each other's.
+if [ "$RMQ_VERSION" != 5.3.3 ] && [ -n "${RMQ_CP:-}" ]; then
+  RMQ_CP="${RMQ_CP%.txt}-$RMQ_VERSION.txt"
+fi
+
+# fetch_rocketmq: Apache RocketMQ RMQ_VERSION's classpath (bench/rocketmq-compare/pom.xml, no
+# build) into RMQ_CP, from Maven Central the first time, again when that pom.xml changes, and
+# when RMQ_CP holds another version's.
 fetch_rocketmq() {
   local pom_dir="$RMQ_ROOT/bench/rocketmq-compare"
   mkdir -p "$(dirname "$RMQ_CP")"
-  if [ ! -s "$RMQ_CP" ] || [ "$pom_dir/pom.xml" -nt "$RMQ_CP" ]; then
-    echo "== fetching Apache RocketMQ 5.3.3 (bench/rocketmq-compare/pom.xml) from Maven Central"
-    (cd "$pom_dir" && timeout 900 mvn -q -B dependency:build-classpath -Dmdep.outputFile="$RMQ_CP")
+  if [ ! -s "$RMQ_CP" ] || [ "$pom_dir/pom.xml" -nt "$RMQ_CP" ] \
+    || ! grep -q "rocketmq-broker-$RMQ_VERSION.jar" "$RMQ_CP"; then
+    echo "== fetching Apache RocketMQ $RMQ_VERSION (bench/rocketmq-compare/pom.xml) from Maven Central"
+    (cd "$pom_dir" && timeout 900 mvn -q -B dependency:build-classpath \
+      -Drocketmq.version="$RMQ_VERSION" -Dmdep.outputFile="$RMQ_CP")
   fi
 }
 

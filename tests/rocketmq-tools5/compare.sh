@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
-# RocketMQ 5.3.3's own mqadmin (tests/rocketmq-tools5) over its sub-commands, against Apache
-# RocketMQ 5.3.3 and against corvus, both prepared alike, side by side:
+# RocketMQ's own mqadmin (rocketmq-tools, tests/rocketmq-tools5) over its sub-commands, against
+# Apache RocketMQ and against corvus, both prepared alike, side by side:
 #
-#   tests/rocketmq-tools5/compare.sh [--only CMD,CMD...] [--keep] [--show]
+#   [RMQ_VERSION=5.3.3] [TOOLS_VERSION=5.3.3] [CORVUS_CORES=2] [CORVUS_PROFILE=small] \
+#     tests/rocketmq-tools5/compare.sh [--only CMD,CMD...] [--keep] [--show]
+#
+# RMQ_VERSION is the Apache RocketMQ run (bench/rocketmq-compare/pom.xml from Maven Central),
+# TOOLS_VERSION the mqadmin run against both; 5.3.3 each by default. 5.5.0 is the newest
+# release whose NameServer, broker and tools are all on Maven Central; the sub-commands a tool
+# version added run only with that tool (COMMANDS_5_5).
 #
 # Each side gets a NameServer and one broker on loopback (Apache's with small heaps and
-# tests/rocketmq-diff/broker.conf; corvus's debug binaries, 2 cores, the same broker.conf),
+# tests/rocketmq-diff/broker.conf; corvus's debug binaries, CORVUS_CORES cores (2; each core
+# is a broker in the routes, so listings have a row per core) and the CORVUS_PROFILE tuning
+# profile (small: 4 MiB CommitLog segments), the same broker.conf),
 # a topic of 8 queues (AdminTopic), and corvus.AdminPrepare (tests/rocketmq-java533): 100
 # messages with keys and tags, an offline group with a backlog of 60 (OfflineGroup), and an
 # online push group (OnlineGroup) that stays connected while the commands run. Every command
@@ -28,20 +36,31 @@ while [ $# -gt 0 ]; do
     --only) ONLY=",$2,"; shift 2 ;;
     --keep) KEEP=1; shift ;;
     --show) SHOW=1; shift ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
 
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
+RMQ_VERSION="${RMQ_VERSION:-5.3.3}"
+TOOLS_VERSION="${TOOLS_VERSION:-5.3.3}"
+CORVUS_CORES="${CORVUS_CORES:-2}"
+CORVUS_PROFILE="${CORVUS_PROFILE:-small}"
 RMQ_CP="$TARGET/rocketmq-diff/rocketmq-cp.txt"
 # maven_cp, fetch_rocketmq, stop_all_on_exit, free_port, wait_for, start_rocketmq.
 source "$ROOT/tests/rocketmq-diff/apache-lib.sh"
-maven_cp "$HERE"
+# The tool's classpath: cp.txt (what tests/tests/rocketmq_admin5.rs runs) for 5.3.3, its own
+# file for another version.
+TOOLS_CP_FILE="$HERE/cp.txt"
+[ "$TOOLS_VERSION" = 5.3.3 ] || TOOLS_CP_FILE="$TARGET/rocketmq-tools5/cp-$TOOLS_VERSION.txt"
+mkdir -p "$TARGET/rocketmq-tools5"
+(cd "$HERE" && mvn -q -B dependency:build-classpath -Dtools.version="$TOOLS_VERSION" \
+  -Dmdep.outputFile="$TOOLS_CP_FILE")
 maven_cp "$ROOT/tests/rocketmq-java533" compile
 fetch_rocketmq
 (cd "$ROOT" && cargo build -q -p broker -p namesrv)
-TOOLS_CP="$(cat "$HERE/cp.txt")"
+TOOLS_CP="$(cat "$TOOLS_CP_FILE")"
+echo "== Apache RocketMQ $RMQ_VERSION and corvus $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?') ($CORVUS_CORES cores, profile $CORVUS_PROFILE), mqadmin $TOOLS_VERSION"
 PREP_CP="$ROOT/tests/rocketmq-java533/target/classes:$(cat "$ROOT/tests/rocketmq-java533/cp.txt")"
 
 TMP="$(mktemp -d /tmp/rmq-admin.XXXXXX)"
@@ -71,7 +90,7 @@ CNS=$(free_port)
 "$TARGET/debug/namesrv" --listen "127.0.0.1:$CNS" > "$TMP/corvus/namesrv.out" 2>&1 &
 PIDS+=($!)
 wait_for "$TMP/corvus/namesrv.out" "namesrv listening on" "${PIDS[-1]}" 30
-"$TARGET/debug/broker" --cores 2 --profile small --listen 127.0.0.1:0 --namesrv "127.0.0.1:$CNS" \
+"$TARGET/debug/broker" --cores "$CORVUS_CORES" --profile "$CORVUS_PROFILE" --listen 127.0.0.1:0 --namesrv "127.0.0.1:$CNS" \
   --data-dir "$TMP/corvus/data" --tail-ring-dir "$TMP/corvus/rings" \
   -c "$ROOT/tests/rocketmq-diff/broker.conf" > "$TMP/corvus/broker.out" 2>&1 &
 PIDS+=($!)
@@ -79,6 +98,7 @@ wait_for "$TMP/corvus/broker.out" "broker listening on" "${PIDS[-1]}" 60
 NSADDR[corvus]="127.0.0.1:$CNS"
 BROKER_ADDR[corvus]="$(grep -o 'broker listening on [0-9.:]*' "$TMP/corvus/broker.out" | head -1 | awk '{print $4}')"
 BROKER_NAME[corvus]=broker-a-c0
+[ "$CORVUS_CORES" != 1 ] || BROKER_NAME[corvus]=broker-a
 
 # The same topic, messages and groups on each side.
 for side in apache corvus; do
@@ -161,13 +181,22 @@ COMMANDS=(
   "exportConfigs -c DefaultCluster -f @DIR@"
   "exportMetrics -c DefaultCluster -f @DIR@"
 )
+# Sub-commands RocketMQ's mqadmin 5.5.0 added (its lite-topic commands, 5.5's LiteTopic
+# feature, are not among them here).
+COMMANDS_5_5=(
+  "switchTimerEngine -b @BROKER@ -e F"
+)
+if [ "$(printf '%s\n' 5.5.0 "$TOOLS_VERSION" | sort -V | head -1)" = 5.5.0 ]; then
+  COMMANDS+=("${COMMANDS_5_5[@]}")
+fi
 
 # Masks what differs between any two runs: addresses, broker names, ids, numbers that are
-# times, and white space.
+# times, the 5.x version a broker reports (V5_3_3, V5_5_0), and white space.
 normalise() {
   sed -E \
     -e 's/[0-9]{1,3}(\.[0-9]{1,3}){3}(:[0-9]+)?/ADDR/g' \
     -e 's/broker-a(-c[0-9]+)?/BROKER/g' \
+    -e 's/V5_[0-9]+_[0-9]+/V5_X_Y/g' \
     -e 's/[0-9A-F]{32}/MSGID/g' \
     -e 's/[0-9]{4}-[0-9]{2}-[0-9]{2}[ T][0-9:,.]+/TIME/g' \
     -e 's/[0-9]{10,}/NUM/g' \
@@ -194,7 +223,8 @@ for c in "${COMMANDS[@]}"; do
     args="${args//@DIR@/$TMP/$side/export}"
     # shellcheck disable=SC2086
     out="$(mqadmin "$side" $args || true)"
-    OUT[$side]="$out"
+    # The side's own directory (export files) is not a difference.
+    OUT[$side]="${out//$TMP\/$side/TMPDIR}"
     if failed "$out"; then OK[$side]=0; else OK[$side]=1; fi
   done
   if [ "${OK[apache]}" = 1 ] && [ "${OK[corvus]}" = 1 ]; then

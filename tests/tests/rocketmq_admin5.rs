@@ -577,6 +577,14 @@ fn producers_and_clean_ups_are_served_to_the_5_x_mqadmin() {
         .as_array()
         .expect("the group");
     assert_eq!(producers[0]["clientId"], "127.0.0.1@admin-producer", "{v}");
+    // RocketMQ's form of the address: Java's InetSocketAddress text.
+    assert!(
+        producers[0]["remoteIP"]
+            .as_str()
+            .unwrap()
+            .starts_with("/127.0.0.1:"),
+        "{v}"
+    );
     assert!(producers[0]["lastUpdateTimestamp"].as_i64().unwrap() > 1_600_000_000_000);
 
     let Some(tools) = tools5_or_skip() else {
@@ -668,6 +676,95 @@ fn ha_status_shows_the_master_s_slave_and_the_slave_s_master() {
     let (ok, out) = mqadmin5(&tools, &ns, &["haStatus", "-b", &pair.slave.addr]);
     assert!(
         ok && out.contains("#MasterAddr") && out.contains("#CommitLogMaxOffset"),
+        "{out}"
+    );
+}
+
+/// RocketMQ 5.3.3's mqadmin: `queryCq` lists a queue's entries (CommitLog offset, size, tag
+/// hash) as RocketMQ's ConsumeQueue units with the queue's min and max; `clusterList` shows
+/// the 5.x version corvus speaks; `getColdDataFlowCtrInfo` says there is no cold-data table;
+/// `cleanUnusedTopic` is refused with the reason; 5.5's SWITCH_TIMER_ENGINE takes `F` (the
+/// file-based timer corvus runs) and refuses `R` (RocksDB) with the reason.
+#[test]
+fn queue_entries_version_and_deliberate_refusals_answer_the_5_x_mqadmin() {
+    let c = Cluster::start(1, "small");
+    let ns = c.namesrv.addr.clone();
+    let broker = c.broker.addr.clone();
+    let f = call(&broker, request::SWITCH_TIMER_ENGINE, &[("E_T", "F")]);
+    assert_eq!(f.command.code, response::SUCCESS, "{:?}", f.command.remark);
+    let f = call(&broker, request::SWITCH_TIMER_ENGINE, &[("E_T", "R")]);
+    assert_ne!(f.command.code, response::SUCCESS);
+    assert!(
+        f.command
+            .remark
+            .unwrap_or_default()
+            .contains("no RocksDB timer engine"),
+        "the refusal says why"
+    );
+    let Some(tools) = tools5_or_skip() else {
+        return;
+    };
+    create_topic(&ns, "CqTopic", 1);
+    for i in 0..3 {
+        let body = format!("m{i}");
+        let (ok, out) = mqadmin5(
+            &tools,
+            &ns,
+            &["sendMessage", "-t", "CqTopic", "-p", &body, "-c", "TagA"],
+        );
+        assert!(ok && out.contains("SEND_OK"), "{out}");
+    }
+    let (ok, out) = mqadmin5(
+        &tools,
+        &ns,
+        &[
+            "queryCq", "-t", "CqTopic", "-q", "0", "-i", "1", "-c", "5", "-b", &broker,
+        ],
+    );
+    assert!(ok && out.contains("max: 3, min: 0"), "{out}");
+    // From index 1: entries 1 and 2, each with the tag's hash ("TagA".hashCode()).
+    assert!(
+        out.contains("idx: 1") && out.contains("idx: 2") && !out.contains("idx: 3"),
+        "{out}"
+    );
+    assert_eq!(out.matches("tagsCode=2598919").count(), 2, "{out}");
+    let offsets: Vec<u64> = out
+        .split("physicOffset=")
+        .skip(1)
+        .filter_map(|s| s.split(',').next()?.parse().ok())
+        .collect();
+    assert!(offsets.len() == 2 && offsets[0] < offsets[1], "{out}");
+    // The offset is the one queryMsgByOffset shows for the same entry.
+    let (ok, shown) = mqadmin5(
+        &tools,
+        &ns,
+        &[
+            "queryMsgByOffset",
+            "-t",
+            "CqTopic",
+            "-b",
+            "broker-a",
+            "-i",
+            "0",
+            "-o",
+            "1",
+        ],
+    );
+    assert!(
+        ok && shown.contains(&format!("CommitLog Offset:    {}", offsets[0])),
+        "{shown}"
+    );
+
+    let (ok, out) = mqadmin5(&tools, &ns, &["clusterList"]);
+    assert!(
+        ok && out.contains("V5_5_0") && !out.contains("V4_9_8"),
+        "{out}"
+    );
+    let (ok, out) = mqadmin5(&tools, &ns, &["getColdDataFlowCtrInfo", "-b", &broker]);
+    assert!(ok && out.contains("has no cold ctr table"), "{out}");
+    let (_, out) = mqadmin5(&tools, &ns, &["cleanUnusedTopic", "-b", &broker]);
+    assert!(
+        out.contains("corvus keeps a deleted topic's ConsumeQueues"),
         "{out}"
     );
 }

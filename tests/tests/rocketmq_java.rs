@@ -1014,7 +1014,7 @@ fn rocketmq_s_own_mqadmin_manages_the_cluster() {
     let clusters = t(&["clusterList"]);
     for core in ["broker-a-c0", "broker-a-c1"] {
         assert!(
-            clusters.contains(core) && clusters.contains("V4_9_8"),
+            clusters.contains(core) && clusters.contains("V5_5_0"),
             "{clusters}"
         );
     }

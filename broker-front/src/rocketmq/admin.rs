@@ -25,9 +25,11 @@ use crate::mesh::{OffsetOp, SubGroupOp};
 use crate::numbering::CoreQueues;
 use crate::sub_groups::GroupConfig;
 
-/// The RocketMQ version corvus answers as (`MQVersion.Version.V4_9_8`'s ordinal and name).
-pub(crate) const ROCKETMQ_VERSION: i32 = 433;
-const ROCKETMQ_VERSION_NAME: &str = "V4_9_8";
+/// The RocketMQ version corvus answers as: `MQVersion.Version.V5_5_0`'s ordinal in RocketMQ
+/// 5.x's enum, and its name (the protocol up to 5.5.0's lite topics). `clusterList` prints the
+/// name from the runtime info's `brokerVersionDesc`.
+pub(crate) const ROCKETMQ_VERSION: i32 = 513;
+const ROCKETMQ_VERSION_NAME: &str = "V5_5_0";
 
 /// A RocketMQ client as its last heartbeat on this core showed it.
 #[derive(Debug, Clone)]
@@ -145,6 +147,22 @@ pub(crate) async fn serve(
         request::GET_CONSUMER_RUNNING_INFO => consumer_running_info(core, req).await,
         request::CONSUME_MESSAGE_DIRECTLY => consume_directly(core, req).await,
         request::VIEW_BROKER_STATS_DATA => Ok(broker_stats_data(core, req)),
+        request::QUERY_CONSUME_QUEUE => query_consume_queue(core, req).await,
+        request::CLEAN_UNUSED_TOPIC => Err(BrokerError::Unsupported(
+            "corvus keeps a deleted topic's ConsumeQueues, so a topic created again under its \
+             name continues its offsets; retention deletes their entries with the CommitLog \
+             segments they point into (deleteExpiredCommitLog runs it now)"
+                .into(),
+        )),
+        request::GET_COLD_DATA_FLOW_CTR_INFO => Ok(no_cold_data_flow_control(req)),
+        request::UPDATE_COLD_DATA_FLOW_CTR_CONFIG | request::REMOVE_COLD_DATA_FLOW_CTR_CONFIG => {
+            Err(BrokerError::Unsupported(
+                "corvus has no cold-data flow control: a consumer reading far behind is sent to \
+                 a slave (hot_bytes_max, slave_read_enable) instead of being throttled"
+                    .into(),
+            ))
+        }
+        request::SWITCH_TIMER_ENGINE => switch_timer_engine(req),
         _ => return None,
     })
 }
@@ -394,6 +412,130 @@ fn broker_config(core: &Front, req: &RemotingCommand) -> Result<Outgoing, Broker
         ok(req),
         Body::Owned(vec![Bytes::from(text)]),
     ))
+}
+
+/// GET_COLD_DATA_FLOW_CTR_INFO (mqadmin getColdDataFlowCtrInfo): corvus has no cold-data flow
+/// control, so no table: RocketMQ's tool prints "Broker[ADDR] has no cold ctr table", as
+/// for a RocketMQ broker without one; the remark says why.
+fn no_cold_data_flow_control(req: &RemotingCommand) -> Outgoing {
+    Outgoing::remoting(
+        RemotingCommand::response_to(
+            req,
+            remoting::codes::response::SUCCESS,
+            Some(
+                "corvus has no cold-data flow control: a consumer reading far behind is sent \
+                 to a slave (hot_bytes_max, slave_read_enable) instead of being throttled"
+                    .into(),
+            ),
+        ),
+        Body::None,
+    )
+}
+
+/// SWITCH_TIMER_ENGINE (mqadmin 5.5's switchTimerEngine, `-e R|F`, sent as `E_T`): corvus has one timer
+/// engine, the timer queue of each shard indexed on disk (files, as RocketMQ's file time
+/// wheel), so `F` is what runs already and is answered SUCCESS; `R` (RocksDB timeline) is
+/// refused with the reason.
+fn switch_timer_engine(req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
+    match req.ext("E_T").map(str::trim) {
+        Some("F") => Ok(Outgoing::remoting(
+            RemotingCommand::response_to(
+                req,
+                remoting::codes::response::SUCCESS,
+                Some("corvus's one timer engine is file-based (each shard's timer queue); it runs already".into()),
+            ),
+            Body::None,
+        )),
+        Some("R") => Err(BrokerError::Unsupported(
+            "corvus has no RocksDB timer engine: timer and delay messages are held in each \
+             shard's file-based timer queue"
+                .into(),
+        )),
+        other => Err(BrokerError::BadRequest(format!(
+            "the timer engine type (E_T) must be R or F, not {}",
+            other.unwrap_or("(none)")
+        ))),
+    }
+}
+
+/// Entries one QUERY_CONSUME_QUEUE answers at most.
+const QUERY_CQ_ENTRIES_MAX: i64 = 1024;
+
+/// QUERY_CONSUME_QUEUE (mqadmin queryCq `-t T -q Q -i INDEX -c COUNT`): the queue's min and
+/// max offsets, and from INDEX up to COUNT entries as RocketMQ's ConsumeQueue units: the
+/// record's CommitLog offset as its offset msgId carries it (the shard in the top 16 bits),
+/// its size and its tag hash. The entries are read as a pull of the queue (RocketMQ's tools
+/// group, `TOOLS_CONSUMER`) and counted as one. `-g` is accepted; corvus keeps no
+/// ConsumeQueue extension or filter bitmap, so it adds nothing.
+async fn query_consume_queue(
+    core: &Rc<Front>,
+    req: &RemotingCommand,
+) -> Result<Outgoing, BrokerError> {
+    let topic = req
+        .ext("topic")
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| BrokerError::BadRequest("topic is required".into()))?
+        .to_owned();
+    let number = |key: &str, default: i64| -> Result<i64, BrokerError> {
+        match req.ext(key).map(str::trim).filter(|v| !v.is_empty()) {
+            None => Ok(default),
+            Some(v) => v
+                .parse::<i64>()
+                .map_err(|_| BrokerError::BadRequest(format!("{key} `{v}` is not a number"))),
+        }
+    };
+    let queue_id = i32::try_from(number("queueId", 0)?)
+        .map_err(|_| BrokerError::BadRequest("queueId is out of range".into()))?;
+    let index = u64::try_from(number("index", 0)?.max(0)).unwrap_or(0);
+    let count = u64::try_from(number("count", 10)?.clamp(0, QUERY_CQ_ENTRIES_MAX)).unwrap_or(0);
+    let (global, _) = super::global_queue(core, &topic, queue_id, req.ext("bname"))?;
+    let (min, max) = core.queue_offsets(&topic, global).await?;
+    let mut entries = Vec::new();
+    if count > 0 && index < max {
+        let pulled = core
+            .pull_filtered(
+                protocol::PullRequest {
+                    consumer_group: "TOOLS_CONSUMER".into(),
+                    topic: topic.clone(),
+                    queue_id: global,
+                    queue_offset: index.max(min),
+                    max_messages: u32::try_from(count).unwrap_or(1),
+                    max_bytes: u32::MAX,
+                    tag_expression: "*".into(),
+                    suspend_timeout_ms: 0,
+                },
+                None,
+            )
+            .await?;
+        let shard = protocol::queue_owner_shard(&topic, global, core.shared.shard_count);
+        let records: Vec<&[u8]> = match &pulled.body {
+            crate::core::PullBody::Local(v) => v.iter().map(|s| s.as_bytes()).collect(),
+            crate::core::PullBody::Owned(v) => v.iter().map(|b| &b[..]).collect(),
+        };
+        for r in records {
+            let Ok(v) = message::RecordView::parse(r) else {
+                continue;
+            };
+            if v.queue_offset() < index || v.queue_offset() - index >= count {
+                continue;
+            }
+            entries.push(serde_json::json!({
+                "physicOffset": v.physical_offset()
+                    | (u64::from(shard) << message::ids::LOCAL_OFFSET_BITS),
+                "physicSize": v.len(),
+                "tagsCode": v.tag_hash(),
+                "eval": false,
+            }));
+        }
+    }
+    super::json_answer(
+        req,
+        &serde_json::json!({
+            "maxQueueIndex": max,
+            "minQueueIndex": min,
+            "queueData": entries,
+        }),
+    )
 }
 
 /// UPDATE_BROKER_CONFIG: the keys of the properties body (RocketMQ's names or corvus's) are
@@ -752,7 +894,9 @@ fn all_producers(core: &Front, req: &RemotingCommand) -> Result<Outgoing, Broker
                 .or_default()
                 .push(serde_json::json!({
                     "clientId": id,
-                    "remoteIP": c.addr,
+                    // As RocketMQ's broker writes it: the channel's address as Java prints
+                    // an InetSocketAddress, `/ip:port`.
+                    "remoteIP": format!("/{}", c.addr.trim_start_matches('/')),
                     "language": c.language,
                     "version": c.version,
                     "lastUpdateTimestamp": wall_now - since,

@@ -431,7 +431,7 @@ pub(super) fn topic_config(core: &Front, topic: &str) -> Result<TopicConfig, Bro
 
 /// A queue named by a request (topic, the core's queue number, broker name) as the topic's
 /// queue id.
-fn global_queue(
+pub(super) fn global_queue(
     core: &Front,
     topic: &str,
     local: i32,
