@@ -30,6 +30,17 @@ pub trait Render: Serialize {
 }
 
 /// Writes one JSON document and a newline.
+/// A time people read in text output: `yyyy-MM-dd HH:mm:ss.SSS` (UTC); `--json` keeps the
+/// milliseconds since the epoch.
+pub fn time_text(ms: i64) -> String {
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms.max(0) as u64);
+    humantime::format_rfc3339_millis(t)
+        .to_string()
+        .replace('T', " ")
+        .trim_end_matches('Z')
+        .to_owned()
+}
+
 pub fn json_line<T: Serialize + ?Sized>(w: &mut dyn Write, value: &T) -> io::Result<()> {
     serde_json::to_writer(&mut *w, value)?;
     w.write_all(b"\n")
@@ -149,6 +160,12 @@ mod tests {
 
     fn json_of<R: Render>(r: &R) -> String {
         String::from_utf8(render(Format::Json, r).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn times_read_as_utc_dates() {
+        assert_eq!(time_text(0), "1970-01-01 00:00:00.000");
+        assert_eq!(time_text(1_796_500_850_199), "2026-12-05 20:00:50.199");
     }
 
     #[test]

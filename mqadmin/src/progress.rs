@@ -20,13 +20,17 @@ fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
-/// `ms` and how long ago that was, or `-` for never.
+/// `ms` as a date and how long ago that was, or `-` for never.
 fn time_text(ms: Option<i64>, now_ms: i64) -> String {
     match ms {
         None => "-".into(),
         Some(ms) => {
             let ago = (now_ms - ms).max(0);
-            format!("{ms} ({:.1}s ago)", ago as f64 / 1000.0)
+            format!(
+                "{} ({:.1}s ago)",
+                crate::output::time_text(ms),
+                ago as f64 / 1000.0
+            )
         }
     }
 }
@@ -225,7 +229,7 @@ mod tests {
         assert!(text.contains("(1.0s ago)"), "{text}");
         assert!(!text.contains("skipped "), "{text}");
         assert!(
-            text.ends_with("last consume time 99000 (1.0s ago)\n"),
+            text.ends_with("last consume time 1970-01-01 00:01:39.000 (1.0s ago)\n"),
             "{text}"
         );
     }

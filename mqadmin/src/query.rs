@@ -74,13 +74,15 @@ impl Render for FullMessage<'_> {
         writeln!(w, "keys:              {}", self.keys.join(" "))?;
         writeln!(
             w,
-            "born:              {} ms from {}",
-            self.born_timestamp_ms, self.born_host
+            "born:              {} from {}",
+            crate::output::time_text(self.born_timestamp_ms),
+            self.born_host
         )?;
         writeln!(
             w,
-            "stored:            {} ms on {}",
-            self.store_timestamp_ms, self.store_host
+            "stored:            {} on {}",
+            crate::output::time_text(self.store_timestamp_ms),
+            self.store_host
         )?;
         writeln!(w, "reconsume_times:   {}", self.reconsume_times)?;
         writeln!(w, "store_size:        {} bytes", self.store_size)?;

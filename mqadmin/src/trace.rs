@@ -3,7 +3,6 @@
 //! message id, which every trace message carries among its keys.
 
 use std::io::{self, Write};
-use std::time::{Duration, UNIX_EPOCH};
 
 use anyhow::bail;
 use client::trace::TraceRecord;
@@ -40,16 +39,6 @@ fn status(ok: bool) -> &'static str {
     } else {
         "failed"
     }
-}
-
-/// `yyyy-MM-dd HH:mm:ss` (UTC).
-fn time_text(ms: i64) -> String {
-    let t = UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64);
-    humantime::format_rfc3339_seconds(t)
-        .to_string()
-        .replace('T', " ")
-        .trim_end_matches('Z')
-        .to_owned()
 }
 
 /// The rows of `msg_id` among decoded records, each trace message's born host as the
@@ -175,7 +164,7 @@ impl Render for TraceViews {
                         v.kind,
                         &v.group,
                         &v.client_host,
-                        &time_text(v.time_ms),
+                        &crate::output::time_text(v.time_ms),
                         &format!("{}ms", v.cost_ms),
                         v.status,
                     ],

@@ -397,7 +397,10 @@ fn a_running_lite_push_consumer_keeps_its_lite_topics_across_a_broker_kill_9() {
     let lites = "keep-1,keep-2,keep-3,keep-4";
     let half = 3;
     let sent = run(&sdk, &home, &["send", &at, TOPIC, lites, &half.to_string()]);
-    assert_eq!(sent.iter().filter(|l| l.starts_with("SENT ")).count(), 4 * half);
+    assert_eq!(
+        sent.iter().filter(|l| l.starts_with("SENT ")).count(),
+        4 * half
+    );
     let mark = c.dir.path().join("half-consumed");
     let total = (4 * PER_LITE).to_string();
     let half_total = (4 * half).to_string();
@@ -407,7 +410,16 @@ fn a_running_lite_push_consumer_keeps_its_lite_topics_across_a_broker_kill_9() {
             run(
                 &sdk,
                 &home,
-                &["survive", &at, TOPIC, GROUP, lites, &total, &half_total, mark],
+                &[
+                    "survive",
+                    &at,
+                    TOPIC,
+                    GROUP,
+                    lites,
+                    &total,
+                    &half_total,
+                    mark,
+                ],
             )
         });
         wait_for(Duration::from_secs(90), || mark.exists().then_some(()))
