@@ -104,7 +104,7 @@ fn run(sdk: &Sdk, home: &Path, args: &[&str]) -> Vec<String> {
         }
     };
     cmd.args(args);
-    let (status, lines) = run_client_program(args[0], &mut cmd, Duration::from_secs(180));
+    let (status, lines) = run_client_program(args[0], &mut cmd, Duration::from_secs(300));
     assert!(
         status.success() && lines.last().map(String::as_str) == Some("OK"),
         "{args:?} failed ({status}): {lines:?}"
@@ -390,6 +390,10 @@ fn a_running_lite_push_consumer_keeps_its_lite_topics_across_a_broker_kill_9() {
     let f = update_topic_with_attributes(&c.broker.addr, TOPIC, 8, "+message.type=LITE");
     assert_eq!(f.command.code, 0, "{:?}", f.command.remark);
     wait_for_route(&c.namesrv.addr, TOPIC);
+    let config = format!(r#"{{"groupName":"{GROUP}","consumeMessageOrderly":true}}"#);
+    let cmd = RemotingCommand::request(request::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, 9);
+    let f = remoting_call(&c.broker.addr, &cmd, config.as_bytes());
+    assert_eq!(f.command.code, 0, "{:?}", f.command.remark);
     let home = c.dir.path().join("client-home");
     std::fs::create_dir_all(&home).unwrap();
     let at = endpoint(&c.namesrv.addr, None);
@@ -437,7 +441,19 @@ fn a_running_lite_push_consumer_keeps_its_lite_topics_across_a_broker_kill_9() {
             sent.iter().filter(|l| l.starts_with("SENT ")).count(),
             4 * (PER_LITE - half)
         );
-        consumer.join().expect("the consumer program ran")
+        match consumer.join() {
+            Ok(lines) => lines,
+            Err(e) => {
+                let log = c.broker.stderr();
+                let tail: Vec<&str> = log.lines().rev().take(80).collect();
+                eprintln!("the broker's log, last lines first:\n{}", tail.join("\n"));
+                let sdk_log = home.join("logs/rocketmq/rocketmq-client.log");
+                let sdk = std::fs::read_to_string(&sdk_log).unwrap_or_default();
+                let tail: Vec<&str> = sdk.lines().rev().take(60).collect();
+                eprintln!("the SDK's log, last lines first:\n{}", tail.join("\n"));
+                std::panic::resume_unwind(e)
+            }
+        }
     });
     for lite in lites.split(',') {
         let got: Vec<String> = received(&lines, lite).into_iter().map(|g| g.0).collect();

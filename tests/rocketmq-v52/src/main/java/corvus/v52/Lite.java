@@ -31,7 +31,7 @@ import org.apache.rocketmq.client.apis.producer.SendReceipt;
  *     unsubscribes the first lite topic of LITES and prints its lite topic set.
  * Lite survive ENDPOINT TOPIC GROUP LITES TOTAL HALF MARK
  *     a LitePushConsumer subscribes each lite topic of LITES and consumes until TOTAL distinct
- *     messages succeeded (within 150 s), printing RECEIVED as consume does; once HALF have,
+ *     messages succeeded (within 240 s), printing RECEIVED as consume does; once HALF have,
  *     it creates the file MARK (the test then restarts the broker and sends the rest).
  * Lite exclusive ENDPOINT TOPIC GROUP LITE N
  *     two LitePushConsumers of GROUP (an Exclusive group) subscribe LITE in turn; once the
@@ -216,7 +216,7 @@ public final class Lite {
             for (String lite : lites) {
                 consumer.subscribeLite(lite);
             }
-            long deadline = System.nanoTime() + Duration.ofSeconds(150).toNanos();
+            long deadline = System.nanoTime() + Duration.ofSeconds(240).toNanos();
             boolean marked = false;
             while (done.size() < total && System.nanoTime() < deadline) {
                 if (!marked && done.size() >= half) {
