@@ -138,3 +138,37 @@ fn bad_batches_are_refused_before_anything_is_stored() {
         shard.close().await.unwrap();
     });
 }
+
+/// Records read by the spans an index keeps (offset and size), hot and cold, in one call:
+/// each as stored; a wrong size or a span past the end is no record.
+#[test]
+fn records_read_by_their_spans_together() {
+    in_temp_dir(move |p| async move {
+        let shard = Shard::open(small_config(&p)).await.unwrap();
+        let bodies = append_numbered(&shard, 0..300, 700).await;
+        let all = TagFilter::All;
+        let stored = read_all(&shard, TOPIC, 0, &all).await;
+        assert_eq!(stored.len(), bodies.len());
+        // The first (cold by now), one in the middle and the last (hot), out of order.
+        let picks = [299, 0, 150];
+        let mut spans: Vec<(CommitLogOffset, u32)> = picks
+            .iter()
+            .map(|&i| {
+                let v = RecordView::parse(&stored[i]).unwrap();
+                (CommitLogOffset(v.physical_offset()), stored[i].len() as u32)
+            })
+            .collect();
+        let (last_at, last_len) = spans[0];
+        spans.push((last_at, last_len - 1));
+        spans.push((CommitLogOffset(last_at.0 + (1 << 20)), last_len));
+        let got = shard.read_spans(&spans).await.unwrap();
+        assert_eq!(got.len(), 5);
+        for (k, &i) in picks.iter().enumerate() {
+            let rec = got[k].as_ref().expect("a record at its span");
+            assert_eq!(RecordView::parse(rec.as_bytes()).unwrap().body(), bodies[i]);
+        }
+        assert!(got[3].is_none(), "a wrong size is no record");
+        assert!(got[4].is_none(), "past the end is no record");
+        shard.close().await.unwrap();
+    })
+}
