@@ -66,6 +66,18 @@ pub struct LiteArgs {
     pub profile: String,
     #[arg(long)]
     pub broker_config: Option<std::path::PathBuf>,
+    /// Drive the cluster of this NameServer (HOST:PORT) instead of starting corvus: the
+    /// restart is skipped, and memory is sampled only with `--broker-pid`.
+    #[arg(long)]
+    pub namesrv: Option<String>,
+    /// With `--namesrv`: the process id of its broker, whose RssAnon is sampled.
+    #[arg(long, requires = "namesrv")]
+    pub broker_pid: Option<u32>,
+    /// First create the consumer group with the attribute `lite.bind.topic` naming the parent
+    /// (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP on every broker): Apache RocketMQ 5.5 pops and
+    /// acks lite messages only for such a group.
+    #[arg(long)]
+    pub bind_group: bool,
 }
 
 #[derive(Debug, Clone, Args)]
