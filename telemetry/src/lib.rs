@@ -32,6 +32,43 @@ pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; cha
 /// Prometheus's text format, served to a scraper that does not ask for OpenMetrics.
 pub const TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
+/// The samples of a text-format page whose family has no `# HELP` or no `# TYPE` under the
+/// name promtool looks for (the sample's name, less a histogram's `_bucket`, `_sum`,
+/// `_count`): what `promtool check metrics` reports as "no help text". Sorted, each once.
+pub fn samples_without_help(text: &str) -> Vec<String> {
+    let mut help = std::collections::HashSet::new();
+    let mut typed = std::collections::HashMap::new();
+    for l in text.lines() {
+        if let Some(rest) = l.strip_prefix("# HELP ") {
+            help.insert(rest.split(' ').next().unwrap_or("").to_owned());
+        } else if let Some(rest) = l.strip_prefix("# TYPE ") {
+            let mut p = rest.split(' ');
+            let name = p.next().unwrap_or("").to_owned();
+            typed.insert(name, p.next().unwrap_or("").to_owned());
+        }
+    }
+    let mut lacking = Vec::new();
+    for l in text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
+        let name = l.split(['{', ' ']).next().unwrap_or("");
+        let family = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|s| {
+                let base = name.strip_suffix(s)?;
+                (typed.get(base).map(String::as_str) == Some("histogram")).then_some(base)
+            })
+            .unwrap_or(name);
+        if !help.contains(family) || !typed.contains_key(family) {
+            lacking.push(name.to_owned());
+        }
+    }
+    lacking.sort();
+    lacking.dedup();
+    lacking
+}
+
 /// OpenMetrics text (as [`encode`] writes it) in Prometheus's text format 0.0.4: a counter's
 /// `# HELP` and `# TYPE` name the family by its samples' name (`x_total`, where OpenMetrics
 /// says `x`), `unknown` is `untyped`, and `# UNIT` and `# EOF` (which the older format has
@@ -408,42 +445,9 @@ mod tests {
         r.register("demo_latency_seconds", "Latency", h);
         let text = to_text_format(&encode(&r));
         assert!(!text.contains("# EOF"), "{text}");
-        assert!(families_lacking_help(&text).is_empty(), "{text}");
+        assert!(samples_without_help(&text).is_empty(), "{text}");
         // And what promtool reported before: OpenMetrics' HELP under `demo_requests`.
-        assert!(!families_lacking_help(&encode(&r)).is_empty());
-    }
-
-    /// The sample names of `text` without a `# HELP` and `# TYPE` of their family.
-    fn families_lacking_help(text: &str) -> Vec<String> {
-        let mut help = std::collections::HashSet::new();
-        let mut typed = std::collections::HashMap::new();
-        for l in text.lines() {
-            if let Some(rest) = l.strip_prefix("# HELP ") {
-                help.insert(rest.split(' ').next().unwrap_or("").to_owned());
-            } else if let Some(rest) = l.strip_prefix("# TYPE ") {
-                let mut p = rest.split(' ');
-                let name = p.next().unwrap_or("").to_owned();
-                typed.insert(name, p.next().unwrap_or("").to_owned());
-            }
-        }
-        let mut lacking = Vec::new();
-        for l in text
-            .lines()
-            .filter(|l| !l.starts_with('#') && !l.is_empty())
-        {
-            let name = l.split(['{', ' ']).next().unwrap_or("");
-            let family = ["_bucket", "_sum", "_count"]
-                .iter()
-                .find_map(|s| {
-                    let base = name.strip_suffix(s)?;
-                    (typed.get(base).map(String::as_str) == Some("histogram")).then_some(base)
-                })
-                .unwrap_or(name);
-            if !help.contains(family) || !typed.contains_key(family) {
-                lacking.push(name.to_owned());
-            }
-        }
-        lacking
+        assert!(!samples_without_help(&encode(&r)).is_empty());
     }
 
     #[test]

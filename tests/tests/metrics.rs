@@ -32,43 +32,6 @@ fn scrape(url: &str) -> prometheus_parse::Scrape {
     prometheus_parse::Scrape::parse(lines).unwrap()
 }
 
-/// The samples of a text-format page whose family has no `# HELP` or no `# TYPE` under the
-/// name promtool looks for (the sample's name, less a histogram's `_bucket`, `_sum`,
-/// `_count`): what `promtool check metrics` reports as "no help text".
-fn samples_without_help(text: &str) -> Vec<String> {
-    let mut help = std::collections::HashSet::new();
-    let mut typed = std::collections::HashMap::new();
-    for l in text.lines() {
-        if let Some(rest) = l.strip_prefix("# HELP ") {
-            help.insert(rest.split(' ').next().unwrap_or("").to_owned());
-        } else if let Some(rest) = l.strip_prefix("# TYPE ") {
-            let mut p = rest.split(' ');
-            let name = p.next().unwrap_or("").to_owned();
-            typed.insert(name, p.next().unwrap_or("").to_owned());
-        }
-    }
-    let mut lacking = Vec::new();
-    for l in text
-        .lines()
-        .filter(|l| !l.starts_with('#') && !l.is_empty())
-    {
-        let name = l.split(['{', ' ']).next().unwrap_or("");
-        let family = ["_bucket", "_sum", "_count"]
-            .iter()
-            .find_map(|s| {
-                let base = name.strip_suffix(s)?;
-                (typed.get(base).map(String::as_str) == Some("histogram")).then_some(base)
-            })
-            .unwrap_or(name);
-        if !help.contains(family) || !typed.contains_key(family) {
-            lacking.push(name.to_owned());
-        }
-    }
-    lacking.sort();
-    lacking.dedup();
-    lacking
-}
-
 fn value(s: &prometheus_parse::Scrape, name: &str) -> Option<f64> {
     let mut total = None;
     for sample in s.samples.iter().filter(|x| x.metric == name) {
@@ -127,7 +90,11 @@ fn broker_metrics_follow_the_sends() {
     assert!(value(&scrape, "corvus_inbox_depth").is_some());
     let body = scrape_body(&url);
     assert!(!body.contains("# EOF"), "the text format, not OpenMetrics");
-    assert_eq!(samples_without_help(&body), Vec::<String>::new(), "{body}");
+    assert_eq!(
+        telemetry::samples_without_help(&body),
+        Vec::<String>::new(),
+        "{body}"
+    );
     // The send latency histogram counted every send.
     let count = histogram_count(&scrape, "corvus_send_latency_seconds");
     assert_eq!(
@@ -239,7 +206,11 @@ fn namesrv_metrics_count_brokers_and_requests() {
     assert!(value(&s, "corvus_namesrv_requests_total").unwrap_or(0.0) >= 2.0);
     assert!(value(&s, "corvus_namesrv_errors_total").unwrap_or(0.0) >= 1.0);
     let body = scrape_body(&url);
-    assert_eq!(samples_without_help(&body), Vec::<String>::new(), "{body}");
+    assert_eq!(
+        telemetry::samples_without_help(&body),
+        Vec::<String>::new(),
+        "{body}"
+    );
 }
 
 #[test]
