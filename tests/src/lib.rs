@@ -625,13 +625,25 @@ pub fn rocketmq_mqadmin_as(
 }
 
 fn rocketmq_mqadmin_in(cp: &str, ns: &str, home: &Path, args: &[&str]) -> (bool, String) {
+    // The tool runs through tests/rocketmq-tools/launcher (unchanged, minus the five idle
+    // seconds its client's shutdown takes) where javac could compile the launcher.
+    let (cp, main) = match mqadmin_launcher() {
+        Some(dir) => (
+            format!("{cp}:{}", dir.display()),
+            "MqadminLauncher".to_string(),
+        ),
+        None => (
+            cp.to_string(),
+            "org.apache.rocketmq.tools.command.MQAdminStartup".to_string(),
+        ),
+    };
     // A run is short: the client compiler and the serial collector cost about half the CPU
     // of the JVM's defaults here.
     let out = Command::new("java")
         .args(["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"])
         .arg("-cp")
         .arg(cp)
-        .arg("org.apache.rocketmq.tools.command.MQAdminStartup")
+        .arg(main)
         .args(args)
         .args(["-n", ns])
         // consumerStatus writes each client's running info under `<now>/` in its working
@@ -647,6 +659,50 @@ fn rocketmq_mqadmin_in(cp: &str, ns: &str, home: &Path, args: &[&str]) -> (bool,
     );
     println!("mqadmin {args:?}:\n{text}");
     (out.status.success() && !text.contains("Exception"), text)
+}
+
+/// The class directory of `tests/rocketmq-tools/launcher/MqadminLauncher.java`, compiled
+/// with javac once per build directory and source text (the directory is named after a hash
+/// of the source, so test processes running side by side never replace one another's), or
+/// `None` where it cannot be compiled, and mqadmin then runs directly.
+fn mqadmin_launcher() -> Option<PathBuf> {
+    use std::hash::{Hash, Hasher};
+    static DIR: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let src = workspace_root().join("tests/rocketmq-tools/launcher/MqadminLauncher.java");
+        let text = std::fs::read(&src).ok()?;
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        text.hash(&mut hasher);
+        let base = std::env::current_exe()
+            .ok()
+            .and_then(|exe| Some(exe.parent()?.parent()?.to_path_buf()))
+            .unwrap_or_else(std::env::temp_dir);
+        let dir = base.join(format!("mqadmin-launcher-{:016x}", hasher.finish()));
+        if dir.join("MqadminLauncher.class").exists() {
+            return Some(dir);
+        }
+        let tmp = base.join(format!("mqadmin-launcher-tmp-{}", std::process::id()));
+        let compiled = Command::new("javac")
+            .arg("-d")
+            .arg(&tmp)
+            .arg(&src)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !compiled {
+            eprintln!(
+                "javac could not compile {}: mqadmin runs directly",
+                src.display()
+            );
+            let _ = std::fs::remove_dir_all(&tmp);
+            return None;
+        }
+        // Another test process may have put its copy in place first: either is the same.
+        if std::fs::rename(&tmp, &dir).is_err() {
+            let _ = std::fs::remove_dir_all(&tmp);
+        }
+        dir.join("MqadminLauncher.class").exists().then_some(dir)
+    })
+    .clone()
 }
 
 /// Runs mqadmin to completion (bounded by its own --timeout-ms where it has one).
