@@ -10,13 +10,33 @@ use prometheus_client::registry::Registry;
 
 use crate::route_table::RouteTable;
 
+/// The protocol a request came in on: corvus's native one or RocketMQ's remoting. Each
+/// names its requests and codes its own way, and both spell them in lower snake case in the
+/// labels (`get_route` native, `get_routeinfo_by_topic` remoting).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    Native,
+    Remoting,
+}
+
+impl Protocol {
+    fn label(self) -> String {
+        match self {
+            Protocol::Native => "native".into(),
+            Protocol::Remoting => "remoting".into(),
+        }
+    }
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CommandLabel {
+    pub protocol: String,
     pub command: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CodeLabel {
+    pub protocol: String,
     pub code: String,
 }
 
@@ -38,23 +58,23 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    pub fn count_request(&self, command: &str) {
+    /// Counts a request by its name in `protocol` (RocketMQ's upper-case request names are
+    /// lower-cased).
+    pub fn count_request(&self, protocol: Protocol, command: &str) {
         self.requests
             .get_or_create(&CommandLabel {
-                command: command.to_owned(),
+                protocol: protocol.label(),
+                command: command.to_ascii_lowercase(),
             })
             .inc();
     }
 
-    pub fn count_error(&self, code: protocol::ResponseCode) {
-        self.count_error_named(code.name());
-    }
-
-    /// [`Metrics::count_error`] by the code's name (a remoting response code's, too).
-    pub fn count_error_named(&self, code: &str) {
+    /// Counts an error answer by its code's name in `protocol` (lower-cased as requests are).
+    pub fn count_error(&self, protocol: Protocol, code: &str) {
         self.errors
             .get_or_create(&CodeLabel {
-                code: code.to_owned(),
+                protocol: protocol.label(),
+                code: code.to_ascii_lowercase(),
             })
             .inc();
     }
@@ -82,12 +102,12 @@ impl Metrics {
         );
         r.register(
             "corvus_namesrv_requests",
-            "Requests served, by command",
+            "Requests served, by protocol (native, remoting) and command",
             self.requests.clone(),
         );
         r.register(
             "corvus_namesrv_errors",
-            "Error responses, by response code",
+            "Error responses, by protocol (native, remoting) and response code",
             self.errors.clone(),
         );
         r.register(

@@ -646,8 +646,10 @@ fn serve_remoting(
                     tracing::debug!(%peer, "ignoring an unsolicited remoting response");
                     continue;
                 }
-                let name = remoting::codes::request::name(frame.command.code).unwrap_or("UNKNOWN");
-                shared.metrics.count_request(name);
+                let name = remoting::codes::request::name(frame.command.code).unwrap_or("unknown");
+                shared
+                    .metrics
+                    .count_request(crate::metrics::Protocol::Remoting, name);
                 let refused = shared.acl.as_ref().and_then(|gate| {
                     crate::access::remoting(gate, peer.ip(), &frame.command, &frame.body).err()
                 });
@@ -679,7 +681,10 @@ fn serve_remoting(
                 }
                 if response.code != 0 {
                     let code = remoting::codes::response::name(response.code);
-                    shared.metrics.count_error_named(code.unwrap_or("UNKNOWN"));
+                    shared.metrics.count_error(
+                        crate::metrics::Protocol::Remoting,
+                        code.unwrap_or("unknown"),
+                    );
                 }
                 if frame.command.is_oneway() {
                     continue;
@@ -829,7 +834,10 @@ fn answer(
                 return None;
             }
             let oneway = frame.header.is_oneway();
-            shared.metrics.count_request(frame.header.command.name());
+            shared.metrics.count_request(
+                crate::metrics::Protocol::Native,
+                frame.header.command.name(),
+            );
             let broker = match &frame.header.command {
                 Command::RegisterBroker(reg) => Some(reg.key.clone()),
                 Command::BrokerHeartbeat(key) | Command::RegisterTopics(key) => Some(key.clone()),
@@ -844,7 +852,10 @@ fn answer(
                 }
             };
             if response.0.code != 0 {
-                shared.metrics.count_error(response.0.response_code());
+                shared.metrics.count_error(
+                    crate::metrics::Protocol::Native,
+                    response.0.response_code().name(),
+                );
             } else if let Some(key) = broker {
                 if !brokers.contains(&key) {
                     brokers.push(key);

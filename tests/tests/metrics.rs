@@ -205,6 +205,59 @@ fn namesrv_metrics_count_brokers_and_requests() {
     .expect("the broker is counted");
     assert!(value(&s, "corvus_namesrv_requests_total").unwrap_or(0.0) >= 2.0);
     assert!(value(&s, "corvus_namesrv_errors_total").unwrap_or(0.0) >= 1.0);
+
+    // A RocketMQ client's route look-up of a missing topic, over remoting: both protocols'
+    // requests and errors are labelled by protocol, in lower snake case.
+    let mut lookup =
+        remoting::RemotingCommand::request(remoting::codes::request::GET_ROUTEINFO_BY_TOPIC, 1);
+    lookup.ext_fields.insert("topic".into(), "Missing".into());
+    let answer = integration::remoting_call(&ns.addr, &lookup, b"");
+    assert_ne!(answer.command.code, 0, "a missing topic has no route");
+    let s = scrape(&url);
+    let labelled = |name: &str, protocol: &str, key: &str, val: &str| {
+        s.samples.iter().any(|x| {
+            x.metric == name
+                && x.labels.get("protocol") == Some(protocol)
+                && x.labels.get(key) == Some(val)
+        })
+    };
+    assert!(labelled(
+        "corvus_namesrv_requests_total",
+        "native",
+        "command",
+        "get_route"
+    ));
+    assert!(labelled(
+        "corvus_namesrv_requests_total",
+        "remoting",
+        "command",
+        "get_routeinfo_by_topic"
+    ));
+    assert!(labelled(
+        "corvus_namesrv_errors_total",
+        "native",
+        "code",
+        "topic_not_exist"
+    ));
+    assert!(labelled(
+        "corvus_namesrv_errors_total",
+        "remoting",
+        "code",
+        "topic_not_exist"
+    ));
+    for x in s
+        .samples
+        .iter()
+        .filter(|x| x.metric.starts_with("corvus_namesrv_"))
+    {
+        for (_, v) in x.labels.iter() {
+            assert_eq!(
+                v.to_ascii_lowercase(),
+                *v,
+                "label values in lower case: {x:?}"
+            );
+        }
+    }
     let body = scrape_body(&url);
     assert_eq!(
         telemetry::samples_without_help(&body),
