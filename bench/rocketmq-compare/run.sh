@@ -7,6 +7,7 @@
 #                                 [--driver java|rust|both|v5|all] [--rust-batch M]
 #                                 [--rust-batch-conns C] [--rust-batch-inflight K]
 #                                 [--rust-batch-duration S] [--rust-batch-pull P]
+#                                 [--flush async|sync] [--rocketmq-src DIR] [--tool-batch B]
 #
 # --driver: which load drivers run against each broker: the Java one (driver/, RocketMQ's
 # client) and/or corvus's `bench remoting` (the same remoting protocol from Rust: THREADS
@@ -14,7 +15,15 @@
 # SEND_BATCH_MESSAGE requests of M messages in flight). Default both. v5: RocketMQ 5's gRPC
 # SDK (driver/'s LoadV5, the same load through rocketmq-client-java) against Apache RocketMQ
 # with its Proxy (cluster mode, beside the broker on CPU 0; the CPU counted is broker + Proxy)
-# and against corvus's broker port. all: every driver.
+# and against corvus's broker port. all: every driver. tools: RocketMQ's own benchmark tools
+# (apache/rocketmq's example/.../benchmark Producer, BatchProducer, TransactionProducer and
+# Consumer, compiled from the checkout --rocketmq-src names: they are not published to Maven
+# Central), run as RocketMQ's docs run them (Producer -w THREADS -s SIZE, ...); a sampler
+# (driver/'s Sampler) reads the topic's stored messages and the broker's CPU at the start and
+# end of the measured window, and each tool's own last report gives its RT (average and max).
+# --flush: async (default: Apache ASYNC_FLUSH, corvus --profile throughput) or sync (Apache
+# SYNC_FLUSH, corvus --profile durable).
+# --tool-batch: messages per batch of the tools' BatchProducer (default 16, its own default).
 # --rust-batch-pull: messages asked per pull in the batched runs (default 32, the Java
 # client's pullBatchSize; each broker answers at most its own cap: RocketMQ 32, corvus 1024).
 # --rust-batch-duration: measured seconds of the batched runs (default the smaller of
@@ -50,6 +59,9 @@ RUST_BATCH_CONNS=4
 RUST_BATCH_INFLIGHT=4
 RUST_BATCH_DURATION=""
 RUST_BATCH_PULL=32
+FLUSH=async
+ROCKETMQ_SRC=""
+TOOL_BATCH=16
 INNER=0
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -69,13 +81,17 @@ while [ $# -gt 0 ]; do
     --rust-batch-inflight) RUST_BATCH_INFLIGHT="$2"; shift 2 ;;
     --rust-batch-duration) RUST_BATCH_DURATION="$2"; shift 2 ;;
     --rust-batch-pull) RUST_BATCH_PULL="$2"; shift 2 ;;
+    --flush) FLUSH="$2"; shift 2 ;;
+    --rocketmq-src) ROCKETMQ_SRC="$2"; shift 2 ;;
+    --tool-batch) TOOL_BATCH="$2"; shift 2 ;;
     --inner) INNER=1; shift ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
 
-case "$DRIVER" in java|rust|both|v5|all) ;; *) echo "--driver is java, rust, both, v5 or all" >&2; exit 2 ;; esac
+case "$DRIVER" in java|rust|both|v5|all|tools) ;; *) echo "--driver is java, rust, both, v5, all or tools" >&2; exit 2 ;; esac
+case "$FLUSH" in async|sync) ;; *) echo "--flush is async or sync" >&2; exit 2 ;; esac
 [ -n "$RUST_BATCH_DURATION" ] || RUST_BATCH_DURATION=$((DURATION < 20 ? DURATION : 20))
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
 BIN="$TARGET/release"
@@ -95,6 +111,20 @@ if [ "$INNER" = 0 ]; then
     echo "== fetching RocketMQ 5's gRPC SDK for Java from Maven Central"
     (cd "$HERE/v5" && timeout 900 mvn -q -B dependency:build-classpath -Dmdep.outputFile="$BUILD/cp-v5.txt")
   fi
+  if [ "$DRIVER" = tools ]; then
+    bench_src="$ROCKETMQ_SRC/example/src/main/java/org/apache/rocketmq/example/benchmark"
+    [ -n "$ROCKETMQ_SRC" ] && [ -f "$bench_src/Producer.java" ] || {
+      echo "--driver tools needs --rocketmq-src: a checkout of github.com/apache/rocketmq" \
+        "(e.g. git clone --depth 1 -b rocketmq-all-5.3.3 https://github.com/apache/rocketmq)" >&2
+      exit 2
+    }
+    echo "== compiling RocketMQ's benchmark tools from $bench_src"
+    rm -rf "$BUILD/classes-tools"
+    javac -nowarn -d "$BUILD/classes-tools" -cp "$(cat "$BUILD/cp.txt")" "$bench_src"/*.java 2>&1 |
+      grep -v '^Note:' || true
+    [ -f "$BUILD/classes-tools/org/apache/rocketmq/example/benchmark/Producer.class" ] ||
+      { echo "RocketMQ's benchmark tools did not compile" >&2; exit 1; }
+  fi
   echo "== compiling the load drivers"
   rm -rf "$BUILD/classes" "$BUILD/classes-v5"
   javac -nowarn -d "$BUILD/classes" -cp "$(cat "$BUILD/cp.txt")" "$HERE"/driver/src/main/java/corvus/bench/*.java
@@ -108,7 +138,7 @@ if [ "$INNER" = 0 ]; then
         --size "$SIZE" --queues "$QUEUES" --out "$OUT" --driver "$DRIVER"
         --rust-batch "$RUST_BATCH" --rust-batch-conns "$RUST_BATCH_CONNS"
         --rust-batch-inflight "$RUST_BATCH_INFLIGHT" --rust-batch-duration "$RUST_BATCH_DURATION"
-        --rust-batch-pull "$RUST_BATCH_PULL")
+        --rust-batch-pull "$RUST_BATCH_PULL" --flush "$FLUSH" --tool-batch "$TOOL_BATCH")
   [ "$NATIVE" = 1 ] || ARGS+=(--no-native)
   [ "$PERF" = 0 ] || ARGS+=(--perf)
   [ -z "$IDLE_POLL" ] || ARGS+=(--corvus-idle-poll-us "$IDLE_POLL")
@@ -194,7 +224,7 @@ brokerClusterName=DefaultCluster
 brokerName=broker-a
 brokerId=0
 brokerRole=ASYNC_MASTER
-flushDiskType=ASYNC_FLUSH
+flushDiskType=$([ "$FLUSH" = sync ] && echo SYNC_FLUSH || echo ASYNC_FLUSH)
 autoCreateTopicEnable=true
 namesrvAddr=127.0.0.1:$nsport
 listenPort=$port
@@ -248,7 +278,9 @@ start_corvus() {
     echo "idle_poll_us = $IDLE_POLL" > "$dir/corvus.toml"
     extra=(--config "$dir/corvus.toml")
   fi
-  taskset -c 0 "$BIN/broker" --cores 1 --profile throughput "${extra[@]}" --listen "127.0.0.1:$port" \
+  local profile=throughput
+  [ "$FLUSH" = async ] || profile=durable
+  taskset -c 0 "$BIN/broker" --cores 1 --profile "$profile" "${extra[@]}" --listen "127.0.0.1:$port" \
     --namesrv "127.0.0.1:$nsport" --data-dir "$dir/data" \
     --tail-ring-dir "$SHM/$(basename "$dir")" > "$dir/broker.out" 2>&1 &
   BROKER_PID=$!; PIDS+=("$BROKER_PID")
@@ -263,7 +295,83 @@ disk_ok() {
     { echo "disk of $TMP is at or above 70% use; no more runs" >&2; return 1; }
 }
 
-# one_run KIND N MODE: MODE is java (driver/), rust-single or rust-batch (bench remoting).
+# tool_run DIR NSPORT TOPIC MODE N: one of RocketMQ's benchmark tools (MODE tool-producer,
+# tool-batch, tool-tx or tool-consumer) over the warm-up and the measured window, with the
+# Sampler reading stored messages and broker CPU at the window's ends; writes driver.out with
+# the tool's output and a closing "RESULT {json}" line.
+tool_run() {
+  local dir="$1" nsport="$2" topic="$3" mode="$4" n="$5" cls args=() tool_pid consumer_pid="" s0 s1
+  local tcp="$BUILD/classes-tools:$CP"
+  case "$mode" in
+    tool-producer|tool-consumer) cls=Producer; args=(-w "$THREADS" -s "$SIZE") ;;
+    tool-batch) cls=BatchProducer; args=(-w "$THREADS" -s "$SIZE" -b "$TOOL_BATCH") ;;
+    tool-tx) cls=TransactionProducer; args=(-w "$THREADS" -s "$SIZE") ;;
+  esac
+  mkdir -p "$dir/driver" "$dir/consumer"
+  coproc SAMPLER { ROCKETMQ_HOME="$TMP/home" taskset -c 1 java -Xmx256m -Duser.home="$dir/driver" \
+    -cp "$CP" corvus.bench.Sampler "127.0.0.1:$nsport" "$topic" "$BROKER_PID" 2> "$dir/sampler.err"; }
+  PIDS+=("$SAMPLER_PID")
+  local ready
+  read -r -t 60 -u "${SAMPLER[0]}" ready || { cat "$dir/sampler.err" >&2; return 1; }
+  [ "$ready" = READY ] || { echo "sampler: $ready" >&2; return 1; }
+  ROCKETMQ_HOME="$TMP/home" taskset -c 1 java -Xms2g -Xmx2g -XX:+UseG1GC -Duser.home="$dir/driver" \
+    -cp "$tcp" "org.apache.rocketmq.example.benchmark.$cls" -n "127.0.0.1:$nsport" -t "$topic" \
+    "${args[@]}" -ri 1000 > "$dir/tool.out" 2>&1 &
+  tool_pid=$!; PIDS+=("$tool_pid")
+  if [ "$mode" = tool-consumer ]; then
+    ROCKETMQ_HOME="$TMP/home" taskset -c 1 java -Xms1g -Xmx1g -XX:+UseG1GC -Duser.home="$dir/consumer" \
+      -cp "$tcp" org.apache.rocketmq.example.benchmark.Consumer -n "127.0.0.1:$nsport" -t "$topic" \
+      -g "benchmark_consumer_$n" -ri 1000 > "$dir/consumer.out" 2>&1 &
+    consumer_pid=$!; PIDS+=("$consumer_pid")
+  fi
+  sleep "$WARMUP"
+  echo >&"${SAMPLER[1]}"; read -r -t 60 -u "${SAMPLER[0]}" s0 || { cat "$dir/sampler.err" >&2; return 1; }
+  sleep "$DURATION"
+  echo >&"${SAMPLER[1]}"; read -r -t 60 -u "${SAMPLER[0]}" s1 || { cat "$dir/sampler.err" >&2; return 1; }
+  kill "$tool_pid" $consumer_pid 2>/dev/null || true
+  wait "$tool_pid" $consumer_pid 2>/dev/null || true
+  local sampler_in="${SAMPLER[1]}" sampler_pid="$SAMPLER_PID"
+  exec {sampler_in}>&-
+  wait "$sampler_pid" 2>/dev/null || true
+  cp "$dir/tool.out" "$dir/driver.out"
+  [ -z "$consumer_pid" ] || sed 's/^/consumer: /' "$dir/consumer.out" >> "$dir/driver.out"
+  python3 - "$s0" "$s1" "$mode" "$THREADS" "$SIZE" "$TOOL_BATCH" "$FLUSH" "$dir/tool.out" "$dir/consumer.out" \
+    >> "$dir/driver.out" <<'PY'
+import json, re, sys
+s0, s1, mode, threads, size, batch, flush, tool, consumer = sys.argv[1:]
+_, ms0, m0, c0 = s0.split(); _, ms1, m1, c1 = s1.split()
+secs = (int(ms1) - int(ms0)) / 1000
+sent = int(m1) - int(m0)
+cpu = (float(c1) - float(c0)) / 100
+def last(path, key):
+    # The tool's last report (a 10 s moving window, one line a second).
+    lines = [l for l in open(path, errors="replace") if key in l]
+    return lines[-1] if lines else ""
+def field(line, name):
+    m = re.search(re.escape(name) + r": *(-?[0-9.]+)", line)
+    return float(m.group(1)) if m else None
+line = last(tool, "Send TPS")
+r = dict(driver=mode, threads=int(threads), size=int(size), flush=flush, window_s=secs,
+         sent=sent, send_tps=sent / secs if secs else 0, broker_cpu_s=cpu,
+         broker_cpu_util=cpu / secs if secs else 0,
+         broker_cpu_s_per_M_sent=cpu / sent * 1e6 if sent else float("nan"),
+         tool_send_tps=field(line, "Send TPS"), rt_avg_ms=field(line, "Average RT(ms)"),
+         rt_max_ms=field(line, "Max RT(ms)"),
+         failed=int((field(line, "Send Failed") or 0) + (field(line, "Response Failed") or 0)
+                    + (field(line, "Send Message Failed") or 0)))
+if mode == "tool-batch":
+    r.update(batch=int(batch), tool_send_mps=field(line, "Send MPS"),
+             rt_avg_message_ms=field(line, "Average Message RT(ms)"))
+if mode == "tool-consumer":
+    c = last(consumer, "Consume TPS")
+    r.update(consume_tps=field(c, "Consume TPS"), b2c_avg_ms=field(c, "AVG(B2C) RT(ms)"),
+             s2c_avg_ms=field(c, "AVG(S2C) RT(ms)"), consume_failed=field(c, "Consume Fail"))
+print("RESULT " + json.dumps(r))
+PY
+}
+
+# one_run KIND N MODE: MODE is java (driver/), rust-single or rust-batch (bench remoting), or
+# one of RocketMQ's tools (tool-*, see tool_run).
 one_run() {
   local kind="$1" n="$2" mode="$3" dir="$TMP/$1-$2-$3" nsport port topic=BenchTopic line
   nsport=$(free_port); port=$(free_port)
@@ -323,6 +431,9 @@ one_run() {
         --pull-batch "$RUST_BATCH_PULL" --size "$SIZE" --warmup 5 --duration "$RUST_BATCH_DURATION" --broker-pid "$BROKER_PID" \
         > "$dir/driver.out" 2>&1 || true
       ;;
+    tool-*)
+      tool_run "$dir" "$nsport" "$topic" "$mode" "$n" || return 1
+      ;;
   esac
   grep -q '^RESULT ' "$dir/driver.out" || { tail -40 "$dir/driver.out" >&2; return 1; }
   load1=$(cut -d' ' -f1 /proc/loadavg)
@@ -333,7 +444,7 @@ one_run() {
   rss=$(awk '/VmHWM/{print $2}' "/proc/$BROKER_PID/status" 2>/dev/null || echo 0)
   echo "$line" | python3 -c "
 import json,sys
-d=json.load(sys.stdin); d.update(broker='$kind', run=$n, driver='$mode', corvus_idle_poll_us='$IDLE_POLL', load_before=float('$load0'), load_after=float('$load1'), broker_hwm_kib=int('${rss:-0}' or 0))
+d=json.load(sys.stdin); d.update(broker='$kind', run=$n, driver='$mode', corvus_idle_poll_us='$IDLE_POLL', flush='$FLUSH', load_before=float('$load0'), load_after=float('$load1'), broker_hwm_kib=int('${rss:-0}' or 0))
 print(json.dumps(d))" | tee -a "$RESULTS"
   cp "$dir/driver.out" "$OUT/driver-$kind-$mode-$n.out"
   [ -z "$PROXY_PID" ] || { stop_pid "$PROXY_PID"; PROXY_PID=""; }
@@ -348,6 +459,7 @@ case "$DRIVER" in rust|both|all)
   [ "$RUST_BATCH" -le 1 ] || MODES+=(rust-batch) ;;
 esac
 case "$DRIVER" in v5|all) MODES+=(v5) ;; esac
+[ "$DRIVER" != tools ] || MODES=(tool-producer tool-batch tool-tx tool-consumer)
 # Each driver's runs alternate rocketmq, corvus, rocketmq, corvus, ... on fresh brokers.
 for ((i = 1; i <= RUNS; i++)); do
   for mode in "${MODES[@]}"; do

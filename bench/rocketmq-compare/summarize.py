@@ -13,6 +13,50 @@ for r in rows:
     # Rows of results.jsonl files from before `bench remoting` have no driver.
     r.setdefault("driver", "java")
 
+# RocketMQ's own benchmark tools (--driver tools) report their RT as an average and a max,
+# not percentiles: their rows have a table of their own.
+TOOLS = {"tool-producer": "Producer", "tool-batch": "BatchProducer",
+         "tool-tx": "TransactionProducer", "tool-consumer": "Producer + Consumer"}
+tool_rows = [r for r in rows if r["driver"] in TOOLS]
+rows = [r for r in rows if r["driver"] not in TOOLS]
+
+def num(v, fmt):
+    return format(v, fmt) if isinstance(v, (int, float)) else "-"
+
+if tool_rows:
+    print("| run | RocketMQ tool | flush | broker | send msg/s | tool's TPS | RT avg / max ms "
+          "| consume TPS | broker CPU util | broker CPU-s per M msgs | failed | load before/after |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in tool_rows:
+        tool = TOOLS[r["driver"]] + (f" (batch {r['batch']})" if "batch" in r else "")
+        print(f"| {r['run']} | {tool}, {r['threads']} threads, {r['size']} B | {r['flush']} | {r['broker']} | "
+              f"{r['send_tps']:,.0f} | {num(r.get('tool_send_tps'), ',.0f')} | "
+              f"{num(r.get('rt_avg_ms'), '.2f')} / {num(r.get('rt_max_ms'), '.0f')} | "
+              f"{num(r.get('consume_tps'), ',.0f')} | {r['broker_cpu_util']*100:.0f}% | "
+              f"{r['broker_cpu_s_per_M_sent']:.1f} | {r['failed']} | "
+              f"{r['load_before']:.2f}/{r['load_after']:.2f} |")
+    print()
+    for d in TOOLS:
+        for flush in ("async", "sync"):
+            m = {}
+            for kind in ("rocketmq", "corvus"):
+                v = [r for r in tool_rows if r["driver"] == d and r["broker"] == kind and r["flush"] == flush]
+                if v:
+                    m[kind] = {k: statistics.mean(x[k] for x in v if x.get(k) is not None)
+                               for k in ("send_tps", "broker_cpu_s_per_M_sent", "rt_avg_ms")
+                               if any(x.get(k) is not None for x in v)}
+            if "rocketmq" in m and "corvus" in m:
+                r, c = m["rocketmq"], m["corvus"]
+                rt = (f"; RT avg {c['rt_avg_ms']:.2f} vs {r['rt_avg_ms']:.2f} ms"
+                      if "rt_avg_ms" in c and "rt_avg_ms" in r else "")
+                print(f"- {TOOLS[d]}, {flush} flush: corvus / RocketMQ: send throughput "
+                      f"{c['send_tps']/r['send_tps']:.2f}x; broker CPU per message "
+                      f"{c['broker_cpu_s_per_M_sent']:.1f} vs {r['broker_cpu_s_per_M_sent']:.1f} CPU-s per M "
+                      f"(1/{r['broker_cpu_s_per_M_sent']/c['broker_cpu_s_per_M_sent']:.1f}){rt}")
+    print()
+if not rows:
+    sys.exit(0)
+
 def label(r):
     if r["driver"] == "java":
         return f"java, {r['threads']} sync threads"
