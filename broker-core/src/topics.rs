@@ -336,6 +336,18 @@ pub fn topic_config(name: &str, queues: u32) -> TopicConfig {
     }
 }
 
+/// [`AUTO_CREATE_TOPIC_KEY`] as a broker with `auto_create_topic_enable` registers it and
+/// answers for it (RocketMQ's brokers hold it as a topic of their own then): `queues`
+/// (`default_topic_queue_nums`) queues, readable, writable and inherited by the topics
+/// created from it. It is not in the topic table, and sends to it are refused, so its
+/// queues stay empty.
+pub fn auto_create_key_config(queues: u32) -> TopicConfig {
+    TopicConfig {
+        perm: perm::READ_WRITE | perm::INHERIT,
+        ..topic_config(AUTO_CREATE_TOPIC_KEY, queues)
+    }
+}
+
 impl TopicTable {
     pub fn file(data_dir: &Path) -> PathBuf {
         data_dir.join("config").join("topics.json")

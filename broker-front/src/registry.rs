@@ -22,7 +22,7 @@ use protocol::{BrokerKey, Command, Header, RegisterBroker, ResponseCode, TopicCo
 
 use crate::ha::controller_link::ControllerState;
 use crate::shared::Shared;
-use crate::topics::{topic_config, AUTO_CREATE_TOPIC_KEY};
+use crate::topics::auto_create_key_config;
 
 const IO_TIMEOUT: Duration = Duration::from_secs(3);
 /// A heartbeat is a few bytes: a NameServer that takes longer is treated as unreachable.
@@ -80,12 +80,9 @@ fn registration(shared: &Registrar) -> RegisterBroker {
         .map(|t| t.values().cloned().collect())
         .unwrap_or_default();
     if shared.config.auto_create_topic_enable {
-        let mut tbw = topic_config(
-            AUTO_CREATE_TOPIC_KEY,
+        topics.push(auto_create_key_config(
             shared.config.default_topic_queue_nums,
-        );
-        tbw.perm = protocol::perm::READ_WRITE | protocol::perm::INHERIT;
-        topics.push(tbw);
+        ));
     }
     RegisterBroker {
         key: key(shared),

@@ -2,7 +2,8 @@
 //! they ask it: VIEW_BROKER_STATS_DATA (315) for the per-topic, per-group and broker stats
 //! (each core answers for what it counted, as the broker it stands for; the tools add the
 //! brokers up), with RocketMQ's answer for a stat never counted, and GET_BROKER_RUNTIME_INFO
-//! with every key the exporter parses, holding the figures of the sends and pulls made.
+//! with every key the exporter parses, holding the figures of the sends and pulls made, and
+//! GET_TOPIC_STATS_INFO of every topic the NameServer lists, TBW102 included.
 
 // Tests may unwrap: a panic there is a test failure.
 #![allow(clippy::unwrap_used)]
@@ -14,7 +15,7 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use client::{Message, PullConsumer};
-use integration::{core_addrs, create_topic, drain_topic, producer, Cluster};
+use integration::{core_addrs, create_topic, drain_topic, mqadmin_json, producer, Cluster};
 use remoting::codes::{request, response};
 use remoting::{Decoded, RemotingCommand, RemotingDecoder};
 
@@ -342,4 +343,58 @@ fn metrics_carry_per_topic_and_per_group_series() {
             );
         }
     }
+}
+
+/// GET_TOPIC_STATS_INFO (303) of one core: its answer code and body.
+fn topic_stats(addr: &str, topic: &str) -> (i32, String) {
+    let mut cmd = RemotingCommand::request(request::GET_TOPIC_STATS_INFO, 11);
+    cmd.ext_fields.insert("topic".into(), topic.into());
+    let f = call(addr, &cmd);
+    (
+        f.command.code,
+        String::from_utf8_lossy(&f.body).into_owned(),
+    )
+}
+
+/// The exporter asks every topic of the NameServer's list for its stats, TBW102 among them
+/// while auto-creation is on (the brokers register it). RocketMQ's brokers hold TBW102 as a
+/// topic then and answer its queues, empty; so does every core, for its queues of the route.
+/// With auto-creation off it is neither listed nor answered.
+#[test]
+fn topic_stats_answer_for_the_auto_creation_topic_as_long_as_it_is_registered() {
+    let c = Cluster::start(2, "small");
+    let ns = c.namesrv.addr.clone();
+    let listed = integration::wait_for(Duration::from_secs(10), || {
+        let listed = mqadmin_json(&ns, &["topic-list"]).to_string();
+        listed.contains("\"TBW102\"").then_some(listed)
+    });
+    assert!(
+        listed.is_some(),
+        "the NameServer does not list TBW102: {}",
+        mqadmin_json(&ns, &["topic-list"])
+    );
+    let addrs = core_addrs(&ns);
+    assert_eq!(addrs.len(), 2, "{addrs:?}");
+    for a in &addrs {
+        let (code, body) = topic_stats(a, "TBW102");
+        assert_eq!(code, response::SUCCESS, "{a}: {body}");
+        assert!(body.contains("\"topic\":\"TBW102\""), "{a}: {body}");
+    }
+    // As the exporter reads it (route, then every master): the default 4 queues, all empty.
+    let status = mqadmin_json(&ns, &["topic-status", "-t", "TBW102"]);
+    let queues = status["queues"].as_array().unwrap();
+    assert_eq!(queues.len(), 4, "{status}");
+    for q in queues {
+        assert_eq!(q["min_offset"], 0, "{status}");
+        assert_eq!(q["max_offset"], 0, "{status}");
+        assert_eq!(q["last_update_ms"], 0, "{status}");
+    }
+    drop(c);
+
+    let off = Cluster::start_with(2, "small", |o| {
+        o.config_toml = Some("auto_create_topic_enable = false\n".into());
+    });
+    let addrs = core_addrs(&off.namesrv.addr);
+    let (code, body) = topic_stats(&addrs[0], "TBW102");
+    assert_eq!(code, response::TOPIC_NOT_EXIST, "{body}");
 }

@@ -24,6 +24,7 @@ use crate::front::Front;
 use crate::mesh::{OffsetOp, SubGroupOp};
 use crate::numbering::CoreQueues;
 use crate::sub_groups::GroupConfig;
+use crate::topics::{auto_create_key_config, AUTO_CREATE_TOPIC_KEY};
 
 /// The RocketMQ version corvus answers as: `MQVersion.Version.V5_5_0`'s ordinal in RocketMQ
 /// 5.x's enum, and its name (the protocol up to 5.5.0's lite topics). `clusterList` prints the
@@ -641,7 +642,15 @@ async fn topic_stats(core: &Rc<Front>, req: &RemotingCommand) -> Result<Outgoing
         .ext("topic")
         .ok_or_else(|| BrokerError::BadRequest("topic is required".into()))?
         .to_owned();
-    let cfg = topic_config(core, &topic)?;
+    // TBW102, which the broker registers while auto-creation is on: its queues, empty (sends
+    // to it are refused), as RocketMQ's broker answers for it.
+    let auto_create_key = (topic == AUTO_CREATE_TOPIC_KEY
+        && core.shared.config.auto_create_topic_enable)
+        .then(|| auto_create_key_config(core.shared.config.default_topic_queue_nums));
+    let cfg = match &auto_create_key {
+        Some(cfg) => cfg.clone(),
+        None => topic_config(core, &topic)?,
+    };
     let name = own_name(core);
     #[derive(Serialize)]
     #[serde(rename_all = "camelCase")]
@@ -652,7 +661,11 @@ async fn topic_stats(core: &Rc<Front>, req: &RemotingCommand) -> Result<Outgoing
     }
     let mut entries = Vec::new();
     for (local, global) in own_queues(core, &topic, &cfg) {
-        let (min, max) = core.queue_offsets(&topic, global).await?;
+        let (min, max) = if auto_create_key.is_some() {
+            (0, 0)
+        } else {
+            core.queue_offsets(&topic, global).await?
+        };
         entries.push((
             mq_key(&name, &topic, local),
             TopicOffset {
