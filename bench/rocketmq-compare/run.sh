@@ -438,7 +438,7 @@ one_run() {
   grep -q '^RESULT ' "$dir/driver.out" || { tail -40 "$dir/driver.out" >&2; return 1; }
   load1=$(cut -d' ' -f1 /proc/loadavg)
   [ -z "$perf_pid" ] || wait "$perf_pid" || true
-  grep -E '^t=' "$dir/driver.out" | tail -3
+  { grep -E '^t=|Send TPS|Consume TPS' "$dir/driver.out" || true; } | tail -3
   line=$(grep '^RESULT ' "$dir/driver.out" | sed 's/^RESULT //')
   local rss
   rss=$(awk '/VmHWM/{print $2}' "/proc/$BROKER_PID/status" 2>/dev/null || echo 0)
