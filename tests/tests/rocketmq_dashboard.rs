@@ -4,7 +4,8 @@
 //! page shows each queue once (a table per core under the topic), and the backlog adds up;
 //! its consumeTps is RocketMQ's, the messages the core handed the group per second over the
 //! broker stats' minute window (what VIEW_BROKER_STATS_DATA's GROUP_GET_NUMS says), not a
-//! rate that stays after the group stops reading.
+//! rate that stays after the group stops reading. GET_TOPIC_STATS_INFO (the topic status
+//! page) gives each queue's last update as its last message's store time.
 //! (tests/rocketmq-dashboard-pages.sh runs the dashboard itself against corvus.)
 
 // Tests may unwrap: a panic there is a test failure.
@@ -34,31 +35,53 @@ struct Row {
     consumer_offset: u64,
 }
 
-/// GET_CONSUME_STATS of one core for `GROUP` (every topic it has offsets of): the rows of
-/// its offsetTable (fastjson's table keyed by MessageQueue objects) and its consumeTps.
-fn consume_stats(addr: &str) -> (Vec<Row>, f64) {
-    let mut cmd = RemotingCommand::request(request::GET_CONSUME_STATS, 11);
-    cmd.ext_fields.insert("consumerGroup".into(), GROUP.into());
-    let f = remoting_call(addr, &cmd, b"");
-    assert_eq!(f.command.code, response::SUCCESS, "{:?}", f.command.remark);
-    let body = String::from_utf8(f.body.to_vec()).unwrap();
-    let mut rows = Vec::new();
-    let mut rest = body.as_str();
+/// The entries of a table keyed by MessageQueue objects, as fastjson writes RocketMQ's
+/// (`{"offsetTable":{{"brokerName":..,"queueId":..,"topic":..}:{..},..},..}`): each key and
+/// its value.
+fn mq_entries(body: &str) -> Vec<(serde_json::Value, serde_json::Value)> {
+    let mut entries = Vec::new();
+    let mut rest = body;
     while let Some(at) = rest.find("{\"brokerName\"") {
         let key_end = at + rest[at..].find('}').unwrap() + 1;
-        let key: serde_json::Value = serde_json::from_str(&rest[at..key_end]).unwrap();
+        let key = serde_json::from_str(&rest[at..key_end]).unwrap();
         let value_start = key_end + 1;
         let value_end = value_start + rest[value_start..].find('}').unwrap() + 1;
-        let value: serde_json::Value = serde_json::from_str(&rest[value_start..value_end]).unwrap();
-        rows.push(Row {
+        let value = serde_json::from_str(&rest[value_start..value_end]).unwrap();
+        entries.push((key, value));
+        rest = &rest[value_end..];
+    }
+    entries
+}
+
+/// One core's answer to `code` with `fields`: its body as text.
+fn ask(addr: &str, code: i32, fields: &[(&str, &str)]) -> String {
+    let mut cmd = RemotingCommand::request(code, 11);
+    for (k, v) in fields {
+        cmd.ext_fields.insert((*k).into(), (*v).into());
+    }
+    let f = remoting_call(addr, &cmd, b"");
+    assert_eq!(f.command.code, response::SUCCESS, "{:?}", f.command.remark);
+    String::from_utf8(f.body.to_vec()).unwrap()
+}
+
+/// GET_CONSUME_STATS of one core for `GROUP` (every topic it has offsets of): the rows of
+/// its offsetTable and its consumeTps.
+fn consume_stats(addr: &str) -> (Vec<Row>, f64) {
+    let body = ask(
+        addr,
+        request::GET_CONSUME_STATS,
+        &[("consumerGroup", GROUP)],
+    );
+    let rows = mq_entries(&body)
+        .into_iter()
+        .map(|(key, value)| Row {
             broker: key["brokerName"].as_str().unwrap().to_owned(),
             topic: key["topic"].as_str().unwrap().to_owned(),
             queue_id: key["queueId"].as_u64().unwrap(),
             broker_offset: value["brokerOffset"].as_u64().unwrap(),
             consumer_offset: value["consumerOffset"].as_u64().unwrap(),
-        });
-        rest = &rest[value_end..];
-    }
+        })
+        .collect();
     let tps_at = body.find("\"consumeTps\":").unwrap() + "\"consumeTps\":".len();
     let tps: f64 = body[tps_at..]
         .chars()
@@ -86,7 +109,8 @@ fn group_get_tps(addr: &str) -> f64 {
 }
 
 #[test]
-fn consume_stats_list_each_queue_once_with_the_minute_consume_tps() {
+fn consume_stats_and_topic_stats_as_the_dashboard_reads_them() {
+    let started_ms = wall_ms();
     let c = Cluster::start(2, "small");
     let ns = c.namesrv.addr.clone();
     create_topic(&ns, TOPIC, QUEUES);
@@ -108,6 +132,7 @@ fn consume_stats_list_each_queue_once_with_the_minute_consume_tps() {
         p.send(Message::new(TOPIC, format!("left-{i}").into_bytes()))
             .unwrap();
     }
+    let sent_last_ms = wall_ms() - 1000;
     let addrs = core_addrs(&ns);
     assert_eq!(addrs.len(), 2, "{addrs:?}");
 
@@ -142,4 +167,36 @@ fn consume_stats_list_each_queue_once_with_the_minute_consume_tps() {
     assert_eq!(backlog, BACKLOG, "the messages sent after the group left");
     // 40 messages read within the last seconds: at least 40 / 70 s over the minute window.
     assert!(tps_sum > 0.5, "consumeTps {tps_sum}");
+
+    // The topic's stats (the dashboard's topic status): each queue's last update is the
+    // store time of its last message, 0 for a queue without one.
+    let (mut queues, mut newest) = (0, 0);
+    for a in &addrs {
+        let body = ask(a, request::GET_TOPIC_STATS_INFO, &[("topic", TOPIC)]);
+        for (key, value) in mq_entries(&body) {
+            queues += 1;
+            let ts = value["lastUpdateTimestamp"].as_i64().unwrap();
+            if value["maxOffset"].as_u64().unwrap() > 0 {
+                assert!(
+                    ts >= started_ms && ts <= wall_ms(),
+                    "{a}: {key} {value}, started at {started_ms}"
+                );
+            } else {
+                assert_eq!(ts, 0, "{a}: {key} {value}");
+            }
+            newest = newest.max(ts);
+        }
+    }
+    assert_eq!(queues, QUEUES);
+    assert!(
+        newest >= sent_last_ms,
+        "the newest {newest}, last sent {sent_last_ms}"
+    );
+}
+
+fn wall_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
 }

@@ -653,12 +653,18 @@ async fn topic_stats(core: &Rc<Front>, req: &RemotingCommand) -> Result<Outgoing
     let mut entries = Vec::new();
     for (local, global) in own_queues(core, &topic, &cfg) {
         let (min, max) = core.queue_offsets(&topic, global).await?;
+        // RocketMQ's: the store time of the queue's last message (0 when it has none).
+        let last = if max > min {
+            core.store_time(&topic, global, max - 1).await?.unwrap_or(0)
+        } else {
+            0
+        };
         entries.push((
             mq_key(&name, &topic, local),
             TopicOffset {
                 min_offset: min,
                 max_offset: max,
-                last_update_timestamp: 0,
+                last_update_timestamp: last,
             },
         ));
     }
