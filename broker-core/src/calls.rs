@@ -79,6 +79,7 @@ crosses_as_it_is!(
     QueueOffset,
     Vec<Bytes>,
     Option<StoredOffset>,
+    Option<i64>,
     (),
     crate::pop::Popped,
     String,
@@ -134,6 +135,7 @@ impl ShardOp {
             ShardOp::Pull(op) => sent(op.serve(core, shard).await),
             ShardOp::QueueOffsets(op) => sent(op.serve(core, shard).await),
             ShardOp::SearchOffset(op) => sent(op.serve(core, shard).await),
+            ShardOp::StoreTime(op) => sent(op.serve(core, shard).await),
             ShardOp::ViewByOffset(op) => sent(op.serve(core, shard).await),
             ShardOp::GroupOffset(op) => sent(op.serve(core, shard).await),
             ShardOp::EndTransaction(op) => sent(op.serve(core, shard).await),
@@ -231,6 +233,18 @@ impl ShardCall for SearchOffset {
         Ok(core
             .local_shard(shard)?
             .search_offset_by_time(&self.topic, self.queue_id, self.timestamp_ms)
+            .await?)
+    }
+}
+
+impl ShardCall for StoreTime {
+    /// `None` when the record is gone, damaged or was never written.
+    type Found = Option<i64>;
+
+    async fn serve(self, core: &Core, shard: u16) -> Result<Option<i64>, BrokerError> {
+        Ok(core
+            .local_shard(shard)?
+            .store_time_at(&self.topic, self.queue_id, QueueOffset(self.queue_offset))
             .await?)
     }
 }

@@ -848,6 +848,24 @@ impl Core {
         Ok(self.at_shard(shard, op).await?.into())
     }
 
+    /// The store time (ms since the epoch) of the queue's record at `queue_offset`; `None`
+    /// when it is gone, damaged or was never written.
+    pub async fn store_time(
+        &self,
+        topic: &str,
+        queue_id: u32,
+        queue_offset: u64,
+    ) -> Result<Option<i64>, BrokerError> {
+        self.topic_for_read(topic)?;
+        let (shard, _) = self.owner(topic, queue_id);
+        let op = mesh::StoreTime {
+            topic: topic.to_owned(),
+            queue_id,
+            queue_offset,
+        };
+        self.at_shard(shard, op).await
+    }
+
     pub async fn view_by_offset(
         &self,
         shard: u16,

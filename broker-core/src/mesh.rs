@@ -94,6 +94,7 @@ ops! {
         Pull(Pull),
         QueueOffsets(QueueOffsets),
         SearchOffset(SearchOffset),
+        StoreTime(StoreTime),
         ViewByOffset(ViewByOffset),
         /// A group's offset or lease of one of the shard's queues.
         GroupOffset(OffsetOp),
@@ -197,6 +198,15 @@ pub struct SearchOffset {
     pub topic: String,
     pub queue_id: u32,
     pub timestamp_ms: i64,
+}
+
+/// The store time of a queue's record at a queue offset (RocketMQ's
+/// getMessageStoreTimeStamp).
+#[derive(Debug)]
+pub struct StoreTime {
+    pub topic: String,
+    pub queue_id: u32,
+    pub queue_offset: u64,
 }
 
 /// The records stored at a CommitLog offset.

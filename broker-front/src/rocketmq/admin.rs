@@ -666,12 +666,18 @@ async fn topic_stats(core: &Rc<Front>, req: &RemotingCommand) -> Result<Outgoing
         } else {
             core.queue_offsets(&topic, global).await?
         };
+        // RocketMQ's: the store time of the queue's last message (0 when it has none).
+        let last = if max > min {
+            core.store_time(&topic, global, max - 1).await?.unwrap_or(0)
+        } else {
+            0
+        };
         entries.push((
             mq_key(&name, &topic, local),
             TopicOffset {
                 min_offset: min,
                 max_offset: max,
-                last_update_timestamp: 0,
+                last_update_timestamp: last,
             },
         ));
     }
@@ -705,7 +711,10 @@ pub(super) struct OffsetWrapper {
 }
 
 /// The group's ConsumeStats of this core's queues of `topics` (every topic it has offsets
-/// of when `None`): the entries keyed by queue, and the consume TPS.
+/// of when `None`): the entries keyed by queue, and the consume TPS. The TPS is RocketMQ's:
+/// the messages this core handed the group per second over the broker stats' minute window
+/// (`GROUP_GET_NUMS` of each topic@group), so a group that stopped reading falls to 0
+/// within the window.
 async fn group_consume_stats(
     core: &Front,
     group: &str,
@@ -727,6 +736,16 @@ async fn group_consume_stats(
         let Ok(cfg) = topic_config(core, &topic) else {
             continue;
         };
+        let now = core.shared.clock.now();
+        tps += core
+            .broker_stats
+            .borrow()
+            .view(
+                broker_core::broker_stats::name::GROUP_GET_NUMS,
+                &format!("{topic}@{group}"),
+                now,
+            )
+            .map_or(0.0, |d| d.minute.tps);
         for (local, global) in own_queues(core, &topic, &cfg) {
             let (_, max) = core.queue_offsets(&topic, global).await?;
             let stored = core
@@ -736,7 +755,6 @@ async fn group_consume_stats(
                     queue_id: global,
                 }))
                 .await?;
-            tps += stored.map_or(0.0, |s| s.consume_tps_milli as f64 / 1000.0);
             let consumer_offset = stored.map_or(0, |s| s.offset);
             let pull_offset = core
                 .pop_window(group, &topic, global)

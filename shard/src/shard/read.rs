@@ -576,6 +576,40 @@ impl Shard {
     }
 
     /// First queue offset whose store time is >= `timestamp_ms` (the max offset if none).
+    /// The store time (ms since the epoch) of the queue's record at `offset`; `None` when
+    /// the record is gone, damaged or was never written.
+    pub async fn store_time_at(
+        &self,
+        topic: &str,
+        queue_id: u32,
+        offset: QueueOffset,
+    ) -> Result<Option<i64>, ShardError> {
+        let entry = self
+            .inner
+            .cqs
+            .borrow()
+            .get(topic, queue_id)
+            .map(|cq| cq.get(offset))
+            .transpose()?
+            .flatten();
+        let quarantined = entry.is_some_and(|e| {
+            self.inner
+                .quarantine
+                .borrow()
+                .blocking(e.offset.0, e.size as u64)
+                .is_some()
+        });
+        Ok(match entry.filter(|_| !quarantined) {
+            Some(e) => match self.fetch(&[(e.offset.0, e.size as usize)]).await?.pop() {
+                Some(Fetched::Record(s)) => {
+                    Some(RecordView::parse(s.as_bytes())?.store_timestamp_ms())
+                }
+                _ => None,
+            },
+            None => None,
+        })
+    }
+
     pub async fn search_offset_by_time(
         &self,
         topic: &str,
@@ -586,32 +620,12 @@ impl Shard {
         let (mut lo, mut hi) = (min.0, max.0);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            let entry = self
-                .inner
-                .cqs
-                .borrow()
-                .get(topic, queue_id)
-                .map(|cq| cq.get(QueueOffset(mid)))
-                .transpose()?
-                .flatten();
             // A record gone, damaged or missing has no time: it counts as older, so the
             // search moves on past it.
-            let quarantined = entry.is_some_and(|e| {
-                self.inner
-                    .quarantine
-                    .borrow()
-                    .blocking(e.offset.0, e.size as u64)
-                    .is_some()
-            });
-            let ts = match entry.filter(|_| !quarantined) {
-                Some(e) => match self.fetch(&[(e.offset.0, e.size as usize)]).await?.pop() {
-                    Some(Fetched::Record(s)) => {
-                        RecordView::parse(s.as_bytes())?.store_timestamp_ms()
-                    }
-                    _ => i64::MIN,
-                },
-                None => i64::MIN,
-            };
+            let ts = self
+                .store_time_at(topic, queue_id, QueueOffset(mid))
+                .await?
+                .unwrap_or(i64::MIN);
             if ts >= timestamp_ms {
                 hi = mid;
             } else {

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Runs Apache's rocketmq-dashboard backend, built from its repository with Maven, against a
+# corvus NameServer and broker (2 cores) on loopback, and calls each REST endpoint its pages
+# call. Prints one line per call (HTTP status, whether it answered with data) and
+# "N of M answer with data".
+#
+#   tests/rocketmq-dashboard-pages.sh DASHBOARD_CHECKOUT
+#
+# DASHBOARD_CHECKOUT: a checkout of github.com/apache/rocketmq-dashboard (tag
+# rocketmq-dashboard-2.1.0 was used), built here with Maven, without its frontend, unless its
+# jar is there. The corvus side: topic DashTopic of 8 queues; 100 messages with keys
+# (dash-key-N) and tags from a traced Java producer (tests/rocketmq-java's DashboardClients,
+# which stays connected, with a traced push consumer of DashGroup); DashOffline, a group that
+# read 40 of them and went away; one message a second for the charts. The dashboard
+# collects its charts at second 0 (brokers) and 30 (topics) of each minute, so the calls
+# start once it has done both (about 1 to 2 minutes). Needs java, mvn, curl, python3 and
+# the corvus binaries (`cargo build -p broker -p namesrv -p mqadmin`; set CORVUS_BIN to
+# their directory, default target/debug). Everything it starts is stopped at exit, by
+# process id. Exit status 0 when every call answers with data.
+set -euo pipefail
+
+checkout=$(cd "${1:?usage: $0 DASHBOARD_CHECKOUT}" && pwd)
+root=$(cd "$(dirname "$0")/.." && pwd)
+bin=${CORVUS_BIN:-$root/target/debug}
+work=$(mktemp -d)
+pids=()
+stop() {
+    exec 3>&- 2>/dev/null || true
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$work"
+}
+trap stop EXIT
+
+jar=$(ls "$checkout"/target/rocketmq-dashboard-*.jar 2>/dev/null | grep -v sources | head -1 || true)
+if [ -z "$jar" ]; then
+    (cd "$checkout" && mvn -q -B package -DskipTests -Dskip.installnodenpm -Dskip.npm \
+        -Dmaven.antrun.skip=true -Dcheckstyle.skip -Drat.skip -Djacoco.skip=true)
+    jar=$(ls "$checkout"/target/rocketmq-dashboard-*.jar | grep -v sources | head -1)
+fi
+java_dir=$root/tests/rocketmq-java
+if [ ! -f "$java_dir/target/classes/corvus/DashboardClients.class" ] || [ ! -f "$java_dir/cp.txt" ]; then
+    (cd "$java_dir" && mvn -q -B compile dependency:build-classpath -Dmdep.outputFile=cp.txt)
+fi
+
+port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+ns_port=$(port); broker_port=$(port); http_port=$(port)
+ns=127.0.0.1:$ns_port
+wait_for() { # FILE PATTERN SECONDS
+    for _ in $(seq 1 $(($3 * 10))); do
+        grep -q "$2" "$1" 2>/dev/null && return 0
+        sleep 0.1
+    done
+    echo "timed out waiting for '$2' in $1" >&2
+    tail -20 "$1" >&2
+    return 1
+}
+
+"$bin/namesrv" --listen "$ns" >"$work/ns.log" 2>&1 & pids+=($!)
+"$bin/broker" --listen "127.0.0.1:$broker_port" --cores 2 --name broker-a \
+    --data-dir "$work/data" --namesrv "$ns" >"$work/broker.log" 2>&1 & pids+=($!)
+wait_for "$work/broker.log" "broker listening on" 30
+"$bin/mqadmin" update-topic -n "$ns" -t DashTopic -q 8 >/dev/null
+
+# The clients: 100 traced messages with keys and tags, a push consumer of DashGroup, and
+# DashOffline, which read the first 40 and left.
+mkfifo "$work/clients.in"
+java -cp "$java_dir/target/classes:$(cat "$java_dir/cp.txt")" corvus.DashboardClients \
+    "$ns" DashTopic 100 DashProducer DashGroup DashOffline <"$work/clients.in" >"$work/clients.log" 2>&1 &
+pids+=($!)
+exec 3>"$work/clients.in"
+wait_for "$work/clients.log" "^READY" 120
+grep "^CONSUMED" "$work/clients.log"
+
+# One message a second for the charts.
+(
+    for i in $(seq 1 600); do
+        "$bin/mqadmin" send -n "$ns" -t DashTopic -p "tick$i" -k "tick$i" -c TagC >/dev/null 2>&1 || true
+        sleep 1
+    done
+) & pids+=($!)
+
+java -jar "$jar" --server.port="$http_port" --rocketmq.config.namesrvAddrs="$ns" \
+    --rocketmq.config.namesrvAddr="$ns" --rocketmq.config.dataPath="$work/dash-data" \
+    >"$work/dashboard.log" 2>&1 & pids+=($!)
+wait_for "$work/dashboard.log" "Started App" 120
+# Both collections (second 0 for brokers, 30 for topics) after a minute of traffic, and a
+# save (every 5 s) after them.
+python3 -c 'import time; time.sleep((60 - time.localtime().tm_sec) + 30 + 7)'
+
+python3 "$root/tests/rocketmq-dashboard-pages.py" "http://127.0.0.1:$http_port" \
+    "$work/clients.log"
