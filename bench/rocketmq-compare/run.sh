@@ -249,7 +249,9 @@ r = dict(driver=mode, threads=int(threads), size=int(size), flush=flush, window_
          sent=sent, send_tps=sent / secs if secs else 0, broker_cpu_s=cpu,
          broker_cpu_util=cpu / secs if secs else 0,
          broker_cpu_s_per_M_sent=cpu / sent * 1e6 if sent else float("nan"),
-         tool_send_tps=field(line, "Send TPS"), rt_avg_ms=field(line, "Average RT(ms)"),
+         tool_send_tps=field(line, "Send TPS"),
+         # TransactionProducer prints its average as "AVG RT(ms)".
+         rt_avg_ms=field(line, "Average RT(ms)") or field(line, "AVG RT(ms)"),
          rt_max_ms=field(line, "Max RT(ms)"),
          failed=int((field(line, "Send Failed") or 0) + (field(line, "Response Failed") or 0)
                     + (field(line, "Send Message Failed") or 0)))
