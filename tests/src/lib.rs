@@ -96,14 +96,18 @@ pub fn java_program_or_skip(module: &str, class: Option<&str>) -> Option<String>
 pub fn ensure_built() {
     BUILD.call_once(|| {
         let run_id = std::env::var("NEXTEST_RUN_ID").ok();
-        let marker_dir = std::env::current_exe()
-            .ok()
-            .and_then(|exe| Some(exe.parent()?.parent()?.to_path_buf()));
-        match (run_id, marker_dir) {
+        match (run_id, profile_dir()) {
             (Some(run_id), Some(dir)) => build_once_per_run(&dir, &run_id),
             _ => build_binaries(),
         }
     });
+}
+
+/// The build directory of the running test (`target/<profile>/deps/<test>` ->
+/// `target/<profile>`), where cargo puts the binaries the tests start.
+fn profile_dir() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    Some(exe.parent()?.parent()?.to_path_buf())
 }
 
 /// [`build_binaries`] unless another test process of the nextest run `run_id` already
@@ -182,10 +186,9 @@ pub fn bin(name: &str) -> PathBuf {
         return p;
     }
     ensure_built();
-    let exe = std::env::current_exe().unwrap();
-    // target/<profile>/deps/<test> -> target/<profile>/<name>
-    let dir = exe.parent().unwrap().parent().unwrap();
-    let p = dir.join(name);
+    let p = profile_dir()
+        .expect("the test runs from target/<profile>/deps")
+        .join(name);
     assert!(p.exists(), "binary {} not found", p.display());
     p
 }
@@ -673,10 +676,7 @@ fn mqadmin_launcher() -> Option<PathBuf> {
         let text = std::fs::read(&src).ok()?;
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         text.hash(&mut hasher);
-        let base = std::env::current_exe()
-            .ok()
-            .and_then(|exe| Some(exe.parent()?.parent()?.to_path_buf()))
-            .unwrap_or_else(std::env::temp_dir);
+        let base = profile_dir().unwrap_or_else(std::env::temp_dir);
         let dir = base.join(format!("mqadmin-launcher-{:016x}", hasher.finish()));
         if dir.join("MqadminLauncher.class").exists() {
             return Some(dir);

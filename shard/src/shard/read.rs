@@ -575,7 +575,6 @@ impl Shard {
         Ok(out)
     }
 
-    /// First queue offset whose store time is >= `timestamp_ms` (the max offset if none).
     /// The store time (ms since the epoch) of the queue's record at `offset`; `None` when
     /// the record is gone, damaged or was never written.
     pub async fn store_time_at(
@@ -610,6 +609,7 @@ impl Shard {
         })
     }
 
+    /// First queue offset whose store time is >= `timestamp_ms` (the max offset if none).
     pub async fn search_offset_by_time(
         &self,
         topic: &str,
