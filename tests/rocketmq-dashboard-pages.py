@@ -185,7 +185,9 @@ check("message/queryMessagePageByTopic.query", "POST", "/message/queryMessagePag
       ok=lambda d: d["page"]["content"] and d["page"]["totalElements"] >= 100)
 check("message/viewMessage.query", "GET", "/message/viewMessage.query",
       {"msgId": MSG_ID, "topic": TOPIC},
-      ok=lambda d: d["messageView"]["msgId"] == MSG_ID and d["messageTrackList"])
+      ok=lambda d: d["messageView"]["msgId"] == MSG_ID
+      and any(t["consumerGroup"] == GROUP and t["trackType"] == "CONSUMED"
+              for t in d["messageTrackList"]))
 check("message/consumeMessageDirectly.do", "POST", "/message/consumeMessageDirectly.do",
       {"topic": TOPIC, "consumerGroup": GROUP, "msgId": MSG_ID, "clientId": client_id},
       ok=lambda d: d["consumeResult"] == "CR_SUCCESS")

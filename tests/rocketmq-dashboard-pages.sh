@@ -57,7 +57,24 @@ wait_for() { # FILE PATTERN SECONDS
 }
 
 "$bin/namesrv" --listen "$ns" >"$work/ns.log" 2>&1 & pids+=($!)
+# Fixed direct ports, as in a deployment (deploy/broker.toml): each core then stamps its own
+# address as its messages' store host, which the message page's track matches against the
+# route. Six free ports from p: core 0 at p+2 (VIP twin p), core 1 at p+5 (VIP twin p+3).
+direct_base=$(python3 -c '
+import socket
+for _ in range(200):
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]
+    try:
+        held = []
+        for i in range(1, 6):
+            t = socket.socket(); t.bind(("127.0.0.1", p + i)); held.append(t)
+        print(p + 2); break
+    except OSError:
+        pass
+')
+printf 'direct_port_base = %s\n' "$direct_base" >"$work/broker.toml"
 "$bin/broker" --listen "127.0.0.1:$broker_port" --cores 2 --name broker-a \
+    --config "$work/broker.toml" \
     --data-dir "$work/data" --namesrv "$ns" >"$work/broker.log" 2>&1 & pids+=($!)
 wait_for "$work/broker.log" "broker listening on" 30
 "$bin/mqadmin" update-topic -n "$ns" -t DashTopic -q 8 >/dev/null

@@ -111,6 +111,27 @@ impl Shared {
         self
     }
 
+    /// The address core `core` stamps as the store host of the records it appends (and so
+    /// names in their offset message ids): its own direct address when the direct ports are
+    /// fixed (`direct_port_base`), which is the address its queues' broker has in the route,
+    /// so RocketMQ's tools that match a message's store host against that broker (the
+    /// dashboard's message track, `queryMsgById`'s track) find it; otherwise the advertised
+    /// shared address, because an ephemeral direct port would not outlive a restart and the
+    /// ids already handed out must keep reaching the broker.
+    pub fn store_host(&self, core: u16) -> std::net::SocketAddrV4 {
+        let own = (self.config.direct_port_base != 0)
+            .then(|| {
+                let addrs = self
+                    .core_addrs
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                addrs.get(usize::from(core)).and_then(|a| a.parse().ok())
+            })
+            .flatten();
+        own.or_else(|| self.advertise_addr.parse().ok())
+            .unwrap_or_else(|| std::net::SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, 0))
+    }
+
     /// How long the broker has been up, by its clock.
     pub fn uptime(&self) -> std::time::Duration {
         self.clock.now().saturating_duration_since(self.started)

@@ -90,7 +90,10 @@ pub struct Core {
     pub stats: CoreStats,
     /// RocketMQ's per-topic and per-group stats of this core (VIEW_BROKER_STATS_DATA).
     pub broker_stats: RefCell<crate::broker_stats::BrokerStats>,
+    /// The store host this core stamps ([`Shared::store_host`]).
     pub store_host: SocketAddrV4,
+    /// Every core's store host, by core: a send answered here names the owning core's.
+    pub(crate) store_hosts: Vec<SocketAddrV4>,
     /// This core's send-latency histogram (observed per send request).
     pub(crate) send_latency: prometheus_client::metrics::histogram::Histogram,
     /// Group offsets and leases of each local shard's queues.
@@ -158,6 +161,15 @@ impl Core {
     /// Reaches clients through `link` from now on.
     pub fn set_link(&self, link: Weak<dyn ClientLink>) {
         *self.link.borrow_mut() = link;
+    }
+
+    /// The store host of the records of `shard`: its hosting core's.
+    pub fn store_host_of(&self, shard: u16) -> SocketAddrV4 {
+        let core = shard_core(shard, self.shared.cores);
+        self.store_hosts
+            .get(usize::from(core))
+            .copied()
+            .unwrap_or(self.store_host)
     }
 
     pub(crate) fn owner(&self, topic: &str, queue_id: u32) -> (u16, u16) {
@@ -490,7 +502,7 @@ impl Core {
         Ok(SendOutcome {
             appended,
             queue_id,
-            store_host: self.store_host,
+            store_host: self.store_host_of(appended.shard),
         })
     }
 

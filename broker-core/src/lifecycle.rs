@@ -5,7 +5,6 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::net::SocketAddrV4;
 use std::rc::{Rc, Weak};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -83,10 +82,8 @@ impl Core {
             id,
             ha,
             send_latency: shared.metrics.send_latency(id),
-            store_host: shared
-                .advertise_addr
-                .parse()
-                .unwrap_or_else(|_| SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, 0)),
+            store_host: shared.store_host(id),
+            store_hosts: (0..shared.cores).map(|c| shared.store_host(c)).collect(),
             membership: (id == 0).then(|| {
                 let base = u64::try_from(shared.clock.wall_ms()).unwrap_or(1);
                 Membership::new(

@@ -584,9 +584,9 @@ pub fn start_until(config: BrokerConfig, stop: &AtomicBool) -> anyhow::Result<Ru
         }
         None => listen_addr,
     };
-    let SocketAddr::V4(store_host) = advertise else {
+    if !advertise.is_ipv4() {
         bail!("advertise_addr must be an IPv4 address (IPv6 hosts are not supported in stored records yet)");
-    };
+    }
     let mut core_addrs = Vec::with_capacity(cores as usize);
     for core in 0..cores {
         let (direct, vip_l) = bind_direct(&config, listen_addr.ip(), core)?;
@@ -658,7 +658,7 @@ pub fn start_until(config: BrokerConfig, stop: &AtomicBool) -> anyhow::Result<Ru
         let shards: Vec<shard::ShardConfig> = core_shards
             .into_iter()
             .map(|s| {
-                let mut c = shard_config(&shared.config, &layout, s, store_host);
+                let mut c = shard_config(&shared.config, &layout, s, shared.store_host(core));
                 c.chunk_pool = pool;
                 // The shards stamp and age records by the broker's clock.
                 c.clock = shared.clock.clone();

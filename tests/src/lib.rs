@@ -357,6 +357,22 @@ pub fn free_ports(n: usize) -> Vec<u16> {
         .collect()
 }
 
+/// The first of `n` consecutive loopback ports free a moment ago: the direct ports of an
+/// `n`-core broker with `direct_port_base` (and `vip_channel = false`), fixed across its
+/// restarts.
+pub fn consecutive_free_ports(n: u16) -> u16 {
+    for _ in 0..200 {
+        let first = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = first.local_addr().unwrap().port();
+        if port < 65_000 - n
+            && (1..n).all(|i| std::net::TcpListener::bind(("127.0.0.1", port + i)).is_ok())
+        {
+            return port;
+        }
+    }
+    panic!("no {n} consecutive free loopback ports");
+}
+
 /// A `corvus-controller` with `--id id --listen listen --peers peers --data-dir data_dir`
 /// and `extra` flags, ready once it prints its address.
 pub fn start_controller(

@@ -5,7 +5,9 @@
 //! its consumeTps is RocketMQ's, the messages the core handed the group per second over the
 //! broker stats' minute window (what VIEW_BROKER_STATS_DATA's GROUP_GET_NUMS says), not a
 //! rate that stays after the group stops reading. GET_TOPIC_STATS_INFO (the topic status
-//! page) gives each queue's last update as its last message's store time.
+//! page) gives each queue's last update as its last message's store time. The message
+//! page's track finds the group's row for a message by its store host, which with fixed
+//! direct ports is the address of its queue's broker.
 //! (tests/rocketmq-dashboard-pages.sh runs the dashboard itself against corvus.)
 
 // Tests may unwrap: a panic there is a test failure.
@@ -15,8 +17,13 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use client::{Message, PullConsumer};
-use integration::{core_addrs, create_topic, drain_topic, producer, remoting_call, Cluster};
+use integration::{
+    consecutive_free_ports, core_addrs, create_topic, drain_topic, producer, remoting_call, Cluster,
+};
+use remoting::body::{from_json, ClusterInfo};
 use remoting::codes::{request, response};
+use remoting::headers::SendMessageRequestHeader;
+use remoting::message::{decode_offset_msg_id, decode_stored, StoredMessage};
 use remoting::RemotingCommand;
 
 const TOPIC: &str = "DashTopic";
@@ -192,6 +199,101 @@ fn consume_stats_and_topic_stats_as_the_dashboard_reads_them() {
         newest >= sent_last_ms,
         "the newest {newest}, last sent {sent_last_ms}"
     );
+}
+
+/// A message sent over remoting to the broker's shared port, read back as the dashboard's
+/// message page reads it: by its offset msgId, at the address the id names.
+fn send_and_view(shared_port: &str, topic: &str, queue_id: i32) -> StoredMessage {
+    let h = SendMessageRequestHeader {
+        producer_group: "TrackProducer".into(),
+        topic: topic.into(),
+        default_topic: "TBW102".into(),
+        default_topic_queue_nums: 4,
+        queue_id,
+        born_timestamp: wall_ms(),
+        ..SendMessageRequestHeader::default()
+    };
+    let cmd = RemotingCommand::request(request::SEND_MESSAGE, 5).with_header(&h);
+    let f = remoting_call(shared_port, &cmd, b"tracked");
+    assert_eq!(f.command.code, response::SUCCESS, "{:?}", f.command.remark);
+    let id = f.command.ext("msgId").unwrap();
+    let (at, offset) = decode_offset_msg_id(id).unwrap();
+    let mut view = RemotingCommand::request(request::VIEW_MESSAGE_BY_ID, 6);
+    view.ext_fields.insert("offset".into(), offset.to_string());
+    let f = remoting_call(&at.to_string(), &view, b"");
+    assert_eq!(f.command.code, response::SUCCESS, "{:?}", f.command.remark);
+    let mut found = decode_stored(&f.body).unwrap();
+    assert_eq!(found.len(), 1, "{id}");
+    let m = found.remove(0);
+    assert_eq!(m.offset_msg_id(), id);
+    m
+}
+
+/// The dashboard's message track (`messageTrackList`, the same check as mqadmin
+/// `queryMsgById`'s) says a group consumed a message when, among the group's consume-stats
+/// rows for the message's topic and queue, the one whose broker's master address in the
+/// cluster listing is the message's store host has passed the message's queue offset. With
+/// fixed direct ports each core stamps its own address as the store host, so a message on
+/// either core is found consumed by a group that read it, and not by one that did not.
+#[test]
+fn a_consumed_message_is_tracked_as_consumed_on_every_core() {
+    const TRACKED: &str = "TrackTopic";
+    let base = consecutive_free_ports(2);
+    let c = Cluster::start_with(2, "small", |o| {
+        o.config_toml = Some(format!("vip_channel = false\ndirect_port_base = {base}\n"))
+    });
+    let ns = c.namesrv.addr.clone();
+    create_topic(&ns, TRACKED, QUEUES);
+    let messages: Vec<StoredMessage> = (0..QUEUES as i32)
+        .map(|q| send_and_view(&c.broker.addr, TRACKED, q))
+        .collect();
+    let consumer = PullConsumer::new(&ns, GROUP).unwrap();
+    let got = drain_topic(&consumer, TRACKED, Duration::from_secs(30));
+    assert_eq!(got.len(), messages.len());
+    for q in consumer.queues(TRACKED).unwrap() {
+        let max = consumer.max_offset(&q).unwrap();
+        consumer.commit_offset(&q, max).unwrap();
+    }
+    drop(consumer);
+
+    let f = remoting_call(
+        &ns,
+        &RemotingCommand::request(request::GET_BROKER_CLUSTER_INFO, 7),
+        b"",
+    );
+    assert_eq!(f.command.code, response::SUCCESS, "{:?}", f.command.remark);
+    let cluster: ClusterInfo = from_json(&f.body).unwrap();
+    let master =
+        |broker: &str| -> String { cluster.broker_addr_table[broker].broker_addrs[&0].clone() };
+    let mut rows = Vec::new();
+    for a in core_addrs(&ns) {
+        rows.extend(
+            consume_stats(&a)
+                .0
+                .into_iter()
+                .filter(|r| r.topic == TRACKED),
+        );
+    }
+    let mut hosts = BTreeSet::new();
+    for m in &messages {
+        let host = m.store_host.to_string();
+        hosts.insert(host.clone());
+        let row = rows
+            .iter()
+            .find(|r| r.queue_id == m.queue_id as u64 && master(&r.broker) == host);
+        let row = row.unwrap_or_else(|| {
+            panic!(
+                "no row of queue {} on the broker at {host}: {rows:?} {:?}",
+                m.queue_id, cluster.broker_addr_table
+            )
+        });
+        assert!(
+            row.consumer_offset > m.queue_offset as u64,
+            "{row:?} has not passed {}",
+            m.queue_offset
+        );
+    }
+    assert_eq!(hosts.len(), 2, "a store host per core: {hosts:?}");
 }
 
 fn wall_ms() -> i64 {

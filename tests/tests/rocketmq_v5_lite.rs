@@ -23,8 +23,9 @@ use std::process::Command;
 use std::time::Duration;
 
 use integration::{
-    java_program_or_skip, mqadmin_json, or_skip, remoting_call, run_client_program,
-    update_topic_with_attributes, wait_for, wait_for_route, workspace_root, Cluster,
+    consecutive_free_ports, java_program_or_skip, mqadmin_json, or_skip, remoting_call,
+    run_client_program, update_topic_with_attributes, wait_for, wait_for_route, workspace_root,
+    Cluster,
 };
 use remoting::codes::request;
 use remoting::RemotingCommand;
@@ -359,19 +360,6 @@ fn a_kill_9_between_send_and_consume_loses_no_acknowledged_lite_message() {
     }
 }
 
-/// Two consecutive loopback ports free a moment ago: a two-core broker's direct ports, kept
-/// across its restart so that a running client finds it again.
-fn two_free_ports() -> u16 {
-    for _ in 0..200 {
-        let first = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = first.local_addr().unwrap().port();
-        if port < 65_000 && std::net::TcpListener::bind(("127.0.0.1", port + 1)).is_ok() {
-            return port;
-        }
-    }
-    panic!("no two consecutive free loopback ports");
-}
-
 /// A Java LitePushConsumer that keeps running while the broker is killed (-9) and restarted
 /// on the same ports: its subscriptions, which a broker keeps as session state, come back
 /// (the SDK sends its whole set again), and it consumes every lite topic whole and in order,
@@ -381,7 +369,7 @@ fn a_running_lite_push_consumer_keeps_its_lite_topics_across_a_broker_kill_9() {
     let Some(sdk) = java() else {
         return;
     };
-    let port = two_free_ports();
+    let port = consecutive_free_ports(2);
     let mut c = Cluster::start_with(2, "small", |o| {
         o.config_toml = Some(format!(
             "long_polling_max_ms = 2000\nvip_channel = false\ndirect_port_base = {port}\n"

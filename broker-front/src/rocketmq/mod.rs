@@ -620,7 +620,7 @@ async fn send(
             reason,
             stored: Some(a),
         }) => {
-            let mut resp = send_result(&a, core.store_host, &lens, queue_id);
+            let mut resp = send_result(&a, core.store_host_of(a.shard), &lens, queue_id);
             resp.transaction_id = transaction_id;
             resp.recall_handle = recall_handle(&a);
             let remark = BrokerError::flush_slave_timeout(reason).to_string();
