@@ -347,7 +347,7 @@ impl Gate {
         };
         let checked = (|| {
             let peer = peer_ip(client)?;
-            let fields = req.ext_fields.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+            let fields = req.ext_fields.iter();
             let access = rules.access_signed(peer, fields, body).map_err(denied)?;
             // A request that passed by its signature (not by an allow-list) must be fresh.
             if let (Access::Account(_), Some(replay)) = (&access, &self.replay) {
@@ -360,7 +360,7 @@ impl Gate {
             Ok(())
         })();
         checked.inspect_err(|e| {
-            let key = req.ext_fields.get("AccessKey").map(String::as_str);
+            let key = req.ext_fields.get("AccessKey");
             self.log_refusal(client, key, &format!("code {}", req.code), e)
         })
     }
@@ -397,7 +397,7 @@ impl Gate {
     ) -> Result<(), BrokerError> {
         let checked = (|| {
             let meta = v2.meta();
-            let fields = req.ext_fields.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+            let fields = req.ext_fields.iter();
             let who = meta.authenticate_remoting(fields, body).map_err(denied)?;
             check_fresh(&v2.replay, req, clock)?;
             if v2.authorization {
@@ -408,7 +408,7 @@ impl Gate {
             Ok(())
         })();
         checked.inspect_err(|e| {
-            let key = req.ext_fields.get("AccessKey").map(String::as_str);
+            let key = req.ext_fields.get("AccessKey");
             self.log_refusal(client, key, &format!("code {}", req.code), e)
         })
     }

@@ -125,7 +125,7 @@ pub fn call(addr: &str, req: Request) -> anyhow::Result<Answer> {
         for (k, v) in acl::fresh::stamp() {
             cmd.ext_fields.insert(k.to_owned(), v);
         }
-        let fields = cmd.ext_fields.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+        let fields = cmd.ext_fields.iter();
         let signature = acl::sign::sign_remoting(fields, &req.body, &c.secret_key);
         cmd.ext_fields
             .insert(acl::sign::SIGNATURE.to_owned(), signature);

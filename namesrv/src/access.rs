@@ -361,7 +361,7 @@ pub(crate) fn remoting(
     let Some(write) = remoting_write(cmd) else {
         return Ok(());
     };
-    let fields = cmd.ext_fields.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+    let fields = cmd.ext_fields.iter();
     let signature = cmd.ext(acl::sign::SIGNATURE).unwrap_or("");
     let signed_at = cmd.ext(acl::fresh::SIGNED_AT_MS);
     let checked = match gate.rules() {
@@ -504,7 +504,7 @@ accounts:
             cmd.ext_fields.insert("topic".into(), "T".into());
             cmd.ext_fields
                 .insert(acl::sign::ACCESS_KEY.into(), ak.into());
-            let fields = cmd.ext_fields.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+            let fields = cmd.ext_fields.iter();
             let sig = acl::sign::sign_remoting(fields, &[], sk);
             cmd.ext_fields.insert(acl::sign::SIGNATURE.into(), sig);
             cmd
@@ -564,7 +564,7 @@ accounts:
         }
         cmd.ext_fields
             .insert(acl::sign::ACCESS_KEY.into(), user.into());
-        let fields = cmd.ext_fields.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+        let fields = cmd.ext_fields.iter();
         let sig = acl::sign::sign_remoting(fields, &[], password);
         cmd.ext_fields.insert(acl::sign::SIGNATURE.into(), sig);
         cmd

@@ -241,10 +241,13 @@ impl<'a> Reader<'a> {
     }
 
     pub(crate) fn string(&mut self, len: usize, what: &'static str) -> Result<String> {
+        self.str(len, what).map(str::to_owned)
+    }
+
+    /// The next `len` bytes as text, borrowed.
+    pub(crate) fn str(&mut self, len: usize, what: &'static str) -> Result<&'a str> {
         let bytes = self.take(len)?;
-        std::str::from_utf8(bytes)
-            .map(str::to_owned)
-            .map_err(|_| RemotingError::InvalidUtf8 { what })
+        std::str::from_utf8(bytes).map_err(|_| RemotingError::InvalidUtf8 { what })
     }
 }
 
@@ -276,13 +279,15 @@ fn decode_binary_header(bytes: &[u8]) -> Result<RemotingCommand> {
             len: r.remaining(),
         });
     }
-    let mut ext_fields = ExtFields::new();
+    // Room for every key and value (the section less its length words), and a guess at the
+    // count: RocketMQ's send headers have about 14 fields of a few bytes each.
+    let mut ext_fields = ExtFields::with_capacity(ext_len, ext_len / 12 + 1);
     while ext.remaining() > 0 {
         let key_len = ext.len_i16("extFields key")?;
-        let key = ext.string(key_len, "extFields key")?;
+        let key = ext.str(key_len, "extFields key")?;
         let val_len = ext.len_i32("extFields value")?;
-        let val = ext.string(val_len, "extFields value")?;
-        ext_fields.insert(key, val);
+        let val = ext.str(val_len, "extFields value")?;
+        ext_fields.set(key, val);
     }
     Ok(RemotingCommand {
         code,

@@ -1,14 +1,11 @@
 //! The remoting command: what one frame's header says.
 
-use std::collections::BTreeMap;
-
 /// `flag` bit 0: this command is a response.
 pub const FLAG_RESPONSE: i32 = 1;
 /// `flag` bit 1: the sender expects no response.
 pub const FLAG_ONEWAY: i32 = 2;
 
-/// A command's `extFields`: string keys to string values. Ordered, so encoding is stable.
-pub type ExtFields = BTreeMap<String, String>;
+pub use crate::ext_fields::ExtFields;
 
 /// How a frame's header is written: the top byte of the frame's second word.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -172,12 +169,16 @@ impl RemotingCommand {
 
     /// Builder-style: adds every field of `fields` to `extFields`.
     pub fn with_ext_fields(mut self, fields: ExtFields) -> Self {
-        self.ext_fields.extend(fields);
+        if self.ext_fields.is_empty() {
+            self.ext_fields = fields;
+        } else {
+            self.ext_fields.extend_from(&fields);
+        }
         self
     }
 
     pub fn ext(&self, key: &str) -> Option<&str> {
-        self.ext_fields.get(key).map(String::as_str)
+        self.ext_fields.get(key)
     }
 }
 

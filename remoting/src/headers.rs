@@ -33,9 +33,7 @@ struct Fields<'a>(&'a ExtFields);
 
 impl<'a> Fields<'a> {
     fn raw(&self, names: &[&'static str]) -> Option<(&'static str, &'a str)> {
-        names
-            .iter()
-            .find_map(|n| self.0.get(*n).map(|v| (*n, v.as_str())))
+        names.iter().find_map(|n| self.0.get(n).map(|v| (*n, v)))
     }
 
     fn opt_str(&self, names: &[&'static str]) -> Option<String> {
@@ -116,14 +114,14 @@ pub fn parse_bool(v: &str) -> Option<bool> {
 struct Out(ExtFields);
 
 impl Out {
-    fn put(mut self, name: &str, v: impl ToString) -> Self {
-        self.0.insert(name.to_owned(), v.to_string());
+    fn put(mut self, name: &str, v: impl std::fmt::Display) -> Self {
+        self.0.set_display(name, v);
         self
     }
 
-    fn put_opt<T: ToString>(self, name: &str, v: &Option<T>) -> Self {
+    fn put_opt<T: std::fmt::Display>(self, name: &str, v: &Option<T>) -> Self {
         match v {
-            Some(v) => self.put(name, v.to_string()),
+            Some(v) => self.put(name, v),
             None => self,
         }
     }

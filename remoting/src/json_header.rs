@@ -249,7 +249,7 @@ impl<'de> Visitor<'de> for Fields {
         let mut fields = ExtFields::new();
         while let Some(k) = map.next_key::<String>()? {
             if let Some(v) = map.next_value_seed(Scalar)? {
-                fields.insert(k, v);
+                fields.set(&k, &v);
             }
         }
         Ok(fields)

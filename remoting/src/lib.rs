@@ -89,6 +89,7 @@ mod codec;
 pub mod codes;
 mod command;
 pub mod detect;
+mod ext_fields;
 pub mod fuzzing;
 pub mod headers;
 mod json_header;

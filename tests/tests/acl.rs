@@ -324,11 +324,7 @@ fn remoting_request(
     }
     if let Some((ak, sk)) = account {
         cmd.ext_fields.insert("AccessKey".into(), ak.into());
-        let sig = acl::sign::sign_remoting(
-            cmd.ext_fields.iter().map(|(k, v)| (k.as_str(), v.as_str())),
-            &[],
-            sk,
-        );
+        let sig = acl::sign::sign_remoting(cmd.ext_fields.iter(), &[], sk);
         cmd.ext_fields.insert("Signature".into(), sig);
     }
     cmd

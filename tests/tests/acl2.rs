@@ -88,11 +88,7 @@ fn mqadmin_manages_users_and_acls_and_a_java_client_gets_what_its_policy_says() 
         cmd.ext_fields.insert(k.into(), v);
     }
     cmd.ext_fields.insert("AccessKey".into(), ROOT.0.into());
-    let sig = acl::sign::sign_remoting(
-        cmd.ext_fields.iter().map(|(k, v)| (k.as_str(), v.as_str())),
-        b"",
-        ROOT.1,
-    );
+    let sig = acl::sign::sign_remoting(cmd.ext_fields.iter(), b"", ROOT.1);
     cmd.ext_fields.insert("Signature".into(), sig);
     let f = integration::remoting_call(&broker, &cmd, b"");
     assert_eq!(f.command.code, response::SUCCESS, "{:?}", f.command.remark);
@@ -363,11 +359,7 @@ fn mqadmin_manages_users_and_acls_and_a_java_client_gets_what_its_policy_says() 
 /// `cmd` signed as `(user, password)`.
 fn sign(mut cmd: RemotingCommand, body: &[u8], (user, password): (&str, &str)) -> RemotingCommand {
     cmd.ext_fields.insert("AccessKey".into(), user.into());
-    let sig = acl::sign::sign_remoting(
-        cmd.ext_fields.iter().map(|(k, v)| (k.as_str(), v.as_str())),
-        body,
-        password,
-    );
+    let sig = acl::sign::sign_remoting(cmd.ext_fields.iter(), body, password);
     cmd.ext_fields.insert("Signature".into(), sig);
     cmd
 }

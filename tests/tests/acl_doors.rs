@@ -330,7 +330,7 @@ fn view_by_id(broker: &str, account: (&str, &str), id: &MsgOffsetId) -> remoting
     cmd.ext_fields.insert("offset".into(), wide.to_string());
     cmd.ext_fields
         .insert(acl::sign::ACCESS_KEY.into(), account.0.into());
-    let fields = cmd.ext_fields.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+    let fields = cmd.ext_fields.iter();
     let sig = acl::sign::sign_remoting(fields, &[], account.1);
     cmd.ext_fields.insert(acl::sign::SIGNATURE.into(), sig);
     remoting_call(broker, &cmd, &[])
@@ -598,7 +598,7 @@ fn signed_cmd(
         cmd.ext_fields
             .insert(acl::fresh::NONCE.into(), acl::sign::new_nonce());
     }
-    let f = cmd.ext_fields.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+    let f = cmd.ext_fields.iter();
     let sig = acl::sign::sign_remoting(f, &[], account.1);
     cmd.ext_fields.insert(acl::sign::SIGNATURE.into(), sig);
     cmd

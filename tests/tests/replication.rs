@@ -717,11 +717,7 @@ fn signed_call(
         cmd.ext_fields.insert((*k).into(), (*v).into());
     }
     cmd.ext_fields.insert("AccessKey".into(), user.into());
-    let sig = acl::sign::sign_remoting(
-        cmd.ext_fields.iter().map(|(k, v)| (k.as_str(), v.as_str())),
-        body,
-        password,
-    );
+    let sig = acl::sign::sign_remoting(cmd.ext_fields.iter(), body, password);
     cmd.ext_fields.insert("Signature".into(), sig);
     remoting_call(addr, &cmd, body)
 }
@@ -781,11 +777,7 @@ fn a_slave_takes_its_masters_users_and_acls() {
     let mut cmd = remoting::RemotingCommand::request(request::AUTH_DELETE_USER, 6);
     cmd.ext_fields.insert("username".into(), "app".into());
     cmd.ext_fields.insert("AccessKey".into(), root.0.into());
-    let sig = acl::sign::sign_remoting(
-        cmd.ext_fields.iter().map(|(k, v)| (k.as_str(), v.as_str())),
-        b"",
-        root.1,
-    );
+    let sig = acl::sign::sign_remoting(cmd.ext_fields.iter(), b"", root.1);
     cmd.ext_fields.insert("Signature".into(), sig);
     let f = remoting_call(&slave, &cmd, b"");
     assert_eq!(

@@ -143,7 +143,7 @@ fn pop_as(
         .command
         .ext_fields
         .iter()
-        .map(|(k, v)| (k.clone(), v.clone()))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
         .collect();
     if code != response::SUCCESS {
         return (code, Vec::new(), fields);
@@ -303,14 +303,14 @@ fn remoting_pop_ack_and_change_invisible_time_are_served_as_rocketmq_5_serves_th
     let f = change_invisible(changed, 60_000);
     assert_eq!(f.command.code, response::SUCCESS, "{:?}", f.command.remark);
     let h = &f.command.ext_fields;
-    assert_eq!(h["invisibleTime"], "60000");
+    assert_eq!(&h["invisibleTime"], "60000");
     let parts: Vec<&str> = changed.handle.split(' ').collect();
     let rebuilt = format!(
         "{} {} {} {} {}",
         parts[0],
-        h["popTime"],
-        h["invisibleTime"],
-        h["reviveQid"],
+        &h["popTime"],
+        &h["invisibleTime"],
+        &h["reviveQid"],
         parts[4..].join(" ")
     );
     // The old handle stops working.
