@@ -8,15 +8,20 @@
 #
 # DASHBOARD_CHECKOUT: a checkout of github.com/apache/rocketmq-dashboard (tag
 # rocketmq-dashboard-2.1.0 was used), built here with Maven, without its frontend, unless its
-# jar is there. The corvus side: topic DashTopic of 8 queues; 100 messages with keys
-# (dash-key-N) and tags from a traced Java producer (tests/rocketmq-java's DashboardClients,
-# which stays connected, with a traced push consumer of DashGroup); DashOffline, a group that
-# read 40 of them and went away; one message a second for the charts. The dashboard
-# collects its charts at second 0 (brokers) and 30 (topics) of each minute, so the calls
-# start once it has done both (about 1 to 2 minutes). Needs java, mvn, curl, python3 and
-# the corvus binaries (`cargo build -p broker -p namesrv -p mqadmin`; set CORVUS_BIN to
-# their directory, default target/debug). Everything it starts is stopped at exit, by
-# process id. Exit status 0 when every call answers with data.
+# jar is there. The deployment is a secured one: the broker has ACL 2.0 on (RocketMQ's
+# broker.conf keys authenticationEnabled, authorizationEnabled and initAuthenticationUser,
+# a super user), and the dashboard signs every request as that user
+# (rocketmq.config.accessKey and secretKey), as do the clients and corvus's mqadmin. The
+# corvus side: topic DashTopic of 8 queues; 100 messages with keys (dash-key-N) and tags
+# from a traced Java producer (tests/rocketmq-java's DashboardClients, which stays
+# connected, with a traced push consumer of DashGroup); DashOffline, a group that read 40
+# of them and went away; one message a second for the charts. The dashboard collects its
+# charts at second 0 (brokers) and 30 (topics) of each minute, so the calls start once it
+# has done both (about 1 to 2 minutes); the ACL page's calls then create, list, update and
+# delete a user and its policy. Needs java, mvn, curl, python3 and the corvus binaries
+# (`cargo build -p broker -p namesrv -p mqadmin`; set CORVUS_BIN to their directory,
+# default target/debug). Everything it starts is stopped at exit, by process id. Exit
+# status 0 when every call answers with data.
 set -euo pipefail
 
 checkout=$(cd "${1:?usage: $0 DASHBOARD_CHECKOUT}" && pwd)
@@ -39,7 +44,9 @@ if [ -z "$jar" ]; then
     jar=$(ls "$checkout"/target/rocketmq-dashboard-*.jar | grep -v sources | head -1)
 fi
 java_dir=$root/tests/rocketmq-java
-if [ ! -f "$java_dir/target/classes/corvus/DashboardClients.class" ] || [ ! -f "$java_dir/cp.txt" ]; then
+clients_class=$java_dir/target/classes/corvus/DashboardClients.class
+if [ ! -f "$clients_class" ] || [ ! -f "$java_dir/cp.txt" ] ||
+    [ "$java_dir/src/main/java/corvus/DashboardClients.java" -nt "$clients_class" ]; then
     (cd "$java_dir" && mvn -q -B compile dependency:build-classpath -Dmdep.outputFile=cp.txt)
 fi
 
@@ -56,17 +63,33 @@ wait_for() { # FILE PATTERN SECONDS
     return 1
 }
 
+# The super user the operator starts the broker with; the dashboard, the clients and
+# mqadmin sign as it.
+admin=dashadmin
+admin_secret=dash-admin-secret-1
+export CORVUS_ACCESS_KEY=$admin CORVUS_SECRET_KEY=$admin_secret
+printf '%s\n' authenticationEnabled=true authorizationEnabled=true \
+    "initAuthenticationUser={\"username\":\"$admin\",\"password\":\"$admin_secret\",\"userType\":\"Super\"}" \
+    >"$work/broker.conf"
+
 "$bin/namesrv" --listen "$ns" >"$work/ns.log" 2>&1 & pids+=($!)
-"$bin/broker" --listen "127.0.0.1:$broker_port" --cores 2 --name broker-a \
-    --data-dir "$work/data" --namesrv "$ns" >"$work/broker.log" 2>&1 & pids+=($!)
+"$bin/broker" -c "$work/broker.conf" --listen "127.0.0.1:$broker_port" --cores 2 \
+    --name broker-a --data-dir "$work/data" --namesrv "$ns" >"$work/broker.log" 2>&1 &
+pids+=($!)
 wait_for "$work/broker.log" "broker listening on" 30
+if env -u CORVUS_ACCESS_KEY -u CORVUS_SECRET_KEY "$bin/mqadmin" update-topic -n "$ns" \
+    -t DashUnsigned -q 1 >/dev/null 2>&1; then
+    echo "the broker created a topic for an unsigned mqadmin: ACL 2.0 is not on" >&2
+    exit 1
+fi
 "$bin/mqadmin" update-topic -n "$ns" -t DashTopic -q 8 >/dev/null
 
 # The clients: 100 traced messages with keys and tags, a push consumer of DashGroup, and
 # DashOffline, which read the first 40 and left.
 mkfifo "$work/clients.in"
 java -cp "$java_dir/target/classes:$(cat "$java_dir/cp.txt")" corvus.DashboardClients \
-    "$ns" DashTopic 100 DashProducer DashGroup DashOffline <"$work/clients.in" >"$work/clients.log" 2>&1 &
+    "$ns" DashTopic 100 DashProducer DashGroup DashOffline "$admin" "$admin_secret" \
+    <"$work/clients.in" >"$work/clients.log" 2>&1 &
 pids+=($!)
 exec 3>"$work/clients.in"
 wait_for "$work/clients.log" "^READY" 120
@@ -82,6 +105,7 @@ grep "^CONSUMED" "$work/clients.log"
 
 java -jar "$jar" --server.port="$http_port" --rocketmq.config.namesrvAddrs="$ns" \
     --rocketmq.config.namesrvAddr="$ns" --rocketmq.config.dataPath="$work/dash-data" \
+    --rocketmq.config.accessKey="$admin" --rocketmq.config.secretKey="$admin_secret" \
     >"$work/dashboard.log" 2>&1 & pids+=($!)
 wait_for "$work/dashboard.log" "Started App" 120
 # Both collections (second 0 for brokers, 30 for topics) after a minute of traffic, and a
@@ -89,4 +113,4 @@ wait_for "$work/dashboard.log" "Started App" 120
 python3 -c 'import time; time.sleep((60 - time.localtime().tm_sec) + 30 + 7)'
 
 python3 "$root/tests/rocketmq-dashboard-pages.py" "http://127.0.0.1:$http_port" \
-    "$work/clients.log"
+    "$work/clients.log" "$admin"
