@@ -63,13 +63,13 @@ wait_for() { # FILE PATTERN SECONDS
     return 1
 }
 
-# The super user the operator starts the broker with; the dashboard, the clients and
-# mqadmin sign as it.
+# The first user the operator starts the broker with (initAuthenticationUser in RocketMQ's
+# example form, always a super user); the dashboard, the clients and mqadmin sign as it.
 admin=dashadmin
 admin_secret=dash-admin-secret-1
 export CORVUS_ACCESS_KEY=$admin CORVUS_SECRET_KEY=$admin_secret
 printf '%s\n' authenticationEnabled=true authorizationEnabled=true \
-    "initAuthenticationUser={\"username\":\"$admin\",\"password\":\"$admin_secret\",\"userType\":\"Super\"}" \
+    "initAuthenticationUser={\"username\":\"$admin\",\"password\":\"$admin_secret\"}" \
     >"$work/broker.conf"
 
 "$bin/namesrv" --listen "$ns" >"$work/ns.log" 2>&1 & pids+=($!)
