@@ -5,6 +5,7 @@ whether it answered with data, and what it answered when not) and "N of M answer
     python3 rocketmq-dashboard-pages.py DASHBOARD_URL CLIENTS_LOG ADMIN_USER
 
 ADMIN_USER: the super user the dashboard signs as, which the ACL page lists.
+DASHBOARD_BROKERS: how many brokers the cluster page lists at least (2: corvus's cores).
 
 DASHBOARD_ANSWERS=FILE keeps every answer there, as JSON by call. "With data" means status 0 in the dashboard's JsonResult and the page's content: the topic,
 groups, messages, connections or chart values the page shows, not an empty list or zeros.
@@ -86,7 +87,8 @@ now_ms = int(time.time() * 1000)
 
 # Cluster page.
 cluster = check("cluster/list.query", "GET", "/cluster/list.query",
-                ok=lambda d: len(d["clusterInfo"]["brokerAddrTable"]) >= 2 and d["brokerServer"])
+                ok=lambda d: len(d["clusterInfo"]["brokerAddrTable"])
+                >= int(os.environ.get("DASHBOARD_BROKERS", "2")) and d["brokerServer"])
 brokers = cluster["clusterInfo"]["brokerAddrTable"] if cluster else {}
 broker_names = sorted(brokers)
 broker_addr = brokers[broker_names[0]]["brokerAddrs"]["0"] if brokers else ""
