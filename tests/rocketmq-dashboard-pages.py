@@ -2,7 +2,10 @@
 corvus cluster prepared by tests/rocketmq-dashboard-pages.sh: one line per call (HTTP status,
 whether it answered with data, and what it answered when not) and "N of M answer with data".
 
-    python3 rocketmq-dashboard-pages.py DASHBOARD_URL CLIENTS_LOG
+    python3 rocketmq-dashboard-pages.py DASHBOARD_URL CLIENTS_LOG ADMIN_USER
+
+ADMIN_USER: the super user the dashboard signs as, which the ACL page lists.
+DASHBOARD_BROKERS: how many brokers the cluster page lists at least (2: corvus's cores).
 
 DASHBOARD_ANSWERS=FILE keeps every answer there, as JSON by call. "With data" means status 0 in the dashboard's JsonResult and the page's content: the topic,
 groups, messages, connections or chart values the page shows, not an empty list or zeros.
@@ -16,7 +19,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-BASE, CLIENTS_LOG = sys.argv[1], sys.argv[2]
+BASE, CLIENTS_LOG, ADMIN = sys.argv[1], sys.argv[2], sys.argv[3]
 TOPIC, GROUP, OFFLINE, PRODUCER = "DashTopic", "DashGroup", "DashOffline", "DashProducer"
 TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
 
@@ -84,7 +87,8 @@ now_ms = int(time.time() * 1000)
 
 # Cluster page.
 cluster = check("cluster/list.query", "GET", "/cluster/list.query",
-                ok=lambda d: len(d["clusterInfo"]["brokerAddrTable"]) >= 2 and d["brokerServer"])
+                ok=lambda d: len(d["clusterInfo"]["brokerAddrTable"])
+                >= int(os.environ.get("DASHBOARD_BROKERS", "2")) and d["brokerServer"])
 brokers = cluster["clusterInfo"]["brokerAddrTable"] if cluster else {}
 broker_names = sorted(brokers)
 broker_addr = brokers[broker_names[0]]["brokerAddrs"]["0"] if brokers else ""
@@ -236,6 +240,91 @@ check("topic/deleteTopicByBroker.do", "POST", "/topic/deleteTopicByBroker.do",
       ok=lambda d: d is True)
 check("topic/deleteTopic.do", "POST", "/topic/deleteTopic.do", {"topic": "DashTemp"},
       ok=lambda d: d is True)
+
+# ACL page (ACL 2.0: users and policies), as the page calls it: the cluster and the broker
+# chosen in its selectors (the first of each); its delete of a policy names the broker as
+# `brokerAddress`, which the backend does not read, so it goes to every broker of the
+# cluster. Each call goes to every broker of the selection, and the lists keep what all of
+# them answer alike. The user, a normal one, has a policy on a topic and on a group named
+# after it, from one source address.
+cluster_name = next(iter(cluster["clusterInfo"]["clusterAddrTable"]), "") if cluster else ""
+page = {"brokerName": broker_names[0] if broker_names else "", "clusterName": cluster_name}
+USER, PASSWORD = "dashapp", "dash-app-secret-1"
+SUBJECT = "User:" + USER
+TOPIC_RES, GROUP_RES = "Topic:" + TOPIC, "Group:dashapp-readers"
+
+
+def user_row(d, name):
+    rows = [u for u in d if u["username"] == name]
+    return rows[0] if len(rows) == 1 else None
+
+
+def acl_rows(d):
+    """The page's rows of SUBJECT's ACL: (policyType, resource) -> entry."""
+    return {(p["policyType"], e["resource"]): e for a in d if a["subject"] == SUBJECT
+            for p in a["policies"] for e in p["entries"]}
+
+
+def one_acl(d):
+    return len([a for a in d if a["subject"] == SUBJECT]) == 1
+
+
+check("acl/createUser.do", "POST", "/acl/createUser.do",
+      body=dict(page, userInfo={"username": USER, "password": PASSWORD, "userType": "Normal",
+                                "userStatus": "enable"}), ok=lambda d: d is True)
+check("acl/users.query", "GET", "/acl/users.query", page,
+      ok=lambda d: user_row(d, USER) == {"username": USER, "password": PASSWORD,
+                                         "userType": "Normal", "userStatus": "enable"}
+      and user_row(d, ADMIN)["userType"] == "Super")
+check("acl/users.query (cluster)", "GET", "/acl/users.query", {"clusterName": cluster_name},
+      ok=lambda d: user_row(d, USER) and user_row(d, ADMIN))
+check("acl/createAcl.do", "POST", "/acl/createAcl.do",
+      body=dict(page, subject=SUBJECT, policies=[{
+          "policyType": "Custom",
+          "entries": [{"resource": [TOPIC_RES, GROUP_RES], "actions": ["Pub", "Sub"],
+                       "sourceIps": ["127.0.0.1"], "decision": "Allow"}]}]),
+      ok=lambda d: d is True)
+check("acl/acls.query", "GET", "/acl/acls.query", page,
+      ok=lambda d: one_acl(d) and acl_rows(d) == {
+          ("Custom", r): {"resource": r, "actions": ["Pub", "Sub"], "sourceIps": ["127.0.0.1"],
+                          "decision": "Allow"} for r in (TOPIC_RES, GROUP_RES)})
+# The search box: an ACL whose subject or one of whose resources holds the text, once, whole.
+check("acl/acls.query (search)", "GET", "/acl/acls.query", dict(page, searchParam=USER),
+      ok=lambda d: len(d) == 1 and set(acl_rows(d)) == {("Custom", TOPIC_RES),
+                                                        ("Custom", GROUP_RES)})
+check("acl/acls.query (cluster)", "GET", "/acl/acls.query", {"clusterName": cluster_name},
+      ok=lambda d: one_acl(d) and len(acl_rows(d)) == 2)
+# The page's edit of a row: that resource's entry, the others left as they are.
+check("acl/updateAcl.do", "POST", "/acl/updateAcl.do",
+      body=dict(page, subject=SUBJECT, policies=[{
+          "policyType": "Custom",
+          "entries": [{"resource": [TOPIC_RES], "actions": ["Pub"], "sourceIps": [],
+                       "decision": "Deny"}]}]), ok=lambda d: d is True)
+check("acl/acls.query (updated)", "GET", "/acl/acls.query", page,
+      ok=lambda d: (lambda rows: rows[("Custom", TOPIC_RES)]["decision"] == "Deny"
+                    and rows[("Custom", TOPIC_RES)]["actions"] == ["Pub"]
+                    and rows[("Custom", GROUP_RES)]["decision"] == "Allow")(acl_rows(d)))
+check("acl/updateUser.do", "POST", "/acl/updateUser.do",
+      body=dict(page, userInfo={"username": USER, "password": PASSWORD + "-new",
+                                "userType": "Normal", "userStatus": "disable"}),
+      ok=lambda d: d is True)
+check("acl/users.query (updated)", "GET", "/acl/users.query", page,
+      ok=lambda d: user_row(d, USER)["userStatus"] == "disable"
+      and user_row(d, USER)["password"] == PASSWORD + "-new")
+check("acl/deleteAcl.do (resource)", "DELETE", "/acl/deleteAcl.do",
+      {"brokerAddress": page["brokerName"], "subject": SUBJECT, "resource": TOPIC_RES,
+       "clusterName": cluster_name}, ok=lambda d: d is True)
+check("acl/acls.query (resource deleted)", "GET", "/acl/acls.query", page,
+      ok=lambda d: set(acl_rows(d)) == {("Custom", GROUP_RES)})
+check("acl/deleteAcl.do", "DELETE", "/acl/deleteAcl.do",
+      {"brokerAddress": page["brokerName"], "subject": SUBJECT, "clusterName": cluster_name},
+      ok=lambda d: d is True)
+check("acl/acls.query (deleted)", "GET", "/acl/acls.query", {"clusterName": cluster_name},
+      ok=lambda d: isinstance(d, list) and not acl_rows(d))
+check("acl/deleteUser.do", "DELETE", "/acl/deleteUser.do",
+      dict(page, username=USER), ok=lambda d: d is True)
+check("acl/users.query (deleted)", "GET", "/acl/users.query", page,
+      ok=lambda d: user_row(d, ADMIN) and not any(u["username"] == USER for u in d))
 
 if os.environ.get("DASHBOARD_ANSWERS"):
     with open(os.environ["DASHBOARD_ANSWERS"], "w") as f:

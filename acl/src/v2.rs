@@ -730,7 +730,10 @@ impl AuthMetadata {
     }
 
     /// ACLs whose subject contains `subject_filter`, with only their entries whose resource
-    /// contains `resource_filter` (blank filters take all).
+    /// contains `resource_filter`, except that an ACL whose subject contains
+    /// `resource_filter` is taken whole (RocketMQ's rule: rocketmq-dashboard's search asks
+    /// once by subject and once by resource with the same text, and keeps one row per
+    /// distinct answer). Blank filters take all.
     pub fn acls(&self, subject_filter: &str, resource_filter: &str) -> Vec<Acl> {
         let rf = resource_filter.trim();
         self.acls
@@ -738,8 +741,10 @@ impl AuthMetadata {
             .filter(|a| a.subject.contains(subject_filter.trim()))
             .filter_map(|a| {
                 let mut a = a.clone();
-                for p in &mut a.policies {
-                    p.entries.retain(|e| e.resource.to_string().contains(rf));
+                if !a.subject.contains(rf) {
+                    for p in &mut a.policies {
+                        p.entries.retain(|e| e.resource.to_string().contains(rf));
+                    }
                 }
                 a.policies.retain(|p| !p.entries.is_empty());
                 (!a.policies.is_empty()).then_some(a)
@@ -1285,6 +1290,9 @@ mod tests {
         // Filters.
         assert_eq!(m.acls("app", "Topic:new")[0].policies[0].entries.len(), 1);
         assert!(m.acls("root", "").is_empty());
+        // A resource filter the subject holds takes the ACL whole (dashboard's search).
+        assert_eq!(m.acls("", "app")[0].policies[0].entries.len(), 8);
+        assert_eq!(m.acls("", "app").len(), 1);
         assert_eq!(m.users("").len(), 3);
         assert_eq!(m.users("ro").len(), 1);
         // Deleting entries, then the rest, then the user.

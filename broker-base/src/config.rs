@@ -576,8 +576,9 @@ config_keys! {
         restart: true,
     }
     /// ACL 2.0: a user created at start if it does not exist, as RocketMQ's `UserInfo` JSON
-    /// (`{"username":"root","password":"...","userType":"Super"}`): the first super user.
-    /// Never shown by GET_BROKER_CONFIG.
+    /// (`{"username":"root","password":"..."}`): the first super user (a super user
+    /// whatever a `userType` in it says, as RocketMQ makes it). Never shown by
+    /// GET_BROKER_CONFIG.
     acl2_init_user: Option<String> {
         default: None,
         bounds: "UserInfo JSON",

@@ -1021,16 +1021,18 @@ async fn core_main(
 }
 
 /// ACL 2.0's users and ACLs from `<data_dir>/config/auth.json`, with `acl2_init_user`
-/// created and, with `acl2_migrate_from_v1`, `acl_file`'s accounts carried over, when they
-/// are not users already.
+/// created (a super user, whatever its `userType` says, as RocketMQ makes it) and, with
+/// `acl2_migrate_from_v1`, `acl_file`'s accounts carried over, when they are not users
+/// already.
 fn open_auth(config: &BrokerConfig) -> anyhow::Result<broker_base::auth::AuthStore> {
-    use acl::v2::{User, UserInfo};
+    use acl::v2::{User, UserInfo, UserType};
     let store = broker_base::auth::AuthStore::open(&config.data_dir).context("ACL 2.0")?;
     if let Some(text) = &config.acl2_init_user {
         let info: UserInfo = serde_json::from_str(text)
             .context("acl2_init_user (initAuthenticationUser) is not UserInfo JSON")?;
-        let user = User::from_info(&info)
+        let mut user = User::from_info(&info)
             .map_err(|e| anyhow!("acl2_init_user (initAuthenticationUser): {e}"))?;
+        user.user_type = UserType::Super;
         let name = user.username.clone();
         if store.snapshot().user(&name).is_none() {
             store

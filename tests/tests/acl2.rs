@@ -13,6 +13,8 @@
 //! * RocketMQ 5's gRPC SDK for Java signed as a user produces where its policy allows (the
 //!   `produce` scenario's transcript is Apache's) and fails for a user without a policy;
 //! * a replayed signed request and one changed after signing are refused;
+//! * the requests rocketmq-dashboard's ACL page sends, each to every core: every core lists
+//!   the same users and ACLs, and its search finds an ACL once, whole;
 //! * a normal user may not create users, and the users and ACLs survive a restart;
 //! * each change and each denial is logged (tracing target `audit`).
 //!
@@ -35,12 +37,13 @@ const ROOT: (&str, &str) = ("root", "root-secret-1");
 const APP: (&str, &str) = ("app", "app-secret-1");
 const READER: (&str, &str) = ("reader", "reader-secret-1");
 
-/// A broker of two cores with ACL 2.0 on and its first super user. (RocketMQ's names of
+/// A broker of two cores with ACL 2.0 on and its first super user, written as RocketMQ's
+/// `initAuthenticationUser` example writes it, without a user type. (RocketMQ's names of
 /// these keys in a `broker.conf` are checked by broker-base's config tests.)
 fn start() -> Cluster {
     Cluster::start_with(2, "small", |o| {
         o.config_toml = Some(format!(
-            "acl2_authentication_enable = true\nacl2_authorization_enable = true\nacl2_init_user = '{{\"username\":\"{}\",\"password\":\"{}\",\"userType\":\"Super\"}}'\n",
+            "acl2_authentication_enable = true\nacl2_authorization_enable = true\nacl2_init_user = '{{\"username\":\"{}\",\"password\":\"{}\"}}'\n",
             ROOT.0, ROOT.1
         ));
     })
@@ -648,5 +651,182 @@ fn mqadmin_updates_acls_and_copies_users_and_acls_between_brokers() {
     for addr in cores_b {
         let f = info(&addr, APP);
         assert_eq!(f.code, response::SUCCESS, "{addr}: {:?}", f.remark);
+    }
+}
+
+/// What rocketmq-dashboard's ACL page does (its backend, `AclServiceImpl`, sends each
+/// create, update and delete to every broker address of the cluster, and keeps only the
+/// users and ACLs that every one lists alike; its search asks `listAcl` once by subject and
+/// once by resource with the same text and keeps one row per distinct answer): a user and
+/// its policy created at one core are listed, the same, by every core; the same creates sent
+/// to the other core, updates and deletes at either are taken; the search finds the ACL once,
+/// whole.
+#[test]
+fn every_core_lists_the_users_and_acls_the_dashboard_made_alike() {
+    let c = start();
+    let cores = integration::core_addrs(&c.namesrv.addr);
+    assert_eq!(cores.len(), 2, "{cores:?}");
+    let list = |addr: &str, code: i32, fields: &[(&str, &str)]| -> serde_json::Value {
+        let f = signed_call(addr, code, fields, b"", ROOT);
+        remoting::body::from_json(&f.body).unwrap()
+    };
+    let users = |addr: &str| list(addr, request::AUTH_LIST_USER, &[("filter", "")]);
+    let acls = |addr: &str, subject_filter: &str, resource_filter: &str| {
+        list(
+            addr,
+            request::AUTH_LIST_ACL,
+            &[
+                ("subjectFilter", subject_filter),
+                ("resourceFilter", resource_filter),
+            ],
+        )
+    };
+    // The page's "add user", then "add ACL" with two resources: one AclInfo per resource,
+    // each to every core, in order.
+    let user = br#"{"username":"dashapp","password":"dash-app-secret-1","userType":"Normal","userStatus":"enable"}"#;
+    for core in &cores {
+        signed_call(
+            core,
+            request::AUTH_CREATE_USER,
+            &[("username", "dashapp")],
+            user,
+            ROOT,
+        );
+    }
+    for resource in ["Topic:DashTopic", "Group:dashapp-readers"] {
+        let acl = format!(
+            r#"{{"subject":"User:dashapp","policies":[{{"policyType":"Custom","entries":[{{"resource":"{resource}","actions":["Pub","Sub"],"sourceIps":["127.0.0.1"],"decision":"Allow"}}]}}]}}"#
+        );
+        for core in &cores {
+            signed_call(
+                core,
+                request::AUTH_CREATE_ACL,
+                &[("subject", "User:dashapp")],
+                acl.as_bytes(),
+                ROOT,
+            );
+        }
+    }
+
+    // Every core lists the same users and ACLs, with the fields the page shows.
+    let listed = users(&cores[0]);
+    let app = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["username"] == "dashapp")
+        .unwrap_or_else(|| panic!("{listed}"));
+    assert_eq!(
+        app,
+        &serde_json::json!({"username": "dashapp", "password": "dash-app-secret-1",
+            "userType": "Normal", "userStatus": "enable"})
+    );
+    let all = acls(&cores[0], "", "");
+    let entry = |resource: &str| {
+        serde_json::json!({"resource": resource, "actions": ["Pub", "Sub"],
+            "sourceIps": ["127.0.0.1"], "decision": "Allow"})
+    };
+    assert_eq!(
+        all,
+        serde_json::json!([{"subject": "User:dashapp", "policies": [{"policyType": "Custom",
+            "entries": [entry("Topic:DashTopic"), entry("Group:dashapp-readers")]}]}])
+    );
+    for core in &cores[1..] {
+        assert_eq!(users(core), listed, "{core}");
+        assert_eq!(acls(core, "", ""), all, "{core}");
+    }
+
+    // The search box: the same text as subject filter and as resource filter. An ACL whose
+    // subject holds it comes whole both ways (RocketMQ's rule), so the page shows it once;
+    // a resource filter alone keeps the entries that hold it.
+    for core in &cores {
+        assert_eq!(acls(core, "dashapp", ""), all, "{core}");
+        assert_eq!(acls(core, "", "dashapp"), all, "{core}: by resource");
+        let by_topic = acls(core, "", "Topic:Dash");
+        assert_eq!(
+            by_topic[0]["policies"][0]["entries"],
+            serde_json::json!([entry("Topic:DashTopic")]),
+            "{core}"
+        );
+    }
+
+    // The page's edit of a row at the second core, seen at the first; then its delete of one
+    // resource and of the rest, each to every core.
+    for core in cores.iter().rev() {
+        signed_call(
+            core,
+            request::AUTH_UPDATE_ACL,
+            &[("subject", "User:dashapp")],
+            br#"{"subject":"User:dashapp","policies":[{"policyType":"Custom","entries":[{"resource":"Topic:DashTopic","actions":["Pub"],"sourceIps":[],"decision":"Deny"}]}]}"#,
+            ROOT,
+        );
+        signed_call(
+            core,
+            request::AUTH_UPDATE_USER,
+            &[("username", "dashapp")],
+            br#"{"username":"dashapp","password":"dash-app-secret-2","userType":"Normal","userStatus":"disable"}"#,
+            ROOT,
+        );
+    }
+    let updated = acls(&cores[0], "", "Topic:DashTopic");
+    assert_eq!(
+        updated[0]["policies"][0]["entries"][0]["decision"], "Deny",
+        "{updated}"
+    );
+    let listed = users(&cores[0]);
+    assert!(
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|u| u["username"] == "dashapp"
+                && u["userStatus"] == "disable"
+                && u["password"] == "dash-app-secret-2"),
+        "{listed}"
+    );
+    for core in &cores {
+        signed_call(
+            core,
+            request::AUTH_DELETE_ACL,
+            &[("subject", "User:dashapp"), ("resource", "Topic:DashTopic")],
+            b"",
+            ROOT,
+        );
+    }
+    for core in &cores {
+        let left = acls(core, "", "");
+        assert_eq!(
+            left[0]["policies"][0]["entries"],
+            serde_json::json!([entry("Group:dashapp-readers")]),
+            "{core}"
+        );
+    }
+    for core in &cores {
+        signed_call(
+            core,
+            request::AUTH_DELETE_ACL,
+            &[("subject", "User:dashapp"), ("resource", "")],
+            b"",
+            ROOT,
+        );
+    }
+    for core in &cores {
+        signed_call(
+            core,
+            request::AUTH_DELETE_USER,
+            &[("username", "dashapp")],
+            b"",
+            ROOT,
+        );
+    }
+    for core in &cores {
+        assert_eq!(acls(core, "", ""), serde_json::json!([]), "{core}");
+        // The initial user, whose `initAuthenticationUser` named no type, is a super user.
+        assert_eq!(
+            users(core),
+            serde_json::json!([{"username": ROOT.0, "password": ROOT.1,
+                "userType": "Super", "userStatus": "enable"}]),
+            "{core}"
+        );
     }
 }

@@ -5,14 +5,18 @@ import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 
+import org.apache.rocketmq.acl.common.AclClientRPCHook;
+import org.apache.rocketmq.acl.common.SessionCredentials;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
+import org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueAveragely;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.SendResult;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageExt;
+import org.apache.rocketmq.remoting.RPCHook;
 
 /**
  * The online clients a dashboard page shows: a traced producer that sends COUNT messages
@@ -23,7 +27,9 @@ import org.apache.rocketmq.common.message.MessageExt;
  * Before the producer sends message OFFLINE_READ (40), a push consumer of OFFLINE_GROUP reads
  * the ones before it and shuts down: a group with a backlog and no connection.
  *
- * Usage: DashboardClients NAMESRV TOPIC COUNT PRODUCER_GROUP GROUP OFFLINE_GROUP. Prints
+ * Usage: DashboardClients NAMESRV TOPIC COUNT PRODUCER_GROUP GROUP OFFLINE_GROUP
+ * [ACCESS_KEY SECRET_KEY]; with the keys every client (and its trace dispatcher) signs its
+ * requests with them (AclClientRPCHook: a broker with ACL on, 1.0 or 2.0). Prints
  * "OFFLINE READ n", "SENT msgId key" for each message, then "CONSUMED n of COUNT" once the
  * consumer has them all (or after 60 s), then "READY"; it runs until its standard input
  * closes or it is killed.
@@ -38,11 +44,14 @@ public class DashboardClients {
         String producerGroup = args[3];
         String group = args[4];
         String offlineGroup = args[5];
+        RPCHook hook = args.length >= 8
+            ? new AclClientRPCHook(new SessionCredentials(args[6], args[7])) : null;
 
         // OFFLINE_GROUP reads the first OFFLINE_READ messages and leaves (its offsets
         // committed at its shutdown): a group with a backlog and no connection.
         Set<String> offlineGot = ConcurrentHashMap.newKeySet();
-        DefaultMQPushConsumer offline = new DefaultMQPushConsumer(offlineGroup);
+        DefaultMQPushConsumer offline = new DefaultMQPushConsumer(offlineGroup, hook,
+            new AllocateMessageQueueAveragely());
         offline.setNamesrvAddr(ns);
         offline.setInstanceName("dashboard-offline");
         offline.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
@@ -55,7 +64,7 @@ public class DashboardClients {
         });
         offline.start();
 
-        DefaultMQProducer producer = new DefaultMQProducer(producerGroup, true, null);
+        DefaultMQProducer producer = new DefaultMQProducer(producerGroup, hook, true, null);
         producer.setNamesrvAddr(ns);
         producer.setInstanceName("dashboard-producer");
         producer.start();
@@ -77,7 +86,8 @@ public class DashboardClients {
         }
 
         Set<String> consumed = ConcurrentHashMap.newKeySet();
-        DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(group, true, null);
+        DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(group, hook,
+            new AllocateMessageQueueAveragely(), true, null);
         consumer.setNamesrvAddr(ns);
         consumer.setInstanceName("dashboard-consumer");
         consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
