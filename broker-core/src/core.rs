@@ -422,8 +422,23 @@ impl Core {
 
     // ------------------------------------------------------------------ handlers
 
-    /// Stores a batch of encoded records in one queue.
+    /// Stores a batch of encoded records in one queue: a client's send, refused while the
+    /// broker's `broker_permission` has no write.
     pub async fn send(
+        &self,
+        topic: &str,
+        queue_id: u32,
+        records: Bytes,
+        count: u32,
+    ) -> Result<SendOutcome, BrokerError> {
+        self.check_broker_permission(protocol::perm::WRITE)?;
+        self.store(topic, queue_id, records, count).await
+    }
+
+    /// [`Core::send`] for what the broker stores on a consumer's behalf (a popped message
+    /// sent to its dead letters on ack): a read-only broker still takes it, as consumers
+    /// are served there.
+    pub(crate) async fn store(
         &self,
         topic: &str,
         queue_id: u32,
@@ -441,7 +456,6 @@ impl Core {
             return Err(BrokerError::ShuttingDown);
         }
         self.check_master()?;
-        self.check_broker_permission(protocol::perm::WRITE)?;
         let _in_flight = SendInFlight::enter(&self.sends_in_flight);
         let started = Instant::now();
         let cfg = self.topic_for_send(topic).await?;

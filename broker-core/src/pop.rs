@@ -1417,7 +1417,7 @@ pub(crate) async fn send_dead_letter(
             &mut rec,
         )
         .map_err(|e| BrokerError::MessageIllegal(e.to_string()))?;
-        Box::pin(core.send(&dlq, queue, Bytes::from(rec), 1)).await?;
+        Box::pin(core.store(&dlq, queue, Bytes::from(rec), 1)).await?;
         return Ok(true);
     }
     Ok(false)
