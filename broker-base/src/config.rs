@@ -764,7 +764,7 @@ config_keys! {
         default: true,
         bounds: "bool",
         rocketmq: Some("storeReplyMessageEnable"),
-        restart: true,
+        restart: false,
     }
     /// Create the message trace topic (`RMQ_SYS_TRACE_TOPIC`) at start, so clients with
     /// tracing on can write to it even with auto-creation off (otherwise their first trace
@@ -781,7 +781,7 @@ config_keys! {
         default: false,
         bounds: "bool",
         rocketmq: Some("enablePropertyFilter"),
-        restart: true,
+        restart: false,
     }
     /// Queues of an auto-created topic.
     default_topic_queue_nums: u32 {
@@ -1088,7 +1088,7 @@ config_keys! {
         range: [1, 65_536],
         bounds: "1 to 65536",
         rocketmq: None,
-        restart: true,
+        restart: false,
     }
     /// The most subscriptions one consumer group of a RocketMQ heartbeat may declare; a
     /// heartbeat with more is refused.
@@ -1097,7 +1097,7 @@ config_keys! {
         range: [1, 65_536],
         bounds: "1 to 65536",
         rocketmq: None,
-        restart: true,
+        restart: false,
     }
     /// glommio io_uring buffer memory per executor (locked memory).
     io_memory_bytes: u64 {
@@ -1176,7 +1176,7 @@ config_keys! {
         default: true,
         bounds: "bool",
         rocketmq: Some("recallMessageEnable"),
-        restart: true,
+        restart: false,
     }
     /// How a RocketMQ 5 client that asks the broker for its queues (QUERY_ASSIGNMENT, a
     /// push consumer with `setClientRebalance(false)`) consumes a topic its group has no
@@ -1187,7 +1187,7 @@ config_keys! {
         default: MessageRequestMode::Pull,
         bounds: "`PULL`, `POP`",
         rocketmq: Some("defaultMessageRequestMode"),
-        restart: true,
+        restart: false,
     }
     /// With that default in POP mode, how many members after each one also pop its
     /// queues; 0 or less: every member pops every broker (RocketMQ's
@@ -1197,7 +1197,7 @@ config_keys! {
         range: [-1, 1024],
         bounds: "-1 to 1024",
         rocketmq: Some("defaultPopShareQueueNum"),
-        restart: true,
+        restart: false,
     }
 
     // ---- lite topics ----

@@ -198,3 +198,45 @@ fn refused_changes_change_nothing_and_start_keys_wait_for_the_restart() {
     );
     c.stop();
 }
+
+/// Keys read per request change what every core answers at once: SQL92 filters are taken
+/// once `enablePropertyFilter` is on, and recalls refused once `recallMessageEnable` is off.
+#[test]
+fn per_request_switches_apply_on_every_core_at_once() {
+    let c = Cluster::start(2, 4);
+    let filters = |c: &Cluster| -> Vec<bool> {
+        (0..c.cores)
+            .map(|core| {
+                c.on(core, |core| async move {
+                    Ok::<_, ()>(core.check_sql92("a > 1").is_ok())
+                })
+                .expect("asked")
+            })
+            .collect()
+    };
+    assert_eq!(filters(&c), [false, false]);
+    let done = update(
+        &c,
+        1,
+        "enablePropertyFilter=true\nrecallMessageEnable=false",
+    )
+    .expect("applied");
+    assert_eq!(
+        done.live,
+        ["enable_property_filter", "recall_message_enable"]
+    );
+    assert_eq!(filters(&c), [true, true]);
+    for core in 0..c.cores {
+        let refused = c.on(
+            core,
+            |core| async move { core.recall("Any", "handle").await },
+        );
+        match refused {
+            Err(BrokerError::NoPermission(why)) => {
+                assert!(why.contains("recall_message_enable = false"), "{why}")
+            }
+            other => panic!("core {core}: expected NoPermission, got {other:?}"),
+        }
+    }
+    c.stop();
+}
