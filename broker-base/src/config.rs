@@ -6,8 +6,9 @@
 //!
 //! Every key is declared once, in the `config_keys!` list below: its name, type, doc,
 //! default, bounds (for a numeric key the range `validate` checks, and the same bounds in
-//! words), its RocketMQ name and whether a change needs a restart (today every key is read
-//! at start, so every change does). The struct, its `Default`, [`KEYS`] and
+//! words), its RocketMQ name and whether a change needs a restart: a key with
+//! `restart: false` is read at each use, so UPDATE_BROKER_CONFIG applies it on every core at
+//! once ([`BrokerConfig::stage_update`]); the rest are read at start. The struct, its `Default`, [`KEYS`] and
 //! [`RENAMED_KEYS`] are generated from that list; `tuning/README.md`'s key table documents
 //! it, and a test holds the table to [`KEYS`].
 
@@ -53,6 +54,48 @@ pub enum ConfigError {
     },
     #[error("config key `{key}`: {message}")]
     Invalid { key: &'static str, message: String },
+    /// A key that may not be changed remotely (UPDATE_BROKER_CONFIG).
+    #[error("Can not update config in black list: `{key}` {reason}; nothing changed")]
+    Forbidden { key: String, reason: &'static str },
+}
+
+/// Keys UPDATE_BROKER_CONFIG refuses, with the reason: RocketMQ's broker refuses its
+/// `configBlackList` (`brokerConfigPath`, `rocketmqHome`, `configBlackList`) remotely, and
+/// corvus's data directory holds the store and the overrides file the change is kept in.
+pub const REMOTE_BLACKLIST: &[(&str, &str)] = &[
+    (
+        "brokerConfigPath",
+        "is RocketMQ's config file path, which RocketMQ's broker never changes remotely",
+    ),
+    (
+        "rocketmqHome",
+        "is RocketMQ's home, which RocketMQ's broker never changes remotely",
+    ),
+    (
+        "configBlackList",
+        "is the list of keys RocketMQ's broker never changes remotely",
+    ),
+    (
+        "storePathRootDir",
+        "(data_dir) cannot move while the broker runs from it",
+    ),
+    (
+        "data_dir",
+        "(storePathRootDir) cannot move while the broker runs from it",
+    ),
+];
+
+/// A change asked while running, checked ([`BrokerConfig::stage_update`]).
+#[derive(Debug, Clone)]
+pub struct StagedUpdate {
+    /// The overrides file's new text: every change stored so far, this one included.
+    pub file: String,
+    /// The keys set (corvus's names) that apply at once, on every core.
+    pub live: Vec<String>,
+    /// The keys set that are read at start: they take effect at the next restart.
+    pub restart: Vec<String>,
+    /// The running config with the keys of `live` changed: what every core runs with next.
+    pub running: BrokerConfig,
 }
 
 /// What a broker does in its group: RocketMQ's `brokerRole`.
@@ -122,8 +165,8 @@ pub struct KeySpec {
     pub rocketmq: Option<&'static str>,
     /// The key's former name, still accepted (see [`RENAMED_KEYS`]).
     pub alias: Option<&'static str>,
-    /// Whether a change takes effect only after a restart (today every key is read once,
-    /// at start).
+    /// Whether a change takes effect only after a restart (the key is read once, at start);
+    /// `false`: it is read at each use, and a change asked while running applies at once.
     pub restart: bool,
     /// The doc comment of the key's field.
     pub doc: &'static str,
@@ -722,7 +765,7 @@ config_keys! {
         default: true,
         bounds: "bool",
         rocketmq: Some("storeReplyMessageEnable"),
-        restart: true,
+        restart: false,
     }
     /// Create the message trace topic (`RMQ_SYS_TRACE_TOPIC`) at start, so clients with
     /// tracing on can write to it even with auto-creation off (otherwise their first trace
@@ -739,7 +782,7 @@ config_keys! {
         default: false,
         bounds: "bool",
         rocketmq: Some("enablePropertyFilter"),
-        restart: true,
+        restart: false,
     }
     /// Queues of an auto-created topic.
     default_topic_queue_nums: u32 {
@@ -759,6 +802,17 @@ config_keys! {
         rocketmq: None,
         restart: true,
     }
+    /// What the broker serves, RocketMQ's `PermName` bits: 4 read (pulls and pops), 2 write
+    /// (sends), 6 both. Read-only (4) drains the broker: sends are refused (NO_PERMISSION)
+    /// and its routes lose the write permission, so producers send elsewhere; write-only (2)
+    /// refuses pulls and pops. Registered with the NameServers at once when changed.
+    broker_permission: u32 {
+        default: 6,
+        range: [2, 7],
+        bounds: "2 to 7 (4 read, 2 write, 6 both; 1, inherit, is ignored)",
+        rocketmq: Some("brokerPermission"),
+        restart: false,
+    }
 
     // ---- storage ----
 
@@ -776,7 +830,7 @@ config_keys! {
         range: [1, 10_000],
         bounds: "1 to 10000 ms",
         rocketmq: Some("flushIntervalCommitLog"),
-        restart: true,
+        restart: false,
     }
     /// Async flush also when this much is dirty.
     flush_dirty_bytes_max: u64 {
@@ -784,7 +838,7 @@ config_keys! {
         range: [4096, 1 << 30],
         bounds: "4 KiB to 1 GiB",
         rocketmq: Some("flushCommitLogLeastPages"),
-        restart: true,
+        restart: false,
     }
     /// CommitLog segment file size.
     commit_log_segment_bytes: u64 {
@@ -834,7 +888,7 @@ config_keys! {
         bounds: "1 KiB to 64 MiB, at most `commit_log_segment_bytes` - 4 KiB",
         rocketmq: Some("maxMessageSize"),
         alias: "max_message_size_bytes",
-        restart: true,
+        restart: false,
     }
     /// CommitLog segments older than this are deleted.
     file_reserved_hours: u64 {
@@ -842,7 +896,7 @@ config_keys! {
         range: [1, 24 * 365],
         bounds: "1 to 8760 hours",
         rocketmq: Some("fileReservedTime"),
-        restart: true,
+        restart: false,
     }
     /// Disk use above which expired segments are cleaned.
     disk_clean_ratio: f64 {
@@ -850,7 +904,7 @@ config_keys! {
         range: [0.01, 0.99],
         bounds: "0.01 to 0.99, at most `disk_force_clean_ratio`",
         rocketmq: Some("diskMaxUsedSpaceRatio"),
-        restart: true,
+        restart: false,
     }
     /// Disk use above which the oldest segments are cleaned early.
     disk_force_clean_ratio: f64 {
@@ -858,7 +912,7 @@ config_keys! {
         range: [0.01, 0.99],
         bounds: "0.01 to 0.99, at most `disk_refuse_ratio`",
         rocketmq: Some("diskSpaceCleanForciblyRatio"),
-        restart: true,
+        restart: false,
     }
     /// Disk use above which sends are refused ("disk full").
     disk_refuse_ratio: f64 {
@@ -866,7 +920,7 @@ config_keys! {
         range: [0.01, 0.995],
         bounds: "0.01 to 0.995",
         rocketmq: Some("diskSpaceWarningLevelRatio"),
-        restart: true,
+        restart: false,
     }
     /// Free space every new file (segment, warm spare, ConsumeQueue or IndexFile blocks)
     /// must leave; below it sends get "disk full" until space returns.
@@ -924,7 +978,7 @@ config_keys! {
         range: [1 << 20, 64 << 30],
         bounds: "1 MiB to 64 GiB",
         rocketmq: None,
-        restart: true,
+        restart: false,
     }
     /// How long a send may wait for the disk to make room before it is answered
     /// SYSTEM_BUSY (RocketMQ's waitTimeMillsInSendQueue).
@@ -933,7 +987,7 @@ config_keys! {
         range: [1, 60_000],
         bounds: "1 to 60000 ms",
         rocketmq: Some("waitTimeMillsInSendQueue"),
-        restart: true,
+        restart: false,
     }
 
     // ---- request path ----
@@ -999,7 +1053,7 @@ config_keys! {
         range: [0, 300_000],
         bounds: "0 to 300000 ms",
         rocketmq: None,
-        restart: true,
+        restart: false,
     }
     /// The most messages one pull answers, whatever the client asks for (both protocols).
     pull_batch_messages_max: u64 {
@@ -1007,7 +1061,7 @@ config_keys! {
         range: [1, 1024],
         bounds: "1 to 1024",
         rocketmq: Some("maxTransferCountOnMessageInMemory"),
-        restart: true,
+        restart: false,
     }
     /// The most message bytes one pull answers, whatever the client asks for (the first
     /// message is always answered whole): a pull cannot make the broker gather gigabytes
@@ -1017,7 +1071,7 @@ config_keys! {
         range: [64 << 10, 1 << 30],
         bounds: "64 KiB to 1 GiB",
         rocketmq: Some("maxTransferBytesOnMessageInMemory"),
-        restart: true,
+        restart: false,
     }
     /// The most messages a query by key (or by unique key) answers, whatever the client
     /// asks for (both protocols).
@@ -1026,7 +1080,7 @@ config_keys! {
         range: [1, 4096],
         bounds: "1 to 4096",
         rocketmq: Some("maxMsgsNumBatch"),
-        restart: true,
+        restart: false,
     }
     /// The most producer or consumer groups one RocketMQ heartbeat may declare (each
     /// consumer group gets a retry topic); a heartbeat with more is refused.
@@ -1035,7 +1089,7 @@ config_keys! {
         range: [1, 65_536],
         bounds: "1 to 65536",
         rocketmq: None,
-        restart: true,
+        restart: false,
     }
     /// The most subscriptions one consumer group of a RocketMQ heartbeat may declare; a
     /// heartbeat with more is refused.
@@ -1044,7 +1098,7 @@ config_keys! {
         range: [1, 65_536],
         bounds: "1 to 65536",
         rocketmq: None,
-        restart: true,
+        restart: false,
     }
     /// glommio io_uring buffer memory per executor (locked memory).
     io_memory_bytes: u64 {
@@ -1123,7 +1177,7 @@ config_keys! {
         default: true,
         bounds: "bool",
         rocketmq: Some("recallMessageEnable"),
-        restart: true,
+        restart: false,
     }
     /// How a RocketMQ 5 client that asks the broker for its queues (QUERY_ASSIGNMENT, a
     /// push consumer with `setClientRebalance(false)`) consumes a topic its group has no
@@ -1134,7 +1188,7 @@ config_keys! {
         default: MessageRequestMode::Pull,
         bounds: "`PULL`, `POP`",
         rocketmq: Some("defaultMessageRequestMode"),
-        restart: true,
+        restart: false,
     }
     /// With that default in POP mode, how many members after each one also pop its
     /// queues; 0 or less: every member pops every broker (RocketMQ's
@@ -1144,7 +1198,7 @@ config_keys! {
         range: [-1, 1024],
         bounds: "-1 to 1024",
         rocketmq: Some("defaultPopShareQueueNum"),
-        restart: true,
+        restart: false,
     }
 
     // ---- lite topics ----
@@ -1346,16 +1400,27 @@ impl BrokerConfig {
     }
 
     /// A change of keys asked while running (RocketMQ's UPDATE_BROKER_CONFIG, a properties
-    /// body with RocketMQ's or corvus's keys): checked as a whole against `self` and the
-    /// overrides already stored, and returned as the overrides file's new text and the
-    /// corvus keys it sets. Nothing is changed when any key is unknown, ignored by corvus,
-    /// out of bounds, or `data_dir` (which holds the file).
-    pub fn stage_update(&self, properties: &str) -> Result<(String, Vec<String>), ConfigError> {
+    /// body with RocketMQ's or corvus's keys), checked as a whole: `self` is the config the
+    /// broker started with and `running` the one it runs with now. What the next start reads
+    /// (`self`, the overrides already stored and these keys) must validate, and so must the
+    /// running config with the keys that apply at once (`restart: false`) changed. Nothing
+    /// is changed when any key is unknown, ignored by corvus, out of bounds, or in
+    /// [`REMOTE_BLACKLIST`].
+    pub fn stage_update(
+        &self,
+        running: &BrokerConfig,
+        properties: &str,
+    ) -> Result<StagedUpdate, ConfigError> {
         let origin = "UPDATE_BROKER_CONFIG";
         let refuse = |message: String| ConfigError::Parse {
             origin: origin.to_owned(),
             message,
         };
+        for key in rocketmq::property_keys(properties) {
+            if let Some((_, reason)) = REMOTE_BLACKLIST.iter().find(|(k, _)| *k == key) {
+                return Err(ConfigError::Forbidden { key, reason });
+            }
+        }
         let (overlay, ignored) = rocketmq::properties_overlay(self, properties, origin)?;
         if let Some(i) = ignored.first() {
             return Err(refuse(format!(
@@ -1366,24 +1431,46 @@ impl BrokerConfig {
         if overlay.is_empty() {
             return Err(refuse("nothing changed: no key given".into()));
         }
-        if overlay.contains_key("data_dir") {
-            return Err(refuse(
-                "nothing changed: `data_dir` (storePathRootDir) cannot move while the broker runs from it"
-                    .into(),
-            ));
+        if let Some((key, reason)) = REMOTE_BLACKLIST
+            .iter()
+            .find(|(k, _)| overlay.contains_key(*k))
+        {
+            return Err(ConfigError::Forbidden {
+                key: (*key).to_owned(),
+                reason,
+            });
         }
         let mut stored = self.stored_overrides()?;
-        let keys: Vec<String> = overlay.keys().cloned().collect();
+        let is_live = |k: &str| KEYS.iter().any(|s| s.name == k && !s.restart);
+        let (live, restart): (Vec<String>, Vec<String>) =
+            overlay.keys().cloned().partition(|k| is_live(k));
+        let live_overlay: toml::Table = overlay
+            .iter()
+            .filter(|(k, _)| is_live(k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         stored.extend(overlay);
         let mut candidate = self.clone();
         candidate.overlay_table(stored.clone(), origin)?;
         candidate.validate()?;
-        let text = format!(
+        let mut next = running.clone();
+        next.overlay_table(live_overlay, origin)?;
+        next.validate().map_err(|e| {
+            refuse(format!(
+                "nothing changed: the running broker cannot take it until a restart ({e})"
+            ))
+        })?;
+        let file = format!(
             "# Keys changed with UPDATE_BROKER_CONFIG (mqadmin updateBrokerConfig), read at start\n\
              # over --config; command-line flags still win. Delete a line to drop its change.\n{}",
             toml::to_string(&stored).map_err(|e| refuse(e.to_string()))?
         );
-        Ok((text, keys))
+        Ok(StagedUpdate {
+            file,
+            live,
+            restart,
+            running: next,
+        })
     }
 
     /// Checks every key: each `range` of [`KEYS`], then the rules a range cannot say
@@ -1659,6 +1746,49 @@ mod tests {
 
     use super::*;
 
+    /// A change splits into the keys that apply at once and those read at start; the running
+    /// config changes only in the first; what the running broker cannot take is refused even
+    /// when the next start could.
+    #[test]
+    fn a_staged_update_changes_the_running_config_only_in_live_keys() {
+        let dir = tempfile::tempdir().unwrap();
+        let start = BrokerConfig {
+            data_dir: dir.path().to_owned(),
+            ..BrokerConfig::default()
+        };
+        let staged = start
+            .stage_update(&start, "maxMessageSize=65536\nlistenPort=10921\n")
+            .unwrap();
+        assert_eq!(staged.live, ["message_bytes_max"]);
+        assert_eq!(staged.restart, ["listen"]);
+        assert_eq!(staged.running.message_bytes_max, 65536);
+        assert_eq!(staged.running.listen, start.listen);
+        assert!(
+            staged.file.contains("listen = \"127.0.0.1:10921\""),
+            "{}",
+            staged.file
+        );
+
+        // 20 MiB needs frame_bytes_max past its running 16 MiB: fine for the next start,
+        // which reads both, not for the running broker.
+        let e = start
+            .stage_update(
+                &start,
+                "maxMessageSize=20971520\nframe_bytes_max=33554432\ntail_ring_bytes=268435456\n",
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("until a restart") && e.contains("frame_bytes_max"),
+            "{e}"
+        );
+
+        let e = start
+            .stage_update(&start, "brokerConfigPath=/x")
+            .unwrap_err();
+        assert!(matches!(e, ConfigError::Forbidden { .. }), "{e}");
+    }
+
     /// One row of tuning/README.md's key table.
     struct Row {
         key: String,
@@ -1766,12 +1896,19 @@ mod tests {
             let rocketmq = key.rocketmq.unwrap_or("-");
             assert_eq!(row.rocketmq, rocketmq, "`{}`: RocketMQ name", key.name);
         }
-        // The README says once, for the whole table, that every change needs a restart;
-        // a key that does not would need a column of its own.
+        // The README lists the keys that apply while running on one line, in KEYS' order;
+        // every other key needs a restart.
         let text = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../tuning/README.md"));
-        assert!(text.contains("changing any of them needs a restart"));
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("Applied at once: "))
+            .expect("tuning/README.md's line of the keys that apply at once");
+        let listed: Vec<&str> = line.split('`').skip(1).step_by(2).collect();
         let live: Vec<&str> = KEYS.iter().filter(|k| !k.restart).map(|k| k.name).collect();
-        assert!(live.is_empty(), "keys without a restart: {live:?}");
+        assert_eq!(
+            listed, live,
+            "tuning/README.md's keys applied at once, against KEYS"
+        );
     }
 
     /// `text` (`64 KiB`, `1 day`, `8760 hours`, `0 (all cores)`) in the key's own unit.

@@ -2,7 +2,7 @@
 //! topic table the NameServer registration sends, and the shutdown flags. Off the data path:
 //! only topic changes, status and the stop touch it.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -14,7 +14,16 @@ use crate::config::BrokerConfig;
 /// State shared by every core and the registration thread. Off the data path: only topic
 /// changes and status touch it.
 pub struct Shared {
+    /// The config the broker started with. The keys that apply while it runs
+    /// (`restart: false`) may have changed since: each core keeps the config it runs with
+    /// (`Core::config`), and those are the values to read.
     pub config: BrokerConfig,
+    /// `broker_permission` as it is now, for the registration thread: the routes it
+    /// registers carry it (set by the core that applies a config change).
+    pub broker_permission: AtomicU32,
+    /// Set to have the registration thread register in full at once (a change of what the
+    /// routes carry, as `broker_permission`).
+    pub register_now: AtomicBool,
     /// When the broker started, by [`Shared::clock`].
     pub started: Instant,
     /// What every deadline, expiry, lease and stamped time of the broker reads: the
@@ -94,6 +103,8 @@ impl Shared {
                 config.acl_signature_time_required,
             ))),
             auth: Arc::new(crate::auth::AuthStore::empty()),
+            broker_permission: AtomicU32::new(config.broker_permission),
+            register_now: AtomicBool::new(false),
             config,
         }
     }
@@ -145,6 +156,12 @@ impl Shared {
     /// Asks every core and thread to stop.
     pub fn request_shutdown(&self) {
         self.shutdown.store(true, Ordering::SeqCst);
+        self.wake_registry();
+    }
+
+    /// Has the registration thread register in full with every NameServer at once.
+    pub fn register_at_once(&self) {
+        self.register_now.store(true, Ordering::SeqCst);
         self.wake_registry();
     }
 

@@ -180,6 +180,8 @@ impl CoreOp {
             CoreOp::LiteEvicted(op) => answered(op.serve(core).await),
             CoreOp::LitePop(op) => answered(op.serve(core).await),
             CoreOp::LiteGroups(op) => answered(op.serve(core).await),
+            CoreOp::UpdateConfig(op) => answered(op.serve(core).await),
+            CoreOp::ApplyConfig(op) => answered(op.serve(core).await),
         }
     }
 }
@@ -373,6 +375,22 @@ impl CoreCall for crate::lite::LiteGroups {
 
     async fn serve(self, core: &Core) -> Result<Self::Answer, BrokerError> {
         Ok(core.lite_group_parents_local())
+    }
+}
+
+impl CoreCall for UpdateConfig {
+    type Answer = crate::live_config::ConfigUpdate;
+
+    async fn serve(self, core: &Core) -> Result<Self::Answer, BrokerError> {
+        core.update_config(self.0).await
+    }
+}
+
+impl CoreCall for ApplyConfig {
+    type Answer = ();
+
+    async fn serve(self, core: &Core) -> Result<(), BrokerError> {
+        core.apply_config(*self.0)
     }
 }
 

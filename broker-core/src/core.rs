@@ -130,6 +130,11 @@ pub struct Core {
     /// The clients connected to this core, reached through its front end (set once the
     /// front end is built; until then, and for a core without one, no client).
     pub(crate) link: RefCell<Weak<dyn ClientLink>>,
+    /// The config this core runs with: `shared.config` with the changes made since the start
+    /// to keys that apply while running (`crate::live_config`). Read with [`Core::config`].
+    pub(crate) live: RefCell<Rc<crate::config::BrokerConfig>>,
+    /// Held while a config change is stored and applied (core 0), one at a time.
+    pub(crate) config_updates: glommio::sync::Semaphore,
 }
 
 /// Counts a send in flight on its core for as long as it lives.
@@ -429,8 +434,23 @@ impl Core {
 
     // ------------------------------------------------------------------ handlers
 
-    /// Stores a batch of encoded records in one queue.
+    /// Stores a batch of encoded records in one queue: a client's send, refused while the
+    /// broker's `broker_permission` has no write.
     pub async fn send(
+        &self,
+        topic: &str,
+        queue_id: u32,
+        records: Bytes,
+        count: u32,
+    ) -> Result<SendOutcome, BrokerError> {
+        self.check_broker_permission(protocol::perm::WRITE)?;
+        self.store(topic, queue_id, records, count).await
+    }
+
+    /// [`Core::send`] for what the broker stores on a consumer's behalf (a popped message
+    /// sent to its dead letters on ack): a read-only broker still takes it, as consumers
+    /// are served there.
+    pub(crate) async fn store(
         &self,
         topic: &str,
         queue_id: u32,
@@ -504,6 +524,25 @@ impl Core {
             queue_id,
             store_host: self.store_host_of(appended.shard),
         })
+    }
+
+    /// Refuses a request the broker's `broker_permission` does not allow (RocketMQ's
+    /// answer: NO_PERMISSION, "the broker[...] sending message is forbidden"). `bit` is
+    /// `perm::WRITE` for a send, `perm::READ` for a pull or a pop.
+    pub fn check_broker_permission(&self, bit: u32) -> Result<(), BrokerError> {
+        if self.config().broker_permission & bit != 0 {
+            return Ok(());
+        }
+        let what = if bit == protocol::perm::WRITE {
+            "sending"
+        } else {
+            "pulling"
+        };
+        Err(BrokerError::NoPermission(format!(
+            "the broker[{}] {what} message is forbidden (brokerPermission {})",
+            self.shared.advertise_addr,
+            self.config().broker_permission
+        )))
     }
 
     /// The epoch in which this core serves `shard` as master, if it does: state a core
@@ -597,7 +636,7 @@ impl Core {
     /// Refuses a SQL92 filter when `enable_property_filter` is off or when it does not
     /// parse (RocketMQ's answers), before anything is read.
     pub fn check_sql92(&self, expression: &str) -> Result<(), BrokerError> {
-        if !self.shared.config.enable_property_filter {
+        if !self.config().enable_property_filter {
             return Err(BrokerError::FilterDisabled);
         }
         self.sql92.get(expression)?;
@@ -614,6 +653,7 @@ impl Core {
         if let Some(e) = &sql92 {
             self.check_sql92(e)?;
         }
+        self.check_broker_permission(protocol::perm::READ)?;
         let cfg = self.topic_for_read(&args.topic)?;
         // As RocketMQ's broker: a topic without the read permission serves no pulls.
         if cfg.perm & protocol::perm::READ == 0 {
@@ -645,13 +685,12 @@ impl Core {
             Some(e) => Some(self.sql92.get(e)?),
             None => None,
         };
-        let wait_ms = args
-            .suspend_timeout_ms
-            .min(self.shared.config.long_polling_max_ms);
+        // The keys that may change while running, as they are when the pull starts.
+        let cfg = self.config();
+        let wait_ms = args.suspend_timeout_ms.min(cfg.long_polling_max_ms);
         let clock = &self.shared.clock;
         let deadline = clock.now() + Duration::from_millis(wait_ms);
         // The client's batch, within the broker's bounds (both fit a u32 by their ranges).
-        let cfg = &self.shared.config;
         let messages_max = u32::try_from(cfg.pull_batch_messages_max).unwrap_or(1024);
         let bytes_max = u32::try_from(cfg.pull_batch_bytes_max).unwrap_or(u32::MAX);
         // Where this pull reads from: past `args.queue_offset` only when a SQL92 filter
@@ -930,7 +969,7 @@ impl Core {
     /// The most messages a query answers when its client asks for `asked`: at least one,
     /// at most `query_messages_max`.
     pub(crate) fn query_messages_max(&self, asked: u32) -> u32 {
-        let max = u32::try_from(self.shared.config.query_messages_max).unwrap_or(u32::MAX);
+        let max = u32::try_from(self.config().query_messages_max).unwrap_or(u32::MAX);
         asked.clamp(1, max)
     }
 
@@ -1169,7 +1208,7 @@ impl Core {
                 known_version,
                 timeout_ms,
             } => {
-                let wait = timeout_ms.min(self.shared.config.long_polling_max_ms);
+                let wait = timeout_ms.min(self.config().long_polling_max_ms);
                 m.wait_change(&group, known_version, Duration::from_millis(wait))
                     .await
             }

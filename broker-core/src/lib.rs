@@ -6,6 +6,7 @@
 //! * [`core`]: one core's state, `at_shard`/`at_core`, the request handlers.
 //! * [`mesh`]: all cross-core traffic (one enum, bounded inboxes); [`calls`]: each op's own
 //!   answer type and how it is served.
+//! * [`live_config`]: the config each core runs with, and its changes while running.
 //! * [`groups`]: consumer group membership, committed offsets and queue leases.
 //! * [`topics`], [`numbering`]: the topic table; how each core numbers a topic's queues.
 //! * [`timer`], [`transaction`], [`reply`], [`filters`], [`sub_groups`]: scheduled
@@ -24,6 +25,7 @@ pub mod groups;
 pub mod lifecycle;
 pub mod link;
 pub mod lite;
+pub mod live_config;
 pub mod mesh;
 pub mod numbering;
 pub mod pop;

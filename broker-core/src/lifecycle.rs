@@ -78,6 +78,7 @@ impl Core {
             &shared.config.cluster_name,
             shared.clock.now(),
         ));
+        let live = RefCell::new(Rc::new(shared.config.clone()));
         Rc::new(Core {
             id,
             ha,
@@ -113,6 +114,8 @@ impl Core {
             sub_groups: sub_groups.map(RefCell::new),
             sub_groups_persist: glommio::sync::Semaphore::new(1),
             link: RefCell::new(no_clients),
+            live,
+            config_updates: glommio::sync::Semaphore::new(1),
         })
     }
 

@@ -714,7 +714,7 @@ impl Core {
         shards.sort_unstable();
         shards.dedup();
         let clock = &self.shared.clock;
-        let wait_ms = req.poll_ms.min(self.shared.config.long_polling_max_ms);
+        let wait_ms = req.poll_ms.min(self.config().long_polling_max_ms);
         let deadline = clock.now() + Duration::from_millis(wait_ms);
         // Bounded: each round either answers or waits for an append or a deadline.
         for _ in 0..10_000 {
@@ -774,7 +774,7 @@ impl Core {
     pub async fn lite_pop_every_core(&self, req: LitePop) -> Result<Popped, BrokerError> {
         let cores = usize::from(self.shared.cores.max(1));
         let clock = &self.shared.clock;
-        let wait_ms = req.poll_ms.min(self.shared.config.long_polling_max_ms);
+        let wait_ms = req.poll_ms.min(self.config().long_polling_max_ms);
         let deadline = clock.now() + Duration::from_millis(wait_ms);
         // Bounded: each round either answers or sleeps a slice towards the deadline.
         for _ in 0..10_000 {

@@ -257,8 +257,22 @@ ops! {
         /// To every core: the groups its lite subscriptions and cursors know, with their
         /// parent topics (the lite admin requests).
         LiteGroups(crate::lite::LiteGroups),
+        /// To core 0, which keeps config changes in order (`crate::live_config`).
+        UpdateConfig(UpdateConfig),
+        /// From core 0 to every core: the config to run with from now on.
+        ApplyConfig(ApplyConfig),
     }
 }
+
+/// To core 0: change the keys of a properties body (RocketMQ's UPDATE_BROKER_CONFIG),
+/// stored for the next start and applied on every core when they may change while running.
+#[derive(Debug)]
+pub struct UpdateConfig(pub String);
+
+/// From core 0 to every core: run with this config from now on (it differs from the one
+/// running only in keys that may change while running).
+#[derive(Debug)]
+pub struct ApplyConfig(pub Box<crate::config::BrokerConfig>);
 
 /// To the core holding it: recall the scheduled message of `topic` with `uniq_key` due at
 /// `deliver_at_ms`.

@@ -445,6 +445,7 @@ impl Core {
         if let Some(e) = &req.sql92 {
             self.check_sql92(e)?;
         }
+        self.check_broker_permission(protocol::perm::READ)?;
         let cfg = self.topic_for_read(&req.topic)?;
         if cfg.perm & protocol::perm::READ == 0 {
             return Err(BrokerError::NoPermission(format!(
@@ -654,7 +655,7 @@ impl Core {
                 queues: 0,
             });
         }
-        let wait_ms = req.poll_ms.min(self.shared.config.long_polling_max_ms);
+        let wait_ms = req.poll_ms.min(self.config().long_polling_max_ms);
         let deadline = self.shared.clock.now() + Duration::from_millis(wait_ms);
         let start = self.queue_numbers.next_turn() as usize;
         let by_priority = priority_topic && !req.order && {
@@ -844,7 +845,7 @@ pub(crate) async fn pop_local(
     queue_id: u32,
     req: &PopRequest,
 ) -> Result<Popped, BrokerError> {
-    let wait_ms = req.poll_ms.min(core.shared.config.long_polling_max_ms);
+    let wait_ms = req.poll_ms.min(core.config().long_polling_max_ms);
     let clock = &core.shared.clock;
     let deadline = clock.now() + Duration::from_millis(wait_ms);
     // Bounded: each round either answers or waits for an append or a deadline.
@@ -1083,8 +1084,7 @@ async fn pop_queue(
                 queue_id,
                 queue_offset: shard::QueueOffset(read_from),
                 max_messages: (room + ahead) as u32,
-                max_bytes: u32::try_from(core.shared.config.pull_batch_bytes_max)
-                    .unwrap_or(u32::MAX),
+                max_bytes: u32::try_from(core.config().pull_batch_bytes_max).unwrap_or(u32::MAX),
                 filter: &filter,
             })
             .await?;
@@ -1417,7 +1417,7 @@ pub(crate) async fn send_dead_letter(
             &mut rec,
         )
         .map_err(|e| BrokerError::MessageIllegal(e.to_string()))?;
-        Box::pin(core.send(&dlq, queue, Bytes::from(rec), 1)).await?;
+        Box::pin(core.store(&dlq, queue, Bytes::from(rec), 1)).await?;
         return Ok(true);
     }
     Ok(false)

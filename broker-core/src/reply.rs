@@ -71,8 +71,7 @@ impl Core {
     /// answer, as in RocketMQ).
     pub async fn reply(&self, reply: ReplyPush) -> Result<(), BrokerError> {
         let store = self
-            .shared
-            .config
+            .config()
             .store_reply_message_enable
             .then(|| reply.clone());
         let pushed = self.push_reply(reply).await;

@@ -443,7 +443,7 @@ impl Core {
     /// for this broker and topic, or the message is not pending: delivered already, or
     /// never held here.
     pub async fn recall(&self, topic: &str, handle: &str) -> Result<String, BrokerError> {
-        let cfg = &self.shared.config;
+        let cfg = self.config();
         if !cfg.recall_message_enable {
             return Err(BrokerError::NoPermission(
                 "recalling a message is off on this broker (recall_message_enable = false)".into(),

@@ -84,6 +84,7 @@ fn registration(shared: &Registrar) -> RegisterBroker {
             shared.config.default_topic_queue_nums,
         ));
     }
+    with_broker_permission(shared, &mut topics);
     RegisterBroker {
         key: key(shared),
         addr: shared.advertise_addr.clone(),
@@ -97,6 +98,18 @@ fn registration(shared: &Registrar) -> RegisterBroker {
         // Controller mode: the epoch of the master the broker serves as or follows; the
         // NameServers keep the master's slot for the highest.
         master_epoch: registered_as(shared).1,
+    }
+}
+
+/// As RocketMQ's broker: a broker that does not both read and write registers every topic
+/// with only what it does (`broker_permission`), so a read-only broker's routes take no
+/// sends.
+fn with_broker_permission(shared: &Registrar, topics: &mut [TopicConfig]) {
+    let perm = shared.broker_permission.load(Ordering::SeqCst);
+    if perm & protocol::perm::READ_WRITE != protocol::perm::READ_WRITE {
+        for t in topics {
+            t.perm &= perm;
+        }
     }
 }
 
@@ -438,11 +451,12 @@ const TOPIC_CHANGES_MAX: usize = 1024;
 /// that has the broker's full registration (what a creation costs then does not grow with
 /// the number of topics), in full with any other.
 fn register_changes(shared: &Registrar, links: &mut [NameServerLink]) {
-    let changed = shared
+    let mut changed = shared
         .topics_changed
         .lock()
         .map(|mut t| std::mem::take(&mut *t))
         .unwrap_or_default();
+    with_broker_permission(shared, &mut changed);
     let delta = (!changed.is_empty() && changed.len() <= TOPIC_CHANGES_MAX)
         .then(|| protocol::encode_topic_body(&changed).ok())
         .flatten()
@@ -528,8 +542,11 @@ fn run(shared: Registrar) {
         }
         let wanted = shared.topics_version.load(Ordering::SeqCst);
         let registered = shared.registered_version.load(Ordering::SeqCst);
-        if Instant::now() >= next || wanted > registered {
-            if Instant::now() >= next {
+        // A change of what every route carries (the broker's permission) is registered in
+        // full at once.
+        let at_once = shared.register_now.swap(false, Ordering::SeqCst);
+        if at_once || Instant::now() >= next || wanted > registered {
+            if at_once || Instant::now() >= next {
                 // The full table includes every change so far.
                 if let Ok(mut t) = shared.topics_changed.lock() {
                     t.clear();
@@ -555,7 +572,8 @@ fn run(shared: Registrar) {
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         let changed = shared.topics_version.load(Ordering::SeqCst)
-            > shared.registered_version.load(Ordering::SeqCst);
+            > shared.registered_version.load(Ordering::SeqCst)
+            || shared.register_now.load(Ordering::SeqCst);
         if !changed && !shared.shutdown.load(Ordering::SeqCst) {
             let left = next
                 .min(next_beat)

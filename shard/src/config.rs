@@ -1,5 +1,6 @@
 //! The one config struct of a shard. Every field says its default and bounds; `validate`
-//! checks them at start-up. All fields need a restart to change.
+//! checks them at start-up. The fields of [`ShardLimits`] may change while the shard runs
+//! (`Shard::set_limits`); every other field needs a restart.
 
 use std::fmt;
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -243,7 +244,77 @@ pub struct ShardConfig {
     pub busy_wait_ms: u64,
 }
 
+/// The bounds and thresholds of a shard that are read at each use (an append, a flusher
+/// pass, a retention pass), so the broker may change them while the shard runs
+/// (`Shard::set_limits`): the fields of [`ShardConfig`] of the same names.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ShardLimits {
+    /// Read by every append.
+    pub message_bytes_max: usize,
+    /// Read by every retention pass.
+    pub file_reserved_hours: u64,
+    /// Read by every measure of the disk (each retention pass, and a full disk's appends).
+    pub disk_clean_ratio: f64,
+    pub disk_force_clean_ratio: f64,
+    pub disk_refuse_ratio: f64,
+    /// The async flusher's period and dirty bound (`FlushPolicy::Async`), read at each of
+    /// its passes; a sync shard has neither.
+    pub flush_interval_ms: u64,
+    pub flush_dirty_bytes_max: u64,
+    /// Read by every append that waits for room.
+    pub unsynced_bytes_max: u64,
+    pub busy_wait_ms: u64,
+}
+
 impl ShardConfig {
+    /// The values of the fields that may change while the shard runs.
+    pub fn limits(&self) -> ShardLimits {
+        let (flush_interval_ms, flush_dirty_bytes_max) = match self.flush {
+            FlushPolicy::Async {
+                interval_ms,
+                dirty_bytes_max,
+            } => (interval_ms, dirty_bytes_max),
+            FlushPolicy::Sync => match FlushPolicy::default() {
+                FlushPolicy::Async {
+                    interval_ms,
+                    dirty_bytes_max,
+                } => (interval_ms, dirty_bytes_max),
+                FlushPolicy::Sync => (500, 64 << 20),
+            },
+        };
+        ShardLimits {
+            message_bytes_max: self.message_bytes_max,
+            file_reserved_hours: self.file_reserved_hours,
+            disk_clean_ratio: self.disk_clean_ratio,
+            disk_force_clean_ratio: self.disk_force_clean_ratio,
+            disk_refuse_ratio: self.disk_refuse_ratio,
+            flush_interval_ms,
+            flush_dirty_bytes_max,
+            unsynced_bytes_max: self.unsynced_bytes_max,
+            busy_wait_ms: self.busy_wait_ms,
+        }
+    }
+
+    /// The same config with `limits` in place of its changeable fields (a sync shard keeps
+    /// its policy: the flush values apply to an async one only).
+    pub fn with_limits(&self, limits: ShardLimits) -> ShardConfig {
+        let mut c = self.clone();
+        c.message_bytes_max = limits.message_bytes_max;
+        c.file_reserved_hours = limits.file_reserved_hours;
+        c.disk_clean_ratio = limits.disk_clean_ratio;
+        c.disk_force_clean_ratio = limits.disk_force_clean_ratio;
+        c.disk_refuse_ratio = limits.disk_refuse_ratio;
+        if let FlushPolicy::Async { .. } = c.flush {
+            c.flush = FlushPolicy::Async {
+                interval_ms: limits.flush_interval_ms,
+                dirty_bytes_max: limits.flush_dirty_bytes_max,
+            };
+        }
+        c.unsynced_bytes_max = limits.unsynced_bytes_max;
+        c.busy_wait_ms = limits.busy_wait_ms;
+        c
+    }
+
     pub fn new(dir: PathBuf, shard_id: u16) -> Self {
         ShardConfig {
             dir,

@@ -768,3 +768,121 @@ fn queue_entries_version_and_deliberate_refusals_answer_the_5_x_mqadmin() {
         "{out}"
     );
 }
+
+/// A SEND_MESSAGE of `body` to `addr` (one core), in a queue the broker picks: the answer's
+/// code and remark.
+fn send_to_core(addr: &str, topic: &str, body: &[u8]) -> (i32, String) {
+    let h = SendMessageRequestHeader {
+        producer_group: "LiveConfig".into(),
+        topic: topic.into(),
+        default_topic: "TBW102".into(),
+        default_topic_queue_nums: 4,
+        queue_id: -1,
+        born_timestamp: 1,
+        ..SendMessageRequestHeader::default()
+    };
+    let cmd = RemotingCommand::request(request::SEND_MESSAGE, 11).with_header(&h);
+    let f = remoting_call(addr, &cmd, body);
+    (f.command.code, f.command.remark.unwrap_or_default())
+}
+
+/// RocketMQ 5.3.3's `mqadmin updateBrokerConfig -b ADDR` (sent to one core) applies on every
+/// core at once, without a restart: a lowered `maxMessageSize` refuses a larger send with
+/// MESSAGE_ILLEGAL and a clear remark on every core while a smaller one is stored, and
+/// `getBrokerConfig` shows it; `brokerPermission 4` (read-only) refuses sends with
+/// NO_PERMISSION and the routes read-only at once, and 6 takes sends again; a value that is
+/// no number, and a key RocketMQ never changes remotely, are refused and change nothing.
+#[test]
+fn the_5_x_mqadmin_update_broker_config_applies_on_every_core_at_once() {
+    let Some(tools) = tools5_or_skip() else {
+        return;
+    };
+    let c = Cluster::start(2, "small");
+    let ns = c.namesrv.addr.clone();
+    create_topic(&ns, "LiveConfig", 8);
+    let cores = core_addrs(&ns);
+    assert_eq!(cores.len(), 2);
+    let big = vec![b'b'; 100 << 10];
+    let small = vec![b's'; 1000];
+    for addr in &cores {
+        assert_eq!(send_to_core(addr, "LiveConfig", &big).0, response::SUCCESS);
+    }
+
+    let set = |key: &str, value: &str| {
+        mqadmin5(
+            &tools,
+            &ns,
+            &[
+                "updateBrokerConfig",
+                "-b",
+                &cores[1],
+                "-k",
+                key,
+                "-v",
+                value,
+            ],
+        )
+    };
+    let (ok, out) = set("maxMessageSize", "65536");
+    assert!(ok && out.contains("update broker config success"), "{out}");
+    for addr in &cores {
+        let (code, remark) = send_to_core(addr, "LiveConfig", &big);
+        assert_eq!(code, response::MESSAGE_ILLEGAL, "core {addr}: {remark}");
+        assert!(
+            remark.contains("exceeds message_bytes_max = 65536"),
+            "core {addr}: {remark}"
+        );
+        let (code, remark) = send_to_core(addr, "LiveConfig", &small);
+        assert_eq!(code, response::SUCCESS, "core {addr}: {remark}");
+    }
+    let (ok, out) = mqadmin5(&tools, &ns, &["getBrokerConfig", "-b", &cores[0]]);
+    assert!(
+        ok && out
+            .lines()
+            .any(|l| l.starts_with("maxMessageSize ") && l.ends_with("=  65536")),
+        "{out}"
+    );
+
+    // Refused, and nothing changes.
+    let (ok, out) = set("maxMessageSize", "big");
+    assert!(!ok && out.contains("not a whole number"), "{out}");
+    let (ok, out) = set("brokerConfigPath", "/tmp/elsewhere.conf");
+    assert!(!ok && out.contains("black list"), "{out}");
+    for addr in &cores {
+        assert_eq!(
+            send_to_core(addr, "LiveConfig", &big).0,
+            response::MESSAGE_ILLEGAL
+        );
+    }
+
+    // Read-only: sends refused on every core and the routes read-only, until 6.
+    let (ok, out) = set("brokerPermission", "4");
+    assert!(ok, "{out}");
+    for addr in &cores {
+        let (code, remark) = send_to_core(addr, "LiveConfig", &small);
+        assert_eq!(code, response::NO_PERMISSION, "core {addr}: {remark}");
+        assert!(remark.contains("sending message is forbidden"), "{remark}");
+    }
+    wait_for(Duration::from_secs(10), || {
+        route_perms(&ns, "LiveConfig")
+            .iter()
+            .all(|&p| p == 4)
+            .then_some(())
+    })
+    .expect("the routes turn read-only at once");
+    let (ok, out) = set("brokerPermission", "6");
+    assert!(ok, "{out}");
+    for addr in &cores {
+        assert_eq!(
+            send_to_core(addr, "LiveConfig", &small).0,
+            response::SUCCESS
+        );
+    }
+    wait_for(Duration::from_secs(10), || {
+        route_perms(&ns, "LiveConfig")
+            .iter()
+            .all(|&p| p == 6)
+            .then_some(())
+    })
+    .expect("the routes take sends again");
+}

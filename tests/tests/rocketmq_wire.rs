@@ -179,38 +179,52 @@ fn update_broker_config(addr: &str, properties: &str) -> remoting::Frame {
     call(&mut conn, &cmd, properties.as_bytes())
 }
 
-/// UPDATE_BROKER_CONFIG (RocketMQ's mqadmin updateBrokerConfig) stores the change, says it
-/// takes effect at the next restart, and the restarted broker runs with it; a key corvus does
+/// UPDATE_BROKER_CONFIG (RocketMQ's mqadmin updateBrokerConfig) applies the keys read at each
+/// use at once (GET_BROKER_CONFIG shows them), stores the rest for the next restart, and the
+/// remark says which is which; the restarted broker runs with all of them; a key corvus does
 /// not apply, or a value out of bounds, changes nothing and the answer says why.
 #[test]
-fn update_broker_config_is_kept_and_taken_at_the_next_restart() {
+fn update_broker_config_applies_live_keys_now_and_the_rest_at_the_next_restart() {
     let mut c = Cluster::start(1, "small");
-    assert!(broker_config(&c.broker.addr).contains("file_reserved_hours=72"));
+    let before = broker_config(&c.broker.addr);
+    assert!(before.contains("file_reserved_hours=72"), "{before}");
+    assert!(before.contains("connections_max=10000"), "{before}");
 
     let f = update_broker_config(
         &c.broker.addr,
-        "fileReservedTime=24\nlong_polling_max_ms=7000\n",
+        "fileReservedTime=24\nlong_polling_max_ms=7000\nconnections_max=5000\n",
     );
     assert_eq!(f.command.code, response::SUCCESS, "{:?}", f.command.remark);
     let remark = f.command.remark.unwrap_or_default();
     assert!(
-        remark.contains("file_reserved_hours") && remark.contains("next restart"),
+        remark.contains(
+            "applied now on every core: file_reserved_hours (fileReservedTime), long_polling_max_ms;"
+        ) && remark.contains("stored for the next restart: connections_max;"),
         "{remark}"
+    );
+    let now = broker_config(&c.broker.addr);
+    assert!(now.contains("fileReservedTime=24"), "{now}");
+    assert!(now.contains("long_polling_max_ms=7000"), "{now}");
+    assert!(
+        now.contains("connections_max=10000"),
+        "read at start: {now}"
     );
     // Refused as a whole: one key corvus does not apply, one out of bounds.
     let f = update_broker_config(&c.broker.addr, "fileReservedTime=12\ndeleteWhen=04\n");
-    assert_ne!(f.command.code, response::SUCCESS);
+    assert_eq!(f.command.code, response::INVALID_PARAMETER);
     assert!(f.command.remark.unwrap_or_default().contains("deleteWhen"));
     let f = update_broker_config(&c.broker.addr, "fileReservedTime=0\n");
-    assert_ne!(f.command.code, response::SUCCESS);
+    assert_eq!(f.command.code, response::INVALID_PARAMETER);
     assert!(f
         .command
         .remark
         .unwrap_or_default()
         .contains("file_reserved_hours"));
+    assert!(broker_config(&c.broker.addr).contains("fileReservedTime=24"));
 
     c.restart_broker();
     let config = broker_config(&c.broker.addr);
     assert!(config.contains("fileReservedTime=24"), "{config}");
     assert!(config.contains("long_polling_max_ms=7000"), "{config}");
+    assert!(config.contains("connections_max=5000"), "{config}");
 }

@@ -103,8 +103,14 @@ const IGNORED: &[(&str, &str)] = &[
         "timerWheelEnable",
         "the timer is always on: delay levels and delivery times are held in a per-shard timer queue (`timer_max_delay_sec`)",
     ),
-    ("brokerPermission", "every corvus broker reads and writes"),
 ];
+
+/// The keys of the properties document `text`, in order.
+pub fn property_keys(text: &str) -> Vec<String> {
+    let mut keys = Vec::new();
+    let _ = java_properties::PropertiesIter::new(text.as_bytes()).read_into(|k, _| keys.push(k));
+    keys
+}
 
 /// Whether `text` reads as Java properties that name at least one RocketMQ broker key.
 pub fn looks_like_properties(text: &str) -> bool {

@@ -80,11 +80,13 @@ impl MessagingService {
     }
 
     /// The limits of a gRPC connection to `front`'s broker: a request message may be as long
-    /// as the largest record and its properties, and a connection idle for
-    /// `connection_idle_timeout_ms` is closed, as a remoting one is.
+    /// as the largest frame and its properties (`frame_bytes_max`, read at start, is above
+    /// any `message_bytes_max` the broker may take while running; each send checks the one
+    /// in force), and a connection idle for `connection_idle_timeout_ms` is closed, as a
+    /// remoting one is.
     pub fn limits(front: &Front) -> Limits {
         let config = &front.shared.config;
-        let max = config.message_bytes_max as usize;
+        let max = config.frame_bytes_max.max(config.message_bytes_max) as usize;
         Limits {
             message_bytes_max: max.saturating_add(64 * 1024),
             idle_timeout: std::time::Duration::from_millis(config.connection_idle_timeout_ms),

@@ -214,7 +214,7 @@ fn checked(
             "the message body is empty".into(),
         ));
     }
-    let max = f.shared.config.message_bytes_max;
+    let max = f.config().message_bytes_max;
     if m.body.len() as u64 > max {
         return Err((
             v2::Code::MessageBodyTooLarge,

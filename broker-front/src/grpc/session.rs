@@ -384,7 +384,7 @@ fn complete(
     });
     match &mut settings.pub_sub {
         Some(v2::settings::PubSub::Publishing(p)) => {
-            p.max_body_size = i32::try_from(f.shared.config.message_bytes_max).unwrap_or(i32::MAX);
+            p.max_body_size = i32::try_from(f.config().message_bytes_max).unwrap_or(i32::MAX);
             p.validate_message_type = true;
             settings.backoff_policy = Some(v2::RetryPolicy {
                 max_attempts: 3,

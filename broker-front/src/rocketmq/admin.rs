@@ -364,8 +364,11 @@ fn broker_stats_data(core: &Front, req: &RemotingCommand) -> Outgoing {
     raw_answer(req, body.to_string().into_bytes())
 }
 
+/// GET_BROKER_CONFIG: the config this core runs with (changes applied while running
+/// included), under RocketMQ's names and then corvus's.
 fn broker_config(core: &Front, req: &RemotingCommand) -> Result<Outgoing, BrokerError> {
-    let c = &core.shared.config;
+    let running = core.config();
+    let c = &*running;
     let mut text = String::new();
     // RocketMQ's names for what corvus has, then every corvus key as it is.
     let rocketmq = [
@@ -391,6 +394,7 @@ fn broker_config(core: &Front, req: &RemotingCommand) -> Result<Outgoing, Broker
             c.default_topic_queue_nums.to_string(),
         ),
         ("maxMessageSize", c.message_bytes_max.to_string()),
+        ("brokerPermission", c.broker_permission.to_string()),
         ("fileReservedTime", c.file_reserved_hours.to_string()),
         ("storePathRootDir", c.data_dir.display().to_string()),
     ];
@@ -540,42 +544,41 @@ async fn query_consume_queue(
 }
 
 /// UPDATE_BROKER_CONFIG: the keys of the properties body (RocketMQ's names or corvus's) are
-/// checked as a whole and stored in the data directory's overrides file, which the broker
-/// reads at start; the answer says they take effect at the next restart (corvus reads every
-/// key at start). Nothing is stored when any key is refused, and the remark says why.
+/// checked as a whole, stored in the data directory's overrides file (read at start), and
+/// those that may change while running apply on every core at once (`broker_core::live_config`).
+/// The remark names which keys applied now and which wait for the next restart. Nothing
+/// changes when any key is refused: a key RocketMQ never changes remotely is NO_PERMISSION,
+/// a bad value INVALID_PARAMETER, and the remark says why.
 async fn update_broker_config(
     core: &Front,
     req: &RemotingCommand,
     body: &Bytes,
 ) -> Result<Outgoing, BrokerError> {
-    /// One update at a time, whichever core it arrives at: each reads the file the last wrote.
-    static WRITING: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let text = std::str::from_utf8(body)
         .map_err(|_| BrokerError::BadRequest("the config body is not UTF-8 properties".into()))?
         .to_owned();
-    let running = core.shared.config.clone();
-    let done = glommio::executor()
-        .spawn_blocking(move || {
-            let _one = WRITING.lock().unwrap_or_else(|e| e.into_inner());
-            let (file, keys) = running
-                .stage_update(&text)
-                .map_err(|e| BrokerError::BadRequest(e.to_string()))?;
-            let path = running.overrides_path();
-            crate::durable::replace(&path, file.as_bytes())
-                .map_err(|e| BrokerError::Storage(format!("{}: {e}", path.display())))?;
-            Ok::<_, BrokerError>((path, keys))
-        })
-        .await;
-    let (path, keys) = done?;
-    tracing::info!(
-        "UPDATE_BROKER_CONFIG stored {} in {}; they take effect at the next restart",
-        keys.join(", "),
-        path.display()
-    );
+    let done = core.update_config(text).await?;
+    let names = |keys: &[String]| {
+        if keys.is_empty() {
+            return "none".to_owned();
+        }
+        keys.iter()
+            .map(
+                |k| match crate::config::KEYS.iter().find(|s| s.name == k.as_str()) {
+                    Some(crate::config::KeySpec {
+                        rocketmq: Some(r), ..
+                    }) => format!("{k} ({r})"),
+                    _ => k.clone(),
+                },
+            )
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     let remark = format!(
-        "stored {} in {}: corvus reads its config at start, so they take effect at the next restart",
-        keys.join(", "),
-        path.display()
+        "applied now on every core: {}; stored for the next restart: {}; kept in {}",
+        names(&done.live),
+        names(&done.restart),
+        done.path.display()
     );
     Ok(Outgoing::remoting(
         RemotingCommand::response_to(req, remoting::codes::response::SUCCESS, Some(remark)),

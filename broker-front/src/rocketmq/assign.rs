@@ -138,7 +138,7 @@ async fn effective_mode(
         })
         .await?;
     Ok(set.unwrap_or_else(|| {
-        let cfg = &core.shared.config;
+        let cfg = core.config();
         let mode = if topic.starts_with(RETRY_PREFIX) {
             ConsumeMode::Pull
         } else {

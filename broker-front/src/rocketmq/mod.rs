@@ -863,7 +863,7 @@ async fn heartbeat(
             "clientID must be 1..=255 bytes".into(),
         ));
     }
-    check_heartbeat_bounds(&core.shared.config, &hb)?;
+    check_heartbeat_bounds(&core.config(), &hb)?;
     core.clients.identified(client, &hb.client_id);
     core.rocketmq.heartbeat(
         &hb.client_id,

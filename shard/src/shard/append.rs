@@ -126,7 +126,7 @@ impl Shard {
         self.check_writable()?;
         // Validate the whole batch before touching anything. Each record is parsed only
         // here; the views carry its layout to the copy, stamp and index steps below.
-        let max = inner.config.message_bytes_max;
+        let max = inner.limits.get().message_bytes_max;
         let mut views: Vec<RecordView<'_>> = Vec::with_capacity(64);
         // Each record's indexed properties as they will read once stamped (`None`: scan the
         // stamped copy), found here once so the timer's decision is made before the append.
@@ -287,9 +287,8 @@ impl Shard {
                 inner.signals.flush_wake.notify_all();
                 wait.await;
             },
-            FlushPolicy::Async {
-                dirty_bytes_max, ..
-            } => {
+            FlushPolicy::Async { .. } => {
+                let dirty_bytes_max = inner.limits.get().flush_dirty_bytes_max;
                 if sealed || inner.log.borrow().dirty_bytes() >= dirty_bytes_max {
                     inner.signals.flush_wake.notify_all();
                     // Let the flusher submit the sealed chunk now, so the disk writes it
@@ -327,7 +326,7 @@ impl Shard {
     pub(super) async fn wait_for_room(&self, len: usize) -> Result<(), ShardError> {
         let inner = &self.inner;
         let unwritten_max = (inner.config.write_chunk_bytes as u64 * 4).max(16 << 20);
-        let unsynced_max = inner.config.unsynced_bytes_max;
+        let unsynced_max = inner.limits.get().unsynced_bytes_max;
         {
             let log = inner.log.borrow();
             if let Some(ring) = &log.ring {
@@ -374,8 +373,8 @@ impl Shard {
                 }
             };
             let now = Instant::now();
-            let until =
-                *deadline.get_or_insert(now + Duration::from_millis(inner.config.busy_wait_ms));
+            let until = *deadline
+                .get_or_insert(now + Duration::from_millis(inner.limits.get().busy_wait_ms));
             let Some(reason) = behind else {
                 if !pace {
                     return Ok(());

@@ -275,7 +275,7 @@ impl Shard {
                 inner.pacer.borrow_mut().observe(
                     newly_durable,
                     synced_from.elapsed(),
-                    inner.config.unsynced_bytes_max / PACE_SAMPLE_FRACTION,
+                    inner.limits.get().unsynced_bytes_max / PACE_SAMPLE_FRACTION,
                 );
                 if inner.config.flush == FlushPolicy::Sync {
                     // Sync-flush readers are served only what is durable: this is new to them.
@@ -386,11 +386,11 @@ pub(super) async fn flusher(weak: Weak<Inner>, signals: Rc<Signals>) {
                         Some(Duration::from_millis(100))
                     }
                 }
-                FlushPolicy::Async {
-                    interval_ms,
-                    dirty_bytes_max,
-                } => {
-                    let interval = Duration::from_millis(interval_ms);
+                FlushPolicy::Async { .. } => {
+                    // The period and bound in force now, which may change while it runs.
+                    let limits = inner.limits.get();
+                    let dirty_bytes_max = limits.flush_dirty_bytes_max;
+                    let interval = Duration::from_millis(limits.flush_interval_ms);
                     let due = dirty > 0
                         && (dirty >= dirty_bytes_max
                             || inner.last_sync.get().elapsed() >= interval);

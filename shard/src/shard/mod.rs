@@ -207,6 +207,12 @@ enum Spare {
 
 struct Inner {
     config: ShardConfig,
+    /// The fields of `config` that may change while the shard runs, as they are now: read
+    /// here, never in `config` (see [`Shard::set_limits`]).
+    limits: Cell<crate::ShardLimits>,
+    /// The largest `message_bytes_max` in force since the shard opened: a record stored
+    /// before the limit was lowered is still read whole.
+    record_bytes_max: Cell<usize>,
     log: RefCell<CommitLog>,
     cqs: RefCell<ConsumeQueues>,
     index: RefCell<IndexService>,
@@ -419,6 +425,8 @@ impl Shard {
         report.log(config.shard_id);
         let syncs_max = SYNCS_IN_FLIGHT_MAX;
         let inner = Rc::new(Inner {
+            limits: Cell::new(config.limits()),
+            record_bytes_max: Cell::new(config.message_bytes_max),
             config,
             log: RefCell::new(log),
             cqs: RefCell::new(cqs),
@@ -517,10 +525,35 @@ impl Shard {
         if level == DiskLevel::Full {
             return Err(ShardError::DiskFull {
                 ratio,
-                threshold: inner.config.disk_refuse_ratio,
+                threshold: inner.limits.get().disk_refuse_ratio,
             });
         }
         Ok(())
+    }
+
+    /// Changes the bounds and thresholds read at each use (the broker's config keys that
+    /// apply while it runs): the next append, flusher pass and retention pass read them.
+    /// Checked as the open checks them; nothing changes when they are refused.
+    pub fn set_limits(&self, limits: crate::ShardLimits) -> Result<(), ShardError> {
+        self.check_limits(limits)?;
+        let inner = &self.inner;
+        inner.limits.set(limits);
+        inner
+            .record_bytes_max
+            .set(inner.record_bytes_max.get().max(limits.message_bytes_max));
+        // The flusher may be asleep for the old period.
+        inner.signals.flush_wake.notify_all();
+        Ok(())
+    }
+
+    /// Whether [`Shard::set_limits`] would take `limits`; nothing changes.
+    pub fn check_limits(&self, limits: crate::ShardLimits) -> Result<(), ShardError> {
+        self.inner.config.with_limits(limits).validate()
+    }
+
+    /// The bounds and thresholds in force (see [`Shard::set_limits`]).
+    pub fn limits(&self) -> crate::ShardLimits {
+        self.inner.limits.get()
     }
 
     /// How the previous run stopped and what recovery did at this open: the same facts as

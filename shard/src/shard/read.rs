@@ -463,7 +463,7 @@ impl Shard {
         let magic = i32::from_be_bytes([b[4], b[5], b[6], b[7]]);
         if magic != message::MAGIC_CODE
             || total < message::FIXED_BYTES as i32
-            || total as usize > self.inner.config.message_bytes_max.max(head_len)
+            || total as usize > self.inner.record_bytes_max.get().max(head_len)
             || off + total as u64 > seg_end.min(write)
         {
             return Ok(None);

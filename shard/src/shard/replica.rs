@@ -156,7 +156,7 @@ impl Shard {
                 "offset {from} is below the log's first offset {min}: its segment was deleted"
             )));
         }
-        let record_max = self.inner.config.message_bytes_max;
+        let record_max = self.inner.record_bytes_max.get();
         let mut want = max_bytes.max(BLANK_RECORD_MIN_BYTES);
         let damaged = self.inner.quarantine.borrow().next_after(from);
         if let Some((start, end)) = damaged {
@@ -241,7 +241,7 @@ impl Shard {
             bytes,
             start,
             seg_end,
-            inner.config.message_bytes_max.max(FIXED_BYTES),
+            inner.record_bytes_max.get().max(FIXED_BYTES),
         )
         .map_err(ShardError::Replica)?;
         if units.len != bytes.len() {
@@ -341,11 +341,8 @@ impl Shard {
             .appended_bytes
             .set(inner.appended_bytes.get() + bytes.len() as u64);
         inner.signals.new_message.notify_all();
-        if let FlushPolicy::Async {
-            dirty_bytes_max, ..
-        } = inner.config.flush
-        {
-            if inner.log.borrow().dirty_bytes() >= dirty_bytes_max {
+        if let FlushPolicy::Async { .. } = inner.config.flush {
+            if inner.log.borrow().dirty_bytes() >= inner.limits.get().flush_dirty_bytes_max {
                 inner.signals.flush_wake.notify_all();
             }
         }

@@ -22,6 +22,7 @@ impl Shard {
 
     pub(super) fn measure_disk(&self) -> (f64, DiskLevel) {
         let c = &self.inner.config;
+        let limits = self.inner.limits.get();
         let ratio = match c.disk_usage.used_ratio(&c.dir) {
             Ok(r) => r,
             Err(e) => {
@@ -29,11 +30,11 @@ impl Shard {
                 0.0
             }
         };
-        let level = if ratio >= c.disk_refuse_ratio {
+        let level = if ratio >= limits.disk_refuse_ratio {
             DiskLevel::Full
-        } else if ratio >= c.disk_force_clean_ratio {
+        } else if ratio >= limits.disk_force_clean_ratio {
             DiskLevel::ForceClean
-        } else if ratio >= c.disk_clean_ratio {
+        } else if ratio >= limits.disk_clean_ratio {
             DiskLevel::Clean
         } else {
             DiskLevel::Normal
@@ -44,19 +45,19 @@ impl Shard {
             let shard = c.shard_id;
             match level {
                 DiskLevel::Full => tracing::error!(
-                    shard, ratio, threshold = c.disk_refuse_ratio,
+                    shard, ratio, threshold = limits.disk_refuse_ratio,
                     "disk full: use ratio {ratio:.3} >= disk_refuse_ratio {:.3}; refusing sends until space returns",
-                    c.disk_refuse_ratio
+                    limits.disk_refuse_ratio
                 ),
                 DiskLevel::ForceClean => tracing::warn!(
-                    shard, ratio, threshold = c.disk_force_clean_ratio,
+                    shard, ratio, threshold = limits.disk_force_clean_ratio,
                     "disk use {ratio:.3} >= disk_force_clean_ratio {:.3}: deleting the oldest segments early",
-                    c.disk_force_clean_ratio
+                    limits.disk_force_clean_ratio
                 ),
                 DiskLevel::Clean => tracing::warn!(
-                    shard, ratio, threshold = c.disk_clean_ratio,
+                    shard, ratio, threshold = limits.disk_clean_ratio,
                     "disk use {ratio:.3} >= disk_clean_ratio {:.3}: cleaning segments",
-                    c.disk_clean_ratio
+                    limits.disk_clean_ratio
                 ),
                 DiskLevel::Normal => tracing::info!(shard, ratio, "disk use {ratio:.3} is back below every threshold"),
             }
@@ -71,7 +72,7 @@ impl Shard {
     pub async fn run_retention(&self) -> Result<RetentionReport, ShardError> {
         let inner = &self.inner;
         let (mut ratio, mut level) = self.measure_disk();
-        let reserved = Duration::from_secs(inner.config.file_reserved_hours * 3600);
+        let reserved = Duration::from_secs(inner.limits.get().file_reserved_hours * 3600);
         let mut deleted = 0usize;
         loop {
             // Never the segment being written, nor one holding bytes not yet durable.
