@@ -152,7 +152,7 @@ fn pop_as(
     let field = |k: &str| {
         h.get(k)
             .unwrap_or_else(|| panic!("no {k} in {h:?}"))
-            .clone()
+            .to_owned()
     };
     let (pop_time, invisible, revive) =
         (field("popTime"), field("invisibleTime"), field("reviveQid"));
