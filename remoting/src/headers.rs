@@ -49,17 +49,7 @@ impl<'a> Fields<'a> {
         names: &[&'static str],
         expected: &'static str,
     ) -> Result<Option<T>> {
-        match self.raw(names) {
-            None => Ok(None),
-            Some((field, v)) => v
-                .parse::<T>()
-                .map(Some)
-                .map_err(|_| RemotingError::InvalidField {
-                    field,
-                    value: v.to_owned(),
-                    expected,
-                }),
-        }
+        parse_raw(self.raw(names), expected)
     }
 
     fn opt_i32(&self, names: &[&'static str]) -> Result<Option<i32>> {
@@ -79,18 +69,39 @@ impl<'a> Fields<'a> {
     }
 
     fn opt_bool(&self, names: &[&'static str]) -> Result<Option<bool>> {
-        match self.raw(names) {
-            None => Ok(None),
-            Some((field, v)) => parse_bool(v).map(Some).ok_or(RemotingError::InvalidField {
-                field,
-                value: v.to_owned(),
-                expected: "boolean",
-            }),
-        }
+        bool_raw(self.raw(names))
     }
 
     fn bool_or(&self, names: &[&'static str], default: bool) -> Result<bool> {
         Ok(self.opt_bool(names)?.unwrap_or(default))
+    }
+}
+
+/// One field as found: the name it came under and its value.
+type Raw<'a> = Option<(&'static str, &'a str)>;
+
+fn parse_raw<T: std::str::FromStr>(raw: Raw<'_>, expected: &'static str) -> Result<Option<T>> {
+    match raw {
+        None => Ok(None),
+        Some((field, v)) => v
+            .parse::<T>()
+            .map(Some)
+            .map_err(|_| RemotingError::InvalidField {
+                field,
+                value: v.to_owned(),
+                expected,
+            }),
+    }
+}
+
+fn bool_raw(raw: Raw<'_>) -> Result<Option<bool>> {
+    match raw {
+        None => Ok(None),
+        Some((field, v)) => parse_bool(v).map(Some).ok_or(RemotingError::InvalidField {
+            field,
+            value: v.to_owned(),
+            expected: "boolean",
+        }),
     }
 }
 
@@ -175,24 +186,74 @@ impl SendMessageRequestHeader {
     }
 }
 
+/// The send header's fields: long (V1) name and one-letter (V2) name, in the letters' order.
+const SEND_FIELDS: [(&str, &str); 14] = [
+    ("producerGroup", "a"),
+    ("topic", "b"),
+    ("defaultTopic", "c"),
+    ("defaultTopicQueueNums", "d"),
+    ("queueId", "e"),
+    ("sysFlag", "f"),
+    ("bornTimestamp", "g"),
+    ("flag", "h"),
+    ("properties", "i"),
+    ("reconsumeTimes", "j"),
+    ("unitMode", "k"),
+    ("maxReconsumeTimes", "l"),
+    ("batch", "m"),
+    ("brokerName", "n"),
+];
+
+/// The send header's fields of `ext`, found in one pass (every send reads one): each under
+/// the name it came by, the long name preferred to the letter, and 5.x's `bname` taken for
+/// the broker name only when neither came.
+fn scan_send(ext: &ExtFields) -> [Raw<'_>; 14] {
+    let mut found: [Raw<'_>; 14] = [None; 14];
+    // The preference of the name each was found under: 0 long, 1 letter, 2 `bname`.
+    let mut rank = [u8::MAX; 14];
+    let mut take = |i: usize, r: u8, name: &'static str, v| {
+        if r < rank[i] {
+            rank[i] = r;
+            found[i] = Some((name, v));
+        }
+    };
+    for (k, v) in ext.iter() {
+        if let [letter] = k.as_bytes() {
+            let i = usize::from(letter.wrapping_sub(b'a'));
+            if i < SEND_FIELDS.len() {
+                take(i, 1, SEND_FIELDS[i].1, v);
+            }
+        } else if let Some(i) = SEND_FIELDS.iter().position(|(long, _)| *long == k) {
+            take(i, 0, SEND_FIELDS[i].0, v);
+        } else if k == "bname" {
+            take(13, 2, "bname", v);
+        }
+    }
+    found
+}
+
 impl ExtHeader for SendMessageRequestHeader {
     fn from_ext_fields(ext: &ExtFields) -> Result<Self> {
-        let f = Fields(ext);
+        let f = scan_send(ext);
+        let missing = |i: usize| RemotingError::MissingField(SEND_FIELDS[i].0);
+        let text = |i: usize| f[i].map(|(_, v)| v.to_owned());
+        let int32 = |i: usize| parse_raw::<i32>(f[i], "32-bit integer");
+        let flag = |i: usize| Ok::<_, RemotingError>(bool_raw(f[i])?.unwrap_or(false));
         Ok(SendMessageRequestHeader {
-            producer_group: f.str(&["producerGroup", "a"])?,
-            topic: f.str(&["topic", "b"])?,
-            default_topic: f.str(&["defaultTopic", "c"])?,
-            default_topic_queue_nums: f.i32(&["defaultTopicQueueNums", "d"])?,
-            queue_id: f.i32(&["queueId", "e"])?,
-            sys_flag: f.i32(&["sysFlag", "f"])?,
-            born_timestamp: f.i64(&["bornTimestamp", "g"])?,
-            flag: f.i32(&["flag", "h"])?,
-            properties: f.opt_str(&["properties", "i"]),
-            reconsume_times: f.opt_i32(&["reconsumeTimes", "j"])?,
-            unit_mode: f.bool_or(&["unitMode", "k"], false)?,
-            max_reconsume_times: f.opt_i32(&["maxReconsumeTimes", "l"])?,
-            batch: f.bool_or(&["batch", "m"], false)?,
-            broker_name: f.opt_str(&["brokerName", "n", "bname"]),
+            producer_group: text(0).ok_or_else(|| missing(0))?,
+            topic: text(1).ok_or_else(|| missing(1))?,
+            default_topic: text(2).ok_or_else(|| missing(2))?,
+            default_topic_queue_nums: int32(3)?.ok_or_else(|| missing(3))?,
+            queue_id: int32(4)?.ok_or_else(|| missing(4))?,
+            sys_flag: int32(5)?.ok_or_else(|| missing(5))?,
+            born_timestamp: parse_raw::<i64>(f[6], "64-bit integer")?.ok_or_else(|| missing(6))?,
+            flag: int32(7)?.ok_or_else(|| missing(7))?,
+            properties: text(8),
+            reconsume_times: int32(9)?,
+            unit_mode: flag(10)?,
+            max_reconsume_times: int32(11)?,
+            batch: flag(12)?,
+            broker_name: text(13),
         })
     }
 
@@ -850,6 +911,45 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    #[test]
+    fn send_header_prefers_the_long_name_then_the_letter_then_bname() {
+        let mut ext: ExtFields = [
+            ("a", "letter"),
+            ("producerGroup", "long"),
+            ("b", "T"),
+            ("c", "TBW102"),
+            ("d", "4"),
+            ("e", "1"),
+            ("f", "0"),
+            ("g", "5"),
+            ("h", "0"),
+            ("bname", "broker-5x"),
+            ("n", "broker-v2"),
+            ("unitMode", "1"),
+        ]
+        .into_iter()
+        .collect();
+        let h = SendMessageRequestHeader::from_ext_fields(&ext).unwrap();
+        assert_eq!(h.producer_group, "long");
+        assert_eq!(h.broker_name.as_deref(), Some("broker-v2"));
+        assert!(h.unit_mode && !h.batch);
+        assert_eq!((h.queue_id, h.born_timestamp, h.properties), (1, 5, None));
+        ext.remove("n");
+        let h = SendMessageRequestHeader::from_ext_fields(&ext).unwrap();
+        assert_eq!(h.broker_name.as_deref(), Some("broker-5x"));
+        ext.set("e", "one");
+        assert!(matches!(
+            SendMessageRequestHeader::from_ext_fields(&ext),
+            Err(RemotingError::InvalidField { field: "e", .. })
+        ));
+        ext.set("e", "1");
+        ext.remove("b");
+        assert!(matches!(
+            SendMessageRequestHeader::from_ext_fields(&ext),
+            Err(RemotingError::MissingField("topic"))
+        ));
     }
 
     fn send_header() -> SendMessageRequestHeader {
