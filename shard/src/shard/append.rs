@@ -127,10 +127,16 @@ impl Shard {
         // Validate the whole batch before touching anything. Each record is parsed only
         // here; the views carry its layout to the copy, stamp and index steps below.
         let max = inner.limits.get().message_bytes_max;
-        let mut views: Vec<RecordView<'_>> = Vec::with_capacity(64);
+        // Room for the records a batch of this size holds at the first record's size: one
+        // for a single send, the whole batch for records of even sizes.
+        let first_len = records
+            .get(..4)
+            .map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize);
+        let guess = (records.len() / first_len.max(1)).clamp(1, 1024);
+        let mut views: Vec<RecordView<'_>> = Vec::with_capacity(guess);
         // Each record's indexed properties as they will read once stamped (`None`: scan the
         // stamped copy), found here once so the timer's decision is made before the append.
-        let mut scans: Vec<Option<IndexedProperties<'_>>> = Vec::with_capacity(64);
+        let mut scans: Vec<Option<IndexedProperties<'_>>> = Vec::with_capacity(guess);
         let mut held = None;
         let mut seen = 0usize;
         for r in message::records(records) {
