@@ -8,6 +8,7 @@
 #                                 [--rust-batch-conns C] [--rust-batch-inflight K]
 #                                 [--rust-batch-duration S] [--rust-batch-pull P]
 #                                 [--flush async|sync] [--rocketmq-src DIR] [--tool-batch B]
+#                                 [--tools LIST]
 #
 # --driver: which load drivers run against each broker: the Java one (driver/, RocketMQ's
 # client) and/or corvus's `bench remoting` (the same remoting protocol from Rust: THREADS
@@ -24,6 +25,8 @@
 # --flush: async (default: Apache ASYNC_FLUSH, corvus --profile throughput) or sync (Apache
 # SYNC_FLUSH, corvus --profile durable).
 # --tool-batch: messages per batch of the tools' BatchProducer (default 16, its own default).
+# --tools: which tools run, comma-separated (default every one: tool-producer,tool-batch,
+# tool-tx,tool-consumer; tool-consumer is the Producer with a Consumer beside it).
 # --rust-batch-pull: messages asked per pull in the batched runs (default 32, the Java
 # client's pullBatchSize; each broker answers at most its own cap: RocketMQ 32, corvus 1024).
 # --rust-batch-duration: measured seconds of the batched runs (default the smaller of
@@ -62,6 +65,7 @@ RUST_BATCH_PULL=32
 FLUSH=async
 ROCKETMQ_SRC=""
 TOOL_BATCH=16
+TOOLS=tool-producer,tool-batch,tool-tx,tool-consumer
 INNER=0
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -84,8 +88,9 @@ while [ $# -gt 0 ]; do
     --flush) FLUSH="$2"; shift 2 ;;
     --rocketmq-src) ROCKETMQ_SRC="$2"; shift 2 ;;
     --tool-batch) TOOL_BATCH="$2"; shift 2 ;;
+    --tools) TOOLS="$2"; shift 2 ;;
     --inner) INNER=1; shift ;;
-    -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,39p' "$0"; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -138,7 +143,8 @@ if [ "$INNER" = 0 ]; then
         --size "$SIZE" --queues "$QUEUES" --out "$OUT" --driver "$DRIVER"
         --rust-batch "$RUST_BATCH" --rust-batch-conns "$RUST_BATCH_CONNS"
         --rust-batch-inflight "$RUST_BATCH_INFLIGHT" --rust-batch-duration "$RUST_BATCH_DURATION"
-        --rust-batch-pull "$RUST_BATCH_PULL" --flush "$FLUSH" --tool-batch "$TOOL_BATCH")
+        --rust-batch-pull "$RUST_BATCH_PULL" --flush "$FLUSH" --tool-batch "$TOOL_BATCH"
+        --tools "$TOOLS")
   [ "$NATIVE" = 1 ] || ARGS+=(--no-native)
   [ "$PERF" = 0 ] || ARGS+=(--perf)
   [ -z "$IDLE_POLL" ] || ARGS+=(--corvus-idle-poll-us "$IDLE_POLL")
@@ -355,7 +361,13 @@ case "$DRIVER" in rust|both|all)
   [ "$RUST_BATCH" -le 1 ] || MODES+=(rust-batch) ;;
 esac
 case "$DRIVER" in v5|all) MODES+=(v5) ;; esac
-[ "$DRIVER" != tools ] || MODES=(tool-producer tool-batch tool-tx tool-consumer)
+if [ "$DRIVER" = tools ]; then
+  IFS=, read -r -a MODES <<< "$TOOLS"
+  for m in "${MODES[@]}"; do
+    case "$m" in tool-producer|tool-batch|tool-tx|tool-consumer) ;;
+      *) echo "--tools: unknown tool $m" >&2; exit 2 ;; esac
+  done
+fi
 # Each driver's runs alternate rocketmq, corvus, rocketmq, corvus, ... on fresh brokers.
 for ((i = 1; i <= RUNS; i++)); do
   for mode in "${MODES[@]}"; do
