@@ -94,7 +94,13 @@ fn len_i32(what: &'static str, len: usize) -> Result<i32> {
 fn encode_binary_header(cmd: &RemotingCommand) -> Result<Vec<u8>> {
     let code = to_i16("binary header code", cmd.code)?;
     let version = to_i16("binary header version", cmd.version)?;
-    let mut out = Vec::with_capacity(64);
+    let remark_bytes = cmd.remark.as_deref().map_or(0, str::len);
+    let fields_bytes: usize = cmd
+        .ext_fields
+        .iter()
+        .map(|(k, v)| 6 + k.len() + v.len())
+        .sum();
+    let mut out = Vec::with_capacity(BINARY_FIXED_BYTES + 4 + remark_bytes + fields_bytes);
     out.put_i16(code);
     out.put_u8(cmd.language.code());
     out.put_i16(version);
@@ -104,19 +110,21 @@ fn encode_binary_header(cmd: &RemotingCommand) -> Result<Vec<u8>> {
     let remark = cmd.remark.as_deref().unwrap_or("");
     out.put_i32(len_i32("remark", remark.len())?);
     out.extend_from_slice(remark.as_bytes());
-    let mut ext = Vec::new();
+    // The fields are written in place behind their section's length, filled in after.
+    let len_at = out.len();
+    out.put_i32(0);
     for (k, v) in &cmd.ext_fields {
         let key_len = i16::try_from(k.len()).map_err(|_| RemotingError::OutOfRange {
             what: "extFields key length",
             value: k.len() as i64,
         })?;
-        ext.put_i16(key_len);
-        ext.extend_from_slice(k.as_bytes());
-        ext.put_i32(len_i32("extFields value length", v.len())?);
-        ext.extend_from_slice(v.as_bytes());
+        out.put_i16(key_len);
+        out.extend_from_slice(k.as_bytes());
+        out.put_i32(len_i32("extFields value length", v.len())?);
+        out.extend_from_slice(v.as_bytes());
     }
-    out.put_i32(len_i32("extFields length", ext.len())?);
-    out.extend_from_slice(&ext);
+    let ext_len = len_i32("extFields length", out.len() - len_at - 4)?;
+    out[len_at..len_at + 4].copy_from_slice(&ext_len.to_be_bytes());
     Ok(out)
 }
 
@@ -287,8 +295,9 @@ fn decode_binary_header(bytes: &[u8]) -> Result<RemotingCommand> {
         let key = ext.str(key_len, "extFields key")?;
         let val_len = ext.len_i32("extFields value")?;
         let val = ext.str(val_len, "extFields value")?;
-        ext_fields.set(key, val);
+        ext_fields.add_unsorted(key, val);
     }
+    ext_fields.sort_added();
     Ok(RemotingCommand {
         code,
         language,

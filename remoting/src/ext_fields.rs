@@ -103,6 +103,39 @@ impl ExtFields {
         }
     }
 
+    /// Adds `key` and `value` at the end, unordered: a decoder adds every field of a header
+    /// so and then calls [`ExtFields::sort_added`] once, rather than searching for each.
+    pub(crate) fn add_unsorted(&mut self, key: &str, value: &str) {
+        let k = self.push_text(key);
+        let v = self.push_text(value);
+        self.entries.push(Entry {
+            prefix: prefix(key),
+            key: k,
+            value: v,
+        });
+    }
+
+    /// Puts the entries added by [`ExtFields::add_unsorted`] in key order; of a key added more
+    /// than once, the last value stays, as if each had been set in turn.
+    pub(crate) fn sort_added(&mut self) {
+        let mut entries = std::mem::take(&mut self.entries);
+        // Stable: equal keys keep the order they came in.
+        entries.sort_by(|a, b| {
+            a.prefix
+                .cmp(&b.prefix)
+                .then_with(|| self.at(a.key).cmp(self.at(b.key)))
+        });
+        // Of a run of equal keys the first entry stays, carrying the run's last value.
+        entries.dedup_by(|later, kept| {
+            let same = self.at(later.key) == self.at(kept.key);
+            if same {
+                kept.value = later.value;
+            }
+            same
+        });
+        self.entries = entries;
+    }
+
     /// Sets `key` to `value`, replacing what it had.
     pub fn set(&mut self, key: &str, value: &str) {
         let v = self.push_text(value);
@@ -309,6 +342,27 @@ mod tests {
         for absent in ["c", "abc", "abcdefgz", "abcdefghij", "a\u{0}\u{0}"] {
             assert_eq!(f.get(absent), None, "{absent:?}");
         }
+    }
+
+    #[test]
+    fn added_unsorted_then_sorted_is_as_if_set_in_turn() {
+        let pairs = [
+            ("b", "1"),
+            ("topic", "T"),
+            ("a", "x"),
+            ("b", "2"),
+            ("abcdefghi", "y"),
+        ];
+        let mut added = ExtFields::new();
+        let mut set = ExtFields::new();
+        for (k, v) in pairs {
+            added.add_unsorted(k, v);
+            set.set(k, v);
+        }
+        added.sort_added();
+        assert_eq!(added, set);
+        assert_eq!(added.get("b"), Some("2"));
+        assert_eq!(added.len(), 4);
     }
 
     #[test]

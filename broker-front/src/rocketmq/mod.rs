@@ -490,7 +490,10 @@ async fn send(
     };
     let drop_priority = priority == Priority::Dropped;
     let born_host = client.peer_v4;
-    let mut records = Vec::with_capacity(body.len() + 256);
+    // Room for the body, its properties, the ones the broker adds and the record's fixed
+    // fields, so that encoding never grows the buffer.
+    let props_len = h.properties.as_deref().map_or(0, str::len);
+    let mut records = Vec::with_capacity(body.len() + props_len + 512);
     // Each record's length, for its offset message id.
     let mut lens = Vec::new();
     let cluster = core.shared.config.cluster_name.as_str();
@@ -502,11 +505,10 @@ async fn send(
         let start = records.len();
         // `__TIMER_FROM` marks the broker's own delivered copies (`crate::timer`): a client
         // cannot set it (one forwarding a message it received would otherwise send it too).
-        let mut pairs: Vec<(&str, &str)> = remoting::message::properties_of(props)
-            .filter(|(k, _)| {
-                *k != message::timer::TIMER_FROM && !(drop_priority && *k == PROPERTY_PRIORITY)
-            })
-            .collect();
+        let mut pairs: Vec<(&str, &str)> = Vec::with_capacity(16);
+        pairs.extend(remoting::message::properties_of(props).filter(|(k, _)| {
+            *k != message::timer::TIMER_FROM && !(drop_priority && *k == PROPERTY_PRIORITY)
+        }));
         is_request |= pairs
             .iter()
             .any(|(k, _)| *k == crate::reply::prop::REPLY_TO_CLIENT);
