@@ -40,6 +40,30 @@ fn a_lowered_message_limit_refuses_the_next_append_and_old_records_stay_readable
     });
 }
 
+/// A limit lowered and then kept across a restart (as `broker-overrides.toml` keeps it): the
+/// records stored under the old one are read whole by offset and by queue after the reopen.
+#[test]
+fn records_above_a_limit_lowered_before_a_restart_are_still_read() {
+    in_temp_dir(move |p| async move {
+        let shard = Shard::open(small_config(&p)).await.unwrap();
+        let big = record(TOPIC, &vec![7u8; 8 << 10], None, None);
+        shard.append(TOPIC, 0, &big).await.unwrap();
+        shard.close().await.unwrap();
+
+        let mut c = small_config(&p);
+        c.message_bytes_max = 4 << 10;
+        let shard = Shard::open(c).await.unwrap();
+        let first = shard.read_at(CommitLogOffset(0)).await.unwrap();
+        assert_eq!(first.map(|s| s.as_bytes().len()), Some(big.len()));
+        assert_eq!(read_all(&shard, TOPIC, 0, &TagFilter::All).await.len(), 1);
+        assert!(matches!(
+            shard.append(TOPIC, 0, &big).await,
+            Err(ShardError::MessageTooLarge { .. })
+        ));
+        shard.close().await.unwrap();
+    });
+}
+
 #[test]
 fn limits_the_shard_cannot_run_with_are_refused_and_nothing_changes() {
     in_temp_dir(move |p| async move {

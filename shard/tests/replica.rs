@@ -123,6 +123,32 @@ fn a_slave_fed_the_masters_log_holds_the_same_bytes_and_queues() {
     });
 }
 
+/// A master whose message limit is above its slave's (raised while running, or configured
+/// so): the slave takes the larger record as its master stored it and serves it whole, by
+/// offset and to a slave of its own after a promotion.
+#[test]
+fn a_slave_takes_records_above_its_own_message_limit() {
+    in_temp_dir(|dir| async move {
+        let mut mc = master_config(&dir);
+        mc.message_bytes_max = 16 << 10;
+        let master = Shard::open(mc).await.unwrap();
+        let mut sc = slave_config(&dir);
+        sc.message_bytes_max = 4 << 10;
+        let slave = Shard::open(sc).await.unwrap();
+        let big = record(TOPIC, &vec![3u8; 8 << 10], None, None);
+        master.append(TOPIC, 0, &big).await.unwrap();
+        append_numbered(&master, 0..3, 300).await;
+        catch_up(&master, &slave, 1 << 20).await;
+        let first = slave.read_at(CommitLogOffset(0)).await.unwrap();
+        assert_eq!(first.map(|s| s.as_bytes().len()), Some(big.len()));
+        assert_eq!(queue_bodies(&slave, 0).await.len(), 4);
+        let run = slave.read_log(0, 1024).await.unwrap().unwrap();
+        assert_eq!(run.bytes.len(), big.len(), "the big record, whole");
+        master.close().await.unwrap();
+        slave.close().await.unwrap();
+    });
+}
+
 #[test]
 fn a_slave_refuses_bytes_out_of_place_or_damaged() {
     in_temp_dir(|dir| async move {

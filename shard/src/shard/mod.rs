@@ -210,8 +210,10 @@ struct Inner {
     /// The fields of `config` that may change while the shard runs, as they are now: read
     /// here, never in `config` (see [`Shard::set_limits`]).
     limits: Cell<crate::ShardLimits>,
-    /// The largest `message_bytes_max` in force since the shard opened: a record stored
-    /// before the limit was lowered is still read whole.
+    /// The largest record the shard may hold: the largest `message_bytes_max` in force since
+    /// it opened, or the largest record its recovery found if larger. A record stored before
+    /// the limit was lowered, in this run or an earlier one, is still read whole (by offset,
+    /// by the timer, by replication).
     record_bytes_max: Cell<usize>,
     log: RefCell<CommitLog>,
     cqs: RefCell<ConsumeQueues>,
@@ -336,6 +338,9 @@ impl Shard {
                 ring_records = replay.records;
             }
         }
+        // The largest record the log holds: stored under a limit higher than today's (the
+        // limit was lowered before this start), it is still read whole.
+        let mut largest_record = 0usize;
         let recovered = commit_log::recover(
             LogParams {
                 dir: config.dir.join(COMMIT_LOG_DIR),
@@ -346,6 +351,7 @@ impl Shard {
                 faults: config.faults.clone(),
             },
             |view, phys| {
+                largest_record = largest_record.max(view.len());
                 let props = view.indexed_properties();
                 let (topic, queue_id, held) = queue_of(view, &props);
                 let rec = StoredRecord {
@@ -426,7 +432,7 @@ impl Shard {
         let syncs_max = SYNCS_IN_FLIGHT_MAX;
         let inner = Rc::new(Inner {
             limits: Cell::new(config.limits()),
-            record_bytes_max: Cell::new(config.message_bytes_max),
+            record_bytes_max: Cell::new(config.message_bytes_max.max(largest_record)),
             config,
             log: RefCell::new(log),
             cqs: RefCell::new(cqs),

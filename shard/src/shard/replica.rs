@@ -237,13 +237,12 @@ impl Shard {
                 "received bytes for offset {start}, but the log ends at {write}"
             )));
         }
-        let units = whole_units(
-            bytes,
-            start,
-            seg_end,
-            inner.record_bytes_max.get().max(FIXED_BYTES),
-        )
-        .map_err(ShardError::Replica)?;
+        // A record is as large as the master took it: its limit may be above this slave's
+        // (raised there while running), so only the segment bounds a record here, and each
+        // one is checked whole below (structure, CRC, offset), as RocketMQ's slaves take
+        // whatever their master stored.
+        let units = whole_units(bytes, start, seg_end, (seg_end - start) as usize)
+            .map_err(ShardError::Replica)?;
         if units.len != bytes.len() {
             return Err(ShardError::Replica(format!(
                 "received {} bytes at offset {start} that end inside a record",
@@ -282,6 +281,7 @@ impl Shard {
             }
             pos += total;
         }
+        let largest = views.iter().map(|(_, v)| v.len()).max().unwrap_or(0);
         self.wait_for_room(bytes.len()).await?;
         {
             // The write offset cannot have moved: only this task appends to a slave, and
@@ -336,6 +336,10 @@ impl Shard {
                 inner.signals.flush_wake.notify_all();
             }
         }
+        // Read whole from now on, by offset and by this slave's own replication reads.
+        inner
+            .record_bytes_max
+            .set(inner.record_bytes_max.get().max(largest));
         inner.appends.set(inner.appends.get() + 1);
         inner
             .appended_bytes
