@@ -90,9 +90,8 @@ pub struct Core {
     pub stats: CoreStats,
     /// RocketMQ's per-topic and per-group stats of this core (VIEW_BROKER_STATS_DATA).
     pub broker_stats: RefCell<crate::broker_stats::BrokerStats>,
-    /// The store host this core stamps ([`Shared::store_host`]).
-    pub store_host: SocketAddrV4,
-    /// Every core's store host, by core: a send answered here names the owning core's.
+    /// Every core's store host ([`Shared::store_host`]), by core: a send answered here
+    /// names the owning core's.
     pub(crate) store_hosts: Vec<SocketAddrV4>,
     /// This core's send-latency histogram (observed per send request).
     pub(crate) send_latency: prometheus_client::metrics::histogram::Histogram,
@@ -170,11 +169,19 @@ impl Core {
 
     /// The store host of the records of `shard`: its hosting core's.
     pub fn store_host_of(&self, shard: u16) -> SocketAddrV4 {
-        let core = shard_core(shard, self.shared.cores);
+        self.core_store_host(shard_core(shard, self.shared.cores))
+    }
+
+    /// The store host this core stamps on the records it appends.
+    pub fn store_host(&self) -> SocketAddrV4 {
+        self.core_store_host(self.id)
+    }
+
+    fn core_store_host(&self, core: u16) -> SocketAddrV4 {
         self.store_hosts
             .get(usize::from(core))
             .copied()
-            .unwrap_or(self.store_host)
+            .unwrap_or_else(|| self.shared.store_host(core))
     }
 
     pub(crate) fn owner(&self, topic: &str, queue_id: u32) -> (u16, u16) {

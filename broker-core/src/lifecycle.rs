@@ -83,7 +83,6 @@ impl Core {
             id,
             ha,
             send_latency: shared.metrics.send_latency(id),
-            store_host: shared.store_host(id),
             store_hosts: (0..shared.cores).map(|c| shared.store_host(c)).collect(),
             membership: (id == 0).then(|| {
                 let base = u64::try_from(shared.clock.wall_ms()).unwrap_or(1);

@@ -1598,7 +1598,7 @@ async fn write_log(core: &Core, shard: u16, rec: &LogRecord) -> Result<u64, Brok
             flag: 0,
             sys_flag: 0,
             born_timestamp_ms: core.shared.clock.wall_ms(),
-            born_host: Some(core.store_host),
+            born_host: Some(core.store_host()),
             reconsume_times: 0,
             properties: &[(message::prop::TAGS, tag)],
         },

@@ -343,7 +343,7 @@ async fn write_op(core: &Core, shard: u16, half_offset: u64) -> Result<(), Broke
             flag: 0,
             sys_flag: 0,
             born_timestamp_ms: core.shared.clock.wall_ms(),
-            born_host: Some(core.store_host),
+            born_host: Some(core.store_host()),
             reconsume_times: 0,
             properties: &[(message::prop::TAGS, OP_TAG)],
         },

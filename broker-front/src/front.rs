@@ -110,7 +110,7 @@ impl Front {
                 ("reconsumeTimes", reply.reconsume_times.to_string()),
                 ("unitMode", "false".to_owned()),
                 ("bornHost", born),
-                ("storeHost", self.store_host.to_string()),
+                ("storeHost", self.store_host().to_string()),
                 ("storeTimestamp", self.shared.clock.wall_ms().to_string()),
             ] {
                 cmd.ext_fields.insert(k.to_owned(), v);
