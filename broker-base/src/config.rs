@@ -1108,14 +1108,24 @@ config_keys! {
         rocketmq: None,
         restart: true,
     }
-    /// How long an idle core keeps polling for work before it sleeps (Seastar's
-    /// `--idle-poll-time-us`): a request arriving within that time is picked up without a
-    /// wake-up of the thread (or, in a VM, of the virtual CPU). 0 = sleep at once. Applies
-    /// only to cores pinned to their own CPU; unpinned cores never poll.
+    /// How long an idle core keeps polling for work after the last request it read before it
+    /// sleeps (Seastar's `--idle-poll-time-us`): a request arriving within that time is picked
+    /// up without a wake-up of the thread (or, in a VM, of the virtual CPU). 0 = sleep at
+    /// once. Applies only to cores pinned to their own CPU; unpinned cores never poll.
     idle_poll_us: u64 {
         default: 0,
         range: [0, 10_000],
         bounds: "0 to 10000 µs",
+        rocketmq: None,
+        restart: true,
+    }
+    /// A core polls after work (`idle_poll_us`) only while its own work took at most this
+    /// share of its time over the last 10 ms: a lightly loaded core has CPU to spare, a
+    /// loaded one would spend on polling what each message costs again.
+    idle_poll_load_max_pct: u64 {
+        default: 30,
+        range: [0, 100],
+        bounds: "0 to 100",
         rocketmq: None,
         restart: true,
     }

@@ -7,6 +7,7 @@
 //! * [`tls`]: the listeners' and the outgoing links' TLS, accept and connect on glommio.
 //! * [`deadline`], [`durable`]: a future under a timeout; a file replaced durably.
 //! * [`heap`]: freed heap memory given back after large sends.
+//! * [`idle_poll`]: polling for the next request after work, while the core has CPU to spare.
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
@@ -16,6 +17,7 @@ pub mod deadline;
 pub mod durable;
 pub mod error;
 pub mod heap;
+pub mod idle_poll;
 pub mod metrics;
 pub mod shared;
 pub mod stages;

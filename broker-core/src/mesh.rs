@@ -588,6 +588,7 @@ pub fn spawn_receivers<F, Fut>(
             use futures_lite::StreamExt;
             let mut stream = stream;
             while let Some(msg) = stream.next().await {
+                broker_base::idle_poll::note_work();
                 match msg {
                     CoreMessage::Reply { token, reply } => mesh.complete(token, reply),
                     CoreMessage::Request { .. } => {
@@ -615,6 +616,7 @@ pub fn spawn_receivers<F, Fut>(
                 let Some(msg) = stream.next().await else {
                     break;
                 };
+                broker_base::idle_poll::note_work();
                 match msg {
                     CoreMessage::Reply { token, reply } => {
                         drop(permit);

@@ -625,6 +625,7 @@ pub async fn serve_connection(core: Rc<Front>, stream: TcpStream) {
         match reader.read(into).await {
             Ok(0) => break,
             Ok(n) => {
+                broker_base::idle_poll::note_work();
                 read_at = Instant::now();
                 heard_at = clock.now();
                 match large.take() {

@@ -682,14 +682,9 @@ pub fn start_until(config: BrokerConfig, stop: &AtomicBool) -> anyhow::Result<Ru
             Some(&cpu) if pinned => Placement::Fixed(cpu),
             _ => Placement::Unbound,
         };
-        let mut builder = LocalExecutorBuilder::new(placement)
+        let builder = LocalExecutorBuilder::new(placement)
             .name(&format!("core-{core}"))
             .io_memory(shared.config.io_memory_bytes as usize);
-        // Polling while idle pays only on a CPU of its own: on a shared one it takes the
-        // CPU from the very threads that would bring the work.
-        if pinned && shared.config.idle_poll_us > 0 {
-            builder = builder.spin_before_park(Duration::from_micros(shared.config.idle_poll_us));
-        }
         let ended = ended_tx.clone();
         let h = builder
             .spawn(move || {
@@ -698,6 +693,15 @@ pub fn start_until(config: BrokerConfig, stop: &AtomicBool) -> anyhow::Result<Ru
                 async move {
                     // First, before anything can wait: see `starting::PARK_GUARD_INTERVAL`.
                     glommio::spawn_local(crate::starting::park_guard(steps.alive(core))).detach();
+                    // Polling while idle pays only on a CPU of its own: on a shared one it
+                    // takes the CPU from the very threads that would bring the work.
+                    if pinned && shared.config.idle_poll_us > 0 {
+                        glommio::spawn_local(broker_base::idle_poll::poll_when_idle(
+                            Duration::from_micros(shared.config.idle_poll_us),
+                            shared.config.idle_poll_load_max_pct as u32,
+                        ))
+                        .detach();
+                    }
                     let result = core_main(
                         core,
                         shared,

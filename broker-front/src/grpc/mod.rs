@@ -280,6 +280,7 @@ impl Handler for MessagingService {
     }
 
     async fn unary(&self, call: Call, message: Bytes) -> Result<Bytes, GrpcStatus> {
+        broker_base::idle_poll::note_work();
         let Some(rpc) = Rpc::from_path(&call.path) else {
             return Err(GrpcStatus::new(
                 Code::Unimplemented,
