@@ -21,6 +21,7 @@
 //! counted nothing for a whole day window (25 hours) is dropped at the hourly sample, which
 //! frees room for new ones.
 
+use broker_base::metrics::SizeCounts;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -258,8 +259,11 @@ impl Window {
 struct TopicStats {
     put_nums: Series,
     put_size: Series,
+    /// Each send's size per message, in RocketMQ's message-size buckets.
+    sizes: SizeCounts,
     /// What [`BrokerStats::publish`] last gave the metrics.
     published: Totals,
+    published_sizes: SizeCounts,
 }
 
 impl TopicStats {
@@ -291,8 +295,9 @@ impl GroupStats {
 /// What changed since the last [`BrokerStats::publish`], for the metrics.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Published<'a> {
-    /// A topic's growth (messages and bytes stored) since the last publish.
-    Topic(&'a str, Totals),
+    /// A topic's growth (messages and bytes stored, and the sizes of the sends) since the
+    /// last publish.
+    Topic(&'a str, Totals, SizeCounts),
     /// A topic@group's growth (messages and bytes handed out).
     Group(&'a str, &'a str, Totals),
     /// A topic dropped from the table (idle for a day): its series can go.
@@ -411,6 +416,9 @@ impl BrokerStats {
         let t = self.topic(topic);
         t.put_nums.add(messages);
         t.put_size.add(bytes);
+        // As RocketMQ's `rocketmq_message_size`: one observation per send, of its bytes per
+        // message.
+        t.sizes.observe(bytes / messages.max(1));
         self.broker_put.add(messages);
     }
 
@@ -657,7 +665,9 @@ impl BrokerStats {
             .chain(overflow)
         {
             if let Some(g) = growth(t.totals(), &mut t.published) {
-                f(Published::Topic(k, g));
+                let sizes = t.sizes.since(&t.published_sizes);
+                t.published_sizes = t.sizes;
+                f(Published::Topic(k, g, sizes));
             }
         }
         let overflow = [(OVERFLOW_KEY, OVERFLOW_KEY, &mut self.overflow_group)];
@@ -712,7 +722,14 @@ mod tests {
 
     fn published(b: &mut BrokerStats) -> Vec<String> {
         let mut out = Vec::new();
-        b.publish(|p| out.push(format!("{p:?}")));
+        b.publish(|p| {
+            out.push(match p {
+                Published::Topic(t, g, sizes) => {
+                    format!("Topic({t:?}, {g:?}, sends {})", sizes.count())
+                }
+                p => format!("{p:?}"),
+            })
+        });
         out.sort();
         out
     }
@@ -729,15 +746,15 @@ mod tests {
             first,
             [
                 r#"Group("T", "g", Totals { messages: 1, bytes: 5 })"#,
-                r#"Topic("%OVERFLOW%", Totals { messages: 1, bytes: 10 })"#,
-                r#"Topic("T", Totals { messages: 2, bytes: 20 })"#,
+                r#"Topic("%OVERFLOW%", Totals { messages: 1, bytes: 10 }, sends 1)"#,
+                r#"Topic("T", Totals { messages: 2, bytes: 20 }, sends 1)"#,
             ]
         );
         assert!(published(&mut b).is_empty(), "nothing grew");
         b.put("T", 1, 10);
         assert_eq!(
             published(&mut b),
-            [r#"Topic("T", Totals { messages: 1, bytes: 10 })"#]
+            [r#"Topic("T", Totals { messages: 1, bytes: 10 }, sends 1)"#]
         );
     }
 
