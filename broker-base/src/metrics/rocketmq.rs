@@ -105,19 +105,7 @@ fn flag(b: bool) -> &'static str {
 /// prefix. (The cluster's and brokers' own topics, which RocketMQ adds at run time, take no
 /// sends and have no groups, so they never reach these series.)
 pub fn is_system_topic(topic: &str) -> bool {
-    const SYSTEM: [&str; 10] = [
-        "TBW102",
-        "SCHEDULE_TOPIC_XXXX",
-        "BenchmarkTest",
-        "RMQ_SYS_TRANS_HALF_TOPIC",
-        "RMQ_SYS_TRACE_TOPIC",
-        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-        "TRANS_CHECK_MAX_TIME_TOPIC",
-        "SELF_TEST_TOPIC",
-        "OFFSET_MOVED_EVENT",
-        "rmq_sys_wheel_timer",
-    ];
-    SYSTEM.contains(&topic) || topic.starts_with("rmq_sys_")
+    protocol::core_view::SYSTEM_TOPICS.contains(&topic) || topic.starts_with("rmq_sys_")
 }
 
 /// RocketMQ's `BrokerMetricsManager.isSystem`: a system topic, or a group whose name starts
@@ -162,6 +150,19 @@ pub struct GroupLag {
     /// Now minus the store time of the oldest message not yet handed out; 0 when none is
     /// ready.
     pub queueing_latency_ms: u64,
+}
+
+impl GroupLag {
+    /// Lag, lag latency, in flight, queueing latency, ready.
+    fn values(&self) -> [u64; 5] {
+        [
+            self.lag,
+            self.lag_latency_ms,
+            self.inflight,
+            self.queueing_latency_ms,
+            self.ready,
+        ]
+    }
 }
 
 /// Message sizes in RocketMQ's buckets (1 KiB, 4 KiB, 512 KiB, 1 MiB, 2 MiB, 4 MiB), counted
@@ -439,28 +440,27 @@ impl RocketMqMetrics {
         }
     }
 
+    /// The consumer gauges, in the order of [`GroupLag::values`].
+    fn lag_gauges(&self) -> [&Family<LagLabels, Gauge>; 5] {
+        [
+            &self.lag_messages,
+            &self.lag_latency,
+            &self.inflight,
+            &self.queueing_latency,
+            &self.ready,
+        ]
+    }
+
     pub(super) fn set_lag(&self, node: &Node, group: &str, topic: &str, lag: &GroupLag) {
         let l = Self::lag_labels(node, group, topic);
-        for (family, v) in [
-            (&self.lag_messages, lag.lag),
-            (&self.lag_latency, lag.lag_latency_ms),
-            (&self.inflight, lag.inflight),
-            (&self.queueing_latency, lag.queueing_latency_ms),
-            (&self.ready, lag.ready),
-        ] {
+        for (family, v) in self.lag_gauges().into_iter().zip(lag.values()) {
             family.get_or_create(&l).set(gauge_value(v));
         }
     }
 
     pub(super) fn forget_lag(&self, node: &Node, group: &str, topic: &str) {
         let l = Self::lag_labels(node, group, topic);
-        for family in [
-            &self.lag_messages,
-            &self.lag_latency,
-            &self.inflight,
-            &self.queueing_latency,
-            &self.ready,
-        ] {
+        for family in self.lag_gauges() {
             family.remove(&l);
         }
     }
