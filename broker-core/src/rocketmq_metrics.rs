@@ -7,7 +7,7 @@
 //! cover the queues it owns, so a sum over `node_id` is the broker's figure, and the lag of a
 //! group on a topic summed so is the DIFF total `consumer-progress` shows.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use broker_base::metrics::{GroupLag, Node};
@@ -27,10 +27,23 @@ pub struct RocketMqState {
     pub node: Node,
     /// The (group, topic) pairs with gauges now, so a pair that left loses them.
     published: RefCell<HashSet<(String, String)>>,
-    /// Store times read at the last tick, by (topic, queue id, queue offset): an offset that
-    /// did not move is not read again.
-    store_times: RefCell<HashMap<(String, u32, u64), i64>>,
+    /// The store times the last tick used, per (group, topic, queue id, which: oldest not
+    /// consumed or oldest not handed out): the offset and its message's store time. An
+    /// offset that did not move is not read again.
+    store_times: RefCell<HashMap<TimeKey, (u64, i64)>>,
+    /// Where the next tick's store-time reads start, in the order the tick meets them (see
+    /// [`STORE_TIME_READS_MAX`]).
+    reads_from: Cell<usize>,
 }
+
+type TimeKey = (String, String, u32, bool);
+
+/// Store times a core reads per tick at most. Past it, a queue whose offset moved keeps the
+/// store time of the older offset it had (its age an upper bound) until its turn comes:
+/// the reads go on next tick where they stopped, so every queue is read again within
+/// (queues needing a read / this) seconds, and a broker with many moving queues does not
+/// spend its tick on reads.
+pub const STORE_TIME_READS_MAX: usize = 1024;
 
 impl RocketMqState {
     pub fn new(cluster: &str, broker_name: &str, core: u16, cores: u16) -> RocketMqState {
@@ -41,6 +54,7 @@ impl RocketMqState {
             },
             published: RefCell::default(),
             store_times: RefCell::default(),
+            reads_from: Cell::new(0),
         }
     }
 }
@@ -118,6 +132,8 @@ impl Core {
         let now_ms = self.shared.clock.wall_ms();
         let mut per: BTreeMap<(String, String), Acc> = BTreeMap::new();
         let mut times = HashMap::new();
+        let reads_from = self.rocketmq.reads_from.get();
+        let (mut needed, mut reads, mut last_read) = (0usize, 0usize, 0usize);
         for (shard_id, table) in &self.offsets {
             let Some(shard) = self.shards.get(shard_id) else {
                 continue;
@@ -142,27 +158,38 @@ impl Core {
                     ready,
                     ..Acc::default()
                 };
-                for (wanted, offset, slot) in [
-                    (lag > 0, consumed, &mut acc.oldest_unconsumed_ms),
-                    (ready > 0, next, &mut acc.oldest_ready_ms),
+                for (wanted, offset, slot, which) in [
+                    (lag > 0, consumed, &mut acc.oldest_unconsumed_ms, false),
+                    (ready > 0, next, &mut acc.oldest_ready_ms, true),
                 ] {
                     if !wanted {
                         continue;
                     }
-                    let key = (gq.topic.clone(), gq.queue_id, offset);
+                    let key = (gq.group.clone(), gq.topic.clone(), gq.queue_id, which);
                     let known = self.rocketmq.store_times.borrow().get(&key).copied();
-                    let t = match known.or_else(|| times.get(&key).copied()) {
-                        Some(t) => Some(t),
-                        None => shard
-                            .store_time_at(&gq.topic, gq.queue_id, QueueOffset(offset))
-                            .await
-                            .ok()
-                            .flatten(),
+                    let t = match known {
+                        Some((at, t)) if at == offset => Some((at, t)),
+                        _ => {
+                            needed += 1;
+                            if needed > reads_from && reads < STORE_TIME_READS_MAX {
+                                reads += 1;
+                                last_read = needed;
+                                shard
+                                    .store_time_at(&gq.topic, gq.queue_id, QueueOffset(offset))
+                                    .await
+                                    .ok()
+                                    .flatten()
+                                    .map(|t| (offset, t))
+                            } else {
+                                // Not this tick: an older offset's time, an upper bound.
+                                known.filter(|(at, _)| *at <= offset)
+                            }
+                        }
                     };
                     if let Some(t) = t {
                         times.insert(key, t);
                     }
-                    *slot = t;
+                    *slot = t.map(|(_, t)| t);
                 }
                 let key = if per.len() >= LAG_SERIES_MAX
                     && !per.contains_key(&(gq.group.clone(), gq.topic.clone()))
@@ -175,6 +202,14 @@ impl Core {
             }
         }
         *self.rocketmq.store_times.borrow_mut() = times;
+        // Every read done: start from the first next time; else where this one stopped.
+        self.rocketmq
+            .reads_from
+            .set(if reads < STORE_TIME_READS_MAX {
+                0
+            } else {
+                last_read
+            });
         let m = &self.shared.metrics;
         let node = &self.rocketmq.node;
         let mut published = self.rocketmq.published.borrow_mut();
