@@ -2,8 +2,12 @@
 //!
 //! The data path stays free of shared atomics: each core counts in plain cells
 //! (`CoreStats`) and, once a second, adds what changed to these per-core counters and sets
-//! the gauges ([`BrokerMetrics::publish`]). Only the send-latency histogram is observed per
-//! request, into the core's own histogram (uncontended atomics).
+//! the gauges ([`BrokerMetrics::publish`]). Only the send-latency histograms (corvus's and
+//! RocketMQ's rpc latency) are observed per request, into the core's own histograms
+//! (uncontended atomics).
+//!
+//! Beside corvus's own names, the series Apache RocketMQ 5's broker exports, under its
+//! names and labels ([`rocketmq`]), fed from the same figures.
 
 use std::sync::atomic::AtomicU64;
 
