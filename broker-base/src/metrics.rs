@@ -20,7 +20,7 @@ use prometheus_client::registry::Registry;
 use protocol::{CoreStatus, ResponseCode};
 
 pub mod rocketmq;
-pub use rocketmq::{GroupLag, Node, SizeCounts};
+pub use rocketmq::{GroupLag, Node, NodeFigures, SizeCounts};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CoreLabel {
@@ -582,9 +582,10 @@ impl BrokerMetrics {
         self.rocketmq.forget_lag(node, group, topic);
     }
 
-    /// Sets a node's RocketMQ gauges: topics held, consumer groups, bytes not yet durable.
-    pub fn set_rocketmq_node(&self, node: &Node, topics: u64, groups: u64, flush_behind: u64) {
-        self.rocketmq.set_node(node, topics, groups, flush_behind);
+    /// Sets a node's RocketMQ gauges: topics held, consumer groups, bytes not yet durable,
+    /// its permission.
+    pub fn set_rocketmq_node(&self, node: &Node, figures: &NodeFigures) {
+        self.rocketmq.set_node(node, figures);
     }
 
     /// The histogram of a node's successful sends in RocketMQ's rpc-latency buckets (ms).

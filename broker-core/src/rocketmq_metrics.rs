@@ -10,7 +10,7 @@
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use broker_base::metrics::{GroupLag, Node};
+use broker_base::metrics::{GroupLag, Node, NodeFigures};
 use shard::QueueOffset;
 
 use crate::broker_stats::Published;
@@ -127,7 +127,8 @@ pub fn queue_lag(min: u64, max: u64, consumed: u64, window: Option<(u64, u64)>) 
 impl Core {
     /// Publishes this core's RocketMQ-named series: the consumer gauges of every group with
     /// offsets here (a POP group's in flight and ready from its windows), the node gauges
-    /// (`flush_behind_bytes`: the core's bytes not yet durable). Called by the metrics tick.
+    /// (`flush_behind_bytes`: the core's bytes not yet durable; its topics, groups and
+    /// permission). Called by the metrics tick.
     pub async fn publish_rocketmq(&self, flush_behind_bytes: u64) {
         let now_ms = self.shared.clock.wall_ms();
         let mut per: BTreeMap<(String, String), Acc> = BTreeMap::new();
@@ -222,9 +223,12 @@ impl Core {
         let groups: HashSet<&str> = per.keys().map(|(g, _)| g.as_str()).collect();
         m.set_rocketmq_node(
             node,
-            self.topics.borrow().len() as u64,
-            groups.len() as u64,
-            flush_behind_bytes,
+            &NodeFigures {
+                topics: self.topics.borrow().len() as u64,
+                groups: groups.len() as u64,
+                flush_behind_bytes,
+                permission: u64::from(self.config().broker_permission),
+            },
         );
         for ((group, topic), acc) in &per {
             m.set_rocketmq_lag(node, group, topic, &acc.gauges(now_ms));

@@ -329,6 +329,23 @@ fn rocketmq_series_carry_the_exact_lag_and_pop_in_flight() {
             v => panic!("a gauge: {v:?}"),
         }
     }
+    // Each core is a node of its own, read and write (RocketMQ's permission 6).
+    let permissions: Vec<_> = s
+        .samples
+        .iter()
+        .filter(|x| x.metric == "rocketmq_broker_permission")
+        .map(|x| {
+            (
+                x.labels.get("node_id").unwrap().to_owned(),
+                format!("{:?}", x.value),
+            )
+        })
+        .collect();
+    assert_eq!(permissions.len(), 2, "{permissions:?}");
+    assert!(
+        permissions.iter().all(|(_, v)| v == "Gauge(6.0)"),
+        "{permissions:?}"
+    );
     // The oldest unconsumed message of each lagging group is older than nothing.
     for group in [PULL_GROUP, POP_GROUP] {
         let age = wait_for(Duration::from_secs(10), || {

@@ -152,6 +152,19 @@ pub struct GroupLag {
     pub queueing_latency_ms: u64,
 }
 
+/// A node's own gauges.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NodeFigures {
+    /// Topics in the core's table.
+    pub topics: u64,
+    /// Consumer groups with offsets on the core.
+    pub groups: u64,
+    /// Bytes appended and not yet durable.
+    pub flush_behind_bytes: u64,
+    /// The broker's `broker_permission` (RocketMQ's `brokerPermission`).
+    pub permission: u64,
+}
+
 impl GroupLag {
     /// Lag, lag latency, in flight, queueing latency, ready.
     fn values(&self) -> [u64; 5] {
@@ -274,6 +287,7 @@ pub(super) struct RocketMqMetrics {
     topic_number: Family<NodeLabels, Gauge>,
     consumer_group_number: Family<NodeLabels, Gauge>,
     flush_behind: Family<NodeLabels, Gauge>,
+    permission: Family<NodeLabels, Gauge>,
     rpc_latency: Family<RpcLabels, Histogram, fn() -> Histogram>,
 }
 
@@ -293,6 +307,7 @@ impl RocketMqMetrics {
             topic_number: Family::default(),
             consumer_group_number: Family::default(),
             flush_behind: Family::default(),
+            permission: Family::default(),
             rpc_latency: Family::new_with_constructor(rpc_histogram),
         };
         // Counters are registered without `_total`: the encoder appends it.
@@ -360,6 +375,11 @@ impl RocketMqMetrics {
             "rocketmq_storage_flush_behind_bytes",
             "Bytes appended but not yet durable (RocketMQ's name)",
             m.flush_behind.clone(),
+        );
+        r.register(
+            "rocketmq_broker_permission",
+            "Broker permission: 2 readable, 4 writable, 6 both (RocketMQ's name)",
+            m.permission.clone(),
         );
         r.register(
             "rocketmq_rpc_latency_milliseconds",
@@ -465,15 +485,16 @@ impl RocketMqMetrics {
         }
     }
 
-    pub(super) fn set_node(&self, node: &Node, topics: u64, groups: u64, flush_behind: u64) {
+    pub(super) fn set_node(&self, node: &Node, n: &NodeFigures) {
         let l = NodeLabels::of(node);
-        self.topic_number.get_or_create(&l).set(gauge_value(topics));
-        self.consumer_group_number
-            .get_or_create(&l)
-            .set(gauge_value(groups));
-        self.flush_behind
-            .get_or_create(&l)
-            .set(gauge_value(flush_behind));
+        for (family, v) in [
+            (&self.topic_number, n.topics),
+            (&self.consumer_group_number, n.groups),
+            (&self.flush_behind, n.flush_behind_bytes),
+            (&self.permission, n.permission),
+        ] {
+            family.get_or_create(&l).set(gauge_value(v));
+        }
     }
 
     /// The rpc-latency histogram of a node's successful sends.
@@ -528,7 +549,15 @@ mod tests {
                 queueing_latency_ms: 900,
             },
         );
-        m.set_rocketmq_node(&n, 3, 1, 4096);
+        m.set_rocketmq_node(
+            &n,
+            &NodeFigures {
+                topics: 3,
+                groups: 1,
+                flush_behind_bytes: 4096,
+                permission: 6,
+            },
+        );
         m.send_rpc_latency(&n).observe(2.0);
         let text = telemetry::to_text_format(&m.render());
         let node = r#"cluster="DefaultCluster",node_type="broker",node_id="broker-a-c1""#;
@@ -564,6 +593,7 @@ mod tests {
             format!("rocketmq_topic_number{{{node}}} 3"),
             format!("rocketmq_consumer_group_number{{{node}}} 1"),
             format!("rocketmq_storage_flush_behind_bytes{{{node}}} 4096"),
+            format!("rocketmq_broker_permission{{{node}}} 6"),
             format!(
                 r#"rocketmq_rpc_latency_milliseconds_bucket{{le="3.0",{node},protocol_type="remoting",request_code="send_message",response_code="success",is_long_polling="false",result="success"}} 1"#
             ),
