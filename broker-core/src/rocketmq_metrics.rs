@@ -228,6 +228,7 @@ impl Core {
                 groups: groups.len() as u64,
                 flush_behind_bytes,
                 permission: u64::from(self.config().broker_permission),
+                storage_bytes: shard::statvfs_used_bytes(&self.shared.config.data_dir).ok(),
             },
         );
         for ((group, topic), acc) in &per {

@@ -346,6 +346,13 @@ fn rocketmq_series_carry_the_exact_lag_and_pop_in_flight() {
         permissions.iter().all(|(_, v)| v == "Gauge(6.0)"),
         "{permissions:?}"
     );
+    // The data directory's filesystem has something on it (the broker's own files).
+    let storage = sum(
+        &s,
+        "rocketmq_storage_size_bytes",
+        &[("storage_type", "local")],
+    );
+    assert!(storage.is_some_and(|b| b > 0.0), "{storage:?}");
     // The oldest unconsumed message of each lagging group is older than nothing.
     for group in [PULL_GROUP, POP_GROUP] {
         let age = wait_for(Duration::from_secs(10), || {

@@ -49,6 +49,15 @@ impl NodeLabels {
     }
 }
 
+/// The store series' labels (RocketMQ's `DefaultStoreMetricsManager`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StorageLabels {
+    #[prometheus(flatten)]
+    node: NodeLabels,
+    storage_type: &'static str,
+    storage_medium: &'static str,
+}
+
 /// `rocketmq_consumer_*`'s labels (RocketMQ's `buildLagAttributes`).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct LagLabels {
@@ -163,6 +172,8 @@ pub struct NodeFigures {
     pub flush_behind_bytes: u64,
     /// The broker's `broker_permission` (RocketMQ's `brokerPermission`).
     pub permission: u64,
+    /// Bytes in use on the data directory's filesystem; `None` when it cannot be measured.
+    pub storage_bytes: Option<u64>,
 }
 
 impl GroupLag {
@@ -288,6 +299,7 @@ pub(super) struct RocketMqMetrics {
     consumer_group_number: Family<NodeLabels, Gauge>,
     flush_behind: Family<NodeLabels, Gauge>,
     permission: Family<NodeLabels, Gauge>,
+    storage_size: Family<StorageLabels, Gauge>,
     rpc_latency: Family<RpcLabels, Histogram, fn() -> Histogram>,
 }
 
@@ -308,6 +320,7 @@ impl RocketMqMetrics {
             consumer_group_number: Family::default(),
             flush_behind: Family::default(),
             permission: Family::default(),
+            storage_size: Family::default(),
             rpc_latency: Family::new_with_constructor(rpc_histogram),
         };
         // Counters are registered without `_total`: the encoder appends it.
@@ -375,6 +388,11 @@ impl RocketMqMetrics {
             "rocketmq_storage_flush_behind_bytes",
             "Bytes appended but not yet durable (RocketMQ's name)",
             m.flush_behind.clone(),
+        );
+        r.register(
+            "rocketmq_storage_size_bytes",
+            "Broker storage size: bytes in use on the data directory's filesystem (RocketMQ's name)",
+            m.storage_size.clone(),
         );
         r.register(
             "rocketmq_broker_permission",
@@ -495,6 +513,14 @@ impl RocketMqMetrics {
         ] {
             family.get_or_create(&l).set(gauge_value(v));
         }
+        if let Some(bytes) = n.storage_bytes {
+            let l = StorageLabels {
+                node: l,
+                storage_type: "local",
+                storage_medium: "disk",
+            };
+            self.storage_size.get_or_create(&l).set(gauge_value(bytes));
+        }
     }
 
     /// The rpc-latency histogram of a node's successful sends.
@@ -556,6 +582,7 @@ mod tests {
                 groups: 1,
                 flush_behind_bytes: 4096,
                 permission: 6,
+                storage_bytes: Some(1 << 30),
             },
         );
         m.send_rpc_latency(&n).observe(2.0);
@@ -594,6 +621,9 @@ mod tests {
             format!("rocketmq_consumer_group_number{{{node}}} 1"),
             format!("rocketmq_storage_flush_behind_bytes{{{node}}} 4096"),
             format!("rocketmq_broker_permission{{{node}}} 6"),
+            format!(
+                r#"rocketmq_storage_size_bytes{{{node},storage_type="local",storage_medium="disk"}} 1073741824"#
+            ),
             format!(
                 r#"rocketmq_rpc_latency_milliseconds_bucket{{le="3.0",{node},protocol_type="remoting",request_code="send_message",response_code="success",is_long_polling="false",result="success"}} 1"#
             ),
