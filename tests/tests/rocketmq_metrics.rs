@@ -195,17 +195,7 @@ fn progress_backlog(ns: &str, group: &str, topic: &str) -> u64 {
 /// A two-core broker serving metrics, with the scene the module doc describes; the
 /// cluster, the metrics address (`host:port`) and the NameServer's.
 fn scene() -> (Cluster, String, String) {
-    let c = Cluster::start_with(2, "small", |o| {
-        o.extra
-            .extend(["--metrics-addr".into(), "127.0.0.1:0".into()])
-    });
-    let metrics = c
-        .broker
-        .preamble_addr("broker metrics on ")
-        .expect("metrics address printed")
-        .trim_start_matches("http://")
-        .trim_end_matches("/metrics")
-        .to_owned();
+    let (c, metrics) = Cluster::start_metered(2);
     let ns = c.namesrv.addr.clone();
     create_topic(&ns, LAGGED, 2);
     create_topic(&ns, POPPED, 1);
@@ -463,7 +453,8 @@ impl Prometheus {
 /// The `prometheus` binary: `PROMETHEUS_BIN`, else `prometheus` on the PATH.
 fn prometheus_binary() -> Option<std::path::PathBuf> {
     if let Some(p) = std::env::var_os("PROMETHEUS_BIN") {
-        return Some(p.into());
+        let p = std::path::PathBuf::from(p);
+        return p.is_file().then_some(p);
     }
     std::env::var_os("PATH").and_then(|paths| {
         std::env::split_paths(&paths)
