@@ -567,6 +567,11 @@ impl BrokerMetrics {
             .add_out(node, topic, group, growth.0, growth.1);
     }
 
+    /// Adds a topic@group's messages sent to the group's dead-letter topic.
+    pub fn add_rocketmq_dead_letters(&self, node: &Node, topic: &str, group: &str, n: u64) {
+        self.rocketmq.add_dead_letters(node, topic, group, n);
+    }
+
     /// Removes a topic@group's RocketMQ out series.
     pub fn forget_rocketmq_out(&self, node: &Node, topic: &str, group: &str) {
         self.rocketmq.forget_out(node, topic, group);

@@ -280,6 +280,10 @@ struct GroupStats {
     get_nums: Series,
     get_size: Series,
     send_back_nums: Series,
+    /// Messages of the topic the group sent to its dead-letter topic, and how many of them
+    /// [`BrokerStats::publish`] gave the metrics.
+    dead_letters: u64,
+    published_dead_letters: u64,
     published: Totals,
 }
 
@@ -303,6 +307,8 @@ pub enum Published<'a> {
     /// A topic dropped from the table (idle for a day): its series can go.
     TopicGone(&'a str),
     GroupGone(&'a str, &'a str),
+    /// A topic@group's messages sent to the group's dead-letter topic since the last publish.
+    DeadLetters(&'a str, &'a str, u64),
 }
 
 fn growth(now: Totals, published: &mut Totals) -> Option<Totals> {
@@ -436,6 +442,11 @@ impl BrokerStats {
     /// A message of `topic` that `group` sent back to be consumed again.
     pub fn sent_back(&mut self, topic: &str, group: &str) {
         self.group(topic, group).send_back_nums.add(1);
+    }
+
+    /// A message of `topic` that `group` gave up on: it went to the group's dead-letter topic.
+    pub fn dead_lettered(&mut self, topic: &str, group: &str) {
+        self.group(topic, group).dead_letters += 1;
     }
 
     /// Takes the samples due at `now`: called often (every second), it samples the minute
@@ -684,6 +695,11 @@ impl BrokerStats {
             if let Some(g) = growth(s.totals(), &mut s.published) {
                 f(Published::Group(topic, group, g));
             }
+            if s.dead_letters != s.published_dead_letters {
+                let grew = s.dead_letters.wrapping_sub(s.published_dead_letters);
+                s.published_dead_letters = s.dead_letters;
+                f(Published::DeadLetters(topic, group, grew));
+            }
         }
     }
 
@@ -751,6 +767,9 @@ mod tests {
             ]
         );
         assert!(published(&mut b).is_empty(), "nothing grew");
+        b.dead_lettered("T", "g");
+        b.dead_lettered("T", "g");
+        assert_eq!(published(&mut b), [r#"DeadLetters("T", "g", 2)"#]);
         b.put("T", 1, 10);
         assert_eq!(
             published(&mut b),

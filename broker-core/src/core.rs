@@ -395,6 +395,11 @@ impl Core {
         self.broker_stats.borrow_mut().sent_back(topic, group);
     }
 
+    /// Counts a message of `topic` that `group` sent to its dead-letter topic.
+    pub fn count_dead_letter(&self, topic: &str, group: &str) {
+        self.broker_stats.borrow_mut().dead_lettered(topic, group);
+    }
+
     /// Takes the broker stats' samples due now and publishes their per-topic and per-group
     /// growth to the metrics (called every second).
     pub fn sample_broker_stats(&self) {
@@ -411,6 +416,7 @@ impl Core {
                 }
                 Published::TopicGone(t) => m.forget_topic(core, t),
                 Published::GroupGone(t, group) => m.forget_group(core, t, group),
+                Published::DeadLetters(..) => {}
             }
             self.publish_rocketmq_stats(&p);
         });

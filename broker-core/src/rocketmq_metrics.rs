@@ -253,6 +253,7 @@ impl Core {
             }
             Published::TopicGone(t) => m.forget_rocketmq_in(node, t, message_type(t)),
             Published::GroupGone(t, group) => m.forget_rocketmq_out(node, t, group),
+            Published::DeadLetters(t, group, n) => m.add_rocketmq_dead_letters(node, t, group, n),
         }
     }
 }

@@ -6,7 +6,7 @@
 //!   messages in flight; `rocketmq_consumer_lag_messages` summed over the cores (`node_id`)
 //!   is `consumer-progress`'s total backlog, never negative, the POP group's in flight and
 //!   ready are what it was handed and not, the in and out counters count the sends and the
-//!   pops, every series with RocketMQ's labels;
+//!   pops, the dead letter sent back is counted, every series with RocketMQ's labels;
 //! - a real Prometheus (`prometheus`, Debian's package) scrapes the broker every second, and
 //!   a PromQL query per metric over its HTTP API returns the same figures. Where the binary
 //!   is missing the test says so and skips; `.ci/run` installs it and sets
@@ -128,8 +128,9 @@ fn queue_core(ns: &str, topic: &str) -> (String, String) {
     (name, addr)
 }
 
-/// Pops `POPPED_OUT` messages of `POPPED` for `POP_GROUP` (hidden for a minute) and acks
-/// the first `ACKED` of them, as a RocketMQ 5 remoting client does.
+/// Pops `POPPED_OUT` messages of `POPPED` for `POP_GROUP` (hidden for a minute), acks the
+/// first `ACKED` of them and sends the next to the dead letters, as a RocketMQ 5 remoting
+/// client does.
 fn pop_and_ack_some(ns: &str) {
     let (broker, addr) = queue_core(ns, POPPED);
     let f = call(
@@ -174,6 +175,21 @@ fn pop_and_ack_some(ns: &str) {
         );
         assert_eq!(a.command.code, response::SUCCESS, "{:?}", a.command.remark);
     }
+    // The next one the consumer gives up on: straight to the dead letters (delay level -1),
+    // as RocketMQ's client sends it back. It stays in flight until acked.
+    let given_up = &messages[ACKED];
+    let b = call(
+        &addr,
+        request::CONSUMER_SEND_MSG_BACK,
+        &[
+            ("offset", given_up.physical_offset.to_string()),
+            ("group", POP_GROUP.into()),
+            ("delayLevel", "-1".into()),
+            ("originTopic", POPPED.into()),
+            ("maxReconsumeTimes", "16".into()),
+        ],
+    );
+    assert_eq!(b.command.code, response::SUCCESS, "{:?}", b.command.remark);
 }
 
 /// `consumer-progress`'s total backlog of `group` on `topic`.
@@ -272,9 +288,15 @@ fn expected(ns: &str) -> Vec<Figure> {
         ),
         ("rocketmq_messages_out_total", pop, POPPED_OUT as f64),
         (
+            "rocketmq_send_to_dlq_messages_total",
+            vec![("consumer_group", POP_GROUP), ("topic", POPPED)],
+            1.0,
+        ),
+        // The sends, and the dead letter's.
+        (
             "rocketmq_rpc_latency_milliseconds_count",
             vec![("request_code", "send_message")],
-            (SENT_LAGGED + SENT_POPPED) as f64,
+            (SENT_LAGGED + SENT_POPPED + 1) as f64,
         ),
     ]
 }

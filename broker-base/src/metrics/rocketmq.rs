@@ -290,6 +290,7 @@ pub(super) struct RocketMqMetrics {
     message_size: Family<InLabels, SizeHistogram>,
     messages_out: Family<OutLabels, Counter>,
     throughput_out: Family<OutLabels, Counter>,
+    send_to_dlq: Family<OutLabels, Counter>,
     lag_messages: Family<LagLabels, Gauge>,
     lag_latency: Family<LagLabels, Gauge>,
     inflight: Family<LagLabels, Gauge>,
@@ -311,6 +312,7 @@ impl RocketMqMetrics {
             message_size: Family::default(),
             messages_out: Family::default(),
             throughput_out: Family::default(),
+            send_to_dlq: Family::default(),
             lag_messages: Family::default(),
             lag_latency: Family::default(),
             inflight: Family::default(),
@@ -348,6 +350,11 @@ impl RocketMqMetrics {
             "rocketmq_throughput_out",
             "Total traffic of outgoing messages, bytes (RocketMQ's name)",
             m.throughput_out.clone(),
+        );
+        r.register(
+            "rocketmq_send_to_dlq_messages",
+            "Consumer send to DLQ messages, by origin topic (RocketMQ's name)",
+            m.send_to_dlq.clone(),
         );
         r.register(
             "rocketmq_consumer_lag_messages",
@@ -466,6 +473,14 @@ impl RocketMqMetrics {
         let l = Self::out_labels(node, topic, group);
         self.messages_out.remove(&l);
         self.throughput_out.remove(&l);
+        self.send_to_dlq.remove(&l);
+    }
+
+    /// Unlike the out counters, a retry topic's dead letters count (RocketMQ counts them by
+    /// the topic the client names).
+    pub(super) fn add_dead_letters(&self, node: &Node, topic: &str, group: &str, n: u64) {
+        let l = Self::out_labels(node, topic, group);
+        self.send_to_dlq.get_or_create(&l).inc_by(n);
     }
 
     fn lag_labels(node: &Node, group: &str, topic: &str) -> LagLabels {
@@ -563,6 +578,7 @@ mod tests {
         m.add_rocketmq_in(&n, "T", "normal", (2, 5100), &sizes);
         m.add_rocketmq_in(&n, "%RETRY%g", "normal", (1, 10), &SizeCounts::default());
         m.add_rocketmq_out(&n, "T", "g", (2, 5100));
+        m.add_rocketmq_dead_letters(&n, "T", "g", 1);
         m.set_rocketmq_lag(
             &n,
             "g",
@@ -611,6 +627,9 @@ mod tests {
             ),
             format!(
                 r#"rocketmq_throughput_out_total{{{node},topic="T",consumer_group="g",is_system="false"}} 5100"#
+            ),
+            format!(
+                r#"rocketmq_send_to_dlq_messages_total{{{node},topic="T",consumer_group="g",is_system="false"}} 1"#
             ),
             format!("rocketmq_consumer_lag_messages{{{group}}} 7"),
             format!("rocketmq_consumer_inflight_messages{{{group}}} 2"),
