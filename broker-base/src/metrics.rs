@@ -2,8 +2,12 @@
 //!
 //! The data path stays free of shared atomics: each core counts in plain cells
 //! (`CoreStats`) and, once a second, adds what changed to these per-core counters and sets
-//! the gauges ([`BrokerMetrics::publish`]). Only the send-latency histogram is observed per
-//! request, into the core's own histogram (uncontended atomics).
+//! the gauges ([`BrokerMetrics::publish`]). Only the send-latency histograms (corvus's and
+//! RocketMQ's rpc latency) are observed per request, into the core's own histograms
+//! (uncontended atomics).
+//!
+//! Beside corvus's own names, the series Apache RocketMQ 5's broker exports, under its
+//! names and labels ([`rocketmq`]), fed from the same figures.
 
 use std::sync::atomic::AtomicU64;
 
@@ -14,6 +18,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use protocol::{CoreStatus, ResponseCode};
+
+pub mod rocketmq;
+pub use rocketmq::{GroupLag, Node, NodeFigures, SizeCounts};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CoreLabel {
@@ -113,6 +120,7 @@ pub struct BrokerMetrics {
     in_sync_replicas: Family<ShardLabel, Gauge>,
     master_lag_bytes: Family<ShardLabel, Gauge>,
     master_connected: Family<ShardLabel, Gauge>,
+    rocketmq: rocketmq::RocketMqMetrics,
     registry: Registry,
 }
 
@@ -130,6 +138,7 @@ impl Default for BrokerMetrics {
 
 impl BrokerMetrics {
     pub fn new() -> BrokerMetrics {
+        let mut registry = Registry::default();
         let mut m = BrokerMetrics {
             produced_messages: Family::default(),
             produced_bytes: Family::default(),
@@ -169,7 +178,8 @@ impl BrokerMetrics {
             in_sync_replicas: Family::default(),
             master_lag_bytes: Family::default(),
             master_connected: Family::default(),
-            registry: Registry::default(),
+            rocketmq: rocketmq::RocketMqMetrics::register(&mut registry),
+            registry,
         };
         let r = &mut m.registry;
         r.register(
@@ -530,6 +540,62 @@ impl BrokerMetrics {
         };
         self.group_get_messages.remove(&l);
         self.group_get_bytes.remove(&l);
+    }
+
+    /// Adds a topic's growth on a node to RocketMQ's in counters and message-size histogram
+    /// (retry and dead-letter topics are left out, as RocketMQ leaves them out).
+    pub fn add_rocketmq_in(
+        &self,
+        node: &Node,
+        topic: &str,
+        message_type: &'static str,
+        growth: (u64, u64),
+        sizes: &SizeCounts,
+    ) {
+        self.rocketmq
+            .add_in(node, topic, message_type, growth.0, growth.1, sizes);
+    }
+
+    /// Removes a topic's RocketMQ in series (the topic left the node's broker stats).
+    pub fn forget_rocketmq_in(&self, node: &Node, topic: &str, message_type: &'static str) {
+        self.rocketmq.forget_in(node, topic, message_type);
+    }
+
+    /// Adds a topic@group's growth on a node to RocketMQ's out counters.
+    pub fn add_rocketmq_out(&self, node: &Node, topic: &str, group: &str, growth: (u64, u64)) {
+        self.rocketmq
+            .add_out(node, topic, group, growth.0, growth.1);
+    }
+
+    /// Adds a topic@group's messages sent to the group's dead-letter topic.
+    pub fn add_rocketmq_dead_letters(&self, node: &Node, topic: &str, group: &str, n: u64) {
+        self.rocketmq.add_dead_letters(node, topic, group, n);
+    }
+
+    /// Removes a topic@group's RocketMQ out series.
+    pub fn forget_rocketmq_out(&self, node: &Node, topic: &str, group: &str) {
+        self.rocketmq.forget_out(node, topic, group);
+    }
+
+    /// Sets RocketMQ's consumer gauges of a group on a topic of a node.
+    pub fn set_rocketmq_lag(&self, node: &Node, group: &str, topic: &str, lag: &GroupLag) {
+        self.rocketmq.set_lag(node, group, topic, lag);
+    }
+
+    /// Removes RocketMQ's consumer gauges of a group on a topic of a node.
+    pub fn forget_rocketmq_lag(&self, node: &Node, group: &str, topic: &str) {
+        self.rocketmq.forget_lag(node, group, topic);
+    }
+
+    /// Sets a node's RocketMQ gauges: topics held, consumer groups, bytes not yet durable,
+    /// its permission.
+    pub fn set_rocketmq_node(&self, node: &Node, figures: &NodeFigures) {
+        self.rocketmq.set_node(node, figures);
+    }
+
+    /// The histogram of a node's successful sends in RocketMQ's rpc-latency buckets (ms).
+    pub fn send_rpc_latency(&self, node: &Node) -> Histogram {
+        self.rocketmq.send_rpc_latency(node)
     }
 
     /// Adds the growth of a core's counters since `last` and sets its gauges.

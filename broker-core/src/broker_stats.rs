@@ -21,6 +21,7 @@
 //! counted nothing for a whole day window (25 hours) is dropped at the hourly sample, which
 //! frees room for new ones.
 
+use broker_base::metrics::SizeCounts;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -258,8 +259,11 @@ impl Window {
 struct TopicStats {
     put_nums: Series,
     put_size: Series,
+    /// Each send's size per message, in RocketMQ's message-size buckets.
+    sizes: SizeCounts,
     /// What [`BrokerStats::publish`] last gave the metrics.
     published: Totals,
+    published_sizes: SizeCounts,
 }
 
 impl TopicStats {
@@ -276,6 +280,10 @@ struct GroupStats {
     get_nums: Series,
     get_size: Series,
     send_back_nums: Series,
+    /// Messages of the topic the group sent to its dead-letter topic, and how many of them
+    /// [`BrokerStats::publish`] gave the metrics.
+    dead_letters: u64,
+    published_dead_letters: u64,
     published: Totals,
 }
 
@@ -291,13 +299,16 @@ impl GroupStats {
 /// What changed since the last [`BrokerStats::publish`], for the metrics.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Published<'a> {
-    /// A topic's growth (messages and bytes stored) since the last publish.
-    Topic(&'a str, Totals),
+    /// A topic's growth (messages and bytes stored, and the sizes of the sends) since the
+    /// last publish.
+    Topic(&'a str, Totals, SizeCounts),
     /// A topic@group's growth (messages and bytes handed out).
     Group(&'a str, &'a str, Totals),
     /// A topic dropped from the table (idle for a day): its series can go.
     TopicGone(&'a str),
     GroupGone(&'a str, &'a str),
+    /// A topic@group's messages sent to the group's dead-letter topic since the last publish.
+    DeadLetters(&'a str, &'a str, u64),
 }
 
 fn growth(now: Totals, published: &mut Totals) -> Option<Totals> {
@@ -411,6 +422,9 @@ impl BrokerStats {
         let t = self.topic(topic);
         t.put_nums.add(messages);
         t.put_size.add(bytes);
+        // As RocketMQ's `rocketmq_message_size`: one observation per send, of its bytes per
+        // message.
+        t.sizes.observe(bytes / messages.max(1));
         self.broker_put.add(messages);
     }
 
@@ -428,6 +442,11 @@ impl BrokerStats {
     /// A message of `topic` that `group` sent back to be consumed again.
     pub fn sent_back(&mut self, topic: &str, group: &str) {
         self.group(topic, group).send_back_nums.add(1);
+    }
+
+    /// A message of `topic` that `group` gave up on: it went to the group's dead-letter topic.
+    pub fn dead_lettered(&mut self, topic: &str, group: &str) {
+        self.group(topic, group).dead_letters += 1;
     }
 
     /// Takes the samples due at `now`: called often (every second), it samples the minute
@@ -657,7 +676,9 @@ impl BrokerStats {
             .chain(overflow)
         {
             if let Some(g) = growth(t.totals(), &mut t.published) {
-                f(Published::Topic(k, g));
+                let sizes = t.sizes.since(&t.published_sizes);
+                t.published_sizes = t.sizes;
+                f(Published::Topic(k, g, sizes));
             }
         }
         let overflow = [(OVERFLOW_KEY, OVERFLOW_KEY, &mut self.overflow_group)];
@@ -673,6 +694,11 @@ impl BrokerStats {
         {
             if let Some(g) = growth(s.totals(), &mut s.published) {
                 f(Published::Group(topic, group, g));
+            }
+            if s.dead_letters != s.published_dead_letters {
+                let grew = s.dead_letters.wrapping_sub(s.published_dead_letters);
+                s.published_dead_letters = s.dead_letters;
+                f(Published::DeadLetters(topic, group, grew));
             }
         }
     }
@@ -712,7 +738,14 @@ mod tests {
 
     fn published(b: &mut BrokerStats) -> Vec<String> {
         let mut out = Vec::new();
-        b.publish(|p| out.push(format!("{p:?}")));
+        b.publish(|p| {
+            out.push(match p {
+                Published::Topic(t, g, sizes) => {
+                    format!("Topic({t:?}, {g:?}, sends {})", sizes.count())
+                }
+                p => format!("{p:?}"),
+            })
+        });
         out.sort();
         out
     }
@@ -729,15 +762,18 @@ mod tests {
             first,
             [
                 r#"Group("T", "g", Totals { messages: 1, bytes: 5 })"#,
-                r#"Topic("%OVERFLOW%", Totals { messages: 1, bytes: 10 })"#,
-                r#"Topic("T", Totals { messages: 2, bytes: 20 })"#,
+                r#"Topic("%OVERFLOW%", Totals { messages: 1, bytes: 10 }, sends 1)"#,
+                r#"Topic("T", Totals { messages: 2, bytes: 20 }, sends 1)"#,
             ]
         );
         assert!(published(&mut b).is_empty(), "nothing grew");
+        b.dead_lettered("T", "g");
+        b.dead_lettered("T", "g");
+        assert_eq!(published(&mut b), [r#"DeadLetters("T", "g", 2)"#]);
         b.put("T", 1, 10);
         assert_eq!(
             published(&mut b),
-            [r#"Topic("T", Totals { messages: 1, bytes: 10 })"#]
+            [r#"Topic("T", Totals { messages: 1, bytes: 10 }, sends 1)"#]
         );
     }
 

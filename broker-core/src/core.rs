@@ -95,6 +95,10 @@ pub struct Core {
     pub(crate) store_hosts: Vec<SocketAddrV4>,
     /// This core's send-latency histogram (observed per send request).
     pub(crate) send_latency: prometheus_client::metrics::histogram::Histogram,
+    /// The same sends in RocketMQ's `rocketmq_rpc_latency_milliseconds` buckets.
+    pub(crate) send_rpc_latency: prometheus_client::metrics::histogram::Histogram,
+    /// This core as RocketMQ's metrics name it, and their consumer gauges' state.
+    pub rocketmq: crate::rocketmq_metrics::RocketMqState,
     /// Group offsets and leases of each local shard's queues.
     pub offsets: HashMap<u16, RefCell<OffsetTable>>,
     /// Group membership: on core 0 only.
@@ -391,6 +395,11 @@ impl Core {
         self.broker_stats.borrow_mut().sent_back(topic, group);
     }
 
+    /// Counts a message of `topic` that `group` sent to its dead-letter topic.
+    pub fn count_dead_letter(&self, topic: &str, group: &str) {
+        self.broker_stats.borrow_mut().dead_lettered(topic, group);
+    }
+
     /// Takes the broker stats' samples due now and publishes their per-topic and per-group
     /// growth to the metrics (called every second).
     pub fn sample_broker_stats(&self) {
@@ -399,11 +408,17 @@ impl Core {
         stats.tick(self.shared.clock.now());
         let m = &self.shared.metrics;
         let core = self.id;
-        stats.publish(|p| match p {
-            Published::Topic(t, g) => m.add_topic_put(core, t, g.messages, g.bytes),
-            Published::Group(t, group, g) => m.add_group_get(core, t, group, g.messages, g.bytes),
-            Published::TopicGone(t) => m.forget_topic(core, t),
-            Published::GroupGone(t, group) => m.forget_group(core, t, group),
+        stats.publish(|p| {
+            match p {
+                Published::Topic(t, g, _) => m.add_topic_put(core, t, g.messages, g.bytes),
+                Published::Group(t, group, g) => {
+                    m.add_group_get(core, t, group, g.messages, g.bytes)
+                }
+                Published::TopicGone(t) => m.forget_topic(core, t),
+                Published::GroupGone(t, group) => m.forget_group(core, t, group),
+                Published::DeadLetters(..) => {}
+            }
+            self.publish_rocketmq_stats(&p);
         });
     }
 
@@ -526,6 +541,7 @@ impl Core {
             stats.put_latency.record(took);
         }
         self.send_latency.observe(took.as_secs_f64());
+        self.send_rpc_latency.observe(took.as_secs_f64() * 1000.0);
         Ok(SendOutcome {
             appended,
             queue_id,

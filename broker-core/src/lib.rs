@@ -32,6 +32,7 @@ pub mod pop;
 pub mod priority;
 pub mod replica;
 pub mod reply;
+pub mod rocketmq_metrics;
 pub mod sub_groups;
 pub mod timer;
 pub mod topics;

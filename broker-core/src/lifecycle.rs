@@ -79,10 +79,18 @@ impl Core {
             shared.clock.now(),
         ));
         let live = RefCell::new(Rc::new(shared.config.clone()));
+        let rocketmq = crate::rocketmq_metrics::RocketMqState::new(
+            &shared.config.cluster_name,
+            &shared.config.broker_name,
+            id,
+            shared.cores,
+        );
         Rc::new(Core {
             id,
             ha,
             send_latency: shared.metrics.send_latency(id),
+            send_rpc_latency: shared.metrics.send_rpc_latency(&rocketmq.node),
+            rocketmq,
             store_hosts: (0..shared.cores).map(|c| shared.store_host(c)).collect(),
             membership: (id == 0).then(|| {
                 let base = u64::try_from(shared.clock.wall_ms()).unwrap_or(1);

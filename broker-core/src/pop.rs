@@ -1418,6 +1418,8 @@ pub(crate) async fn send_dead_letter(
         )
         .map_err(|e| BrokerError::MessageIllegal(e.to_string()))?;
         Box::pin(core.store(&dlq, queue, Bytes::from(rec), 1)).await?;
+        // Counted as RocketMQ counts the send back its Proxy makes for such a message.
+        core.count_dead_letter(topic, group);
         return Ok(true);
     }
     Ok(false)

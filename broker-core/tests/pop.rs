@@ -321,6 +321,17 @@ fn a_message_past_its_max_attempts_goes_to_the_dead_letters() {
     assert_eq!(p.bodies(), ["poison"]);
     assert_eq!(p.messages[0].property("RETRY_TOPIC"), Some(TOPIC));
     assert_eq!(inflight(&c), 0);
+    // Counted in RocketMQ's dead-letter counter, by the message's topic and the group.
+    let text = c.on(0, |core| async move {
+        core.sample_broker_stats();
+        core.shared.metrics.render()
+    });
+    let counted = text.lines().any(|l| {
+        l.starts_with("rocketmq_send_to_dlq_messages_total{")
+            && l.contains(&format!("topic=\"{TOPIC}\",consumer_group=\"{GROUP}\""))
+            && l.ends_with(" 1")
+    });
+    assert!(counted, "{text}");
     // Popped from the dead letters, it goes on with RocketMQ's count: two deliveries and the
     // send to the dead letters were its failures.
     let mut from_dlq = req(None, 1, 10_000, 0);

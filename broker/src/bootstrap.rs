@@ -1006,6 +1006,7 @@ async fn core_main(
             shared
                 .metrics
                 .publish(&now, &last, shared.uptime().as_secs_f64());
+            core.publish_rocketmq(now.durable_lag_bytes).await;
             last = now;
             core.publish_backlogs();
             core.publish_replication(&mut replication_seen);

@@ -20,6 +20,21 @@ pub fn core_broker_name(broker_name: &str, core: u16, cores: u16) -> String {
     }
 }
 
+/// RocketMQ's fixed system topics (`TopicValidator`'s set): its tools leave them out of what
+/// they export or list as users' topics, and its metrics mark them `is_system`. Topics
+/// named `rmq_sys_...` are system topics too.
+pub const SYSTEM_TOPICS: &[&str] = &[
+    "TBW102",
+    "SCHEDULE_TOPIC_XXXX",
+    "BenchmarkTest",
+    "RMQ_SYS_TRANS_HALF_TOPIC",
+    "RMQ_SYS_TRACE_TOPIC",
+    "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+    "TRANS_CHECK_MAX_TIME_TOPIC",
+    "SELF_TEST_TOPIC",
+    "OFFSET_MOVED_EVENT",
+];
+
 /// The topics a broker of `cores` cores serves for itself, which RocketMQ counts among its
 /// system topics: the name of its cluster, its own name and each core's broker name
 /// ([`core_broker_name`]; the broker's own name again when it runs one core).

@@ -136,6 +136,15 @@ pub fn statvfs_total_bytes(dir: &Path) -> std::io::Result<u64> {
     Ok((st.f_blocks as u64).saturating_mul(st.f_frsize as u64))
 }
 
+/// Bytes of the filesystem holding `dir` in use, blocks reserved for root counted as free
+/// (`df`'s Size minus the free blocks: Java's `getTotalSpace() - getFreeSpace()`, which
+/// RocketMQ's `rocketmq_storage_size` reports).
+pub fn statvfs_used_bytes(dir: &Path) -> std::io::Result<u64> {
+    let st = statvfs(dir)?;
+    let used = (st.f_blocks as u64).saturating_sub(st.f_bfree as u64);
+    Ok(used.saturating_mul(st.f_frsize as u64))
+}
+
 fn statvfs(dir: &Path) -> std::io::Result<libc::statvfs> {
     use std::os::unix::ffi::OsStrExt;
     let c_path = std::ffi::CString::new(dir.as_os_str().as_bytes())

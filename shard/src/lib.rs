@@ -30,8 +30,8 @@ pub use clean_stop::{RecoveryReport, ReportLevel};
 pub use clock::Clock;
 pub use commit_log::TailCut;
 pub use config::{
-    statvfs_free_bytes, statvfs_total_bytes, statvfs_used_ratio, DiskUsageSource, FlushObserver,
-    FlushPolicy, ShardConfig, ShardLimits,
+    statvfs_free_bytes, statvfs_total_bytes, statvfs_used_bytes, statvfs_used_ratio,
+    DiskUsageSource, FlushObserver, FlushPolicy, ShardConfig, ShardLimits,
 };
 pub use error::ShardError;
 pub use layout::{lock_data_dir, open_data_dir, shard_dir, DataDirLayout, DataDirLock};

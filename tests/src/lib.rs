@@ -1006,6 +1006,23 @@ impl Cluster {
         }
     }
 
+    /// A cluster of `cores` cores on the `small` profile whose broker serves metrics on a
+    /// loopback port, and that port's `host:port`.
+    pub fn start_metered(cores: u16) -> (Cluster, String) {
+        let c = Self::start_with(cores, "small", |o| {
+            o.extra
+                .extend(["--metrics-addr".into(), "127.0.0.1:0".into()])
+        });
+        let addr = c
+            .broker
+            .preamble_addr("broker metrics on ")
+            .expect("metrics address printed")
+            .trim_start_matches("http://")
+            .trim_end_matches("/metrics")
+            .to_owned();
+        (c, addr)
+    }
+
     pub fn logs(&self) -> PathBuf {
         self.dir.path().join("logs")
     }

@@ -11,6 +11,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use protocol::core_view::SYSTEM_TOPICS;
 use protocol::{GroupQueue, TopicConfig};
 use remoting::body::{ConsumerData, SubscriptionGroupConfig};
 use remoting::codes::request;
@@ -1006,20 +1007,6 @@ fn ha_status(core: &Front, req: &RemotingCommand) -> Result<Outgoing, BrokerErro
     };
     json_answer(req, &body)
 }
-
-/// RocketMQ's system topics (`TopicValidator`'s set), which its tools leave out of what
-/// they export or list as users' topics.
-const SYSTEM_TOPICS: &[&str] = &[
-    "TBW102",
-    "SCHEDULE_TOPIC_XXXX",
-    "BenchmarkTest",
-    "RMQ_SYS_TRANS_HALF_TOPIC",
-    "RMQ_SYS_TRACE_TOPIC",
-    "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-    "TRANS_CHECK_MAX_TIME_TOPIC",
-    "SELF_TEST_TOPIC",
-    "OFFSET_MOVED_EVENT",
-];
 
 /// GET_SYSTEM_TOPIC_LIST_FROM_BROKER (what mqadmin's exportMetadata leaves out): RocketMQ's
 /// system topic names, the broker's `rmq_sys_` topics, and the names every broker serves

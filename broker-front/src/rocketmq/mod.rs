@@ -1415,6 +1415,8 @@ async fn send_back(core: &Rc<Front>, req: &RemotingCommand) -> Result<Outgoing, 
     // As RocketMQ's broker counts SNDBCK_PUT_NUMS: by the sent-back message's own topic.
     core.count_send_back(v.topic(), &h.group);
     if dead {
+        // As RocketMQ counts `rocketmq_send_to_dlq_messages_total`: by the origin topic.
+        core.count_dead_letter(&origin_topic, &h.group);
         tracing::info!(group = %h.group, %origin_topic, reconsume, "a message failed too often and went to the dead-letter topic");
     }
     Ok(Outgoing::remoting(ok(req), Body::None))
