@@ -79,6 +79,9 @@ impl Core {
             shared.clock.now(),
         ));
         let live = RefCell::new(Rc::new(shared.config.clone()));
+        let dedup = RefCell::new(crate::dedup::Window::new(
+            crate::dedup::WindowLimits::share(&shared.config, shared.cores),
+        ));
         Rc::new(Core {
             id,
             ha,
@@ -115,6 +118,7 @@ impl Core {
             link: RefCell::new(no_clients),
             live,
             config_updates: glommio::sync::Semaphore::new(1),
+            dedup,
         })
     }
 
