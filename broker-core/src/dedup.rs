@@ -38,6 +38,7 @@
 //! broker stores itself (a scheduled message delivered by the timer).
 
 use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddrV4;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -74,6 +75,9 @@ pub struct Original {
     pub queue_offset: QueueOffset,
     pub commit_log_offset: CommitLogOffset,
     pub store_timestamp_ms: i64,
+    /// The store host stamped in the record (its offset message id names it): after a
+    /// failover, the old master's.
+    pub store_host: SocketAddrV4,
 }
 
 /// The owner's answer for one key of a claim.
@@ -135,6 +139,13 @@ impl Window {
             order: VecDeque::new(),
             bytes: 0,
         }
+    }
+
+    /// Forgets every key (a demoted core's: its log may be cut back).
+    pub fn clear(&mut self) {
+        self.slots.clear();
+        self.order.clear();
+        self.bytes = 0;
     }
 
     /// Stored keys remembered now.
@@ -441,7 +452,7 @@ impl Core {
                     store_timestamp_ms: o.store_timestamp_ms,
                 },
                 queue_id: o.queue_id,
-                store_host: self.store_host_of(o.shard),
+                store_host: o.store_host,
             });
         }
         // The records to store, and each one's offset within them (`None`: not stored).
@@ -484,6 +495,7 @@ impl Core {
                 queue_offset: QueueOffset(a.first_queue_offset.0 + n),
                 commit_log_offset: CommitLogOffset(a.first_commit_log_offset.0 + off),
                 store_timestamp_ms: a.store_timestamp_ms,
+                store_host: self.store_host_of(a.shard),
             })
         })
         .await;
@@ -585,6 +597,7 @@ impl Core {
                                     queue_offset: QueueOffset(v.queue_offset()),
                                     commit_log_offset: CommitLogOffset(v.physical_offset()),
                                     store_timestamp_ms: v.store_timestamp_ms(),
+                                    store_host: v.store_host(),
                                 };
                                 batch
                                     .entry(owner_core(&key, self.shared.cores))
@@ -644,6 +657,7 @@ mod tests {
             queue_offset: QueueOffset(ts as u64),
             commit_log_offset: CommitLogOffset(ts as u64 * 100),
             store_timestamp_ms: ts,
+            store_host: SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, 10911),
         }
     }
 

@@ -43,6 +43,10 @@ impl ReplicaHost for Core {
         Box::pin(async move { self.rebuild_dedup(&shards).await })
     }
 
+    fn demoted(&self) {
+        self.dedup.borrow_mut().clear();
+    }
+
     fn offsets_version(&self, shard: u16) -> u64 {
         self.offsets.get(&shard).map_or(0, |t| t.borrow().version())
     }

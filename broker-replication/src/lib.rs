@@ -67,6 +67,9 @@ pub trait ReplicaHost: 'static {
     /// Rebuilds what the kernel keeps from the logs of `shards`, just promoted, before the
     /// core takes sends as their master (the sends' dedup window).
     fn promoted(&self, shards: Vec<u16>) -> Pin<Box<dyn Future<Output = ()> + '_>>;
+    /// Forgets what the kernel kept as master (the dedup window): the demotion may cut back
+    /// records it names.
+    fn demoted(&self);
 }
 
 /// The host, as replication's tasks hold it.
@@ -504,6 +507,7 @@ async fn promote(core: &Rc<Host>, epoch: u32, sync_state_set: &[u64]) {
 /// the new master (cutting back what it has that the new master never had).
 async fn demote(core: &Rc<Host>, epoch: u32, master_id: u64, master_ha: &str) {
     core.replication().serving.set(false);
+    core.demoted();
     *core.replication().refusal.borrow_mut() = format!(
         "it is a slave of broker {master_id} ({master_ha}) in epoch {epoch}: send to the master (broker id 0)"
     );
