@@ -1,5 +1,7 @@
 package corvus;
 
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
@@ -29,7 +31,12 @@ import org.apache.rocketmq.common.message.MessageQueue;
  * 4. Every queue of the topic is read from its start until EXPECT copies of the bodies are
  *    there or 20 s have passed (STORED body queueId queueOffset offsetMsgId uniqKey).
  *
- * Usage: Dedup NAMESRV TOPIC BROKER_PID COUNT EXPECT. Prints DONE; exit 0.
+ * With MODE failover (BROKER_PID unused), step 2 and 3 are instead: COUNT sends answered
+ * (SENT body queueId queueOffset offsetMsgId uniqKey, then ALL SENT); the program waits for
+ * a line on stdin (the test kills the master meanwhile, and the slave takes over) and sends
+ * the same Message objects again, each until it is answered (RETRIED ...).
+ *
+ * Usage: Dedup NAMESRV TOPIC BROKER_PID COUNT EXPECT [failover]. Prints DONE; exit 0.
  */
 public class Dedup {
     static final long SEND_TIMEOUT_MS = 2000;
@@ -60,25 +67,9 @@ public class Dedup {
         return new String(m.getBody(), StandardCharsets.UTF_8);
     }
 
-    static void run(String[] args) throws Exception {
-        String ns = args[0];
-        String topic = args[1];
-        String pid = args[2];
-        int count = Integer.parseInt(args[3]);
-        int expect = Integer.parseInt(args[4]);
-
-        DefaultMQProducer producer = new DefaultMQProducer("JavaDedupProducer");
-        producer.setNamesrvAddr(ns);
-        producer.setInstanceName("dedup-producer");
-        producer.setSendMsgTimeout(10000);
-        producer.start();
-        producer.send(new Message(topic, "warm".getBytes(StandardCharsets.UTF_8)));
-        System.out.println("WARM");
-
-        List<Message> messages = new ArrayList<>();
-        for (int i = 0; i < count; i++) {
-            messages.add(new Message(topic, ("dedup-" + i).getBytes(StandardCharsets.UTF_8)));
-        }
+    /** Steps 2 and 3's pause: the sends time out while the broker is stopped. */
+    static void pause(DefaultMQProducer producer, List<Message> messages, String pid) throws Exception {
+        int count = messages.size();
         signal("STOP", pid);
         CountDownLatch timedOut = new CountDownLatch(count);
         try {
@@ -99,12 +90,61 @@ public class Dedup {
         } finally {
             signal("CONT", pid);
         }
+    }
+
+    static String line(String what, int i, SendResult r) {
+        return what + " dedup-" + i + " " + r.getMessageQueue().getQueueId() + " "
+            + r.getQueueOffset() + " " + r.getOffsetMsgId() + " " + r.getMsgId();
+    }
+
+    static void run(String[] args) throws Exception {
+        String ns = args[0];
+        String topic = args[1];
+        String pid = args[2];
+        int count = Integer.parseInt(args[3]);
+        int expect = Integer.parseInt(args[4]);
+        boolean failover = args.length > 5 && args[5].equals("failover");
+
+        DefaultMQProducer producer = new DefaultMQProducer("JavaDedupProducer");
+        producer.setNamesrvAddr(ns);
+        producer.setInstanceName("dedup-producer");
+        producer.setSendMsgTimeout(10000);
+        // A new master is found within a second of its registration.
+        producer.setPollNameServerInterval(1000);
+        producer.start();
+        producer.send(new Message(topic, "warm".getBytes(StandardCharsets.UTF_8)));
+        System.out.println("WARM");
+
+        List<Message> messages = new ArrayList<>();
+        for (int i = 0; i < count; i++) {
+            messages.add(new Message(topic, ("dedup-" + i).getBytes(StandardCharsets.UTF_8)));
+        }
+        if (failover) {
+            for (int i = 0; i < count; i++) {
+                System.out.println(line("SENT", i, producer.send(messages.get(i))));
+            }
+            System.out.println("ALL SENT");
+            new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8)).readLine();
+        } else {
+            pause(producer, messages, pid);
+        }
 
         for (int i = 0; i < count; i++) {
             Message m = messages.get(i);
-            SendResult r = producer.send(m);
-            System.out.println("RETRIED dedup-" + i + " " + r.getMessageQueue().getQueueId() + " "
-                + r.getQueueOffset() + " " + r.getOffsetMsgId() + " " + r.getMsgId());
+            SendResult r = null;
+            // Until the new master is in the route: bounded to a minute.
+            for (int attempt = 0; r == null; attempt++) {
+                try {
+                    r = producer.send(m);
+                } catch (Exception e) {
+                    if (attempt >= 120) {
+                        throw e;
+                    }
+                    System.out.println("RETRY FAILED " + i + " " + e.getClass().getSimpleName());
+                    Thread.sleep(500);
+                }
+            }
+            System.out.println(line("RETRIED", i, r));
         }
         producer.shutdown();
 
