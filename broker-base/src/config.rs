@@ -1244,6 +1244,47 @@ config_keys! {
         restart: true,
     }
 
+    // ---- idempotent sends ----
+
+    /// Whether a send whose `UNIQ_KEY` (the producer's message id, kept by RocketMQ's
+    /// clients across their retries) the broker already stored for the topic within the
+    /// window is answered with the original send result instead of being stored again
+    /// (`broker_core::dedup`). A topic's `dedup.enable` attribute overrides it. Off by
+    /// default: an application that sends the same Java `Message` object twice on purpose
+    /// sends the same `UNIQ_KEY` twice.
+    dedup_enable: bool {
+        default: false,
+        bounds: "bool",
+        rocketmq: None,
+        restart: false,
+    }
+    /// How long a stored send's `UNIQ_KEY` is remembered, counted from its store time.
+    dedup_window_ms: u64 {
+        default: 300_000,
+        range: [1_000, 86_400_000],
+        bounds: "1000 ms to 1 day",
+        rocketmq: None,
+        restart: true,
+    }
+    /// The most `UNIQ_KEY`s the broker remembers, over all topics; each core keeps its
+    /// share, the oldest forgotten first.
+    dedup_keys_max: u64 {
+        default: 1_000_000,
+        range: [1, 100_000_000],
+        bounds: "1 to 100000000",
+        rocketmq: None,
+        restart: true,
+    }
+    /// The memory those keys may take (key bytes plus a fixed cost per entry), over all
+    /// cores; each core keeps its share, the oldest forgotten first.
+    dedup_memory_bytes_max: u64 {
+        default: 256 << 20,
+        range: [1 << 20, 1024 << 30],
+        bounds: "1 MiB to 1024 GiB",
+        rocketmq: None,
+        restart: true,
+    }
+
     // ---- transactions ----
 
     /// How old an undecided half message must be before the broker checks it back with its

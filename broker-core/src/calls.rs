@@ -182,6 +182,8 @@ impl CoreOp {
             CoreOp::LiteGroups(op) => answered(op.serve(core).await),
             CoreOp::UpdateConfig(op) => answered(op.serve(core).await),
             CoreOp::ApplyConfig(op) => answered(op.serve(core).await),
+            CoreOp::DedupClaim(op) => answered(op.serve(core).await),
+            CoreOp::DedupSettle(op) => answered(op.serve(core).await),
         }
     }
 }

@@ -138,6 +138,8 @@ pub struct Core {
     pub(crate) live: RefCell<Rc<crate::config::BrokerConfig>>,
     /// Held while a config change is stored and applied (core 0), one at a time.
     pub(crate) config_updates: glommio::sync::Semaphore,
+    /// The sends' `UNIQ_KEY`s this core decides for (`crate::dedup`).
+    pub(crate) dedup: RefCell<crate::dedup::Window>,
 }
 
 /// Counts a send in flight on its core for as long as it lives.
@@ -457,8 +459,27 @@ impl Core {
     // ------------------------------------------------------------------ handlers
 
     /// Stores a batch of encoded records in one queue: a client's send, refused while the
-    /// broker's `broker_permission` has no write.
+    /// broker's `broker_permission` has no write. On a deduplicated topic a record whose
+    /// `UNIQ_KEY` was stored within the window is not stored again (`crate::dedup`).
     pub async fn send(
+        &self,
+        topic: &str,
+        queue_id: u32,
+        records: Bytes,
+        count: u32,
+    ) -> Result<SendOutcome, BrokerError> {
+        self.check_broker_permission(protocol::perm::WRITE)?;
+        if self.dedup_on(topic) {
+            if let Some(keyed) = crate::dedup::keys_of(topic, &records, count) {
+                return self.send_once(topic, queue_id, records, keyed).await;
+            }
+        }
+        self.store(topic, queue_id, records, count).await
+    }
+
+    /// [`Core::send`] of what the broker sends itself (a scheduled message's delivered
+    /// copies, which keep their original's `UNIQ_KEY`): never deduplicated.
+    pub(crate) async fn send_as_broker(
         &self,
         topic: &str,
         queue_id: u32,

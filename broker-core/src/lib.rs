@@ -20,6 +20,7 @@
 pub mod broker_stats;
 pub mod calls;
 pub mod core;
+pub mod dedup;
 pub mod filters;
 pub mod groups;
 pub mod lifecycle;

@@ -85,6 +85,9 @@ impl Core {
             id,
             shared.cores,
         );
+        let dedup = RefCell::new(crate::dedup::Window::new(
+            crate::dedup::WindowLimits::share(&shared.config, shared.cores),
+        ));
         Rc::new(Core {
             id,
             ha,
@@ -123,6 +126,7 @@ impl Core {
             link: RefCell::new(no_clients),
             live,
             config_updates: glommio::sync::Semaphore::new(1),
+            dedup,
         })
     }
 

@@ -261,6 +261,10 @@ ops! {
         UpdateConfig(UpdateConfig),
         /// From core 0 to every core: the config to run with from now on.
         ApplyConfig(ApplyConfig),
+        /// To the owner core of sends' `UNIQ_KEY`s: claim them (`crate::dedup`).
+        DedupClaim(crate::dedup::Claim),
+        /// To the owner core: where the claimed keys were stored, or their release.
+        DedupSettle(crate::dedup::Settle),
     }
 }
 

@@ -39,6 +39,14 @@ impl ReplicaHost for Core {
         Box::pin(follow_topics(self, list))
     }
 
+    fn promoted(&self, shards: Vec<u16>) -> Pin<Box<dyn Future<Output = ()> + '_>> {
+        Box::pin(async move { self.rebuild_dedup(&shards).await })
+    }
+
+    fn demoted(&self) {
+        self.dedup.borrow_mut().clear();
+    }
+
     fn offsets_version(&self, shard: u16) -> u64 {
         self.offsets.get(&shard).map_or(0, |t| t.borrow().version())
     }

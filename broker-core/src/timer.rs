@@ -1296,7 +1296,7 @@ impl Timer {
     ) -> Result<(), BrokerError> {
         match self
             .core
-            .send(topic, queue_id, Bytes::from(records), count)
+            .send_as_broker(topic, queue_id, Bytes::from(records), count)
             .await
         {
             Ok(_) => Ok(()),

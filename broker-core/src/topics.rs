@@ -139,7 +139,7 @@ struct AttributeSpec {
 }
 
 /// RocketMQ 5.5's topic attributes, with the values corvus cannot honour.
-const ATTRIBUTE_SPECS: [AttributeSpec; 5] = [
+const ATTRIBUTE_SPECS: [AttributeSpec; 6] = [
     AttributeSpec {
         name: "message.type",
         changeable: true,
@@ -189,15 +189,24 @@ const ATTRIBUTE_SPECS: [AttributeSpec; 5] = [
         values: AttributeValues::Range(-1, 43_200),
         unsupported: |_| None,
     },
+    AttributeSpec {
+        // corvus's own: whether sends to the topic are deduplicated by UNIQ_KEY
+        // (`crate::dedup`), overriding the broker's `dedup_enable`.
+        name: crate::dedup::ATTRIBUTE,
+        changeable: true,
+        values: AttributeValues::OneOf(&["true", "false"]),
+        unsupported: |_| None,
+    },
 ];
 
-/// The topic attribute names corvus knows (RocketMQ 5.5's).
-pub const ATTRIBUTE_NAMES: [&str; 5] = [
+/// The topic attribute names corvus knows (RocketMQ 5.5's, and `dedup.enable`).
+pub const ATTRIBUTE_NAMES: [&str; 6] = [
     ATTRIBUTE_SPECS[0].name,
     ATTRIBUTE_SPECS[1].name,
     ATTRIBUTE_SPECS[2].name,
     ATTRIBUTE_SPECS[3].name,
     ATTRIBUTE_SPECS[4].name,
+    ATTRIBUTE_SPECS[5].name,
 ];
 
 /// A topic's attributes after the modification `modification` (`updateTopic -a`'s text:

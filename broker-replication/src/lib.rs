@@ -64,6 +64,12 @@ pub trait ReplicaHost: 'static {
     /// Stores the master's group offsets of `shard`; how many the shard's table holds then
     /// (`None` when this core does not host the shard).
     fn replicate_offsets(&self, shard: u16, entries: Vec<wire::OffsetEntry>) -> Option<usize>;
+    /// Rebuilds what the kernel keeps from the logs of `shards`, just promoted, before the
+    /// core takes sends as their master (the sends' dedup window).
+    fn promoted(&self, shards: Vec<u16>) -> Pin<Box<dyn Future<Output = ()> + '_>>;
+    /// Forgets what the kernel kept as master (the dedup window): the demotion may cut back
+    /// records it names.
+    fn demoted(&self);
 }
 
 /// The host, as replication's tasks hold it.
@@ -448,6 +454,7 @@ async fn promote(core: &Rc<Host>, epoch: u32, sync_state_set: &[u64]) {
         .collect();
     let mut ids: Vec<u16> = core.shards().keys().copied().collect();
     ids.sort_unstable();
+    let mut promoted = Vec::new();
     for id in ids {
         let Some(shard) = core.shards().get(&id) else {
             continue;
@@ -486,6 +493,10 @@ async fn promote(core: &Rc<Host>, epoch: u32, sync_state_set: &[u64]) {
         // own in-sync set sets the cap.
         m.refresh();
         core.replication().masters.borrow_mut().insert(id, m);
+        promoted.push(id);
+    }
+    if !promoted.is_empty() {
+        core.promoted(promoted).await;
     }
     core.replication().serving.set(true);
     tracing::info!(core = core.core_id(), epoch, "serving as master");
@@ -496,6 +507,7 @@ async fn promote(core: &Rc<Host>, epoch: u32, sync_state_set: &[u64]) {
 /// the new master (cutting back what it has that the new master never had).
 async fn demote(core: &Rc<Host>, epoch: u32, master_id: u64, master_ha: &str) {
     core.replication().serving.set(false);
+    core.demoted();
     *core.replication().refusal.borrow_mut() = format!(
         "it is a slave of broker {master_id} ({master_ha}) in epoch {epoch}: send to the master (broker id 0)"
     );

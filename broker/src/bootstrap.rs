@@ -916,6 +916,9 @@ async fn core_main(
         shared.cores_drained.fetch_add(1, Ordering::SeqCst);
         return Err(e);
     }
+    // Before the first send: the keys of the sends stored within the window (a retry of
+    // one is answered with its original). Every core serves the mesh by now.
+    core.rebuild_dedup_at_start().await;
 
     let mut accept_tasks = Vec::new();
     for listener in listeners {

@@ -501,6 +501,7 @@ async fn core_main(
     let link: Rc<dyn ClientLink> = Rc::new(FakeLink(link_state));
     core.set_link(Rc::downgrade(&link));
     core.serve_mesh(receivers);
+    core.rebuild_dedup_at_start().await;
     let tasks = core.spawn_tasks();
     let _ = ready.send((id, Ok(())));
     while let Ok(job) = jobs.recv_async().await {

@@ -610,6 +610,13 @@ async fn send(
     }
     match sent {
         Ok(out) => {
+            // A retry answered with its original (`broker_core::dedup`) names the original's
+            // queue, numbered as the core that holds it numbers its queues.
+            let queue_id = if out.queue_id == global {
+                queue_id
+            } else {
+                crate::numbering::client_queue_id(core, topic, out.queue_id) as i32
+            };
             let mut resp = send_result(&out.appended, out.store_host, &lens, queue_id);
             resp.transaction_id = transaction_id;
             resp.recall_handle = recall_handle(&out.appended);
