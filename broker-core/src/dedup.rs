@@ -337,27 +337,34 @@ impl Core {
         let started = Instant::now();
         let mut backoff = Duration::from_millis(1);
         loop {
-            let mut by_owner: HashMap<u16, Vec<(usize, &str)>> = HashMap::new();
+            let mut by_owner: Vec<Vec<(usize, &str)>> = vec![Vec::new(); self.shared.cores.into()];
             for &(i, k) in &ask {
-                by_owner
-                    .entry(owner_core(k, self.shared.cores))
-                    .or_default()
-                    .push((i, k));
+                by_owner[usize::from(owner_core(k, self.shared.cores))].push((i, k));
             }
             let mut pending = Vec::new();
-            for (owner, group) in by_owner {
-                let claim = Claim(group.iter().map(|(_, k)| (*k).to_owned()).collect());
-                let answers = match self.at_core(owner, claim).await {
-                    Ok(a) if a.len() == group.len() => a,
-                    Ok(_) => {
-                        return Err(BrokerError::Internal(
-                            "a dedup claim was answered for other keys".into(),
-                        ))
-                    }
-                    Err(e) => {
-                        // Keys claimed so far are released: nothing was stored.
-                        self.release(&per_record, keys).await;
-                        return Err(e);
+            for (owner, group) in (0u16..).zip(by_owner) {
+                if group.is_empty() {
+                    continue;
+                }
+                let answers = if owner == self.id {
+                    // This core decides: no copy of the keys, no call.
+                    let now = self.shared.clock.wall_ms();
+                    let mut w = self.dedup.borrow_mut();
+                    group.iter().map(|(_, k)| w.claim(k, now)).collect()
+                } else {
+                    let claim = Claim(group.iter().map(|(_, k)| (*k).to_owned()).collect());
+                    match self.at_core(owner, claim).await {
+                        Ok(a) if a.len() == group.len() => a,
+                        Ok(_) => {
+                            return Err(BrokerError::Internal(
+                                "a dedup claim was answered for other keys".into(),
+                            ))
+                        }
+                        Err(e) => {
+                            // Keys claimed so far are released: nothing was stored.
+                            self.release(&per_record, keys).await;
+                            return Err(e);
+                        }
                     }
                 };
                 for (&(i, k), a) in group.iter().zip(answers) {
@@ -392,12 +399,19 @@ impl Core {
         stored: impl Fn(usize) -> Option<Original>,
     ) {
         let mut by_owner: HashMap<u16, Vec<(String, Option<Original>)>> = HashMap::new();
+        let now = self.shared.clock.wall_ms();
         for &(i, k) in keys {
             if claims.get(i).copied().flatten() == Some(Claimed::New) {
-                by_owner
-                    .entry(owner_core(k, self.shared.cores))
-                    .or_default()
-                    .push((k.to_owned(), stored(i)));
+                let owner = owner_core(k, self.shared.cores);
+                if owner == self.id {
+                    // This core decides: settled in place, without a copy of the key.
+                    self.dedup.borrow_mut().settle(k, stored(i), now);
+                } else {
+                    by_owner
+                        .entry(owner)
+                        .or_default()
+                        .push((k.to_owned(), stored(i)));
+                }
             }
         }
         for (owner, entries) in by_owner {
