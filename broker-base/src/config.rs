@@ -1028,6 +1028,17 @@ config_keys! {
         rocketmq: None,
         restart: true,
     }
+    /// Client connections one peer address (its IP) may hold at once, shared out evenly
+    /// among the cores like `connections_max`: one host opening thousands of idle
+    /// connections leaves the other slots to everyone else. A connection past it is answered
+    /// with why at its first request (FLOW_CONTROL, remark naming the key) and closed.
+    connections_per_peer_max: u64 {
+        default: 5_000,
+        range: [1, 1 << 20],
+        bounds: "1 to 1048576",
+        rocketmq: None,
+        restart: true,
+    }
     /// A connection with no request in flight that sends nothing for this long is closed
     /// (RocketMQ's serverChannelMaxIdleTimeSeconds, 120 s).
     connection_idle_timeout_ms: u64 {

@@ -130,7 +130,9 @@ pub(crate) fn code_of(e: &BrokerError) -> v2::Code {
         BrokerError::QueueNotExist { .. } | BrokerError::BadRequest(_) => C::BadRequest,
         BrokerError::MessageIllegal(_) => C::BadRequest,
         BrokerError::MessageTooLarge { .. } => C::MessageBodyTooLarge,
-        BrokerError::Busy(_) | BrokerError::ShuttingDown => C::TooManyRequests,
+        BrokerError::Busy(_) | BrokerError::ShuttingDown | BrokerError::Quota(_) => {
+            C::TooManyRequests
+        }
         BrokerError::NoPermission(_) => C::Forbidden,
         BrokerError::NotFound(_) => C::NotFound,
         BrokerError::SubscriptionNotExist { .. } => C::ConsumerGroupNotFound,
