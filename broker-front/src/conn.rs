@@ -200,6 +200,16 @@ enum AnyFrame {
     Remoting(remoting::Frame),
 }
 
+impl AnyFrame {
+    /// Its body's length: what the request costs to take in and store.
+    fn len(&self) -> usize {
+        match self {
+            AnyFrame::Native(f) => f.body.len(),
+            AnyFrame::Remoting(f) => f.body.len(),
+        }
+    }
+}
+
 /// What the connection's decoder found.
 enum AnyDecoded {
     Frame(AnyFrame),
@@ -595,6 +605,8 @@ pub async fn serve_connection(core: Rc<Front>, stream: TcpStream, refusal: Optio
     let mut heard_at = clock.now();
     // Since when (by the clock) `buf` has held the start of a frame not yet complete.
     let mut partial_since: Option<Instant> = None;
+    // Its share of the core's work (`crate::turn`).
+    let mut turn = crate::turn::Turn::default();
     'conn: loop {
         loop {
             match wire.decode(&mut buf, frame_bytes_max) {
@@ -607,9 +619,11 @@ pub async fn serve_connection(core: Rc<Front>, stream: TcpStream, refusal: Optio
                         refuse(&tx, &queued, &frame, e).await;
                         break 'conn;
                     }
+                    let bytes = frame.len();
                     if !take_frame(&core, &client, &tx, &queued, &permits, frame, read_at).await {
                         break 'conn;
                     }
+                    turn.take(bytes).await;
                 }
                 Ok(Some(AnyDecoded::Oversized(answer))) => {
                     partial_since = None;
@@ -687,6 +701,7 @@ pub async fn serve_connection(core: Rc<Front>, stream: TcpStream, refusal: Optio
                                 break 'conn;
                             }
                             Ok(frame) => {
+                                let bytes = frame.len();
                                 let went = take_frame(
                                     &core, &client, &tx, &queued, &permits, frame, read_at,
                                 )
@@ -694,6 +709,7 @@ pub async fn serve_connection(core: Rc<Front>, stream: TcpStream, refusal: Optio
                                 if !went {
                                     break 'conn;
                                 }
+                                turn.take(bytes).await;
                             }
                             Err(e) => {
                                 bad_frame(&core, &tx, &queued, &peer, &e).await;
