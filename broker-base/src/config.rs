@@ -1039,6 +1039,17 @@ config_keys! {
         rocketmq: None,
         restart: true,
     }
+    /// Rate limits per account (ACL access key), topic and group, for the broker process as
+    /// a whole: `<account|topic|group>:<name>:<send_messages_per_sec|send_bytes_per_sec|pulls_per_sec>=<value>`,
+    /// `,`-separated (`broker_base::quota`). A request over one is refused before any work
+    /// with FLOW_CONTROL, naming the rule and when to retry. Changes apply at once
+    /// (`mqadmin updateBrokerConfig -k quotas -v ...`, or `mqadmin quota`).
+    quotas: String {
+        default: String::new(),
+        bounds: "rules, `,`-separated",
+        rocketmq: None,
+        restart: false,
+    }
     /// A connection with no request in flight that sends nothing for this long is closed
     /// (RocketMQ's serverChannelMaxIdleTimeSeconds, 120 s).
     connection_idle_timeout_ms: u64 {
@@ -1601,6 +1612,10 @@ impl BrokerConfig {
             });
         }
         self.listen_addr()?;
+        crate::quota::parse_rules(&self.quotas).map_err(|message| ConfigError::Invalid {
+            key: "quotas",
+            message,
+        })?;
         if let Some(a) = &self.advertise_addr {
             a.parse::<SocketAddr>().map_err(|e| ConfigError::Invalid {
                 key: "advertise_addr",

@@ -17,6 +17,7 @@ pub mod durable;
 pub mod error;
 pub mod heap;
 pub mod metrics;
+pub mod quota;
 pub mod shared;
 pub mod stages;
 pub mod tls;

@@ -182,6 +182,7 @@ impl CoreOp {
             CoreOp::LiteGroups(op) => answered(op.serve(core).await),
             CoreOp::UpdateConfig(op) => answered(op.serve(core).await),
             CoreOp::ApplyConfig(op) => answered(op.serve(core).await),
+            CoreOp::QuotaDemand(op) => answered(op.serve(core).await),
         }
     }
 }
@@ -485,6 +486,15 @@ impl CoreCall for ReleaseLeases {
         if released > 0 {
             tracing::debug!(group = %self.group, client_id = %self.client_id, released, "leases of a leaving client released");
         }
+        Ok(())
+    }
+}
+
+impl CoreCall for crate::mesh::QuotaDemand {
+    type Answer = ();
+
+    async fn serve(self, core: &Core) -> Result<(), BrokerError> {
+        core.quotas.took_demand(&self);
         Ok(())
     }
 }

@@ -134,6 +134,8 @@ pub struct Core {
     pub(crate) live: RefCell<Rc<crate::config::BrokerConfig>>,
     /// Held while a config change is stored and applied (core 0), one at a time.
     pub(crate) config_updates: glommio::sync::Semaphore,
+    /// This core's share of the quotas, checked by the front ends before any work.
+    pub quotas: crate::quota::Quotas,
 }
 
 /// Counts a send in flight on its core for as long as it lives.

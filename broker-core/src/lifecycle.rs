@@ -79,6 +79,7 @@ impl Core {
             shared.clock.now(),
         ));
         let live = RefCell::new(Rc::new(shared.config.clone()));
+        let shared_cores = shared.cores;
         Rc::new(Core {
             id,
             ha,
@@ -115,6 +116,7 @@ impl Core {
             link: RefCell::new(no_clients),
             live,
             config_updates: glommio::sync::Semaphore::new(1),
+            quotas: crate::quota::Quotas::new(id, shared_cores),
         })
     }
 
@@ -183,6 +185,7 @@ impl Core {
         tasks.push(glommio::spawn_local(crate::transaction::check_loop(
             self.clone(),
         )));
+        tasks.push(glommio::spawn_local(crate::quota::exchange(self.clone())));
         if let Some(period) = self.membership.as_ref().map(|m| m.expiry_period()) {
             let core = self.clone();
             tasks.push(glommio::spawn_local(async move {

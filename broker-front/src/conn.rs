@@ -367,8 +367,15 @@ fn start_request(
             core.stages.record(Stage::Queued, read_at.elapsed());
         }
         core.count_request();
-        // The front door: nothing past it unless the ACL allows it.
-        let out = match core.acl.check_native(&client, &frame.header.command) {
+        // The front door: nothing past it unless the ACL allows it and the quotas have room.
+        let admitted = core
+            .acl
+            .check_native(&client, &frame.header.command)
+            .and_then(|()| {
+                let account = client.access_key().clone();
+                core.admit_native(account.as_deref(), &frame.header.command, frame.body.len())
+            });
+        let out = match admitted {
             Ok(()) => handle(&core, &client, frame.header.command, frame.body).await,
             Err(e) => Err(e),
         };

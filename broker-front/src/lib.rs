@@ -1,6 +1,7 @@
 //! The broker's front ends: the native protocol ([`conn`]) and RocketMQ's remoting protocol
 //! ([`rocketmq`]) on the same ports, the connections and their limits ([`connections`]),
-//! work sharing between a core's connections ([`turn`]), the ACL gate ([`access`]),
+//! work sharing between a core's connections ([`turn`]), the ACL gate ([`access`]) and
+//! the quota check beside it ([`admission`]),
 //! requests from the broker to a client ([`client_conn`]), gRPC's transport for RocketMQ 5's
 //! clients ([`grpc`], not yet on the connection path), and the NameServer registration
 //! thread ([`registry`]). Each core has one [`front::Front`]: its kernel
@@ -10,6 +11,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod access;
+pub mod admission;
 pub mod client_conn;
 pub mod conn;
 pub mod connections;

@@ -943,7 +943,13 @@ async fn core_main(
                                 drop(stream);
                                 continue;
                             }
-                            Admission::Answer(e) => Some(e),
+                            Admission::Answer(e) => {
+                                front
+                                    .shared
+                                    .metrics
+                                    .count_quota_refusal("connections_per_peer_max");
+                                Some(e)
+                            }
                         };
                         let front = front.clone();
                         glommio::spawn_local(broker_front::conn::serve_connection(
