@@ -41,10 +41,7 @@ impl Scope {
     ];
 
     pub fn name(self) -> &'static str {
-        Scope::ALL
-            .iter()
-            .find(|(s, _)| *s == self)
-            .map_or("", |(_, n)| n)
+        name_in(&Scope::ALL, self)
     }
 }
 
@@ -56,10 +53,7 @@ impl Limit {
     ];
 
     pub fn name(self) -> &'static str {
-        Limit::ALL
-            .iter()
-            .find(|(l, _)| *l == self)
-            .map_or("", |(_, n)| n)
+        name_in(&Limit::ALL, self)
     }
 
     /// The unit of its value, for remarks.
@@ -70,6 +64,16 @@ impl Limit {
             Limit::Pulls => "requests/s",
         }
     }
+}
+
+/// The name of `v` in a table of values and names.
+fn name_in<T: PartialEq + Copy>(all: &[(T, &'static str)], v: T) -> &'static str {
+    all.iter().find(|(x, _)| *x == v).map_or("", |(_, n)| n)
+}
+
+/// The value named `name` in a table of values and names.
+fn named<T: Copy>(all: &[(T, &'static str)], name: &str) -> Option<T> {
+    all.iter().find(|(_, n)| *n == name).map(|(x, _)| *x)
 }
 
 /// The account of a request that carries no access key.
@@ -115,16 +119,8 @@ pub fn parse_rules(text: &str) -> Result<Vec<Rule>, String> {
         else {
             return Err(bad("three `:`-separated fields are needed"));
         };
-        let scope = Scope::ALL
-            .iter()
-            .find(|(_, n)| *n == scope.trim())
-            .map(|(s, _)| *s)
-            .ok_or_else(|| bad("unknown scope"))?;
-        let limit = Limit::ALL
-            .iter()
-            .find(|(_, n)| *n == limit.trim())
-            .map(|(l, _)| *l)
-            .ok_or_else(|| bad("unknown limit"))?;
+        let scope = named(&Scope::ALL, scope.trim()).ok_or_else(|| bad("unknown scope"))?;
+        let limit = named(&Limit::ALL, limit.trim()).ok_or_else(|| bad("unknown limit"))?;
         let name = name.trim();
         if name.is_empty() {
             return Err(bad("empty name"));
