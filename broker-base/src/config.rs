@@ -1040,7 +1040,7 @@ config_keys! {
         restart: true,
     }
     /// Rate limits per account (ACL access key), topic and group, for the broker process as
-    /// a whole: `<account|topic|group>:<name>:<send_messages_per_sec|send_bytes_per_sec|pulls_per_sec>=<value>`,
+    /// a whole: `<account|topic|group>:<name>:<send_messages_per_sec|send_bytes_per_sec|pulls_per_sec|connections>=<value>`,
     /// `,`-separated (`broker_base::quota`). A request over one is refused before any work
     /// with FLOW_CONTROL, naming the rule and when to retry. Changes apply at once
     /// (`mqadmin updateBrokerConfig -k quotas -v ...`, or `mqadmin quota`).

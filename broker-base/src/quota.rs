@@ -8,7 +8,8 @@
 //! * scope `account` (an ACL access key; requests with none count as account `anonymous`),
 //!   `topic`, or `group` (a consumer group, or a producer group for sends);
 //! * limit `send_messages_per_sec`, `send_bytes_per_sec` (sends, counted in messages and
-//!   body bytes) or `pulls_per_sec` (pull and pop requests).
+//!   body bytes), `pulls_per_sec` (pull and pop requests), or, for an account,
+//!   `connections` (open at once, counted from each connection's first send or pull).
 //!
 //! For example `account:tenant-a:send_messages_per_sec=5000, topic:Orders:send_bytes_per_sec=10485760`.
 //! A limit holds for the broker process as a whole: each core enforces a share of it, and
@@ -31,6 +32,9 @@ pub enum Limit {
     SendMessages,
     SendBytes,
     Pulls,
+    /// Connections of an account open at once (counted from a connection's first send or
+    /// pull, when its account is known).
+    Connections,
 }
 
 impl Scope {
@@ -46,10 +50,11 @@ impl Scope {
 }
 
 impl Limit {
-    const ALL: [(Limit, &'static str); 3] = [
+    const ALL: [(Limit, &'static str); 4] = [
         (Limit::SendMessages, "send_messages_per_sec"),
         (Limit::SendBytes, "send_bytes_per_sec"),
         (Limit::Pulls, "pulls_per_sec"),
+        (Limit::Connections, "connections"),
     ];
 
     pub fn name(self) -> &'static str {
@@ -62,6 +67,7 @@ impl Limit {
             Limit::SendMessages => "messages/s",
             Limit::SendBytes => "bytes/s",
             Limit::Pulls => "requests/s",
+            Limit::Connections => "connections",
         }
     }
 }
@@ -85,7 +91,7 @@ pub struct Rule {
     pub scope: Scope,
     pub name: String,
     pub limit: Limit,
-    /// Per second, for the whole broker process.
+    /// Per second (for `connections`: at once), for the whole broker process.
     pub per_sec: u64,
 }
 
@@ -111,7 +117,7 @@ pub fn parse_rules(text: &str) -> Result<Vec<Rule>, String> {
         .filter(|p| !p.is_empty())
     {
         let bad = |why: &str| {
-            format!("quota rule `{part}`: {why} (form: <account|topic|group>:<name>:<send_messages_per_sec|send_bytes_per_sec|pulls_per_sec>=<value>)")
+            format!("quota rule `{part}`: {why} (form: <account|topic|group>:<name>:<send_messages_per_sec|send_bytes_per_sec|pulls_per_sec|connections>=<value>)")
         };
         let (lhs, value) = part.split_once('=').ok_or_else(|| bad("no `=`"))?;
         let mut fields = lhs.trim().splitn(3, ':');
@@ -137,6 +143,9 @@ pub fn parse_rules(text: &str) -> Result<Vec<Rule>, String> {
             limit,
             per_sec,
         };
+        if rule.limit == Limit::Connections && rule.scope != Scope::Account {
+            return Err(bad("`connections` is a limit of an account"));
+        }
         if rules.iter().any(|r| r.key() == rule.key()) {
             return Err(bad("set twice"));
         }

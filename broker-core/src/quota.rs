@@ -10,6 +10,7 @@
 //! shares of all cores add up to the limit.
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use broker_base::config::BrokerConfig;
@@ -21,6 +22,10 @@ use crate::mesh::QuotaDemand;
 
 /// How often the cores exchange their demand and set their shares.
 pub const EXCHANGE_INTERVAL: Duration = Duration::from_millis(100);
+
+/// When a connection over its account's quota may try again: a slot frees up when one of
+/// the account's connections closes, which the broker cannot foresee.
+const CONNECTION_RETRY_AFTER_MS: u64 = 1_000;
 
 /// What a request asks for, as the quotas see it.
 #[derive(Debug, Clone, Copy)]
@@ -81,8 +86,11 @@ struct Kept {
     bucket: Bucket,
     /// Asked since the last exchange (refused requests included).
     asked: u64,
-    /// Each core's recent demand, per second (this core's own included).
+    /// Each core's recent demand, per second (this core's own included; for
+    /// `connections`, the connections open and asked for).
     demand: Vec<f64>,
+    /// This core's share of the limit.
+    share: f64,
 }
 
 #[derive(Default)]
@@ -97,6 +105,9 @@ pub struct Quotas {
     core: u16,
     cores: u16,
     state: RefCell<State>,
+    /// Connections open on this core per account, rules or not (so that a rule set later
+    /// counts the connections already open).
+    open: RefCell<HashMap<String, u64>>,
 }
 
 impl Quotas {
@@ -105,6 +116,7 @@ impl Quotas {
             core,
             cores: cores.max(1),
             state: RefCell::default(),
+            open: RefCell::default(),
         }
     }
 
@@ -124,6 +136,7 @@ impl Quotas {
                 bucket: Bucket::new(rule.per_sec as f64 / n, now),
                 asked: 0,
                 demand: vec![0.0; usize::from(self.cores)],
+                share: 1.0 / n,
                 rule,
             })
             .collect();
@@ -160,6 +173,54 @@ impl Quotas {
         Ok(())
     }
 
+    /// Counts a connection of `account` (at its first send or pull), or refuses it with
+    /// the account's `connections` rule when this core holds its share of them.
+    pub fn connect(
+        &self,
+        account: &str,
+        cfg: &BrokerConfig,
+        now: Instant,
+    ) -> Result<(), BrokerError> {
+        let open = self.open.borrow().get(account).copied().unwrap_or(0);
+        if !cfg.quotas.is_empty() {
+            self.follow(cfg, now);
+            let mut st = self.state.borrow_mut();
+            let rules = st
+                .rules
+                .iter_mut()
+                .filter(|k| k.rule.limit == Limit::Connections && k.rule.name == account);
+            for kept in rules {
+                kept.asked += 1;
+                let here_max = (kept.rule.per_sec as f64 * kept.share).floor().max(1.0) as u64;
+                if open >= here_max {
+                    return Err(BrokerError::quota(QuotaExceeded {
+                        limit: kept.key.clone(),
+                        value: format!("{} {}", kept.rule.per_sec, kept.rule.limit.unit()),
+                        who: format!("account `{account}` ({open} open on this core)"),
+                        retry_after_ms: CONNECTION_RETRY_AFTER_MS,
+                    }));
+                }
+            }
+        }
+        *self
+            .open
+            .borrow_mut()
+            .entry(account.to_owned())
+            .or_insert(0) += 1;
+        Ok(())
+    }
+
+    /// A connection [`Quotas::connect`] counted has closed.
+    pub fn disconnect(&self, account: &str) {
+        let mut open = self.open.borrow_mut();
+        if let Some(n) = open.get_mut(account) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                open.remove(account);
+            }
+        }
+    }
+
     /// This core's demand per rule since the last exchange (per second over `period`),
     /// kept as its own, for the other cores.
     fn own_demand(&self, period: Duration) -> QuotaDemand {
@@ -170,7 +231,13 @@ impl Quotas {
             .rules
             .iter_mut()
             .map(|k| {
-                let now = k.asked as f64 / secs;
+                let now = match k.rule.limit {
+                    Limit::Connections => {
+                        let open = self.open.borrow().get(&k.rule.name).copied().unwrap_or(0);
+                        (open + k.asked) as f64
+                    }
+                    _ => k.asked as f64 / secs,
+                };
                 k.asked = 0;
                 // Smoothed: a core's share does not swing with one quiet interval.
                 let d = 0.5 * k.demand[core] + 0.5 * now;
@@ -207,8 +274,8 @@ impl Quotas {
         let mut st = self.state.borrow_mut();
         let core = usize::from(self.core);
         for k in st.rules.iter_mut() {
-            let share = shares(&k.demand).get(core).copied().unwrap_or(0.0);
-            k.bucket.set_rate(k.rule.per_sec as f64 * share, now);
+            k.share = shares(&k.demand).get(core).copied().unwrap_or(0.0);
+            k.bucket.set_rate(k.rule.per_sec as f64 * k.share, now);
         }
     }
 
@@ -293,6 +360,30 @@ mod tests {
         let bytes = cfg("topic:T:send_bytes_per_sec=1000");
         assert!(q.admit(&send("x", 10), &bytes, t0).is_ok());
         assert!(q.admit(&send("x", 1), &bytes, t0).is_err());
+    }
+
+    #[test]
+    fn an_account_holds_at_most_its_connections_and_a_close_makes_room() {
+        let q = Quotas::new(0, 1);
+        let c = cfg("account:a:connections=2");
+        let t0 = Instant::now();
+        assert!(q.connect("a", &c, t0).is_ok() && q.connect("a", &c, t0).is_ok());
+        let e = q.connect("a", &c, t0).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("account:a:connections = 2 connections"),
+            "{e}"
+        );
+        assert!(
+            q.connect("b", &c, t0).is_ok(),
+            "another account is not limited"
+        );
+        q.disconnect("a");
+        assert!(q.connect("a", &c, t0).is_ok());
+        // Counted without a rule too: a rule set later sees the connections open.
+        let q = Quotas::new(0, 1);
+        assert!(q.connect("a", &cfg(""), t0).is_ok());
+        assert!(q.connect("a", &cfg("account:a:connections=1"), t0).is_err());
     }
 
     /// Two cores: the one whose clients ask gets nearly all of the limit after one exchange,

@@ -9,6 +9,7 @@ use protocol::Command;
 use remoting::codes::request;
 use remoting::RemotingCommand;
 
+use crate::client_conn::ClientConn;
 use crate::error::BrokerError;
 use crate::front::Front;
 
@@ -24,15 +25,47 @@ impl Front {
             })
     }
 
-    /// The quota check of a native request with a body of `body_len` bytes, from a
-    /// connection logged in as `account` (if it is).
+    /// Counts `client` under `account` at its first send or pull (the account's
+    /// `connections` quota), once.
+    fn admit_connection(&self, client: &ClientConn, account: &str) -> Result<(), BrokerError> {
+        if client.quota_account().is_some() {
+            return Ok(());
+        }
+        self.quotas
+            .connect(account, &self.config(), std::time::Instant::now())
+            .inspect_err(|e| {
+                if let BrokerError::Quota(q) = e {
+                    self.shared.metrics.count_quota_refusal(&q.limit);
+                }
+            })?;
+        client.set_quota_account(account);
+        Ok(())
+    }
+
+    /// The connection `client` closed: its account has one connection less.
+    pub fn connection_closed(&self, client: &ClientConn) {
+        if let Some(account) = client.take_quota_account() {
+            self.quotas.disconnect(&account);
+        }
+    }
+
+    /// The quota check of a native request with a body of `body_len` bytes, on `client`
+    /// (its account is the one it logged in as).
     pub fn admit_native(
         &self,
-        account: Option<&str>,
+        client: &ClientConn,
         command: &Command,
         body_len: usize,
     ) -> Result<(), BrokerError> {
-        let account = account.unwrap_or(ANONYMOUS);
+        if !matches!(
+            command,
+            Command::Send(_) | Command::SendReply(_) | Command::Pull(_) | Command::PullSql92 { .. }
+        ) {
+            return Ok(());
+        }
+        let key = client.access_key().clone();
+        let account = key.as_deref().unwrap_or(ANONYMOUS);
+        self.admit_connection(client, account)?;
         match command {
             Command::Send(r) | Command::SendReply(r) => self.admit(&Ask::Send {
                 account,
@@ -50,10 +83,31 @@ impl Front {
         }
     }
 
-    /// The quota check of a RocketMQ remoting request (its account is the signed one).
-    pub fn admit_remoting(&self, req: &RemotingCommand, body: &[u8]) -> Result<(), BrokerError> {
+    /// The quota check of a RocketMQ remoting request on `client` (its account is the
+    /// signed one).
+    pub fn admit_remoting(
+        &self,
+        client: &ClientConn,
+        req: &RemotingCommand,
+        body: &[u8],
+    ) -> Result<(), BrokerError> {
         let field = |names: &[&str]| names.iter().find_map(|n| req.ext(n)).unwrap_or("");
         let account = req.ext("AccessKey").unwrap_or(ANONYMOUS);
+        let data = matches!(
+            req.code,
+            request::SEND_MESSAGE
+                | request::SEND_MESSAGE_V2
+                | request::SEND_BATCH_MESSAGE
+                | request::SEND_REPLY_MESSAGE
+                | request::SEND_REPLY_MESSAGE_V2
+                | request::PULL_MESSAGE
+                | request::LITE_PULL_MESSAGE
+                | request::POP_MESSAGE
+                | request::POP_LITE_MESSAGE
+        );
+        if data {
+            self.admit_connection(client, account)?;
+        }
         match req.code {
             request::SEND_MESSAGE
             | request::SEND_MESSAGE_V2

@@ -371,10 +371,7 @@ fn start_request(
         let admitted = core
             .acl
             .check_native(&client, &frame.header.command)
-            .and_then(|()| {
-                let account = client.access_key().clone();
-                core.admit_native(account.as_deref(), &frame.header.command, frame.body.len())
-            });
+            .and_then(|()| core.admit_native(&client, &frame.header.command, frame.body.len()));
         let out = match admitted {
             Ok(()) => handle(&core, &client, frame.header.command, frame.body).await,
             Err(e) => Err(e),
@@ -755,6 +752,7 @@ pub async fn serve_connection(core: Rc<Front>, stream: TcpStream, refusal: Optio
     }
     // Before the queue closes: the connection's entry holds a sender of it.
     core.clients.closed(client.id);
+    core.connection_closed(&client);
     drop(tx);
     // Let in-flight requests finish and their responses drain before the socket closes.
     writer_task.await;

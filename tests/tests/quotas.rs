@@ -130,3 +130,47 @@ fn a_tenant_over_its_quota_is_refused_by_name_and_the_other_is_not_slowed() {
             .unwrap();
     }
 }
+
+/// `account:<key>:connections`: a second connection of an account allowed one is refused
+/// at its first send, naming the rule, while the first keeps sending; once the first
+/// closes, the second is let in.
+#[test]
+fn an_account_holds_at_most_its_connections() {
+    let rules = AclRules::write(RULES);
+    let toml = format!(
+        "{}quotas = \"account:tenant-noisy:connections=1\"\n",
+        rules.broker_toml()
+    );
+    let c = Cluster::start_with(1, "small", |o: &mut BrokerOpts| o.config_toml = Some(toml));
+    let ns = c.namesrv.addr.clone();
+    create_topic_as(&ns, ADMIN, "Conns", 2);
+    let first = producer_as(&ns, NOISY, "first-producer");
+    first
+        .send(Message::new("Conns", b"first".to_vec()))
+        .unwrap();
+    let second = producer_as(&ns, NOISY, "second-producer");
+    let e = second
+        .send(Message::new("Conns", b"second".to_vec()))
+        .unwrap_err();
+    assert_eq!(e.code(), Some(ResponseCode::FlowControl), "{e}");
+    let text = e.to_string();
+    assert!(
+        text.contains("account:tenant-noisy:connections = 1 connections"),
+        "{text}"
+    );
+    // Another account is not limited by it.
+    producer_as(&ns, CALM, "calm-producer")
+        .send(Message::new("Conns", b"calm".to_vec()))
+        .unwrap();
+    first
+        .send(Message::new("Conns", b"first again".to_vec()))
+        .unwrap();
+    drop(first);
+    let sent = integration::wait_for(Duration::from_secs(10), || {
+        second.send(Message::new("Conns", b"second".to_vec())).ok()
+    });
+    assert!(
+        sent.is_some(),
+        "the second connection was not let in after the first closed"
+    );
+}

@@ -181,7 +181,7 @@ pub(crate) async fn serve(
     if let Err(e) = core
         .acl
         .check_remoting(client, req, &frame.body, &core.shared.clock)
-        .and_then(|()| core.admit_remoting(req, &frame.body))
+        .and_then(|()| core.admit_remoting(client, req, &frame.body))
     {
         if req.is_oneway() {
             tracing::debug!(peer = %client.peer, "a oneway request was refused: {e}");
