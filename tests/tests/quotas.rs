@@ -7,6 +7,7 @@
 // Tests may unwrap: a panic there is a test failure.
 #![allow(clippy::unwrap_used)]
 
+use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
 use client::{Credentials, Message, Producer};
@@ -44,6 +45,19 @@ fn producer_as(ns: &str, account: (&str, &str), group: &str) -> Producer {
         .credentials(Credentials::new(account.0, account.1))
         .build()
         .unwrap()
+}
+
+/// The `/metrics` body at `url` (Prometheus's text format).
+fn scrape(url: &str) -> String {
+    let addr = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/metrics");
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "GET /metrics HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).unwrap();
+    resp
 }
 
 #[test]
@@ -141,7 +155,15 @@ fn an_account_holds_at_most_its_connections() {
         "{}quotas = \"account:tenant-noisy:connections=1\"\n",
         rules.broker_toml()
     );
-    let c = Cluster::start_with(1, "small", |o: &mut BrokerOpts| o.config_toml = Some(toml));
+    let c = Cluster::start_with(1, "small", |o: &mut BrokerOpts| {
+        o.config_toml = Some(toml);
+        o.extra
+            .extend(["--metrics-addr".into(), "127.0.0.1:0".into()]);
+    });
+    let metrics = c
+        .broker
+        .preamble_addr("broker metrics on ")
+        .expect("metrics address printed");
     let ns = c.namesrv.addr.clone();
     create_topic_as(&ns, ADMIN, "Conns", 2);
     let first = producer_as(&ns, NOISY, "first-producer");
@@ -157,6 +179,12 @@ fn an_account_holds_at_most_its_connections() {
     assert!(
         text.contains("account:tenant-noisy:connections = 1 connections"),
         "{text}"
+    );
+    // Counted by the limit it hit.
+    let body = scrape(&metrics);
+    assert!(
+        body.contains("corvus_quota_refusals_total{limit=\"account:tenant-noisy:connections\"} 1"),
+        "{body}"
     );
     // Another account is not limited by it.
     producer_as(&ns, CALM, "calm-producer")
