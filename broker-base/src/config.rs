@@ -1028,6 +1028,28 @@ config_keys! {
         rocketmq: None,
         restart: true,
     }
+    /// Client connections one peer address (its IP) may hold at once, shared out evenly
+    /// among the cores like `connections_max`: one host opening thousands of idle
+    /// connections leaves the other slots to everyone else. A connection past it is answered
+    /// with why at its first request (FLOW_CONTROL, remark naming the key) and closed.
+    connections_per_peer_max: u64 {
+        default: 5_000,
+        range: [1, 1 << 20],
+        bounds: "1 to 1048576",
+        rocketmq: None,
+        restart: true,
+    }
+    /// Rate limits per account (ACL access key), topic and group, for the broker process as
+    /// a whole: `<account|topic|group>:<name>:<send_messages_per_sec|send_bytes_per_sec|pulls_per_sec|connections>=<value>`,
+    /// `,`-separated (`broker_base::quota`). A request over one is refused before any work
+    /// with FLOW_CONTROL, naming the rule and when to retry. Changes apply at once
+    /// (`mqadmin updateBrokerConfig -k quotas -v ...`, or `mqadmin quota`).
+    quotas: String {
+        default: String::new(),
+        bounds: "rules, `,`-separated",
+        rocketmq: None,
+        restart: false,
+    }
     /// A connection with no request in flight that sends nothing for this long is closed
     /// (RocketMQ's serverChannelMaxIdleTimeSeconds, 120 s).
     connection_idle_timeout_ms: u64 {
@@ -1641,6 +1663,10 @@ impl BrokerConfig {
             });
         }
         self.listen_addr()?;
+        crate::quota::parse_rules(&self.quotas).map_err(|message| ConfigError::Invalid {
+            key: "quotas",
+            message,
+        })?;
         if let Some(a) = &self.advertise_addr {
             a.parse::<SocketAddr>().map_err(|e| ConfigError::Invalid {
                 key: "advertise_addr",

@@ -69,6 +69,10 @@ pub enum BrokerError {
     /// Refused by the ACL (the front door's ACL gate): what was refused, for whom.
     #[error("NO_PERMISSION: {0}")]
     NoPermission(String),
+    /// A quota or admission limit was hit before any work was done: try again after
+    /// `retry_after_ms` (RocketMQ's FLOW_CONTROL, gRPC TOO_MANY_REQUESTS).
+    #[error("{0}")]
+    Quota(Box<QuotaExceeded>),
     #[error("queue is leased to another member of the group: {0}")]
     QueueLocked(String),
     /// A SQL92 filter that does not parse.
@@ -119,9 +123,49 @@ impl BrokerError {
             | BrokerError::LiteSubscriptionQuota(_) => ResponseCode::BadRequest,
             BrokerError::NoPermission(_) => ResponseCode::NoPermission,
             BrokerError::QueueLocked(_) => ResponseCode::QueueLocked,
+            BrokerError::Quota(_) => ResponseCode::FlowControl,
             BrokerError::FilterInvalid(_) => ResponseCode::SubscriptionParseFailed,
             BrokerError::FilterDisabled => ResponseCode::SystemError,
             BrokerError::SubscriptionNotExist { .. } => ResponseCode::SubscriptionNotExist,
+        }
+    }
+}
+
+/// Which limit refused a request, and when to try again: the remark every protocol carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuotaExceeded {
+    /// The limit's name as it is set: a config key (`connections_per_peer_max`) or a
+    /// quota rule (`account:alice:send_messages_per_sec`).
+    pub limit: String,
+    /// Its value, with its unit.
+    pub value: String,
+    /// Who hit it (an account, a topic, a group, a peer address).
+    pub who: String,
+    /// When a retry may succeed, in ms from now.
+    pub retry_after_ms: u64,
+}
+
+impl std::fmt::Display for QuotaExceeded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "FLOW_CONTROL: quota {} = {} reached by {}; retry after {} ms",
+            self.limit, self.value, self.who, self.retry_after_ms
+        )
+    }
+}
+
+impl BrokerError {
+    /// The refusal for a quota that was hit.
+    pub fn quota(q: QuotaExceeded) -> BrokerError {
+        BrokerError::Quota(Box::new(q))
+    }
+
+    /// When a refused request may be tried again, if the refusal says.
+    pub fn retry_after_ms(&self) -> Option<u64> {
+        match self {
+            BrokerError::Quota(q) => Some(q.retry_after_ms),
+            _ => None,
         }
     }
 }

@@ -19,6 +19,7 @@ pub mod error;
 pub mod heap;
 pub mod idle_poll;
 pub mod metrics;
+pub mod quota;
 pub mod shared;
 pub mod stages;
 pub mod tls;

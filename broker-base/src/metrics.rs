@@ -67,6 +67,13 @@ pub struct PriorityLabel {
     pub way: String,
 }
 
+/// A quota rule as it is set (`account:alice:send_messages_per_sec`), or an admission
+/// limit's config key (`connections_per_peer_max`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LimitLabel {
+    pub limit: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CodeLabel {
     pub code: String,
@@ -89,6 +96,7 @@ pub struct BrokerMetrics {
     requests: Family<CoreLabel, Counter>,
     cross_core_hops: Family<CoreLabel, Counter>,
     errors: Family<CodeLabel, Counter>,
+    quota_refusals: Family<LimitLabel, Counter>,
     send_latency: Family<CoreLabel, Histogram, fn() -> Histogram>,
     flush_latency: Family<CoreLabel, Histogram, fn() -> Histogram>,
     inbox_depth: Family<CoreLabel, Gauge>,
@@ -147,6 +155,7 @@ impl BrokerMetrics {
             requests: Family::default(),
             cross_core_hops: Family::default(),
             errors: Family::default(),
+            quota_refusals: Family::default(),
             send_latency: Family::new_with_constructor(latency_histogram),
             flush_latency: Family::new_with_constructor(latency_histogram),
             inbox_depth: Family::default(),
@@ -216,6 +225,11 @@ impl BrokerMetrics {
             "corvus_errors",
             "Error responses, by response code",
             m.errors.clone(),
+        );
+        r.register(
+            "corvus_quota_refusals",
+            "Requests and connections refused FLOW_CONTROL, by the quota or admission limit they hit",
+            m.quota_refusals.clone(),
         );
         r.register(
             "corvus_send_latency_seconds",
@@ -392,6 +406,15 @@ impl BrokerMetrics {
     /// The send-latency histogram of one core (kept by the core, observed per send).
     pub fn send_latency(&self, core: u16) -> Histogram {
         self.send_latency.get_or_create(&core_label(core)).clone()
+    }
+
+    /// A request refused because it hit `limit` (FLOW_CONTROL).
+    pub fn count_quota_refusal(&self, limit: &str) {
+        self.quota_refusals
+            .get_or_create(&LimitLabel {
+                limit: limit.to_owned(),
+            })
+            .inc();
     }
 
     pub fn count_error(&self, code: ResponseCode) {

@@ -184,6 +184,7 @@ impl CoreOp {
             CoreOp::ApplyConfig(op) => answered(op.serve(core).await),
             CoreOp::DedupClaim(op) => answered(op.serve(core).await),
             CoreOp::DedupSettle(op) => answered(op.serve(core).await),
+            CoreOp::QuotaDemand(op) => answered(op.serve(core).await),
         }
     }
 }
@@ -487,6 +488,15 @@ impl CoreCall for ReleaseLeases {
         if released > 0 {
             tracing::debug!(group = %self.group, client_id = %self.client_id, released, "leases of a leaving client released");
         }
+        Ok(())
+    }
+}
+
+impl CoreCall for crate::mesh::QuotaDemand {
+    type Answer = ();
+
+    async fn serve(self, core: &Core) -> Result<(), BrokerError> {
+        core.quotas.took_demand(&self);
         Ok(())
     }
 }

@@ -140,6 +140,8 @@ pub struct Core {
     pub(crate) config_updates: glommio::sync::Semaphore,
     /// The sends' `UNIQ_KEY`s this core decides for (`crate::dedup`).
     pub(crate) dedup: RefCell<crate::dedup::Window>,
+    /// This core's share of the quotas, checked by the front ends before any work.
+    pub quotas: crate::quota::Quotas,
 }
 
 /// Counts a send in flight on its core for as long as it lives.

@@ -31,6 +31,7 @@ pub mod mesh;
 pub mod numbering;
 pub mod pop;
 pub mod priority;
+pub mod quota;
 pub mod replica;
 pub mod reply;
 pub mod rocketmq_metrics;

@@ -88,6 +88,7 @@ impl Core {
         let dedup = RefCell::new(crate::dedup::Window::new(
             crate::dedup::WindowLimits::share(&shared.config, shared.cores),
         ));
+        let shared_cores = shared.cores;
         Rc::new(Core {
             id,
             ha,
@@ -127,6 +128,7 @@ impl Core {
             live,
             config_updates: glommio::sync::Semaphore::new(1),
             dedup,
+            quotas: crate::quota::Quotas::new(id, shared_cores),
         })
     }
 
@@ -195,6 +197,7 @@ impl Core {
         tasks.push(glommio::spawn_local(crate::transaction::check_loop(
             self.clone(),
         )));
+        tasks.push(glommio::spawn_local(crate::quota::exchange(self.clone())));
         if let Some(period) = self.membership.as_ref().map(|m| m.expiry_period()) {
             let core = self.clone();
             tasks.push(glommio::spawn_local(async move {

@@ -265,6 +265,9 @@ ops! {
         DedupClaim(crate::dedup::Claim),
         /// To the owner core: where the claimed keys were stored, or their release.
         DedupSettle(crate::dedup::Settle),
+        /// To every core: this core's recent demand of each quota rule
+        /// (`crate::quota`), from which every core sets its share.
+        QuotaDemand(QuotaDemand),
     }
 }
 
@@ -277,6 +280,16 @@ pub struct UpdateConfig(pub String);
 /// running only in keys that may change while running).
 #[derive(Debug)]
 pub struct ApplyConfig(pub Box<crate::config::BrokerConfig>);
+
+/// To every other core, every `crate::quota::EXCHANGE_INTERVAL`: how much of each quota
+/// rule (by its key) the clients of core `from` asked for lately, per second, under the
+/// rules of `text` (the `quotas` key it runs with).
+#[derive(Debug, Clone)]
+pub struct QuotaDemand {
+    pub from: u16,
+    pub text: String,
+    pub demands: Vec<(String, f64)>,
+}
 
 /// To the core holding it: recall the scheduled message of `topic` with `uniq_key` due at
 /// `deliver_at_ms`.

@@ -200,6 +200,16 @@ enum AnyFrame {
     Remoting(remoting::Frame),
 }
 
+impl AnyFrame {
+    /// Its body's length: what the request costs to take in and store.
+    fn len(&self) -> usize {
+        match self {
+            AnyFrame::Native(f) => f.body.len(),
+            AnyFrame::Remoting(f) => f.body.len(),
+        }
+    }
+}
+
 /// What the connection's decoder found.
 enum AnyDecoded {
     Frame(AnyFrame),
@@ -357,8 +367,12 @@ fn start_request(
             core.stages.record(Stage::Queued, read_at.elapsed());
         }
         core.count_request();
-        // The front door: nothing past it unless the ACL allows it.
-        let out = match core.acl.check_native(&client, &frame.header.command) {
+        // The front door: nothing past it unless the ACL allows it and the quotas have room.
+        let admitted = core
+            .acl
+            .check_native(&client, &frame.header.command)
+            .and_then(|()| core.admit_native(&client, &frame.header.command, frame.body.len()));
+        let out = match admitted {
             Ok(()) => handle(&core, &client, frame.header.command, frame.body).await,
             Err(e) => Err(e),
         };
@@ -392,6 +406,28 @@ fn start_request(
     .detach();
 }
 
+/// Answers the first request of a connection refused at admission with why (none for a
+/// oneway request or a response); the connection closes after.
+async fn refuse(
+    tx: &LocalSender<Outgoing>,
+    queued: &std::cell::Cell<usize>,
+    frame: &AnyFrame,
+    e: &BrokerError,
+) {
+    let out = match frame {
+        AnyFrame::Native(f) if !f.header.is_oneway() && !f.header.is_response() => {
+            Some(error_response(f.header.request_id, e))
+        }
+        AnyFrame::Remoting(f) if !f.command.is_oneway() && !f.command.is_response() => {
+            Some(crate::rocketmq::error_answer(&f.command, e))
+        }
+        _ => None,
+    };
+    if let Some(out) = out {
+        let _ = send_out(tx, queued, out).await;
+    }
+}
+
 /// Answers a malformed frame (the connection is closed after it) and counts it.
 async fn bad_frame(
     core: &Front,
@@ -413,22 +449,38 @@ async fn bad_frame(
     let _ = send_out(tx, queued, out).await;
 }
 
+/// How long a refused connection is kept for its first request to be answered.
+const REFUSAL_WAIT: Duration = Duration::from_secs(2);
+
 /// Serves one connection that the core's [`crate::connections::Connections`] admitted, and
-/// gives its place back when it closes.
-pub async fn serve_connection(core: Rc<Front>, stream: TcpStream) {
-    struct Leave(Rc<Front>);
+/// gives its place back when it closes. With a `refusal` (its peer holds its share of the
+/// connections), its first request is answered with it and the connection closed; a gRPC
+/// connection is closed at once.
+pub async fn serve_connection(core: Rc<Front>, stream: TcpStream, refusal: Option<BrokerError>) {
+    struct Leave(Rc<Front>, std::net::IpAddr, bool);
     impl Drop for Leave {
         fn drop(&mut self) {
-            self.0.connections.left();
+            if self.2 {
+                self.0.connections.refusal_answered();
+            } else {
+                self.0.connections.left(self.1);
+            }
         }
     }
-    let _leave = Leave(core.clone());
-    let peer = stream
-        .peer_addr()
-        .map(|a| a.to_string())
-        .unwrap_or_default();
+    let peer_addr = stream.peer_addr().ok();
+    let _leave = Leave(
+        core.clone(),
+        peer_addr.map_or(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), |a| {
+            a.ip()
+        }),
+        refusal.is_some(),
+    );
+    let peer = peer_addr.map(|a| a.to_string()).unwrap_or_default();
     let _ = stream.set_nodelay(true);
-    let idle_timeout = Duration::from_millis(core.shared.config.connection_idle_timeout_ms);
+    let idle_timeout = match refusal {
+        Some(_) => REFUSAL_WAIT,
+        None => Duration::from_millis(core.shared.config.connection_idle_timeout_ms),
+    };
     let frame_deadline = Duration::from_millis(core.shared.config.frame_deadline_ms);
     let bounds = broker_base::tls::Bounds {
         first_byte: idle_timeout,
@@ -451,6 +503,9 @@ pub async fn serve_connection(core: Rc<Front>, stream: TcpStream) {
         return;
     };
     if let Detected::Http2 = detected {
+        if refusal.is_some() {
+            return;
+        }
         // h2 reads without the ticks: a read that timed out would end its connection.
         let _ = stream.tcp().set_read_timeout(None);
         let limits = crate::grpc::MessagingService::limits(&core);
@@ -554,6 +609,8 @@ pub async fn serve_connection(core: Rc<Front>, stream: TcpStream) {
     let mut heard_at = clock.now();
     // Since when (by the clock) `buf` has held the start of a frame not yet complete.
     let mut partial_since: Option<Instant> = None;
+    // Its share of the core's work (`crate::turn`).
+    let mut turn = crate::turn::Turn::default();
     'conn: loop {
         loop {
             match wire.decode(&mut buf, frame_bytes_max) {
@@ -562,9 +619,15 @@ pub async fn serve_connection(core: Rc<Front>, stream: TcpStream) {
                     // The deadline runs per frame: a stream of pipelined frames usually
                     // ends each read part-way into the next one.
                     partial_since = None;
+                    if let Some(e) = &refusal {
+                        refuse(&tx, &queued, &frame, e).await;
+                        break 'conn;
+                    }
+                    let bytes = frame.len();
                     if !take_frame(&core, &client, &tx, &queued, &permits, frame, read_at).await {
                         break 'conn;
                     }
+                    turn.take(bytes).await;
                 }
                 Ok(Some(AnyDecoded::Oversized(answer))) => {
                     partial_since = None;
@@ -636,7 +699,14 @@ pub async fn serve_connection(core: Rc<Front>, stream: TcpStream) {
                         }
                         partial_since = None;
                         match wire.decode_complete(l.into_bytes()) {
+                            Ok(frame) if refusal.is_some() => {
+                                if let Some(e) = &refusal {
+                                    refuse(&tx, &queued, &frame, e).await;
+                                }
+                                break 'conn;
+                            }
                             Ok(frame) => {
+                                let bytes = frame.len();
                                 let went = take_frame(
                                     &core, &client, &tx, &queued, &permits, frame, read_at,
                                 )
@@ -644,6 +714,7 @@ pub async fn serve_connection(core: Rc<Front>, stream: TcpStream) {
                                 if !went {
                                     break 'conn;
                                 }
+                                turn.take(bytes).await;
                             }
                             Err(e) => {
                                 bad_frame(&core, &tx, &queued, &peer, &e).await;
@@ -682,6 +753,7 @@ pub async fn serve_connection(core: Rc<Front>, stream: TcpStream) {
     }
     // Before the queue closes: the connection's entry holds a sender of it.
     core.clients.closed(client.id);
+    core.connection_closed(&client);
     drop(tx);
     // Let in-flight requests finish and their responses drain before the socket closes.
     writer_task.await;

@@ -1,10 +1,15 @@
 //! One core's bound on client connections: how many it keeps open (its share of
 //! `connections_max`, and none that would eat into the descriptors kept for the storage),
-//! and why it closed the ones it did. Refusals and timeouts are counted (broker-status) and logged at most once
+//! how many one peer address may hold (its share of `connections_per_peer_max`, so one host
+//! cannot take every slot), and why it closed the ones it did. Refusals and timeouts are counted (broker-status) and logged at most once
 //! per interval per core, with how many there were since the last line.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::net::IpAddr;
 use std::time::{Duration, Instant};
+
+use broker_base::error::{BrokerError, QuotaExceeded};
 
 /// At most one line per reason and core this often.
 const LOG_INTERVAL: Duration = Duration::from_secs(5);
@@ -16,7 +21,8 @@ const DESCRIPTORS_RESERVED_MIN: u64 = 256;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ClosedFor {
     /// The core already holds its share of `connections_max`, or the process is close to
-    /// its descriptor limit.
+    /// its descriptor limit; or the peer address holds its share of
+    /// `connections_per_peer_max`.
     Limit,
     /// Nothing in flight and nothing received for `connection_idle_timeout_ms`.
     Idle,
@@ -55,7 +61,12 @@ impl ClosedFor {
     }
 }
 
-/// The connections one core may keep open: its share of `connections_max`, at least one.
+/// When a connection refused for its peer's bound may try again: a slot frees up when one
+/// of the peer's connections closes, which the broker cannot foresee.
+const PEER_RETRY_AFTER_MS: u64 = 1_000;
+
+/// The connections one core may keep open: its share of `connections_max` (or of
+/// `connections_per_peer_max`), at least one.
 pub fn per_core_max(connections_max: u64, cores: u16) -> usize {
     (connections_max / u64::from(cores.max(1))).max(1) as usize
 }
@@ -85,41 +96,105 @@ pub fn descriptor_limit() -> Option<u64> {
     (ok && r.rlim_cur != libc::RLIM_INFINITY).then_some(r.rlim_cur)
 }
 
+/// Refused connections answered at their first request at once on a core, at most: past
+/// it a connection over its peer's bound is closed without an answer, so a host dialling in
+/// a loop holds no more descriptors than this for its refusals.
+pub const REFUSALS_ANSWERED_MAX: usize = 32;
+
+/// What [`Connections::admit`] decided.
+#[derive(Debug, Clone)]
+pub enum Admission {
+    /// Served; its place is given back with [`Connections::left`].
+    Admitted,
+    /// Closed at once.
+    Refused,
+    /// Over its peer's bound: its first request is answered with this error, then it is
+    /// closed. Its place is given back with [`Connections::refusal_answered`].
+    Answer(BrokerError),
+}
+
 pub struct Connections {
     open: Cell<usize>,
     max: usize,
+    /// Open connections per peer address, and the most one address may hold on this core.
+    per_peer: RefCell<HashMap<IpAddr, usize>>,
+    per_peer_max: usize,
+    /// Refused connections waiting for their first request to be answered.
+    answering: Cell<usize>,
     closed: [Cell<u64>; ClosedFor::COUNT],
     unlogged: [Cell<u64>; ClosedFor::COUNT],
     logged_at: [Cell<Option<Instant>>; ClosedFor::COUNT],
 }
 
 impl Connections {
-    pub fn new(max: usize) -> Connections {
+    pub fn new(max: usize, per_peer_max: usize) -> Connections {
         let () = ClosedFor::LAST_IS_COUNTED;
         Connections {
             open: Cell::new(0),
             max,
+            per_peer: RefCell::default(),
+            per_peer_max,
+            answering: Cell::new(0),
             closed: Default::default(),
             unlogged: Default::default(),
             logged_at: Default::default(),
         }
     }
 
-    /// Takes a place for a new connection that was given descriptor `fd`, or counts the
-    /// refusal: the caller closes it. Refused when the core holds its share, or when the
-    /// descriptor shows that the storage's reserve is being used up.
-    pub fn admit(&self, fd: u64) -> bool {
+    /// Takes a place for a new connection from `peer` that was given descriptor `fd`, or
+    /// counts the refusal. Refused when the core holds its share, or when the descriptor
+    /// shows that the storage's reserve is being used up (the caller closes it); answered
+    /// with why when `peer` holds its share of `connections_per_peer_max`.
+    pub fn admit(&self, fd: u64, peer: IpAddr) -> Admission {
         if self.open.get() >= self.max || into_reserve(fd, descriptor_limit()) {
             self.count(ClosedFor::Limit, "");
-            return false;
+            return Admission::Refused;
         }
+        let mut per_peer = self.per_peer.borrow_mut();
+        let held = per_peer.entry(peer).or_insert(0);
+        if *held >= self.per_peer_max {
+            drop(per_peer);
+            self.count_with(
+                ClosedFor::Limit,
+                &peer.to_string(),
+                "connections_per_peer_max: the peer holds its share",
+            );
+            if self.answering.get() >= REFUSALS_ANSWERED_MAX {
+                return Admission::Refused;
+            }
+            self.answering.set(self.answering.get() + 1);
+            return Admission::Answer(BrokerError::quota(QuotaExceeded {
+                limit: "connections_per_peer_max".into(),
+                value: format!("{} connections on this core", self.per_peer_max),
+                who: peer.to_string(),
+                retry_after_ms: PEER_RETRY_AFTER_MS,
+            }));
+        }
+        *held += 1;
         self.open.set(self.open.get() + 1);
-        true
+        Admission::Admitted
     }
 
     /// A connection `admit` let in has closed.
-    pub fn left(&self) {
+    pub fn left(&self, peer: IpAddr) {
         self.open.set(self.open.get().saturating_sub(1));
+        let mut per_peer = self.per_peer.borrow_mut();
+        if let Some(held) = per_peer.get_mut(&peer) {
+            *held = held.saturating_sub(1);
+            if *held == 0 {
+                per_peer.remove(&peer);
+            }
+        }
+    }
+
+    /// A connection `admit` answered with a refusal has closed.
+    pub fn refusal_answered(&self) {
+        self.answering.set(self.answering.get().saturating_sub(1));
+    }
+
+    /// Connections open from `peer`.
+    pub fn from_peer(&self, peer: IpAddr) -> usize {
+        self.per_peer.borrow().get(&peer).copied().unwrap_or(0)
     }
 
     pub fn open(&self) -> usize {
@@ -183,15 +258,52 @@ mod tests {
         assert!(into_reserve(0, Some(100)));
     }
 
+    const A: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 1));
+    const B: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 2));
+
     #[test]
     fn a_full_core_refuses_and_counts_and_a_close_makes_room() {
-        let c = Connections::new(2);
-        assert!(c.admit(10) && c.admit(11));
-        assert!(!c.admit(12));
+        let c = Connections::new(2, 10);
+        assert!(matches!(c.admit(10, A), Admission::Admitted));
+        assert!(matches!(c.admit(11, B), Admission::Admitted));
+        assert!(matches!(c.admit(12, B), Admission::Refused));
         assert_eq!((c.open(), c.closed(ClosedFor::Limit)), (2, 1));
-        c.left();
-        assert!(c.admit(12));
+        c.left(A);
+        assert!(matches!(c.admit(12, B), Admission::Admitted));
         c.count(ClosedFor::Idle, "127.0.0.1:1");
         assert_eq!(c.closed(ClosedFor::Idle), 1);
+    }
+
+    #[test]
+    fn one_peer_holds_its_share_and_others_still_get_in() {
+        let c = Connections::new(100, 2);
+        assert!(matches!(c.admit(10, A), Admission::Admitted));
+        assert!(matches!(c.admit(11, A), Admission::Admitted));
+        // The third from A is answered with the limit it hit, and counted.
+        let Admission::Answer(e) = c.admit(12, A) else {
+            panic!("a third connection from one peer was not refused");
+        };
+        let text = e.to_string();
+        assert!(text.contains("connections_per_peer_max = 2"), "{text}");
+        assert!(
+            text.contains("10.0.0.1") && text.contains("retry after"),
+            "{text}"
+        );
+        assert_eq!(e.retry_after_ms(), Some(PEER_RETRY_AFTER_MS));
+        assert_eq!(c.closed(ClosedFor::Limit), 1);
+        // Another peer is let in; A is again once one of its connections closed.
+        assert!(matches!(c.admit(13, B), Admission::Admitted));
+        c.left(A);
+        assert_eq!(c.from_peer(A), 1);
+        assert!(matches!(c.admit(14, A), Admission::Admitted));
+        // Refusals answered at once are bounded: past them, closed without an answer.
+        c.refusal_answered();
+        for _ in 0..REFUSALS_ANSWERED_MAX {
+            assert!(matches!(c.admit(15, A), Admission::Answer(_)));
+        }
+        assert!(matches!(c.admit(15, A), Admission::Refused));
+        c.refusal_answered();
+        assert!(matches!(c.admit(15, A), Admission::Answer(_)));
+        assert_eq!(c.open(), 3);
     }
 }

@@ -54,10 +54,11 @@ impl Deref for Front {
 impl Front {
     /// `core`'s front end, set as its link to the clients.
     pub fn new(core: Rc<Core>, acl: Gate) -> Rc<Front> {
-        let connections = Connections::new(crate::connections::per_core_max(
-            core.shared.config.connections_max,
-            core.shared.cores,
-        ));
+        let cfg = &core.shared.config;
+        let connections = Connections::new(
+            crate::connections::per_core_max(cfg.connections_max, core.shared.cores),
+            crate::connections::per_core_max(cfg.connections_per_peer_max, core.shared.cores),
+        );
         let front = Rc::new(Front {
             core,
             connections,

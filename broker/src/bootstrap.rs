@@ -19,6 +19,7 @@ use broker_base::Shared;
 use broker_core::core::Core;
 use broker_core::lifecycle::CoreParts;
 use broker_core::topics::TopicTable;
+use broker_front::connections::Admission;
 use broker_front::Front;
 use broker_replication::controller_link::ControllerState;
 
@@ -936,13 +937,32 @@ async fn core_main(
                         // descriptors it would hold belong to the storage and the clients
                         // already served.
                         use std::os::fd::AsRawFd;
-                        if !front.connections.admit(stream.as_raw_fd() as u64) {
-                            drop(stream);
-                            continue;
-                        }
+                        let peer = stream.peer_addr().map_or(
+                            std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+                            |a| a.ip(),
+                        );
+                        let refusal = match front
+                            .connections
+                            .admit(stream.as_raw_fd() as u64, peer)
+                        {
+                            Admission::Admitted => None,
+                            Admission::Refused => {
+                                drop(stream);
+                                continue;
+                            }
+                            Admission::Answer(e) => {
+                                front
+                                    .shared
+                                    .metrics
+                                    .count_quota_refusal("connections_per_peer_max");
+                                Some(e)
+                            }
+                        };
                         let front = front.clone();
-                        glommio::spawn_local(broker_front::conn::serve_connection(front, stream))
-                            .detach();
+                        glommio::spawn_local(broker_front::conn::serve_connection(
+                            front, stream, refusal,
+                        ))
+                        .detach();
                     }
                     Err(e) => {
                         failures += 1;

@@ -30,6 +30,9 @@ pub enum ResponseCode {
     SubscriptionParseFailed = 23,
     /// A RocketMQ pull names a SQL92 subscription the broker has not heard in a heartbeat.
     SubscriptionNotExist = 24,
+    /// A quota or an admission limit was hit (RocketMQ's FLOW_CONTROL): the remark names
+    /// the limit, its value and when to try again; nothing was done.
+    FlowControl = 215,
     MessageTooLarge = 1001,
     DiskFull = 1002,
     NotLeader = 1003,
@@ -47,7 +50,7 @@ pub enum ResponseCode {
 }
 
 impl ResponseCode {
-    pub const ALL: [ResponseCode; 27] = [
+    pub const ALL: [ResponseCode; 28] = [
         ResponseCode::Success,
         ResponseCode::SystemError,
         ResponseCode::SystemBusy,
@@ -75,6 +78,7 @@ impl ResponseCode {
         ResponseCode::SubscriptionParseFailed,
         ResponseCode::SubscriptionNotExist,
         ResponseCode::NoPermission,
+        ResponseCode::FlowControl,
     ];
 
     pub fn as_u16(self) -> u16 {
@@ -110,6 +114,7 @@ impl ResponseCode {
             ResponseCode::QueryNotFound => "query_not_found",
             ResponseCode::SubscriptionParseFailed => "subscription_parse_failed",
             ResponseCode::SubscriptionNotExist => "subscription_not_exist",
+            ResponseCode::FlowControl => "flow_control",
             ResponseCode::MessageTooLarge => "message_too_large",
             ResponseCode::DiskFull => "disk_full",
             ResponseCode::NotLeader => "not_leader",

@@ -106,6 +106,7 @@ pub fn classify(e: &ClientError) -> Outcome {
             | ResponseCode::InSyncReplicasNotEnough
             | ResponseCode::SubscriptionParseFailed
             | ResponseCode::SubscriptionNotExist
+            | ResponseCode::FlowControl
             | ResponseCode::NoPermission => Outcome::Fail,
         },
         // Never reached the broker.

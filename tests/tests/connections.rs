@@ -237,3 +237,88 @@ fn a_batch_frame_over_four_mib_is_stored_and_served_intact() {
     assert_eq!(got.len(), want.len());
     assert!(got == want, "the bodies came back changed");
 }
+
+/// A connection from 127.0.0.2 (another peer address on loopback).
+fn connect_from_second_peer(addr: &str) -> TcpStream {
+    let to: std::net::SocketAddr = addr.parse().unwrap();
+    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    let from: std::net::SocketAddr = "127.0.0.2:0".parse().unwrap();
+    s.bind(&from.into()).unwrap();
+    s.connect(&to.into()).unwrap();
+    let s: TcpStream = s.into();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s
+}
+
+/// One host holding idle connections up to `connections_per_peer_max` cannot take the
+/// slots the others need: its next connection is answered FLOW_CONTROL naming the limit
+/// and when to retry, and a client from another address still connects and sends.
+#[test]
+fn one_peer_cannot_take_every_connection_slot() {
+    const PER_PEER: usize = 20;
+    let c = Cluster::start_with(1, "small", |o| {
+        o.config_toml = Some(format!(
+            "connections_max = 100\nconnections_per_peer_max = {PER_PEER}\n"
+        ))
+    });
+    let ns = c.namesrv.addr.clone();
+    integration::create_topic(&ns, "PerPeer", 2);
+
+    // Idle connections from 127.0.0.2 up to its bound: all kept (none is closed while the
+    // broker serves the others).
+    let mut idle: Vec<TcpStream> = (0..PER_PEER)
+        .map(|_| connect_from_second_peer(&c.broker.addr))
+        .collect();
+    let open = integration::wait_for(Duration::from_secs(10), || {
+        let j = mqadmin_json(&ns, &["broker-status", "-b", &c.broker.addr]);
+        let open = j["cores"][0]["connections_open"].as_u64()?;
+        (open as usize > PER_PEER).then_some(open)
+    });
+    assert!(
+        open.is_some(),
+        "the broker did not keep the {PER_PEER} idle connections"
+    );
+
+    // One more from the same host: its first request is answered with the limit it hit.
+    let mut extra = connect_from_second_peer(&c.broker.addr);
+    let mut ask = remoting::RemotingCommand::request(remoting::codes::request::GET_MAX_OFFSET, 7);
+    ask.ext_fields.insert("topic".into(), "PerPeer".into());
+    ask.ext_fields.insert("queueId".into(), "0".into());
+    extra
+        .write_all(&remoting::encode(&ask, b"").unwrap())
+        .unwrap();
+    let mut decoder = remoting::RemotingDecoder::default();
+    let mut buf = bytes::BytesMut::new();
+    let mut chunk = [0u8; 4096];
+    let answer = loop {
+        if let Some(remoting::Decoded::Frame(f)) = decoder.decode(&mut buf).unwrap() {
+            break f.command;
+        }
+        match extra.read(&mut chunk) {
+            Ok(0) | Err(_) => panic!("the refused connection closed without an answer"),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    };
+    assert_eq!(answer.code, remoting::codes::response::FLOW_CONTROL);
+    let remark = answer.remark.clone().unwrap_or_default();
+    assert!(
+        remark.contains("connections_per_peer_max = 20") && remark.contains("127.0.0.2"),
+        "{remark}"
+    );
+    assert_eq!(answer.ext("quotaRetryAfterMs"), Some("1000"));
+    assert!(
+        closed_by_peer(&mut extra),
+        "the refused connection stayed open"
+    );
+
+    // A client from 127.0.0.1 connects and sends while the other host's slots stay taken.
+    let p = producer(&ns);
+    for i in 0..10 {
+        p.send(Message::new("PerPeer", format!("m{i}").into_bytes()))
+            .unwrap();
+    }
+    for s in &mut idle {
+        s.set_read_timeout(Some(Duration::from_millis(10))).unwrap();
+        assert!(!closed_by_peer(s), "an admitted idle connection was closed");
+    }
+}

@@ -130,7 +130,9 @@ pub(crate) fn code_of(e: &BrokerError) -> v2::Code {
         BrokerError::QueueNotExist { .. } | BrokerError::BadRequest(_) => C::BadRequest,
         BrokerError::MessageIllegal(_) => C::BadRequest,
         BrokerError::MessageTooLarge { .. } => C::MessageBodyTooLarge,
-        BrokerError::Busy(_) | BrokerError::ShuttingDown => C::TooManyRequests,
+        BrokerError::Busy(_) | BrokerError::ShuttingDown | BrokerError::Quota(_) => {
+            C::TooManyRequests
+        }
         BrokerError::NoPermission(_) => C::Forbidden,
         BrokerError::NotFound(_) => C::NotFound,
         BrokerError::SubscriptionNotExist { .. } => C::ConsumerGroupNotFound,
@@ -222,6 +224,33 @@ trait Needs {
 }
 
 /// What reading `topic` for `group` needs.
+/// The access key a call is signed with (`anonymous` without one), for the quotas.
+fn account_of(call: &Call) -> String {
+    call.metadata
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(acl::sign::parse_grpc_authorization)
+        .map_or_else(
+            || broker_base::quota::ANONYMOUS.to_owned(),
+            |a| a.access_key.to_owned(),
+        )
+}
+
+impl MessagingService {
+    /// The quota check of a SendMessage call: its messages and their body bytes, per topic.
+    fn admit_send(&self, call: &Call, r: &v2::SendMessageRequest) -> Result<(), BrokerError> {
+        let account = account_of(call);
+        let topic = r.messages.first().map_or("", |m| name_of(&m.topic));
+        self.front.admit(&broker_core::quota::Ask::Send {
+            account: &account,
+            topic,
+            group: "",
+            messages: r.messages.len() as u64,
+            bytes: r.messages.iter().map(|m| m.body.len() as u64).sum(),
+        })
+    }
+}
+
 fn subscribe<'a>(
     topic: &'a Option<v2::Resource>,
     group: &'a Option<v2::Resource>,
@@ -324,7 +353,13 @@ impl Handler for MessagingService {
                 call,
                 message,
                 v2::SendMessageRequest,
-                |_c, r| send::send_message(f, self.peer_v4, r).await,
+                |_c, r| match self.admit_send(&call, &r) {
+                    Err(e) => v2::SendMessageResponse {
+                        status: error_status(&e),
+                        ..Default::default()
+                    },
+                    Ok(()) => send::send_message(f, self.peer_v4, r).await,
+                },
                 |status| v2::SendMessageResponse {
                     status,
                     ..Default::default()
@@ -469,9 +504,26 @@ impl Handler for MessagingService {
                         match self.authorize(&call, rpc, &subscribe(&topic, &r.group)) {
                             Err(refusal) => refusal,
                             Ok(()) => {
-                                let timeout = call_timeout(&call);
-                                return consume::receive(&self.front, client, r, timeout, replies)
-                                    .await;
+                                let account = account_of(&call);
+                                let ask = broker_core::quota::Ask::Pull {
+                                    account: &account,
+                                    topic: name_of(&topic),
+                                    group: name_of(&r.group),
+                                };
+                                match self.front.admit(&ask) {
+                                    Err(e) => error_status(&e),
+                                    Ok(()) => {
+                                        let timeout = call_timeout(&call);
+                                        return consume::receive(
+                                            &self.front,
+                                            client,
+                                            r,
+                                            timeout,
+                                            replies,
+                                        )
+                                        .await;
+                                    }
+                                }
                             }
                         }
                     }

@@ -156,12 +156,19 @@ pub(crate) fn code_of(e: &BrokerError) -> i32 {
 }
 
 /// The answer to `req` for a broker error: its RocketMQ code and the error's text.
+/// A quota refusal also carries when to retry as a response property
+/// ([`QUOTA_RETRY_AFTER_MS`]), which a client reads from the response's ext fields.
 pub(crate) fn error_answer(req: &RemotingCommand, e: &BrokerError) -> Outgoing {
-    Outgoing::remoting(
-        RemotingCommand::response_to(req, code_of(e), Some(e.to_string())),
-        Body::None,
-    )
+    let mut cmd = RemotingCommand::response_to(req, code_of(e), Some(e.to_string()));
+    if let Some(ms) = e.retry_after_ms() {
+        cmd.ext_fields
+            .insert(QUOTA_RETRY_AFTER_MS.to_string(), ms.to_string());
+    }
+    Outgoing::remoting(cmd, Body::None)
 }
+
+/// The response property of a quota refusal: ms until a retry may succeed.
+pub const QUOTA_RETRY_AFTER_MS: &str = "quotaRetryAfterMs";
 
 /// Serves one remoting request; `None` for a oneway one.
 pub(crate) async fn serve(
@@ -174,6 +181,7 @@ pub(crate) async fn serve(
     if let Err(e) = core
         .acl
         .check_remoting(client, req, &frame.body, &core.shared.clock)
+        .and_then(|()| core.admit_remoting(client, req, &frame.body))
     {
         if req.is_oneway() {
             tracing::debug!(peer = %client.peer, "a oneway request was refused: {e}");

@@ -1,0 +1,204 @@
+//! Quotas per account: two tenants on one broker (two cores), one sending far beyond its
+//! quota. The flooder's sends past its quota are refused FLOW_CONTROL with a remark naming
+//! the rule, its value and when to retry, and it never gets more than its quota across
+//! the cores together; the other tenant's sends all succeed meanwhile, and nobody waits
+//! for a timeout. A change of the quotas with `updateBrokerConfig` applies at once.
+
+// Tests may unwrap: a panic there is a test failure.
+#![allow(clippy::unwrap_used)]
+
+use std::io::{Read, Write};
+use std::time::{Duration, Instant};
+
+use client::{Credentials, Message, Producer};
+use integration::{create_topic_as, mqadmin_as, AclRules, BrokerOpts, Cluster};
+use protocol::ResponseCode;
+
+const ADMIN: (&str, &str) = ("admin0001", "admin-secret-1");
+const NOISY: (&str, &str) = ("tenant-noisy", "noisy-secret-1");
+const CALM: (&str, &str) = ("tenant-calm", "calm-secret-1");
+
+const RULES: &str = r#"
+accounts:
+  - accessKey: admin0001
+    secretKey: admin-secret-1
+    admin: true
+  - accessKey: tenant-noisy
+    secretKey: noisy-secret-1
+    defaultTopicPerm: PUB|SUB
+    defaultGroupPerm: SUB
+  - accessKey: tenant-calm
+    secretKey: calm-secret-1
+    defaultTopicPerm: PUB|SUB
+    defaultGroupPerm: SUB
+"#;
+
+/// Messages a second the noisy tenant may send, for the whole broker.
+const NOISY_PER_SEC: u64 = 5;
+
+fn producer_as(ns: &str, account: (&str, &str), group: &str) -> Producer {
+    Producer::builder()
+        .namesrv(ns)
+        .group(group)
+        .retries(0)
+        .send_timeout_ms(5000)
+        .credentials(Credentials::new(account.0, account.1))
+        .build()
+        .unwrap()
+}
+
+/// The `/metrics` body at `url` (Prometheus's text format).
+fn scrape(url: &str) -> String {
+    let addr = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/metrics");
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "GET /metrics HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).unwrap();
+    resp
+}
+
+#[test]
+fn a_tenant_over_its_quota_is_refused_by_name_and_the_other_is_not_slowed() {
+    let rules = AclRules::write(RULES);
+    let toml = format!(
+        "{}quotas = \"account:tenant-noisy:send_messages_per_sec={NOISY_PER_SEC}\"\n",
+        rules.broker_toml()
+    );
+    let c = Cluster::start_with(2, "small", |o: &mut BrokerOpts| o.config_toml = Some(toml));
+    let ns = c.namesrv.addr.clone();
+    create_topic_as(&ns, ADMIN, "Shared", 8);
+    let noisy = producer_as(&ns, NOISY, "noisy-producer");
+    let calm = producer_as(&ns, CALM, "calm-producer");
+
+    // The noisy tenant sends as fast as it can, the calm one in between: bounded in count
+    // and time, until the noisy one has seen plenty of refusals.
+    let started = Instant::now();
+    let (mut noisy_ok, mut refusals, mut calm_ok) = (0u64, 0u64, 0u64);
+    let mut remark = String::new();
+    for i in 0..5_000 {
+        if refusals >= 50 || started.elapsed() > Duration::from_secs(60) {
+            break;
+        }
+        match noisy.send(Message::new("Shared", format!("noisy-{i}").into_bytes())) {
+            Ok(_) => noisy_ok += 1,
+            Err(e) => {
+                assert_eq!(e.code(), Some(ResponseCode::FlowControl), "{e}");
+                refusals += 1;
+                remark = e.to_string();
+            }
+        }
+        if i % 10 == 0 {
+            calm.send(Message::new("Shared", format!("calm-{i}").into_bytes()))
+                .unwrap();
+            calm_ok += 1;
+        }
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    assert!(refusals >= 50, "only {refusals} refusals in {elapsed:.1} s");
+    assert!(
+        remark.contains("account:tenant-noisy:send_messages_per_sec = 5 messages/s")
+            && remark.contains("retry after"),
+        "{remark}"
+    );
+    // Both cores together let through no more than the quota (a second's burst, plus
+    // one exchange's slack).
+    let allowed = (NOISY_PER_SEC as f64 * (elapsed + 2.0)).ceil() as u64;
+    assert!(
+        noisy_ok <= allowed,
+        "{noisy_ok} noisy sends went through in {elapsed:.1} s at {NOISY_PER_SEC}/s"
+    );
+    assert!(calm_ok >= 5, "{calm_ok}");
+    for i in 0..50 {
+        calm.send(Message::new(
+            "Shared",
+            format!("calm-after-{i}").into_bytes(),
+        ))
+        .unwrap();
+    }
+
+    // Lifted by the admin command: the noisy tenant's sends go through again at once.
+    let out = mqadmin_as(
+        &ns,
+        Some(ADMIN),
+        &[
+            "updateBrokerConfig",
+            "-b",
+            &c.broker.addr,
+            "-k",
+            "quotas",
+            "-v",
+            "",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for i in 0..50 {
+        noisy
+            .send(Message::new("Shared", format!("lifted-{i}").into_bytes()))
+            .unwrap();
+    }
+}
+
+/// `account:<key>:connections`: a second connection of an account allowed one is refused
+/// at its first send, naming the rule, while the first keeps sending; once the first
+/// closes, the second is let in.
+#[test]
+fn an_account_holds_at_most_its_connections() {
+    let rules = AclRules::write(RULES);
+    let toml = format!(
+        "{}quotas = \"account:tenant-noisy:connections=1\"\n",
+        rules.broker_toml()
+    );
+    let c = Cluster::start_with(1, "small", |o: &mut BrokerOpts| {
+        o.config_toml = Some(toml);
+        o.extra
+            .extend(["--metrics-addr".into(), "127.0.0.1:0".into()]);
+    });
+    let metrics = c
+        .broker
+        .preamble_addr("broker metrics on ")
+        .expect("metrics address printed");
+    let ns = c.namesrv.addr.clone();
+    create_topic_as(&ns, ADMIN, "Conns", 2);
+    let first = producer_as(&ns, NOISY, "first-producer");
+    first
+        .send(Message::new("Conns", b"first".to_vec()))
+        .unwrap();
+    let second = producer_as(&ns, NOISY, "second-producer");
+    let e = second
+        .send(Message::new("Conns", b"second".to_vec()))
+        .unwrap_err();
+    assert_eq!(e.code(), Some(ResponseCode::FlowControl), "{e}");
+    let text = e.to_string();
+    assert!(
+        text.contains("account:tenant-noisy:connections = 1 connections"),
+        "{text}"
+    );
+    // Counted by the limit it hit.
+    let body = scrape(&metrics);
+    assert!(
+        body.contains("corvus_quota_refusals_total{limit=\"account:tenant-noisy:connections\"} 1"),
+        "{body}"
+    );
+    // Another account is not limited by it.
+    producer_as(&ns, CALM, "calm-producer")
+        .send(Message::new("Conns", b"calm".to_vec()))
+        .unwrap();
+    first
+        .send(Message::new("Conns", b"first again".to_vec()))
+        .unwrap();
+    drop(first);
+    let sent = integration::wait_for(Duration::from_secs(10), || {
+        second.send(Message::new("Conns", b"second".to_vec())).ok()
+    });
+    assert!(
+        sent.is_some(),
+        "the second connection was not let in after the first closed"
+    );
+}
