@@ -286,9 +286,7 @@ impl CoreCall for Claim {
     type Answer = Vec<Claimed>;
 
     async fn serve(self, core: &Core) -> Result<Vec<Claimed>, BrokerError> {
-        let now = core.shared.clock.wall_ms();
-        let mut w = core.dedup.borrow_mut();
-        Ok(self.0.iter().map(|k| w.claim(k, now)).collect())
+        Ok(core.claim_here(self.0.iter().map(String::as_str)))
     }
 }
 
@@ -312,6 +310,13 @@ struct Claims {
 }
 
 impl Core {
+    /// Claims `keys` in this core's own window (it is their owner).
+    fn claim_here<'a>(&self, keys: impl Iterator<Item = &'a str>) -> Vec<Claimed> {
+        let now = self.shared.clock.wall_ms();
+        let mut w = self.dedup.borrow_mut();
+        keys.map(|k| w.claim(k, now)).collect()
+    }
+
     /// Whether sends to `topic` are deduplicated: its `dedup.enable` attribute, else the
     /// broker's `dedup_enable`.
     pub fn dedup_on(&self, topic: &str) -> bool {
@@ -348,9 +353,7 @@ impl Core {
                 }
                 let answers = if owner == self.id {
                     // This core decides: no copy of the keys, no call.
-                    let now = self.shared.clock.wall_ms();
-                    let mut w = self.dedup.borrow_mut();
-                    group.iter().map(|(_, k)| w.claim(k, now)).collect()
+                    self.claim_here(group.iter().map(|(_, k)| *k))
                 } else {
                     let claim = Claim(group.iter().map(|(_, k)| (*k).to_owned()).collect());
                     match self.at_core(owner, claim).await {
