@@ -1297,7 +1297,7 @@ config_keys! {
         rocketmq: None,
         restart: true,
     }
-    /// The memory those keys may take (key bytes plus a fixed cost per entry), over all
+    /// The memory those keys may take (a fixed cost per key, 128 bytes), over all
     /// cores; each core keeps its share, the oldest forgotten first.
     dedup_memory_bytes_max: u64 {
         default: 256 << 20,

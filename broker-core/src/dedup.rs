@@ -22,10 +22,11 @@
 //! A pending claim older than [`PENDING_STALE_MS`] (its settle lost on a full mesh) is
 //! taken over by the next claim.
 //!
-//! The window is bounded by time (`dedup_window_ms`, from the original's store time), count
-//! (`dedup_keys_max`) and memory (`dedup_memory_bytes_max`, key bytes plus
-//! [`ENTRY_OVERHEAD_BYTES`] per key); each core keeps its share of the broker's bounds and
-//! forgets the oldest first. It has no file of its own: at start, and when a slave's shards
+//! A key is remembered as a keyed 128-bit hash of the pair ([`Key`]), so a message costs
+//! no allocation. The window is bounded by time (`dedup_window_ms`, from the claim, or the
+//! original's store time for a key learned from the log), count (`dedup_keys_max`) and
+//! memory (`dedup_memory_bytes_max`, [`ENTRY_BYTES`] per key); each core keeps its share of
+//! the broker's bounds and forgets the oldest first. It has no file of its own: at start, and when a slave's shards
 //! are promoted, each core walks the tail of its master shards' CommitLogs over the window
 //! ([`Core::rebuild_dedup`]) and hands every keyed record's position to the key's owner
 //! before it takes sends. A slave has the same log as its master, so a retry after a
@@ -38,8 +39,9 @@
 //! broker stores itself (a scheduled message delivered by the timer).
 
 use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasher, DefaultHasher, Hasher, RandomState};
 use std::net::SocketAddrV4;
-use std::rc::Rc;
+use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -54,9 +56,10 @@ use crate::error::{Appended, BrokerError};
 /// whatever the broker's `dedup_enable`.
 pub const ATTRIBUTE: &str = "dedup.enable";
 
-/// What one remembered key costs besides its bytes: the map's slot and the eviction order's
-/// entry (an estimate, for the memory bound).
-pub const ENTRY_OVERHEAD_BYTES: usize = 128;
+/// What one remembered key costs: its entry in the window's ring (72 bytes) and its slots
+/// in the index, which holds up to twice as many entries as the ring (an upper estimate,
+/// for the memory bound; every key costs the same).
+pub const ENTRY_BYTES: usize = 128;
 
 /// A pending claim this old is taken over by the next claim: its sender never settled it
 /// (the settle found the owner's inbox full). Longer than any append waits (a sync flush,
@@ -91,9 +94,70 @@ pub enum Claimed {
     Pending,
 }
 
-enum Slot {
-    Pending { since_ms: i64 },
+/// A `(topic, UNIQ_KEY)` pair as the window knows it: 128 bits of SipHash-1-3 keyed with a
+/// secret the process draws at start, so no client can make its keys collide with
+/// another's. Two different pairs are taken for one with a probability of about
+/// n² / 2¹²⁹ over n keys remembered (below 10⁻²⁵ for ten million).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Key {
+    /// Where the key sits in its owner's index.
+    slot: u64,
+    /// Which core owns it, and the rest of the key's bits.
+    owner: u64,
+}
+
+/// The secret of every [`Key`] of this process: the same on every core, so a key computed
+/// where a send is taken is the one its owner remembers.
+static KEY_SECRET: LazyLock<RandomState> = LazyLock::new(RandomState::new);
+
+/// The [`Key`]s of one topic's `UNIQ_KEY`s: the topic is hashed once per batch.
+#[derive(Clone)]
+pub struct TopicKeys(DefaultHasher);
+
+impl TopicKeys {
+    pub fn new(topic: &str) -> TopicKeys {
+        let mut h = KEY_SECRET.build_hasher();
+        h.write(topic.as_bytes());
+        // No UTF-8 text holds 0xff: the topic ends here, whatever the UNIQ_KEY.
+        h.write_u8(0xff);
+        TopicKeys(h)
+    }
+
+    pub fn key(&self, uniq_key: &str) -> Key {
+        let mut h = self.0.clone();
+        h.write(uniq_key.as_bytes());
+        let slot = h.finish();
+        h.write_u8(0xff);
+        Key {
+            slot,
+            owner: h.finish(),
+        }
+    }
+}
+
+/// The key of `uniq_key` sent to `topic`.
+pub fn key_of(topic: &str, uniq_key: &str) -> Key {
+    TopicKeys::new(topic).key(uniq_key)
+}
+
+/// The core that decides for `key`, of `cores` cores.
+pub fn owner_core(key: Key, cores: u16) -> u16 {
+    (key.owner % u64::from(cores.max(1))) as u16
+}
+
+#[derive(Debug, Clone, Copy)]
+enum State {
+    Pending,
     Stored(Original),
+    /// A claim released (its append failed): a hole in the ring, out of the index.
+    Released,
+}
+
+struct Entry {
+    key: Key,
+    /// The claim's time, or the original's store time for a key learned settled.
+    at_ms: i64,
+    state: State,
 }
 
 /// One core's share of the broker's bounds.
@@ -114,134 +178,307 @@ impl WindowLimits {
             bytes_max: config.dedup_memory_bytes_max.div_ceil(cores) as usize,
         }
     }
+
+    /// The most entries the window holds: the count bound, or the memory bound's.
+    fn entries_max(&self) -> usize {
+        self.keys_max.min(self.bytes_max / ENTRY_BYTES).max(1)
+    }
 }
 
-/// The keys one core owns: pending claims and stored originals, the stored ones in the
-/// order they came (oldest first out).
+/// The keys one core owns: a ring of entries in the order they were claimed (or learned,
+/// for a rebuild), oldest first out, and an [`Index`] from [`Key`] to the entry's sequence
+/// number. A message costs no allocation (the ring grows up to the bounds, the index is
+/// sized for them at the first key) and one random memory access, its index probe, which
+/// a batch's claims prefetch together.
 pub struct Window {
     limits: WindowLimits,
-    slots: HashMap<Rc<str>, Slot>,
-    /// Stored keys in the order they were settled, with their store time.
-    order: VecDeque<(Rc<str>, i64)>,
-    /// Memory of the stored keys, by [`entry_bytes`].
-    bytes: usize,
-}
-
-fn entry_bytes(key: &str) -> usize {
-    key.len() + ENTRY_OVERHEAD_BYTES
+    ring: VecDeque<Entry>,
+    /// Sequence number of `ring[0]`; entry `s` is `ring[s - head]`.
+    head: u64,
+    index: Index,
 }
 
 impl Window {
     pub fn new(limits: WindowLimits) -> Window {
         Window {
             limits,
-            slots: HashMap::new(),
-            order: VecDeque::new(),
-            bytes: 0,
+            ring: VecDeque::new(),
+            head: 0,
+            index: Index::default(),
         }
     }
 
     /// Forgets every key (a demoted core's: its log may be cut back).
     pub fn clear(&mut self) {
-        self.slots.clear();
-        self.order.clear();
-        self.bytes = 0;
+        self.head += self.ring.len() as u64;
+        self.ring.clear();
+        self.index.clear();
     }
 
     /// Stored keys remembered now.
     pub fn stored(&self) -> usize {
-        self.order.len()
+        self.ring
+            .iter()
+            .filter(|e| matches!(e.state, State::Stored(_)))
+            .count()
     }
 
-    /// Memory of the stored keys.
+    /// Memory the entries are counted for, against the memory bound.
     pub fn bytes(&self) -> usize {
-        self.bytes
+        self.ring.len() * ENTRY_BYTES
+    }
+
+    /// Where `seq` is in the ring, if it is there.
+    fn pos(&self, seq: u32) -> Option<usize> {
+        let at = seq.wrapping_sub(self.head as u32) as usize;
+        (at < self.ring.len()).then_some(at)
+    }
+
+    /// The ring position of `key`'s entry.
+    fn find(&self, key: Key) -> Option<usize> {
+        self.index.find(key, |seq| {
+            self.pos(seq).filter(|&at| self.ring[at].key == key)
+        })
+    }
+
+    fn push(&mut self, key: Key, at_ms: i64, state: State) {
+        let len = self.ring.len();
+        let max = self.limits.entries_max();
+        if len == self.ring.capacity() {
+            // Doubling, but never past the bound: the ring is most of the window's memory.
+            let want = (len * 2).max(64).min(max + 1);
+            self.ring.reserve_exact(want.saturating_sub(len).max(1));
+        }
+        self.index.size_for(max + 1);
+        let seq = self.head + len as u64;
+        self.ring.push_back(Entry { key, at_ms, state });
+        self.index.insert(key, seq as u32);
+    }
+
+    /// Takes the entry at ring position `at` out of the index and leaves a hole there.
+    fn release(&mut self, at: usize) {
+        let e = &mut self.ring[at];
+        e.state = State::Released;
+        self.index.remove(e.key, (self.head + at as u64) as u32);
+    }
+
+    /// Claims each of `keys` at `now_ms` for a send that will store it (see [`Claimed`]).
+    /// Their index slots, and those of the oldest entries the claims will push out, are
+    /// fetched from memory together first.
+    pub fn claim_all(&mut self, keys: &[Key], now_ms: i64) -> Vec<Claimed> {
+        for &k in keys {
+            self.index.prefetch(k);
+        }
+        for e in self.ring.iter().take(keys.len()) {
+            self.index.prefetch(e.key);
+        }
+        keys.iter().map(|&k| self.claim(k, now_ms)).collect()
     }
 
     /// Claims `key` at `now_ms` for a send that will store it (see [`Claimed`]).
-    pub fn claim(&mut self, key: &str, now_ms: i64) -> Claimed {
+    pub fn claim(&mut self, key: Key, now_ms: i64) -> Claimed {
         self.evict(now_ms);
-        match self.slots.get(key) {
-            Some(Slot::Stored(o)) => return Claimed::Stored(*o),
-            Some(Slot::Pending { since_ms }) if now_ms - since_ms < PENDING_STALE_MS => {
-                return Claimed::Pending
+        let Some(at) = self.find(key) else {
+            self.push(key, now_ms, State::Pending);
+            self.evict(now_ms);
+            return Claimed::New;
+        };
+        let e = &mut self.ring[at];
+        match e.state {
+            State::Stored(o) => Claimed::Stored(o),
+            State::Pending if now_ms - e.at_ms < PENDING_STALE_MS => Claimed::Pending,
+            _ => {
+                // A stale claim: taken over.
+                e.state = State::Pending;
+                e.at_ms = now_ms;
+                Claimed::New
             }
-            _ => {}
         }
-        match self.slots.get_mut(key) {
-            // A stale claim: taken over.
-            Some(slot) => *slot = Slot::Pending { since_ms: now_ms },
-            None => {
-                self.slots
-                    .insert(Rc::from(key), Slot::Pending { since_ms: now_ms });
-            }
+    }
+
+    /// [`Window::settle`] of each of `entries`, their index slots fetched together first:
+    /// an append of other sends since the claims has pushed them out of the cache.
+    pub fn settle_all(&mut self, entries: &[(Key, Option<Original>)], now_ms: i64) {
+        for (k, _) in entries {
+            self.index.prefetch(*k);
         }
-        Claimed::New
+        for &(k, o) in entries {
+            self.settle(k, o, now_ms);
+        }
     }
 
     /// Ends a claim: `Some` where its message was stored, `None` when it was not (the key
     /// is free again). Also how a rebuild from the log remembers a key; a key already
     /// stored keeps its first original.
-    pub fn settle(&mut self, key: &str, stored: Option<Original>, now_ms: i64) {
-        let Some(o) = stored else {
-            if matches!(self.slots.get(key), Some(Slot::Pending { .. })) {
-                self.slots.remove(key);
+    pub fn settle(&mut self, key: Key, stored: Option<Original>, now_ms: i64) {
+        let found = self.find(key);
+        let pending = found.filter(|&at| matches!(self.ring[at].state, State::Pending));
+        match stored {
+            // Not stored, or already out of the window (a rebuild's oldest records).
+            None => {
+                if let Some(at) = pending {
+                    self.release(at);
+                }
             }
-            return;
-        };
-        if now_ms - o.store_timestamp_ms >= self.limits.window_ms {
-            // Already out of the window (a rebuild's oldest records).
-            if matches!(self.slots.get(key), Some(Slot::Pending { .. })) {
-                self.slots.remove(key);
+            Some(o) if now_ms - o.store_timestamp_ms >= self.limits.window_ms => {
+                if let Some(at) = pending {
+                    self.release(at);
+                }
             }
-            return;
+            Some(o) => match (found, pending) {
+                (Some(at), Some(_)) => {
+                    let e = &mut self.ring[at];
+                    e.state = State::Stored(o);
+                    e.at_ms = e.at_ms.min(o.store_timestamp_ms);
+                }
+                (Some(_), None) => {}
+                (None, _) => self.push(key, o.store_timestamp_ms, State::Stored(o)),
+            },
         }
-        let key: Rc<str> = match self.slots.get_key_value(key) {
-            Some((_, Slot::Stored(_))) => return,
-            Some((k, Slot::Pending { .. })) => k.clone(),
-            None => Rc::from(key),
-        };
-        self.bytes += entry_bytes(&key);
-        self.order.push_back((key.clone(), o.store_timestamp_ms));
-        self.slots.insert(key, Slot::Stored(o));
         self.evict(now_ms);
     }
 
-    /// Forgets the oldest stored keys while the window holds too many, too much, or ones
-    /// older than its time.
+    /// Forgets the oldest entries while the window holds too many, or ones older than its
+    /// time; released holes at the front go with them.
     fn evict(&mut self, now_ms: i64) {
-        let l = self.limits;
-        while let Some((key, at)) = self.order.front() {
-            let over = self.order.len() > l.keys_max
-                || self.bytes > l.bytes_max
-                || now_ms - *at >= l.window_ms;
-            if !over {
+        let max = self.limits.entries_max();
+        while let Some(front) = self.ring.front() {
+            let over = self.ring.len() > max || now_ms - front.at_ms >= self.limits.window_ms;
+            let hole = matches!(front.state, State::Released);
+            if !over && !hole {
                 break;
             }
-            self.bytes -= entry_bytes(key);
-            self.slots.remove(&**key);
-            self.order.pop_front();
+            if !hole {
+                self.index.remove(front.key, self.head as u32);
+            }
+            self.ring.pop_front();
+            self.head += 1;
         }
     }
 }
 
-/// The window key of `uniq_key` sent to `topic`.
-pub fn window_key(topic: &str, uniq_key: &str) -> String {
-    let mut k = String::with_capacity(topic.len() + 1 + uniq_key.len());
-    k.push_str(topic);
-    k.push('\u{1}');
-    k.push_str(uniq_key);
-    k
+/// An open-addressing table, linear probing, from a [`Key`] to the low 32 bits of its
+/// entry's sequence number. A slot holds the key's top 32 bits (its home slot and a tag)
+/// and the sequence number, so a probe reads the slots alone until a tag matches, and a
+/// removal shifts the probe run back without tombstones. The table has at least twice the
+/// slots of the entries it may hold, so runs stay short. A matching tag is confirmed
+/// against the ring's whole key, which also tells a live sequence number from one the
+/// 32 bits wrapped onto.
+#[derive(Default)]
+struct Index {
+    /// `0`: empty; else `tag << 32 | seq`.
+    slots: Vec<u64>,
 }
 
-/// The core that decides for window key `key`, of `cores` cores (FNV-1a of its bytes).
-pub fn owner_core(key: &str, cores: u16) -> u16 {
-    let mut h: u32 = 0x811c_9dc5;
-    for &b in key.as_bytes() {
-        h ^= u32::from(b);
-        h = h.wrapping_mul(0x0100_0193);
+impl Index {
+    /// The slot value of `key` (never `0`: the tag's top bit is set).
+    fn tag(key: Key) -> u32 {
+        (key.slot >> 32) as u32 | 0x8000_0000
     }
-    (h % u32::from(cores.max(1))) as u16
+
+    fn mask(&self) -> usize {
+        self.slots.len() - 1
+    }
+
+    fn home(&self, tag: u32) -> usize {
+        tag as usize & self.mask()
+    }
+
+    /// Makes room for `entries` at most: allocated once, at the first key (zeroed pages,
+    /// touched as keys land on them).
+    fn size_for(&mut self, entries: usize) {
+        if self.slots.is_empty() {
+            let n = (entries * 2).next_power_of_two().clamp(64, 1 << 31);
+            self.slots = vec![0; n];
+        }
+    }
+
+    fn clear(&mut self) {
+        self.slots.fill(0);
+    }
+
+    /// Asks the CPU to fetch `key`'s home slot and the cache line after it (where its probe
+    /// run may go on), without waiting for them.
+    fn prefetch(&self, key: Key) {
+        if self.slots.is_empty() {
+            return;
+        }
+        let home = self.home(Self::tag(key));
+        for i in [home, (home + 8) & self.mask()] {
+            let p = &self.slots[i] as *const u64;
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: a prefetch is a hint that never faults nor changes memory; `p`
+            // points into `slots` all the same.
+            unsafe {
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast());
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            let _ = p;
+        }
+    }
+
+    /// The first slot of `key` whose sequence number `hit` confirms.
+    fn find<T>(&self, key: Key, hit: impl Fn(u32) -> Option<T>) -> Option<T> {
+        if self.slots.is_empty() {
+            return None;
+        }
+        let tag = Self::tag(key);
+        let mut i = self.home(tag);
+        loop {
+            let v = self.slots[i];
+            if v == 0 {
+                return None;
+            }
+            if (v >> 32) as u32 == tag {
+                if let Some(t) = hit(v as u32) {
+                    return Some(t);
+                }
+            }
+            i = (i + 1) & self.mask();
+        }
+    }
+
+    fn insert(&mut self, key: Key, seq: u32) {
+        let tag = Self::tag(key);
+        let mut i = self.home(tag);
+        while self.slots[i] != 0 {
+            i = (i + 1) & self.mask();
+        }
+        self.slots[i] = u64::from(tag) << 32 | u64::from(seq);
+    }
+
+    /// Removes `key`'s slot for `seq`, then moves back each later slot of the run that may
+    /// sit in the freed one (its home is not between the freed slot and it).
+    fn remove(&mut self, key: Key, seq: u32) {
+        if self.slots.is_empty() {
+            return;
+        }
+        let want = u64::from(Self::tag(key)) << 32 | u64::from(seq);
+        let mask = self.mask();
+        let mut hole = self.home(Self::tag(key));
+        loop {
+            match self.slots[hole] {
+                0 => return,
+                v if v == want => break,
+                _ => hole = (hole + 1) & mask,
+            }
+        }
+        let mut j = hole;
+        loop {
+            j = (j + 1) & mask;
+            let v = self.slots[j];
+            if v == 0 {
+                break;
+            }
+            let home = self.home((v >> 32) as u32);
+            // Distance from home to j, and from the hole to j, along the run.
+            if (j.wrapping_sub(home) & mask) >= (j.wrapping_sub(hole) & mask) {
+                self.slots[hole] = v;
+                hole = j;
+            }
+        }
+        self.slots[hole] = 0;
+    }
 }
 
 /// Whether sends to `topic` may be deduplicated at all: not retry, dead-letter or system
@@ -253,17 +490,18 @@ pub fn topic_applies(topic: &str) -> bool {
         || topic.starts_with("rmq_sys_"))
 }
 
-/// Each record's window key (`None` for one without a `UNIQ_KEY`) and length, of a batch of
+/// Each record's key (`None` for one without a `UNIQ_KEY`) and length, of a batch of
 /// `count` records sent to `topic`; `None` when no record has a key, or the batch is not
 /// well formed (the shard refuses it) or is a prepared transactional message.
-pub fn keys_of(topic: &str, records: &[u8], count: u32) -> Option<Vec<(Option<String>, usize)>> {
+pub fn keys_of(topic: &str, records: &[u8], count: u32) -> Option<Vec<(Option<Key>, usize)>> {
+    let keys = TopicKeys::new(topic);
     let mut out = Vec::with_capacity(count as usize);
     let mut any = false;
     for r in message::records(records) {
         let v = r.ok()?;
-        let key = v.uniq_key().filter(|k| !k.is_empty());
+        let key = v.indexed_properties().uniq_key.filter(|k| !k.is_empty());
         any |= key.is_some();
-        out.push((key.map(|k| window_key(topic, k)), v.len()));
+        out.push((key.map(|k| keys.key(k)), v.len()));
     }
     if !any || out.len() != count as usize || crate::transaction::is_prepared(records, count) {
         return None;
@@ -275,18 +513,18 @@ pub fn keys_of(topic: &str, records: &[u8], count: u32) -> Option<Vec<(Option<St
 
 /// To a key's owner core: claim these window keys for one send.
 #[derive(Debug)]
-pub struct Claim(pub Vec<String>);
+pub struct Claim(pub Vec<Key>);
 
 /// To a key's owner core: where the claimed keys' messages were stored (`None`: not
 /// stored, the claim released); also a rebuild's keys.
 #[derive(Debug)]
-pub struct Settle(pub Vec<(String, Option<Original>)>);
+pub struct Settle(pub Vec<(Key, Option<Original>)>);
 
 impl CoreCall for Claim {
     type Answer = Vec<Claimed>;
 
     async fn serve(self, core: &Core) -> Result<Vec<Claimed>, BrokerError> {
-        Ok(core.claim_here(self.0.iter().map(String::as_str)))
+        Ok(core.claim_here(&self.0))
     }
 }
 
@@ -295,10 +533,7 @@ impl CoreCall for Settle {
 
     async fn serve(self, core: &Core) -> Result<(), BrokerError> {
         let now = core.shared.clock.wall_ms();
-        let mut w = core.dedup.borrow_mut();
-        for (k, o) in &self.0 {
-            w.settle(k, *o, now);
-        }
+        core.dedup.borrow_mut().settle_all(&self.0, now);
         Ok(())
     }
 }
@@ -311,10 +546,9 @@ struct Claims {
 
 impl Core {
     /// Claims `keys` in this core's own window (it is their owner).
-    fn claim_here<'a>(&self, keys: impl Iterator<Item = &'a str>) -> Vec<Claimed> {
+    fn claim_here(&self, keys: &[Key]) -> Vec<Claimed> {
         let now = self.shared.clock.wall_ms();
-        let mut w = self.dedup.borrow_mut();
-        keys.map(|k| w.claim(k, now)).collect()
+        self.dedup.borrow_mut().claim_all(keys, now)
     }
 
     /// Whether sends to `topic` are deduplicated: its `dedup.enable` attribute, else the
@@ -334,15 +568,15 @@ impl Core {
     /// settled or [`PENDING_WAIT_MAX`] has passed.
     async fn claim_keys(
         &self,
-        keys: &[(usize, &str)],
+        keys: &[(usize, Key)],
         records: usize,
     ) -> Result<Claims, BrokerError> {
         let mut per_record = vec![None; records];
-        let mut ask: Vec<(usize, &str)> = keys.to_vec();
+        let mut ask: Vec<(usize, Key)> = keys.to_vec();
         let started = Instant::now();
         let mut backoff = Duration::from_millis(1);
         loop {
-            let mut by_owner: Vec<Vec<(usize, &str)>> = vec![Vec::new(); self.shared.cores.into()];
+            let mut by_owner: Vec<Vec<(usize, Key)>> = vec![Vec::new(); self.shared.cores.into()];
             for &(i, k) in &ask {
                 by_owner[usize::from(owner_core(k, self.shared.cores))].push((i, k));
             }
@@ -351,12 +585,12 @@ impl Core {
                 if group.is_empty() {
                     continue;
                 }
+                let group_keys: Vec<Key> = group.iter().map(|(_, k)| *k).collect();
                 let answers = if owner == self.id {
-                    // This core decides: no copy of the keys, no call.
-                    self.claim_here(group.iter().map(|(_, k)| *k))
+                    // This core decides: no call.
+                    self.claim_here(&group_keys)
                 } else {
-                    let claim = Claim(group.iter().map(|(_, k)| (*k).to_owned()).collect());
-                    match self.at_core(owner, claim).await {
+                    match self.at_core(owner, Claim(group_keys)).await {
                         Ok(a) if a.len() == group.len() => a,
                         Ok(_) => {
                             return Err(BrokerError::Internal(
@@ -398,24 +632,20 @@ impl Core {
     async fn settle_keys(
         &self,
         claims: &[Option<Claimed>],
-        keys: &[(usize, &str)],
+        keys: &[(usize, Key)],
         stored: impl Fn(usize) -> Option<Original>,
     ) {
-        let mut by_owner: HashMap<u16, Vec<(String, Option<Original>)>> = HashMap::new();
+        let mut by_owner: HashMap<u16, Vec<(Key, Option<Original>)>> = HashMap::new();
         let now = self.shared.clock.wall_ms();
         for &(i, k) in keys {
             if claims.get(i).copied().flatten() == Some(Claimed::New) {
                 let owner = owner_core(k, self.shared.cores);
-                if owner == self.id {
-                    // This core decides: settled in place, without a copy of the key.
-                    self.dedup.borrow_mut().settle(k, stored(i), now);
-                } else {
-                    by_owner
-                        .entry(owner)
-                        .or_default()
-                        .push((k.to_owned(), stored(i)));
-                }
+                by_owner.entry(owner).or_default().push((k, stored(i)));
             }
+        }
+        if let Some(here) = by_owner.remove(&self.id) {
+            // This core decides: settled in place.
+            self.dedup.borrow_mut().settle_all(&here, now);
         }
         for (owner, entries) in by_owner {
             if let Err(e) = self.at_core(owner, Settle(entries)).await {
@@ -426,7 +656,7 @@ impl Core {
         }
     }
 
-    async fn release(&self, claims: &[Option<Claimed>], keys: &[(usize, &str)]) {
+    async fn release(&self, claims: &[Option<Claimed>], keys: &[(usize, Key)]) {
         self.settle_keys(claims, keys, |_| None).await;
     }
 
@@ -444,12 +674,12 @@ impl Core {
         topic: &str,
         queue_id: u32,
         records: Bytes,
-        keyed: Vec<(Option<String>, usize)>,
+        keyed: Vec<(Option<Key>, usize)>,
     ) -> Result<SendOutcome, BrokerError> {
-        let keys: Vec<(usize, &str)> = keyed
+        let keys: Vec<(usize, Key)> = keyed
             .iter()
             .enumerate()
-            .filter_map(|(i, (k, _))| k.as_deref().map(|k| (i, k)))
+            .filter_map(|(i, (k, _))| k.map(|k| (i, k)))
             .collect();
         let claims = self.claim_keys(&keys, keyed.len()).await?.per_record;
         let is_new = |i: usize| !matches!(claims[i], Some(Claimed::Stored(_)));
@@ -589,7 +819,7 @@ impl Core {
             }
             from = from.saturating_sub(seg).max(min);
         }
-        let mut batch: HashMap<u16, Vec<(String, Option<Original>)>> = HashMap::new();
+        let mut batch: HashMap<u16, Vec<(Key, Option<Original>)>> = HashMap::new();
         let mut remembered = 0u64;
         while let Some(run) = sh.read_log(from, REBUILD_READ_BYTES).await? {
             if run.next <= from {
@@ -607,7 +837,7 @@ impl Core {
                     if let Ok(v) = RecordView::parse(rest) {
                         if let Some(k) = v.uniq_key().filter(|k| !k.is_empty()) {
                             if v.store_timestamp_ms() >= since && topic_applies(v.topic()) {
-                                let key = window_key(v.topic(), k);
+                                let key = key_of(v.topic(), k);
                                 let o = Original {
                                     shard,
                                     queue_id: v.queue_id(),
@@ -617,7 +847,7 @@ impl Core {
                                     store_host: v.store_host(),
                                 };
                                 batch
-                                    .entry(owner_core(&key, self.shared.cores))
+                                    .entry(owner_core(key, self.shared.cores))
                                     .or_default()
                                     .push((key, Some(o)));
                                 remembered += 1;
@@ -643,7 +873,7 @@ impl Core {
     /// Sends each owner its collected keys once it has `at_least` of them.
     async fn hand_over(
         &self,
-        batch: &mut HashMap<u16, Vec<(String, Option<Original>)>>,
+        batch: &mut HashMap<u16, Vec<(Key, Option<Original>)>>,
         at_least: usize,
     ) -> Result<(), BrokerError> {
         for (owner, entries) in batch.iter_mut() {
@@ -678,6 +908,10 @@ mod tests {
         }
     }
 
+    fn k(name: &str) -> Key {
+        key_of("t", name)
+    }
+
     fn window(window_ms: i64, keys_max: usize, bytes_max: usize) -> Window {
         Window::new(WindowLimits {
             window_ms,
@@ -689,84 +923,161 @@ mod tests {
     #[test]
     fn a_key_is_new_then_pending_then_stored() {
         let mut w = window(60_000, 10, 1 << 20);
-        assert_eq!(w.claim("t\u{1}a", 1_000), Claimed::New);
-        assert_eq!(w.claim("t\u{1}a", 1_001), Claimed::Pending);
-        w.settle("t\u{1}a", Some(at(1_000)), 1_002);
-        assert_eq!(w.claim("t\u{1}a", 1_003), Claimed::Stored(at(1_000)));
-        // Another topic's same UNIQ_KEY is another key.
-        assert_eq!(w.claim("u\u{1}a", 1_003), Claimed::New);
+        assert_eq!(w.claim(key_of("t", "a"), 1_000), Claimed::New);
+        assert_eq!(w.claim(key_of("t", "a"), 1_001), Claimed::Pending);
+        w.settle(key_of("t", "a"), Some(at(1_000)), 1_002);
+        assert_eq!(w.claim(key_of("t", "a"), 1_003), Claimed::Stored(at(1_000)));
+        // Another topic's same UNIQ_KEY is another key, and so is the same bytes split
+        // differently between topic and UNIQ_KEY.
+        assert_eq!(w.claim(key_of("u", "a"), 1_003), Claimed::New);
+        assert_eq!(w.claim(key_of("ta", ""), 1_003), Claimed::New);
+        assert_eq!(w.claim(key_of("", "ta"), 1_003), Claimed::New);
     }
 
     #[test]
     fn a_released_claim_frees_the_key() {
         let mut w = window(60_000, 10, 1 << 20);
-        assert_eq!(w.claim("k", 1_000), Claimed::New);
-        w.settle("k", None, 1_001);
-        assert_eq!(w.claim("k", 1_002), Claimed::New);
+        assert_eq!(w.claim(k("k"), 1_000), Claimed::New);
+        w.settle(k("k"), None, 1_001);
+        assert_eq!(w.claim(k("k"), 1_002), Claimed::New);
         assert_eq!(w.stored(), 0);
     }
 
     #[test]
     fn a_stale_pending_claim_is_taken_over() {
         let mut w = window(600_000, 10, 1 << 20);
-        assert_eq!(w.claim("k", 1_000), Claimed::New);
-        assert_eq!(w.claim("k", 1_000 + PENDING_STALE_MS - 1), Claimed::Pending);
-        assert_eq!(w.claim("k", 1_000 + PENDING_STALE_MS), Claimed::New);
+        assert_eq!(w.claim(k("k"), 1_000), Claimed::New);
+        assert_eq!(
+            w.claim(k("k"), 1_000 + PENDING_STALE_MS - 1),
+            Claimed::Pending
+        );
+        assert_eq!(w.claim(k("k"), 1_000 + PENDING_STALE_MS), Claimed::New);
     }
 
     #[test]
     fn the_oldest_keys_go_first_by_count_time_and_bytes() {
+        let store = |w: &mut Window, name: &str, ts: i64| {
+            assert_eq!(w.claim(k(name), ts), Claimed::New);
+            w.settle(k(name), Some(at(ts)), ts);
+        };
         let mut w = window(10_000, 3, 1 << 20);
-        for (i, k) in ["a", "b", "c", "d"].iter().enumerate() {
-            let ts = 1_000 + i as i64;
-            assert_eq!(w.claim(k, ts), Claimed::New);
-            w.settle(k, Some(at(ts)), ts);
+        for (i, name) in ["a", "b", "c", "d"].iter().enumerate() {
+            store(&mut w, name, 1_000 + i as i64);
         }
         assert_eq!(w.stored(), 3);
+        for name in ["b", "c", "d"] {
+            assert!(matches!(w.claim(k(name), 1_010), Claimed::Stored(_)));
+        }
         assert_eq!(
-            w.claim("a", 1_010),
+            w.claim(k("a"), 1_010),
             Claimed::New,
             "count: the oldest forgotten"
         );
-        assert!(matches!(w.claim("b", 1_010), Claimed::Stored(_)));
-        // Time: b (stored at 1001) is out of a 10 s window at 11001, c not yet.
-        assert_eq!(w.claim("b", 11_001), Claimed::New);
-        assert!(matches!(w.claim("c", 11_001), Claimed::Stored(_)));
 
-        let each = entry_bytes("k0");
-        let mut w = window(10_000, 100, 2 * each);
+        // Time: a (stored at 1000) is out of a 10 s window at 11000, b not yet.
+        let mut w = window(10_000, 10, 1 << 20);
+        store(&mut w, "a", 1_000);
+        store(&mut w, "b", 1_001);
+        assert!(matches!(w.claim(k("b"), 11_000), Claimed::Stored(_)));
+        assert_eq!(w.claim(k("a"), 11_000), Claimed::New);
+        assert_eq!(w.claim(k("b"), 11_001), Claimed::New);
+
+        let mut w = window(10_000, 100, 2 * ENTRY_BYTES);
         for i in 0..3 {
-            let k = format!("k{i}");
-            w.claim(&k, 1_000);
-            w.settle(&k, Some(at(1_000)), 1_000);
+            store(&mut w, &format!("k{i}"), 1_000);
         }
-        assert_eq!(w.bytes(), 2 * each);
+        assert_eq!(w.bytes(), 2 * ENTRY_BYTES);
+        assert!(matches!(w.claim(k("k1"), 1_000), Claimed::Stored(_)));
+        assert!(matches!(w.claim(k("k2"), 1_000), Claimed::Stored(_)));
         assert_eq!(
-            w.claim("k0", 1_000),
+            w.claim(k("k0"), 1_000),
             Claimed::New,
             "bytes: the oldest forgotten"
         );
-        assert!(matches!(w.claim("k2", 1_000), Claimed::Stored(_)));
+    }
+
+    #[test]
+    fn a_full_window_remembers_exactly_its_newest_keys() {
+        // Released claims leave holes; the window keeps the newest stored keys all the same.
+        let mut w = window(600_000, 1_000, 1 << 30);
+        let mut stored = Vec::new();
+        for i in 0..200_000u32 {
+            let key = key_of("t", &i.to_string());
+            assert_eq!(w.claim(key, 1_000), Claimed::New);
+            if i % 7 == 3 {
+                w.settle(key, None, 1_000);
+            } else {
+                w.settle(key, Some(at(1_000)), 1_000);
+                stored.push(key);
+            }
+        }
+        assert!(w.stored() <= 1_000 && w.stored() >= 850, "{}", w.stored());
+        // Each remembered entry has exactly one index slot, and nothing else has one.
+        let live = w
+            .ring
+            .iter()
+            .filter(|e| !matches!(e.state, State::Released))
+            .count();
+        assert_eq!(w.index.slots.iter().filter(|&&v| v != 0).count(), live);
+        assert_eq!(w.index.slots.len(), 2_048);
+        let kept = w.stored();
+        let (old, new) = stored.split_at(stored.len() - kept);
+        for key in new {
+            assert!(matches!(w.claim(*key, 1_000), Claimed::Stored(_)));
+        }
+        for key in &old[old.len() - 100..] {
+            assert_eq!(w.claim(*key, 1_000), Claimed::New);
+        }
     }
 
     #[test]
     fn a_settle_keeps_the_first_original_and_skips_expired_ones() {
         let mut w = window(10_000, 10, 1 << 20);
-        w.settle("k", Some(at(5_000)), 5_000);
-        w.settle("k", Some(at(6_000)), 6_000);
-        assert_eq!(w.claim("k", 6_000), Claimed::Stored(at(5_000)));
-        w.settle("old", Some(at(1_000)), 20_000);
+        w.settle(k("k"), Some(at(5_000)), 5_000);
+        w.settle(k("k"), Some(at(6_000)), 6_000);
+        assert_eq!(w.claim(k("k"), 6_000), Claimed::Stored(at(5_000)));
+        w.settle(k("old"), Some(at(1_000)), 14_000);
         assert_eq!(w.stored(), 1);
+    }
+
+    #[test]
+    fn the_index_finds_what_it_holds_through_removals_and_wrapping_runs() {
+        // A small table kept full to its bound, keys added and removed in a mixed order:
+        // every held key is found at its number, every removed one is not.
+        let mut index = Index::default();
+        index.size_for(32);
+        let mut held: HashMap<u32, Key> = HashMap::new();
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        for seq in 0..20_000u32 {
+            let key = key_of("t", &seq.to_string());
+            index.insert(key, seq);
+            held.insert(seq, key);
+            while held.len() > 32 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let victim = *held.keys().nth((x % held.len() as u64) as usize).unwrap();
+                let key = held.remove(&victim).unwrap();
+                index.remove(key, victim);
+                assert_eq!(index.find(key, |s| (s == victim).then_some(s)), None);
+            }
+            if seq % 97 == 0 {
+                for (&s, &k) in &held {
+                    assert_eq!(index.find(k, |f| (f == s).then_some(f)), Some(s));
+                }
+                assert_eq!(index.slots.iter().filter(|&&v| v != 0).count(), held.len());
+            }
+        }
     }
 
     #[test]
     fn owners_spread_and_never_exceed_the_cores() {
         let mut seen = [0u32; 4];
         for i in 0..400 {
-            let o = owner_core(&window_key("t", &format!("K{i}")), 4);
+            let o = owner_core(key_of("t", &format!("K{i}")), 4);
             seen[usize::from(o)] += 1;
         }
         assert!(seen.iter().all(|&n| n > 50), "{seen:?}");
-        assert_eq!(owner_core("x", 1), 0);
+        assert_eq!(owner_core(k("x"), 1), 0);
     }
 }
