@@ -14,6 +14,14 @@ use glommio::net::TcpListener;
 use glommio::{LocalExecutorBuilder, Placement};
 use socket2::{Domain, Protocol, Socket, Type};
 
+/// Longest a busy core runs tasks before it reaps its rings' completions. glommio reaps
+/// them only when its run queue is empty or this timer fires; while connections that
+/// pipeline thousands of requests keep the queue full, a socket that just became readable,
+/// a new connection and a finished disk write would otherwise wait for glommio's default of
+/// 100 ms. Reaping costs a few microseconds, so a core under load does it every
+/// millisecond at most.
+const IO_REAP_INTERVAL_MAX: Duration = Duration::from_millis(1);
+
 use broker_base::config::{BrokerConfig, FlushDiskType};
 use broker_base::Shared;
 use broker_core::core::Core;
@@ -685,7 +693,8 @@ pub fn start_until(config: BrokerConfig, stop: &AtomicBool) -> anyhow::Result<Ru
         };
         let builder = LocalExecutorBuilder::new(placement)
             .name(&format!("core-{core}"))
-            .io_memory(shared.config.io_memory_bytes as usize);
+            .io_memory(shared.config.io_memory_bytes as usize)
+            .preempt_timer(IO_REAP_INTERVAL_MAX);
         let ended = ended_tx.clone();
         let h = builder
             .spawn(move || {
