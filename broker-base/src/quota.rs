@@ -200,11 +200,17 @@ impl Bucket {
 
     /// Takes `n` tokens, or says in how many ms they would be there.
     pub fn take(&mut self, n: u64, now: Instant) -> Result<(), u64> {
+        self.check(n, now)?;
+        self.tokens -= n as f64;
+        Ok(())
+    }
+
+    /// Whether `n` tokens are there now, without taking them; if not, in how many ms they
+    /// would be.
+    pub fn check(&mut self, n: u64, now: Instant) -> Result<(), u64> {
         self.refill(now);
-        let n = n as f64;
-        let need = n.min(self.burst);
+        let need = (n as f64).min(self.burst);
         if self.tokens >= need && self.tokens > 0.0 {
-            self.tokens -= n;
             return Ok(());
         }
         let wait_sec = if self.rate_per_sec > 0.0 {

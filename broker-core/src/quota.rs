@@ -144,7 +144,8 @@ impl Quotas {
     }
 
     /// Lets `ask` through, or refuses it with the first rule it is over, its value and
-    /// when to retry.
+    /// when to retry. A refused ask takes nothing from any rule: every rule it falls under
+    /// is checked before any is charged.
     pub fn admit(
         &self,
         ask: &Ask<'_>,
@@ -161,13 +162,19 @@ impl Quotas {
                 continue;
             };
             kept.asked = kept.asked.saturating_add(amount);
-            if let Err(retry_after_ms) = kept.bucket.take(amount, now) {
+            if let Err(retry_after_ms) = kept.bucket.check(amount, now) {
                 return Err(BrokerError::quota(QuotaExceeded {
                     limit: kept.key.clone(),
                     value: format!("{} {}", kept.rule.per_sec, kept.rule.limit.unit()),
                     who: format!("{} `{}`", kept.rule.scope.name(), kept.rule.name),
                     retry_after_ms,
                 }));
+            }
+        }
+        for kept in st.rules.iter_mut() {
+            if let Some(amount) = ask.amount(&kept.rule) {
+                // Checked just above, at the same instant: there.
+                let _ = kept.bucket.take(amount, now);
             }
         }
         Ok(())
@@ -360,6 +367,30 @@ mod tests {
         let bytes = cfg("topic:T:send_bytes_per_sec=1000");
         assert!(q.admit(&send("x", 10), &bytes, t0).is_ok());
         assert!(q.admit(&send("x", 1), &bytes, t0).is_err());
+    }
+
+    #[test]
+    fn a_send_refused_by_one_rule_takes_nothing_from_the_others() {
+        let q = Quotas::new(0, 1);
+        let c = cfg("account:a:send_messages_per_sec=10,topic:T:send_messages_per_sec=5");
+        let t0 = Instant::now();
+        assert!((0..5).all(|_| q.admit(&send("a", 1), &c, t0).is_ok()));
+        // The topic's rule refuses these; the account's tokens stay.
+        for _ in 0..20 {
+            let e = q.admit(&send("a", 1), &c, t0).unwrap_err();
+            assert!(e.to_string().contains("topic:T:"), "{e}");
+        }
+        // The account still has 5 of its 10 for another topic.
+        let other = |n| Ask::Send {
+            account: "a",
+            topic: "U",
+            group: "P",
+            messages: n,
+            bytes: n * 100,
+        };
+        assert!((0..5).all(|_| q.admit(&other(1), &c, t0).is_ok()));
+        let e = q.admit(&other(1), &c, t0).unwrap_err();
+        assert!(e.to_string().contains("account:a:"), "{e}");
     }
 
     #[test]
