@@ -20,6 +20,7 @@ mod messages;
 mod output;
 mod progress;
 mod query;
+mod quota;
 mod remoting_client;
 mod rmq;
 mod stats;
@@ -373,6 +374,16 @@ enum Cmd {
         #[arg(short = 'v', long)]
         value: String,
     },
+    /// Quota rules (the broker's live `quotas` key, every master of a cluster with -c):
+    /// list them, set one, remove one.
+    Quota {
+        #[command(subcommand)]
+        action: QuotaCmd,
+        #[arg(short = 'b', long = "broker", global = true)]
+        broker_addr: Option<String>,
+        #[arg(short = 'c', long, global = true)]
+        cluster: Option<String>,
+    },
     /// The clients of a producer group connected to a topic's brokers.
     #[command(alias = "producerConnection")]
     ProducerConnection {
@@ -486,6 +497,18 @@ enum Cmd {
         #[arg(short = 'i', long = "broker-id")]
         broker_id: Option<u64>,
     },
+}
+
+#[derive(Subcommand, Debug)]
+enum QuotaCmd {
+    /// Each broker's rules, one per line.
+    List,
+    /// Adds a rule, or changes the value of the rule of the same scope, name and limit:
+    /// `account|topic|group:<name>:<limit>=<N>`, the limit one of send_messages_per_sec,
+    /// send_bytes_per_sec, pulls_per_sec, connections.
+    Set { rule: String },
+    /// Removes the rule `account|topic|group:<name>:<limit>`.
+    Remove { rule: String },
 }
 
 /// Sets `slot` to the flag's value when the flag was given.
@@ -726,6 +749,19 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         } => {
             let targets = rmq::targets(ns, broker_addr.as_deref(), cluster.as_deref())?;
             out.emit(&broker_admin::update_broker_config(targets, &key, &value)?)?;
+        }
+        Cmd::Quota {
+            action,
+            broker_addr,
+            cluster,
+        } => {
+            let targets = rmq::targets(ns, broker_addr.as_deref(), cluster.as_deref())?;
+            let rules = match action {
+                QuotaCmd::List => quota::list(targets)?,
+                QuotaCmd::Set { rule } => quota::set(targets, &rule)?,
+                QuotaCmd::Remove { rule } => quota::remove(targets, &rule)?,
+            };
+            out.emit(&rules)?;
         }
         Cmd::ProducerConnection { group, topic } => {
             out.emit(&broker_admin::producer_connection(ns, &group, &topic)?)?;

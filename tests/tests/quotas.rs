@@ -2,7 +2,8 @@
 //! quota. The flooder's sends past its quota are refused FLOW_CONTROL with a remark naming
 //! the rule, its value and when to retry, and it never gets more than its quota across
 //! the cores together; the other tenant's sends all succeed meanwhile, and nobody waits
-//! for a timeout. A change of the quotas with `updateBrokerConfig` applies at once.
+//! for a timeout. A change of the quotas with corvus's `mqadmin quota` or RocketMQ's
+//! `updateBrokerConfig` applies at once.
 
 // Tests may unwrap: a panic there is a test failure.
 #![allow(clippy::unwrap_used)]
@@ -119,7 +120,55 @@ fn a_tenant_over_its_quota_is_refused_by_name_and_the_other_is_not_slowed() {
         .unwrap();
     }
 
-    // Lifted by the admin command: the noisy tenant's sends go through again at once.
+    // corvus's mqadmin lists the rule, raises it (the noisy tenant's sends go through again
+    // at once), and removes it.
+    let quota = |args: &[&str]| {
+        let mut all = vec!["quota"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["-b", &c.broker.addr]);
+        let out = mqadmin_as(&ns, Some(ADMIN), &all);
+        assert!(
+            out.status.success(),
+            "mqadmin {all:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let listed = quota(&["list"]);
+    assert!(
+        listed.contains("1 rule(s)")
+            && listed.contains(&format!(
+                "account:tenant-noisy:send_messages_per_sec={NOISY_PER_SEC}"
+            )),
+        "{listed}"
+    );
+    let raised = quota(&["set", "account:tenant-noisy:send_messages_per_sec=100000"]);
+    assert!(
+        raised.contains("1 rule(s)") && raised.contains("send_messages_per_sec=100000"),
+        "{raised}"
+    );
+    for i in 0..50 {
+        noisy
+            .send(Message::new("Shared", format!("lifted-{i}").into_bytes()))
+            .unwrap();
+    }
+    assert!(quota(&["remove", "account:tenant-noisy:send_messages_per_sec"]).contains("0 rule(s)"));
+    assert!(quota(&["list"]).contains("0 rule(s)"));
+    // A rule the broker does not take is refused with its reason, and nothing changes.
+    let bad = mqadmin_as(
+        &ns,
+        Some(ADMIN),
+        &[
+            "quota",
+            "set",
+            "account:x:frobs_per_sec=5",
+            "-b",
+            &c.broker.addr,
+        ],
+    );
+    assert!(!bad.status.success());
+    assert!(quota(&["list"]).contains("0 rule(s)"));
+    // RocketMQ's own command sets the same key.
     let out = mqadmin_as(
         &ns,
         Some(ADMIN),
@@ -130,7 +179,7 @@ fn a_tenant_over_its_quota_is_refused_by_name_and_the_other_is_not_slowed() {
             "-k",
             "quotas",
             "-v",
-            "",
+            "topic:Shared:pulls_per_sec=7",
         ],
     );
     assert!(
@@ -138,11 +187,7 @@ fn a_tenant_over_its_quota_is_refused_by_name_and_the_other_is_not_slowed() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    for i in 0..50 {
-        noisy
-            .send(Message::new("Shared", format!("lifted-{i}").into_bytes()))
-            .unwrap();
-    }
+    assert!(quota(&["list"]).contains("topic:Shared:pulls_per_sec=7"));
 }
 
 /// `account:<key>:connections`: a second connection of an account allowed one is refused
