@@ -2,13 +2,15 @@
 # Idempotent sends on and off, alternated: one broker core on CPU 0, `bench remoting` batches of
 # 64 (each message with its UNIQ_KEY, as RocketMQ's clients send them) from CPU 1. Needs
 # `cargo build --release -p broker -p namesrv -p bench` and `cargo build -p mqadmin`.
+# ROUNDS (default "1 2") and MODES (default "false true") choose the runs; CARGO_TARGET_DIR
+# and MQADMIN the binaries, so builds can be compared.
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 B=${CARGO_TARGET_DIR:-$ROOT/target}/release
 MQADMIN=${MQADMIN:-${CARGO_TARGET_DIR:-$ROOT/target}/debug/mqadmin}
 out=/tmp/dedup-ab; rm -rf $out; mkdir -p $out
-for round in 1 2; do
-for mode in false true; do
+for round in ${ROUNDS:-1 2}; do
+for mode in ${MODES:-false true}; do
   d=$out/$mode-$round; mkdir -p $d
   printf 'dedup_enable = %s\n' $mode > $d/c.toml
   taskset -c 0 $B/namesrv --listen 127.0.0.1:29876 > $d/ns.log 2>&1 &
