@@ -56,9 +56,10 @@ use crate::error::{Appended, BrokerError};
 /// whatever the broker's `dedup_enable`.
 pub const ATTRIBUTE: &str = "dedup.enable";
 
-/// What one remembered key costs: its entry in the window's ring (72 bytes) and its slots
-/// in the index, which holds up to twice as many entries as the ring (an upper estimate,
-/// for the memory bound; every key costs the same).
+/// What one remembered key costs: its entry in the window's ring (72 bytes) and its share
+/// of the index, which has at least two 8-byte slots per entry the window may hold, at most
+/// four once rounded to a power of two (an upper estimate, for the memory bound; every key
+/// costs the same).
 pub const ENTRY_BYTES: usize = 128;
 
 /// A pending claim this old is taken over by the next claim: its sender never settled it
