@@ -8,37 +8,18 @@
 #   idle    10,000 idle connections from another peer (127.0.0.2)
 # Prints one line per run: the paced client's rate, p50/p99/max send->ack and errors.
 # Needs `cargo build --release -p broker -p namesrv -p bench` and `cargo build -p mqadmin`.
-set -u
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-B=${CARGO_TARGET_DIR:-$ROOT/target}/release
-MQADMIN=${MQADMIN:-${CARGO_TARGET_DIR:-$ROOT/target}/debug/mqadmin}
-RATE=${RATE:-2000}
-DURATION=${DURATION:-15}
-NS=127.0.0.1:29876
+. "$(dirname "$0")/paced_lib.sh"
 out=${OUT:-/tmp/neighbours}; rm -rf "$out"; mkdir -p "$out"
 ulimit -n 20000
 
-taskset -c 0 "$B/namesrv" --listen $NS > "$out/ns.log" 2>&1 &
-NSPID=$!
-taskset -c 0 "$B/broker" --cores 1 --listen 127.0.0.1:29911 -n $NS --data-dir "$out/data" \
-  --tail-ring-dir /dev/shm/neighbours ${BROKER_ARGS:-} > "$out/broker.log" 2>&1 &
-BR=$!
-trap 'kill $BR $NSPID 2>/dev/null; wait; rm -rf "$out/data" /dev/shm/neighbours' EXIT
-for _ in $(seq 1 100); do grep -q "listening" "$out/broker.log" && break; sleep 0.2; done
+start_broker "$out" ${BROKER_ARGS:-}
 "$MQADMIN" update-topic -n $NS -t Fair -q 4 > "$out/topic.log" 2>&1
-for _ in $(seq 1 50); do "$MQADMIN" topic-route -n $NS -t Fair > /dev/null 2>&1 && break; sleep 0.2; done
+wait_route Fair
 
 paced() {
   taskset -c 1 "$B/bench" produce -n $NS -t Fair --batch 1 --size 1024 --rate "$RATE" \
     --inflight 64 --duration "$DURATION" --no-disk --floor-duration 0 --json > "$out/$1.json" 2> "$out/$1.err"
-  python3 - "$1" "$out/$1.json" <<'PY'
-import json, sys
-lines = [l for l in open(sys.argv[2]) if l.startswith("{")]
-r = json.loads(lines[-1]) if lines else {}
-l = r.get("latency_us", {})
-print(f"{sys.argv[1]:8} msgs/s {r.get('msgs_per_sec', 0):>8.0f}  send->ack p50 {l.get('p50', 0) / 1e3:.3f}"
-      f"  p99 {l.get('p99', 0) / 1e3:.3f}  max {l.get('max', 0) / 1e3:.1f} ms  errors {r.get('errors', 'none reported')}")
-PY
+  summary "$1" "$out/$1.json"
 }
 
 neighbour() {
@@ -55,7 +36,7 @@ neighbour flood "$B/bench" remoting -n $NS -t Fair --producers 8 --inflight 512 
   --no-consume --warmup 1 --duration $((DURATION + 8))
 neighbour batches "$B/bench" remoting -n $NS -t Fair --producers 4 --inflight 2 --batch 256 \
   --size 12288 --no-consume --warmup 1 --duration $((DURATION + 8))
-neighbour idle python3 "$ROOT/bench/scripts/hold_connections.py" 127.0.0.2 127.0.0.1:29911 \
+neighbour idle python3 "$ROOT/bench/scripts/hold_connections.py" 127.0.0.2 $BROKER_ADDR \
   10000 $((DURATION + 8))
 grep -h "holding" "$out/idle-neighbour.log"
 paced solo2
