@@ -236,6 +236,25 @@ mod tests {
     }
 
     #[test]
+    fn a_refusal_says_when_to_retry_and_other_errors_do_not() {
+        let refused = Header::refusal(5, ResponseCode::FlowControl, "quota", Some(250));
+        let wire = encode_frame(&refused, b"").unwrap().freeze();
+        let f = decode_complete(wire).unwrap();
+        assert_eq!(f.header, refused);
+        assert_eq!(f.header.response_code(), ResponseCode::FlowControl);
+        assert_eq!(f.header.remark, "quota");
+        assert_eq!(f.header.retry_after_ms(), Some(250));
+        // An error with no retry time is the plain error response, and says none.
+        let plain = Header::refusal(6, ResponseCode::SystemError, "broken", None);
+        assert_eq!(plain, Header::error(6, ResponseCode::SystemError, "broken"));
+        let f = decode_complete(encode_frame(&plain, b"").unwrap().freeze()).unwrap();
+        assert_eq!(f.header.retry_after_ms(), None);
+        // A request carrying the command is no refusal.
+        let request = Header::request(7, Command::Refused { retry_after_ms: 1 });
+        assert_eq!(request.retry_after_ms(), None);
+    }
+
+    #[test]
     fn oversized_frame_is_reported_and_skipped() {
         let big = vec![0u8; 5000];
         let mut wire = encode_frame(&pull_header(1), &big).unwrap();

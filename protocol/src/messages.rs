@@ -60,6 +60,30 @@ impl Header {
         }
     }
 
+    /// An error response that says when a retry may succeed (`Command::Refused`), when
+    /// `retry_after_ms` is given; else the same as [`Header::error`].
+    pub fn refusal(
+        request_id: u64,
+        code: ResponseCode,
+        remark: impl Into<String>,
+        retry_after_ms: Option<u64>,
+    ) -> Header {
+        let mut header = Header::error(request_id, code, remark);
+        if let Some(retry_after_ms) = retry_after_ms {
+            header.command = Command::Refused { retry_after_ms };
+        }
+        header
+    }
+
+    /// When a refused request may be tried again (ms from the response), if the error
+    /// response says.
+    pub fn retry_after_ms(&self) -> Option<u64> {
+        match self.command {
+            Command::Refused { retry_after_ms } if self.is_response() => Some(retry_after_ms),
+            _ => None,
+        }
+    }
+
     pub fn is_response(&self) -> bool {
         self.flags & FLAG_RESPONSE != 0
     }
@@ -75,7 +99,8 @@ impl Header {
 
 #[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub enum Command {
-    /// A response with nothing to say beyond its code (also every error response).
+    /// A response with nothing to say beyond its code (also every error response but a
+    /// refusal that says when to retry, `Refused`).
     Empty,
 
     // ---- NameServer requests ----
@@ -270,6 +295,14 @@ pub enum Command {
         access_key: String,
         signature: String,
     },
+    // ---- refusals (appended) ----
+    /// The command of an error response whose refusal says when a retry may succeed (a
+    /// quota or admission limit, code `FlowControl`): `retry_after_ms` from when it was
+    /// sent. Every other error response carries `Empty`. Never a request: brokers and name
+    /// servers answer one `RequestCodeNotSupported`, as any other response's command.
+    Refused {
+        retry_after_ms: u64,
+    },
 }
 
 impl Command {
@@ -329,6 +362,7 @@ impl Command {
             Command::AuthChallenge => "auth_challenge",
             Command::AuthNonce { .. } => "auth_nonce",
             Command::Login { .. } => "login",
+            Command::Refused { .. } => "refused",
         }
     }
 }
