@@ -336,11 +336,7 @@ impl PullInner {
                 }
                 Ok(PulledBatch::empty(source(PullStatus::OffsetMoved)))
             }
-            code => Err(ClientError::Broker {
-                addr: addr.clone(),
-                code,
-                remark: frame.header.remark,
-            }),
+            _ => Err(ClientError::broker(addr, frame.header)),
         }
     }
 }

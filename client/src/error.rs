@@ -1,6 +1,8 @@
 //! The client's one error enum. Wire response codes appear only inside [`ClientError::Broker`].
 
-use protocol::ResponseCode;
+use std::time::Duration;
+
+use protocol::{Header, ResponseCode};
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ClientError {
@@ -19,6 +21,9 @@ pub enum ClientError {
         addr: String,
         code: ResponseCode,
         remark: String,
+        /// When a retry may succeed, in ms from the answer, when the broker said (a quota
+        /// or admission refusal); see [`ClientError::retry_after`].
+        retry_after_ms: Option<u64>,
     },
     #[error("no route for topic {topic} (does the topic exist, and is a broker serving it?)")]
     NoRoute { topic: String },
@@ -72,6 +77,29 @@ impl ClientError {
             addr: addr.to_owned(),
             kind: e.kind(),
             detail: e.to_string(),
+        }
+    }
+
+    /// The broker error an error response stands for.
+    pub(crate) fn broker(addr: &str, header: Header) -> ClientError {
+        ClientError::Broker {
+            addr: addr.to_owned(),
+            code: header.response_code(),
+            retry_after_ms: header.retry_after_ms(),
+            remark: header.remark,
+        }
+    }
+
+    /// How long to wait before trying a refused request again, when the broker said: a
+    /// quota or admission refusal (`FlowControl`) carries it, its remark names the limit.
+    /// The producer does not retry such a refusal itself; it is the caller's to wait.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            ClientError::Broker {
+                retry_after_ms: Some(ms),
+                ..
+            } => Some(Duration::from_millis(*ms)),
+            _ => None,
         }
     }
 

@@ -1016,6 +1016,33 @@ mod tests {
     }
 
     #[test]
+    fn a_quota_refusal_reaches_the_caller_with_when_to_retry() {
+        let (quota, quota_state) = fake_broker(0);
+        quota_state
+            .quota_retry_after_ms
+            .store(250, Ordering::SeqCst);
+        let ns = namesrv("T", route(vec![broker("a", &quota.addr, &[], 1)], 2));
+        // Retries allowed: a refusal that says when to retry is still the caller's to wait
+        // for, not retried at once.
+        let p = producer(&ns);
+        let queue = MessageQueue {
+            topic: "T".into(),
+            broker_name: "a".into(),
+            queue_id: 0,
+        };
+        let e = p.send_to_queue(Message::new("T", "x"), &queue).unwrap_err();
+        assert_eq!(e.code(), Some(protocol::ResponseCode::FlowControl), "{e}");
+        assert_eq!(e.retry_after(), Some(Duration::from_millis(250)), "{e}");
+        assert!(!e.is_retriable(), "{e}");
+        assert_eq!(quota.request_count("send"), 1);
+        // Other errors say no retry time.
+        quota_state.quota_retry_after_ms.store(0, Ordering::SeqCst);
+        quota_state.stopping.store(true, Ordering::SeqCst);
+        let e = p.send_to_queue(Message::new("T", "y"), &queue).unwrap_err();
+        assert_eq!(e.retry_after(), None, "{e}");
+    }
+
+    #[test]
     fn a_stopping_broker_is_never_taken_for_success() {
         let (stopping, stopping_state) = fake_broker(0);
         stopping_state.stopping.store(true, Ordering::SeqCst);

@@ -741,15 +741,10 @@ impl Drop for ConnectionPool {
 
 /// Turns a response frame into `Ok` when its code is `Success`, else a broker error.
 pub(crate) fn expect_success(addr: &str, frame: Frame) -> Result<Frame> {
-    let code = frame.header.response_code();
-    if code == protocol::ResponseCode::Success {
+    if frame.header.response_code() == protocol::ResponseCode::Success {
         Ok(frame)
     } else {
-        Err(ClientError::Broker {
-            addr: addr.to_owned(),
-            code,
-            remark: frame.header.remark,
-        })
+        Err(ClientError::broker(addr, frame.header))
     }
 }
 

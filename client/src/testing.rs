@@ -218,6 +218,9 @@ pub(crate) struct BrokerState {
     pub busy_sends: std::sync::atomic::AtomicU64,
     /// Answers every send as a broker in its graceful stop does: `ServiceNotAvailable`.
     pub stopping: std::sync::atomic::AtomicBool,
+    /// Answers every send as a broker over a quota does: `FlowControl`, retry after this
+    /// many ms (0: no quota).
+    pub quota_retry_after_ms: std::sync::atomic::AtomicU64,
     pub shard: u16,
 }
 
@@ -289,6 +292,18 @@ fn handle_broker(st: &BrokerState, f: &Frame) -> Reply {
                         id,
                         ResponseCode::ServiceNotAvailable,
                         "broker is shutting down",
+                    ),
+                    vec![],
+                );
+            }
+            let retry_after_ms = st.quota_retry_after_ms.load(SeqCst);
+            if retry_after_ms > 0 {
+                return Reply::Send(
+                    Header::refusal(
+                        id,
+                        ResponseCode::FlowControl,
+                        format!("fake quota; retry after {retry_after_ms} ms"),
+                        Some(retry_after_ms),
                     ),
                     vec![],
                 );

@@ -225,6 +225,7 @@ mod tests {
             addr: "a".into(),
             code,
             remark: String::new(),
+            retry_after_ms: None,
         };
         assert_eq!(
             classify(&broker(ResponseCode::TopicNotExist)),
