@@ -73,9 +73,11 @@ impl Outgoing {
     }
 }
 
+/// The answer to a request the broker refused: the error's code and text, and for a quota
+/// or admission refusal when to retry (`Command::Refused`).
 fn error_response(request_id: u64, e: &BrokerError) -> Outgoing {
     answer(
-        Header::error(request_id, e.code(), e.to_string()),
+        Header::refusal(request_id, e.code(), e.to_string(), e.retry_after_ms()),
         Body::None,
     )
 }

@@ -251,8 +251,8 @@ fn connect_from_second_peer(addr: &str) -> TcpStream {
 }
 
 /// One host holding idle connections up to `connections_per_peer_max` cannot take the
-/// slots the others need: its next connection is answered FLOW_CONTROL naming the limit
-/// and when to retry, and a client from another address still connects and sends.
+/// slots the others need: its next connections are answered FLOW_CONTROL naming the limit
+/// and when to retry (in both protocols), and a client from another address still connects and sends.
 #[test]
 fn one_peer_cannot_take_every_connection_slot() {
     const PER_PEER: usize = 20;
@@ -310,6 +310,27 @@ fn one_peer_cannot_take_every_connection_slot() {
         closed_by_peer(&mut extra),
         "the refused connection stayed open"
     );
+    // A native request is refused the same way, with the retry time as a field of its own.
+    let mut native = connect_from_second_peer(&c.broker.addr);
+    let ask = protocol::Header::request(8, protocol::Command::BrokerStatus);
+    protocol::blocking::write_frame(&mut native, &ask, &[]).unwrap();
+    let answer = protocol::blocking::FrameReader::new(&native, 1 << 20)
+        .next_frame()
+        .unwrap()
+        .expect("the refused native connection closed without an answer");
+    assert_eq!(
+        answer.header.response_code(),
+        protocol::ResponseCode::FlowControl
+    );
+    assert!(
+        answer
+            .header
+            .remark
+            .contains("connections_per_peer_max = 20"),
+        "{}",
+        answer.header.remark
+    );
+    assert_eq!(answer.header.retry_after_ms(), Some(1000));
 
     // A client from 127.0.0.1 connects and sends while the other host's slots stay taken.
     let p = producer(&ns);

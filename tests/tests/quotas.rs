@@ -1,9 +1,9 @@
 //! Quotas per account: two tenants on one broker (two cores), one sending far beyond its
 //! quota. The flooder's sends past its quota are refused FLOW_CONTROL with a remark naming
-//! the rule, its value and when to retry, and it never gets more than its quota across
-//! the cores together; the other tenant's sends all succeed meanwhile, and nobody waits
-//! for a timeout. A change of the quotas with corvus's `mqadmin quota` or RocketMQ's
-//! `updateBrokerConfig` applies at once.
+//! the rule, its value and when to retry, which the client also gives as a value of its
+//! own, and it never gets more than its quota across the cores together; the other
+//! tenant's sends all succeed meanwhile, and nobody waits for a timeout. A change of the
+//! quotas with corvus's `mqadmin quota` or RocketMQ's `updateBrokerConfig` applies at once.
 
 // Tests may unwrap: a panic there is a test failure.
 #![allow(clippy::unwrap_used)]
@@ -11,7 +11,7 @@
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
-use client::{Credentials, Message, Producer};
+use client::{ClientError, Credentials, Message, Producer};
 use integration::{create_topic_as, mqadmin_as, AclRules, BrokerOpts, Cluster};
 use protocol::ResponseCode;
 
@@ -61,6 +61,23 @@ fn scrape(url: &str) -> String {
     resp
 }
 
+/// A refusal gives the client when to retry as a value of its own, the same time its
+/// remark names: within the quota's window, never at once.
+fn assert_says_when_to_retry(e: &ClientError) {
+    let after = e
+        .retry_after()
+        .unwrap_or_else(|| panic!("the refusal does not say when to retry: {e}"));
+    assert!(
+        after >= Duration::from_millis(1) && after <= Duration::from_secs(10),
+        "{after:?}: {e}"
+    );
+    let text = e.to_string();
+    assert!(
+        text.contains(&format!("retry after {} ms", after.as_millis())),
+        "{after:?}: {text}"
+    );
+}
+
 #[test]
 fn a_tenant_over_its_quota_is_refused_by_name_and_the_other_is_not_slowed() {
     let rules = AclRules::write(RULES);
@@ -87,6 +104,7 @@ fn a_tenant_over_its_quota_is_refused_by_name_and_the_other_is_not_slowed() {
             Ok(_) => noisy_ok += 1,
             Err(e) => {
                 assert_eq!(e.code(), Some(ResponseCode::FlowControl), "{e}");
+                assert_says_when_to_retry(&e);
                 refusals += 1;
                 remark = e.to_string();
             }
@@ -220,6 +238,7 @@ fn an_account_holds_at_most_its_connections() {
         .send(Message::new("Conns", b"second".to_vec()))
         .unwrap_err();
     assert_eq!(e.code(), Some(ResponseCode::FlowControl), "{e}");
+    assert_says_when_to_retry(&e);
     let text = e.to_string();
     assert!(
         text.contains("account:tenant-noisy:connections = 1 connections"),
