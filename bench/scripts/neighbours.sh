@@ -6,6 +6,7 @@
 #   flood   tiny pipelined sends (`bench remoting`, 8 connections x 512 in flight, 64 B)
 #   batches huge batches (`bench remoting`, 4 connections x 2 in flight, 256 x 12 KiB = 3 MiB)
 #   idle    10,000 idle connections from another peer (127.0.0.2)
+# NEIGHBOURS picks which of them run (default "flood batches idle").
 # Prints one line per run: the paced client's rate, p50/p99/max send->ack and errors.
 # Needs `cargo build --release -p broker -p namesrv -p bench` and `cargo build -p mqadmin`.
 . "$(dirname "$0")/paced_lib.sh"
@@ -32,11 +33,16 @@ neighbour() {
 }
 
 paced solo
-neighbour flood "$B/bench" remoting -n $NS -t Fair --producers 8 --inflight 512 --size 64 \
-  --no-consume --warmup 1 --duration $((DURATION + 8))
-neighbour batches "$B/bench" remoting -n $NS -t Fair --producers 4 --inflight 2 --batch 256 \
-  --size 12288 --no-consume --warmup 1 --duration $((DURATION + 8))
-neighbour idle python3 "$ROOT/bench/scripts/hold_connections.py" 127.0.0.2 $BROKER_ADDR \
-  10000 $((DURATION + 8))
-grep -h "holding" "$out/idle-neighbour.log"
+for n in ${NEIGHBOURS:-flood batches idle}; do
+  case $n in
+    flood) neighbour flood "$B/bench" remoting -n $NS -t Fair --producers 8 --inflight 512 \
+      --size 64 --no-consume --warmup 1 --duration $((DURATION + 8)) ;;
+    batches) neighbour batches "$B/bench" remoting -n $NS -t Fair --producers 4 --inflight 2 \
+      --batch 256 --size 12288 --no-consume --warmup 1 --duration $((DURATION + 8)) ;;
+    idle) neighbour idle python3 "$ROOT/bench/scripts/hold_connections.py" 127.0.0.2 \
+      $BROKER_ADDR 10000 $((DURATION + 8))
+      grep -h "holding" "$out/idle-neighbour.log" ;;
+    *) echo "unknown neighbour $n (flood, batches, idle)" >&2; exit 2 ;;
+  esac
+done
 paced solo2
