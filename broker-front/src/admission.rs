@@ -3,6 +3,8 @@
 //! and the count of refusals per limit in the metrics. Beside the ACL gate: a request the
 //! ACL lets through is checked here next.
 
+use std::cell::RefCell;
+
 use broker_base::quota::ANONYMOUS;
 use broker_core::quota::Ask;
 use protocol::Command;
@@ -12,6 +14,11 @@ use remoting::RemotingCommand;
 use crate::client_conn::ClientConn;
 use crate::error::BrokerError;
 use crate::front::Front;
+
+/// The account a connection of any protocol is counted under by the `connections` quota,
+/// from its first send or pull until it closes.
+#[derive(Debug, Default)]
+pub struct QuotaSeat(RefCell<Option<String>>);
 
 impl Front {
     /// Lets `ask` through this core's quotas, or counts the refusal under its limit.
@@ -25,10 +32,14 @@ impl Front {
             })
     }
 
-    /// Counts `client` under `account` at its first send or pull (the account's
-    /// `connections` quota), once.
-    fn admit_connection(&self, client: &ClientConn, account: &str) -> Result<(), BrokerError> {
-        if client.quota_account().is_some() {
+    /// Counts the connection of `seat` under `account` at its first send or pull (the
+    /// account's `connections` quota), once.
+    pub(crate) fn admit_connection(
+        &self,
+        seat: &QuotaSeat,
+        account: &str,
+    ) -> Result<(), BrokerError> {
+        if seat.0.borrow().is_some() {
             return Ok(());
         }
         self.quotas
@@ -38,13 +49,13 @@ impl Front {
                     self.shared.metrics.count_quota_refusal(&q.limit);
                 }
             })?;
-        client.set_quota_account(account);
+        *seat.0.borrow_mut() = Some(account.to_owned());
         Ok(())
     }
 
-    /// The connection `client` closed: its account has one connection less.
-    pub fn connection_closed(&self, client: &ClientConn) {
-        if let Some(account) = client.take_quota_account() {
+    /// The connection of `seat` closed: its account has one connection less.
+    pub fn connection_closed(&self, seat: &QuotaSeat) {
+        if let Some(account) = seat.0.borrow_mut().take() {
             self.quotas.disconnect(&account);
         }
     }
@@ -65,7 +76,7 @@ impl Front {
         }
         let key = client.access_key().clone();
         let account = key.as_deref().unwrap_or(ANONYMOUS);
-        self.admit_connection(client, account)?;
+        self.admit_connection(&client.quota_seat, account)?;
         match command {
             Command::Send(r) | Command::SendReply(r) => self.admit(&Ask::Send {
                 account,
@@ -106,7 +117,7 @@ impl Front {
                 | request::POP_LITE_MESSAGE
         );
         if data {
-            self.admit_connection(client, account)?;
+            self.admit_connection(&client.quota_seat, account)?;
         }
         match req.code {
             request::SEND_MESSAGE

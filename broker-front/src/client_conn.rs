@@ -41,7 +41,7 @@ pub struct ClientConn {
     access_key: RefCell<Option<String>>,
     /// The account this connection is counted under by the quotas (from its first send or
     /// pull), given back when it closes.
-    quota_account: RefCell<Option<String>>,
+    pub(crate) quota_seat: crate::admission::QuotaSeat,
     /// The nonce last given to a native `AuthChallenge`, taken by the login that uses it.
     nonce: RefCell<Option<String>>,
     client_id: RefCell<Option<String>>,
@@ -85,7 +85,7 @@ impl ClientConn {
             peer_v4,
             peer_ip,
             access_key: RefCell::new(None),
-            quota_account: RefCell::new(None),
+            quota_seat: Default::default(),
             nonce: RefCell::new(None),
             client_id: RefCell::new(None),
             consumer_groups: RefCell::new(Vec::new()),
@@ -104,21 +104,6 @@ impl ClientConn {
 
     pub fn set_access_key(&self, key: &str) {
         *self.access_key.borrow_mut() = Some(key.to_owned());
-    }
-
-    /// The account the quotas count this connection under, if they do yet.
-    pub fn quota_account(&self) -> std::cell::Ref<'_, Option<String>> {
-        self.quota_account.borrow()
-    }
-
-    /// Counts this connection under `account` from now on.
-    pub fn set_quota_account(&self, account: &str) {
-        *self.quota_account.borrow_mut() = Some(account.to_owned());
-    }
-
-    /// The account the quotas counted this connection under, which it leaves (at its close).
-    pub fn take_quota_account(&self) -> Option<String> {
-        self.quota_account.borrow_mut().take()
     }
 
     /// A fresh login nonce for this connection, replacing any earlier one.

@@ -515,7 +515,8 @@ pub async fn serve_connection(core: Rc<Front>, stream: TcpStream, refusal: Optio
             core.clone(),
             peer.clone(),
         ));
-        crate::grpc::serve_grpc(stream, first.freeze(), &peer, service, limits).await;
+        crate::grpc::serve_grpc(stream, first.freeze(), &peer, service.clone(), limits).await;
+        core.connection_closed(service.quota_seat());
         return;
     }
     let (mut reader, writer) = futures_lite::io::split(stream);
@@ -755,7 +756,7 @@ pub async fn serve_connection(core: Rc<Front>, stream: TcpStream, refusal: Optio
     }
     // Before the queue closes: the connection's entry holds a sender of it.
     core.clients.closed(client.id);
-    core.connection_closed(&client);
+    core.connection_closed(&client.quota_seat);
     drop(tx);
     // Let in-flight requests finish and their responses drain before the socket closes.
     writer_task.await;

@@ -1479,3 +1479,61 @@ async fn pull(
         next,
     )
 }
+
+/// A gRPC connection counts against its account's `connections` quota from its first send,
+/// as a remoting or native one does: a second connection of an account allowed one is
+/// refused TOO_MANY_REQUESTS, naming the rule, while the first keeps sending; once the
+/// first closes, the second is let in.
+#[test]
+fn a_grpc_connection_counts_against_its_accounts_connections() {
+    let c = Cluster::start_with(1, "small", |o: &mut integration::BrokerOpts| {
+        o.config_toml = Some("quotas = \"account:anonymous:connections=1\"\n".into());
+    });
+    let ns = c.namesrv.addr.clone();
+    create_topic(&ns, "GrpcConns", 1);
+    let broker = c.broker.addr.clone();
+    run(Duration::from_secs(60), || async move {
+        let send = |id: &str| send_request(vec![message("GrpcConns", id, 0, b"conns")]);
+        let first = connect(&broker).await;
+        let r: v2::SendMessageResponse =
+            unary(&first, Rpc::SendMessage, "conns-1", &send("01B0")).await;
+        assert_eq!(code(&r.status), v2::Code::Ok, "{r:?}");
+
+        let second = connect(&broker).await;
+        let r: v2::SendMessageResponse =
+            unary(&second, Rpc::SendMessage, "conns-2", &send("01B1")).await;
+        assert_eq!(code(&r.status), v2::Code::TooManyRequests, "{r:?}");
+        let text = r.status.unwrap().message;
+        assert!(
+            text.contains("account:anonymous:connections = 1 connections"),
+            "{text}"
+        );
+        let r: v2::SendMessageResponse =
+            unary(&first, Rpc::SendMessage, "conns-1", &send("01B2")).await;
+        assert_eq!(
+            code(&r.status),
+            v2::Code::Ok,
+            "the first connection keeps sending: {r:?}"
+        );
+
+        drop(first);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        for attempt in 0u32.. {
+            let r: v2::SendMessageResponse = unary(
+                &second,
+                Rpc::SendMessage,
+                "conns-2",
+                &send(&format!("01C{attempt}")),
+            )
+            .await;
+            if code(&r.status) == v2::Code::Ok {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the second connection was not let in after the first closed: {r:?}"
+            );
+            glommio::timer::sleep(Duration::from_millis(20)).await;
+        }
+    });
+}

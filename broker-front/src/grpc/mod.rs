@@ -33,6 +33,7 @@ use grpc_h2::{CallKind, Compat, Replies, Requests};
 use grpc_proto::v2;
 use grpc_proto::{Rpc, RpcKind};
 
+use crate::admission::QuotaSeat;
 use crate::error::BrokerError;
 use crate::front::Front;
 use acl::Action;
@@ -64,6 +65,9 @@ pub struct MessagingService {
     front: Rc<Front>,
     peer: String,
     peer_v4: Option<SocketAddrV4>,
+    /// The account this connection is counted under by the `connections` quota, from its
+    /// first send or receive.
+    seat: QuotaSeat,
 }
 
 impl MessagingService {
@@ -76,7 +80,13 @@ impl MessagingService {
             front,
             peer,
             peer_v4,
+            seat: QuotaSeat::default(),
         }
+    }
+
+    /// Where the quotas count this connection (given back when it closes).
+    pub fn quota_seat(&self) -> &QuotaSeat {
+        &self.seat
     }
 
     /// The limits of a gRPC connection to `front`'s broker: a request message may be as long
@@ -240,6 +250,7 @@ impl MessagingService {
     /// The quota check of a SendMessage call: its messages and their body bytes, per topic.
     fn admit_send(&self, call: &Call, r: &v2::SendMessageRequest) -> Result<(), BrokerError> {
         let account = account_of(call);
+        self.front.admit_connection(&self.seat, &account)?;
         let topic = r.messages.first().map_or("", |m| name_of(&m.topic));
         self.front.admit(&broker_core::quota::Ask::Send {
             account: &account,
@@ -510,7 +521,11 @@ impl Handler for MessagingService {
                                     topic: name_of(&topic),
                                     group: name_of(&r.group),
                                 };
-                                match self.front.admit(&ask) {
+                                let admitted = self
+                                    .front
+                                    .admit_connection(&self.seat, &account)
+                                    .and_then(|()| self.front.admit(&ask));
+                                match admitted {
                                     Err(e) => error_status(&e),
                                     Ok(()) => {
                                         let timeout = call_timeout(&call);
