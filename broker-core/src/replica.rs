@@ -6,11 +6,11 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use protocol::{GroupQueue, TopicConfig};
+use protocol::GroupQueue;
 use shard::Shard;
 
 use crate::core::Core;
-use crate::ha::wire::OffsetEntry;
+use crate::ha::wire::{OffsetEntry, TopicRow};
 use crate::ha::{CoreHa, ReplicaHost};
 use crate::shared::Shared;
 
@@ -31,11 +31,19 @@ impl ReplicaHost for Core {
         &self.shards
     }
 
-    fn topic_list(&self) -> Vec<TopicConfig> {
-        self.topics.borrow().all()
+    fn topic_list(&self) -> Vec<TopicRow> {
+        let table = self.topics.borrow();
+        table
+            .all()
+            .into_iter()
+            .map(|config| TopicRow {
+                attributes: table.attributes(&config.name),
+                config,
+            })
+            .collect()
     }
 
-    fn follow_topics(&self, list: Vec<TopicConfig>) -> Pin<Box<dyn Future<Output = ()> + '_>> {
+    fn follow_topics(&self, list: Vec<TopicRow>) -> Pin<Box<dyn Future<Output = ()> + '_>> {
         Box::pin(follow_topics(self, list))
     }
 
@@ -83,13 +91,14 @@ impl ReplicaHost for Core {
 }
 
 /// Takes the master's topic table (RocketMQ's slave synchronization of topic configs): a
-/// slave promoted, or read while its master is away, knows the topics. The table comes
-/// whole, so a topic the master deleted is deleted here too (its records stay in the log
-/// until retention, as on the master).
-async fn follow_topics(core: &Core, list: Vec<TopicConfig>) {
+/// slave promoted, or read while its master is away, knows the topics and their attributes
+/// (a topic's `dedup.enable` among them, so a promoted slave deduplicates what its master
+/// did). The table comes whole, so a topic the master deleted is deleted here too (its
+/// records stay in the log until retention, as on the master).
+async fn follow_topics(core: &Core, list: Vec<TopicRow>) {
     let gone: Vec<String> = {
         let theirs: std::collections::HashSet<&str> =
-            list.iter().map(|t| t.name.as_str()).collect();
+            list.iter().map(|t| t.config.name.as_str()).collect();
         core.topics
             .borrow()
             .all()
@@ -106,12 +115,20 @@ async fn follow_topics(core: &Core, list: Vec<TopicConfig>) {
             );
         }
     }
-    for cfg in list {
-        if core.topics.borrow().get(&cfg.name) == Some(&cfg) {
+    for TopicRow {
+        config: cfg,
+        attributes,
+    } in list
+    {
+        let same = {
+            let table = core.topics.borrow();
+            table.get(&cfg.name) == Some(&cfg) && table.attributes(&cfg.name) == attributes
+        };
+        if same {
             continue;
         }
         let name = cfg.name.clone();
-        if let Err(e) = core.create_topic(cfg).await {
+        if let Err(e) = core.create_topic_with(cfg, Some(attributes)).await {
             tracing::warn!(topic = name, "cannot take the master's topic config: {e}");
         }
     }

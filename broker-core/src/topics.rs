@@ -3,8 +3,9 @@
 //!
 //! Beside each topic's queues and permission the table keeps its RocketMQ 5 attributes
 //! (`message.type`, …), set with `updateTopic -a +key=value` and checked by [`alter_attributes`]
-//! as RocketMQ's broker checks them. They are a broker-local part of the topic: the native
-//! protocol's `TopicConfig` (and so the NameServer's registration) does not carry them.
+//! as RocketMQ's broker checks them. The native protocol's `TopicConfig` (and so the
+//! NameServer's registration) does not carry them; replication does (its TOPICS frame), so
+//! a slave's topics have their master's attributes.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

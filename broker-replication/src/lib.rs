@@ -49,14 +49,11 @@ pub trait ReplicaHost: 'static {
     /// This core's replication ends.
     fn replication(&self) -> &CoreHa;
     fn shards(&self) -> &HashMap<u16, Shard>;
-    /// The topic table, as a master sends it to its slaves.
-    fn topic_list(&self) -> Vec<protocol::TopicConfig>;
+    /// The topic table with each topic's attributes, as a master sends it to its slaves.
+    fn topic_list(&self) -> Vec<wire::TopicRow>;
     /// Takes the master's whole topic table: creates and changes what differs, deletes
     /// what the master no longer has.
-    fn follow_topics(
-        &self,
-        list: Vec<protocol::TopicConfig>,
-    ) -> Pin<Box<dyn Future<Output = ()> + '_>>;
+    fn follow_topics(&self, list: Vec<wire::TopicRow>) -> Pin<Box<dyn Future<Output = ()> + '_>>;
     /// The version of `shard`'s group offsets: it moves at every commit.
     fn offsets_version(&self, shard: u16) -> u64;
     /// `shard`'s committed group offsets.

@@ -20,8 +20,10 @@
 //! KEEPALIVE master → slave   master end u64, confirm u64
 //! ACK       slave → master   safe end u64 (what a crash of the slave keeps), end u64
 //! TOPICS    master → slave   count u32, then per topic: name (u16 len), read queues u32,
-//!                            write queues u32, perm u32 (on shard 0's stream, at its start
-//!                            and after every topic change: the slave's topic table follows)
+//!                            write queues u32, perm u32, attribute count u16 and each
+//!                            attribute's key and value (u16 len each) (on shard 0's
+//!                            stream, at its start and after every topic change: the
+//!                            slave's topic table, attributes included, follows)
 //! OFFSETS   master → slave   count u32, then per entry: group (u16 len), topic (u16 len),
 //!                            queue u32, offset u64, epoch u64: the shard's committed group
 //!                            offsets (at the stream's start and after changes, at most
@@ -32,11 +34,13 @@
 //!                            its start and after every change: the slave's set follows)
 //! ```
 
+use std::collections::BTreeMap;
+
 use crate::error::FrameError;
 use bytes::{BufMut, Bytes, BytesMut};
 use futures_lite::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-pub const VERSION: u16 = 5;
+pub const VERSION: u16 = 6;
 /// The biggest frame either side accepts: a frame is at most one batch, or one record
 /// bigger than a batch.
 pub const FRAME_BYTES_MAX: usize = 80 << 20;
@@ -84,7 +88,7 @@ pub enum Frame {
         safe: u64,
         end: u64,
     },
-    Topics(Vec<protocol::TopicConfig>),
+    Topics(Vec<TopicRow>),
     Offsets(Vec<OffsetEntry>),
     /// ACL 2.0's users and ACLs, their stored JSON.
     Auth(Vec<u8>),
@@ -93,6 +97,13 @@ pub enum Frame {
         proof: String,
     },
     Proof(String),
+}
+
+/// One topic of the master's table: its config and its RocketMQ 5 attributes (by key).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicRow {
+    pub config: protocol::TopicConfig,
+    pub attributes: BTreeMap<String, String>,
 }
 
 /// One committed offset of a group's queue, as the master's shard stores it.
@@ -211,11 +222,20 @@ pub fn encode(f: &Frame) -> (BytesMut, Option<Bytes>) {
         Frame::Topics(list) => {
             b.put_u8(TOPICS);
             b.put_u32(list.len() as u32);
-            for t in list {
+            for TopicRow {
+                config: t,
+                attributes,
+            } in list
+            {
                 put_str(&mut b, &t.name);
                 b.put_u32(t.read_queues);
                 b.put_u32(t.write_queues);
                 b.put_u32(t.perm);
+                b.put_u16(attributes.len().min(usize::from(u16::MAX)) as u16);
+                for (k, v) in attributes.iter().take(usize::from(u16::MAX)) {
+                    put_str(&mut b, k);
+                    put_str(&mut b, v);
+                }
             }
         }
         Frame::Auth(json) => {
@@ -384,12 +404,18 @@ pub fn decode(body: Bytes) -> Result<Frame, FrameError> {
             let n = r.u32()? as usize;
             let mut list = Vec::with_capacity(n.min(4096));
             for _ in 0..n {
-                list.push(protocol::TopicConfig {
+                let config = protocol::TopicConfig {
                     name: r.string()?,
                     read_queues: r.u32()?,
                     write_queues: r.u32()?,
                     perm: r.u32()?,
-                });
+                };
+                let mut attributes = BTreeMap::new();
+                for _ in 0..r.u16()? {
+                    let key = r.string()?;
+                    attributes.insert(key, r.string()?);
+                }
+                list.push(TopicRow { config, attributes });
             }
             Frame::Topics(list)
         }
@@ -500,12 +526,22 @@ mod tests {
             }
         );
         round_trip(Frame::Auth(br#"{"users":[],"acls":[]}"#.to_vec()));
-        round_trip(Frame::Topics(vec![protocol::TopicConfig {
-            name: "TopicTest".into(),
-            read_queues: 4,
-            write_queues: 4,
-            perm: 6,
-        }]));
+        let topic = |name: &str, attributes: &[(&str, &str)]| TopicRow {
+            config: protocol::TopicConfig {
+                name: name.into(),
+                read_queues: 4,
+                write_queues: 4,
+                perm: 6,
+            },
+            attributes: attributes
+                .iter()
+                .map(|&(k, v)| (k.to_owned(), v.to_owned()))
+                .collect(),
+        };
+        round_trip(Frame::Topics(vec![
+            topic("TopicTest", &[]),
+            topic("Deduped", &[("dedup.enable", "true"), ("message.type", "")]),
+        ]));
         round_trip(Frame::Offsets(vec![OffsetEntry {
             group: "g".into(),
             topic: "TopicTest".into(),

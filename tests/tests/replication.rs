@@ -827,3 +827,45 @@ fn a_slave_takes_its_masters_users_and_acls() {
     assert_eq!(f.command.code, response::SUCCESS, "{:?}", f.command.remark);
     pair.slave.terminate();
 }
+
+/// A slave takes its master's topic attributes with the topic table, so a promoted slave
+/// treats a topic as its master did (one whose `dedup.enable` is set deduplicates there
+/// too): an attribute set, changed and removed on the master is each time seen on the
+/// slave, through RocketMQ's GET_TOPIC_CONFIG.
+#[test]
+fn a_slave_follows_its_masters_topic_attributes() {
+    let ms = MasterSlave::start("");
+    let topic = "Attributed";
+    let dedup_of = |addr: &str| -> Option<String> {
+        let mut cmd =
+            remoting::RemotingCommand::request(remoting::codes::request::GET_TOPIC_CONFIG, 1);
+        cmd.ext_fields.insert("topic".into(), topic.into());
+        let f = remoting_call(addr, &cmd, b"");
+        if f.command.code != 0 {
+            return None;
+        }
+        let v: serde_json::Value = serde_json::from_slice(&f.body).ok()?;
+        v["attributes"]["dedup.enable"].as_str().map(str::to_owned)
+    };
+    for (change, want) in [
+        ("+dedup.enable=true", Some("true")),
+        ("+dedup.enable=false", Some("false")),
+        ("-dedup.enable", None),
+    ] {
+        let f = update_topic_with_attributes(&ms.master.addr, topic, 2, change);
+        assert_eq!(f.command.code, 0, "{change}: {:?}", f.command.remark);
+        assert_eq!(
+            dedup_of(&ms.master.addr).as_deref(),
+            want,
+            "the master after {change}"
+        );
+        let followed = wait_for(Duration::from_secs(15), || {
+            (dedup_of(&ms.slave.addr).as_deref() == want).then_some(())
+        });
+        assert!(
+            followed.is_some(),
+            "the slave did not follow {change}: it has {:?}",
+            dedup_of(&ms.slave.addr)
+        );
+    }
+}
