@@ -404,6 +404,18 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 const STOP_CHECK_MS: u64 = 50;
 /// Pause after a failed request before trying again.
 const ERROR_BACKOFF_MS: u64 = 500;
+/// The longest a refusal's own retry time makes a worker wait.
+const RETRY_AFTER_MAX_MS: u64 = 10_000;
+
+/// How long a worker waits after a failed pull: the time the broker named when it refused
+/// the pull over a quota (so a group at its pull quota pulls at that rate, not once per
+/// [`ERROR_BACKOFF_MS`]), at most [`RETRY_AFTER_MAX_MS`]; else [`ERROR_BACKOFF_MS`].
+fn pause_after(e: &ClientError) -> Duration {
+    e.retry_after()
+        .map_or(Duration::from_millis(ERROR_BACKOFF_MS), |d| {
+            d.min(Duration::from_millis(RETRY_AFTER_MAX_MS))
+        })
+}
 
 impl PushConsumer {
     pub fn builder() -> PushConsumerBuilder {
@@ -624,6 +636,32 @@ mod tests {
     use std::sync::mpsc;
 
     const WAIT: Duration = Duration::from_secs(10);
+
+    #[test]
+    fn a_pull_refused_over_a_quota_is_tried_again_when_the_broker_said() {
+        let refusal = |retry_after_ms| ClientError::Broker {
+            addr: "b".into(),
+            code: protocol::ResponseCode::FlowControl,
+            remark: "quota".into(),
+            retry_after_ms,
+        };
+        assert_eq!(pause_after(&refusal(Some(20))), Duration::from_millis(20));
+        assert_eq!(
+            pause_after(&refusal(Some(3_600_000))),
+            Duration::from_millis(RETRY_AFTER_MAX_MS)
+        );
+        assert_eq!(
+            pause_after(&refusal(None)),
+            Duration::from_millis(ERROR_BACKOFF_MS)
+        );
+        assert_eq!(
+            pause_after(&ClientError::Timeout {
+                addr: "b".into(),
+                timeout_ms: 1
+            }),
+            Duration::from_millis(ERROR_BACKOFF_MS)
+        );
+    }
 
     #[test]
     fn push_consumer_delivers_every_queue_in_order_and_retries_orderly_failures() {

@@ -9,7 +9,8 @@ use message::prop;
 
 use super::retry::PROPERTY_DELIVER_AT_MS;
 use super::{
-    lock, ConsumeFrom, ListenerKind, MessageModel, PushInner, ERROR_BACKOFF_MS, STOP_CHECK_MS,
+    lock, pause_after, ConsumeFrom, ListenerKind, MessageModel, PushInner, ERROR_BACKOFF_MS,
+    STOP_CHECK_MS,
 };
 use crate::consumer::PullOptions;
 use crate::error::Result;
@@ -285,9 +286,15 @@ impl QueueWorker {
                     }
                     self.offset = result.next_offset;
                 }
+                Err(e) if e.retry_after().is_some() => {
+                    // Refused over a quota: expected at the quota's rate, and retried when
+                    // the broker said.
+                    tracing::debug!(queue = %self.queue, error = %e, "pull refused");
+                    self.pause(pause_after(&e));
+                }
                 Err(e) => {
                     tracing::warn!(queue = %self.queue, error = %e, "pull failed");
-                    self.pause(Duration::from_millis(ERROR_BACKOFF_MS));
+                    self.pause(pause_after(&e));
                 }
             }
             if self.last_commit.elapsed() >= commit_every {
