@@ -877,6 +877,28 @@ pub fn core_addrs(ns: &str) -> Vec<String> {
         .collect()
 }
 
+/// A child's output (its piped stdout), read on a thread of its own: each line as it comes,
+/// echoed to the test's output with `echo` in front where given. The channel closes at the
+/// output's end; the thread stops reading once the receiver is dropped.
+pub fn output_lines(
+    output: impl std::io::Read + Send + 'static,
+    echo: Option<&str>,
+) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    let echo = echo.map(str::to_owned);
+    std::thread::spawn(move || {
+        for line in BufReader::new(output).lines().map_while(Result::ok) {
+            if let Some(name) = &echo {
+                println!("{name}: {line}");
+            }
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
 /// Runs a RocketMQ client program (`cmd`, its stdout taken here) to its end, at most `limit`
 /// from its start: its exit status and output lines, each echoed with `name` in front. The
 /// program is killed if the test gives up on it.
@@ -903,16 +925,7 @@ pub fn run_client_program(
             .unwrap_or_else(|e| panic!("the {name} program runs: {e}")),
     );
     let stdout = program.0.stdout.take().expect("piped");
-    let (tx, rx) = mpsc::channel();
-    let prefix = name.to_owned();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            println!("{prefix}: {line}");
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let rx = output_lines(stdout, Some(name));
     let deadline = started + limit;
     let mut lines: Vec<String> = Vec::new();
     loop {

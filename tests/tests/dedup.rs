@@ -16,13 +16,12 @@
 #![allow(clippy::unwrap_used)]
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 
 use integration::controllers::ControllerGroup;
-use integration::{create_topic, run_client_program, Cluster};
+use integration::{create_topic, output_lines, run_client_program, Cluster};
 
 const COUNT: usize = 8;
 
@@ -151,15 +150,7 @@ fn a_java_retry_after_a_master_kill_is_answered_by_the_promoted_slave_with_the_o
         .spawn()
         .expect("java runs");
     let stdout = child.stdout.take().expect("piped");
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            println!("Dedup: {line}");
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let rx = output_lines(stdout, Some("Dedup"));
     /// Kills the program if the test fails before it ends.
     struct Program(std::process::Child);
     impl Drop for Program {

@@ -35,15 +35,15 @@
 // Tests may unwrap: a panic there is a test failure.
 #![allow(clippy::unwrap_used)]
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
 use client::Admin;
 use integration::{
-    create_topic, hops_and_stored, run_client_program, stored_offsets, wait_for, workspace_root,
-    Cluster,
+    create_topic, hops_and_stored, output_lines, run_client_program, stored_offsets, wait_for,
+    workspace_root, Cluster,
 };
 
 /// The classpath of the programs built against the 5.x client (see
@@ -1211,15 +1211,7 @@ impl Roundtrip {
             .expect("java runs");
         let stdout = child.stdout.take().expect("piped");
         let stdin = child.stdin.take();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                println!("java: {line}");
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let lines = output_lines(stdout, Some("java"));
         Roundtrip {
             child,
             stdin,
