@@ -17,6 +17,7 @@ pub mod history;
 /// A small loop-mounted ext4 a test can really fill (shared with the shard's tests).
 #[path = "../../shard/tests/common/loop_fs.rs"]
 pub mod loop_fs;
+pub mod metrics;
 pub mod netns;
 pub mod proxy;
 pub mod scenario;
@@ -1022,17 +1023,22 @@ impl Cluster {
     /// A cluster of `cores` cores on the `small` profile whose broker serves metrics on a
     /// loopback port, and that port's `host:port`.
     pub fn start_metered(cores: u16) -> (Cluster, String) {
+        Self::start_metered_with(cores, "127.0.0.1:0", |_| {})
+    }
+
+    /// As [`Cluster::start_metered`], the broker's metrics on `metrics_addr` (as
+    /// `--metrics-addr` takes it: `host:port` or a bare port) and `tweak` applied.
+    pub fn start_metered_with(
+        cores: u16,
+        metrics_addr: &str,
+        tweak: impl FnOnce(&mut BrokerOpts),
+    ) -> (Cluster, String) {
         let c = Self::start_with(cores, "small", |o| {
             o.extra
-                .extend(["--metrics-addr".into(), "127.0.0.1:0".into()])
+                .extend(["--metrics-addr".into(), metrics_addr.into()]);
+            tweak(o);
         });
-        let addr = c
-            .broker
-            .preamble_addr("broker metrics on ")
-            .expect("metrics address printed")
-            .trim_start_matches("http://")
-            .trim_end_matches("/metrics")
-            .to_owned();
+        let addr = metrics::addr(&c.broker, "broker metrics on ");
         (c, addr)
     }
 

@@ -8,7 +8,6 @@
 // Tests may unwrap: a panic there is a test failure.
 #![allow(clippy::unwrap_used)]
 
-use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
 use client::{ClientError, Credentials, Message, Producer};
@@ -46,19 +45,6 @@ fn producer_as(ns: &str, account: (&str, &str), group: &str) -> Producer {
         .credentials(Credentials::new(account.0, account.1))
         .build()
         .unwrap()
-}
-
-/// The `/metrics` body at `url` (Prometheus's text format).
-fn scrape(url: &str) -> String {
-    let addr = url
-        .trim_start_matches("http://")
-        .trim_end_matches("/metrics");
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(s, "GET /metrics HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
-    let mut resp = String::new();
-    s.read_to_string(&mut resp).unwrap();
-    resp
 }
 
 /// A refusal gives the client when to retry as a value of its own, the same time its
@@ -218,15 +204,8 @@ fn an_account_holds_at_most_its_connections() {
         "{}quotas = \"account:tenant-noisy:connections=1\"\n",
         rules.broker_toml()
     );
-    let c = Cluster::start_with(1, "small", |o: &mut BrokerOpts| {
-        o.config_toml = Some(toml);
-        o.extra
-            .extend(["--metrics-addr".into(), "127.0.0.1:0".into()]);
-    });
-    let metrics = c
-        .broker
-        .preamble_addr("broker metrics on ")
-        .expect("metrics address printed");
+    let (c, metrics) =
+        Cluster::start_metered_with(1, "127.0.0.1:0", |o| o.config_toml = Some(toml));
     let ns = c.namesrv.addr.clone();
     create_topic_as(&ns, ADMIN, "Conns", 2);
     let first = producer_as(&ns, NOISY, "first-producer");
@@ -245,7 +224,7 @@ fn an_account_holds_at_most_its_connections() {
         "{text}"
     );
     // Counted by the limit it hit.
-    let body = scrape(&metrics);
+    let body = integration::metrics::text(&metrics);
     assert!(
         body.contains("corvus_quota_refusals_total{limit=\"account:tenant-noisy:connections\"} 1"),
         "{body}"
