@@ -124,20 +124,23 @@ fn a_tenant_over_its_quota_is_refused_by_name_and_the_other_is_not_slowed() {
         .unwrap();
     }
 
-    // corvus's mqadmin lists the rule, raises it (the noisy tenant's sends go through again
-    // at once), and removes it.
-    let quota = |args: &[&str]| {
-        let mut all = vec!["quota"];
-        all.extend_from_slice(args);
+    // An admin's mqadmin command (`args`) to the broker.
+    let on_broker = |args: &[&str]| {
+        let mut all = args.to_vec();
         all.extend_from_slice(&["-b", &c.broker.addr]);
-        let out = mqadmin_as(&ns, Some(ADMIN), &all);
+        mqadmin_as(&ns, Some(ADMIN), &all)
+    };
+    let quota = |args: &[&str]| {
+        let out = on_broker(&[&["quota"], args].concat());
         assert!(
             out.status.success(),
-            "mqadmin {all:?}: {}",
+            "mqadmin quota {args:?}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
+    // corvus's mqadmin lists the rule, raises it (the noisy tenant's sends go through again
+    // at once), and removes it.
     let listed = quota(&["list"]);
     assert!(
         listed.contains("1 rule(s)")
@@ -159,33 +162,17 @@ fn a_tenant_over_its_quota_is_refused_by_name_and_the_other_is_not_slowed() {
     assert!(quota(&["remove", "account:tenant-noisy:send_messages_per_sec"]).contains("0 rule(s)"));
     assert!(quota(&["list"]).contains("0 rule(s)"));
     // A rule the broker does not take is refused with its reason, and nothing changes.
-    let bad = mqadmin_as(
-        &ns,
-        Some(ADMIN),
-        &[
-            "quota",
-            "set",
-            "account:x:frobs_per_sec=5",
-            "-b",
-            &c.broker.addr,
-        ],
-    );
+    let bad = on_broker(&["quota", "set", "account:x:frobs_per_sec=5"]);
     assert!(!bad.status.success());
     assert!(quota(&["list"]).contains("0 rule(s)"));
     // RocketMQ's own command sets the same key.
-    let out = mqadmin_as(
-        &ns,
-        Some(ADMIN),
-        &[
-            "updateBrokerConfig",
-            "-b",
-            &c.broker.addr,
-            "-k",
-            "quotas",
-            "-v",
-            "topic:Shared:pulls_per_sec=7",
-        ],
-    );
+    let out = on_broker(&[
+        "updateBrokerConfig",
+        "-k",
+        "quotas",
+        "-v",
+        "topic:Shared:pulls_per_sec=7",
+    ]);
     assert!(
         out.status.success(),
         "{}",
