@@ -4,9 +4,9 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, ChildStdin, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::sync::Once;
 use std::time::{Duration, Instant};
@@ -951,6 +951,53 @@ pub fn run_client_program(
     };
     println!("the {name} program ran {:?}", started.elapsed());
     (status, lines)
+}
+
+/// A Java client program the test talks to while it runs (`java -cp <cp> <class> <args>`,
+/// `ROCKETMQ_HOME` a temporary directory): its output lines as they come (see
+/// [`output_lines`]; its stderr goes to the test's), and its stdin for the one line it waits
+/// for. Killed when dropped, so a failed test leaves nothing running.
+pub struct JavaProgram {
+    pub child: Child,
+    pub lines: mpsc::Receiver<String>,
+    stdin: Option<ChildStdin>,
+}
+
+impl JavaProgram {
+    pub fn start(cp: &str, class: &str, args: &[&str], echo: Option<&str>) -> JavaProgram {
+        let mut child = Command::new("java")
+            .args(["-cp", cp, class])
+            .args(args)
+            .env("ROCKETMQ_HOME", std::env::temp_dir())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("java runs");
+        let lines = output_lines(child.stdout.take().expect("piped"), echo);
+        let stdin = child.stdin.take();
+        JavaProgram {
+            child,
+            lines,
+            stdin,
+        }
+    }
+
+    /// Writes `line` to the program's stdin and closes it: the go-ahead it waits for, given
+    /// once.
+    pub fn tell(&mut self, line: &str) {
+        let mut stdin = self.stdin.take().expect("the program is told once");
+        writeln!(stdin, "{line}").expect("the Java program reads its stdin");
+    }
+}
+
+impl Drop for JavaProgram {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
 }
 
 /// Over all of a broker's cores: the requests that hopped between cores, and the messages
