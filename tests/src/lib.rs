@@ -4,9 +4,9 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, ChildStdin, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::sync::Once;
 use std::time::{Duration, Instant};
@@ -17,6 +17,7 @@ pub mod history;
 /// A small loop-mounted ext4 a test can really fill (shared with the shard's tests).
 #[path = "../../shard/tests/common/loop_fs.rs"]
 pub mod loop_fs;
+pub mod metrics;
 pub mod netns;
 pub mod proxy;
 pub mod scenario;
@@ -877,6 +878,28 @@ pub fn core_addrs(ns: &str) -> Vec<String> {
         .collect()
 }
 
+/// A child's output (its piped stdout), read on a thread of its own: each line as it comes,
+/// echoed to the test's output with `echo` in front where given. The channel closes at the
+/// output's end; the thread stops reading once the receiver is dropped.
+pub fn output_lines(
+    output: impl std::io::Read + Send + 'static,
+    echo: Option<&str>,
+) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    let echo = echo.map(str::to_owned);
+    std::thread::spawn(move || {
+        for line in BufReader::new(output).lines().map_while(Result::ok) {
+            if let Some(name) = &echo {
+                println!("{name}: {line}");
+            }
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
 /// Runs a RocketMQ client program (`cmd`, its stdout taken here) to its end, at most `limit`
 /// from its start: its exit status and output lines, each echoed with `name` in front. The
 /// program is killed if the test gives up on it.
@@ -903,16 +926,7 @@ pub fn run_client_program(
             .unwrap_or_else(|e| panic!("the {name} program runs: {e}")),
     );
     let stdout = program.0.stdout.take().expect("piped");
-    let (tx, rx) = mpsc::channel();
-    let prefix = name.to_owned();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            println!("{prefix}: {line}");
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let rx = output_lines(stdout, Some(name));
     let deadline = started + limit;
     let mut lines: Vec<String> = Vec::new();
     loop {
@@ -937,6 +951,53 @@ pub fn run_client_program(
     };
     println!("the {name} program ran {:?}", started.elapsed());
     (status, lines)
+}
+
+/// A Java client program the test talks to while it runs (`java -cp <cp> <class> <args>`,
+/// `ROCKETMQ_HOME` a temporary directory): its output lines as they come (see
+/// [`output_lines`]; its stderr goes to the test's), and its stdin for the one line it waits
+/// for. Killed when dropped, so a failed test leaves nothing running.
+pub struct JavaProgram {
+    pub child: Child,
+    pub lines: mpsc::Receiver<String>,
+    stdin: Option<ChildStdin>,
+}
+
+impl JavaProgram {
+    pub fn start(cp: &str, class: &str, args: &[&str], echo: Option<&str>) -> JavaProgram {
+        let mut child = Command::new("java")
+            .args(["-cp", cp, class])
+            .args(args)
+            .env("ROCKETMQ_HOME", std::env::temp_dir())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("java runs");
+        let lines = output_lines(child.stdout.take().expect("piped"), echo);
+        let stdin = child.stdin.take();
+        JavaProgram {
+            child,
+            lines,
+            stdin,
+        }
+    }
+
+    /// Writes `line` to the program's stdin and closes it: the go-ahead it waits for, given
+    /// once.
+    pub fn tell(&mut self, line: &str) {
+        let mut stdin = self.stdin.take().expect("the program is told once");
+        writeln!(stdin, "{line}").expect("the Java program reads its stdin");
+    }
+}
+
+impl Drop for JavaProgram {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
 }
 
 /// Over all of a broker's cores: the requests that hopped between cores, and the messages
@@ -1009,17 +1070,22 @@ impl Cluster {
     /// A cluster of `cores` cores on the `small` profile whose broker serves metrics on a
     /// loopback port, and that port's `host:port`.
     pub fn start_metered(cores: u16) -> (Cluster, String) {
+        Self::start_metered_with(cores, "127.0.0.1:0", |_| {})
+    }
+
+    /// As [`Cluster::start_metered`], the broker's metrics on `metrics_addr` (as
+    /// `--metrics-addr` takes it: `host:port` or a bare port) and `tweak` applied.
+    pub fn start_metered_with(
+        cores: u16,
+        metrics_addr: &str,
+        tweak: impl FnOnce(&mut BrokerOpts),
+    ) -> (Cluster, String) {
         let c = Self::start_with(cores, "small", |o| {
             o.extra
-                .extend(["--metrics-addr".into(), "127.0.0.1:0".into()])
+                .extend(["--metrics-addr".into(), metrics_addr.into()]);
+            tweak(o);
         });
-        let addr = c
-            .broker
-            .preamble_addr("broker metrics on ")
-            .expect("metrics address printed")
-            .trim_start_matches("http://")
-            .trim_end_matches("/metrics")
-            .to_owned();
+        let addr = metrics::addr(&c.broker, "broker metrics on ");
         (c, addr)
     }
 

@@ -2,7 +2,7 @@
 //! (inside a namespace or not), sends it commands and waits for their answers, kills it
 //! when dropped.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -61,14 +61,7 @@ impl FaultProxy {
             let _ = child.wait();
             return Err("the fault proxy's pipes".into());
         };
-        let (tx, answers) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let answers = crate::output_lines(stdout, None);
         let mut p = FaultProxy {
             child,
             stdin,

@@ -16,13 +16,11 @@
 #![allow(clippy::unwrap_used)]
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::Duration;
 
 use integration::controllers::ControllerGroup;
-use integration::{create_topic, run_client_program, Cluster};
+use integration::{create_topic, run_client_program, Cluster, JavaProgram};
 
 const COUNT: usize = 8;
 
@@ -132,46 +130,16 @@ fn a_java_retry_after_a_master_kill_is_answered_by_the_promoted_slave_with_the_o
         assert_eq!(f.command.code, 0, "{broker}: {:?}", f.command.remark);
     }
     create_topic(&g.ns.addr, topic, 4);
-    let mut child = Command::new("java")
-        .arg("-cp")
-        .arg(&cp)
-        .arg("corvus.Dedup")
-        .args([
-            &g.ns.addr,
-            topic,
-            "0",
-            &COUNT.to_string(),
-            &COUNT.to_string(),
-            "failover",
-        ])
-        .env("ROCKETMQ_HOME", std::env::temp_dir())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("java runs");
-    let stdout = child.stdout.take().expect("piped");
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            println!("Dedup: {line}");
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    /// Kills the program if the test fails before it ends.
-    struct Program(std::process::Child);
-    impl Drop for Program {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let mut program = Program(child);
+    let count = COUNT.to_string();
+    let mut program = JavaProgram::start(
+        &cp,
+        "corvus.Dedup",
+        &[&g.ns.addr, topic, "0", &count, &count, "failover"],
+        Some("Dedup"),
+    );
     let mut lines = Vec::new();
-    let mut until = |what: &str| loop {
-        match rx.recv_timeout(Duration::from_secs(120)) {
+    let mut until = |program: &JavaProgram, what: &str| loop {
+        match program.lines.recv_timeout(Duration::from_secs(120)) {
             Ok(l) => {
                 let done = l == what;
                 lines.push(l);
@@ -182,14 +150,12 @@ fn a_java_retry_after_a_master_kill_is_answered_by_the_promoted_slave_with_the_o
             Err(e) => panic!("no {what:?} from the Java program ({e:?}): {lines:?}"),
         }
     };
-    until("ALL SENT");
+    until(&program, "ALL SENT");
     // SYNC_MASTER: every send answered is on the slave too.
     g.a.kill9();
-    let mut stdin = program.0.stdin.take().expect("piped");
-    writeln!(stdin, "go").expect("the Java program reads stdin");
-    drop(stdin);
-    until("DONE");
-    let status = program.0.wait().expect("java exits");
+    program.tell("go");
+    until(&program, "DONE");
+    let status = program.child.wait().expect("java exits");
     assert!(status.success(), "{status}: {lines:?}");
     let sent: HashMap<String, Placed> = placed(&lines, "SENT ").into_iter().collect();
     let retried: HashMap<String, Placed> = placed(&lines, "RETRIED ").into_iter().collect();

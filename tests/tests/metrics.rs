@@ -4,59 +4,17 @@
 // Tests may unwrap: a panic there is a test failure.
 #![allow(clippy::unwrap_used)]
 
-use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
 use client::Message;
+use integration::metrics::{self, scrape, sum};
 use integration::{mqadmin, producer, start_namesrv_with, wait_for, Cluster};
-
-/// The `/metrics` body as a scraper that does not ask for OpenMetrics gets it (curl,
-/// `promtool check metrics`): Prometheus's text format.
-fn scrape_body(url: &str) -> String {
-    let addr = url
-        .trim_start_matches("http://")
-        .trim_end_matches("/metrics");
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(s, "GET /metrics HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
-    let mut resp = String::new();
-    s.read_to_string(&mut resp).unwrap();
-    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
-    resp.split("\r\n\r\n").nth(1).unwrap_or("").to_owned()
-}
-
-fn scrape(url: &str) -> prometheus_parse::Scrape {
-    let body = scrape_body(url);
-    let lines = body.lines().map(|l| Ok(l.to_owned()));
-    prometheus_parse::Scrape::parse(lines).unwrap()
-}
-
-fn value(s: &prometheus_parse::Scrape, name: &str) -> Option<f64> {
-    let mut total = None;
-    for sample in s.samples.iter().filter(|x| x.metric == name) {
-        let v = match sample.value {
-            prometheus_parse::Value::Counter(v)
-            | prometheus_parse::Value::Gauge(v)
-            | prometheus_parse::Value::Untyped(v) => v,
-            _ => continue,
-        };
-        total = Some(total.unwrap_or(0.0) + v);
-    }
-    total
-}
 
 /// A one-core cluster whose broker serves metrics, the metrics address, and the NameServer's
 /// address, with `topic` created with 2 queues.
 fn metered_cluster(topic: &str) -> (Cluster, String, String) {
-    let c = Cluster::start_with(1, "small", |o| {
-        o.extra
-            .extend(["--metrics-addr".into(), "127.0.0.1:0".into()])
-    });
-    let url = c
-        .broker
-        .preamble_addr("broker metrics on ")
-        .expect("metrics address printed");
+    let (c, url) = Cluster::start_metered(1);
     let ns = c.namesrv.addr.clone();
     integration::create_topic(&ns, topic, 2);
     (c, url, ns)
@@ -79,16 +37,16 @@ fn broker_metrics_follow_the_sends() {
     // Counters are published once a second.
     let scrape = wait_for(Duration::from_secs(10), || {
         let s = scrape(&url);
-        (value(&s, "corvus_produced_messages_total") == Some(50.0)).then_some(s)
+        (sum(&s, "corvus_produced_messages_total", &[]) == Some(50.0)).then_some(s)
     })
     .expect("produced_messages reaches 50");
-    assert!(value(&scrape, "corvus_produced_bytes_total").unwrap_or(0.0) > 50.0 * 90.0);
-    assert!(value(&scrape, "corvus_requests_total").unwrap_or(0.0) >= 50.0);
-    assert_eq!(value(&scrape, "corvus_cross_core_hops_total"), Some(0.0));
-    assert!(value(&scrape, "corvus_disk_use_ratio").is_some());
-    assert!(value(&scrape, "corvus_durable_lag_bytes").is_some());
-    assert!(value(&scrape, "corvus_inbox_depth").is_some());
-    let body = scrape_body(&url);
+    assert!(sum(&scrape, "corvus_produced_bytes_total", &[]).unwrap_or(0.0) > 50.0 * 90.0);
+    assert!(sum(&scrape, "corvus_requests_total", &[]).unwrap_or(0.0) >= 50.0);
+    assert_eq!(sum(&scrape, "corvus_cross_core_hops_total", &[]), Some(0.0));
+    assert!(sum(&scrape, "corvus_disk_use_ratio", &[]).is_some());
+    assert!(sum(&scrape, "corvus_durable_lag_bytes", &[]).is_some());
+    assert!(sum(&scrape, "corvus_inbox_depth", &[]).is_some());
+    let body = metrics::text(&url);
     assert!(!body.contains("# EOF"), "the text format, not OpenMetrics");
     assert_eq!(
         telemetry::samples_without_help(&body),
@@ -96,10 +54,10 @@ fn broker_metrics_follow_the_sends() {
         "{body}"
     );
     // The send latency histogram counted every send.
-    let count = histogram_count(&scrape, "corvus_send_latency_seconds");
+    let count = sum(&scrape, "corvus_send_latency_seconds", &[]);
     assert_eq!(
         count,
-        50.0,
+        Some(50.0),
         "histogram buckets: {:?}",
         scrape
             .samples
@@ -107,17 +65,6 @@ fn broker_metrics_follow_the_sends() {
             .filter(|s| s.metric.starts_with("corvus_send"))
             .collect::<Vec<_>>()
     );
-}
-
-fn histogram_count(s: &prometheus_parse::Scrape, name: &str) -> f64 {
-    s.samples
-        .iter()
-        .filter(|x| x.metric == name)
-        .filter_map(|x| match &x.value {
-            prometheus_parse::Value::Histogram(h) => h.last().map(|b| b.count),
-            _ => None,
-        })
-        .sum()
 }
 
 #[test]
@@ -179,7 +126,9 @@ fn broker_status_reports_sends_and_their_rate_and_flushes_are_timed() {
     // The async flusher made the sends durable, and each flush was timed.
     let s = wait_for(Duration::from_secs(10), || {
         let s = scrape(&url);
-        (histogram_count(&s, "corvus_flush_latency_seconds") > 0.0).then_some(s)
+        sum(&s, "corvus_flush_latency_seconds", &[])
+            .is_some_and(|n| n > 0.0)
+            .then_some(s)
     });
     assert!(
         s.is_some(),
@@ -191,20 +140,18 @@ fn broker_status_reports_sends_and_their_rate_and_flushes_are_timed() {
 fn namesrv_metrics_count_brokers_and_requests() {
     let dir = tempfile::tempdir().unwrap();
     let ns = start_namesrv_with(dir.path(), &["--metrics-addr", "127.0.0.1:0"]);
-    let url = ns
-        .preamble_addr("namesrv metrics on ")
-        .expect("metrics address printed");
+    let url = metrics::addr(&ns, "namesrv metrics on ");
     let opts = integration::BrokerOpts::new(&ns.addr, &dir.path().join("data"));
     let _b = integration::start_broker(&opts, dir.path());
     let out = mqadmin(&ns.addr, &["topic-route", "-t", "Missing"]);
     assert!(!out.status.success());
     let s = wait_for(Duration::from_secs(10), || {
         let s = scrape(&url);
-        (value(&s, "corvus_namesrv_brokers") == Some(1.0)).then_some(s)
+        (sum(&s, "corvus_namesrv_brokers", &[]) == Some(1.0)).then_some(s)
     })
     .expect("the broker is counted");
-    assert!(value(&s, "corvus_namesrv_requests_total").unwrap_or(0.0) >= 2.0);
-    assert!(value(&s, "corvus_namesrv_errors_total").unwrap_or(0.0) >= 1.0);
+    assert!(sum(&s, "corvus_namesrv_requests_total", &[]).unwrap_or(0.0) >= 2.0);
+    assert!(sum(&s, "corvus_namesrv_errors_total", &[]).unwrap_or(0.0) >= 1.0);
 
     // A RocketMQ client's route look-up of a missing topic, over remoting: both protocols'
     // requests and errors are labelled by protocol, in lower snake case.
@@ -258,7 +205,7 @@ fn namesrv_metrics_count_brokers_and_requests() {
             );
         }
     }
-    let body = scrape_body(&url);
+    let body = metrics::text(&url);
     assert_eq!(
         telemetry::samples_without_help(&body),
         Vec::<String>::new(),
@@ -311,16 +258,6 @@ fn send_stages_count_every_send_in_each_stage_and_a_reset_clears_them() {
     assert!(admin.send_stages(&c.broker.addr, false).unwrap().is_empty());
 }
 
-/// One `GET /metrics` to `addr` with `headers` (each ending in CRLF): the whole response.
-fn get_metrics(addr: &str, headers: &str) -> String {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(s, "GET /metrics HTTP/1.1\r\nHost: {addr}\r\n{headers}\r\n").unwrap();
-    let mut resp = String::new();
-    s.read_to_string(&mut resp).unwrap();
-    resp
-}
-
 /// An address of this host beyond loopback, if it has one (the source address of a route
 /// to a non-local address; nothing is sent).
 fn non_loopback_ip() -> Option<std::net::IpAddr> {
@@ -333,17 +270,9 @@ fn non_loopback_ip() -> Option<std::net::IpAddr> {
 #[test]
 fn broker_metrics_bind_loopback_for_a_bare_port_and_want_the_token() {
     let token = "tok-3f9a1c";
-    let c = Cluster::start_with(1, "small", |o| {
-        o.extra.extend(["--metrics-addr".into(), "0".into()]);
+    let (c, addr) = Cluster::start_metered_with(1, "0", |o| {
         o.config_toml = Some(format!("metrics_token = \"{token}\"\n"));
     });
-    let addr = c
-        .broker
-        .preamble_addr("broker metrics on ")
-        .expect("metrics address printed")
-        .trim_start_matches("http://")
-        .trim_end_matches("/metrics")
-        .to_owned();
     let bound: std::net::SocketAddr = addr.parse().unwrap();
     assert!(bound.ip().is_loopback(), "a bare port binds {bound}");
     // Not reachable from the host's other addresses.
@@ -365,14 +294,15 @@ fn broker_metrics_bind_loopback_for_a_bare_port_and_want_the_token() {
         "Authorization: Bearer wrong-token\r\n".to_owned(),
         format!("Authorization: Basic {token}\r\n"),
     ] {
-        let resp = get_metrics(&addr, &headers);
-        assert!(resp.starts_with("HTTP/1.1 401"), "{headers:?}: {resp}");
-        assert!(!resp.contains("corvus_"), "{headers:?}: {resp}");
+        let (code, body) = metrics::get(&addr, "/metrics", &headers);
+        assert_eq!(code, 401, "{headers:?}: {body}");
+        assert!(!body.contains("corvus_"), "{headers:?}: {body}");
     }
-    let resp = get_metrics(&addr, &format!("Authorization: Bearer {token}\r\n"));
-    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+    let auth = format!("Authorization: Bearer {token}\r\n");
+    let (code, body) = metrics::get(&addr, "/metrics", &auth);
+    assert_eq!(code, 200, "{body}");
     // Observed per request, so there at once (the counters follow within a second).
-    assert!(resp.contains("corvus_send_latency_seconds_count"), "{resp}");
+    assert!(body.contains("corvus_send_latency_seconds_count"), "{body}");
 
     // The token is not handed out with the broker's config.
     let broker = c.broker.addr.clone();
@@ -385,16 +315,9 @@ fn broker_metrics_bind_loopback_for_a_bare_port_and_want_the_token() {
 
 #[test]
 fn a_broker_with_a_metrics_address_beyond_loopback_warns() {
-    let c = Cluster::start_with(1, "small", |o| {
-        o.extra
-            .extend(["--metrics-addr".into(), "0.0.0.0:0".into()])
-    });
+    let (c, addr) = Cluster::start_metered_with(1, "0.0.0.0:0", |_| {});
     // Honoured as asked ...
-    let url = c
-        .broker
-        .preamble_addr("broker metrics on ")
-        .expect("metrics address printed");
-    assert!(url.contains("0.0.0.0:"), "{url}");
+    assert!(addr.contains("0.0.0.0:"), "{addr}");
     // ... and said to be exposed.
     let warned = wait_for(Duration::from_secs(10), || {
         c.broker.stderr().contains("beyond loopback").then_some(())
@@ -416,18 +339,13 @@ fn namesrv_metrics_bind_loopback_for_a_bare_port_and_want_the_token() {
             token_file.to_str().unwrap(),
         ],
     );
-    let addr = ns
-        .preamble_addr("namesrv metrics on ")
-        .expect("metrics address printed")
-        .trim_start_matches("http://")
-        .trim_end_matches("/metrics")
-        .to_owned();
+    let addr = metrics::addr(&ns, "namesrv metrics on ");
     let bound: std::net::SocketAddr = addr.parse().unwrap();
     assert!(bound.ip().is_loopback(), "a bare port binds {bound}");
-    let resp = get_metrics(&addr, "");
-    assert!(resp.starts_with("HTTP/1.1 401"), "{resp}");
-    assert!(!resp.contains("corvus_namesrv"), "{resp}");
-    let resp = get_metrics(&addr, "Authorization: Bearer ns-token-77\r\n");
-    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
-    assert!(resp.contains("corvus_namesrv_brokers"), "{resp}");
+    let (code, body) = metrics::get(&addr, "/metrics", "");
+    assert_eq!(code, 401, "{body}");
+    assert!(!body.contains("corvus_namesrv"), "{body}");
+    let (code, body) = metrics::get(&addr, "/metrics", "Authorization: Bearer ns-token-77\r\n");
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("corvus_namesrv_brokers"), "{body}");
 }

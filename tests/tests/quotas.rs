@@ -8,7 +8,6 @@
 // Tests may unwrap: a panic there is a test failure.
 #![allow(clippy::unwrap_used)]
 
-use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
 use client::{ClientError, Credentials, Message, Producer};
@@ -46,19 +45,6 @@ fn producer_as(ns: &str, account: (&str, &str), group: &str) -> Producer {
         .credentials(Credentials::new(account.0, account.1))
         .build()
         .unwrap()
-}
-
-/// The `/metrics` body at `url` (Prometheus's text format).
-fn scrape(url: &str) -> String {
-    let addr = url
-        .trim_start_matches("http://")
-        .trim_end_matches("/metrics");
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(s, "GET /metrics HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
-    let mut resp = String::new();
-    s.read_to_string(&mut resp).unwrap();
-    resp
 }
 
 /// A refusal gives the client when to retry as a value of its own, the same time its
@@ -138,20 +124,23 @@ fn a_tenant_over_its_quota_is_refused_by_name_and_the_other_is_not_slowed() {
         .unwrap();
     }
 
-    // corvus's mqadmin lists the rule, raises it (the noisy tenant's sends go through again
-    // at once), and removes it.
-    let quota = |args: &[&str]| {
-        let mut all = vec!["quota"];
-        all.extend_from_slice(args);
+    // An admin's mqadmin command (`args`) to the broker.
+    let on_broker = |args: &[&str]| {
+        let mut all = args.to_vec();
         all.extend_from_slice(&["-b", &c.broker.addr]);
-        let out = mqadmin_as(&ns, Some(ADMIN), &all);
+        mqadmin_as(&ns, Some(ADMIN), &all)
+    };
+    let quota = |args: &[&str]| {
+        let out = on_broker(&[&["quota"], args].concat());
         assert!(
             out.status.success(),
-            "mqadmin {all:?}: {}",
+            "mqadmin quota {args:?}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
+    // corvus's mqadmin lists the rule, raises it (the noisy tenant's sends go through again
+    // at once), and removes it.
     let listed = quota(&["list"]);
     assert!(
         listed.contains("1 rule(s)")
@@ -173,33 +162,17 @@ fn a_tenant_over_its_quota_is_refused_by_name_and_the_other_is_not_slowed() {
     assert!(quota(&["remove", "account:tenant-noisy:send_messages_per_sec"]).contains("0 rule(s)"));
     assert!(quota(&["list"]).contains("0 rule(s)"));
     // A rule the broker does not take is refused with its reason, and nothing changes.
-    let bad = mqadmin_as(
-        &ns,
-        Some(ADMIN),
-        &[
-            "quota",
-            "set",
-            "account:x:frobs_per_sec=5",
-            "-b",
-            &c.broker.addr,
-        ],
-    );
+    let bad = on_broker(&["quota", "set", "account:x:frobs_per_sec=5"]);
     assert!(!bad.status.success());
     assert!(quota(&["list"]).contains("0 rule(s)"));
     // RocketMQ's own command sets the same key.
-    let out = mqadmin_as(
-        &ns,
-        Some(ADMIN),
-        &[
-            "updateBrokerConfig",
-            "-b",
-            &c.broker.addr,
-            "-k",
-            "quotas",
-            "-v",
-            "topic:Shared:pulls_per_sec=7",
-        ],
-    );
+    let out = on_broker(&[
+        "updateBrokerConfig",
+        "-k",
+        "quotas",
+        "-v",
+        "topic:Shared:pulls_per_sec=7",
+    ]);
     assert!(
         out.status.success(),
         "{}",
@@ -218,15 +191,8 @@ fn an_account_holds_at_most_its_connections() {
         "{}quotas = \"account:tenant-noisy:connections=1\"\n",
         rules.broker_toml()
     );
-    let c = Cluster::start_with(1, "small", |o: &mut BrokerOpts| {
-        o.config_toml = Some(toml);
-        o.extra
-            .extend(["--metrics-addr".into(), "127.0.0.1:0".into()]);
-    });
-    let metrics = c
-        .broker
-        .preamble_addr("broker metrics on ")
-        .expect("metrics address printed");
+    let (c, metrics) =
+        Cluster::start_metered_with(1, "127.0.0.1:0", |o| o.config_toml = Some(toml));
     let ns = c.namesrv.addr.clone();
     create_topic_as(&ns, ADMIN, "Conns", 2);
     let first = producer_as(&ns, NOISY, "first-producer");
@@ -245,7 +211,7 @@ fn an_account_holds_at_most_its_connections() {
         "{text}"
     );
     // Counted by the limit it hit.
-    let body = scrape(&metrics);
+    let body = integration::metrics::text(&metrics);
     assert!(
         body.contains("corvus_quota_refusals_total{limit=\"account:tenant-noisy:connections\"} 1"),
         "{body}"

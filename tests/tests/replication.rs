@@ -128,20 +128,6 @@ fn assert_same_offsets(a: &str, b: &str) {
     }
 }
 
-/// The Prometheus text a broker serves at `url`.
-fn metrics_text(url: &str) -> String {
-    use std::io::{Read, Write};
-    let addr = url
-        .trim_start_matches("http://")
-        .trim_end_matches("/metrics");
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(s, "GET /metrics HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
-    let mut resp = String::new();
-    s.read_to_string(&mut resp).unwrap();
-    resp
-}
-
 /// Whether every thread of `pid` is stopped (state `T` in /proc).
 fn all_threads_stopped(pid: i32) -> bool {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
@@ -348,17 +334,14 @@ fn a_sync_master_waits_for_its_slave_and_says_when_it_cannot() {
         "{text}"
     );
     // The metrics say the same.
-    let url = pair
-        .master
-        .preamble_addr("broker metrics on ")
-        .expect("metrics address printed");
+    let url = metrics::addr(&pair.master, "broker metrics on ");
     let in_sync = wait_for(Duration::from_secs(10), || {
-        let text = metrics_text(&url);
+        let text = metrics::text(&url);
         (text.contains("corvus_replication_slave_in_sync{shard=\"0\",slave=\"1\"} 1")
             && text.contains("corvus_replication_in_sync_replicas{shard=\"0\"} 2"))
         .then_some(())
     });
-    assert!(in_sync.is_some(), "{}", metrics_text(&url));
+    assert!(in_sync.is_some(), "{}", metrics::text(&url));
     send_n(&mut sends, &p, 200);
     // Acknowledged means on the slave too: it serves them at once (nothing to wait for).
     assert_slave_has(&pair, &sends, Duration::from_secs(5));

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use client::{Message, PullConsumer};
+use integration::metrics::{self, sum};
 use integration::{core_addrs, create_topic, drain_topic, mqadmin_json, producer, Cluster};
 use remoting::codes::{request, response};
 use remoting::{Decoded, RemotingCommand, RemotingDecoder};
@@ -229,48 +230,9 @@ fn broker_stats_and_runtime_info_carry_what_the_exporter_reads() {
     assert!(put_tps > 0.0, "putTps {put_tps}");
 }
 
-/// The broker's `/metrics` body.
-fn scrape_text(url: &str) -> String {
-    let addr = url
-        .trim_start_matches("http://")
-        .trim_end_matches("/metrics");
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(s, "GET /metrics HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
-    let mut resp = String::new();
-    s.read_to_string(&mut resp).unwrap();
-    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
-    resp.split("\r\n\r\n").nth(1).unwrap_or("").to_owned()
-}
-
-/// The sum of `name`'s samples whose labels include every pair of `labels`.
-fn labelled(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
-    let lines = text.lines().map(|l| Ok(l.to_owned()));
-    let scrape = prometheus_parse::Scrape::parse(lines).unwrap();
-    let mut total = None;
-    for s in scrape.samples.iter().filter(|s| s.metric == name) {
-        if labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)) {
-            if let prometheus_parse::Value::Counter(v)
-            | prometheus_parse::Value::Untyped(v)
-            | prometheus_parse::Value::Gauge(v) = s.value
-            {
-                total = Some(total.unwrap_or(0.0) + v);
-            }
-        }
-    }
-    total
-}
-
 #[test]
 fn metrics_carry_per_topic_and_per_group_series() {
-    let c = Cluster::start_with(2, "small", |o| {
-        o.extra
-            .extend(["--metrics-addr".into(), "127.0.0.1:0".into()])
-    });
-    let url = c
-        .broker
-        .preamble_addr("broker metrics on ")
-        .expect("metrics address printed");
+    let (c, url) = Cluster::start_metered(2);
     let ns = c.namesrv.addr.clone();
     create_topic(&ns, TOPIC, 4);
     let p = producer(&ns);
@@ -286,14 +248,15 @@ fn metrics_carry_per_topic_and_per_group_series() {
     // Published once a second: wait for both families to reach the counts.
     let topic = [("topic", TOPIC)];
     let group = [("topic", TOPIC), ("group", GROUP)];
-    let text = integration::wait_for(Duration::from_secs(10), || {
-        let text = scrape_text(&url);
-        let put = labelled(&text, "corvus_topic_put_messages_total", &topic);
-        let got = labelled(&text, "corvus_group_get_messages_total", &group);
-        (put == Some(SENT as f64) && got == Some(SENT as f64)).then_some(text)
+    let (text, s) = integration::wait_for(Duration::from_secs(10), || {
+        let text = metrics::text(&url);
+        let s = metrics::parse(&text);
+        let put = sum(&s, "corvus_topic_put_messages_total", &topic);
+        let got = sum(&s, "corvus_group_get_messages_total", &group);
+        (put == Some(SENT as f64) && got == Some(SENT as f64)).then_some((text, s))
     })
     .unwrap_or_else(|| {
-        let text = scrape_text(&url);
+        let text = metrics::text(&url);
         let ours: Vec<&str> = text
             .lines()
             .filter(|l| l.contains("corvus_topic_") || l.contains("corvus_group_get"))
@@ -304,8 +267,8 @@ fn metrics_carry_per_topic_and_per_group_series() {
             &text[text.len().saturating_sub(100)..],
         )
     });
-    assert!(labelled(&text, "corvus_topic_put_bytes_total", &topic).unwrap() > SENT as f64 * 8.0);
-    assert!(labelled(&text, "corvus_group_get_bytes_total", &group).unwrap() > SENT as f64 * 8.0);
+    assert!(sum(&s, "corvus_topic_put_bytes_total", &topic).unwrap() > SENT as f64 * 8.0);
+    assert!(sum(&s, "corvus_group_get_bytes_total", &group).unwrap() > SENT as f64 * 8.0);
     for family in [
         "corvus_topic_put_messages_total",
         "corvus_topic_put_bytes_total",

@@ -35,15 +35,13 @@
 // Tests may unwrap: a panic there is a test failure.
 #![allow(clippy::unwrap_used)]
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::Duration;
 
 use client::Admin;
 use integration::{
     create_topic, hops_and_stored, run_client_program, stored_offsets, wait_for, workspace_root,
-    Cluster,
+    Cluster, JavaProgram,
 };
 
 /// The classpath of the programs built against the 5.x client (see
@@ -1182,48 +1180,19 @@ fn rocketmq_s_own_mqadmin_manages_the_cluster() {
     );
 }
 
-/// The Roundtrip program running: its output lines as they come, and its stdin for the
-/// go-ahead after its steady state. Killed when dropped (a failed test leaves nothing).
+/// The Roundtrip program running, and its output lines so far; it waits for a go-ahead
+/// after its steady state.
 struct Roundtrip {
-    child: std::process::Child,
-    stdin: Option<std::process::ChildStdin>,
-    lines: mpsc::Receiver<String>,
+    java: JavaProgram,
     seen: Vec<String>,
 }
 
 impl Roundtrip {
     fn start(cp: &str, ns: &str, topic: &str, count: u32, group: &str) -> Roundtrip {
-        let mut child = Command::new("java")
-            .args([
-                "-cp",
-                cp,
-                "corvus.Roundtrip",
-                ns,
-                topic,
-                &count.to_string(),
-                group,
-            ])
-            .env("ROCKETMQ_HOME", std::env::temp_dir())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("java runs");
-        let stdout = child.stdout.take().expect("piped");
-        let stdin = child.stdin.take();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                println!("java: {line}");
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let count = count.to_string();
+        let args = [ns, topic, &count, group];
         Roundtrip {
-            child,
-            stdin,
-            lines,
+            java: JavaProgram::start(cp, "corvus.Roundtrip", &args, Some("java")),
             seen: Vec::new(),
         }
     }
@@ -1231,7 +1200,7 @@ impl Roundtrip {
     /// Waits (90 s at most) for a line starting with `what`.
     fn wait_for(&mut self, what: &str) {
         loop {
-            match self.lines.recv_timeout(Duration::from_secs(90)) {
+            match self.java.lines.recv_timeout(Duration::from_secs(90)) {
                 Ok(l) => {
                     let done = l.starts_with(what);
                     self.seen.push(l);
@@ -1246,23 +1215,15 @@ impl Roundtrip {
 
     /// Lets the program go on past its steady state.
     fn go_on(&mut self) {
-        let mut stdin = self.stdin.take().expect("the go-ahead is given once");
-        writeln!(stdin).expect("the Java program reads its go-ahead");
+        self.java.tell("");
     }
 
     /// Waits for the end: it must exit 0. Its output lines.
     fn finish(mut self) -> Vec<String> {
         self.wait_for("ALL RECEIVED");
-        let status = self.child.wait().expect("java exits");
+        let status = self.java.child.wait().expect("java exits");
         assert!(status.success(), "{status}: {:?}", self.seen);
         std::mem::take(&mut self.seen)
-    }
-}
-
-impl Drop for Roundtrip {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -18,9 +18,6 @@
 #![allow(clippy::unwrap_used)]
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use integration::controllers::ControllerGroup;
@@ -44,9 +41,7 @@ struct Ack {
 
 /// The running `corvus.Failover` program and what it said so far.
 struct JavaApp {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: mpsc::Receiver<String>,
+    java: JavaProgram,
     acks: Vec<Ack>,
     /// The highest number the producer finished with (acknowledged or failed).
     last_done: Option<u64>,
@@ -57,28 +52,9 @@ struct JavaApp {
 
 impl JavaApp {
     fn start(cp: &str, ns: &str) -> JavaApp {
-        let mut child = Command::new("java")
-            .args(["-cp", cp, "corvus.Failover", ns, TOPIC, CONSUMER_GROUP])
-            .env("ROCKETMQ_HOME", std::env::temp_dir())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("java runs");
-        let stdout = child.stdout.take().expect("piped");
-        let stdin = child.stdin.take();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let args = [ns, TOPIC, CONSUMER_GROUP];
         JavaApp {
-            child,
-            stdin,
-            lines,
+            java: JavaProgram::start(cp, "corvus.Failover", &args, None),
             acks: Vec::new(),
             last_done: None,
             failed: 0,
@@ -125,7 +101,7 @@ impl JavaApp {
         let deadline = Instant::now() + limit;
         while !done(self) {
             let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
+            match self.java.lines.recv_timeout(left) {
                 Ok(line) => self.take(line),
                 Err(e) => panic!(
                     "{what}: not within {limit:?} ({e:?}); {} sends acknowledged (the last \
@@ -170,30 +146,19 @@ impl JavaApp {
 
     /// Tells the program to stop sending and waits (bounded) for its summary and exit 0.
     fn stop(&mut self) {
-        let mut stdin = self.stdin.take().expect("stopped once");
-        writeln!(stdin, "stop").expect("the Java program reads stdin");
-        drop(stdin);
+        self.java.tell("stop");
         self.until("the summary", Duration::from_secs(90), |j| {
             j.summary.is_some()
         });
         let deadline = Instant::now() + Duration::from_secs(30);
         let status = loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
+            if let Some(s) = self.java.child.try_wait().unwrap() {
                 break s;
             }
             assert!(Instant::now() < deadline, "the Java program did not exit");
             std::thread::sleep(Duration::from_millis(50));
         };
         assert!(status.success(), "the Java program failed: {status}");
-    }
-}
-
-impl Drop for JavaApp {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
     }
 }
 

@@ -15,13 +15,13 @@
 // Tests may unwrap: a panic there is a test failure.
 #![allow(clippy::unwrap_used)]
 
-use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use client::{Message, PullConsumer, QueueOffset};
+use integration::metrics::{self, scrape, sum};
 use integration::{create_topic, mqadmin, producer, remoting_call, wait_for, Cluster};
 use remoting::body::{from_json, TopicRouteData};
 use remoting::codes::{request, response};
@@ -35,66 +35,6 @@ const SENT_LAGGED: u64 = 30;
 const SENT_POPPED: u64 = 12;
 const POPPED_OUT: usize = 5;
 const ACKED: usize = 2;
-
-/// One HTTP GET on loopback: the status line's code and the body.
-fn http_get(addr: &str, path: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut resp = Vec::new();
-    s.read_to_end(&mut resp).unwrap();
-    let resp = String::from_utf8_lossy(&resp).into_owned();
-    let code = resp
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let (head, body) = resp.split_once("\r\n\r\n").unwrap_or((&resp, ""));
-    // Prometheus answers its API chunked; one chunk is enough for these small answers.
-    let body = if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        body.split_once("\r\n")
-            .map_or("", |(_, rest)| rest)
-            .rsplit_once("\r\n0\r\n")
-            .map_or(body, |(chunk, _)| chunk.trim_end_matches("\r\n"))
-    } else {
-        body
-    };
-    (code, body.to_owned())
-}
-
-/// The broker's scrape, as a scraper that does not ask for OpenMetrics gets it.
-fn scrape(metrics_addr: &str) -> prometheus_parse::Scrape {
-    let (code, body) = http_get(metrics_addr, "/metrics");
-    assert_eq!(code, 200, "{body}");
-    prometheus_parse::Scrape::parse(body.lines().map(|l| Ok(l.to_owned()))).unwrap()
-}
-
-/// The sum of the samples of `name` whose labels include every pair of `labels`; `None`
-/// when there is none.
-fn sum(s: &prometheus_parse::Scrape, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
-    let mut total = None;
-    for x in s.samples.iter().filter(|x| x.metric == name) {
-        if !labels.iter().all(|(k, v)| x.labels.get(k) == Some(*v)) {
-            continue;
-        }
-        let v = match &x.value {
-            prometheus_parse::Value::Counter(v)
-            | prometheus_parse::Value::Gauge(v)
-            | prometheus_parse::Value::Untyped(v) => *v,
-            prometheus_parse::Value::Histogram(h) => h.last().map_or(0.0, |b| b.count),
-            _ => continue,
-        };
-        total = Some(total.unwrap_or(0.0) + v);
-    }
-    total
-}
 
 fn call(addr: &str, code: i32, fields: &[(&str, String)]) -> remoting::Frame {
     let mut cmd = RemotingCommand::request(code, 7);
@@ -440,7 +380,7 @@ impl Prometheus {
         let ready = wait_for(Duration::from_secs(30), || {
             TcpStream::connect(&p.addr)
                 .ok()
-                .and_then(|_| (http_get(&p.addr, "/-/ready").0 == 200).then_some(()))
+                .and_then(|_| (metrics::get(&p.addr, "/-/ready", "").0 == 200).then_some(()))
         });
         assert!(
             ready.is_some(),
@@ -462,7 +402,7 @@ impl Prometheus {
                 }
             })
             .collect();
-        let (code, body) = http_get(&self.addr, &format!("/api/v1/query?query={encoded}"));
+        let (code, body) = metrics::get(&self.addr, &format!("/api/v1/query?query={encoded}"), "");
         assert_eq!(code, 200, "{promql}: {body}");
         let v: serde_json::Value = serde_json::from_str(&body).unwrap();
         assert_eq!(v["status"], "success", "{promql}: {body}");

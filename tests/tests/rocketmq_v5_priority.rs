@@ -21,8 +21,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use integration::{
-    java_program_or_skip, mqadmin_json, or_skip, run_client_program, update_topic_with_attributes,
-    wait_for, wait_for_route, workspace_root, Cluster,
+    java_program_or_skip, metrics, mqadmin_json, or_skip, run_client_program,
+    update_topic_with_attributes, wait_for, wait_for_route, workspace_root, Cluster,
 };
 
 const TOPIC: &str = "V5Priority";
@@ -96,18 +96,11 @@ fn run(sdk: &Sdk, home: &Path, args: &[&str]) -> Vec<String> {
 /// priorities 0-9 each a level of their own on every core), the metrics address and the
 /// clients' home.
 fn priority_cluster(cores: u16) -> (Cluster, String, std::path::PathBuf) {
-    let c = Cluster::start_with(cores, "small", |o| {
-        o.extra
-            .extend(["--metrics-addr".into(), "127.0.0.1:0".into()])
-    });
+    let (c, url) = Cluster::start_metered(cores);
     let queues = 10 * u32::from(cores);
     let f = update_topic_with_attributes(&c.broker.addr, TOPIC, queues, "+message.type=PRIORITY");
     assert_eq!(f.command.code, 0, "{:?}", f.command.remark);
     wait_for_route(&c.namesrv.addr, TOPIC);
-    let url = c
-        .broker
-        .preamble_addr("broker metrics on ")
-        .expect("metrics address printed");
     let home = c.dir.path().join("client-home");
     std::fs::create_dir_all(&home).unwrap();
     (c, url, home)
@@ -175,20 +168,6 @@ fn assert_received(sent: &[String], lines: &[String]) {
     }
 }
 
-/// The broker's Prometheus text at `url`.
-fn metrics_text(url: &str) -> String {
-    use std::io::{Read, Write};
-    let addr = url
-        .trim_start_matches("http://")
-        .trim_end_matches("/metrics");
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(s, "GET /metrics HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
-    let mut resp = String::new();
-    s.read_to_string(&mut resp).unwrap();
-    resp
-}
-
 /// Sends a backlog with `sdk` while no consumer runs, then receives it; checks the order and
 /// that nothing was lost, and the per-priority metrics.
 fn backlog_highest_priority_first(sdk: &Sdk) {
@@ -207,9 +186,9 @@ fn backlog_highest_priority_first(sdk: &Sdk) {
                 "corvus_priority_messages_total{{core=\"0\",priority=\"{p}\",way=\"{way}\"}} {ROUNDS}"
             );
             let seen = wait_for(Duration::from_secs(10), || {
-                metrics_text(&url).contains(&line).then_some(())
+                metrics::text(&url).contains(&line).then_some(())
             });
-            assert!(seen.is_some(), "{line} in\n{}", metrics_text(&url));
+            assert!(seen.is_some(), "{line} in\n{}", metrics::text(&url));
         }
     }
 }
