@@ -267,25 +267,47 @@ impl Window {
     /// Their index slots, and those of the oldest entries the claims will push out, are
     /// fetched from memory together first.
     pub fn claim_all(&mut self, keys: &[Key], now_ms: i64) -> Vec<Claimed> {
+        self.claim_all_at(keys, now_ms)
+            .into_iter()
+            .map(|(c, _)| c)
+            .collect()
+    }
+
+    /// [`Window::claim_all`], each claim with its entry's sequence number, for a
+    /// [`Window::settle_at`] that finds the entry without the index. Also fetches the index
+    /// slots of the entries the next claims will push out, so that those removals find them
+    /// in the cache.
+    pub fn claim_all_at(&mut self, keys: &[Key], now_ms: i64) -> Vec<(Claimed, u64)> {
         for &k in keys {
             self.index.prefetch(k);
         }
         for e in self.ring.iter().take(keys.len()) {
             self.index.prefetch(e.key);
         }
-        keys.iter().map(|&k| self.claim(k, now_ms)).collect()
+        let claimed = keys.iter().map(|&k| self.claim_at(k, now_ms)).collect();
+        for e in self.ring.iter().take(keys.len()) {
+            self.index.prefetch(e.key);
+        }
+        claimed
     }
 
     /// Claims `key` at `now_ms` for a send that will store it (see [`Claimed`]).
     pub fn claim(&mut self, key: Key, now_ms: i64) -> Claimed {
+        self.claim_at(key, now_ms).0
+    }
+
+    /// [`Window::claim`], and the sequence number of the key's entry.
+    fn claim_at(&mut self, key: Key, now_ms: i64) -> (Claimed, u64) {
         self.evict(now_ms);
         let Some(at) = self.find(key) else {
+            let seq = self.head + self.ring.len() as u64;
             self.push(key, now_ms, State::Pending);
             self.evict(now_ms);
-            return Claimed::New;
+            return (Claimed::New, seq);
         };
+        let seq = self.head + at as u64;
         let e = &mut self.ring[at];
-        match e.state {
+        let claimed = match e.state {
             State::Stored(o) => Claimed::Stored(o),
             State::Pending if now_ms - e.at_ms < PENDING_STALE_MS => Claimed::Pending,
             _ => {
@@ -294,7 +316,8 @@ impl Window {
                 e.at_ms = now_ms;
                 Claimed::New
             }
-        }
+        };
+        (claimed, seq)
     }
 
     /// [`Window::settle`] of each of `entries`, their index slots fetched together first:
@@ -308,11 +331,37 @@ impl Window {
         }
     }
 
+    /// Settles claims each made with its entry's sequence number ([`Window::claim_all_at`]):
+    /// the entry is found in the ring, without the index. One without a number (a
+    /// rebuild's), or no longer there at it (pushed out since), is looked up by its key,
+    /// as [`Window::settle`] does.
+    pub fn settle_all_at(&mut self, entries: &[Settling], now_ms: i64) {
+        for &(k, seq, o) in entries {
+            let at = seq
+                .and_then(|seq| seq.checked_sub(self.head))
+                .and_then(|at| usize::try_from(at).ok())
+                .filter(|&at| self.ring.get(at).is_some_and(|e| e.key == k));
+            self.settle_found(k, at.or_else(|| self.find(k)), o, now_ms);
+        }
+    }
+
     /// Ends a claim: `Some` where its message was stored, `None` when it was not (the key
     /// is free again). Also how a rebuild from the log remembers a key; a key already
     /// stored keeps its first original.
     pub fn settle(&mut self, key: Key, stored: Option<Original>, now_ms: i64) {
         let found = self.find(key);
+        self.settle_found(key, found, stored, now_ms);
+    }
+
+    /// [`Window::settle`] of `key`, whose entry is at ring position `found` (`None`: not in
+    /// the window).
+    fn settle_found(
+        &mut self,
+        key: Key,
+        found: Option<usize>,
+        stored: Option<Original>,
+        now_ms: i64,
+    ) {
         let pending = found.filter(|&at| matches!(self.ring[at].state, State::Pending));
         match stored {
             // Not stored, or already out of the window (a rebuild's oldest records).
@@ -516,15 +565,20 @@ pub fn keys_of(topic: &str, records: &[u8], count: u32) -> Option<Vec<(Option<Ke
 #[derive(Debug)]
 pub struct Claim(pub Vec<Key>);
 
-/// To a key's owner core: where the claimed keys' messages were stored (`None`: not
-/// stored, the claim released); also a rebuild's keys.
+/// One key to settle: the key, its entry's sequence number from the claim (`None` for a
+/// rebuild's keys, which were never claimed), and where its message was stored (`None`:
+/// not stored, the claim released).
+pub type Settling = (Key, Option<u64>, Option<Original>);
+
+/// To a key's owner core: where the claimed keys' messages were stored; also a rebuild's
+/// keys.
 #[derive(Debug)]
-pub struct Settle(pub Vec<(Key, Option<Original>)>);
+pub struct Settle(pub Vec<Settling>);
 
 impl CoreCall for Claim {
-    type Answer = Vec<Claimed>;
+    type Answer = Vec<(Claimed, u64)>;
 
-    async fn serve(self, core: &Core) -> Result<Vec<Claimed>, BrokerError> {
+    async fn serve(self, core: &Core) -> Result<Vec<(Claimed, u64)>, BrokerError> {
         Ok(core.claim_here(&self.0))
     }
 }
@@ -534,7 +588,7 @@ impl CoreCall for Settle {
 
     async fn serve(self, core: &Core) -> Result<(), BrokerError> {
         let now = core.shared.clock.wall_ms();
-        core.dedup.borrow_mut().settle_all(&self.0, now);
+        core.dedup.borrow_mut().settle_all_at(&self.0, now);
         Ok(())
     }
 }
@@ -543,13 +597,16 @@ impl CoreCall for Settle {
 struct Claims {
     /// Per record: `None` without a key.
     per_record: Vec<Option<Claimed>>,
+    /// Per record: its key's entry in its owner's window, for the settle.
+    seqs: Vec<u64>,
 }
 
 impl Core {
-    /// Claims `keys` in this core's own window (it is their owner).
-    fn claim_here(&self, keys: &[Key]) -> Vec<Claimed> {
+    /// Claims `keys` in this core's own window (it is their owner), each with its entry's
+    /// sequence number.
+    fn claim_here(&self, keys: &[Key]) -> Vec<(Claimed, u64)> {
         let now = self.shared.clock.wall_ms();
-        self.dedup.borrow_mut().claim_all(keys, now)
+        self.dedup.borrow_mut().claim_all_at(keys, now)
     }
 
     /// Whether sends to `topic` are deduplicated: its `dedup.enable` attribute, else the
@@ -573,6 +630,7 @@ impl Core {
         records: usize,
     ) -> Result<Claims, BrokerError> {
         let mut per_record = vec![None; records];
+        let mut seqs = vec![0; records];
         let mut ask: Vec<(usize, Key)> = keys.to_vec();
         let started = Instant::now();
         let mut backoff = Duration::from_millis(1);
@@ -600,23 +658,24 @@ impl Core {
                         }
                         Err(e) => {
                             // Keys claimed so far are released: nothing was stored.
-                            self.release(&per_record, keys).await;
+                            self.release(&Claims { per_record, seqs }, keys).await;
                             return Err(e);
                         }
                     }
                 };
-                for (&(i, k), a) in group.iter().zip(answers) {
+                for (&(i, k), (a, seq)) in group.iter().zip(answers) {
                     if a == Claimed::Pending {
                         pending.push((i, k));
                     }
                     per_record[i] = Some(a);
+                    seqs[i] = seq;
                 }
             }
             if pending.is_empty() {
-                return Ok(Claims { per_record });
+                return Ok(Claims { per_record, seqs });
             }
             if started.elapsed() >= PENDING_WAIT_MAX {
-                self.release(&per_record, keys).await;
+                self.release(&Claims { per_record, seqs }, keys).await;
                 return Err(BrokerError::Busy(format!(
                     "{} message(s) of this send are still being stored by an earlier send of the same UNIQ_KEY; retry later",
                     pending.len()
@@ -632,21 +691,22 @@ impl Core {
     /// `None` to release its claim.
     async fn settle_keys(
         &self,
-        claims: &[Option<Claimed>],
+        claims: &Claims,
         keys: &[(usize, Key)],
         stored: impl Fn(usize) -> Option<Original>,
     ) {
-        let mut by_owner: HashMap<u16, Vec<(Key, Option<Original>)>> = HashMap::new();
+        let mut by_owner: HashMap<u16, Vec<Settling>> = HashMap::new();
         let now = self.shared.clock.wall_ms();
         for &(i, k) in keys {
-            if claims.get(i).copied().flatten() == Some(Claimed::New) {
+            if claims.per_record.get(i).copied().flatten() == Some(Claimed::New) {
                 let owner = owner_core(k, self.shared.cores);
-                by_owner.entry(owner).or_default().push((k, stored(i)));
+                let seq = claims.seqs.get(i).copied();
+                by_owner.entry(owner).or_default().push((k, seq, stored(i)));
             }
         }
         if let Some(here) = by_owner.remove(&self.id) {
             // This core decides: settled in place.
-            self.dedup.borrow_mut().settle_all(&here, now);
+            self.dedup.borrow_mut().settle_all_at(&here, now);
         }
         for (owner, entries) in by_owner {
             if let Err(e) = self.at_core(owner, Settle(entries)).await {
@@ -657,7 +717,7 @@ impl Core {
         }
     }
 
-    async fn release(&self, claims: &[Option<Claimed>], keys: &[(usize, Key)]) {
+    async fn release(&self, claims: &Claims, keys: &[(usize, Key)]) {
         self.settle_keys(claims, keys, |_| None).await;
     }
 
@@ -682,7 +742,8 @@ impl Core {
             .enumerate()
             .filter_map(|(i, (k, _))| k.map(|k| (i, k)))
             .collect();
-        let claims = self.claim_keys(&keys, keyed.len()).await?.per_record;
+        let claimed = self.claim_keys(&keys, keyed.len()).await?;
+        let claims = &claimed.per_record;
         let is_new = |i: usize| !matches!(claims[i], Some(Claimed::Stored(_)));
         let fresh = (0..keyed.len()).filter(|&i| is_new(i)).count();
         if fresh == 0 {
@@ -735,7 +796,7 @@ impl Core {
             }) => Some(**a),
             Err(_) => None,
         };
-        self.settle_keys(&claims, &keys, |i| {
+        self.settle_keys(&claimed, &keys, |i| {
             let (a, (n, off)) = (appended?, at[i]?);
             Some(Original {
                 shard: a.shard,
@@ -820,7 +881,7 @@ impl Core {
             }
             from = from.saturating_sub(seg).max(min);
         }
-        let mut batch: HashMap<u16, Vec<(Key, Option<Original>)>> = HashMap::new();
+        let mut batch: HashMap<u16, Vec<Settling>> = HashMap::new();
         let mut remembered = 0u64;
         while let Some(run) = sh.read_log(from, REBUILD_READ_BYTES).await? {
             if run.next <= from {
@@ -850,7 +911,7 @@ impl Core {
                                 batch
                                     .entry(owner_core(key, self.shared.cores))
                                     .or_default()
-                                    .push((key, Some(o)));
+                                    .push((key, None, Some(o)));
                                 remembered += 1;
                             }
                         }
@@ -874,7 +935,7 @@ impl Core {
     /// Sends each owner its collected keys once it has `at_least` of them.
     async fn hand_over(
         &self,
-        batch: &mut HashMap<u16, Vec<(Key, Option<Original>)>>,
+        batch: &mut HashMap<u16, Vec<Settling>>,
         at_least: usize,
     ) -> Result<(), BrokerError> {
         for (owner, entries) in batch.iter_mut() {
@@ -942,6 +1003,42 @@ mod tests {
         w.settle(k("k"), None, 1_001);
         assert_eq!(w.claim(k("k"), 1_002), Claimed::New);
         assert_eq!(w.stored(), 0);
+    }
+
+    /// A settle by the claim's sequence number finds the claimed entry among others; one
+    /// whose entry was pushed out meanwhile, or whose number is wrong, and one with no
+    /// number (a rebuild's) go by the key, as `settle` does.
+    #[test]
+    fn a_settle_by_sequence_number_reaches_the_claimed_entry() {
+        let mut w = window(600_000, 3, 1 << 20);
+        let keys = [k("a"), k("b"), k("c")];
+        let claimed = w.claim_all_at(&keys, 1_000);
+        assert!(claimed.iter().all(|(c, _)| *c == Claimed::New));
+        let seqs: Vec<u64> = claimed.iter().map(|&(_, s)| s).collect();
+        assert_eq!(seqs, [0, 1, 2]);
+        w.settle_all_at(
+            &[
+                (k("b"), Some(seqs[1]), Some(at(1_000))),
+                (k("a"), Some(seqs[0]), None),
+            ],
+            1_001,
+        );
+        assert_eq!(w.claim(k("b"), 1_002), Claimed::Stored(at(1_000)));
+        assert_eq!(w.claim(k("c"), 1_002), Claimed::Pending);
+        // "a" was released: claimed again, at a new number.
+        let again = w.claim_all_at(&[k("a")], 1_003);
+        assert_eq!(again, [(Claimed::New, 3)]);
+        // "c" (number 2) pushed out by two newer keys before its settle: remembered as
+        // stored again, as `settle` does.
+        w.claim_all_at(&[k("d"), k("e")], 1_004);
+        w.settle_all_at(&[(k("c"), Some(seqs[2]), Some(at(1_000)))], 1_005);
+        assert_eq!(w.claim(k("c"), 1_006), Claimed::Stored(at(1_000)));
+        // A wrong number falls back to the key.
+        w.settle_all_at(&[(k("e"), Some(seqs[0]), Some(at(1_004)))], 1_007);
+        assert_eq!(w.claim(k("e"), 1_008), Claimed::Stored(at(1_004)));
+        // A rebuild's key, with no number.
+        w.settle_all_at(&[(k("f"), None, Some(at(1_008)))], 1_009);
+        assert_eq!(w.claim(k("f"), 1_010), Claimed::Stored(at(1_008)));
     }
 
     #[test]
