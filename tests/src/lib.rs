@@ -1317,6 +1317,19 @@ pub fn update_topic_with_attributes(
     remoting_call(addr, &cmd, b"")
 }
 
+/// The value of attribute `key` of `topic` on the broker at `addr`, as RocketMQ's
+/// GET_TOPIC_CONFIG answers it (`None`: no such attribute, or no such topic there).
+pub fn topic_attribute(addr: &str, topic: &str, key: &str) -> Option<String> {
+    let mut cmd = remoting::RemotingCommand::request(remoting::codes::request::GET_TOPIC_CONFIG, 1);
+    cmd.ext_fields.insert("topic".into(), topic.into());
+    let f = remoting_call(addr, &cmd, b"");
+    if f.command.code != 0 {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_slice(&f.body).ok()?;
+    v["attributes"][key].as_str().map(str::to_owned)
+}
+
 /// One remoting request and its answer, on a connection of its own (read timeout 30 s).
 pub fn remoting_call(addr: &str, cmd: &remoting::RemotingCommand, body: &[u8]) -> remoting::Frame {
     let mut conn = std::net::TcpStream::connect(addr).unwrap();

@@ -5,9 +5,11 @@
 //! dedup on, every message is stored once and each retry's result names the stored copy's
 //! queue, queue offset and offset message id; with it off, the same run stores duplicates.
 //!
-//! Across a failover too: a SYNC_MASTER group in controller mode stores the sends, the
-//! master is killed with kill -9, and the same Message objects sent again are answered by the
-//! promoted slave with the originals (it rebuilt the window from its copy of the log).
+//! Across a failover too: a SYNC_MASTER group in controller mode stores the sends to a topic
+//! whose `dedup.enable` attribute is set on the master only, the master is killed with
+//! kill -9, and the same Message objects sent again are answered by the promoted slave with
+//! the originals (it took the attribute with the topic table and rebuilt the window from its
+//! copy of the log).
 //!
 //! Needs the Java programs built (`mvn compile` in `tests/rocketmq-java`); without them the
 //! test says so and fails when `CORVUS_REQUIRE_JAVA` is set.
@@ -121,15 +123,18 @@ fn a_java_retry_after_a_master_kill_is_answered_by_the_promoted_slave_with_the_o
     };
     let topic = "JavaDedupFailover";
     let mut g = ControllerGroup::start("broker-a");
-    // Both brokers deduplicate, the key changed while they run (a topic's `dedup.enable`
-    // attribute would not do: a slave's topic table carries no attributes).
-    for broker in [&g.a.addr, &g.b.addr] {
-        let cmd =
-            remoting::RemotingCommand::request(remoting::codes::request::UPDATE_BROKER_CONFIG, 9);
-        let f = integration::remoting_call(broker, &cmd, b"dedup_enable=true\n");
-        assert_eq!(f.command.code, 0, "{broker}: {:?}", f.command.remark);
-    }
-    create_topic(&g.ns.addr, topic, 4);
+    // The topic deduplicates by its attribute, set on the master only: the slave takes it
+    // with the topic table, and deduplicates once promoted.
+    let f = integration::update_topic_with_attributes(&g.a.addr, topic, 4, "+dedup.enable=true");
+    assert_eq!(f.command.code, 0, "{:?}", f.command.remark);
+    integration::wait_for_route(&g.ns.addr, topic);
+    let followed = integration::wait_for(Duration::from_secs(15), || {
+        integration::topic_attribute(&g.b.addr, topic, "dedup.enable").filter(|v| v == "true")
+    });
+    assert!(
+        followed.is_some(),
+        "the slave did not take the topic's dedup.enable"
+    );
     let count = COUNT.to_string();
     let mut program = JavaProgram::start(
         &cp,

@@ -819,17 +819,7 @@ fn a_slave_takes_its_masters_users_and_acls() {
 fn a_slave_follows_its_masters_topic_attributes() {
     let ms = MasterSlave::start("");
     let topic = "Attributed";
-    let dedup_of = |addr: &str| -> Option<String> {
-        let mut cmd =
-            remoting::RemotingCommand::request(remoting::codes::request::GET_TOPIC_CONFIG, 1);
-        cmd.ext_fields.insert("topic".into(), topic.into());
-        let f = remoting_call(addr, &cmd, b"");
-        if f.command.code != 0 {
-            return None;
-        }
-        let v: serde_json::Value = serde_json::from_slice(&f.body).ok()?;
-        v["attributes"]["dedup.enable"].as_str().map(str::to_owned)
-    };
+    let dedup_of = |addr: &str| topic_attribute(addr, topic, "dedup.enable");
     for (change, want) in [
         ("+dedup.enable=true", Some("true")),
         ("+dedup.enable=false", Some("false")),
