@@ -114,11 +114,15 @@ fn frame(kind: u8, payload: &[u8]) -> Vec<u8> {
     f
 }
 
-/// A replication HELLO (version 5) of an empty slave `broker-a` id 1 for `shard`, naming
-/// `access_key` (empty: none).
+/// The replication version the broker speaks (`broker_replication::wire::VERSION`): a
+/// HELLO of another is refused for its version before its credentials are looked at.
+const REPLICATION_VERSION: u16 = 6;
+
+/// A replication HELLO of an empty slave `broker-a` id 1 for `shard`, naming `access_key`
+/// (empty: none).
 fn hello(shard: u16, shard_count: u16, access_key: &str) -> Vec<u8> {
     let mut b = Vec::new();
-    b.extend_from_slice(&5u16.to_be_bytes());
+    b.extend_from_slice(&REPLICATION_VERSION.to_be_bytes());
     b.extend_from_slice(&shard.to_be_bytes());
     b.extend_from_slice(&shard_count.to_be_bytes());
     b.extend_from_slice(&(4u64 << 20).to_be_bytes()); // the small profile's segments
