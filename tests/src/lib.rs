@@ -146,10 +146,27 @@ fn build_once_per_run(dir: &Path, run_id: &str) {
     drop(lock);
 }
 
-/// Runs `cargo build` for the binaries the tests start.
+/// Runs `cargo build` for the binaries the tests start, without the variables cargo sets
+/// for a test process: a build script that reads one (ring's reads `CARGO_MANIFEST_DIR`)
+/// would otherwise be rebuilt here and again by the next `cargo test`, and everything
+/// above it with it (25 s per test run).
 fn build_binaries() {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = Command::new(cargo)
+    let mut command = Command::new(cargo);
+    for (name, _) in std::env::vars_os() {
+        let name_str = name.to_string_lossy();
+        if name_str == "CARGO_MANIFEST_DIR"
+            || name_str == "CARGO_MANIFEST_PATH"
+            || name_str == "CARGO_CRATE_NAME"
+            || name_str == "CARGO_PRIMARY_PACKAGE"
+            || name_str == "CARGO_TARGET_TMPDIR"
+            || name_str.starts_with("CARGO_PKG_")
+            || name_str.starts_with("CARGO_BIN_")
+        {
+            command.env_remove(&name);
+        }
+    }
+    let status = command
         .args([
             "build",
             "-p",
