@@ -263,20 +263,12 @@ impl Window {
         self.index.remove(e.key, (self.head + at as u64) as u32);
     }
 
-    /// Claims each of `keys` at `now_ms` for a send that will store it (see [`Claimed`]).
-    /// Their index slots, and those of the oldest entries the claims will push out, are
-    /// fetched from memory together first.
-    pub fn claim_all(&mut self, keys: &[Key], now_ms: i64) -> Vec<Claimed> {
-        self.claim_all_at(keys, now_ms)
-            .into_iter()
-            .map(|(c, _)| c)
-            .collect()
-    }
-
-    /// [`Window::claim_all`], each claim with its entry's sequence number, for a
-    /// [`Window::settle_at`] that finds the entry without the index. Also fetches the index
-    /// slots of the entries the next claims will push out, so that those removals find them
-    /// in the cache.
+    /// Claims each of `keys` at `now_ms` for a send that will store it (see [`Claimed`]),
+    /// each claim with its entry's sequence number, for a [`Window::settle_all_at`] that
+    /// finds the entry without the index. Their index slots, and those of the oldest entries
+    /// the claims will push out, are fetched from memory together first; afterwards, those
+    /// of the entries the next claims will push out, so that those removals find them in
+    /// the cache.
     pub fn claim_all_at(&mut self, keys: &[Key], now_ms: i64) -> Vec<(Claimed, u64)> {
         for &k in keys {
             self.index.prefetch(k);
@@ -320,22 +312,15 @@ impl Window {
         (claimed, seq)
     }
 
-    /// [`Window::settle`] of each of `entries`, their index slots fetched together first:
-    /// an append of other sends since the claims has pushed them out of the cache.
-    pub fn settle_all(&mut self, entries: &[(Key, Option<Original>)], now_ms: i64) {
-        for (k, _) in entries {
-            self.index.prefetch(*k);
-        }
-        for &(k, o) in entries {
-            self.settle(k, o, now_ms);
-        }
-    }
-
     /// Settles claims each made with its entry's sequence number ([`Window::claim_all_at`]):
     /// the entry is found in the ring, without the index. One without a number (a
     /// rebuild's), or no longer there at it (pushed out since), is looked up by its key,
-    /// as [`Window::settle`] does.
+    /// as [`Window::settle`] does; the index slots of those without a number are fetched
+    /// together first.
     pub fn settle_all_at(&mut self, entries: &[Settling], now_ms: i64) {
+        for (k, _, _) in entries.iter().filter(|(_, seq, _)| seq.is_none()) {
+            self.index.prefetch(*k);
+        }
         for &(k, seq, o) in entries {
             let at = seq
                 .and_then(|seq| seq.checked_sub(self.head))
