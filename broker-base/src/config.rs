@@ -1018,6 +1018,16 @@ config_keys! {
         rocketmq: None,
         restart: true,
     }
+    /// A connection whose reads bring at most this many requests each is served in the
+    /// light lane, ahead of pipelining ones (ARCHITECTURE.md, "Two lanes"); 0 serves every
+    /// connection in one lane.
+    connection_light_requests_max: u64 {
+        default: 4,
+        range: [0, 1 << 16],
+        bounds: "0 to 65536",
+        rocketmq: None,
+        restart: true,
+    }
     /// Client connections the broker keeps open at once, shared out evenly among its cores
     /// and never more than the descriptor limit leaves after a reserve for the storage's
     /// files: a connection past it is closed at once (one log line per interval says so).

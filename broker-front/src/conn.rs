@@ -5,6 +5,7 @@
 //! (`remoting::detect`); the remoting requests are served in `crate::rocketmq`. Native wire
 //! codes appear here and nowhere else.
 
+use std::cell::Cell;
 use std::io::ErrorKind;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -26,6 +27,7 @@ use crate::core::PullBody;
 use crate::error::BrokerError;
 use crate::front::Front;
 use crate::groups::{MemberView, StoredOffset};
+use crate::lanes::{Lane, Sink, Source};
 use crate::mesh::{GroupOp, OffsetOp, PullOutcome, PullStatus};
 use crate::stages::{SendTrace, Stage};
 
@@ -289,15 +291,8 @@ impl Wire {
 /// A whole frame from the client: the answer to a request of the broker's, or a request,
 /// started once one of the connection's permits is free. `false` once the permits are
 /// gone (the connection is closing).
-async fn take_frame(
-    core: &Rc<Front>,
-    client: &Rc<ClientConn>,
-    tx: &Rc<LocalSender<Outgoing>>,
-    queued: &Rc<std::cell::Cell<usize>>,
-    permits: &Rc<glommio::sync::Semaphore>,
-    frame: AnyFrame,
-    read_at: Instant,
-) -> bool {
+async fn take_frame(r: &Reading, frame: AnyFrame, lane: Lane) -> bool {
+    let client = &r.client;
     match &frame {
         AnyFrame::Native(f) if f.header.is_response() => {
             if let AnyFrame::Native(f) = frame {
@@ -313,12 +308,12 @@ async fn take_frame(
         }
         _ => {}
     }
-    let Ok(permit) = permits.clone().acquire_static_permit(1).await else {
+    let Ok(permit) = r.permits.clone().acquire_static_permit(1).await else {
         return false;
     };
     match frame {
-        AnyFrame::Native(f) => start_request(core, client, tx, queued, permit, f, read_at),
-        AnyFrame::Remoting(f) => start_remoting_request(core, client, tx, queued, permit, f),
+        AnyFrame::Native(f) => start_request(r, permit, f, lane),
+        AnyFrame::Remoting(f) => start_remoting_request(r, permit, f, lane),
     }
     true
 }
@@ -326,42 +321,43 @@ async fn take_frame(
 /// Starts the task that serves one remoting request (holding one of the connection's
 /// permits).
 fn start_remoting_request(
-    core: &Rc<Front>,
-    client: &Rc<ClientConn>,
-    tx: &Rc<LocalSender<Outgoing>>,
-    queued: &Rc<std::cell::Cell<usize>>,
+    r: &Reading,
     permit: glommio::sync::StaticPermit,
     frame: remoting::Frame,
+    lane: Lane,
 ) {
-    let core = core.clone();
-    let client = client.clone();
-    let tx = tx.clone();
-    let queued = queued.clone();
-    glommio::spawn_local(async move {
+    let core = r.core.clone();
+    let client = r.client.clone();
+    let tx = r.tx.clone();
+    let queued = r.queued.clone();
+    let task = core.clone().lanes.spawn(lane, async move {
         core.count_request();
         if let Some(out) = crate::rocketmq::serve(&core, &client, frame).await {
             let _ = send_out(&tx, &queued, out).await;
         }
         drop(permit);
-    })
-    .detach();
+        if lane == Lane::Bulk {
+            core.lanes.bulk_served().await;
+        }
+    });
+    if let Some(task) = task {
+        task.detach();
+    }
 }
 
 /// Starts the task that serves one request (holding one of the connection's permits).
 fn start_request(
-    core: &Rc<Front>,
-    client: &Rc<ClientConn>,
-    tx: &Rc<LocalSender<Outgoing>>,
-    queued: &Rc<std::cell::Cell<usize>>,
+    r: &Reading,
     permit: glommio::sync::StaticPermit,
     frame: protocol::Frame,
-    read_at: Instant,
+    lane: Lane,
 ) {
-    let core = core.clone();
-    let client = client.clone();
-    let tx = tx.clone();
-    let queued = queued.clone();
-    glommio::spawn_local(async move {
+    let core = r.core.clone();
+    let client = r.client.clone();
+    let tx = r.tx.clone();
+    let queued = r.queued.clone();
+    let read_at = r.read_at;
+    let task = core.clone().lanes.spawn(lane, async move {
         let oneway = frame.header.is_oneway();
         let id = frame.header.request_id;
         let is_send = matches!(frame.header.command, Command::Send(_));
@@ -404,8 +400,13 @@ fn start_request(
             let _ = send_out(&tx, &queued, out).await;
         }
         drop(permit);
-    })
-    .detach();
+        if lane == Lane::Bulk {
+            core.lanes.bulk_served().await;
+        }
+    });
+    if let Some(task) = task {
+        task.detach();
+    }
 }
 
 /// Answers the first request of a connection refused at admission with why (none for a
@@ -515,11 +516,18 @@ pub async fn serve_connection(core: Rc<Front>, stream: TcpStream, refusal: Optio
             core.clone(),
             peer.clone(),
         ));
-        crate::grpc::serve_grpc(stream, first.freeze(), &peer, service.clone(), limits).await;
+        // gRPC's streams are served in the bulk lane: glommio starts a task in the queue of
+        // the task that starts it, and h2 starts its own.
+        let served = service.clone();
+        if let Some(task) = core.lanes.spawn(Lane::Bulk, async move {
+            crate::grpc::serve_grpc(stream, first.freeze(), &peer, served, limits).await;
+        }) {
+            task.await;
+        }
         core.connection_closed(service.quota_seat());
         return;
     }
-    let (mut reader, writer) = futures_lite::io::split(stream);
+    let (source, sink) = Source::split(stream);
     let inflight_max = core.shared.config.connection_inflight_max as usize;
     // Unbounded, growing as needed: the permits bound the responses queued to about
     // `connection_inflight_max`, and a bounded channel would set aside room for all of them
@@ -528,7 +536,7 @@ pub async fn serve_connection(core: Rc<Front>, stream: TcpStream, refusal: Optio
     let tx = Rc::new(tx);
     // Responses queued for the writer: it flushes when none is waiting, so a burst of
     // pipelined responses leaves in one write.
-    let queued = Rc::new(std::cell::Cell::new(0usize));
+    let queued = Rc::new(Cell::new(0usize));
     let client = Rc::new(ClientConn::new(
         core.clients.next_id(core.id),
         peer.clone(),
@@ -536,222 +544,86 @@ pub async fn serve_connection(core: Rc<Front>, stream: TcpStream, refusal: Optio
         queued.clone(),
     ));
     core.clients.opened(client.clone());
-    let writer_queued = queued.clone();
     let permits = Rc::new(glommio::sync::Semaphore::new(inflight_max as u64));
+    // The lane the reader is in, which the writer follows (`crate::lanes`).
+    let lane = Rc::new(Cell::new(core.lanes.first()));
 
+    let writing = Writing {
+        core: core.clone(),
+        rx,
+        sink: Some(sink),
+        w: None,
+        prefix: BytesMut::new(),
+        queued: queued.clone(),
+        lane: lane.clone(),
+    };
     let writer_core = core.clone();
     let writer_task = glommio::spawn_local(async move {
-        // Made with the first response: a connection that never asks for anything holds none.
-        let Some(first) = rx.recv().await else {
-            return;
-        };
-        let mut w = futures_lite::io::BufWriter::with_capacity(WRITE_BUFFER_BYTES, writer);
-        let mut prefix = BytesMut::with_capacity(512);
-        let mut next = Some(first);
-        while let Some(out) = match next.take() {
-            Some(out) => Some(out),
-            None => rx.recv().await,
-        } {
-            let taken_at = out.trace.map(|_| Instant::now());
-            writer_queued.set(writer_queued.get().saturating_sub(1));
-            prefix.clear();
-            let encoded = match &out.header {
-                OutHeader::Native(h) => {
-                    encode_frame_prefix(h, out.body.len(), &mut prefix).map_err(|e| e.to_string())
-                }
-                OutHeader::Remoting(c) => remoting::encode_prefix(c, out.body.len(), &mut prefix)
-                    .map_err(|e| e.to_string()),
+        let mut writing = writing;
+        let mut at = writing.lane.get();
+        loop {
+            let Some(task) = writer_core.lanes.spawn(at, async move {
+                let step = writing.run(at).await;
+                (writing, step)
+            }) else {
+                return;
             };
-            if let Err(e) = encoded {
-                tracing::warn!("cannot encode a response: {e}");
-                break;
-            }
-            let mut res = w.write_all(&prefix).await;
-            if res.is_ok() {
-                res = match &out.body {
-                    Body::None => Ok(()),
-                    Body::Owned(v) => write_all_slices(&mut w, v.iter().map(|b| &b[..])).await,
-                    Body::Local(v) => write_joined(&mut w, v).await,
-                    Body::Restamped(v, r) => crate::rocketmq::write_restamped(&mut w, v, r).await,
-                };
-            }
-            if res.is_ok() && writer_queued.get() == 0 {
-                res = w.flush().await;
-            }
-            if res.is_err() {
-                break;
-            }
-            if let (Some(t), Some(taken_at)) = (out.trace, taken_at) {
-                let stages = &writer_core.stages;
-                let done = Instant::now();
-                stages.record(Stage::Reply, taken_at - t.answered_at);
-                stages.record(Stage::Write, done - taken_at);
-                stages.record(Stage::Total, done - t.read_at);
+            match task.await {
+                (_, Step::Ended) => return,
+                (w, Step::Move(to)) => {
+                    writing = w;
+                    at = to;
+                }
             }
         }
-        let _ = w.close().await;
     });
 
     let frame_bytes_max = core.shared.config.frame_bytes_max;
-    let mut wire = match detected {
+    let wire = match detected {
         Detected::Remoting => {
             client.mark_remoting();
             Wire::Remoting(RemotingDecoder::new(frame_bytes_max as u32))
         }
         _ => Wire::Native(FrameDecoder::new(frame_bytes_max as u32)),
     };
-    // Both start small and grow with what arrives; an idle connection gives them back.
-    let mut buf = first;
-    let mut chunk = ReadChunk::new(READ_CHUNK_MIN_BYTES);
-    // The frame being read into its own mapping (see `LARGE_FRAME_BYTES`).
-    let mut large: Option<LargeFrame> = None;
-    // When the read that completed the frames now in `buf` returned: `read_at` for the
-    // stage timings, `heard_at` by the broker's clock for the idle and frame deadlines.
-    let clock = core.shared.clock.clone();
-    let mut read_at = Instant::now();
-    let mut heard_at = clock.now();
-    // Since when (by the clock) `buf` has held the start of a frame not yet complete.
-    let mut partial_since: Option<Instant> = None;
-    // Its share of the core's work (`crate::turn`).
-    let mut turn = crate::turn::Turn::default();
-    'conn: loop {
-        loop {
-            match wire.decode(&mut buf, frame_bytes_max) {
-                Ok(None) => break,
-                Ok(Some(AnyDecoded::Frame(frame))) => {
-                    // The deadline runs per frame: a stream of pipelined frames usually
-                    // ends each read part-way into the next one.
-                    partial_since = None;
-                    if let Some(e) = &refusal {
-                        refuse(&tx, &queued, &frame, e).await;
-                        break 'conn;
-                    }
-                    let bytes = frame.len();
-                    if !take_frame(&core, &client, &tx, &queued, &permits, frame, read_at).await {
-                        break 'conn;
-                    }
-                    turn.take(bytes).await;
-                }
-                Ok(Some(AnyDecoded::Oversized(answer))) => {
-                    partial_since = None;
-                    if let Some(answer) = answer {
-                        let _ = send_out(&tx, &queued, answer).await;
-                    }
-                }
-                Err(e) => {
-                    match wire {
-                        Wire::Native(_) => bad_frame(&core, &tx, &queued, &peer, &e).await,
-                        Wire::Remoting(_) => {
-                            core.connections.count_with(ClosedFor::BadFrame, &peer, &e)
-                        }
-                    }
-                    break 'conn;
-                }
-            }
-        }
-        if large.is_none() {
-            if let Some(total) = wire
-                .partial_frame_len(&buf)
-                .filter(|&t| t > LARGE_FRAME_BYTES)
-            {
-                match LargeFrame::start(total, &buf) {
-                    Ok(l) => {
-                        large = Some(l);
-                        buf = BytesMut::new();
-                    }
-                    Err(e) => {
-                        tracing::warn!(%peer, "cannot map {total} bytes for a frame: {e}; closing the connection");
-                        break 'conn;
-                    }
-                }
-            }
-        }
-        let partial = large.is_some() || !buf.is_empty() || wire.is_discarding();
-        if !partial {
-            partial_since = None;
-            if buf.capacity() > READ_BUFFER_KEEP_BYTES {
-                buf = BytesMut::new();
-            }
-        } else if clock
-            .now()
-            .saturating_duration_since(*partial_since.get_or_insert(heard_at))
-            .ge(&frame_deadline)
-        {
-            // Checked after every read too: a frame trickled in never lets a read time out.
-            core.connections.count(ClosedFor::FrameDeadline, &peer);
+    let heard_at = core.shared.clock.now();
+    let mut reading = Reading {
+        core: core.clone(),
+        client: client.clone(),
+        tx: tx.clone(),
+        queued,
+        permits,
+        inflight_max,
+        refusal,
+        peer,
+        source,
+        wire,
+        frame_bytes_max,
+        frame_deadline,
+        idle_timeout,
+        buf: first,
+        chunk: ReadChunk::new(READ_CHUNK_MIN_BYTES),
+        large: None,
+        read_at: Instant::now(),
+        heard_at,
+        partial_since: None,
+        turn: crate::turn::Turn::default(),
+        pace: Default::default(),
+    };
+    loop {
+        let at = lane.get();
+        let Some(task) = core.lanes.spawn(at, async move {
+            let step = reading.run(at).await;
+            (reading, step)
+        }) else {
             break;
-        }
-        // Read into a reused, once-zeroed chunk and append what arrived: the cost is one copy
-        // of the bytes received, never a fill of the whole spare buffer. A large frame is
-        // read straight into its mapping.
-        let into = match &mut large {
-            Some(l) => l.rest(),
-            None => &mut chunk[..],
         };
-        match reader.read(into).await {
-            Ok(0) => break,
-            Ok(n) => {
-                broker_base::idle_poll::note_work();
-                read_at = Instant::now();
-                heard_at = clock.now();
-                match large.take() {
-                    Some(mut l) => {
-                        if !l.filled(n) {
-                            large = Some(l);
-                            continue;
-                        }
-                        partial_since = None;
-                        match wire.decode_complete(l.into_bytes()) {
-                            Ok(frame) if refusal.is_some() => {
-                                if let Some(e) = &refusal {
-                                    refuse(&tx, &queued, &frame, e).await;
-                                }
-                                break 'conn;
-                            }
-                            Ok(frame) => {
-                                let bytes = frame.len();
-                                let went = take_frame(
-                                    &core, &client, &tx, &queued, &permits, frame, read_at,
-                                )
-                                .await;
-                                if !went {
-                                    break 'conn;
-                                }
-                                turn.take(bytes).await;
-                            }
-                            Err(e) => {
-                                bad_frame(&core, &tx, &queued, &peer, &e).await;
-                                break 'conn;
-                            }
-                        }
-                    }
-                    None => {
-                        buf.extend_from_slice(&chunk[..n]);
-                        // A read that filled the chunk: more is coming, read more at once.
-                        if n == chunk.len() && chunk.len() < READ_CHUNK_MAX_BYTES {
-                            chunk = ReadChunk::new(chunk.len() * 2);
-                        }
-                    }
-                }
+        match task.await {
+            (_, Step::Ended) => break,
+            (r, Step::Move(to)) => {
+                reading = r;
+                lane.set(to);
             }
-            Err(e) if matches!(e.kind(), ErrorKind::TimedOut | ErrorKind::WouldBlock) => {
-                // A frame past its deadline is caught at the top of the loop.
-                let in_flight = permits.available() < inflight_max as u64;
-                if !partial {
-                    // Nothing arrived for a tick: an idle connection keeps small buffers.
-                    if chunk.len() > READ_CHUNK_MIN_BYTES {
-                        chunk = ReadChunk::new(READ_CHUNK_MIN_BYTES);
-                    }
-                    if buf.capacity() > READ_CHUNK_MIN_BYTES {
-                        buf = BytesMut::new();
-                    }
-                }
-                if !in_flight && clock.now().saturating_duration_since(heard_at) >= idle_timeout {
-                    core.connections.count(ClosedFor::Idle, &peer);
-                    break;
-                }
-            }
-            Err(_) => break,
         }
     }
     // Before the queue closes: the connection's entry holds a sender of it.
@@ -759,9 +631,335 @@ pub async fn serve_connection(core: Rc<Front>, stream: TcpStream, refusal: Optio
     core.connection_closed(&client.quota_seat);
     drop(tx);
     // Let in-flight requests finish and their responses drain before the socket closes.
-    writer_task.await;
+    let _ = writer_task.await;
     if client.speaks_remoting() {
         crate::rocketmq::connection_closed(&core, &client).await;
+    }
+}
+
+/// Where a connection's reader or writer is after [`Reading::run`] or [`Writing::run`].
+enum Step {
+    /// Done: the connection is closing.
+    Ended,
+    /// To go on in this lane.
+    Move(Lane),
+}
+
+/// A connection's reader: what it keeps across its turns and its moves between lanes.
+struct Reading {
+    core: Rc<Front>,
+    client: Rc<ClientConn>,
+    tx: Rc<LocalSender<Outgoing>>,
+    queued: Rc<Cell<usize>>,
+    permits: Rc<glommio::sync::Semaphore>,
+    inflight_max: usize,
+    refusal: Option<BrokerError>,
+    peer: String,
+    source: Source,
+    wire: Wire,
+    frame_bytes_max: u64,
+    frame_deadline: Duration,
+    idle_timeout: Duration,
+    // Both start small and grow with what arrives; an idle connection gives them back.
+    buf: BytesMut,
+    chunk: ReadChunk,
+    /// The frame being read into its own mapping (see `LARGE_FRAME_BYTES`).
+    large: Option<LargeFrame>,
+    /// When the read that completed the frames now in `buf` returned: `read_at` for the
+    /// stage timings, `heard_at` by the broker's clock for the idle and frame deadlines.
+    read_at: Instant,
+    heard_at: Instant,
+    /// Since when (by the clock) `buf` has held the start of a frame not yet complete.
+    partial_since: Option<Instant>,
+    /// Its share of the core's work (`crate::turn`).
+    turn: crate::turn::Turn,
+    /// What its reads bring, which decides its lane.
+    pace: crate::lanes::Pace,
+}
+
+impl Reading {
+    fn in_flight(&self) -> usize {
+        self.inflight_max
+            .saturating_sub(self.permits.available() as usize)
+    }
+
+    /// Starts a request of `bytes` taken from the wire and takes its turn; `false` once the
+    /// connection is closing.
+    async fn start(&mut self, frame: AnyFrame, lane: Lane) -> bool {
+        let bytes = frame.len();
+        let went = take_frame(self, frame, lane).await;
+        if went && self.turn.took(bytes) {
+            self.core.lanes.turn_over(lane).await;
+        }
+        went
+    }
+
+    /// `to`, when it is not `lane`: the tasks the reader started in `lane` have begun by the
+    /// time this returns, so requests start in the order they arrived.
+    async fn moving(&self, lane: Lane, to: Lane) -> Option<Lane> {
+        if to == lane {
+            return None;
+        }
+        if self.in_flight() > 0 {
+            futures_lite::future::yield_now().await;
+        }
+        Some(to)
+    }
+
+    /// Reads and starts requests in `lane` until the connection ends or belongs in another.
+    async fn run(&mut self, lane: Lane) -> Step {
+        let clock = self.core.shared.clock.clone();
+        loop {
+            loop {
+                match self.wire.decode(&mut self.buf, self.frame_bytes_max) {
+                    Ok(None) => break,
+                    Ok(Some(AnyDecoded::Frame(frame))) => {
+                        // The deadline runs per frame: a stream of pipelined frames usually
+                        // ends each read part-way into the next one.
+                        self.partial_since = None;
+                        if let Some(e) = &self.refusal {
+                            refuse(&self.tx, &self.queued, &frame, e).await;
+                            return Step::Ended;
+                        }
+                        if !self.start(frame, lane).await {
+                            return Step::Ended;
+                        }
+                        let to = self.core.lanes.started(&mut self.pace, lane);
+                        if let Some(to) = self.moving(lane, to).await {
+                            return Step::Move(to);
+                        }
+                    }
+                    Ok(Some(AnyDecoded::Oversized(answer))) => {
+                        self.partial_since = None;
+                        if let Some(answer) = answer {
+                            let _ = send_out(&self.tx, &self.queued, answer).await;
+                        }
+                    }
+                    Err(e) => {
+                        match self.wire {
+                            Wire::Native(_) => {
+                                bad_frame(&self.core, &self.tx, &self.queued, &self.peer, &e).await
+                            }
+                            Wire::Remoting(_) => self.core.connections.count_with(
+                                ClosedFor::BadFrame,
+                                &self.peer,
+                                &e,
+                            ),
+                        }
+                        return Step::Ended;
+                    }
+                }
+            }
+            if self.large.is_none() {
+                if let Some(total) = self
+                    .wire
+                    .partial_frame_len(&self.buf)
+                    .filter(|&t| t > LARGE_FRAME_BYTES)
+                {
+                    match LargeFrame::start(total, &self.buf) {
+                        Ok(l) => {
+                            self.large = Some(l);
+                            self.buf = BytesMut::new();
+                        }
+                        Err(e) => {
+                            tracing::warn!(peer = %self.peer, "cannot map {total} bytes for a frame: {e}; closing the connection");
+                            return Step::Ended;
+                        }
+                    }
+                }
+            }
+            let partial = self.large.is_some() || !self.buf.is_empty() || self.wire.is_discarding();
+            if !partial {
+                self.partial_since = None;
+                if self.buf.capacity() > READ_BUFFER_KEEP_BYTES {
+                    self.buf = BytesMut::new();
+                }
+            } else if clock
+                .now()
+                .saturating_duration_since(*self.partial_since.get_or_insert(self.heard_at))
+                .ge(&self.frame_deadline)
+            {
+                // Checked after every read too: a frame trickled in never lets a read time out.
+                self.core
+                    .connections
+                    .count(ClosedFor::FrameDeadline, &self.peer);
+                return Step::Ended;
+            }
+            // A bulk connection is tried in the light lane only with nothing waiting in its
+            // socket: what gathered there would count against it at once.
+            let mut early = None;
+            let to = self.core.lanes.settled(&self.pace, lane);
+            if to != lane {
+                early = match &mut self.large {
+                    Some(l) => self.source.try_read(l.rest()),
+                    None => self.source.try_read(&mut self.chunk[..]),
+                };
+                if early.is_none() {
+                    self.pace.entered_light();
+                    if let Some(to) = self.moving(lane, to).await {
+                        return Step::Move(to);
+                    }
+                }
+            }
+            // A light connection heard from lately waits for its next bytes on the latency
+            // ring (`crate::lanes`), for what is left of `LIGHT_WAIT_MAX`.
+            let wait = (lane == Lane::Light)
+                .then(|| {
+                    crate::lanes::LIGHT_WAIT_MAX
+                        .saturating_sub(clock.now().saturating_duration_since(self.heard_at))
+                })
+                .filter(|w| !w.is_zero());
+            // Read into a reused, once-zeroed chunk and append what arrived: the cost is one
+            // copy of the bytes received, never a fill of the whole spare buffer. A large
+            // frame is read straight into its mapping.
+            let into = match &mut self.large {
+                Some(l) => l.rest(),
+                None => &mut self.chunk[..],
+            };
+            let got = match early {
+                Some(got) => got,
+                None => self.source.read(into, wait, &self.core.lanes).await,
+            };
+            match got {
+                Ok(0) => return Step::Ended,
+                Ok(n) => {
+                    broker_base::idle_poll::note_work();
+                    self.core.lanes.read(&mut self.pace);
+                    self.read_at = Instant::now();
+                    self.heard_at = clock.now();
+                    match self.large.take() {
+                        Some(mut l) => {
+                            if !l.filled(n) {
+                                self.large = Some(l);
+                                continue;
+                            }
+                            self.partial_since = None;
+                            match self.wire.decode_complete(l.into_bytes()) {
+                                Ok(frame) => {
+                                    if let Some(e) = &self.refusal {
+                                        refuse(&self.tx, &self.queued, &frame, e).await;
+                                        return Step::Ended;
+                                    }
+                                    if !self.start(frame, lane).await {
+                                        return Step::Ended;
+                                    }
+                                    self.core.lanes.started(&mut self.pace, lane);
+                                }
+                                Err(e) => {
+                                    bad_frame(&self.core, &self.tx, &self.queued, &self.peer, &e)
+                                        .await;
+                                    return Step::Ended;
+                                }
+                            }
+                        }
+                        None => {
+                            self.buf.extend_from_slice(&self.chunk[..n]);
+                            // A read that filled the chunk: more is coming, read more at once.
+                            if n == self.chunk.len() && self.chunk.len() < READ_CHUNK_MAX_BYTES {
+                                self.chunk = ReadChunk::new(self.chunk.len() * 2);
+                            }
+                        }
+                    }
+                }
+                Err(e) if matches!(e.kind(), ErrorKind::TimedOut | ErrorKind::WouldBlock) => {
+                    // A frame past its deadline is caught at the top of the loop.
+                    let in_flight = self.in_flight() > 0;
+                    if !partial {
+                        // Nothing arrived for a while: an idle connection keeps small buffers.
+                        if self.chunk.len() > READ_CHUNK_MIN_BYTES {
+                            self.chunk = ReadChunk::new(READ_CHUNK_MIN_BYTES);
+                        }
+                        if self.buf.capacity() > READ_CHUNK_MIN_BYTES {
+                            self.buf = BytesMut::new();
+                        }
+                    }
+                    if !in_flight
+                        && clock.now().saturating_duration_since(self.heard_at) >= self.idle_timeout
+                    {
+                        self.core.connections.count(ClosedFor::Idle, &self.peer);
+                        return Step::Ended;
+                    }
+                }
+                Err(_) => return Step::Ended,
+            }
+        }
+    }
+}
+
+/// A connection's writer: what it keeps across its moves between lanes.
+struct Writing {
+    core: Rc<Front>,
+    rx: local_channel::LocalReceiver<Outgoing>,
+    /// The socket, until the first response makes the buffered writer (`w`) around it: a
+    /// connection that never asks for anything holds no write buffer.
+    sink: Option<Sink>,
+    w: Option<futures_lite::io::BufWriter<Sink>>,
+    prefix: BytesMut,
+    queued: Rc<Cell<usize>>,
+    /// The reader's lane, which the writer joins once it has flushed.
+    lane: Rc<Cell<Lane>>,
+}
+
+impl Writing {
+    /// Writes responses in `lane` until the connection ends or the reader moved.
+    async fn run(&mut self, lane: Lane) -> Step {
+        while let Some(out) = self.rx.recv().await {
+            if let Some(sink) = self.sink.take() {
+                self.w = Some(futures_lite::io::BufWriter::with_capacity(
+                    WRITE_BUFFER_BYTES,
+                    sink,
+                ));
+                self.prefix = BytesMut::with_capacity(512);
+            }
+            let Some(w) = self.w.as_mut() else {
+                return Step::Ended;
+            };
+            let taken_at = out.trace.map(|_| Instant::now());
+            self.queued.set(self.queued.get().saturating_sub(1));
+            self.prefix.clear();
+            let encoded = match &out.header {
+                OutHeader::Native(h) => encode_frame_prefix(h, out.body.len(), &mut self.prefix)
+                    .map_err(|e| e.to_string()),
+                OutHeader::Remoting(c) => {
+                    remoting::encode_prefix(c, out.body.len(), &mut self.prefix)
+                        .map_err(|e| e.to_string())
+                }
+            };
+            if let Err(e) = encoded {
+                tracing::warn!("cannot encode a response: {e}");
+                break;
+            }
+            let mut res = w.write_all(&self.prefix).await;
+            if res.is_ok() {
+                res = match &out.body {
+                    Body::None => Ok(()),
+                    Body::Owned(v) => write_all_slices(w, v.iter().map(|b| &b[..])).await,
+                    Body::Local(v) => write_joined(w, v).await,
+                    Body::Restamped(v, r) => crate::rocketmq::write_restamped(w, v, r).await,
+                };
+            }
+            let flushing = res.is_ok() && self.queued.get() == 0;
+            if flushing {
+                res = w.flush().await;
+            }
+            if res.is_err() {
+                break;
+            }
+            if let (Some(t), Some(taken_at)) = (out.trace, taken_at) {
+                let stages = &self.core.stages;
+                let done = Instant::now();
+                stages.record(Stage::Reply, taken_at - t.answered_at);
+                stages.record(Stage::Write, done - taken_at);
+                stages.record(Stage::Total, done - t.read_at);
+            }
+            if flushing && self.lane.get() != lane {
+                return Step::Move(self.lane.get());
+            }
+        }
+        if let Some(w) = self.w.as_mut() {
+            let _ = w.close().await;
+        }
+        Step::Ended
     }
 }
 

@@ -40,6 +40,8 @@ pub struct Front {
     pub grpc: crate::grpc::session::Sessions,
     /// The cluster routes this core asked the NameServer for lately.
     pub routes: crate::routes::RouteCache,
+    /// Where its connections' tasks run (`crate::lanes`).
+    pub lanes: crate::lanes::Lanes,
 }
 
 /// A front end serves requests by calling its kernel's handlers.
@@ -59,6 +61,7 @@ impl Front {
             crate::connections::per_core_max(cfg.connections_max, core.shared.cores),
             crate::connections::per_core_max(cfg.connections_per_peer_max, core.shared.cores),
         );
+        let lanes = crate::lanes::Lanes::new(cfg.connection_light_requests_max as usize);
         let front = Rc::new(Front {
             core,
             connections,
@@ -67,6 +70,7 @@ impl Front {
             acl,
             grpc: Default::default(),
             routes: Default::default(),
+            lanes,
         });
         let link: Rc<dyn ClientLink> = front.clone();
         front.core.set_link(Rc::downgrade(&link));

@@ -17,6 +17,7 @@ pub mod conn;
 pub mod connections;
 pub mod front;
 pub mod grpc;
+pub mod lanes;
 pub mod registry;
 pub mod rocketmq;
 pub mod routes;

@@ -968,11 +968,17 @@ async fn core_main(
                                 Some(e)
                             }
                         };
-                        let front = front.clone();
-                        glommio::spawn_local(broker_front::conn::serve_connection(
-                            front, stream, refusal,
-                        ))
-                        .detach();
+                        // It starts in the light lane, where a new connection belongs.
+                        let served = broker_front::conn::serve_connection(
+                            front.clone(),
+                            stream,
+                            refusal,
+                        );
+                        if let Some(task) =
+                            front.lanes.spawn(broker_front::lanes::Lane::Light, served)
+                        {
+                            task.detach();
+                        }
                     }
                     Err(e) => {
                         failures += 1;
