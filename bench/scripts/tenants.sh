@@ -5,6 +5,7 @@
 # then beside the noisy tenant's unpaced producers (8 x 256 in flight, 64 B, under SCHED_IDLE
 # on CPU 1, so only the CPU the calm client leaves). Prints each run's rate, p50/p99/max
 # send->ack and errors, and the flooder's.
+# EXTRA_CONFIG: more lines for the broker's config file (e.g. connection_light_requests_max = 0).
 # Needs `cargo build --release -p broker -p namesrv -p bench` and `cargo build -p mqadmin`.
 . "$(dirname "$0")/paced_lib.sh"
 NOISY_QUOTA=${NOISY_QUOTA:-1000}
@@ -30,6 +31,7 @@ acl_file = "$out/plain_acl.yml"
 acl_access_key = "corvus-broker"
 acl_secret_key = "corvus-broker-secret"
 quotas = "account:tenant-noisy:send_messages_per_sec=$NOISY_QUOTA"
+${EXTRA_CONFIG:-}
 TOML
 
 start_broker "$out" -c "$out/broker.toml"

@@ -7,22 +7,24 @@
 //!
 //! A connection whose reads bring at most `connection_light_requests_max` requests each is
 //! in the [`Lane::Light`] lane: its reader, its request tasks and its writer run in a glommio
-//! task queue of their own, and its reader waits for bytes with a peek on glommio's latency
-//! ring, whose completion ends the running slice at once. Every other connection is in the
-//! [`Lane::Bulk`] lane, the executor's default queue, with the core's other work; its
-//! request tasks end the queue's slice every [`BULK_YIELD_EVERY`] requests, so that light
-//! work woken meanwhile runs within a few requests (glommio resumes a woken queue just
-//! behind the one that ran last, so without these yields it would wait a whole slice).
+//! task queue of their own, and its reader, finding its socket empty, waits for bytes in the
+//! core's [`Watcher`] (an `epoll` instance the bulk lane polls every few requests) and with
+//! a peek on glommio's latency ring (for when the core is otherwise idle). Every other
+//! connection is in the [`Lane::Bulk`] lane, the executor's default queue, with the core's
+//! other work; its request tasks end the queue's slice every [`BULK_YIELD_EVERY`] requests,
+//! so that light work woken meanwhile runs within a few requests (glommio resumes a woken
+//! queue just behind the one that ran last, so without these yields it would wait a whole
+//! slice).
+//!
 //! A connection moves to the bulk lane when two reads in a row brought more than the bound
-//! (at the request past it), or one read four times the bound,
-//! and is tried in the light lane again after [`BULK_TERM`], when its socket has nothing
-//! waiting. (What a connection has in
-//! flight would not tell: the reader's turns let the requests it started finish before it
-//! reads more, so a flooder has few in flight at any moment.) Its reader
-//! moves at a request or before it waits for bytes, its writer when it has flushed. Before it
-//! moves, the reader lets the tasks it started in the lane it leaves begin, so requests
-//! start in the order they arrived. `connection_light_requests_max = 0` puts every
-//! connection in the bulk lane.
+//! (at the request past it), or one read four times the bound, and is tried in the light
+//! lane again after [`BULK_TERM`], when its socket has nothing waiting. (What a connection
+//! has in flight would not tell: the reader's turns let the requests it started finish
+//! before it reads more, so a flooder has few in flight at any moment.) Its reader moves at
+//! a request or before it waits for bytes, its writer when it has flushed. Before it moves,
+//! the reader lets the tasks it started in the lane it leaves begin, so requests start in
+//! the order they arrived. `connection_light_requests_max = 0` puts every connection in the
+//! bulk lane.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
