@@ -559,23 +559,8 @@ pub async fn serve_connection(core: Rc<Front>, stream: TcpStream, refusal: Optio
     };
     let writer_core = core.clone();
     let writer_task = glommio::spawn_local(async move {
-        let mut writing = writing;
-        let mut at = writing.lane.get();
-        loop {
-            let Some(task) = writer_core.lanes.spawn(at, async move {
-                let step = writing.run(at).await;
-                (writing, step)
-            }) else {
-                return;
-            };
-            match task.await {
-                (_, Step::Ended) => return,
-                (w, Step::Move(to)) => {
-                    writing = w;
-                    at = to;
-                }
-            }
-        }
+        let at = writing.lane.get();
+        in_lanes(&writer_core.lanes, writing, at, |_| {}).await;
     });
 
     let frame_bytes_max = core.shared.config.frame_bytes_max;
@@ -587,7 +572,7 @@ pub async fn serve_connection(core: Rc<Front>, stream: TcpStream, refusal: Optio
         _ => Wire::Native(FrameDecoder::new(frame_bytes_max as u32)),
     };
     let heard_at = core.shared.clock.now();
-    let mut reading = Reading {
+    let reading = Reading {
         core: core.clone(),
         client: client.clone(),
         tx: tx.clone(),
@@ -610,22 +595,7 @@ pub async fn serve_connection(core: Rc<Front>, stream: TcpStream, refusal: Optio
         turn: crate::turn::Turn::default(),
         pace: Default::default(),
     };
-    loop {
-        let at = lane.get();
-        let Some(task) = core.lanes.spawn(at, async move {
-            let step = reading.run(at).await;
-            (reading, step)
-        }) else {
-            break;
-        };
-        match task.await {
-            (_, Step::Ended) => break,
-            (r, Step::Move(to)) => {
-                reading = r;
-                lane.set(to);
-            }
-        }
-    }
+    in_lanes(&core.lanes, reading, lane.get(), |to| lane.set(to)).await;
     // Before the queue closes: the connection's entry holds a sender of it.
     core.clients.closed(client.id);
     core.connection_closed(&client.quota_seat);
@@ -643,6 +613,37 @@ enum Step {
     Ended,
     /// To go on in this lane.
     Move(Lane),
+}
+
+/// A connection's reader or writer, which runs in a lane until it ends or moves.
+trait InLane: Sized + 'static {
+    async fn run(&mut self, lane: Lane) -> Step;
+}
+
+/// Runs `state` from lane `at` until it ends, starting it again in the lane it moves to;
+/// `moved` hears of each move.
+async fn in_lanes<S: InLane>(
+    lanes: &crate::lanes::Lanes,
+    mut state: S,
+    mut at: Lane,
+    moved: impl Fn(Lane),
+) {
+    loop {
+        let Some(task) = lanes.spawn(at, async move {
+            let step = state.run(at).await;
+            (state, step)
+        }) else {
+            return;
+        };
+        match task.await {
+            (_, Step::Ended) => return,
+            (s, Step::Move(to)) => {
+                state = s;
+                at = to;
+                moved(to);
+            }
+        }
+    }
 }
 
 /// A connection's reader: what it keeps across its turns and its moves between lanes.
@@ -705,7 +706,9 @@ impl Reading {
         }
         Some(to)
     }
+}
 
+impl InLane for Reading {
     /// Reads and starts requests in `lane` until the connection ends or belongs in another.
     async fn run(&mut self, lane: Lane) -> Step {
         let clock = self.core.shared.clock.clone();
@@ -900,7 +903,7 @@ struct Writing {
     lane: Rc<Cell<Lane>>,
 }
 
-impl Writing {
+impl InLane for Writing {
     /// Writes responses in `lane` until the connection ends or the reader moved.
     async fn run(&mut self, lane: Lane) -> Step {
         while let Some(out) = self.rx.recv().await {
