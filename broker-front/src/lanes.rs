@@ -260,8 +260,7 @@ impl Source {
             return Shared(&self.stream).read(into).await;
         };
         loop {
-            let fd = self.stream.borrow().tcp().as_raw_fd();
-            if let Some(r) = recv_now(fd, into) {
+            if let Some(r) = self.try_read(into) {
                 return r;
             }
             if self.peeker.is_none() {
@@ -279,9 +278,9 @@ impl Source {
             };
             let watch = match self.watch.take() {
                 Some(w) => w,
-                None => lanes.watcher.watch(fd),
+                None => lanes.watcher.watch(self.stream.borrow().tcp().as_raw_fd()),
             };
-            let watched = watch.arm(&lanes.watcher);
+            let watched = watch.arm();
             self.watch = Some(watch);
             let mut one = [0u8; 1];
             let peeked = async {
@@ -293,7 +292,7 @@ impl Source {
             let ready = async {
                 match (watched, &self.watch) {
                     (true, Some(w)) => {
-                        w.ready(&lanes.watcher).await;
+                        w.ready().await;
                         Ok(())
                     }
                     // Not watched: the peek alone.
@@ -425,7 +424,8 @@ impl Watcher {
 
 impl Watch {
     /// Asks for one report of the socket being readable; whether the kernel took it.
-    fn arm(&self, watcher: &Watcher) -> bool {
+    fn arm(&self) -> bool {
+        let watcher = &self.watcher;
         let Some(epoll) = &watcher.epoll else {
             return false;
         };
@@ -450,9 +450,9 @@ impl Watch {
     }
 
     /// Until [`Watcher::poll`] saw the socket readable.
-    async fn ready(&self, watcher: &Watcher) {
+    async fn ready(&self) {
         futures_lite::future::poll_fn(|cx| {
-            let mut watched = watcher.watched.borrow_mut();
+            let mut watched = self.watcher.watched.borrow_mut();
             match watched.get_mut(&self.token) {
                 Some((true, _)) | None => Poll::Ready(()),
                 Some((false, waker)) => {
