@@ -31,19 +31,12 @@ impl Turn {
         }
         over
     }
-
-    /// Counts a request and, once the turn is over, lets every other task that is ready
-    /// run first.
-    pub async fn take(&mut self, bytes: usize) {
-        if self.took(bytes) {
-            futures_lite::future::yield_now().await;
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lanes::{Lane, Lanes};
     use std::cell::RefCell;
     use std::rc::Rc;
 
@@ -66,27 +59,33 @@ mod tests {
             .make()
             .expect("an executor");
         let served_before_paced = ex.run(async {
+            // One lane, as a reader's turn ends there (`Lanes::turn_over`).
+            let lanes = Rc::new(Lanes::new(0));
             let log: Rc<RefCell<Vec<&'static str>>> = Rc::default();
             let serve = |log: &Rc<RefCell<Vec<&'static str>>>, who: &'static str| {
                 let log = log.clone();
                 glommio::spawn_local(async move { log.borrow_mut().push(who) }).detach();
             };
             let flood = {
-                let log = log.clone();
+                let (log, lanes) = (log.clone(), lanes.clone());
                 glommio::spawn_local(async move {
                     let mut turn = Turn::default();
                     for _ in 0..2_000 {
                         serve(&log, "flood");
-                        turn.take(64).await;
+                        if turn.took(64) {
+                            lanes.turn_over(Lane::Bulk).await;
+                        }
                     }
                 })
             };
             let paced = {
-                let log = log.clone();
+                let (log, lanes) = (log.clone(), lanes.clone());
                 glommio::spawn_local(async move {
                     let mut turn = Turn::default();
                     serve(&log, "paced");
-                    turn.take(64).await;
+                    if turn.took(64) {
+                        lanes.turn_over(Lane::Bulk).await;
+                    }
                 })
             };
             flood.await;
