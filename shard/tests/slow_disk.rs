@@ -96,3 +96,101 @@ fn acknowledgements_keep_flowing_while_slow_syncs_run() {
         shard.close().await.unwrap();
     });
 }
+
+/// A single send beside producers of huge batches while the disk is the limit: the
+/// batches are paced, each taking its slot of the disk's time, and the single sends are
+/// not queued behind those slots.
+#[test]
+fn single_sends_are_not_paced_behind_huge_batches() {
+    use std::cell::{Cell, RefCell};
+    use std::rc::Rc;
+
+    in_temp_dir(move |p| async move {
+        let mut c = small_config(&p);
+        c.segment_bytes = 64 << 20;
+        c.write_chunk_bytes = 64 << 10;
+        c.hot_bytes_max = 256 << 10;
+        c.flush = FlushPolicy::Async {
+            interval_ms: 5,
+            dirty_bytes_max: 64 << 10,
+        };
+        c.unsynced_bytes_max = 4 << 20;
+        c.busy_wait_ms = 5_000;
+        let (c, faults) = with_faults(c);
+        faults.slow_fsyncs_ms(100);
+        let shard = Rc::new(Shard::open(c).await.unwrap());
+        let batch: Vec<u8> = (0..64)
+            .flat_map(|_| record(TOPIC, &[3u8; 4000], None, None))
+            .collect();
+        let single = record(TOPIC, &[7u8; 1000], None, None);
+
+        let stop = Rc::new(Cell::new(false));
+        let batch_rooms = Rc::new(RefCell::new(Vec::new()));
+        let producers: Vec<_> = (0..4)
+            .map(|i| {
+                let (shard, stop, rooms, batch) = (
+                    shard.clone(),
+                    stop.clone(),
+                    batch_rooms.clone(),
+                    batch.clone(),
+                );
+                glommio::spawn_local(async move {
+                    for _ in 0..100_000 {
+                        if stop.get() {
+                            break;
+                        }
+                        match shard.append(TOPIC, 1 + i, &batch).await {
+                            Ok(r) => rooms.borrow_mut().push(r.timing.room),
+                            Err(ShardError::Busy { .. }) => {
+                                glommio::timer::sleep(Duration::from_millis(1)).await
+                            }
+                            Err(e) => panic!("batch append failed: {e}"),
+                        }
+                    }
+                })
+            })
+            .collect();
+
+        // Until the batches are paced: the disk's rate is known and their slots are apart.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while batch_rooms
+            .borrow()
+            .iter()
+            .rev()
+            .take(8)
+            .filter(|r| **r >= Duration::from_millis(5))
+            .count()
+            < 8
+        {
+            assert!(Instant::now() < deadline, "the batches were never paced");
+            glommio::timer::sleep(Duration::from_millis(10)).await;
+        }
+        batch_rooms.borrow_mut().clear();
+        let mut single_rooms = Vec::new();
+        for _ in 0..200 {
+            let r = shard.append(TOPIC, 0, &single).await.unwrap();
+            single_rooms.push(r.timing.room);
+            glommio::timer::sleep(Duration::from_millis(2)).await;
+        }
+        stop.set(true);
+        for p in producers {
+            p.await;
+        }
+        let median = |v: &mut Vec<Duration>| {
+            v.sort();
+            v[v.len() / 2]
+        };
+        let batch_median = median(&mut batch_rooms.borrow_mut());
+        let single_median = median(&mut single_rooms);
+        assert!(
+            batch_median >= Duration::from_millis(5),
+            "the batches were paced while the single sends ran: median wait {batch_median:?}"
+        );
+        assert!(
+            single_median * 10 <= batch_median,
+            "single sends wait {single_median:?} (median) for room, batches {batch_median:?}"
+        );
+        faults.slow_fsyncs_ms(0);
+        Rc::try_unwrap(shard).ok().unwrap().close().await.unwrap();
+    });
+}

@@ -20,6 +20,18 @@ use super::{AppendResult, AppendTiming, Shard};
 /// clear of it; from half, they touched the cap on every sync and every send waited.
 const PACE_FROM_FRACTION: u64 = 4;
 
+/// Appends of at most this many bytes (a single message or a small batch) are paced on a
+/// clock of their own and may use the last [`SMALL_RESERVE_FRACTION`] of each hard bound, so
+/// that a producer of single sends is not queued behind huge batches: each huge batch
+/// reserves its own slot of the disk's time, and a single send would otherwise wait for all
+/// of them. Between them the two clocks may admit up to twice the disk's rate, which the
+/// hard bounds still cap; the small ones come near it only when small sends alone could.
+pub const SMALL_APPEND_BYTES: usize = 64 << 10;
+
+/// The share of each hard bound (unwritten bytes, tail ring, unsynced bytes) that only small
+/// appends may fill.
+const SMALL_RESERVE_FRACTION: u64 = 8;
+
 /// When an append paced by [`Pacer`] may go.
 enum Slot {
     Now,
@@ -38,8 +50,10 @@ enum Slot {
 pub(super) struct Pacer {
     /// Bytes per second made durable, a moving average over recent syncs; 0 = unknown.
     bytes_per_s: f64,
-    /// When the next paced append may go.
+    /// When the next paced append of more than [`SMALL_APPEND_BYTES`] may go.
     next: Instant,
+    /// When the next paced small append may go.
+    next_small: Instant,
 }
 
 impl Default for Pacer {
@@ -47,6 +61,7 @@ impl Default for Pacer {
         Pacer {
             bytes_per_s: 0.0,
             next: Instant::now(),
+            next_small: Instant::now(),
         }
     }
 }
@@ -74,13 +89,18 @@ impl Pacer {
         if self.bytes_per_s <= 0.0 {
             return Slot::Now;
         }
-        let at = self.next.max(now);
+        let next = if len <= SMALL_APPEND_BYTES as u64 {
+            &mut self.next_small
+        } else {
+            &mut self.next
+        };
+        let at = (*next).max(now);
         if at > deadline {
             return Slot::PastDeadline {
                 bytes_per_s: self.bytes_per_s as u64,
             };
         }
-        self.next = at + Duration::from_secs_f64(len as f64 / self.bytes_per_s);
+        *next = at + Duration::from_secs_f64(len as f64 / self.bytes_per_s);
         if at <= now {
             Slot::Now
         } else {
@@ -328,11 +348,22 @@ impl Shard {
     /// `unsynced_bytes_max` ([`PACE_FROM_FRACTION`]) each append takes the next slot at the rate the disk has lately made bytes durable
     /// (see [`Pacer`]), so acknowledgements keep coming at the disk's rate while a long
     /// fdatasync runs, instead of the log filling to the cap at memory speed and every send
-    /// then waiting for that sync (13 s without an acknowledgement at 20 MB/s).
+    /// then waiting for that sync (13 s without an acknowledgement at 20 MB/s). Small
+    /// appends ([`SMALL_APPEND_BYTES`]) take their slots on a clock of their own and may use
+    /// the last part of each bound, so a single send is not queued behind huge batches.
     pub(super) async fn wait_for_room(&self, len: usize) -> Result<(), ShardError> {
         let inner = &self.inner;
         let unwritten_max = (inner.config.write_chunk_bytes as u64 * 4).max(16 << 20);
         let unsynced_max = inner.limits.get().unsynced_bytes_max;
+        // What a large append leaves of each hard bound for small ones.
+        let small = len <= SMALL_APPEND_BYTES;
+        let reserve = |bound: u64| {
+            if small {
+                0
+            } else {
+                bound / SMALL_RESERVE_FRACTION
+            }
+        };
         {
             let log = inner.log.borrow();
             if let Some(ring) = &log.ring {
@@ -357,17 +388,22 @@ impl Shard {
                 let log = inner.log.borrow();
                 let dirty = log.dirty_bytes();
                 let is_async = matches!(inner.config.flush, FlushPolicy::Async { .. });
-                if log.unwritten_bytes() > unwritten_max {
+                let ring_reserve = log.ring.as_ref().map_or(0, |r| reserve(r.ring_bytes()));
+                if log.unwritten_bytes() > unwritten_max - reserve(unwritten_max) {
                     (Some(format!(
                         "{} bytes acknowledged are not yet written (bound {unwritten_max}): the disk is behind",
                         log.unwritten_bytes()
                     )), false)
-                } else if !log.ring_has_room(len) {
+                } else if !log.ring_has_room(len)
+                    // A large append that fits the ring only without the reserve goes
+                    // when nothing else is waiting for the disk.
+                    || (log.unwritten_bytes() > 0 && !log.ring_has_room(len + ring_reserve as usize))
+                {
                     (Some(format!(
                         "{} bytes acknowledged are not yet written and the tail ring is full: the disk is behind",
                         log.unwritten_bytes()
                     )), false)
-                } else if is_async && dirty > unsynced_max {
+                } else if is_async && dirty > unsynced_max - reserve(unsynced_max) {
                     (Some(format!(
                         "{dirty} bytes acknowledged are not yet fdatasynced (unsynced_bytes_max {unsynced_max}): the disk is behind",
                     )), false)
