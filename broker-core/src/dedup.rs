@@ -534,7 +534,7 @@ pub fn keys_of(topic: &str, records: &[u8], count: u32) -> Option<Vec<(Option<Ke
     let mut any = false;
     for r in message::records(records) {
         let v = r.ok()?;
-        let key = v.indexed_properties().uniq_key.filter(|k| !k.is_empty());
+        let key = v.uniq_key().filter(|k| !k.is_empty());
         any |= key.is_some();
         out.push((key.map(|k| keys.key(k)), v.len()));
     }

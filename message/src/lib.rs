@@ -619,7 +619,7 @@ impl<'a> RecordView<'a> {
             .filter(|k| !k.is_empty())
     }
     pub fn uniq_key(&self) -> Option<&'a str> {
-        self.property(prop::UNIQ_KEY)
+        self.properties().uniq_key()
     }
     /// The ConsumeQueue tag code of this record.
     pub fn tag_hash(&self) -> i64 {

@@ -19,6 +19,26 @@ impl<'a> Properties<'a> {
     pub fn get(&self, key: &str) -> Option<&'a str> {
         self.iter().find(|(k, _)| *k == key).map(|(_, v)| v)
     }
+
+    /// `get("UNIQ_KEY")`, found by searching for the key where an entry starts rather than
+    /// walking every entry.
+    pub fn uniq_key(&self) -> Option<&'a str> {
+        static FINDER: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+            std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"UNIQ_KEY\x01"));
+        // The key holds no separator, so a match lies inside one entry, and the matches
+        // found one after another never skip one that starts an entry.
+        for at in FINDER.find_iter(self.raw) {
+            if at != 0 && self.raw[at - 1] != 2 {
+                continue;
+            }
+            let rest = &self.raw[at + FINDER.needle().len()..];
+            let end = memchr::memchr(2, rest).unwrap_or(rest.len());
+            if let Some(v) = utf8(&rest[..end]) {
+                return Some(v);
+            }
+        }
+        None
+    }
 }
 
 /// The properties the store indexes (TAGS, KEYS, UNIQ_KEY), found in one pass.
@@ -129,6 +149,25 @@ impl<'a> Iterator for PropertiesIter<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `uniq_key` finds what `get` finds, over every string of up to six of the pieces that
+    /// matter (the key, separators, a value, a byte that is not UTF-8).
+    #[test]
+    fn uniq_key_is_what_get_finds() {
+        let pieces: &[&[u8]] = &[b"UNIQ_KEY", b"\x01", b"\x02", b"v", b"\xff", b"_KEY"];
+        for len in 0..=6u32 {
+            for n in 0..pieces.len().pow(len) {
+                let mut raw = Vec::new();
+                let mut m = n;
+                for _ in 0..len {
+                    raw.extend_from_slice(pieces[m % pieces.len()]);
+                    m /= pieces.len();
+                }
+                let p = Properties::new(&raw);
+                assert_eq!(p.uniq_key(), p.get("UNIQ_KEY"), "in {raw:?}");
+            }
+        }
+    }
 
     #[test]
     fn parses_pairs_and_skips_garbage() {
