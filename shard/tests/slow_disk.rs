@@ -12,21 +12,33 @@ use shard::{FlushPolicy, Shard, ShardError};
 
 const SYNC_MS: u64 = 400;
 
+/// An async shard of 64 KiB chunks on a disk whose every fdatasync takes `sync_ms`, with
+/// `unsynced_bytes_max` and `busy_wait_ms` as given.
+fn slow_disk(
+    p: &std::path::Path,
+    unsynced_bytes_max: u64,
+    busy_wait_ms: u64,
+    sync_ms: u64,
+) -> (shard::ShardConfig, std::sync::Arc<shard::FaultInjector>) {
+    let mut c = small_config(p);
+    c.segment_bytes = 64 << 20;
+    c.write_chunk_bytes = 64 << 10;
+    c.hot_bytes_max = 256 << 10;
+    c.flush = FlushPolicy::Async {
+        interval_ms: 5,
+        dirty_bytes_max: 64 << 10,
+    };
+    c.unsynced_bytes_max = unsynced_bytes_max;
+    c.busy_wait_ms = busy_wait_ms;
+    let (c, faults) = with_faults(c);
+    faults.slow_fsyncs_ms(sync_ms);
+    (c, faults)
+}
+
 #[test]
 fn acknowledgements_keep_flowing_while_slow_syncs_run() {
     in_temp_dir(move |p| async move {
-        let mut c = small_config(&p);
-        c.segment_bytes = 32 << 20;
-        c.write_chunk_bytes = 64 << 10;
-        c.hot_bytes_max = 256 << 10;
-        c.flush = FlushPolicy::Async {
-            interval_ms: 5,
-            dirty_bytes_max: 64 << 10,
-        };
-        c.unsynced_bytes_max = 2 << 20;
-        c.busy_wait_ms = 200;
-        let (c, faults) = with_faults(c);
-        faults.slow_fsyncs_ms(SYNC_MS);
+        let (c, faults) = slow_disk(&p, 2 << 20, 200, SYNC_MS);
         let shard = Shard::open(c).await.unwrap();
         let rec = record(TOPIC, &[7u8; 4000], None, None);
 
@@ -106,18 +118,7 @@ fn single_sends_are_not_paced_behind_huge_batches() {
     use std::rc::Rc;
 
     in_temp_dir(move |p| async move {
-        let mut c = small_config(&p);
-        c.segment_bytes = 64 << 20;
-        c.write_chunk_bytes = 64 << 10;
-        c.hot_bytes_max = 256 << 10;
-        c.flush = FlushPolicy::Async {
-            interval_ms: 5,
-            dirty_bytes_max: 64 << 10,
-        };
-        c.unsynced_bytes_max = 4 << 20;
-        c.busy_wait_ms = 5_000;
-        let (c, faults) = with_faults(c);
-        faults.slow_fsyncs_ms(100);
+        let (c, faults) = slow_disk(&p, 4 << 20, 5_000, 100);
         let shard = Rc::new(Shard::open(c).await.unwrap());
         let batch: Vec<u8> = (0..64)
             .flat_map(|_| record(TOPIC, &[3u8; 4000], None, None))
