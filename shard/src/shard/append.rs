@@ -355,7 +355,8 @@ impl Shard {
         let inner = &self.inner;
         let unwritten_max = (inner.config.write_chunk_bytes as u64 * 4).max(16 << 20);
         let unsynced_max = inner.limits.get().unsynced_bytes_max;
-        // What a large append leaves of each hard bound for small ones.
+        // What a large append leaves of each hard bound for small ones, and the bounds it
+        // is held to.
         let small = len <= SMALL_APPEND_BYTES;
         let reserve = |bound: u64| {
             if small {
@@ -364,18 +365,31 @@ impl Shard {
                 bound / SMALL_RESERVE_FRACTION
             }
         };
-        {
+        // The text names the constants' values.
+        const _: () = assert!(SMALL_APPEND_BYTES == 64 << 10 && SMALL_RESERVE_FRACTION == 8);
+        let leaves = if small {
+            ""
+        } else {
+            "; an append over 64 KiB leaves the last eighth of it to small ones"
+        };
+        let unwritten_bound = unwritten_max - reserve(unwritten_max);
+        let unsynced_bound = unsynced_max - reserve(unsynced_max);
+        let ring_reserve = {
             let log = inner.log.borrow();
-            if let Some(ring) = &log.ring {
-                let reach = log.append_reach(len);
-                if reach > ring.ring_bytes() {
-                    return Err(ShardError::MessageTooLarge {
-                        size: len,
-                        max: len - (reach - ring.ring_bytes()) as usize / 2,
-                    });
+            match &log.ring {
+                Some(ring) => {
+                    let reach = log.append_reach(len);
+                    if reach > ring.ring_bytes() {
+                        return Err(ShardError::MessageTooLarge {
+                            size: len,
+                            max: len - (reach - ring.ring_bytes()) as usize / 2,
+                        });
+                    }
+                    reserve(ring.ring_bytes()) as usize
                 }
+                None => 0,
             }
-        }
+        };
         let mut deadline = None;
         // This append has taken its paced slot (once is enough: the bounds below are still
         // checked after the wait, without yielding before the copy).
@@ -388,24 +402,25 @@ impl Shard {
                 let log = inner.log.borrow();
                 let dirty = log.dirty_bytes();
                 let is_async = matches!(inner.config.flush, FlushPolicy::Async { .. });
-                let ring_reserve = log.ring.as_ref().map_or(0, |r| reserve(r.ring_bytes()));
-                if log.unwritten_bytes() > unwritten_max - reserve(unwritten_max) {
+                if log.unwritten_bytes() > unwritten_bound {
                     (Some(format!(
-                        "{} bytes acknowledged are not yet written (bound {unwritten_max}): the disk is behind",
+                        "{} bytes acknowledged are not yet written (bound {unwritten_max}{leaves}): the disk is behind",
                         log.unwritten_bytes()
                     )), false)
                 } else if !log.ring_has_room(len)
                     // A large append that fits the ring only without the reserve goes
                     // when nothing else is waiting for the disk.
-                    || (log.unwritten_bytes() > 0 && !log.ring_has_room(len + ring_reserve as usize))
+                    || (ring_reserve > 0
+                        && log.unwritten_bytes() > 0
+                        && !log.ring_has_room(len + ring_reserve))
                 {
                     (Some(format!(
-                        "{} bytes acknowledged are not yet written and the tail ring is full: the disk is behind",
+                        "{} bytes acknowledged are not yet written and the tail ring is full{leaves}: the disk is behind",
                         log.unwritten_bytes()
                     )), false)
-                } else if is_async && dirty > unsynced_max - reserve(unsynced_max) {
+                } else if is_async && dirty > unsynced_bound {
                     (Some(format!(
-                        "{dirty} bytes acknowledged are not yet fdatasynced (unsynced_bytes_max {unsynced_max}): the disk is behind",
+                        "{dirty} bytes acknowledged are not yet fdatasynced (unsynced_bytes_max {unsynced_max}{leaves}): the disk is behind",
                     )), false)
                 } else {
                     (
