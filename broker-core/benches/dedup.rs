@@ -43,6 +43,25 @@ fn batch(first: u64, body: &[u8]) -> Vec<u8> {
     out
 }
 
+/// What a send does in its keys' window: claims them, then settles each as stored.
+fn claim_and_settle(window: &mut Window, keys: &[Key], now: i64) {
+    let claimed = window.claim_all_at(keys, now);
+    let stored = Original {
+        shard: 0,
+        queue_id: 0,
+        queue_offset: QueueOffset(0),
+        commit_log_offset: CommitLogOffset(0),
+        store_timestamp_ms: now,
+        store_host: SocketAddrV4::new(Ipv4Addr::LOCALHOST, 10911),
+    };
+    let settling: Vec<Settling> = keys
+        .iter()
+        .zip(&claimed)
+        .map(|(k, (_, seq))| (*k, Some(*seq), Some(stored)))
+        .collect();
+    window.settle_all_at(&settling, now);
+}
+
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -64,14 +83,6 @@ fn main() {
         bytes_max: usize::MAX,
     });
     let keys = TopicKeys::new(TOPIC);
-    let stored = |now: i64| Original {
-        shard: 0,
-        queue_id: 0,
-        queue_offset: QueueOffset(0),
-        commit_log_offset: CommitLogOffset(0),
-        store_timestamp_ms: now,
-        store_host: SocketAddrV4::new(Ipv4Addr::LOCALHOST, 10911),
-    };
     let mut next = 0u64;
     let mut new_keys = || -> Vec<Key> {
         let chunk: Vec<Key> = (next..next + BATCH as u64)
@@ -82,14 +93,7 @@ fn main() {
     };
     // Fill the window, so that every claim below pushes the oldest key out.
     for i in 0..WINDOW_KEYS / BATCH + 1 {
-        let chunk = new_keys();
-        let claimed = window.claim_all_at(&chunk, i as i64);
-        let settling: Vec<Settling> = chunk
-            .iter()
-            .zip(&claimed)
-            .map(|(k, (_, seq))| (*k, Some(*seq), Some(stored(i as i64))))
-            .collect();
-        window.settle_all_at(&settling, i as i64);
+        claim_and_settle(&mut window, &new_keys(), i as i64);
     }
 
     let (mut find_ns, mut claim_ns) = (Vec::new(), Vec::new());
@@ -104,14 +108,7 @@ fn main() {
         let chunks: Vec<Vec<Key>> = (0..SENDS).map(|_| new_keys()).collect();
         let t = Instant::now();
         for (i, chunk) in chunks.iter().enumerate() {
-            let now = (WINDOW_KEYS + round * SENDS + i) as i64;
-            let claimed = window.claim_all_at(chunk, now);
-            let settling: Vec<Settling> = chunk
-                .iter()
-                .zip(&claimed)
-                .map(|(k, (_, seq))| (*k, Some(*seq), Some(stored(now))))
-                .collect();
-            window.settle_all_at(&settling, now);
+            claim_and_settle(&mut window, chunk, (WINDOW_KEYS + round * SENDS + i) as i64);
         }
         let claim = t.elapsed().as_nanos() as f64 / (SENDS * BATCH) as f64;
         println!(
