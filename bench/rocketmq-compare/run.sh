@@ -349,6 +349,10 @@ import json,sys
 d=json.load(sys.stdin); d.update(broker='$kind', run=$n, driver='$mode', corvus_idle_poll_us='$IDLE_POLL', flush='$FLUSH', load_before=float('$load0'), load_after=float('$load1'), broker_hwm_kib=int('${rss:-0}' or 0))
 print(json.dumps(d))" | tee -a "$RESULTS"
   cp "$dir/driver.out" "$OUT/driver-$kind-$mode-$n.out"
+  # What the broker said, and the first errors the clients logged (a failed send's cause).
+  cp "$dir/broker.out" "$OUT/broker-$kind-$mode-$n.out" 2>/dev/null || true
+  { grep -rh -A3 -E ' (ERROR|WARN) ' "$dir/driver/logs" "$dir/consumer/logs" 2>/dev/null || true; } |
+    head -200 > "$OUT/client-errors-$kind-$mode-$n.log"
   [ -z "$PROXY_PID" ] || { stop_pid "$PROXY_PID"; PROXY_PID=""; }
   stop_pid "$BROKER_PID"; stop_pid "$NS_PID"
   rm -rf "$dir" "$SHM/$(basename "$dir")"
