@@ -6,6 +6,9 @@
 #   flood   tiny pipelined sends (`bench remoting`, 8 connections x 512 in flight, 64 B)
 #   batches huge batches (`bench remoting`, 4 connections x 2 in flight, 256 x 12 KiB = 3 MiB)
 #   idle    10,000 idle connections from another peer (127.0.0.2)
+#   loopback  the control: loopback TCP traffic between sockets of its own (4 pairs writing
+#           64 B at a time), touching no broker: what a neighbour's kernel work alone does to
+#           the paced client on a CPU they share
 # NEIGHBOURS picks which of them run (default "flood batches idle").
 # Prints one line per run: the paced client's rate, p50/p99/max send->ack and errors.
 # Needs `cargo build --release -p broker -p namesrv -p bench` and `cargo build -p mqadmin`.
@@ -42,7 +45,9 @@ for n in ${NEIGHBOURS:-flood batches idle}; do
     idle) neighbour idle python3 "$ROOT/bench/scripts/hold_connections.py" 127.0.0.2 \
       $BROKER_ADDR 10000 $((DURATION + 8))
       grep -h "holding" "$out/idle-neighbour.log" ;;
-    *) echo "unknown neighbour $n (flood, batches, idle)" >&2; exit 2 ;;
+    loopback) neighbour loopback python3 "$ROOT/bench/scripts/loopback_traffic.py" 4 64 \
+      $((DURATION + 8)) ;;
+    *) echo "unknown neighbour $n (flood, batches, idle, loopback)" >&2; exit 2 ;;
   esac
 done
 paced solo2
