@@ -32,7 +32,7 @@
 # --rust-batch-duration: measured seconds of the batched runs (default the smaller of
 # --duration and 20; warm-up 5 s), which write an order of magnitude more to disk.
 # --perf: `perf record -e cpu-clock -g` of the corvus broker over each corvus run's measured
-# window (perf-corvus-N.data in the output directory).
+# window (perf-corvus-MODE-N.data in the output directory).
 # --corvus-idle-poll-us N: the corvus broker's idle_poll_us (the throughput profile's 200 µs
 # of polling after every burst, counted in its CPU time) set to N through --config.
 #
@@ -302,9 +302,9 @@ one_run() {
   sleep 2
   local load0 load1 perf_pid=""
   load0=$(cut -d' ' -f1 /proc/loadavg)
-  if [ "$PERF" = 1 ] && [ "$kind" = corvus ] && [ "$mode" = java ]; then
+  if [ "$PERF" = 1 ] && [ "$kind" = corvus ]; then
     (sleep $((WARMUP + 3)); exec taskset -c 1 perf record -q -e cpu-clock -g -p "$BROKER_PID" \
-       -o "$OUT/perf-$kind-$n.data" -- sleep $((DURATION - 5))) > "$dir/perf.out" 2>&1 &
+       -o "$OUT/perf-$kind-$mode-$n.data" -- sleep $((DURATION - 5))) > "$dir/perf.out" 2>&1 &
     perf_pid=$!; PIDS+=("$perf_pid")
   fi
   case "$mode" in
