@@ -261,6 +261,11 @@ impl MasterShard {
         Ok(())
     }
 
+    /// Whether a send waits for its replicas here ([`Self::wait_replicated`]): SYNC_MASTER.
+    pub fn waits_for_replicas(&self) -> bool {
+        self.role == BrokerRole::SyncMaster
+    }
+
     /// SYNC_MASTER, after the local append of a batch ending at `end`: waits until
     /// `in_sync_replicas - 1` in-sync slaves (at most as many as are in sync) have it, or
     /// `slave_timeout_ms` passes (FLUSH_SLAVE_TIMEOUT: stored here, not known replicated).

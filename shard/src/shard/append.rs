@@ -205,8 +205,11 @@ impl Shard {
             });
         }
         let room_from = Instant::now();
-        self.wait_for_room(records.len()).await?;
-        let append_from = Instant::now();
+        // One clock read when there is room at once, the common case.
+        let append_from = self
+            .wait_for_room(records.len(), room_from)
+            .await?
+            .unwrap_or(room_from);
 
         let store_ts = inner.config.clock.wall_ms();
         let host = inner.config.store_host;
@@ -351,7 +354,14 @@ impl Shard {
     /// then waiting for that sync (13 s without an acknowledgement at 20 MB/s). Small
     /// appends ([`SMALL_APPEND_BYTES`]) take their slots on a clock of their own and may use
     /// the last part of each bound, so a single send is not queued behind huge batches.
-    pub(super) async fn wait_for_room(&self, len: usize) -> Result<(), ShardError> {
+    ///
+    /// `now` is the time of the call; returns when the wait ended, or `None` when there was
+    /// room at once.
+    pub(super) async fn wait_for_room(
+        &self,
+        len: usize,
+        now: Instant,
+    ) -> Result<Option<Instant>, ShardError> {
         let inner = &self.inner;
         let unwritten_max = (inner.config.write_chunk_bytes as u64 * 4).max(16 << 20);
         let unsynced_max = inner.limits.get().unsynced_bytes_max;
@@ -394,6 +404,9 @@ impl Shard {
         // This append has taken its paced slot (once is enough: the bounds below are still
         // checked after the wait, without yielding before the copy).
         let mut paced = false;
+        // The time of this turn of the loop: the call's, then each wait's end.
+        let mut now = now;
+        let mut waited = false;
         loop {
             self.check_writable()?;
             // Why the disk is behind this append, if it is (not the `blocked` state: that
@@ -429,18 +442,22 @@ impl Shard {
                     )
                 }
             };
-            let now = Instant::now();
+            if waited {
+                now = Instant::now();
+            }
+            let ended = waited.then_some(now);
             let until = *deadline
                 .get_or_insert(now + Duration::from_millis(inner.limits.get().busy_wait_ms));
             let Some(reason) = behind else {
                 if !pace {
-                    return Ok(());
+                    return Ok(ended);
                 }
                 let slot = inner.pacer.borrow_mut().slot(now, len as u64, until);
                 match slot {
-                    Slot::Now => return Ok(()),
+                    Slot::Now => return Ok(ended),
                     Slot::At(at) => {
                         paced = true;
+                        waited = true;
                         glommio::timer::sleep(at - now).await;
                         continue;
                     }
@@ -461,6 +478,7 @@ impl Shard {
             let wait = inner.signals.progress.wait_timeout(until - now);
             inner.signals.flush_wake.notify_all();
             wait.await;
+            waited = true;
         }
     }
 

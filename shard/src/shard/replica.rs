@@ -282,7 +282,7 @@ impl Shard {
             pos += total;
         }
         let largest = views.iter().map(|(_, v)| v.len()).max().unwrap_or(0);
-        self.wait_for_room(bytes.len()).await?;
+        self.wait_for_room(bytes.len(), Instant::now()).await?;
         {
             // The write offset cannot have moved: only this task appends to a slave, and
             // the wait above does not append.
