@@ -1151,9 +1151,10 @@ config_keys! {
         rocketmq: None,
         restart: true,
     }
-    /// A core polls after work (`idle_poll_us`) only while its own work took at most this
-    /// share of its time over the last 10 ms: a lightly loaded core has CPU to spare, a
-    /// loaded one would spend on polling what each message costs again.
+    /// A core polls after work (`idle_poll_us`) only while its own work (its thread's CPU
+    /// time, kernel time included, less the polling) took at most this share of its time
+    /// over the last 10 ms: a lightly loaded core has CPU to spare, a loaded one would spend
+    /// on polling what each message costs again.
     idle_poll_load_max_pct: u64 {
         default: 30,
         range: [0, 100],
