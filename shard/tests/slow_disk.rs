@@ -38,7 +38,8 @@ fn slow_disk(
 #[test]
 fn acknowledgements_keep_flowing_while_slow_syncs_run() {
     in_temp_dir(move |p| async move {
-        let (c, faults) = slow_disk(&p, 2 << 20, 200, SYNC_MS);
+        let (mut c, faults) = slow_disk(&p, 2 << 20, 200, SYNC_MS);
+        c.segment_bytes = 32 << 20;
         let shard = Shard::open(c).await.unwrap();
         let rec = record(TOPIC, &[7u8; 4000], None, None);
 
