@@ -360,7 +360,7 @@ impl Shard {
     pub(super) async fn wait_for_room(
         &self,
         len: usize,
-        now: Instant,
+        mut now: Instant,
     ) -> Result<Option<Instant>, ShardError> {
         let inner = &self.inner;
         let unwritten_max = (inner.config.write_chunk_bytes as u64 * 4).max(16 << 20);
@@ -404,8 +404,7 @@ impl Shard {
         // This append has taken its paced slot (once is enough: the bounds below are still
         // checked after the wait, without yielding before the copy).
         let mut paced = false;
-        // The time of this turn of the loop: the call's, then each wait's end.
-        let mut now = now;
+        // `now` is the time of this turn of the loop: the call's, then each wait's end.
         let mut waited = false;
         loop {
             self.check_writable()?;
