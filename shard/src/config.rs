@@ -358,6 +358,19 @@ impl ShardConfig {
         }
     }
 
+    /// The bytes appended and not yet written to files (in chunks waiting for, or in, their
+    /// write) past which an append waits for the disk: four chunks or 16 MiB, or with a
+    /// chunk pool whatever the pool holds beyond the hot ring and the chunk being filled,
+    /// if that is more. In `throughput` that is 56 MiB: a disk that stops writing for a
+    /// second at 50 MB/s is ridden out without a refusal. The tail ring bounds the same
+    /// bytes on its own.
+    pub fn unwritten_bytes_max(&self) -> u64 {
+        let chunk = self.write_chunk_bytes as u64;
+        let pool_spare = (self.chunk_pool as u64 * chunk)
+            .saturating_sub(self.hot_bytes_max.div_ceil(chunk) * chunk + chunk);
+        (chunk * 4).max(16 << 20).max(pool_spare)
+    }
+
     pub fn validate(&self) -> Result<(), ShardError> {
         let bad = |s: String| Err(ShardError::Config(s));
         if !self.segment_bytes.is_multiple_of(4096) || self.segment_bytes < 64 << 10 {

@@ -53,6 +53,7 @@ pub struct FaultInjector {
     short_at: AtomicU64,
     short_stuck_writes: AtomicU32,
     slow_sync_ms: AtomicU64,
+    slow_write_ms: AtomicU64,
     /// errno for segment and spare creation; 0 = none.
     segment_create_errno: AtomicI32,
     /// errno for block reservations of ConsumeQueue and IndexFile files; 0 = none.
@@ -123,6 +124,7 @@ impl Default for FaultInjector {
             short_at: AtomicU64::new(OFF),
             short_stuck_writes: AtomicU32::new(0),
             slow_sync_ms: AtomicU64::new(0),
+            slow_write_ms: AtomicU64::new(0),
             segment_create_errno: AtomicI32::new(0),
             map_reserve_errno: AtomicI32::new(0),
             plan_ops: AtomicU32::new(0),
@@ -149,6 +151,12 @@ impl FaultInjector {
     /// disk whose cache flushes fall behind.
     pub fn slow_fsyncs_ms(&self, ms: u64) {
         self.slow_sync_ms.store(ms, Ordering::SeqCst);
+    }
+    /// Every CommitLog chunk write takes at least `ms` milliseconds (0 = as fast as the
+    /// disk), like a disk that stalls: the writes in flight wait, and the chunks behind
+    /// them stay in memory.
+    pub fn slow_writes_ms(&self, ms: u64) {
+        self.slow_write_ms.store(ms, Ordering::SeqCst);
     }
     /// The next write covering `offset` stores only the bytes before it (the rest of the
     /// written range becomes garbage) and then fails, like a crash in the middle of a write.
@@ -647,6 +655,10 @@ impl SegmentFile {
         let mut result_err = None;
         let mut buf = buf;
         if let Some(f) = &self.faults {
+            let slow = f.slow_write_ms.load(Ordering::SeqCst);
+            if slow > 0 {
+                glommio::timer::sleep(std::time::Duration::from_millis(slow)).await;
+            }
             let tear = f.tear_at.load(Ordering::SeqCst);
             let flip = f.flip_at.load(Ordering::SeqCst);
             if (at..end).contains(&tear) {

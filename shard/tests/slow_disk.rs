@@ -196,3 +196,95 @@ fn single_sends_are_not_paced_behind_huge_batches() {
         Rc::try_unwrap(shard).ok().unwrap().close().await.unwrap();
     });
 }
+
+/// A disk that stops writing for a while: appends are still acknowledged from memory
+/// until the unwritten bytes reach what the chunk pool holds beyond the hot ring (more than
+/// the 16 MiB floor), and past that they are refused busy with the bound named, so memory
+/// stays bounded. Once the disk writes again, everything acknowledged is written.
+#[test]
+fn a_write_stall_is_ridden_out_within_the_chunk_pool() {
+    in_temp_dir(move |p| async move {
+        let mut c = small_config(&p);
+        c.segment_bytes = 64 << 20;
+        c.write_chunk_bytes = 1 << 20;
+        c.hot_bytes_max = 8 << 20;
+        c.chunk_pool = 40;
+        c.message_bytes_max = 64 << 10;
+        c.flush = FlushPolicy::Async {
+            interval_ms: 5,
+            dirty_bytes_max: 1 << 20,
+        };
+        c.busy_wait_ms = 100;
+        // 40 chunks less the 8 of the hot ring and the one being filled.
+        let bound = c.unwritten_bytes_max();
+        assert_eq!(bound, 31 << 20);
+        let (c, faults) = with_faults(c);
+        let shard = Shard::open(c).await.unwrap();
+        let rec = record(TOPIC, &[5u8; 4000], None, None);
+        let all_written = |shard: &Shard| {
+            let s = shard.stats();
+            s.written_offset == s.write_offset
+        };
+
+        // The hot ring full first, as under steady load.
+        for _ in 0..(12 << 20) / rec.len() {
+            shard.append(TOPIC, 0, &rec).await.unwrap();
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !all_written(&shard) {
+            assert!(Instant::now() < deadline, "the warm-up was never written");
+            glommio::timer::sleep(Duration::from_millis(5)).await;
+        }
+
+        faults.slow_writes_ms(2_000);
+        let start = shard.stats().write_offset.0;
+        // 24 MiB while the disk writes nothing: past the 16 MiB floor, within the bound.
+        while shard.stats().write_offset.0 - start < 24 << 20 {
+            if let Err(e) = shard.append(TOPIC, 0, &rec).await {
+                let behind = shard.stats().write_offset.0 - start;
+                panic!("refused {behind} bytes into the stall: {e}");
+            }
+        }
+        assert_eq!(
+            shard.stats().written_offset.0,
+            start,
+            "nothing was written during the stall"
+        );
+        // Past the bound: refused, with the bound named, before the unwritten bytes pass it.
+        let mut refused = None;
+        for _ in 0..(16 << 20) / rec.len() {
+            match shard.append(TOPIC, 0, &rec).await {
+                Ok(_) => {}
+                Err(e) => {
+                    refused = Some(e);
+                    break;
+                }
+            }
+        }
+        let s = shard.stats();
+        let unwritten = s.write_offset.0 - s.written_offset.0;
+        match refused {
+            Some(ShardError::Busy { reason }) => assert!(
+                reason.contains(&format!("bound {bound}")),
+                "the refusal names the bound: {reason}"
+            ),
+            other => panic!("no busy refusal with {unwritten} bytes unwritten: {other:?}"),
+        }
+        assert!(
+            unwritten <= bound + 2 * rec.len() as u64,
+            "{unwritten} bytes unwritten past the bound {bound}"
+        );
+
+        faults.slow_writes_ms(0);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !all_written(&shard) {
+            assert!(
+                Instant::now() < deadline,
+                "the stalled chunks were never written"
+            );
+            glommio::timer::sleep(Duration::from_millis(5)).await;
+        }
+        shard.append(TOPIC, 0, &rec).await.unwrap();
+        shard.close().await.unwrap();
+    });
+}

@@ -343,7 +343,7 @@ impl Shard {
     }
 
     /// Back-pressure: waits until an append of `len` bytes keeps the unwritten bytes within
-    /// a few chunks and the tail ring, and (async) the unsynced bytes within
+    /// [`crate::ShardConfig::unwritten_bytes_max`] and the tail ring, and (async) the unsynced bytes within
     /// `unsynced_bytes_max`; refuses it with `Busy` if that takes longer than `busy_wait_ms`,
     /// so a slow disk is an answer to the sender, not a stall.
     ///
@@ -363,7 +363,7 @@ impl Shard {
         mut now: Instant,
     ) -> Result<Option<Instant>, ShardError> {
         let inner = &self.inner;
-        let unwritten_max = (inner.config.write_chunk_bytes as u64 * 4).max(16 << 20);
+        let unwritten_max = inner.config.unwritten_bytes_max();
         let unsynced_max = inner.limits.get().unsynced_bytes_max;
         // What a large append leaves of each hard bound for small ones, and the bounds it
         // is held to.
