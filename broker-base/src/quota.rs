@@ -9,6 +9,8 @@
 //!   `topic`, or `group` (a consumer group, or a producer group for sends);
 //! * limit `send_messages_per_sec`, `send_bytes_per_sec` (sends, counted in messages and
 //!   body bytes), `pulls_per_sec` (pull and pop requests), or, for an account,
+//!   `requests_per_sec` (every request it makes on any protocol: sends and pulls, and
+//!   also heartbeats, offset queries and commits, lookups, admin requests) and
 //!   `connections` (open at once, counted from each connection's first send or pull).
 //!
 //! For example `account:tenant-a:send_messages_per_sec=5000, topic:Orders:send_bytes_per_sec=10485760`.
@@ -32,6 +34,8 @@ pub enum Limit {
     SendMessages,
     SendBytes,
     Pulls,
+    /// Requests of an account, of any kind.
+    Requests,
     /// Connections of an account open at once (counted from a connection's first send or
     /// pull, when its account is known).
     Connections,
@@ -50,10 +54,11 @@ impl Scope {
 }
 
 impl Limit {
-    const ALL: [(Limit, &'static str); 4] = [
+    const ALL: [(Limit, &'static str); 5] = [
         (Limit::SendMessages, "send_messages_per_sec"),
         (Limit::SendBytes, "send_bytes_per_sec"),
         (Limit::Pulls, "pulls_per_sec"),
+        (Limit::Requests, "requests_per_sec"),
         (Limit::Connections, "connections"),
     ];
 
@@ -66,7 +71,7 @@ impl Limit {
         match self {
             Limit::SendMessages => "messages/s",
             Limit::SendBytes => "bytes/s",
-            Limit::Pulls => "requests/s",
+            Limit::Pulls | Limit::Requests => "requests/s",
             Limit::Connections => "connections",
         }
     }
@@ -117,7 +122,7 @@ pub fn parse_rules(text: &str) -> Result<Vec<Rule>, String> {
         .filter(|p| !p.is_empty())
     {
         let bad = |why: &str| {
-            format!("quota rule `{part}`: {why} (form: <account|topic|group>:<name>:<send_messages_per_sec|send_bytes_per_sec|pulls_per_sec|connections>=<value>)")
+            format!("quota rule `{part}`: {why} (form: <account|topic|group>:<name>:<send_messages_per_sec|send_bytes_per_sec|pulls_per_sec|requests_per_sec|connections>=<value>)")
         };
         let (lhs, value) = part.split_once('=').ok_or_else(|| bad("no `=`"))?;
         let mut fields = lhs.trim().splitn(3, ':');
@@ -143,8 +148,13 @@ pub fn parse_rules(text: &str) -> Result<Vec<Rule>, String> {
             limit,
             per_sec,
         };
-        if rule.limit == Limit::Connections && rule.scope != Scope::Account {
-            return Err(bad("`connections` is a limit of an account"));
+        if matches!(rule.limit, Limit::Connections | Limit::Requests)
+            && rule.scope != Scope::Account
+        {
+            return Err(bad(&format!(
+                "`{}` is a limit of an account",
+                rule.limit.name()
+            )));
         }
         if rules.iter().any(|r| r.key() == rule.key()) {
             return Err(bad("set twice"));
@@ -265,6 +275,14 @@ mod tests {
             ("account:a:pulls_per_sec=0", "above 0"),
             ("account:a:pulls_per_sec", "no `=`"),
             ("account::pulls_per_sec=3", "empty name"),
+            (
+                "topic:T:requests_per_sec=3",
+                "`requests_per_sec` is a limit of an account",
+            ),
+            (
+                "group:G:connections=3",
+                "`connections` is a limit of an account",
+            ),
             (
                 "account:a:pulls_per_sec=1,account:a:pulls_per_sec=2",
                 "set twice",

@@ -44,6 +44,9 @@ pub enum Ask<'a> {
         topic: &'a str,
         group: &'a str,
     },
+    /// Any other request (a heartbeat, an offset query or commit, a lookup, an admin
+    /// request): only an account's `requests_per_sec` counts it.
+    Other { account: &'a str },
 }
 
 impl Ask<'_> {
@@ -61,6 +64,7 @@ impl Ask<'_> {
                 topic,
                 group,
             } => (account, topic, group),
+            Ask::Other { account } => (account, "", ""),
         };
         let who = match rule.scope {
             Scope::Account => account,
@@ -74,6 +78,7 @@ impl Ask<'_> {
             (Limit::SendMessages, Ask::Send { messages, .. }) => Some(*messages),
             (Limit::SendBytes, Ask::Send { bytes, .. }) => Some(*bytes),
             (Limit::Pulls, Ask::Pull { .. }) => Some(1),
+            (Limit::Requests, _) => Some(1),
             _ => None,
         }
     }
@@ -391,6 +396,42 @@ mod tests {
         assert!((0..5).all(|_| q.admit(&other(1), &c, t0).is_ok()));
         let e = q.admit(&other(1), &c, t0).unwrap_err();
         assert!(e.to_string().contains("account:a:"), "{e}");
+    }
+
+    #[test]
+    fn an_accounts_requests_of_every_kind_count_against_its_requests_per_sec() {
+        let q = Quotas::new(0, 1);
+        let c = cfg("account:busy:requests_per_sec=30,account:busy:send_messages_per_sec=1000");
+        let t0 = Instant::now();
+        let other = |account| Ask::Other { account };
+        let pull = Ask::Pull {
+            account: "busy",
+            topic: "T",
+            group: "C",
+        };
+        // Ten of each kind: the 30 of a second's burst.
+        for _ in 0..10 {
+            assert!(q.admit(&other("busy"), &c, t0).is_ok());
+            assert!(q.admit(&send("busy", 5), &c, t0).is_ok());
+            assert!(q.admit(&pull, &c, t0).is_ok());
+        }
+        for ask in [other("busy"), send("busy", 1), pull] {
+            let e = q.admit(&ask, &c, t0).unwrap_err();
+            let text = e.to_string();
+            assert!(
+                text.contains("account:busy:requests_per_sec = 30 requests/s"),
+                "{ask:?}: {text}"
+            );
+            assert_eq!(e.code(), protocol::ResponseCode::FlowControl);
+            assert_eq!(e.retry_after_ms(), Some(34), "one request at 30/s");
+        }
+        // A second later the account's requests are let through again.
+        let t1 = t0 + Duration::from_secs(1);
+        assert!(q.admit(&other("busy"), &c, t1).is_ok());
+        // Other accounts are not limited, and a send or pull rule leaves other requests be.
+        assert!((0..500).all(|_| q.admit(&other("calm"), &c, t0).is_ok()));
+        let sends_only = cfg("account:busy:send_messages_per_sec=1");
+        assert!((0..500).all(|_| q.admit(&other("busy"), &sends_only, t0).is_ok()));
     }
 
     #[test]

@@ -68,14 +68,14 @@ impl Front {
         command: &Command,
         body_len: usize,
     ) -> Result<(), BrokerError> {
+        let key = client.access_key();
+        let account = key.as_deref().unwrap_or(ANONYMOUS);
         if !matches!(
             command,
             Command::Send(_) | Command::SendReply(_) | Command::Pull(_) | Command::PullSql92 { .. }
         ) {
-            return Ok(());
+            return self.admit(&Ask::Other { account });
         }
-        let key = client.access_key().clone();
-        let account = key.as_deref().unwrap_or(ANONYMOUS);
         self.admit_connection(&client.quota_seat, account)?;
         match command {
             Command::Send(r) | Command::SendReply(r) => self.admit(&Ask::Send {
@@ -90,7 +90,7 @@ impl Front {
                 topic: &p.topic,
                 group: &p.consumer_group,
             }),
-            _ => Ok(()),
+            _ => self.admit(&Ask::Other { account }),
         }
     }
 
@@ -143,7 +143,7 @@ impl Front {
                 topic: field(&["topic"]),
                 group: field(&["consumerGroup"]),
             }),
-            _ => Ok(()),
+            _ => self.admit(&Ask::Other { account }),
         }
     }
 }

@@ -505,7 +505,7 @@ enum QuotaCmd {
     List,
     /// Adds a rule, or changes the value of the rule of the same scope, name and limit:
     /// `account|topic|group:<name>:<limit>=<N>`, the limit one of send_messages_per_sec,
-    /// send_bytes_per_sec, pulls_per_sec, connections.
+    /// send_bytes_per_sec, pulls_per_sec, or for an account requests_per_sec and connections.
     Set { rule: String },
     /// Removes the rule `account|topic|group:<name>:<limit>`.
     Remove { rule: String },

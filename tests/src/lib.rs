@@ -1348,6 +1348,25 @@ pub fn topic_attribute(addr: &str, topic: &str, key: &str) -> Option<String> {
 }
 
 /// One remoting request and its answer, on a connection of its own (read timeout 30 s).
+/// A RocketMQ request of `code` with `fields` and no body, signed by `account` (access
+/// key, secret key) as RocketMQ's AclClientRPCHook signs when one is given.
+pub fn remoting_request(
+    code: i32,
+    fields: &[(&str, &str)],
+    account: Option<(&str, &str)>,
+) -> remoting::RemotingCommand {
+    let mut cmd = remoting::RemotingCommand::request(code, 11);
+    for (k, v) in fields {
+        cmd.ext_fields.insert((*k).into(), (*v).into());
+    }
+    if let Some((ak, sk)) = account {
+        cmd.ext_fields.insert("AccessKey".into(), ak.into());
+        let sig = acl::sign::sign_remoting(cmd.ext_fields.iter(), &[], sk);
+        cmd.ext_fields.insert("Signature".into(), sig);
+    }
+    cmd
+}
+
 pub fn remoting_call(addr: &str, cmd: &remoting::RemotingCommand, body: &[u8]) -> remoting::Frame {
     let mut conn = std::net::TcpStream::connect(addr).unwrap();
     remoting_exchange(&mut conn, cmd, body)

@@ -23,7 +23,8 @@ use std::time::Duration;
 
 use client::{ClientConfig, Credentials, Message, Producer, PullConsumer};
 use integration::{
-    create_topic_as, mqadmin_as, raw_call, remoting_call, wait_for, AclRules, BrokerOpts, Cluster,
+    create_topic_as, mqadmin_as, raw_call, remoting_call, remoting_request, wait_for, AclRules,
+    BrokerOpts, Cluster,
 };
 use protocol::{Command, GroupQueue, Header, ResponseCode};
 use remoting::codes::{request, response};
@@ -310,24 +311,6 @@ fn write_atomically(path: &Path, text: &str) {
     let tmp = path.with_extension("tmp");
     std::fs::write(&tmp, text).unwrap();
     std::fs::rename(&tmp, path).unwrap();
-}
-
-/// A RocketMQ request of `code` with `fields`, signed by `account` when one is given.
-fn remoting_request(
-    code: i32,
-    fields: &[(&str, &str)],
-    account: Option<(&str, &str)>,
-) -> RemotingCommand {
-    let mut cmd = RemotingCommand::request(code, 11);
-    for (k, v) in fields {
-        cmd.ext_fields.insert((*k).into(), (*v).into());
-    }
-    if let Some((ak, sk)) = account {
-        cmd.ext_fields.insert("AccessKey".into(), ak.into());
-        let sig = acl::sign::sign_remoting(cmd.ext_fields.iter(), &[], sk);
-        cmd.ext_fields.insert("Signature".into(), sig);
-    }
-    cmd
 }
 
 fn code_and_remark(f: &remoting::Frame) -> (i32, String) {

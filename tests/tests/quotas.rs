@@ -232,3 +232,98 @@ fn an_account_holds_at_most_its_connections() {
         "the second connection was not let in after the first closed"
     );
 }
+
+/// Requests a second the noisy tenant may make, of any kind, for the whole broker.
+const NOISY_REQUESTS_PER_SEC: u64 = 20;
+
+/// `account:<key>:requests_per_sec` counts every request of the account, not only its sends
+/// and pulls: an account asking for a queue's max offset as fast as it can, over RocketMQ's
+/// protocol and over corvus's own, is refused past its rate on both, by name and with when
+/// to retry, across both cores together; the other account's requests all succeed
+/// meanwhile.
+#[test]
+fn an_accounts_requests_of_every_kind_are_held_to_its_requests_per_sec() {
+    use client::{ClientConfig, PullConsumer};
+    use integration::{remoting_exchange, remoting_request};
+    use remoting::codes::{request, response};
+
+    let rules = AclRules::write(RULES);
+    let toml = format!(
+        "{}quotas = \"account:tenant-noisy:requests_per_sec={NOISY_REQUESTS_PER_SEC}\"\n",
+        rules.broker_toml()
+    );
+    let c = Cluster::start_with(2, "small", |o: &mut BrokerOpts| o.config_toml = Some(toml));
+    let ns = c.namesrv.addr.clone();
+    create_topic_as(&ns, ADMIN, "Asked", 2);
+    let consumer_as = |account: (&str, &str), group: &str| {
+        let mut config = ClientConfig::new(&ns).unwrap();
+        config.pool.credentials = Some(Credentials::new(account.0, account.1));
+        PullConsumer::with_config(config, group).unwrap()
+    };
+    let noisy = consumer_as(NOISY, "noisy-group");
+    let calm = consumer_as(CALM, "calm-group");
+    let queue = calm
+        .queues("Asked")
+        .unwrap()
+        .into_iter()
+        .find(|q| q.queue_id == 0)
+        .unwrap();
+    let fields = [("topic", "Asked"), ("queueId", "0")];
+    let max_offset = |account| remoting_request(request::GET_MAX_OFFSET, &fields, Some(account));
+    let mut noisy_conn = std::net::TcpStream::connect(&c.broker.addr).unwrap();
+    let mut calm_conn = std::net::TcpStream::connect(&c.broker.addr).unwrap();
+    let rule =
+        format!("account:tenant-noisy:requests_per_sec = {NOISY_REQUESTS_PER_SEC} requests/s");
+
+    let started = Instant::now();
+    let (mut noisy_ok, mut remoting_refused, mut native_refused, mut calm_ok) = (0u64, 0, 0, 0);
+    for i in 0..20_000 {
+        if (remoting_refused >= 20 && native_refused >= 20)
+            || started.elapsed() > Duration::from_secs(60)
+        {
+            break;
+        }
+        let answer = remoting_exchange(&mut noisy_conn, &max_offset(NOISY), &[]).command;
+        if answer.code == response::SUCCESS {
+            noisy_ok += 1;
+        } else {
+            let remark = answer.remark.clone().unwrap_or_default();
+            assert_eq!(answer.code, response::FLOW_CONTROL, "{remark}");
+            assert!(
+                remark.contains(&rule) && remark.contains("retry after"),
+                "{remark}"
+            );
+            let after: u64 = answer.ext("quotaRetryAfterMs").unwrap().parse().unwrap();
+            assert!((1..=10_000).contains(&after), "{after}: {remark}");
+            remoting_refused += 1;
+        }
+        match noisy.max_offset(&queue) {
+            Ok(_) => noisy_ok += 1,
+            Err(e) => {
+                assert_eq!(e.code(), Some(ResponseCode::FlowControl), "{e}");
+                assert_says_when_to_retry(&e);
+                assert!(e.to_string().contains(&rule), "{e}");
+                native_refused += 1;
+            }
+        }
+        if i % 10 == 0 {
+            let answer = remoting_exchange(&mut calm_conn, &max_offset(CALM), &[]).command;
+            assert_eq!(answer.code, response::SUCCESS, "{:?}", answer.remark);
+            calm.max_offset(&queue).unwrap();
+            calm_ok += 2;
+        }
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    assert!(
+        remoting_refused >= 20 && native_refused >= 20,
+        "refused {remoting_refused} over remoting and {native_refused} natively in {elapsed:.1} s"
+    );
+    // Both cores together let through no more than the limit (a second's burst, plus one
+    // exchange's slack); the client's own requests of its account count too.
+    let allowed = (NOISY_REQUESTS_PER_SEC as f64 * (elapsed + 2.0)).ceil() as u64;
+    assert!(
+        noisy_ok <= allowed,
+        "{noisy_ok} noisy requests went through in {elapsed:.1} s at {NOISY_REQUESTS_PER_SEC}/s"
+    );
+    assert!(calm_ok >= 4, "{calm_ok}");
+}

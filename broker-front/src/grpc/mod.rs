@@ -197,7 +197,10 @@ macro_rules! unary {
                 v2::Code::ClientIdRequired,
                 "x-mq-client-id is required",
             )))),
-            Some($client) => match $self.authorize(&$call, $rpc, &$r.needs()) {
+            Some($client) => match $self
+                .authorize(&$call, $rpc, &$r.needs())
+                .and_then(|()| $self.admit_call(&$call, $rpc))
+            {
                 Err(refusal) => Ok(encoded(&$refused(refusal))),
                 Ok(()) => Ok(encoded(&$body)),
             },
@@ -247,6 +250,19 @@ fn account_of(call: &Call) -> String {
 }
 
 impl MessagingService {
+    /// The quota check of a unary call other than SendMessage (whose messages
+    /// [`MessagingService::admit_send`] counts): one request of its account.
+    fn admit_call(&self, call: &Call, rpc: Rpc) -> Result<(), Option<v2::Status>> {
+        if rpc == Rpc::SendMessage {
+            return Ok(());
+        }
+        self.front
+            .admit(&broker_core::quota::Ask::Other {
+                account: &account_of(call),
+            })
+            .map_err(|e| error_status(&e))
+    }
+
     /// The quota check of a SendMessage call: its messages and their body bytes, per topic.
     fn admit_send(&self, call: &Call, r: &v2::SendMessageRequest) -> Result<(), BrokerError> {
         let account = account_of(call);
@@ -552,8 +568,23 @@ impl Handler for MessagingService {
                     Some(_) => match self.authorize(&call, rpc, &subscribe(&topic, &r.group)) {
                         Err(refusal) => refusal,
                         Ok(()) => {
-                            let timeout = call_timeout(&call);
-                            return offsets::pull(&self.front, r, timeout, replies).await;
+                            let account = account_of(&call);
+                            let ask = broker_core::quota::Ask::Pull {
+                                account: &account,
+                                topic: name_of(&topic),
+                                group: name_of(&r.group),
+                            };
+                            let admitted = self
+                                .front
+                                .admit_connection(&self.seat, &account)
+                                .and_then(|()| self.front.admit(&ask));
+                            match admitted {
+                                Err(e) => error_status(&e),
+                                Ok(()) => {
+                                    let timeout = call_timeout(&call);
+                                    return offsets::pull(&self.front, r, timeout, replies).await;
+                                }
+                            }
                         }
                     },
                 }
