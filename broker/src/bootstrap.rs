@@ -1112,14 +1112,16 @@ mod tests {
         let throughput = BrokerConfig::from_profile("throughput")?;
         assert_eq!(chunk_pool(&throughput, 1), 79);
         // What the pool holds past the hot ring and the chunk being filled may wait for the
-        // disk (the shard's unwritten bound): 14 chunks, 56 MiB.
+        // disk (the shard's unwritten bound for small appends): 14 chunks, 56 MiB; large
+        // ones are held at 16 MiB.
         let mut shard = shard::ShardConfig::new(std::path::PathBuf::new(), 0);
         shard.write_chunk_bytes = throughput.write_chunk_bytes as usize;
         shard.hot_bytes_max = throughput.hot_bytes_max;
         shard.chunk_pool = chunk_pool(&throughput, 1);
-        assert_eq!(shard.unwritten_bytes_max(), 56 << 20);
+        assert_eq!(shard.unwritten_bytes_max(true), 56 << 20);
+        assert_eq!(shard.unwritten_bytes_max(false), 16 << 20);
         shard.chunk_pool = 0;
-        assert_eq!(shard.unwritten_bytes_max(), 16 << 20);
+        assert_eq!(shard.unwritten_bytes_max(true), 16 << 20);
         // Split between two shards on a core, 39 each no longer covers a hot ring each.
         assert_eq!(chunk_pool(&throughput, 2), 0);
         for name in ["latency", "durable", "small"] {

@@ -359,16 +359,24 @@ impl ShardConfig {
     }
 
     /// The bytes appended and not yet written to files (in chunks waiting for, or in, their
-    /// write) past which an append waits for the disk: four chunks or 16 MiB, or with a
-    /// chunk pool whatever the pool holds beyond the hot ring and the chunk being filled,
-    /// if that is more. In `throughput` that is 56 MiB: a disk that stops writing for a
-    /// second at 50 MB/s is ridden out without a refusal. The tail ring bounds the same
-    /// bytes on its own.
-    pub fn unwritten_bytes_max(&self) -> u64 {
+    /// write) past which an append waits for the disk: four chunks or 16 MiB for a large
+    /// append (over 64 KiB, which leaves the last eighth of it to small ones), and for a
+    /// small one, with a chunk pool, whatever the pool holds beyond the hot ring and the
+    /// chunk being filled, if that is more. In `throughput` that is 56 MiB: single sends and
+    /// small batches ride out a disk that stops writing for a second at 50 MB/s without a
+    /// refusal. Huge batches keep the lower bound: held to it, they leave the core between
+    /// them to a paced single send, whose p99 beside them is twice as long with the larger
+    /// bound for every append (BENCHMARKS.md, "A noisy neighbour"). The tail ring bounds
+    /// the same bytes on its own.
+    pub fn unwritten_bytes_max(&self, small: bool) -> u64 {
         let chunk = self.write_chunk_bytes as u64;
+        let floor = (chunk * 4).max(16 << 20);
+        if !small {
+            return floor;
+        }
         let pool_spare = (self.chunk_pool as u64 * chunk)
             .saturating_sub(self.hot_bytes_max.div_ceil(chunk) * chunk + chunk);
-        (chunk * 4).max(16 << 20).max(pool_spare)
+        floor.max(pool_spare)
     }
 
     pub fn validate(&self) -> Result<(), ShardError> {

@@ -216,7 +216,8 @@ fn a_write_stall_is_ridden_out_within_the_chunk_pool() {
         };
         c.busy_wait_ms = 100;
         // 40 chunks less the 8 of the hot ring and the one being filled.
-        let bound = c.unwritten_bytes_max();
+        let bound = c.unwritten_bytes_max(true);
+        assert_eq!(c.unwritten_bytes_max(false), 16 << 20);
         assert_eq!(bound, 31 << 20);
         let (c, faults) = with_faults(c);
         let shard = Shard::open(c).await.unwrap();
@@ -250,6 +251,15 @@ fn a_write_stall_is_ridden_out_within_the_chunk_pool() {
             start,
             "nothing was written during the stall"
         );
+        // A large append is held to the lower bound, which small ones have passed: refused.
+        let batch: Vec<u8> = (0..20).flat_map(|_| rec.clone()).collect();
+        match shard.append(TOPIC, 1, &batch).await {
+            Err(ShardError::Busy { reason }) => assert!(
+                reason.contains(&format!("bound {}", 16 << 20)),
+                "the refusal names the large appends' bound: {reason}"
+            ),
+            other => panic!("a large append was not refused busy: {other:?}"),
+        }
         // Past the bound: refused, with the bound named, before the unwritten bytes pass it.
         let mut refused = None;
         for _ in 0..(16 << 20) / rec.len() {

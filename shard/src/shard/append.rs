@@ -363,11 +363,11 @@ impl Shard {
         mut now: Instant,
     ) -> Result<Option<Instant>, ShardError> {
         let inner = &self.inner;
-        let unwritten_max = inner.config.unwritten_bytes_max();
+        let small = len <= SMALL_APPEND_BYTES;
+        let unwritten_max = inner.config.unwritten_bytes_max(small);
         let unsynced_max = inner.limits.get().unsynced_bytes_max;
         // What a large append leaves of each hard bound for small ones, and the bounds it
         // is held to.
-        let small = len <= SMALL_APPEND_BYTES;
         let reserve = |bound: u64| {
             if small {
                 0
