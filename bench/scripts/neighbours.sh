@@ -9,6 +9,9 @@
 #   loopback  the control: loopback TCP traffic between sockets of its own (4 pairs writing
 #           64 B at a time), touching no broker: what a neighbour's kernel work alone does to
 #           the paced client on a CPU they share
+#   bigloop the control for `batches`: 4 connections writing 3 MiB at a time, over loopback, to
+#           a reader on the broker's CPU 0 under SCHED_IDLE: the kernel's part of moving huge
+#           batches from CPU 1 to CPU 0, without the broker's
 # NEIGHBOURS picks which of them run (default "flood batches idle").
 # Prints one line per run: the paced client's rate, p50/p99/max send->ack and errors.
 # Needs `cargo build --release -p broker -p namesrv -p bench` and `cargo build -p mqadmin`.
@@ -47,7 +50,9 @@ for n in ${NEIGHBOURS:-flood batches idle}; do
       grep -h "holding" "$out/idle-neighbour.log" ;;
     loopback) neighbour loopback python3 "$ROOT/bench/scripts/loopback_traffic.py" 4 64 \
       $((DURATION + 8)) ;;
-    *) echo "unknown neighbour $n (flood, batches, idle, loopback)" >&2; exit 2 ;;
+    bigloop) neighbour bigloop python3 "$ROOT/bench/scripts/loopback_traffic.py" 4 3145728 \
+      $((DURATION + 8)) 0 ;;
+    *) echo "unknown neighbour $n (flood, batches, idle, loopback, bigloop)" >&2; exit 2 ;;
   esac
 done
 paced solo2
