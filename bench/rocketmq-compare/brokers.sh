@@ -2,7 +2,8 @@
 # their network namespace). The caller sets TMP and SHM (temporary directories), PIDS=() (every
 # process started, stopped by cleanup), CP (Apache RocketMQ's classpath, with mqadmin's tools),
 # BIN (corvus's release binaries), FLUSH (async or sync) and IDLE_POLL (empty, or corvus's
-# idle_poll_us), and traps EXIT with cleanup.
+# idle_poll_us), and traps EXIT with cleanup. CORVUS_TOML, if set in the environment, names a
+# file of corvus config keys laid over the profile's (`warm_segments = true`, say).
 cleanup() {
   local p
   for p in "${PIDS[@]:-}"; do
@@ -91,11 +92,12 @@ start_corvus() {
   taskset -c 0 "$BIN/namesrv" --listen "127.0.0.1:$nsport" > "$dir/namesrv.out" 2>&1 &
   NS_PID=$!; PIDS+=("$NS_PID")
   wait_for "$dir/namesrv.out" "namesrv listening on" "$NS_PID" 30
+  # Keys over the profile's: IDLE_POLL, and the file CORVUS_TOML names (any keys).
   local extra=()
-  if [ -n "$IDLE_POLL" ]; then
-    echo "idle_poll_us = $IDLE_POLL" > "$dir/corvus.toml"
-    extra=(--config "$dir/corvus.toml")
-  fi
+  : > "$dir/corvus.toml"
+  [ -z "$IDLE_POLL" ] || echo "idle_poll_us = $IDLE_POLL" >> "$dir/corvus.toml"
+  [ -z "${CORVUS_TOML:-}" ] || cat "$CORVUS_TOML" >> "$dir/corvus.toml"
+  [ ! -s "$dir/corvus.toml" ] || extra=(--config "$dir/corvus.toml")
   local profile=throughput
   [ "$FLUSH" = async ] || profile=durable
   taskset -c 0 "$BIN/broker" --cores 1 --profile "$profile" "${extra[@]}" --listen "127.0.0.1:$port" \
