@@ -263,6 +263,18 @@ impl MessagingService {
             .map_err(|e| error_status(&e))
     }
 
+    /// The quota check of a ReceiveMessage or PullMessage call of `group` on `topic`: one
+    /// pull, on a connection its account may hold.
+    fn admit_pull(&self, call: &Call, topic: &str, group: &str) -> Result<(), BrokerError> {
+        let account = account_of(call);
+        self.front.admit_connection(&self.seat, &account)?;
+        self.front.admit(&broker_core::quota::Ask::Pull {
+            account: &account,
+            topic,
+            group,
+        })
+    }
+
     /// The quota check of a SendMessage call: its messages and their body bytes, per topic.
     fn admit_send(&self, call: &Call, r: &v2::SendMessageRequest) -> Result<(), BrokerError> {
         let account = account_of(call);
@@ -531,17 +543,7 @@ impl Handler for MessagingService {
                         match self.authorize(&call, rpc, &subscribe(&topic, &r.group)) {
                             Err(refusal) => refusal,
                             Ok(()) => {
-                                let account = account_of(&call);
-                                let ask = broker_core::quota::Ask::Pull {
-                                    account: &account,
-                                    topic: name_of(&topic),
-                                    group: name_of(&r.group),
-                                };
-                                let admitted = self
-                                    .front
-                                    .admit_connection(&self.seat, &account)
-                                    .and_then(|()| self.front.admit(&ask));
-                                match admitted {
+                                match self.admit_pull(&call, name_of(&topic), name_of(&r.group)) {
                                     Err(e) => error_status(&e),
                                     Ok(()) => {
                                         let timeout = call_timeout(&call);
@@ -568,17 +570,7 @@ impl Handler for MessagingService {
                     Some(_) => match self.authorize(&call, rpc, &subscribe(&topic, &r.group)) {
                         Err(refusal) => refusal,
                         Ok(()) => {
-                            let account = account_of(&call);
-                            let ask = broker_core::quota::Ask::Pull {
-                                account: &account,
-                                topic: name_of(&topic),
-                                group: name_of(&r.group),
-                            };
-                            let admitted = self
-                                .front
-                                .admit_connection(&self.seat, &account)
-                                .and_then(|()| self.front.admit(&ask));
-                            match admitted {
+                            match self.admit_pull(&call, name_of(&topic), name_of(&r.group)) {
                                 Err(e) => error_status(&e),
                                 Ok(()) => {
                                     let timeout = call_timeout(&call);
