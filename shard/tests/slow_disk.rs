@@ -197,10 +197,11 @@ fn single_sends_are_not_paced_behind_huge_batches() {
     });
 }
 
-/// A disk that stops writing for a while: appends are still acknowledged from memory
+/// A disk that stops writing for a while: small appends are still acknowledged from memory
 /// until the unwritten bytes reach what the chunk pool holds beyond the hot ring (more than
-/// the 16 MiB floor), and past that they are refused busy with the bound named, so memory
-/// stays bounded. Once the disk writes again, everything acknowledged is written.
+/// the 16 MiB a large append is held to), and past that they are refused busy with the
+/// bound named, so memory stays bounded. Once the disk writes again, everything
+/// acknowledged is written.
 #[test]
 fn a_write_stall_is_ridden_out_within_the_chunk_pool() {
     in_temp_dir(move |p| async move {
