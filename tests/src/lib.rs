@@ -1347,7 +1347,6 @@ pub fn topic_attribute(addr: &str, topic: &str, key: &str) -> Option<String> {
     v["attributes"][key].as_str().map(str::to_owned)
 }
 
-/// One remoting request and its answer, on a connection of its own (read timeout 30 s).
 /// A RocketMQ request of `code` with `fields` and no body, signed by `account` (access
 /// key, secret key) as RocketMQ's AclClientRPCHook signs when one is given.
 pub fn remoting_request(
@@ -1367,6 +1366,7 @@ pub fn remoting_request(
     cmd
 }
 
+/// One remoting request and its answer, on a connection of its own (read timeout 30 s).
 pub fn remoting_call(addr: &str, cmd: &remoting::RemotingCommand, body: &[u8]) -> remoting::Frame {
     let mut conn = std::net::TcpStream::connect(addr).unwrap();
     remoting_exchange(&mut conn, cmd, body)

@@ -343,9 +343,9 @@ impl Shard {
     }
 
     /// Back-pressure: waits until an append of `len` bytes keeps the unwritten bytes within
-    /// [`crate::ShardConfig::unwritten_bytes_max`] and the tail ring, and (async) the unsynced bytes within
-    /// `unsynced_bytes_max`; refuses it with `Busy` if that takes longer than `busy_wait_ms`,
-    /// so a slow disk is an answer to the sender, not a stall.
+    /// [`crate::ShardConfig::unwritten_bytes_max`] and the tail ring, and (async) the
+    /// unsynced bytes within `unsynced_bytes_max`; refuses it with `Busy` if that takes
+    /// longer than `busy_wait_ms`, so a slow disk is an answer to the sender, not a stall.
     ///
     /// Unsynced bytes are paced rather than only capped: past a quarter of
     /// `unsynced_bytes_max` ([`PACE_FROM_FRACTION`]) each append takes the next slot at the rate the disk has lately made bytes durable
