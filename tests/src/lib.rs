@@ -1358,12 +1358,24 @@ pub fn remoting_request(
     for (k, v) in fields {
         cmd.ext_fields.insert((*k).into(), (*v).into());
     }
-    if let Some((ak, sk)) = account {
-        cmd.ext_fields.insert("AccessKey".into(), ak.into());
-        let sig = acl::sign::sign_remoting(cmd.ext_fields.iter(), &[], sk);
-        cmd.ext_fields.insert("Signature".into(), sig);
+    if let Some(account) = account {
+        sign_remoting_command(&mut cmd, &[], account);
     }
     cmd
+}
+
+/// Signs `cmd`, to be sent with `body`, as `account` (access key, secret key), as RocketMQ's
+/// AclClientRPCHook signs: the access key among the fields, then the signature of them all.
+pub fn sign_remoting_command(
+    cmd: &mut remoting::RemotingCommand,
+    body: &[u8],
+    (access_key, secret_key): (&str, &str),
+) {
+    cmd.ext_fields
+        .insert(acl::sign::ACCESS_KEY.into(), access_key.into());
+    let signature = acl::sign::sign_remoting(cmd.ext_fields.iter(), body, secret_key);
+    cmd.ext_fields
+        .insert(acl::sign::SIGNATURE.into(), signature);
 }
 
 /// One remoting request and its answer, on a connection of its own (read timeout 30 s).

@@ -90,9 +90,7 @@ fn mqadmin_manages_users_and_acls_and_a_java_client_gets_what_its_policy_says() 
     for (k, v) in acl::fresh::stamp() {
         cmd.ext_fields.insert(k.into(), v);
     }
-    cmd.ext_fields.insert("AccessKey".into(), ROOT.0.into());
-    let sig = acl::sign::sign_remoting(cmd.ext_fields.iter(), b"", ROOT.1);
-    cmd.ext_fields.insert("Signature".into(), sig);
+    integration::sign_remoting_command(&mut cmd, b"", ROOT);
     let f = integration::remoting_call(&broker, &cmd, b"");
     assert_eq!(f.command.code, response::SUCCESS, "{:?}", f.command.remark);
     let users: serde_json::Value = remoting::body::from_json(&f.body).unwrap();

@@ -332,11 +332,7 @@ fn view_by_id(broker: &str, account: (&str, &str), id: &MsgOffsetId) -> remoting
     let wide = (u64::from(id.shard) << LOCAL_OFFSET_BITS) | id.commit_log_offset;
     let mut cmd = RemotingCommand::request(request::VIEW_MESSAGE_BY_ID, 7);
     cmd.ext_fields.insert("offset".into(), wide.to_string());
-    cmd.ext_fields
-        .insert(acl::sign::ACCESS_KEY.into(), account.0.into());
-    let fields = cmd.ext_fields.iter();
-    let sig = acl::sign::sign_remoting(fields, &[], account.1);
-    cmd.ext_fields.insert(acl::sign::SIGNATURE.into(), sig);
+    integration::sign_remoting_command(&mut cmd, &[], account);
     remoting_call(broker, &cmd, &[])
 }
 
@@ -594,17 +590,13 @@ fn signed_cmd(
     for (k, v) in fields {
         cmd.ext_fields.insert((*k).into(), (*v).into());
     }
-    cmd.ext_fields
-        .insert(acl::sign::ACCESS_KEY.into(), account.0.into());
     if let Some(t) = signed_at_ms {
         cmd.ext_fields
             .insert(acl::fresh::SIGNED_AT_MS.into(), t.to_string());
         cmd.ext_fields
             .insert(acl::fresh::NONCE.into(), acl::sign::new_nonce());
     }
-    let f = cmd.ext_fields.iter();
-    let sig = acl::sign::sign_remoting(f, &[], account.1);
-    cmd.ext_fields.insert(acl::sign::SIGNATURE.into(), sig);
+    integration::sign_remoting_command(&mut cmd, &[], account);
     cmd
 }
 

@@ -321,12 +321,7 @@ fn a_broker_with_the_wrong_secret_or_none_is_not_registered_and_says_why() {
 
 /// `cmd` signed as RocketMQ's AclClientRPCHook signs it.
 fn signed(mut cmd: RemotingCommand, access_key: &str, secret_key: &str) -> RemotingCommand {
-    cmd.ext_fields
-        .insert(acl::sign::ACCESS_KEY.into(), access_key.into());
-    let fields = cmd.ext_fields.iter();
-    let signature = acl::sign::sign_remoting(fields, &[], secret_key);
-    cmd.ext_fields
-        .insert(acl::sign::SIGNATURE.into(), signature);
+    integration::sign_remoting_command(&mut cmd, &[], (access_key, secret_key));
     cmd
 }
 

@@ -699,9 +699,7 @@ fn signed_call(
     for (k, v) in fields {
         cmd.ext_fields.insert((*k).into(), (*v).into());
     }
-    cmd.ext_fields.insert("AccessKey".into(), user.into());
-    let sig = acl::sign::sign_remoting(cmd.ext_fields.iter(), body, password);
-    cmd.ext_fields.insert("Signature".into(), sig);
+    integration::sign_remoting_command(&mut cmd, body, (user, password));
     remoting_call(addr, &cmd, body)
 }
 
