@@ -1,12 +1,24 @@
-//! Readahead for consumers catching up from disk. The CommitLog is read with O_DIRECT, so
-//! the kernel's page-cache readahead, which RocketMQ and Kafka rely on, does nothing here.
-//! When a pull reads from the segment files, the shard starts the reads of the window that
-//! follows (the same queue, from the offset the pull returns) and keeps them here until the
-//! next pull takes them: the disk then works while the core sends the current window, and
-//! pulls from several queues stop arriving, and waiting on the disk, in step with each other.
+//! Cold reads of the CommitLog, shared between pulls and read ahead for consumers catching up
+//! from disk. The CommitLog is read with O_DIRECT, so the page cache, which RocketMQ and Kafka
+//! rely on both to read ahead and to serve one read to every queue that lies in it, does
+//! nothing here; this does both, per shard:
+//!
+//! * **Shared.** Every cold read stays here (in flight or done) until newer reads push it
+//!   out, and a pull whose record some read already covers uses that read. Queues interleave
+//!   in the log: when one queue's read reads through its neighbours' records, the
+//!   neighbours' consumers, usually at about the same place, take their records from it
+//!   instead of reading the same bytes again.
+//! * **Ahead.** When a pull reads from the segment files, the shard starts the reads of the
+//!   window that follows (the same queue, from the offset the pull returns): the disk then
+//!   works while the core sends the current window, and pulls from several queues stop
+//!   arriving, and waiting on the disk, in step with each other.
+//! * **Bounded in flight.** At most [`READS_IN_FLIGHT_MAX`] cold reads are at the disk at
+//!   once. The device queue is shared with the CommitLog's own writes: a catching-up
+//!   consumer that filled it held acknowledged appends unwritten until producers were
+//!   refused as busy.
 
-use std::cell::RefCell;
-use std::collections::VecDeque;
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -14,9 +26,17 @@ use std::task::{Context, Poll, Waker};
 
 use crate::storage::{ReadBytes, SegmentFile};
 
-/// Bytes of reads ahead one shard keeps, in flight or done. Four queues' windows of 1,024
-/// messages of 1 KiB take about 4 MiB; the oldest read goes first when a new one needs room.
-pub(crate) const READAHEAD_BYTES_MAX: u64 = 16 << 20;
+/// Bytes of cold reads one shard keeps, in flight or done; the oldest read goes first when a
+/// new one needs room. Sixteen queues caught up together at 1 KiB a message through pulls of
+/// 1,024 take about 20 MiB of log a window, and the window read ahead as much again.
+pub(crate) const CACHED_BYTES_MAX: u64 = 64 << 20;
+
+/// Cold reads at the disk at once, per shard. Each is at most 1 MiB.
+pub(crate) const READS_IN_FLIGHT_MAX: usize = 16;
+
+/// Entries before a record's offset that a lookup looks at: reads overlap only where one
+/// queue's read reached into another's, so the covering one is among the nearest.
+const LOOKUP_DEPTH: usize = 8;
 
 enum State {
     Pending(Vec<Waker>),
@@ -24,7 +44,7 @@ enum State {
     Done(Option<ReadBytes>),
 }
 
-/// The result of one read ahead, once it is there.
+/// The result of one cold read, once it is there.
 pub(crate) struct Slot {
     state: RefCell<State>,
 }
@@ -35,6 +55,10 @@ impl Slot {
         if let State::Pending(wakers) = old {
             wakers.into_iter().for_each(Waker::wake);
         }
+    }
+
+    fn failed(&self) -> bool {
+        matches!(&*self.state.borrow(), State::Done(None))
     }
 }
 
@@ -60,56 +84,81 @@ impl Future for SlotWait {
 
 struct Entry {
     file: Rc<SegmentFile>,
-    from: u64,
     len: u64,
+    /// Where the bytes this read may serve end: the read's end, or the log's written end
+    /// when it started if that is lower (past it the file held no record yet).
+    valid_end: u64,
     slot: Rc<Slot>,
+    /// Started ahead of a pull, and not yet used by one.
+    ahead_unused: Cell<bool>,
 }
 
-impl Entry {
-    fn covers(&self, file: &Rc<SegmentFile>, from: u64, len: u64) -> bool {
-        Rc::ptr_eq(&self.file, file) && self.from <= from && from + len <= self.from + self.len
-    }
-}
-
-/// The reads ahead of one shard, oldest first.
-#[derive(Default)]
+/// The cold reads of one shard: by (commit-log offset, sequence), and in the order they
+/// were started, oldest first.
 pub(crate) struct Readahead {
-    entries: VecDeque<Entry>,
+    entries: BTreeMap<(u64, u64), Entry>,
+    order: VecDeque<(u64, u64)>,
+    next_seq: u64,
     bytes: u64,
-    /// Reads a pull found here, and reads started.
+    in_flight: Rc<glommio::sync::Semaphore>,
+    /// Reads started ahead that a pull then used, and reads started ahead.
     pub(crate) hits: u64,
     pub(crate) started: u64,
 }
 
+impl Default for Readahead {
+    fn default() -> Self {
+        Readahead {
+            entries: BTreeMap::new(),
+            order: VecDeque::new(),
+            next_seq: 0,
+            bytes: 0,
+            in_flight: Rc::new(glommio::sync::Semaphore::new(READS_IN_FLIGHT_MAX as u64)),
+            hits: 0,
+            started: 0,
+        }
+    }
+}
+
 impl Readahead {
-    /// Takes the read ahead that covers `[from, from + len)` of `file`, with the offset it
-    /// starts at.
-    pub(crate) fn take(
+    /// The read that holds `[from, from + len)` of `file`, with the offset it starts at;
+    /// `by_pull` when a pull takes the record from it (a read ahead then counts as used).
+    pub(crate) fn find(
         &mut self,
         file: &Rc<SegmentFile>,
         from: u64,
         len: u64,
+        by_pull: bool,
     ) -> Option<(u64, Rc<Slot>)> {
-        let i = self
+        let end = from + len;
+        let (key, e) = self
             .entries
-            .iter()
-            .position(|e| e.covers(file, from, len))?;
-        let e = self.entries.remove(i)?;
-        self.bytes -= e.len;
-        self.hits += 1;
-        Some((e.from, e.slot))
+            .range(..=(from, u64::MAX))
+            .rev()
+            .take(LOOKUP_DEPTH)
+            .find(|(_, e)| Rc::ptr_eq(&e.file, file) && end <= e.valid_end && !e.slot.failed())?;
+        if by_pull && e.ahead_unused.replace(false) {
+            self.hits += 1;
+        }
+        Some((key.0, e.slot.clone()))
     }
 
-    /// Starts reading `[from, from + len)` of `file` (block aligned) unless a read ahead
-    /// already covers it. Returns whether it started a read.
-    pub(crate) fn start(&mut self, file: Rc<SegmentFile>, from: u64, len: u64) -> bool {
-        if len > READAHEAD_BYTES_MAX || self.entries.iter().any(|e| e.covers(&file, from, len)) {
-            return false;
-        }
-        while self.bytes + len > READAHEAD_BYTES_MAX {
-            match self.entries.pop_front() {
-                Some(old) => self.bytes -= old.len,
-                None => break,
+    /// Starts reading `[from, from + len)` of `file` (block aligned), of which the bytes
+    /// below `valid_end` hold records, and keeps the read for any pull it covers.
+    pub(crate) fn start(
+        &mut self,
+        file: Rc<SegmentFile>,
+        from: u64,
+        len: u64,
+        valid_end: u64,
+        ahead: bool,
+    ) -> Rc<Slot> {
+        while self.bytes + len > CACHED_BYTES_MAX {
+            let Some(old) = self.order.pop_front() else {
+                break;
+            };
+            if let Some(e) = self.entries.remove(&old) {
+                self.bytes -= e.len;
             }
         }
         let slot = Rc::new(Slot {
@@ -117,19 +166,43 @@ impl Readahead {
         });
         let task_slot = slot.clone();
         let task_file = file.clone();
+        let in_flight = self.in_flight.clone();
         glommio::spawn_local(async move {
+            // A closed semaphore (never closed here) would only lift the bound.
+            let _permit = in_flight.acquire_permit(1).await;
             let r = task_file.read_aligned(from, len as usize).await.ok();
             task_slot.finish(r);
         })
         .detach();
+        if ahead {
+            self.started += 1;
+        }
+        let key = (from, self.next_seq);
+        self.next_seq += 1;
         self.bytes += len;
-        self.started += 1;
-        self.entries.push_back(Entry {
-            file,
-            from,
-            len,
-            slot,
-        });
-        true
+        self.order.push_back(key);
+        self.entries.insert(
+            key,
+            Entry {
+                file,
+                len,
+                valid_end: valid_end.min(from + len),
+                slot: slot.clone(),
+                ahead_unused: Cell::new(ahead),
+            },
+        );
+        slot
+    }
+
+    /// Forgets the reads of bytes at or past `end` (the log was cut there) and of segments
+    /// below `min` (deleted: their descriptors close once no pull holds them).
+    pub(crate) fn forget(&mut self, min: u64, end: u64) {
+        let before = self.entries.len();
+        self.entries
+            .retain(|_, e| e.file.start >= min && e.valid_end <= end);
+        if self.entries.len() != before {
+            self.order.retain(|k| self.entries.contains_key(k));
+            self.bytes = self.entries.values().map(|e| e.len).sum();
+        }
     }
 }

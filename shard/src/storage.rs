@@ -54,6 +54,10 @@ pub struct FaultInjector {
     short_stuck_writes: AtomicU32,
     slow_sync_ms: AtomicU64,
     slow_write_ms: AtomicU64,
+    slow_read_ms: AtomicU64,
+    /// Segment reads under way, and the most there have been at once.
+    reads_in_flight: AtomicU64,
+    reads_in_flight_peak: AtomicU64,
     /// errno for segment and spare creation; 0 = none.
     segment_create_errno: AtomicI32,
     /// errno for block reservations of ConsumeQueue and IndexFile files; 0 = none.
@@ -125,6 +129,9 @@ impl Default for FaultInjector {
             short_stuck_writes: AtomicU32::new(0),
             slow_sync_ms: AtomicU64::new(0),
             slow_write_ms: AtomicU64::new(0),
+            slow_read_ms: AtomicU64::new(0),
+            reads_in_flight: AtomicU64::new(0),
+            reads_in_flight_peak: AtomicU64::new(0),
             segment_create_errno: AtomicI32::new(0),
             map_reserve_errno: AtomicI32::new(0),
             plan_ops: AtomicU32::new(0),
@@ -157,6 +164,15 @@ impl FaultInjector {
     /// them stay in memory.
     pub fn slow_writes_ms(&self, ms: u64) {
         self.slow_write_ms.store(ms, Ordering::SeqCst);
+    }
+    /// Every segment read takes at least `ms` milliseconds (0 = as fast as the disk), like
+    /// a disk busy with other reads.
+    pub fn slow_reads_ms(&self, ms: u64) {
+        self.slow_read_ms.store(ms, Ordering::SeqCst);
+    }
+    /// The most segment reads that have been under way at once.
+    pub fn segment_reads_in_flight_peak(&self) -> u64 {
+        self.reads_in_flight_peak.load(Ordering::SeqCst)
     }
     /// The next write covering `offset` stores only the bytes before it (the rest of the
     /// written range becomes garbage) and then fails, like a crash in the middle of a write.
@@ -775,6 +791,21 @@ impl SegmentFile {
         if let Some(e) = planned(&self.faults, FileOp::SegmentRead) {
             return Err(e);
         }
+        let Some(f) = &self.faults else {
+            return self.read_aligned_now(at, len).await;
+        };
+        let now = f.reads_in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        f.reads_in_flight_peak.fetch_max(now, Ordering::SeqCst);
+        let slow = f.slow_read_ms.load(Ordering::SeqCst);
+        if slow > 0 {
+            glommio::timer::sleep(std::time::Duration::from_millis(slow)).await;
+        }
+        let r = self.read_aligned_now(at, len).await;
+        f.reads_in_flight.fetch_sub(1, Ordering::SeqCst);
+        r
+    }
+
+    async fn read_aligned_now(&self, at: u64, len: usize) -> std::io::Result<ReadBytes> {
         let pos = at - self.start;
         match &self.backend {
             Backend::Direct(f) => {

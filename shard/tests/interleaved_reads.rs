@@ -105,3 +105,102 @@ fn a_tailing_read_of_the_open_chunk_is_one_copy() {
         shard.close().await.unwrap();
     });
 }
+
+/// Sixteen queues sent to in turn, one message at a time (a RocketMQ producer's round robin),
+/// and caught up from disk together, window by window, as a push consumer does: every
+/// record comes back whole and in order, and the disk reads about the log once. A read that
+/// reads through the other queues' records serves their pulls too.
+#[test]
+fn queues_sent_to_in_turn_and_caught_up_together_are_read_from_disk_about_once() {
+    const QUEUES: u32 = 16;
+    const ROUNDS: usize = 96;
+    const WINDOW: u32 = 32;
+    in_temp_dir(move |p| async move {
+        let shard = Shard::open(cold_config(&p)).await.unwrap();
+        let (expected, queue_bytes) = append_interleaved(&shard, QUEUES, ROUNDS, 1).await;
+        shard.close().await.unwrap();
+
+        let shard = Shard::open(cold_config(&p)).await.unwrap();
+        let before = shard.stats();
+        let mut next = vec![0u64; QUEUES as usize];
+        let mut got: Vec<Vec<Vec<u8>>> = vec![Vec::new(); QUEUES as usize];
+        let mut pulls = 0;
+        while next.iter().any(|&n| n < ROUNDS as u64) {
+            for q in 0..QUEUES as usize {
+                if next[q] >= ROUNDS as u64 {
+                    continue;
+                }
+                let r = shard
+                    .read(&ReadRequest {
+                        topic: TOPIC,
+                        queue_id: q as u32,
+                        queue_offset: QueueOffset(next[q]),
+                        max_messages: WINDOW,
+                        max_bytes: 1 << 20,
+                        filter: &TagFilter::All,
+                    })
+                    .await
+                    .unwrap();
+                assert!(
+                    !r.records.is_empty(),
+                    "queue {q} at {} read nothing",
+                    next[q]
+                );
+                got[q].extend(r.records.iter().map(|s| s.as_bytes().to_vec()));
+                next[q] = r.next_queue_offset.into();
+                pulls += 1;
+            }
+            assert!(pulls < 1000, "reads do not advance");
+        }
+        for q in 0..QUEUES as usize {
+            assert_eq!(bodies_of(&got[q]), expected[q], "queue {q}");
+        }
+        let log: u64 = queue_bytes.iter().sum();
+        let read = shard.stats().disk_read_bytes - before.disk_read_bytes;
+        assert!(
+            read >= log && read < log * 3 / 2,
+            "catching up on {log} bytes of log read {read} bytes from disk"
+        );
+        shard.close().await.unwrap();
+    });
+}
+
+/// A consumer catching up from disk on records far apart (one read each) keeps at most
+/// sixteen reads at the disk at once, however many its pull needs: the device queue stays
+/// open to the log's own writes. Every record still comes back, in order.
+#[test]
+fn a_catching_up_pull_keeps_at_most_sixteen_reads_at_the_disk() {
+    const QUEUES: u32 = 64;
+    const ROUNDS: usize = 48;
+    in_temp_dir(move |p| async move {
+        let shard = Shard::open(cold_config(&p)).await.unwrap();
+        let (expected, _) = append_interleaved(&shard, QUEUES, ROUNDS, 1).await;
+        shard.close().await.unwrap();
+
+        let (config, faults) = with_faults(cold_config(&p));
+        let shard = Shard::open(config).await.unwrap();
+        faults.slow_reads_ms(20);
+        let r = shard
+            .read(&ReadRequest {
+                topic: TOPIC,
+                queue_id: 0,
+                queue_offset: QueueOffset(0),
+                max_messages: ROUNDS as u32,
+                max_bytes: 8 << 20,
+                filter: &TagFilter::All,
+            })
+            .await
+            .unwrap();
+        let got: Vec<Vec<u8>> = r.records.iter().map(|s| s.as_bytes().to_vec()).collect();
+        assert_eq!(bodies_of(&got), expected[0]);
+        let stats = shard.stats();
+        assert!(stats.disk_reads >= ROUNDS as u64, "{stats:?}");
+        let peak = faults.segment_reads_in_flight_peak();
+        assert!(
+            (2..=16).contains(&peak),
+            "{peak} reads at the disk at once, of {}",
+            stats.disk_reads
+        );
+        shard.close().await.unwrap();
+    });
+}

@@ -296,3 +296,43 @@ fn a_diverged_log_is_cut_back_crash_safely_and_the_cut_bytes_are_kept() {
         new.close().await.unwrap();
     });
 }
+
+/// A diverged log read from disk before its cut: the reads of the cut records are dropped
+/// with them, so the records taken from the new master at the same offsets are what a
+/// consumer gets, never the cut ones.
+#[test]
+fn a_cut_log_serves_what_replaced_the_cut_records_not_earlier_reads_of_them() {
+    in_temp_dir(|dir| async move {
+        let mut c = master_config(&dir);
+        c.dir = dir.join("old");
+        c.hot_bytes_max = 0; // written chunks leave memory: reads come from the files
+        let old = Shard::open(c).await.unwrap();
+        let new = Shard::open(slave_config(&dir)).await.unwrap();
+        let mut want = append_numbered(&old, 0..40, 900).await;
+        catch_up(&old, &new, 5000).await;
+        let agreed = new.log_bounds().1;
+        append_numbered(&old, 40..55, 900).await; // never replicated
+        old.sync().await.unwrap();
+        let before = old.stats().disk_reads;
+        assert_eq!(queue_bodies(&old, 0).await.len(), 55);
+        assert!(
+            old.stats().disk_reads > before,
+            "the cut records were read from disk"
+        );
+        // Enough after the agreed point that its chunk leaves memory again.
+        for i in 100..300 {
+            let b = body(i, 700);
+            append_one(&new, 0, &b).await.unwrap();
+            want.push(b);
+        }
+        old.truncate_to(agreed, &dir.join("truncated"))
+            .await
+            .unwrap();
+        catch_up(&new, &old, 5000).await;
+        old.sync().await.unwrap();
+        assert_eq!(queue_bodies(&old, 0).await, want);
+        assert!(old.quarantined().is_empty(), "{:?}", old.quarantined());
+        old.close().await.unwrap();
+        new.close().await.unwrap();
+    });
+}

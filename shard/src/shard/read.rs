@@ -3,7 +3,6 @@
 //! ahead for catching-up consumers), and checks each record before it is served. Lookups by
 //! commit-log offset, key and time, and the long-poll wait, live here too.
 
-use std::collections::VecDeque;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -12,17 +11,20 @@ use message::{RecordView, TagFilter};
 use crate::commit_log::Located;
 use crate::offsets::{CommitLogOffset, QueueOffset};
 use crate::quarantine::QuarantinedRange;
-use crate::readahead::SlotWait;
+use crate::readahead::{Slot, SlotWait};
 use crate::slice::StoredSlice;
-use crate::storage::{self, align_down, align_up, SegmentFile};
+use crate::storage::{align_down, align_up, SegmentFile};
 use crate::ShardError;
 
 /// Longest span one cold read covers when it gathers several records.
 const COLD_READ_SPAN_MAX_BYTES: u64 = 1 << 20;
 /// Most bytes nobody asked for that one cold read reads through to join two records. Queues
-/// interleave in the log: reading through the other queues' batches multiplied a catching-up
-/// consumer's disk traffic by the number of queues.
-const COLD_READ_GAP_MAX_BYTES: u64 = 16 << 10;
+/// interleave in the log. Reading through a gap this small takes the disk less time than a
+/// read of its own, and the bytes read through serve the other queues' pulls (reads are
+/// shared, see [`crate::readahead`]): sixteen queues sent to in turn at 1 KiB a message lie
+/// about 18 KiB apart. Reading through whole batches of other queues multiplied a consumer
+/// of one queue's disk traffic by the number of queues.
+const COLD_READ_GAP_MAX_BYTES: u64 = 32 << 10;
 /// ConsumeQueue entries a filtered read looks at, at most (RocketMQ's maxFilterMessageCount).
 const FILTER_SCAN_ENTRIES_MAX: u64 = 16_000;
 
@@ -51,120 +53,124 @@ impl Shard {
 
     /// [`Shard::fetch`]; when it reads from the segment files, it also starts reading the
     /// spans `ahead` gives (the window a consumer will ask for next), once its own reads
-    /// are issued. A read started ahead that covers one of its own is used instead.
+    /// are issued. A record that a read already made or under way covers (read ahead, or
+    /// read for another queue's pull) is taken from that read.
     async fn fetch_then(
         &self,
         spans: &[(u64, usize)],
         ahead: impl FnOnce() -> Vec<(u64, usize)>,
     ) -> Result<Vec<Fetched>, ShardError> {
         let plan = self.fetch_plan(spans);
-        let files: Vec<Option<Rc<SegmentFile>>> = plan
-            .iter()
-            .map(|p| match p {
-                Located::Disk(f) => Some(f.clone()),
-                _ => None,
-            })
-            .collect();
-        let cold = group_cold_reads(spans, &files);
-        let mut reads = VecDeque::with_capacity(cold.len());
-        for c in &cold {
-            let found = self
-                .inner
-                .readahead
-                .borrow_mut()
-                .take(&c.file, c.from, c.len);
-            let pending = match found {
-                Some((base, slot)) => Pending::Ahead(base, slot),
-                None => {
-                    self.count_disk_read(c.len as usize);
-                    let (f, from, len) = (c.file.clone(), c.from, c.len as usize);
-                    Pending::Read(glommio::spawn_local(async move {
-                        f.read_aligned(from, len).await
-                    }))
+        // The read that serves each record on disk, and the files of those no read covers.
+        let mut served: Vec<Option<(u64, Rc<Slot>)>> = vec![None; spans.len()];
+        let mut uncovered: Vec<Option<Rc<SegmentFile>>> = vec![None; spans.len()];
+        let mut cold = false;
+        {
+            let mut reads = self.inner.readahead.borrow_mut();
+            for (i, p) in plan.iter().enumerate() {
+                if let Located::Disk(f) = p {
+                    cold = true;
+                    let (o, l) = spans[i];
+                    match reads.find(f, o, l as u64, true) {
+                        Some(hit) => served[i] = Some(hit),
+                        None => uncovered[i] = Some(f.clone()),
+                    }
                 }
-            };
-            reads.push_back((c, pending));
+            }
         }
-        if !cold.is_empty() {
+        if cold {
+            self.start_cold_reads(spans, &uncovered, false, |i, hit| served[i] = Some(hit));
             self.read_ahead(&ahead());
         }
         let mut out: Vec<Fetched> = Vec::with_capacity(spans.len());
-        let mut i = 0;
-        while i < spans.len() {
-            match &plan[i] {
-                Located::Gone => {
-                    out.push(Fetched::Gone);
-                    i += 1;
-                }
-                Located::Memory(s) => {
-                    out.push(match check_record(s.as_bytes(), spans[i].0) {
-                        Ok(()) => Fetched::Record(s.clone()),
-                        Err(reason) => Fetched::Bad {
-                            segment: None,
-                            reason,
-                        },
-                    });
-                    i += 1;
-                }
+        for (i, p) in plan.iter().enumerate() {
+            let (o, l) = spans[i];
+            match p {
+                Located::Gone => out.push(Fetched::Gone),
+                Located::Memory(s) => out.push(match check_record(s.as_bytes(), o) {
+                    Ok(()) => Fetched::Record(s.clone()),
+                    Err(reason) => Fetched::Bad {
+                        segment: None,
+                        reason,
+                    },
+                }),
                 Located::Disk(file) => {
-                    let Some((c, pending)) = reads.pop_front() else {
+                    let Some((base, slot)) = served[i].take() else {
                         return Err(ShardError::Corrupt {
                             path: file.path.display().to_string(),
                             reason: "read plan out of step".into(),
                         });
                     };
-                    let (base, r) = match pending {
-                        Pending::Read(task) => (c.from, task.await?),
-                        Pending::Ahead(base, slot) => match SlotWait(slot).await {
-                            Some(r) => (base, r),
-                            None => {
-                                // The read ahead failed: read again, and report its error.
-                                self.count_disk_read(c.len as usize);
-                                (c.from, c.file.read_aligned(c.from, c.len as usize).await?)
-                            }
-                        },
+                    let (base, r) = match SlotWait(slot).await {
+                        Some(r) => (base, r),
+                        None => {
+                            // The read failed: read this record again, and report its error.
+                            let from = align_down(o);
+                            let len = (align_up(o + l as u64) - from) as usize;
+                            self.count_disk_read(len);
+                            (from, file.read_aligned(from, len).await?)
+                        }
                     };
-                    for &(o, l) in &spans[i..=c.last] {
-                        // A file shorter than the record (cut outside the broker) is damage
-                        // like any other: that record is stepped over, not the whole pull
-                        // failed, or the queue would stall on it.
-                        let checked = StoredSlice::from_read(&r, (o - base) as usize, l)
-                            .ok_or_else(|| "the segment file ends inside the record".to_owned())
-                            .and_then(|s| check_record(s.as_bytes(), o).map(|()| s));
-                        out.push(match checked {
-                            Ok(s) => Fetched::Record(s),
-                            Err(reason) => Fetched::Bad {
-                                segment: Some(file.path.clone()),
-                                reason,
-                            },
-                        });
-                    }
-                    i = c.last + 1;
+                    // A file shorter than the record (cut outside the broker) is damage
+                    // like any other: that record is stepped over, not the whole pull
+                    // failed, or the queue would stall on it.
+                    let checked = StoredSlice::from_read(&r, (o - base) as usize, l)
+                        .ok_or_else(|| "the segment file ends inside the record".to_owned())
+                        .and_then(|s| check_record(s.as_bytes(), o).map(|()| s));
+                    out.push(match checked {
+                        Ok(s) => Fetched::Record(s),
+                        Err(reason) => Fetched::Bad {
+                            segment: Some(file.path.clone()),
+                            reason,
+                        },
+                    });
                 }
             }
         }
         Ok(out)
     }
 
-    /// Starts reading the spans of `spans` that only the segment files hold.
+    /// Starts the reads of the spans whose `files[i]` is `Some` (grouped: nearby records of
+    /// one file share a read) and hands each such span's read to `served`.
+    fn start_cold_reads(
+        &self,
+        spans: &[(u64, usize)],
+        files: &[Option<Rc<SegmentFile>>],
+        ahead: bool,
+        mut served: impl FnMut(usize, (u64, Rc<Slot>)),
+    ) {
+        let written = self.inner.log.borrow().written_offset;
+        for c in group_cold_reads(spans, files) {
+            self.count_disk_read(c.len as usize);
+            let slot = self
+                .inner
+                .readahead
+                .borrow_mut()
+                .start(c.file, c.from, c.len, written, ahead);
+            for i in c.first..=c.last {
+                served(i, (c.from, slot.clone()));
+            }
+        }
+    }
+
+    /// Starts reading the spans of `spans` that only the segment files hold and no read
+    /// covers yet.
     fn read_ahead(&self, spans: &[(u64, usize)]) {
         if spans.is_empty() {
             return;
         }
         let files: Vec<Option<Rc<SegmentFile>>> = {
             let log = self.inner.log.borrow();
-            spans.iter().map(|&(o, l)| log.disk_file(o, l)).collect()
+            let mut reads = self.inner.readahead.borrow_mut();
+            spans
+                .iter()
+                .map(|&(o, l)| {
+                    log.disk_file(o, l)
+                        .filter(|f| reads.find(f, o, l as u64, false).is_none())
+                })
+                .collect()
         };
-        for c in group_cold_reads(spans, &files) {
-            let started = self
-                .inner
-                .readahead
-                .borrow_mut()
-                .start(c.file, c.from, c.len);
-            if started {
-                self.count_disk_read(c.len as usize);
-            }
-        }
+        self.start_cold_reads(spans, &files, true, |_, _| {});
     }
 
     /// The (offset, size) spans of the records `req` reads from queue offset `from` (below
@@ -713,20 +719,14 @@ struct Skip {
     span: Option<((u64, usize), (u64, u64))>,
 }
 
-/// One aligned read of [`Shard::fetch`]: the spans up to index `last` from the one that
-/// starts it, `[from, from + len)` of `file`.
+/// One aligned read of [`Shard::fetch`]: the spans from index `first` to `last`,
+/// `[from, from + len)` of `file`.
 struct ColdRead {
+    first: usize,
     last: usize,
     from: u64,
     len: u64,
     file: Rc<SegmentFile>,
-}
-
-/// A cold read under way: issued by the pull itself, or found among the reads ahead (with
-/// the offset that read starts at).
-enum Pending {
-    Read(glommio::Task<std::io::Result<storage::ReadBytes>>),
-    Ahead(u64, Rc<crate::readahead::Slot>),
 }
 
 /// Groups the spans only the segment files hold (`files[i]` is `Some`) into aligned reads:
@@ -756,6 +756,7 @@ fn group_cold_reads(spans: &[(u64, usize)], files: &[Option<Rc<SegmentFile>>]) -
             j += 1;
         }
         out.push(ColdRead {
+            first: i,
             last: j,
             from,
             len: align_up(spans[j].0 + spans[j].1 as u64) - from,

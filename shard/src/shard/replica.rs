@@ -437,6 +437,7 @@ impl Shard {
         };
         let partial = crate::commit_log::clean_past(file, seg_end, end).await?;
         inner.log.borrow_mut().truncate_memory(end, &partial);
+        inner.readahead.borrow_mut().forget(0, end);
         inner.quarantine.borrow_mut().forget_from(end);
         // 4. Derived entries.
         {

@@ -117,6 +117,10 @@ impl Shard {
                 let next = start + log.segment_bytes;
                 log.forget_below(next);
             }
+            inner
+                .readahead
+                .borrow_mut()
+                .forget(start + inner.config.segment_bytes, u64::MAX);
             // A cold read in flight still holds the file: then only unlink it.
             let segment = Doomed {
                 path: file.path.clone(),
