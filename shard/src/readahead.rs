@@ -82,6 +82,23 @@ impl Future for SlotWait {
     }
 }
 
+/// A read found for a record: the records after it in the log are usually in it too.
+#[derive(Clone)]
+pub(crate) struct Hit {
+    file: Rc<SegmentFile>,
+    /// The commit-log offset the read starts at.
+    pub(crate) base: u64,
+    valid_end: u64,
+    pub(crate) slot: Rc<Slot>,
+}
+
+impl Hit {
+    /// Whether this read holds `[from, from + len)` of `file` too.
+    pub(crate) fn covers(&self, file: &Rc<SegmentFile>, from: u64, len: u64) -> bool {
+        Rc::ptr_eq(&self.file, file) && self.base <= from && from + len <= self.valid_end
+    }
+}
+
 struct Entry {
     file: Rc<SegmentFile>,
     len: u64,
@@ -121,15 +138,15 @@ impl Default for Readahead {
 }
 
 impl Readahead {
-    /// The read that holds `[from, from + len)` of `file`, with the offset it starts at;
-    /// `by_pull` when a pull takes the record from it (a read ahead then counts as used).
+    /// The read that holds `[from, from + len)` of `file`; `by_pull` when a pull takes the
+    /// record from it (a read ahead then counts as used).
     pub(crate) fn find(
         &mut self,
         file: &Rc<SegmentFile>,
         from: u64,
         len: u64,
         by_pull: bool,
-    ) -> Option<(u64, Rc<Slot>)> {
+    ) -> Option<Hit> {
         let end = from + len;
         let (key, e) = self
             .entries
@@ -140,7 +157,12 @@ impl Readahead {
         if by_pull && e.ahead_unused.replace(false) {
             self.hits += 1;
         }
-        Some((key.0, e.slot.clone()))
+        Some(Hit {
+            file: e.file.clone(),
+            base: key.0,
+            valid_end: e.valid_end,
+            slot: e.slot.clone(),
+        })
     }
 
     /// Starts reading `[from, from + len)` of `file` (block aligned), of which the bytes

@@ -11,9 +11,9 @@ use message::{RecordView, TagFilter};
 use crate::commit_log::Located;
 use crate::offsets::{CommitLogOffset, QueueOffset};
 use crate::quarantine::QuarantinedRange;
-use crate::readahead::{Slot, SlotWait};
+use crate::readahead::{Hit, Slot, SlotWait};
 use crate::slice::StoredSlice;
-use crate::storage::{align_down, align_up, SegmentFile};
+use crate::storage::{align_down, align_up, ReadBytes, SegmentFile};
 use crate::ShardError;
 
 /// Longest span one cold read covers when it gathers several records.
@@ -67,14 +67,20 @@ impl Shard {
         let mut cold = false;
         {
             let mut reads = self.inner.readahead.borrow_mut();
+            let mut last: Option<Hit> = None;
             for (i, p) in plan.iter().enumerate() {
                 if let Located::Disk(f) = p {
                     cold = true;
                     let (o, l) = spans[i];
-                    match reads.find(f, o, l as u64, true) {
-                        Some(hit) => served[i] = Some(hit),
+                    let hit = match last.take() {
+                        Some(h) if h.covers(f, o, l as u64) => Some(h),
+                        _ => reads.find(f, o, l as u64, true),
+                    };
+                    match &hit {
+                        Some(h) => served[i] = Some((h.base, h.slot.clone())),
                         None => uncovered[i] = Some(f.clone()),
                     }
+                    last = hit;
                 }
             }
         }
@@ -83,6 +89,8 @@ impl Shard {
             self.read_ahead(&ahead());
         }
         let mut out: Vec<Fetched> = Vec::with_capacity(spans.len());
+        // The read the previous record came from: its neighbours are usually in it too.
+        let mut current: Option<(Rc<Slot>, u64, ReadBytes)> = None;
         for (i, p) in plan.iter().enumerate() {
             let (o, l) = spans[i];
             match p {
@@ -101,15 +109,21 @@ impl Shard {
                             reason: "read plan out of step".into(),
                         });
                     };
-                    let (base, r) = match SlotWait(slot).await {
-                        Some(r) => (base, r),
-                        None => {
-                            // The read failed: read this record again, and report its error.
-                            let from = align_down(o);
-                            let len = (align_up(o + l as u64) - from) as usize;
-                            self.count_disk_read(len);
-                            (from, file.read_aligned(from, len).await?)
-                        }
+                    let (base, r) = match &current {
+                        Some((s, b, r)) if Rc::ptr_eq(s, &slot) => (*b, r.clone()),
+                        _ => match SlotWait(slot.clone()).await {
+                            Some(r) => {
+                                current = Some((slot, base, r.clone()));
+                                (base, r)
+                            }
+                            None => {
+                                // The read failed: read this record again, and report its error.
+                                let from = align_down(o);
+                                let len = (align_up(o + l as u64) - from) as usize;
+                                self.count_disk_read(len);
+                                (from, file.read_aligned(from, len).await?)
+                            }
+                        },
                     };
                     // A file shorter than the record (cut outside the broker) is damage
                     // like any other: that record is stepped over, not the whole pull
@@ -162,11 +176,18 @@ impl Shard {
         let files: Vec<Option<Rc<SegmentFile>>> = {
             let log = self.inner.log.borrow();
             let mut reads = self.inner.readahead.borrow_mut();
+            let mut last: Option<Hit> = None;
             spans
                 .iter()
                 .map(|&(o, l)| {
-                    log.disk_file(o, l)
-                        .filter(|f| reads.find(f, o, l as u64, false).is_none())
+                    let f = log.disk_file(o, l)?;
+                    let hit = match last.take() {
+                        Some(h) if h.covers(&f, o, l as u64) => Some(h),
+                        _ => reads.find(&f, o, l as u64, false),
+                    };
+                    let uncovered = hit.is_none();
+                    last = hit;
+                    uncovered.then_some(f)
                 })
                 .collect()
         };
