@@ -84,19 +84,30 @@ impl Future for SlotWait {
 
 /// A read found for a record: the records after it in the log are usually in it too.
 #[derive(Clone)]
-pub(crate) struct Hit {
+struct Hit {
     file: Rc<SegmentFile>,
     /// The commit-log offset the read starts at.
-    pub(crate) base: u64,
+    base: u64,
     valid_end: u64,
-    pub(crate) slot: Rc<Slot>,
+    slot: Rc<Slot>,
 }
 
 impl Hit {
     /// Whether this read holds `[from, from + len)` of `file` too.
-    pub(crate) fn covers(&self, file: &Rc<SegmentFile>, from: u64, len: u64) -> bool {
+    fn covers(&self, file: &Rc<SegmentFile>, from: u64, len: u64) -> bool {
         Rc::ptr_eq(&self.file, file) && self.base <= from && from + len <= self.valid_end
     }
+}
+
+/// What lookups of one pull's records learned so far (see [`Readahead::find_next`]): the read
+/// the last record came from, and a stretch `[from, below)` of the log no read starts in, of
+/// which the record at `from` had no read. A read that ends before a record's end holds none
+/// of the later records either, and records later in the log end later.
+#[derive(Default)]
+pub(crate) struct Misses {
+    last: Option<Hit>,
+    from: u64,
+    below: u64,
 }
 
 struct Entry {
@@ -139,30 +150,71 @@ impl Default for Readahead {
 
 impl Readahead {
     /// The read that holds `[from, from + len)` of `file`; `by_pull` when a pull takes the
-    /// record from it (a read ahead then counts as used).
-    pub(crate) fn find(
+    /// record from it (a read ahead then counts as used). Without one, the offset the next
+    /// read starts at: no record from `from` up to it has a read either (see [`Misses`]).
+    fn find(
         &mut self,
         file: &Rc<SegmentFile>,
         from: u64,
         len: u64,
         by_pull: bool,
-    ) -> Option<Hit> {
+    ) -> Result<Hit, u64> {
         let end = from + len;
-        let (key, e) = self
+        let found = self
             .entries
             .range(..=(from, u64::MAX))
             .rev()
             .take(LOOKUP_DEPTH)
-            .find(|(_, e)| Rc::ptr_eq(&e.file, file) && end <= e.valid_end && !e.slot.failed())?;
+            .find(|(_, e)| Rc::ptr_eq(&e.file, file) && end <= e.valid_end && !e.slot.failed());
+        let Some((key, e)) = found else {
+            let next = self.entries.range((from + 1, 0)..).next();
+            return Err(next.map_or(u64::MAX, |(k, _)| k.0));
+        };
         if by_pull && e.ahead_unused.replace(false) {
             self.hits += 1;
         }
-        Some(Hit {
+        Ok(Hit {
             file: e.file.clone(),
             base: key.0,
             valid_end: e.valid_end,
             slot: e.slot.clone(),
         })
+    }
+
+    /// [`Readahead::find`] for the records of one pull, in log order: a record in the read
+    /// the previous one came from, or below where the next read starts after a record no
+    /// read holds, is answered without a lookup.
+    pub(crate) fn find_next(
+        &mut self,
+        misses: &mut Misses,
+        file: &Rc<SegmentFile>,
+        from: u64,
+        len: u64,
+        by_pull: bool,
+    ) -> Option<(u64, Rc<Slot>)> {
+        if let Some(h) = &misses.last {
+            if h.covers(file, from, len) {
+                return Some((h.base, h.slot.clone()));
+            }
+        }
+        if misses.from <= from && from < misses.below {
+            return None;
+        }
+        match self.find(file, from, len, by_pull) {
+            Ok(h) => {
+                let found = (h.base, h.slot.clone());
+                misses.last = Some(h);
+                Some(found)
+            }
+            Err(next) => {
+                *misses = Misses {
+                    last: None,
+                    from,
+                    below: next,
+                };
+                None
+            }
+        }
     }
 
     /// Starts reading `[from, from + len)` of `file` (block aligned), of which the bytes

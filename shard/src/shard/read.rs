@@ -11,7 +11,7 @@ use message::{RecordView, TagFilter};
 use crate::commit_log::Located;
 use crate::offsets::{CommitLogOffset, QueueOffset};
 use crate::quarantine::QuarantinedRange;
-use crate::readahead::{Hit, Slot, SlotWait};
+use crate::readahead::{Misses, Slot, SlotWait};
 use crate::slice::StoredSlice;
 use crate::storage::{align_down, align_up, ReadBytes, SegmentFile};
 use crate::ShardError;
@@ -67,20 +67,15 @@ impl Shard {
         let mut cold = false;
         {
             let mut reads = self.inner.readahead.borrow_mut();
-            let mut last: Option<Hit> = None;
+            let mut misses = Misses::default();
             for (i, p) in plan.iter().enumerate() {
                 if let Located::Disk(f) = p {
                     cold = true;
                     let (o, l) = spans[i];
-                    let hit = match last.take() {
-                        Some(h) if h.covers(f, o, l as u64) => Some(h),
-                        _ => reads.find(f, o, l as u64, true),
-                    };
-                    match &hit {
-                        Some(h) => served[i] = Some((h.base, h.slot.clone())),
+                    match reads.find_next(&mut misses, f, o, l as u64, true) {
+                        Some(hit) => served[i] = Some(hit),
                         None => uncovered[i] = Some(f.clone()),
                     }
-                    last = hit;
                 }
             }
         }
@@ -176,18 +171,13 @@ impl Shard {
         let files: Vec<Option<Rc<SegmentFile>>> = {
             let log = self.inner.log.borrow();
             let mut reads = self.inner.readahead.borrow_mut();
-            let mut last: Option<Hit> = None;
+            let mut misses = Misses::default();
             spans
                 .iter()
                 .map(|&(o, l)| {
                     let f = log.disk_file(o, l)?;
-                    let hit = match last.take() {
-                        Some(h) if h.covers(&f, o, l as u64) => Some(h),
-                        _ => reads.find(&f, o, l as u64, false),
-                    };
-                    let uncovered = hit.is_none();
-                    last = hit;
-                    uncovered.then_some(f)
+                    let hit = reads.find_next(&mut misses, &f, o, l as u64, false);
+                    hit.is_none().then_some(f)
                 })
                 .collect()
         };
