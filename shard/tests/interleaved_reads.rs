@@ -122,36 +122,7 @@ fn queues_sent_to_in_turn_and_caught_up_together_are_read_from_disk_about_once()
 
         let shard = Shard::open(cold_config(&p)).await.unwrap();
         let before = shard.stats();
-        let mut next = vec![0u64; QUEUES as usize];
-        let mut got: Vec<Vec<Vec<u8>>> = vec![Vec::new(); QUEUES as usize];
-        let mut pulls = 0;
-        while next.iter().any(|&n| n < ROUNDS as u64) {
-            for q in 0..QUEUES as usize {
-                if next[q] >= ROUNDS as u64 {
-                    continue;
-                }
-                let r = shard
-                    .read(&ReadRequest {
-                        topic: TOPIC,
-                        queue_id: q as u32,
-                        queue_offset: QueueOffset(next[q]),
-                        max_messages: WINDOW,
-                        max_bytes: 1 << 20,
-                        filter: &TagFilter::All,
-                    })
-                    .await
-                    .unwrap();
-                assert!(
-                    !r.records.is_empty(),
-                    "queue {q} at {} read nothing",
-                    next[q]
-                );
-                got[q].extend(r.records.iter().map(|s| s.as_bytes().to_vec()));
-                next[q] = r.next_queue_offset.into();
-                pulls += 1;
-            }
-            assert!(pulls < 1000, "reads do not advance");
-        }
+        let got = read_in_turns(&shard, QUEUES, ROUNDS as u64, WINDOW).await;
         for q in 0..QUEUES as usize {
             assert_eq!(bodies_of(&got[q]), expected[q], "queue {q}");
         }

@@ -8,8 +8,7 @@
 mod common;
 
 use common::*;
-use message::TagFilter;
-use shard::{ReadRequest, Shard};
+use shard::Shard;
 
 const QUEUES: u32 = 4;
 /// Records per append: each batch is a run of about 16 KiB of one queue.
@@ -26,39 +25,7 @@ fn windows_read_ahead_come_back_whole_and_in_order() {
         shard.sync().await.unwrap();
 
         // Queues 0 and 1 read in turns, one window each, as two consumers would.
-        let mut next = [0u64; 2];
-        let mut got: Vec<Vec<Vec<u8>>> = vec![Vec::new(); 2];
-        let total = (ROUNDS * BATCH) as u64;
-        let mut pulls = 0;
-        while next.iter().any(|&n| n < total) {
-            for q in 0..2 {
-                if next[q] >= total {
-                    continue;
-                }
-                let r = shard
-                    .read(&ReadRequest {
-                        topic: TOPIC,
-                        queue_id: q as u32,
-                        queue_offset: QueueOffset(next[q]),
-                        max_messages: WINDOW,
-                        max_bytes: 1 << 20,
-                        filter: &TagFilter::All,
-                    })
-                    .await
-                    .unwrap();
-                assert!(
-                    !r.records.is_empty(),
-                    "queue {q} at {} read nothing",
-                    next[q]
-                );
-                for s in &r.records {
-                    got[q].push(s.as_bytes().to_vec());
-                }
-                next[q] = r.next_queue_offset.into();
-                pulls += 1;
-            }
-            assert!(pulls < 1000, "reads do not advance");
-        }
+        let got = read_in_turns(&shard, 2, (ROUNDS * BATCH) as u64, WINDOW).await;
         for q in 0..2 {
             assert_eq!(bodies_of(&got[q]), expected[q], "queue {q}");
         }

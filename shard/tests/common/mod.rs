@@ -95,6 +95,48 @@ pub async fn read_all(
     out
 }
 
+/// Reads queues `0..queues` of [`TOPIC`] from their start up to `total` messages each, a
+/// window of `window` messages at a time and the queues taking turns, as a consumer of each
+/// would; returns each queue's records in order.
+pub async fn read_in_turns(
+    shard: &Shard,
+    queues: u32,
+    total: u64,
+    window: u32,
+) -> Vec<Vec<Vec<u8>>> {
+    let mut next = vec![0u64; queues as usize];
+    let mut got: Vec<Vec<Vec<u8>>> = vec![Vec::new(); queues as usize];
+    let mut pulls = 0;
+    while next.iter().any(|&n| n < total) {
+        for q in 0..queues as usize {
+            if next[q] >= total {
+                continue;
+            }
+            let r = shard
+                .read(&ReadRequest {
+                    topic: TOPIC,
+                    queue_id: q as u32,
+                    queue_offset: QueueOffset(next[q]),
+                    max_messages: window,
+                    max_bytes: 1 << 20,
+                    filter: &TagFilter::All,
+                })
+                .await
+                .unwrap();
+            assert!(
+                !r.records.is_empty(),
+                "queue {q} at {} read nothing",
+                next[q]
+            );
+            got[q].extend(r.records.iter().map(|s| s.as_bytes().to_vec()));
+            next[q] = r.next_queue_offset.into();
+            pulls += 1;
+        }
+        assert!(pulls < 10_000, "reads do not advance");
+    }
+    got
+}
+
 /// The bodies of every record in queues `0..queues` of `topic`, sorted.
 pub async fn all_bodies_sorted(shard: &Shard, topic: &str, queues: u32) -> Vec<Vec<u8>> {
     let mut got = Vec::new();
