@@ -16,6 +16,8 @@ use super::{Inner, Shard, Signals, Spare, SEGMENT_CREATE_RETRY};
 /// A sync that made fewer than `unsynced_bytes_max / PACE_SAMPLE_FRACTION` bytes durable
 /// does not count towards the rate that paces appends (see `append::Pacer::observe`).
 const PACE_SAMPLE_FRACTION: u64 = 64;
+/// A segment creation at least this slow is logged.
+const SLOW_SEGMENT_CREATION: Duration = Duration::from_millis(100);
 
 impl Shard {
     fn poison(&self, operation: &str, e: &std::io::Error) -> ShardError {
@@ -41,8 +43,21 @@ impl Shard {
         if let Some(f) = self.inner.log.borrow().segments.get(&start) {
             return Ok(f.clone());
         }
+        let creating = Instant::now();
         match self.create_segment(start).await {
             Ok(f) => {
+                // The log's chunk writes wait for the new segment: a slow creation (its
+                // journal commits on a busy filesystem) shows up as unwritten bytes.
+                let took = creating.elapsed();
+                if took >= SLOW_SEGMENT_CREATION {
+                    tracing::warn!(
+                        shard = self.inner.config.shard_id,
+                        segment = start,
+                        ms = took.as_millis() as u64,
+                        "creating the next CommitLog segment took {} ms; the log's writes waited for it",
+                        took.as_millis()
+                    );
+                }
                 if let Some(was) = self.inner.blocked.borrow_mut().take() {
                     tracing::info!(
                         shard = self.inner.config.shard_id,
