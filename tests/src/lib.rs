@@ -364,31 +364,45 @@ pub fn start_namesrv_on(log_dir: &Path, listen: &str, extra: &[&str]) -> Proc {
 }
 
 /// Loopback ports that were free a moment ago (bound, then released), for processes that
-/// must know each other's addresses before they start (the controllers' `--peers`).
+/// must know each other's addresses before they start (the controllers' `--peers`). They
+/// are consecutive and below the kernel's ephemeral range: a port from that range is taken
+/// as the source port of the next outgoing connection once its process stops, and a process
+/// restarted on it then cannot listen there.
 pub fn free_ports(n: usize) -> Vec<u16> {
-    let listeners: Vec<std::net::TcpListener> = (0..n)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect();
-    listeners
-        .iter()
-        .map(|l| l.local_addr().unwrap().port())
-        .collect()
+    let first = consecutive_free_ports(n as u16);
+    (first..first + n as u16).collect()
 }
 
-/// The first of `n` consecutive loopback ports free a moment ago: the direct ports of an
-/// `n`-core broker with `direct_port_base` (and `vip_channel = false`), fixed across its
-/// restarts.
+/// The first of `n` consecutive loopback ports free a moment ago, below the kernel's
+/// ephemeral range (see [`free_ports`]): the direct ports of an `n`-core broker with
+/// `direct_port_base` (and `vip_channel = false`), fixed across its restarts.
 pub fn consecutive_free_ports(n: u16) -> u16 {
-    for _ in 0..200 {
-        let first = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = first.local_addr().unwrap().port();
-        if port < 65_000 - n
-            && (1..n).all(|i| std::net::TcpListener::bind(("127.0.0.1", port + i)).is_ok())
-        {
-            return port;
+    const LOWEST: u64 = 10_000;
+    let ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u64>().ok())
+        .unwrap_or(32_768);
+    let span = ephemeral.saturating_sub(LOWEST + n as u64).max(1);
+    // Where to start differs per process and call, so tests running side by side seldom
+    // try the same ports.
+    let mut x = 1 | std::process::id() as u64
+        ^ std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+    for _ in 0..1000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let first = (LOWEST + x % span) as u16;
+        let held: Option<Vec<std::net::TcpListener>> = (0..n)
+            .map(|i| std::net::TcpListener::bind(("127.0.0.1", first + i)).ok())
+            .collect();
+        if held.is_some() {
+            return first;
         }
     }
-    panic!("no {n} consecutive free loopback ports");
+    panic!("no {n} consecutive free loopback ports below {ephemeral}");
 }
 
 /// A `corvus-controller` with `--id id --listen listen --peers peers --data-dir data_dir`
