@@ -111,16 +111,14 @@ impl Shard {
                 ?level,
                 "retention deletes a segment"
             );
-            {
+            let next = {
                 let mut log = inner.log.borrow_mut();
                 log.segments.remove(&start);
                 let next = start + log.segment_bytes;
                 log.forget_below(next);
-            }
-            inner
-                .readahead
-                .borrow_mut()
-                .forget(start + inner.config.segment_bytes, u64::MAX);
+                next
+            };
+            inner.readahead.borrow_mut().forget(next, u64::MAX);
             // A cold read in flight still holds the file: then only unlink it.
             let segment = Doomed {
                 path: file.path.clone(),
