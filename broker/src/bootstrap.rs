@@ -288,6 +288,43 @@ fn bind_listener(addr: SocketAddr, reuse_port: bool) -> std::io::Result<Socket> 
     Ok(s)
 }
 
+/// How long a fixed port found held at startup is tried again. The listeners of a broker
+/// killed a moment ago outlive its process by milliseconds, longer on a loaded host (the
+/// kernel tears its io_uring rings down after it), so a restart at once, systemd's
+/// `Restart=` say, would otherwise fail on its own ports.
+const HELD_PORT_WAIT: Duration = Duration::from_secs(10);
+const HELD_PORT_RETRY: Duration = Duration::from_millis(20);
+
+/// [`bind_listener`] on a port the config fixes: while the port is in use, tried again for up
+/// to [`HELD_PORT_WAIT`], said once in the log. Port 0 is never in use.
+fn bind_fixed(addr: SocketAddr, reuse_port: bool) -> std::io::Result<Socket> {
+    let mut deadline = None;
+    loop {
+        match bind_listener(addr, reuse_port) {
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && addr.port() != 0 => {
+                let now = Instant::now();
+                let until = *deadline.get_or_insert_with(|| {
+                    tracing::warn!(
+                        "port {addr} is still held (by a broker that stopped a moment ago?): trying again for up to {} s",
+                        HELD_PORT_WAIT.as_secs()
+                    );
+                    now + HELD_PORT_WAIT
+                });
+                if now >= until {
+                    return Err(e);
+                }
+                std::thread::sleep(HELD_PORT_RETRY);
+            }
+            other => {
+                if other.is_ok() && deadline.is_some() {
+                    tracing::info!("port {addr} was released: listening");
+                }
+                return other;
+            }
+        }
+    }
+}
+
 /// The VIP channel's port beside `port`: RocketMQ's Java clients before 4.5.1 (and later ones
 /// with `vipChannelEnabled`) send to the broker's port - 2.
 fn vip_port(port: u16) -> Option<u16> {
@@ -318,7 +355,7 @@ fn bind_direct(
 ) -> anyhow::Result<(Socket, Option<Socket>)> {
     let direct = |port: u16| {
         let addr = SocketAddr::new(ip, port);
-        bind_listener(addr, false)
+        bind_fixed(addr, false)
             .with_context(|| format!("cannot listen on {addr} (core {core}'s direct port)"))
     };
     let vip_of = |l: &Socket| -> anyhow::Result<Socket> {
@@ -389,7 +426,7 @@ fn bind_ha(
         }
         (base, _) => {
             let addr = at(base.saturating_add(core));
-            bind_listener(addr, false).with_context(|| {
+            bind_fixed(addr, false).with_context(|| {
                 format!("cannot listen on {addr} (core {core}'s replication port, ha_listen_port)")
             })
         }
@@ -560,7 +597,7 @@ pub fn start_until(config: BrokerConfig, stop: &AtomicBool) -> anyhow::Result<Ru
     // then split the port's connections between the two: a second broker started on the
     // port must fail instead. A plain bind first finds out whether anyone holds it.
     if listen.port() != 0 {
-        drop(bind_listener(listen, false).with_context(|| {
+        drop(bind_fixed(listen, false).with_context(|| {
             format!("cannot listen on {listen}: is another broker running there?")
         })?);
     }

@@ -113,3 +113,66 @@ fn a_second_broker_on_the_same_data_directory_is_refused_and_the_first_keeps_ser
     ids.extend(send_n(&ns, "Locked", 20));
     check_all(&ns, "Locked", &ids);
 }
+
+/// A broker restarted at once on fixed ports can find them still held a moment (the killed
+/// one's listeners outlive its process): it waits for them, says so, and then serves.
+#[test]
+fn a_restart_on_fixed_ports_still_held_waits_for_them_and_serves() {
+    let mut c = Cluster::start(1, "small");
+    let ns = c.namesrv.addr.clone();
+    let port = integration::consecutive_free_ports(1);
+    c.opts.listen = format!("127.0.0.1:{port}");
+    c.broker.kill9();
+    // The port held as a dying broker holds it, released once the new one says it waits.
+    let held = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    let logs = c.logs();
+    let before: std::collections::HashSet<_> = logs
+        .read_dir()
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    let opts = c.opts.clone();
+    let starting = std::thread::spawn(move || integration::start_broker(&opts, &logs));
+    let log = integration::wait_for(Duration::from_secs(30), || {
+        c.logs().read_dir().unwrap().find_map(|e| {
+            let p = e.unwrap().path();
+            let text = std::fs::read_to_string(&p).ok()?;
+            (!before.contains(&p) && text.contains("is still held")).then_some(p)
+        })
+    })
+    .expect("the broker says it waits for its port");
+    assert!(!starting.is_finished(), "not ready on a held port");
+    drop(held);
+    c.broker = starting.join().unwrap();
+    assert!(
+        c.broker.line.contains(&port.to_string()),
+        "{}",
+        c.broker.line
+    );
+    let text = std::fs::read_to_string(log).unwrap();
+    assert!(
+        text.contains(&format!("127.0.0.1:{port} was released")),
+        "{text}"
+    );
+    integration::create_topic(&ns, "Held", 2);
+    let ids = send_n(&ns, "Held", 20);
+    check_all(&ns, "Held", &ids);
+}
+
+/// A port another process keeps is not waited for forever: the broker gives up and says why.
+#[test]
+fn a_fixed_port_that_stays_held_is_refused_after_the_wait_and_names_the_port() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = integration::consecutive_free_ports(1);
+    let _held = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    let mut opts = integration::BrokerOpts::new("", &dir.path().join("data"));
+    opts.listen = format!("127.0.0.1:{port}");
+    let (code, out) =
+        integration::run_broker_expecting_exit(&opts, dir.path(), Duration::from_secs(60));
+    assert!(code.is_some_and(|c| c != 0), "refused: {code:?}\n{out}");
+    assert!(
+        out.contains(&format!("cannot listen on 127.0.0.1:{port}")),
+        "{out}"
+    );
+    assert!(out.contains("is still held"), "{out}");
+}
