@@ -483,13 +483,17 @@ fn consume_queue_maps_per_shard(config: &BrokerConfig, shards: usize) -> usize {
 }
 
 /// Chunk buffers each of a core's `shards` keeps in its pool: the core's io_uring buffer
-/// memory divided among them, less one chunk's worth left for reads' small buffers. None
+/// memory divided among them, less what the shard's cold reads keep
+/// (`shard::COLD_READ_BYTES_MAX`) and one chunk's worth for reads' small buffers. None
 /// unless that covers the hot ring plus the chunks being written and filled
 /// (`write_queue_depth` + 2): a pool smaller than the chunks in use would leave the rest to
-/// the heap, trimmed ones included, which is the fragmentation it exists to avoid.
+/// the heap, trimmed ones included, which is the fragmentation it exists to avoid. Reads
+/// left without room in that memory get heap buffers, which the kernel pins page by page
+/// for every read.
 fn chunk_pool(config: &BrokerConfig, shards: usize) -> usize {
     let chunk = config.write_chunk_bytes.max(1);
-    let per_shard = config.io_memory_bytes / shards.max(1) as u64;
+    let per_shard =
+        (config.io_memory_bytes / shards.max(1) as u64).saturating_sub(shard::COLD_READ_BYTES_MAX);
     let pool = (per_shard / chunk).saturating_sub(1);
     let in_use = config.hot_bytes_max.div_ceil(chunk) + config.write_queue_depth + 2;
     if pool >= in_use {
@@ -1145,7 +1149,8 @@ mod tests {
 
     #[test]
     fn only_the_throughput_profile_gets_a_chunk_pool() -> Result<(), ConfigError> {
-        // 320 MiB of 4 MiB chunks, less one for reads: it covers the 64 hot chunks + 6.
+        // 384 MiB, less 64 MiB for cold reads, of 4 MiB chunks, less one for reads' small
+        // buffers: it covers the 64 hot chunks + 6.
         let throughput = BrokerConfig::from_profile("throughput")?;
         assert_eq!(chunk_pool(&throughput, 1), 79);
         // What the pool holds past the hot ring and the chunk being filled may wait for the

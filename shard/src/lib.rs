@@ -37,6 +37,9 @@ pub use error::ShardError;
 pub use layout::{lock_data_dir, open_data_dir, shard_dir, DataDirLayout, DataDirLock};
 pub use offsets::{CommitLogOffset, QueueOffset};
 pub use quarantine::QuarantinedRange;
+/// Bytes of cold reads a shard keeps (in flight or done): what its reads need of a core's
+/// io_uring buffer memory to be read into registered buffers.
+pub use readahead::CACHED_BYTES_MAX as COLD_READ_BYTES_MAX;
 pub use shard::{
     AppendResult, AppendTiming, DiskLevel, LogRun, QueueOffsets, ReadRequest, ReadResult,
     ReadStatus, RetentionReport, Shard, ShardStats,

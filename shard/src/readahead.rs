@@ -29,7 +29,7 @@ use crate::storage::{ReadBytes, SegmentFile};
 /// Bytes of cold reads one shard keeps, in flight or done; the oldest read goes first when a
 /// new one needs room. Sixteen queues caught up together at 1 KiB a message through pulls of
 /// 1,024 take about 20 MiB of log a window, and the window read ahead as much again.
-pub(crate) const CACHED_BYTES_MAX: u64 = 64 << 20;
+pub const CACHED_BYTES_MAX: u64 = 64 << 20;
 
 /// Cold reads at the disk at once, per shard. Each is at most 1 MiB.
 pub(crate) const READS_IN_FLIGHT_MAX: usize = 16;
