@@ -2125,14 +2125,10 @@ mod tests {
     }
 
     #[test]
-    fn idle_polling_is_on_where_no_fdatasync_waits_for_the_cpu() {
+    fn only_the_latency_profile_polls_when_idle() {
         for (name, _) in PROFILES {
             let cfg = BrokerConfig::from_profile(name).unwrap();
-            let want = if matches!(*name, "small" | "durable") {
-                0
-            } else {
-                200
-            };
+            let want = if *name == "latency" { 200 } else { 0 };
             assert_eq!(cfg.idle_poll_us, want, "profile {name}");
         }
         let mut cfg = BrokerConfig::default();
