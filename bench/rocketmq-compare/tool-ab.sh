@@ -44,9 +44,10 @@ for ((i = 1; i <= ROUNDS; i++)); do
     sleep 12
     c0=$(ticks "$bpid"); sleep 8; c1=$(ticks "$bpid")
     kill "$tpid"; wait "$tpid" 2>/dev/null || true
-    tps=$(grep -o 'Send TPS: [0-9]*' "$d/tool.out" | tail -1 | awk '{print $3}')
+    tps=$(grep -o 'Send TPS: [0-9]*' "$d/tool.out" | tail -1 | awk '{print $3}' || true)
     python3 -c "import sys; t=int(sys.argv[2]); c=(int(sys.argv[4])-int(sys.argv[3]))/100
-print(f'round {sys.argv[5]} {sys.argv[1]}: {t} sends/s, broker {c/(t*8)*1e6:.2f} CPU-s per M')" \
+cost = f'{c/(t*8)*1e6:.2f} CPU-s per M' if t else 'no sends reported'
+print(f'round {sys.argv[5]} {sys.argv[1]}: {t} sends/s, broker {cost}')" \
       "$which ($toml)" "${tps:-0}" "$c0" "$c1" "$i"
     kill "$bpid" "$nsp"; wait "$bpid" "$nsp" 2>/dev/null || true
     rm -rf "$d" "$ring"
