@@ -365,9 +365,9 @@ pub fn start_namesrv_on(log_dir: &Path, listen: &str, extra: &[&str]) -> Proc {
 
 /// Loopback ports that were free a moment ago (bound, then released), for processes that
 /// must know each other's addresses before they start (the controllers' `--peers`). They
-/// are consecutive and below the kernel's ephemeral range: a port from that range is taken
-/// as the source port of the next outgoing connection once its process stops, and a process
-/// restarted on it then cannot listen there.
+/// are consecutive and below the kernel's ephemeral range: a port from that range can be
+/// taken as the source port of an outgoing connection once its process stops, and a process
+/// restarted on it then cannot listen there until that connection closes.
 pub fn free_ports(n: usize) -> Vec<u16> {
     let first = consecutive_free_ports(n as u16);
     (first..first + n as u16).collect()
