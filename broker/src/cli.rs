@@ -168,12 +168,30 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
         std::thread::Builder::new()
             .name("signals".into())
             .spawn(move || {
-                if let Some(sig) = signals.forever().next() {
-                    tracing::info!(signal = sig, "stopping");
-                    stop.store(true, Ordering::SeqCst);
-                    if let Some(shared) = serving.lock().ok().and_then(|s| s.clone()) {
-                        shared.request_shutdown();
-                    }
+                let mut taken = signals.forever();
+                let Some(sig) = taken.next() else {
+                    return;
+                };
+                // The stop first, the word of it after: a log that cannot be written
+                // (stderr a pipe nobody reads) must not hold the stop up.
+                stop.store(true, Ordering::SeqCst);
+                if let Some(shared) = serving.lock().ok().and_then(|s| s.clone()) {
+                    shared.request_shutdown();
+                }
+                tracing::info!(
+                    signal = sig,
+                    "stopping (a second SIGTERM or SIGINT ends the process at once)"
+                );
+                // A stop can wait long (for sends in flight and in-sync slaves, and without
+                // bound for the close's fdatasync on a stalled disk): a second signal ends it
+                // as kill -9 would, which every profile survives without losing an
+                // acknowledged message.
+                if let Some(again) = taken.next() {
+                    tracing::warn!(
+                        signal = again,
+                        "a second signal while stopping: exiting at once, as after kill -9"
+                    );
+                    std::process::exit(128 + again);
                 }
             })?;
     }

@@ -419,6 +419,82 @@ fn a_sync_master_waits_for_its_slave_and_says_when_it_cannot() {
     pair.slave.terminate();
 }
 
+/// A second SIGTERM during a graceful stop ends the process at once, as kill -9 would (and
+/// as the signal's exit status says): here the stop waits for a send in flight that a
+/// SYNC_MASTER holds for its frozen slave.
+#[test]
+fn a_second_sigterm_ends_a_stop_that_waits_for_a_frozen_slave() {
+    use std::io::{Read, Write};
+    let mut pair = Pair::start(
+        1,
+        "broker_role = \"SYNC_MASTER\"\nslave_timeout_ms = 60000\nha_max_time_slave_not_catchup_ms = 120000\nha_send_heartbeat_interval_ms = 100",
+        "ha_send_heartbeat_interval_ms = 100",
+    );
+    create_topic(&pair.master_ns.addr, "Held", 1);
+    wait_in_sync(&pair, Duration::from_secs(30));
+    let pid = pair.slave.pid();
+    // SAFETY: kill(2) on our own child's pid has no memory-safety preconditions.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    assert!(
+        wait_for(Duration::from_secs(5), || all_threads_stopped(pid)
+            .then_some(()))
+        .is_some(),
+        "the slave did not stop"
+    );
+    // A send the master stores and then waits on the frozen slave to acknowledge.
+    let mut cmd = remoting::RemotingCommand::request(remoting::codes::request::SEND_MESSAGE, 7);
+    for (k, v) in [
+        ("producerGroup", "held"),
+        ("topic", "Held"),
+        ("defaultTopic", "TBW102"),
+        ("defaultTopicQueueNums", "4"),
+        ("queueId", "0"),
+        ("sysFlag", "0"),
+        ("bornTimestamp", "0"),
+        ("flag", "0"),
+    ] {
+        cmd.ext_fields.insert(k.into(), v.into());
+    }
+    let mut conn = std::net::TcpStream::connect(&pair.master.addr).unwrap();
+    conn.write_all(&remoting::encode(&cmd, b"held").unwrap())
+        .unwrap();
+    // Its answer comes when the slave does or the master exits: read until then.
+    let reader = std::thread::spawn(move || {
+        let mut sink = [0u8; 4096];
+        while conn.read(&mut sink).is_ok_and(|n| n > 0) {}
+    });
+    let consumer = PullConsumer::new(&pair.master_ns.addr, "held-check").unwrap();
+    let stored = wait_for(Duration::from_secs(10), || {
+        let q = consumer.queues("Held").ok()?.into_iter().next()?;
+        let (_, max) = consumer.queue_offsets(&q).ok()?;
+        (max == 1).then_some(())
+    });
+    assert!(
+        stored.is_some(),
+        "the send was not stored: {}",
+        pair.master.stderr()
+    );
+
+    let master = pair.master.pid();
+    // SAFETY: as above.
+    unsafe { libc::kill(master, libc::SIGTERM) };
+    let stopping = wait_for(Duration::from_secs(10), || {
+        pair.master.stderr().contains("stopping").then_some(())
+    });
+    assert!(stopping.is_some(), "{}", pair.master.stderr());
+    // SAFETY: as above.
+    unsafe { libc::kill(master, libc::SIGTERM) };
+    let status = wait_for(Duration::from_secs(15), || {
+        pair.master.child.try_wait().ok().flatten()
+    });
+    let log = pair.master.stderr();
+    let status =
+        status.unwrap_or_else(|| panic!("the second SIGTERM did not end the stop:\n{log}"));
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{log}");
+    assert!(log.contains("a second signal while stopping"), "{log}");
+    reader.join().unwrap();
+}
+
 #[test]
 fn a_sync_master_short_of_replicas_refuses_before_writing() {
     let dir = tempfile::tempdir().unwrap();
