@@ -28,6 +28,7 @@ use crate::link::{ClientLink, NoClients};
 use crate::mesh::{
     self, Appended, GroupOp, Mesh, OffsetOp, PullOutcome, PullStatus, ShardReply, ShardRequest,
 };
+use crate::numbering::TopicQueues;
 use crate::shared::Shared;
 use crate::stages::{SendStages, Stage};
 use crate::topics::{self, TopicTable, AUTO_CREATE_TOPIC_KEY};
@@ -450,6 +451,17 @@ impl Core {
         Ok(cfg)
     }
 
+    /// [`Core::topic_for_send`]'s queue counts and permission, without a copy of the config
+    /// when the topic exists (every send asks).
+    pub async fn send_queues(&self, topic: &str) -> Result<TopicQueues, BrokerError> {
+        if let Some(cfg) = self.topics.borrow().get(topic) {
+            return Ok(TopicQueues::of(cfg));
+        }
+        self.topic_for_send(topic)
+            .await
+            .map(|cfg| TopicQueues::of(&cfg))
+    }
+
     pub fn topic_for_read(&self, topic: &str) -> Result<TopicConfig, BrokerError> {
         self.topics
             .borrow()
@@ -515,7 +527,7 @@ impl Core {
         self.check_master()?;
         let _in_flight = SendInFlight::enter(&self.sends_in_flight);
         let started = Instant::now();
-        let cfg = self.topic_for_send(topic).await?;
+        let cfg = self.send_queues(topic).await?;
         // As RocketMQ's broker: a topic without the write permission takes no sends.
         if cfg.perm & protocol::perm::WRITE == 0 {
             return Err(BrokerError::NoPermission(format!(

@@ -13,6 +13,24 @@ use protocol::TopicConfig;
 use crate::core::Core;
 use crate::error::BrokerError;
 
+/// What a send reads of a topic's config: its queue counts and permission.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TopicQueues {
+    pub read_queues: u32,
+    pub write_queues: u32,
+    pub perm: u32,
+}
+
+impl TopicQueues {
+    pub fn of(cfg: &TopicConfig) -> TopicQueues {
+        TopicQueues {
+            read_queues: cfg.read_queues,
+            write_queues: cfg.write_queues,
+            perm: cfg.perm,
+        }
+    }
+}
+
 /// How a topic's queues are numbered on one core.
 pub struct CoreQueues {
     pub ids: Rc<[u32]>,
@@ -35,6 +53,11 @@ const QUEUE_ID_CACHE_MAX: usize = 1 << 16;
 
 impl CoreQueues {
     pub fn of(core: &Core, topic: &str, cfg: &TopicConfig, of_core: u16) -> CoreQueues {
+        Self::of_queues(core, topic, TopicQueues::of(cfg), of_core)
+    }
+
+    /// [`CoreQueues::of`] by the topic's queue counts.
+    pub fn of_queues(core: &Core, topic: &str, cfg: TopicQueues, of_core: u16) -> CoreQueues {
         let all = cfg.read_queues.max(cfg.write_queues);
         let cache = &core.queue_numbers.by_topic;
         if let Some(entries) = cache.borrow().get(topic) {

@@ -97,11 +97,13 @@ fn parse_raw<T: std::str::FromStr>(raw: Raw<'_>, expected: &'static str) -> Resu
 fn bool_raw(raw: Raw<'_>) -> Result<Option<bool>> {
     match raw {
         None => Ok(None),
-        Some((field, v)) => parse_bool(v).map(Some).ok_or(RemotingError::InvalidField {
-            field,
-            value: v.to_owned(),
-            expected: "boolean",
-        }),
+        Some((field, v)) => parse_bool(v)
+            .map(Some)
+            .ok_or_else(|| RemotingError::InvalidField {
+                field,
+                value: v.to_owned(),
+                expected: "boolean",
+            }),
     }
 }
 
@@ -232,14 +234,35 @@ fn scan_send(ext: &ExtFields) -> [Raw<'_>; 14] {
     found
 }
 
-impl ExtHeader for SendMessageRequestHeader {
-    fn from_ext_fields(ext: &ExtFields) -> Result<Self> {
+/// A send header's fields borrowed from the `extFields` they came in: what the broker reads
+/// of every send, parsed without copying its strings ([`SendMessageRequestHeader`] owns them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SendHeaderRef<'a> {
+    pub producer_group: &'a str,
+    pub topic: &'a str,
+    pub default_topic: &'a str,
+    pub default_topic_queue_nums: i32,
+    pub queue_id: i32,
+    pub sys_flag: i32,
+    pub born_timestamp: i64,
+    pub flag: i32,
+    pub properties: Option<&'a str>,
+    pub reconsume_times: Option<i32>,
+    pub unit_mode: bool,
+    pub max_reconsume_times: Option<i32>,
+    pub batch: bool,
+    pub broker_name: Option<&'a str>,
+}
+
+impl<'a> SendHeaderRef<'a> {
+    /// The send header of `ext`, under either spelling of each field.
+    pub fn parse(ext: &'a ExtFields) -> Result<Self> {
         let f = scan_send(ext);
         let missing = |i: usize| RemotingError::MissingField(SEND_FIELDS[i].0);
-        let text = |i: usize| f[i].map(|(_, v)| v.to_owned());
+        let text = |i: usize| f[i].map(|(_, v)| v);
         let int32 = |i: usize| parse_raw::<i32>(f[i], "32-bit integer");
         let flag = |i: usize| Ok::<_, RemotingError>(bool_raw(f[i])?.unwrap_or(false));
-        Ok(SendMessageRequestHeader {
+        Ok(SendHeaderRef {
             producer_group: text(0).ok_or_else(|| missing(0))?,
             topic: text(1).ok_or_else(|| missing(1))?,
             default_topic: text(2).ok_or_else(|| missing(2))?,
@@ -255,6 +278,32 @@ impl ExtHeader for SendMessageRequestHeader {
             batch: flag(12)?,
             broker_name: text(13),
         })
+    }
+
+    /// The same header owning its strings.
+    pub fn to_owned_header(&self) -> SendMessageRequestHeader {
+        SendMessageRequestHeader {
+            producer_group: self.producer_group.to_owned(),
+            topic: self.topic.to_owned(),
+            default_topic: self.default_topic.to_owned(),
+            default_topic_queue_nums: self.default_topic_queue_nums,
+            queue_id: self.queue_id,
+            sys_flag: self.sys_flag,
+            born_timestamp: self.born_timestamp,
+            flag: self.flag,
+            properties: self.properties.map(str::to_owned),
+            reconsume_times: self.reconsume_times,
+            unit_mode: self.unit_mode,
+            max_reconsume_times: self.max_reconsume_times,
+            batch: self.batch,
+            broker_name: self.broker_name.map(str::to_owned),
+        }
+    }
+}
+
+impl ExtHeader for SendMessageRequestHeader {
+    fn from_ext_fields(ext: &ExtFields) -> Result<Self> {
+        SendHeaderRef::parse(ext).map(|h| h.to_owned_header())
     }
 
     /// The long (V1) names.

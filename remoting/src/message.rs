@@ -448,15 +448,33 @@ const CRC32_TABLE: [u32; 256] = {
 /// the store host's IP, its port as 4 bytes and the commit-log offset as 8: 32 characters
 /// for IPv4, 56 for IPv6.
 pub fn encode_offset_msg_id(store_host: SocketAddr, commit_log_offset: i64) -> String {
-    let mut bytes = Vec::with_capacity(28);
-    put_host(&mut bytes, store_host);
-    bytes.put_i64(commit_log_offset);
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        s.push(HEX[(b >> 4) as usize] as char);
-        s.push(HEX[(b & 0xF) as usize] as char);
-    }
+    let mut s = String::with_capacity(OFFSET_MSG_ID_V6_CHARS);
+    push_offset_msg_id(&mut s, store_host, commit_log_offset);
     s
+}
+
+/// Characters of an IPv6 store host's offset msgId (an IPv4 one's are 32).
+pub const OFFSET_MSG_ID_V6_CHARS: usize = 56;
+
+/// [`encode_offset_msg_id`] appended to `out`: a batch's ids go into one string.
+pub fn push_offset_msg_id(out: &mut String, store_host: SocketAddr, commit_log_offset: i64) {
+    let mut bytes = [0u8; 28];
+    let ip_len = match store_host.ip() {
+        IpAddr::V4(ip) => {
+            bytes[..4].copy_from_slice(&ip.octets());
+            4
+        }
+        IpAddr::V6(ip) => {
+            bytes[..16].copy_from_slice(&ip.octets());
+            16
+        }
+    };
+    bytes[ip_len..ip_len + 4].copy_from_slice(&i32::from(store_host.port()).to_be_bytes());
+    bytes[ip_len + 4..ip_len + 12].copy_from_slice(&commit_log_offset.to_be_bytes());
+    for b in &bytes[..ip_len + 12] {
+        out.push(HEX[(b >> 4) as usize] as char);
+        out.push(HEX[(b & 0xF) as usize] as char);
+    }
 }
 
 const HEX: &[u8; 16] = b"0123456789ABCDEF";

@@ -25,6 +25,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
+use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
@@ -528,13 +529,61 @@ fn entry_at(bytes: &[u8], at: usize) -> Option<CqEntry> {
     })
 }
 
+/// A ConsumeQueue's key in [`ConsumeQueues`]: its topic and queue id. Looked up by a borrowed
+/// `(&str, u32)` through [`KeyParts`], so that an append finds its queue without allocating.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct QueueKey(pub(crate) String, pub(crate) u32);
+
+/// A queue key's topic and queue id, owned or borrowed: both hash and compare by these.
+pub(crate) trait KeyParts {
+    fn parts(&self) -> (&str, u32);
+}
+
+impl KeyParts for QueueKey {
+    fn parts(&self) -> (&str, u32) {
+        (&self.0, self.1)
+    }
+}
+
+impl KeyParts for (&str, u32) {
+    fn parts(&self) -> (&str, u32) {
+        *self
+    }
+}
+
+impl<'a> std::borrow::Borrow<dyn KeyParts + 'a> for QueueKey {
+    fn borrow(&self) -> &(dyn KeyParts + 'a) {
+        self
+    }
+}
+
+impl Hash for QueueKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.parts().hash(state)
+    }
+}
+
+impl Hash for dyn KeyParts + '_ {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.parts().hash(state)
+    }
+}
+
+impl PartialEq for dyn KeyParts + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.parts() == other.parts()
+    }
+}
+
+impl Eq for dyn KeyParts + '_ {}
+
 /// All ConsumeQueues of a shard.
 pub(crate) struct ConsumeQueues {
     root: PathBuf,
     file_entries: u64,
     storage: Storage,
     maps: Rc<Maps>,
-    pub(crate) queues: HashMap<(String, u32), ConsumeQueue>,
+    pub(crate) queues: HashMap<QueueKey, ConsumeQueue>,
 }
 
 impl ConsumeQueues {
@@ -571,7 +620,7 @@ impl ConsumeQueues {
                     storage.clone(),
                     maps.clone(),
                 )?;
-                queues.insert((topic.clone(), queue_id), cq);
+                queues.insert(QueueKey(topic.clone(), queue_id), cq);
             }
         }
         Ok(ConsumeQueues {
@@ -584,27 +633,34 @@ impl ConsumeQueues {
     }
 
     pub(crate) fn get(&self, topic: &str, queue_id: u32) -> Option<&ConsumeQueue> {
-        // A borrowed tuple key cannot be looked up without allocating; topics are short.
-        self.queues.get(&(topic.to_owned(), queue_id))
+        self.queues.get(&(topic, queue_id) as &dyn KeyParts)
     }
 
     pub(crate) fn get_or_create(&mut self, topic: &str, queue_id: u32) -> &mut ConsumeQueue {
-        let root = &self.root;
-        let file_entries = self.file_entries;
-        let storage = &self.storage;
-        let maps = &self.maps;
-        self.queues
-            .entry((topic.to_owned(), queue_id))
-            .or_insert_with(|| ConsumeQueue {
-                dir: root.join(topic_dir_name(topic)).join(queue_id.to_string()),
-                file_entries,
+        let key = &(topic, queue_id) as &dyn KeyParts;
+        if !self.queues.contains_key(key) {
+            let queue = ConsumeQueue {
+                dir: self
+                    .root
+                    .join(topic_dir_name(topic))
+                    .join(queue_id.to_string()),
+                file_entries: self.file_entries,
                 files: BTreeMap::new(),
-                storage: storage.clone(),
-                maps: maps.clone(),
+                storage: self.storage.clone(),
+                maps: self.maps.clone(),
                 min: QueueOffset(0),
                 max: QueueOffset(0),
                 recovered_to: QueueOffset(0),
-            })
+            };
+            return self
+                .queues
+                .entry(QueueKey(topic.to_owned(), queue_id))
+                .or_insert(queue);
+        }
+        match self.queues.get_mut(key) {
+            Some(queue) => queue,
+            None => unreachable!("the queue was found just above"),
+        }
     }
 
     /// ConsumeQueue files mapped now, and unmapped since open to map others.
@@ -656,7 +712,7 @@ mod tests {
         }
         let mut cqs =
             ConsumeQueues::open(dir.path().to_owned(), 4, 16, Storage::unchecked()).unwrap();
-        let cq = cqs.queues.get_mut(&("T/x".to_string(), 3)).unwrap();
+        let cq = cqs.queues.get_mut(&("T/x", 3u32) as &dyn KeyParts).unwrap();
         assert_eq!((cq.min, cq.max), (QueueOffset(0), QueueOffset(10)));
         assert_eq!(cq.get(QueueOffset(9)).unwrap(), Some(e(900)));
         cq.truncate(QueueOffset(7)).unwrap();
@@ -780,7 +836,7 @@ mod tests {
         drop(f);
         let mut cqs =
             ConsumeQueues::open(dir.path().to_owned(), 64, 4, Storage::unchecked()).unwrap();
-        let cq = cqs.queues.get_mut(&("Old".to_string(), 0)).unwrap();
+        let cq = cqs.queues.get_mut(&("Old", 0u32) as &dyn KeyParts).unwrap();
         assert_eq!(cq.max, QueueOffset(11));
         assert_eq!(
             cq.get(QueueOffset(10)).unwrap().map(|e| e.offset),

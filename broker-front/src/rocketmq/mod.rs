@@ -32,7 +32,7 @@ use remoting::headers::{
     ConsumerGroupRequestHeader, CreateTopicRequestHeader, GetMaxOffsetRequestHeader,
     GetMinOffsetRequestHeader, OffsetResponseHeader, PullMessageRequestHeader,
     PullMessageResponseHeader, QueryConsumerOffsetRequestHeader, QueryMessageRequestHeader,
-    QueryMessageResponseHeader, SearchOffsetRequestHeader, SendMessageRequestHeader,
+    QueryMessageResponseHeader, SearchOffsetRequestHeader, SendHeaderRef, SendMessageRequestHeader,
     SendMessageResponseHeader, UnregisterClientRequestHeader, UpdateConsumerOffsetRequestHeader,
     ViewMessageRequestHeader,
 };
@@ -457,16 +457,12 @@ async fn send(
     req: &RemotingCommand,
     body: Bytes,
 ) -> Result<Outgoing, BrokerError> {
-    let h: SendMessageRequestHeader = header(req)?;
+    let h = SendHeaderRef::parse(&req.ext_fields)
+        .map_err(|e| BrokerError::BadRequest(e.to_string()))?;
     let batch = req.code == request::SEND_BATCH_MESSAGE || h.batch;
-    let topic = h.topic.as_str();
-    let cfg = core.topic_for_send(topic).await?;
-    let queues = CoreQueues::of(
-        core,
-        topic,
-        &cfg,
-        target_core(core, h.broker_name.as_deref()),
-    );
+    let topic = h.topic;
+    let cfg = core.send_queues(topic).await?;
+    let queues = CoreQueues::of_queues(core, topic, cfg, target_core(core, h.broker_name));
     // RocketMQ 5's Proxy names no queue (-1): the broker picks one.
     let local = if h.queue_id < 0 {
         None
@@ -488,9 +484,7 @@ async fn send(
     let priority = if batch {
         Priority::None
     } else {
-        priority_of(remoting::message::properties_of(
-            h.properties.as_deref().unwrap_or(""),
-        ))
+        priority_of(remoting::message::properties_of(h.properties.unwrap_or("")))
     };
     let global = match priority {
         Priority::Level(p) => priority_queue(&queues.ids, cfg.write_queues, p).unwrap_or(global),
@@ -526,7 +520,7 @@ async fn send(
             .iter()
             .map(|(k, v)| k.len() + v.len() + 2)
             .sum::<usize>();
-    let props_len = h.properties.as_deref().map_or(0, str::len);
+    let props_len = h.properties.map_or(0, str::len);
     let records_max = messages.as_ref().map_or(1, Vec::len);
     let mut records = Vec::with_capacity(body.len() + props_len + records_max * per_record);
     // Each record's length, for its offset message id.
@@ -535,11 +529,13 @@ async fn send(
     // Whether a message names a delivery time or delay level: only then is a recall handle
     // worked out (the common send pays one look at its keys).
     let mut scheduled = false;
-    let mut add = |body: &[u8], flag: i32, props: &str| -> Result<(), BrokerError> {
+    // Each record's properties, in one vector for all of a batch's records.
+    let mut pairs: Vec<(&str, &str)> = Vec::with_capacity(16);
+    let mut add = |body: &[u8], flag: i32, props| -> Result<(), BrokerError> {
         let start = records.len();
         // `__TIMER_FROM` marks the broker's own delivered copies (`crate::timer`): a client
         // cannot set it (one forwarding a message it received would otherwise send it too).
-        let mut pairs: Vec<(&str, &str)> = Vec::with_capacity(16);
+        pairs.clear();
         pairs.extend(remoting::message::properties_of(props).filter(|(k, _)| {
             *k != message::timer::TIMER_FROM && !(drop_priority && *k == PROPERTY_PRIORITY)
         }));
@@ -574,7 +570,7 @@ async fn send(
             add(&m.body, m.flag, &m.properties)?;
         }
     } else {
-        add(&body, h.flag, h.properties.as_deref().unwrap_or(""))?;
+        add(&body, h.flag, h.properties.unwrap_or(""))?;
     }
     let count = lens.len() as u32;
     if is_request {
@@ -585,7 +581,7 @@ async fn send(
     // A message of a LITE parent goes to the queue that holds its lite topic
     // (`broker_core::lite`), on whichever core that is.
     let lite = if broker_core::lite::is_lite_topic(&core.topics.borrow(), topic) {
-        let named = remoting::message::properties_of(h.properties.as_deref().unwrap_or(""))
+        let named = remoting::message::properties_of(h.properties.unwrap_or(""))
             .find(|(k, _)| *k == broker_core::lite::PROPERTY_LITE_TOPIC)
             .map(|(_, v)| v.to_owned());
         match named {
@@ -600,21 +596,19 @@ async fn send(
     } else {
         None
     };
+    // A scheduled message sent alone can be recalled (RocketMQ 5.3.2): its record is kept
+    // for the handle (a clone of the bytes costs an allocation, so only then).
+    let kept = (scheduled && !batch).then(|| records.clone());
     let (sent, global) = match &lite {
         Some(l) => (
-            core.lite_send(topic, l, records.clone()).await,
+            core.lite_send(topic, l, records).await,
             broker_core::lite::lite_queue(l, cfg.write_queues),
         ),
-        None => (
-            core.send(topic, global, records.clone(), count).await,
-            global,
-        ),
+        None => (core.send(topic, global, records, count).await, global),
     };
-    // A scheduled message sent alone can be recalled (RocketMQ 5.3.2): its handle.
     let recall_handle = |a: &crate::error::Appended| {
-        (scheduled && !batch)
-            .then(|| core.recall_handle(&records, a))
-            .flatten()
+        kept.as_ref()
+            .and_then(|records| core.recall_handle(records, a))
     };
     let queue_id = match &lite {
         Some(_) => crate::numbering::client_queue_id(core, topic, global) as i32,
@@ -625,7 +619,7 @@ async fn send(
     let transaction_id = if batch {
         None
     } else {
-        remoting::message::properties_of(h.properties.as_deref().unwrap_or(""))
+        remoting::message::properties_of(h.properties.unwrap_or(""))
             .find(|(k, _)| *k == remoting::message::property::UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
             .map(|(_, v)| v.to_owned())
     };
@@ -734,18 +728,19 @@ fn send_result(
     lens: &[u64],
     queue_id: i32,
 ) -> SendMessageResponseHeader {
-    let mut ids = Vec::with_capacity(lens.len());
+    // One id per record, comma-separated, in one string.
+    let mut ids = String::with_capacity(lens.len() * (32 + 1));
     let mut at = a.first_commit_log_offset.0;
     for len in lens {
         let off = at | (u64::from(a.shard) << LOCAL_OFFSET_BITS);
-        ids.push(remoting::message::encode_offset_msg_id(
-            SocketAddr::V4(store_host),
-            off as i64,
-        ));
+        if !ids.is_empty() {
+            ids.push(',');
+        }
+        remoting::message::push_offset_msg_id(&mut ids, SocketAddr::V4(store_host), off as i64);
         at += len;
     }
     SendMessageResponseHeader {
-        msg_id: ids.join(","),
+        msg_id: ids,
         queue_id,
         queue_offset: a.first_queue_offset.0 as i64,
         transaction_id: None,

@@ -6,6 +6,7 @@
 use std::time::{Duration, Instant};
 
 use message::{IndexedProperties, RecordView, StoreStamp};
+use smallvec::SmallVec;
 
 use crate::derived::{derive, queue_of, Derive, StoredRecord};
 use crate::offsets::{CommitLogOffset, QueueOffset};
@@ -153,10 +154,11 @@ impl Shard {
             .get(..4)
             .map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize);
         let guess = (records.len() / first_len.max(1)).clamp(1, 1024);
-        let mut views: Vec<RecordView<'_>> = Vec::with_capacity(guess);
-        // Each record's indexed properties as they will read once stamped (`None`: scan the
-        // stamped copy), found here once so the timer's decision is made before the append.
-        let mut scans: Vec<Option<IndexedProperties<'_>>> = Vec::with_capacity(guess);
+        // Each record's view, and its indexed properties as they will read once stamped
+        // (`None`: scan the stamped copy), found here once so the timer's decision is made
+        // before the append. A single send's stays inline, off the heap.
+        let mut views: SmallVec<[(RecordView<'_>, Option<IndexedProperties<'_>>); 1]> =
+            SmallVec::with_capacity(guess);
         let mut held = None;
         let mut seen = 0usize;
         for r in message::records(records) {
@@ -182,8 +184,7 @@ impl Shard {
                 inner.config.timer.deliver_at_ms(&v.properties(), now)?;
             }
             seen += v.len();
-            views.push(v);
-            scans.push(scan);
+            views.push((v, scan));
         }
         let held = held.unwrap_or(false);
         if views.is_empty() {
@@ -238,7 +239,7 @@ impl Shard {
                 let mut pos = 0usize;
                 let mut q = first_q.0;
                 let result = (|| {
-                    for (v, scan) in views.iter().zip(&scans) {
+                    for (v, scan) in &views {
                         let phys = at + pos as u64;
                         let len = v.len();
                         let rec = &mut buf[pos..pos + len];

@@ -611,7 +611,7 @@ impl Shard {
             .queues
             .iter()
             .filter(|(_, cq)| cq.max > cq.min)
-            .map(|(k, _)| k.clone())
+            .map(|(k, _)| (k.0.clone(), k.1))
             .collect();
         v.sort();
         v
