@@ -33,6 +33,11 @@ pub struct Report {
     pub settings: serde_json::Value,
     /// mb_per_sec / the raw O_DIRECT write bandwidth of `bench disk`, when measured.
     pub disk_ratio: Option<f64>,
+    /// Produce runs: MB/s of records into the brokers' CommitLogs (msgs_per_sec times the
+    /// bytes the brokers stored per message over the run), when they said.
+    pub log_mb_per_sec: Option<f64>,
+    /// log_mb_per_sec / the raw O_DIRECT write bandwidth, when both are known.
+    pub log_disk_ratio: Option<f64>,
     /// The broker's memory, when it is a child of the bench.
     pub broker_memory: Option<crate::cluster::Memory>,
     /// Paced runs: the host's stall floor on each CPU this machine gives the run (broker
@@ -96,13 +101,22 @@ pub fn table(reports: &[Report]) -> String {
         ));
     }
     for r in reports {
-        if let Some(ratio) = r.disk_ratio {
-            out.push_str(&format!(
+        match (r.disk_ratio, r.log_mb_per_sec, r.log_disk_ratio) {
+            (Some(ratio), Some(log), Some(log_ratio)) => out.push_str(&format!(
+                "{}: {:.1} MB/s of bodies, {:.1} MB/s of records into the CommitLog: {:.0}% and {:.0}% of the disk's raw O_DIRECT write bandwidth\n",
+                r.mode,
+                r.mb_per_sec,
+                log,
+                ratio * 100.0,
+                log_ratio * 100.0
+            )),
+            (Some(ratio), _, _) => out.push_str(&format!(
                 "{}: {:.1} MB/s is {:.0}% of the disk's raw O_DIRECT write bandwidth\n",
                 r.mode,
                 r.mb_per_sec,
                 ratio * 100.0
-            ));
+            )),
+            _ => {}
         }
         for e in &r.error_detail {
             out.push_str(&format!("{}: error: {e}\n", r.mode));
@@ -182,6 +196,8 @@ mod tests {
             },
             settings: serde_json::json!({"size": 1024}),
             disk_ratio: Some(0.5),
+            log_mb_per_sec: None,
+            log_disk_ratio: None,
             broker_memory: None,
             host_floor: None,
             replica_lag: None,
@@ -227,6 +243,21 @@ mod tests {
         assert!(t.contains("1000"));
         assert!(t.contains("50% of the disk"));
         assert_eq!(Report::rate(1, 1, 0.0), (0.0, 0.0));
+    }
+
+    #[test]
+    fn a_produce_run_shows_its_records_bytes_beside_its_bodies() {
+        let mut r = sample();
+        r.log_mb_per_sec = Some(1.2);
+        r.log_disk_ratio = Some(0.6);
+        let t = table(&[r.clone()]);
+        assert!(
+            t.contains("1.0 MB/s of bodies, 1.2 MB/s of records into the CommitLog: 50% and 60% of the disk"),
+            "{t}"
+        );
+        let v: serde_json::Value = serde_json::from_str(&r.json()).unwrap();
+        assert_eq!(v["log_mb_per_sec"], 1.2);
+        assert_eq!(v["log_disk_ratio"], 0.6);
     }
 
     #[test]

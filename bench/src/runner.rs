@@ -373,6 +373,8 @@ impl Session {
             machine: self.machine.clone(),
             settings,
             disk_ratio: None,
+            log_mb_per_sec: None,
+            log_disk_ratio: None,
             broker_memory: None,
             host_floor: None,
             stages: None,
@@ -426,9 +428,19 @@ impl Session {
             (Some(_), Some(c)) => crate::replica::LagSampler::start(&self.namesrv, &c.broker_addr),
             _ => None,
         };
+        // The brokers' stored messages and bytes around the run: a record's size on disk.
+        let topic_brokers = crate::stages::broker_addrs(&self.namesrv, &o.topic).ok();
+        let namesrv = self.namesrv.clone();
+        let stored = || {
+            topic_brokers
+                .as_ref()
+                .and_then(|a| crate::stages::stored(&namesrv, a).ok())
+        };
+        let stored_before = stored();
         let cpu_before = self.cluster.as_ref().map(|c| c.cpu_seconds());
         let out = self.watch(mode, &p, move || produce::run(&o2, p2));
         let cpu_after = self.cluster.as_ref().map(|c| c.cpu_seconds());
+        let stored_after = stored();
         let replica_lag = sampler.and_then(|s| s.finish());
         let out = out??;
         let stages = o.rate.map(|_| {
@@ -463,6 +475,14 @@ impl Session {
             .disk
             .as_ref()
             .map(|d| r.mb_per_sec / d.write_mb_per_sec);
+        if let (Some(b), Some(a)) = (stored_before, stored_after) {
+            let (messages, bytes) = (a.0.saturating_sub(b.0), a.1.saturating_sub(b.1));
+            if messages > 0 {
+                let log = r.msgs_per_sec * (bytes as f64 / messages as f64) / 1e6;
+                r.log_mb_per_sec = Some(log);
+                r.log_disk_ratio = self.disk.as_ref().map(|d| log / d.write_mb_per_sec);
+            }
+        }
         r.broker_memory = self.memory();
         r.host_floor = floor;
         r.stages = stages;

@@ -63,6 +63,24 @@ pub fn fetch(namesrv: &str, addrs: &[String], reset: bool) -> Result<Vec<StageHi
     Ok(out)
 }
 
+/// Messages and record bytes the brokers at `addrs` have stored since they started, over
+/// all their cores: the difference across a run gives the bytes a message takes in the
+/// CommitLog (its record: fixed fields, topic, properties and body).
+pub fn stored(namesrv: &str, addrs: &[String]) -> Result<(u64, u64)> {
+    let admin = client::Admin::new(namesrv).map_err(|e| anyhow!("admin: {e}"))?;
+    let mut total = (0, 0);
+    for a in addrs {
+        let status = admin
+            .broker_status(a)
+            .map_err(|e| anyhow!("status of {a}: {e}"))?;
+        for c in &status.cores {
+            total.0 += c.produced_messages;
+            total.1 += c.produced_bytes;
+        }
+    }
+    Ok(total)
+}
+
 /// The broker's histograms merged per stage over cores and brokers, in the order the
 /// broker sent them (the order of the request path).
 pub fn broker_rows(hists: &[StageHistogram]) -> Vec<StageRow> {
