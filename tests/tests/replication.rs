@@ -145,9 +145,20 @@ fn all_threads_stopped(pid: i32) -> bool {
     })
 }
 
-/// One SEND_MESSAGE in the RocketMQ remoting protocol, spoken by hand, and its answer.
-fn rocketmq_send(addr: &str, topic: &str) -> remoting::Frame {
-    use std::io::{Read, Write};
+/// SIGSTOP: every thread of `pid` stopped before this returns.
+fn freeze(pid: i32) {
+    // SAFETY: kill(2) on our own child's pid has no memory-safety preconditions.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    assert!(
+        wait_for(Duration::from_secs(5), || all_threads_stopped(pid)
+            .then_some(()))
+        .is_some(),
+        "the slave did not stop"
+    );
+}
+
+/// A SEND_MESSAGE request of the RocketMQ remoting protocol, by hand: to queue 0 of `topic`.
+fn send_message_request(topic: &str) -> remoting::RemotingCommand {
     let mut cmd = remoting::RemotingCommand::request(remoting::codes::request::SEND_MESSAGE, 7);
     for (k, v) in [
         ("producerGroup", "rmq-producer"),
@@ -164,6 +175,13 @@ fn rocketmq_send(addr: &str, topic: &str) -> remoting::Frame {
     ] {
         cmd.ext_fields.insert(k.into(), v.into());
     }
+    cmd
+}
+
+/// One SEND_MESSAGE in the RocketMQ remoting protocol, spoken by hand, and its answer.
+fn rocketmq_send(addr: &str, topic: &str) -> remoting::Frame {
+    use std::io::{Read, Write};
+    let cmd = send_message_request(topic);
     let mut conn = std::net::TcpStream::connect(addr).unwrap();
     conn.set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
@@ -348,14 +366,7 @@ fn a_sync_master_waits_for_its_slave_and_says_when_it_cannot() {
 
     // A frozen slave: the send is stored but not replicated in time, and the answer says so.
     let pid = pair.slave.pid();
-    // SAFETY: kill(2) on our own child's pid has no memory-safety preconditions.
-    unsafe { libc::kill(pid, libc::SIGSTOP) };
-    assert!(
-        wait_for(Duration::from_secs(5), || all_threads_stopped(pid)
-            .then_some(()))
-        .is_some(),
-        "the slave did not stop"
-    );
+    freeze(pid);
     let started = Instant::now();
     let e = match sends.send(&p) {
         Ok(r) => panic!(
@@ -433,28 +444,9 @@ fn a_second_sigterm_ends_a_stop_that_waits_for_a_frozen_slave() {
     create_topic(&pair.master_ns.addr, "Held", 1);
     wait_in_sync(&pair, Duration::from_secs(30));
     let pid = pair.slave.pid();
-    // SAFETY: kill(2) on our own child's pid has no memory-safety preconditions.
-    unsafe { libc::kill(pid, libc::SIGSTOP) };
-    assert!(
-        wait_for(Duration::from_secs(5), || all_threads_stopped(pid)
-            .then_some(()))
-        .is_some(),
-        "the slave did not stop"
-    );
+    freeze(pid);
     // A send the master stores and then waits on the frozen slave to acknowledge.
-    let mut cmd = remoting::RemotingCommand::request(remoting::codes::request::SEND_MESSAGE, 7);
-    for (k, v) in [
-        ("producerGroup", "held"),
-        ("topic", "Held"),
-        ("defaultTopic", "TBW102"),
-        ("defaultTopicQueueNums", "4"),
-        ("queueId", "0"),
-        ("sysFlag", "0"),
-        ("bornTimestamp", "0"),
-        ("flag", "0"),
-    ] {
-        cmd.ext_fields.insert(k.into(), v.into());
-    }
+    let cmd = send_message_request("Held");
     let mut conn = std::net::TcpStream::connect(&pair.master.addr).unwrap();
     conn.write_all(&remoting::encode(&cmd, b"held").unwrap())
         .unwrap();
