@@ -92,15 +92,29 @@ fn len_i32(what: &'static str, len: usize) -> Result<i32> {
 }
 
 fn encode_binary_header(cmd: &RemotingCommand) -> Result<Vec<u8>> {
-    let code = to_i16("binary header code", cmd.code)?;
-    let version = to_i16("binary header version", cmd.version)?;
+    let mut out = Vec::with_capacity(binary_header_bytes(cmd));
+    write_binary_header(cmd, &mut out)?;
+    Ok(out)
+}
+
+/// The bytes of `cmd`'s binary header.
+fn binary_header_bytes(cmd: &RemotingCommand) -> usize {
     let remark_bytes = cmd.remark.as_deref().map_or(0, str::len);
     let fields_bytes: usize = cmd
         .ext_fields
         .iter()
         .map(|(k, v)| 6 + k.len() + v.len())
         .sum();
-    let mut out = Vec::with_capacity(BINARY_FIXED_BYTES + 4 + remark_bytes + fields_bytes);
+    BINARY_FIXED_BYTES + 4 + remark_bytes + fields_bytes
+}
+
+/// Appends `cmd`'s binary (ROCKETMQ) header to `out`. On an error `out` may hold part of it.
+fn write_binary_header<B>(cmd: &RemotingCommand, out: &mut B) -> Result<()>
+where
+    B: BufMut + std::ops::DerefMut<Target = [u8]>,
+{
+    let code = to_i16("binary header code", cmd.code)?;
+    let version = to_i16("binary header version", cmd.version)?;
     out.put_i16(code);
     out.put_u8(cmd.language.code());
     out.put_i16(version);
@@ -109,7 +123,7 @@ fn encode_binary_header(cmd: &RemotingCommand) -> Result<Vec<u8>> {
     // Java writes an empty remark as null (length 0), so "" and None are one thing on the wire.
     let remark = cmd.remark.as_deref().unwrap_or("");
     out.put_i32(len_i32("remark", remark.len())?);
-    out.extend_from_slice(remark.as_bytes());
+    out.put_slice(remark.as_bytes());
     // The fields are written in place behind their section's length, filled in after.
     let len_at = out.len();
     out.put_i32(0);
@@ -119,36 +133,56 @@ fn encode_binary_header(cmd: &RemotingCommand) -> Result<Vec<u8>> {
             value: k.len() as i64,
         })?;
         out.put_i16(key_len);
-        out.extend_from_slice(k.as_bytes());
+        out.put_slice(k.as_bytes());
         out.put_i32(len_i32("extFields value length", v.len())?);
-        out.extend_from_slice(v.as_bytes());
+        out.put_slice(v.as_bytes());
     }
     let ext_len = len_i32("extFields length", out.len() - len_at - 4)?;
     out[len_at..len_at + 4].copy_from_slice(&ext_len.to_be_bytes());
-    Ok(out)
+    Ok(())
 }
 
 /// Writes the length words and the header of a frame whose `body_len`-byte body the caller
-/// appends next (so a large body need not be copied into the frame buffer).
+/// appends next (so a large body need not be copied into the frame buffer). A binary header
+/// is written in place; on an error `out` is left as it was.
 pub fn encode_prefix(cmd: &RemotingCommand, body_len: usize, out: &mut BytesMut) -> Result<()> {
-    let header = encode_header(cmd)?;
-    if header.len() > HEADER_LEN_MASK as usize {
+    let start = out.len();
+    let header_len = match cmd.serialize_type {
+        SerializeType::RocketMq => {
+            out.reserve(FRAME_PREFIX_BYTES + binary_header_bytes(cmd));
+            out.put_u64(0);
+            if let Err(e) = write_binary_header(cmd, out) {
+                out.truncate(start);
+                return Err(e);
+            }
+            out.len() - start - FRAME_PREFIX_BYTES
+        }
+        SerializeType::Json => {
+            let header = encode_header(cmd)?;
+            out.reserve(FRAME_PREFIX_BYTES + header.len());
+            out.put_u64(0);
+            out.extend_from_slice(&header);
+            header.len()
+        }
+    };
+    let frame_len = 4u64 + header_len as u64 + body_len as u64;
+    if header_len > HEADER_LEN_MASK as usize {
+        out.truncate(start);
         return Err(RemotingError::OutOfRange {
             what: "header length",
-            value: header.len() as i64,
+            value: header_len as i64,
         });
     }
-    let frame_len = 4u64 + header.len() as u64 + body_len as u64;
     if frame_len > i32::MAX as u64 {
+        out.truncate(start);
         return Err(RemotingError::FrameTooLarge {
             len: frame_len,
             max: i32::MAX as u32,
         });
     }
-    out.reserve(FRAME_PREFIX_BYTES + header.len());
-    out.put_u32(frame_len as u32);
-    out.put_u32((cmd.serialize_type.code() as u32) << 24 | header.len() as u32);
-    out.extend_from_slice(&header);
+    let words =
+        (frame_len << 32) | u64::from((cmd.serialize_type.code() as u32) << 24 | header_len as u32);
+    out[start..start + FRAME_PREFIX_BYTES].copy_from_slice(&words.to_be_bytes());
     Ok(())
 }
 
@@ -496,6 +530,33 @@ mod tests {
             .insert("i".into(), "TAGS\u{1}TagA\u{2}".into());
         cmd.ext_fields.insert("empty".into(), String::new());
         cmd
+    }
+
+    #[test]
+    fn a_prefix_written_in_place_decodes_and_a_refused_one_leaves_the_buffer_as_it_was() {
+        for serialize_type in [SerializeType::RocketMq, SerializeType::Json] {
+            let cmd = sample(serialize_type);
+            let mut out = BytesMut::from(&b"before"[..]);
+            encode_prefix(&cmd, 3, &mut out).unwrap();
+            out.extend_from_slice(b"xyz");
+            let mut wire = out.split_off(6);
+            assert_eq!(&out[..], b"before");
+            assert_eq!(wire, encode(&cmd, b"xyz").unwrap());
+            match RemotingDecoder::default().decode(&mut wire).unwrap() {
+                Some(Decoded::Frame(f)) => {
+                    assert_eq!(f.command, cmd);
+                    assert_eq!(&f.body[..], b"xyz");
+                }
+                other => panic!("{other:?}"),
+            }
+            let mut bad = cmd.clone();
+            bad.code = i32::from(i16::MAX) + 1;
+            let mut out = BytesMut::from(&b"before"[..]);
+            if serialize_type == SerializeType::RocketMq {
+                assert!(encode_prefix(&bad, 3, &mut out).is_err());
+                assert_eq!(&out[..], b"before");
+            }
+        }
     }
 
     #[test]
