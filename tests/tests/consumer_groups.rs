@@ -605,7 +605,9 @@ fn groups_start_from_first_last_or_a_timestamp_and_reset_offset_moves_them() {
     assert_eq!(len_without(&logs[0], &sentinels), 30, "first");
     assert_eq!(len_without(&logs[1], &sentinels), 10, "last");
     assert_eq!(len_without(&logs[2], &sentinels), 20, "timestamp");
-    // Reset the `last` group to the first offset: the running member re-reads everything.
+    // Reset the `last` group to the first offset: the running member, idle since it
+    // committed all it read, re-reads everything.
+    wait_committed(&ns, "start-1", "Start", |_| true);
     let out = mqadmin(
         &ns,
         &[

@@ -20,6 +20,10 @@ use crate::model::{
 
 /// Pause between attempts to take a queue another member still holds.
 const LOCK_RETRY_MS: u64 = 100;
+/// How often a member whose offset has not moved still commits it: the answer carries an
+/// admin's reset (a newer epoch), which it adopts then. RocketMQ's clients send every queue's
+/// offset every 5 s, moved or not.
+const IDLE_COMMIT_EVERY: Duration = Duration::from_secs(5);
 
 impl PushInner {
     fn acquire_permit(&self, stop: &AtomicBool) -> bool {
@@ -62,6 +66,8 @@ pub(super) struct QueueWorker {
     lease_at: Option<Instant>,
     committed: Option<QueueOffset>,
     last_commit: Instant,
+    /// When a commit last went to the broker.
+    last_sent: Instant,
     /// The start offset is known (nothing is committed before).
     started: bool,
 }
@@ -94,6 +100,7 @@ impl QueueWorker {
             lease_at: None,
             committed: None,
             last_commit: Instant::now(),
+            last_sent: Instant::now(),
             started: false,
         }
     }
@@ -205,9 +212,13 @@ impl QueueWorker {
             self.committed = Some(self.offset);
             return;
         }
-        if self.committed == Some(self.offset) && !release {
+        if self.committed == Some(self.offset)
+            && !release
+            && self.last_sent.elapsed() < IDLE_COMMIT_EVERY
+        {
             return;
         }
+        self.last_sent = Instant::now();
         match o.pull.inst.commit_group_offset(
             &o.settings.group,
             &self.queue,
