@@ -240,10 +240,10 @@ impl StoredMessage {
     }
 }
 
-fn put_host(out: &mut Vec<u8>, host: SocketAddr) {
+fn put_host(out: &mut impl BufMut, host: SocketAddr) {
     match host.ip() {
-        IpAddr::V4(ip) => out.extend_from_slice(&ip.octets()),
-        IpAddr::V6(ip) => out.extend_from_slice(&ip.octets()),
+        IpAddr::V4(ip) => out.put_slice(&ip.octets()),
+        IpAddr::V6(ip) => out.put_slice(&ip.octets()),
     }
     out.put_i32(host.port() as i32);
 }
@@ -459,19 +459,11 @@ pub const OFFSET_MSG_ID_V6_CHARS: usize = 56;
 /// [`encode_offset_msg_id`] appended to `out`: a batch's ids go into one string.
 pub fn push_offset_msg_id(out: &mut String, store_host: SocketAddr, commit_log_offset: i64) {
     let mut bytes = [0u8; 28];
-    let ip_len = match store_host.ip() {
-        IpAddr::V4(ip) => {
-            bytes[..4].copy_from_slice(&ip.octets());
-            4
-        }
-        IpAddr::V6(ip) => {
-            bytes[..16].copy_from_slice(&ip.octets());
-            16
-        }
-    };
-    bytes[ip_len..ip_len + 4].copy_from_slice(&i32::from(store_host.port()).to_be_bytes());
-    bytes[ip_len + 4..ip_len + 12].copy_from_slice(&commit_log_offset.to_be_bytes());
-    for b in &bytes[..ip_len + 12] {
+    let mut rest = &mut bytes[..];
+    put_host(&mut rest, store_host);
+    rest.put_i64(commit_log_offset);
+    let len = 28 - rest.len();
+    for b in &bytes[..len] {
         out.push(HEX[(b >> 4) as usize] as char);
         out.push(HEX[(b & 0xF) as usize] as char);
     }
