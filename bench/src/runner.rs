@@ -414,11 +414,14 @@ impl Session {
                 Duration::from_secs_f64(self.args.floor_duration.min(FLOOR_SECONDS_MAX)),
             )
         });
+        // The brokers serving the topic: their stored messages and bytes around the run give
+        // a record's size on disk.
+        let topic_brokers = crate::stages::broker_addrs(&self.namesrv, &o.topic).ok();
         // A paced run also says where its time went: the broker's stage histograms are
         // cleared now and read after the run (a broker that cannot say is left out).
         let stage_brokers = o
             .rate
-            .and_then(|_| crate::stages::broker_addrs(&self.namesrv, &o.topic).ok())
+            .and(topic_brokers.clone())
             .filter(|addrs| crate::stages::fetch(&self.namesrv, addrs, true).is_ok());
         let progress = Progress::default();
         let p = Arc::new(progress);
@@ -428,8 +431,6 @@ impl Session {
             (Some(_), Some(c)) => crate::replica::LagSampler::start(&self.namesrv, &c.broker_addr),
             _ => None,
         };
-        // The brokers' stored messages and bytes around the run: a record's size on disk.
-        let topic_brokers = crate::stages::broker_addrs(&self.namesrv, &o.topic).ok();
         let namesrv = self.namesrv.clone();
         let stored = || {
             topic_brokers
