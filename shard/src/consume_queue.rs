@@ -531,7 +531,7 @@ fn entry_at(bytes: &[u8], at: usize) -> Option<CqEntry> {
 
 /// A ConsumeQueue's key in [`ConsumeQueues`]: its topic and queue id. Looked up by a borrowed
 /// `(&str, u32)` through [`KeyParts`], so that an append finds its queue without allocating.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, PartialEq, Eq)]
 pub(crate) struct QueueKey(pub(crate) String, pub(crate) u32);
 
 /// A queue key's topic and queue id, owned or borrowed: both hash and compare by these.
