@@ -1325,6 +1325,12 @@ impl LocalExecutor {
         loop {
             self.reactor.sys.install_eventfd();
             if self.need_preempt() {
+                // corvus: queues left runnable are work to do. Reporting "nothing ran" here
+                // made the executor park, and sleep with its work queued until some event
+                // woke it (glommio/glommio#53).
+                if !ran && !self.queues.borrow().active_executors.is_empty() {
+                    ran = true;
+                }
                 break;
             }
             if !self.run_one_task_queue() {
