@@ -1222,6 +1222,9 @@ pub(crate) struct Reactor {
     poll_ring: RefCell<PollRing>,
 
     latency_preemption_timeout_src: Cell<Option<Source>>,
+    latency_preempt_deadline: Cell<Option<Instant>>,
+    user_timer_src: Cell<Option<Source>>,
+    user_timer_deadline: Cell<Option<Instant>>,
     throughput_preemption_timeout_src: Cell<Option<Source>>,
 
     link_fd: RawFd,
@@ -1353,6 +1356,9 @@ impl Reactor {
             latency_ring: RefCell::new(latency_ring),
             poll_ring: RefCell::new(poll_ring),
             latency_preemption_timeout_src: Cell::new(None),
+            latency_preempt_deadline: Cell::new(None),
+            user_timer_src: Cell::new(None),
+            user_timer_deadline: Cell::new(None),
             throughput_preemption_timeout_src: Cell::new(None),
             blocking_thread,
             link_fd,
@@ -1736,6 +1742,20 @@ impl Reactor {
         ring.sleep(&link_rings).or_else(Self::busy_ok).map(|_| {})
     }
 
+    fn latency_timer_pending(&self) -> bool {
+        let t = self.latency_preemption_timeout_src.take();
+        let pending = t.as_ref().is_some_and(|s| s.result().is_none());
+        self.latency_preemption_timeout_src.set(t);
+        pending
+    }
+
+    fn user_timer_pending(&self) -> bool {
+        let t = self.user_timer_src.take();
+        let pending = t.as_ref().is_some_and(|s| s.result().is_none());
+        self.user_timer_src.set(t);
+        pending
+    }
+
     pub(crate) fn poll_io(&self, woke: &mut usize) -> io::Result<()> {
         self.poll_ring.borrow_mut().poll(woke)?;
         self.main_ring.borrow_mut().poll(woke)?;
@@ -1820,16 +1840,38 @@ impl Reactor {
         //
         // But if we will sleep, there might be a timer registered that needs
         // to be removed otherwise we'll wake up when it expires.
-        drop(self.latency_preemption_timeout_src.take());
+        // corvus: a preempt timer still pending is kept while it would fire between half
+        // and all of the wanted period from now, instead of being cancelled and armed
+        // again on every pass (two io_uring operations, each its own io_uring_enter on the
+        // latency ring, per pass of the executor's loop).
+        let keep_latency = match (preempt_timer(), self.latency_preempt_deadline.get()) {
+            (Some(d), Some(deadline)) => {
+                let now = Instant::now();
+                self.latency_timer_pending() && deadline >= now + d / 2 && deadline <= now + d
+            }
+            _ => false,
+        };
+        if !keep_latency {
+            drop(self.latency_preemption_timeout_src.take());
+            self.latency_preempt_deadline.set(None);
+        }
 
         // Schedule the throughput-based timeout immediately: it won't matter if we end
         // up sleeping.
-        self.throughput_preemption_timeout_src.replace(Some(
-            main_ring.prepare_throughput_preemption_timer(
-                self.ring_depth() as u32,
-                self.eventfd_src.raw(),
-            ),
-        ));
+        // corvus: the throughput timer counts completions; one still pending is kept
+        // (it may then fire after completions of several passes, a harmless extra
+        // preemption) instead of being cancelled and armed again on every pass.
+        let tp = self.throughput_preemption_timeout_src.take();
+        let tp_pending = tp.as_ref().is_some_and(|s| s.result().is_none());
+        self.throughput_preemption_timeout_src.set(tp);
+        if !tp_pending {
+            self.throughput_preemption_timeout_src.replace(Some(
+                main_ring.prepare_throughput_preemption_timer(
+                    self.ring_depth() as u32,
+                    self.eventfd_src.raw(),
+                ),
+            ));
+        }
 
         // This will only dispatch if we run out of sqes. Which means until
         // flush_rings! nothing is really send to the kernel...
@@ -1850,10 +1892,28 @@ impl Reactor {
         if should_sleep {
             // We are about to go to sleep. It's ok to sleep, but if there
             // is a timer set, we need to make sure we wake up to handle it.
-            if let Some(dur) = user_timer {
-                self.latency_preemption_timeout_src
-                    .set(Some(lat_ring.prepare_latency_preemption_timer(dur)));
-                assert!(flush_rings!(lat_ring)? > 0);
+            // corvus: the user timer has a slot of its own, so the preempt timer does not
+            // cancel it, and one still pending is kept while it fires at most 1 ms before
+            // the earliest timer (an early wake finds nothing due and arms it again).
+            match user_timer {
+                Some(dur) => {
+                    let deadline = Instant::now() + dur;
+                    let keep =
+                        self.user_timer_deadline.get().is_some_and(|d| {
+                            d <= deadline && d + Duration::from_millis(1) >= deadline
+                        }) && self.user_timer_pending();
+                    if !keep {
+                        drop(self.user_timer_src.take());
+                        self.user_timer_deadline.set(Some(deadline));
+                        self.user_timer_src
+                            .set(Some(lat_ring.prepare_latency_preemption_timer(dur)));
+                        assert!(flush_rings!(lat_ring)? > 0);
+                    }
+                }
+                None => {
+                    drop(self.user_timer_src.take());
+                    self.user_timer_deadline.set(None);
+                }
             }
             // From this moment on the remote executors are aware that we are sleeping
             // We have to sweep the remote channels function once more because since
@@ -1880,8 +1940,13 @@ impl Reactor {
         }
 
         if let Some(preempt) = preempt_timer() {
-            self.latency_preemption_timeout_src
-                .set(Some(lat_ring.prepare_latency_preemption_timer(preempt)));
+            if !(self.latency_preempt_deadline.get().is_some() && self.latency_timer_pending()) {
+                drop(self.latency_preemption_timeout_src.take());
+                self.latency_preempt_deadline
+                    .set(Some(Instant::now() + preempt));
+                self.latency_preemption_timeout_src
+                    .set(Some(lat_ring.prepare_latency_preemption_timer(preempt)));
+            }
             flush_rings!(lat_ring, main_ring)?;
         }
 
