@@ -1215,16 +1215,43 @@ impl UringCommon for SleepableRing {
     }
 }
 
+/// corvus: a timeout armed in the latency ring, with the instant it fires.
+struct ArmedTimer {
+    source: Source,
+    fires: Instant,
+}
+
+impl ArmedTimer {
+    fn arm(ring: &mut SleepableRing, after: Duration) -> Self {
+        ArmedTimer {
+            fires: Instant::now() + after,
+            source: ring.prepare_latency_preemption_timer(after),
+        }
+    }
+
+    /// Not fired yet (nor cancelled).
+    fn pending(&self) -> bool {
+        self.source.result().is_none()
+    }
+}
+
+/// corvus: leaves what `slot` holds there when `keep` says so, else drops it (a pending
+/// timer's drop cancels it); whether it was kept.
+fn keep_if<T>(slot: &Cell<Option<T>>, keep: impl FnOnce(&T) -> bool) -> bool {
+    let kept = slot.take().filter(|t| keep(t));
+    let was_kept = kept.is_some();
+    slot.set(kept);
+    was_kept
+}
+
 pub(crate) struct Reactor {
     // FIXME: it is starting to feel we should clean this up to a Inner pattern
     main_ring: RefCell<SleepableRing>,
     latency_ring: RefCell<SleepableRing>,
     poll_ring: RefCell<PollRing>,
 
-    latency_preemption_timeout_src: Cell<Option<Source>>,
-    latency_preempt_deadline: Cell<Option<Instant>>,
-    user_timer_src: Cell<Option<Source>>,
-    user_timer_deadline: Cell<Option<Instant>>,
+    latency_preemption_timeout_src: Cell<Option<ArmedTimer>>,
+    user_timer_src: Cell<Option<ArmedTimer>>,
     throughput_preemption_timeout_src: Cell<Option<Source>>,
 
     link_fd: RawFd,
@@ -1356,9 +1383,7 @@ impl Reactor {
             latency_ring: RefCell::new(latency_ring),
             poll_ring: RefCell::new(poll_ring),
             latency_preemption_timeout_src: Cell::new(None),
-            latency_preempt_deadline: Cell::new(None),
             user_timer_src: Cell::new(None),
-            user_timer_deadline: Cell::new(None),
             throughput_preemption_timeout_src: Cell::new(None),
             blocking_thread,
             link_fd,
@@ -1742,20 +1767,6 @@ impl Reactor {
         ring.sleep(&link_rings).or_else(Self::busy_ok).map(|_| {})
     }
 
-    fn latency_timer_pending(&self) -> bool {
-        let t = self.latency_preemption_timeout_src.take();
-        let pending = t.as_ref().is_some_and(|s| s.result().is_none());
-        self.latency_preemption_timeout_src.set(t);
-        pending
-    }
-
-    fn user_timer_pending(&self) -> bool {
-        let t = self.user_timer_src.take();
-        let pending = t.as_ref().is_some_and(|s| s.result().is_none());
-        self.user_timer_src.set(t);
-        pending
-    }
-
     pub(crate) fn poll_io(&self, woke: &mut usize) -> io::Result<()> {
         self.poll_ring.borrow_mut().poll(woke)?;
         self.main_ring.borrow_mut().poll(woke)?;
@@ -1844,28 +1855,21 @@ impl Reactor {
         // and all of the wanted period from now, instead of being cancelled and armed
         // again on every pass (two io_uring operations, each its own io_uring_enter on the
         // latency ring, per pass of the executor's loop).
-        let keep_latency = match (preempt_timer(), self.latency_preempt_deadline.get()) {
-            (Some(d), Some(deadline)) => {
-                let now = Instant::now();
-                self.latency_timer_pending() && deadline >= now + d / 2 && deadline <= now + d
-            }
-            _ => false,
-        };
-        if !keep_latency {
-            drop(self.latency_preemption_timeout_src.take());
-            self.latency_preempt_deadline.set(None);
-        }
+        let now = Instant::now();
+        keep_if(&self.latency_preemption_timeout_src, |t| {
+            t.pending()
+                && preempt_timer().is_some_and(|d| t.fires >= now + d / 2 && t.fires <= now + d)
+        });
 
         // Schedule the throughput-based timeout immediately: it won't matter if we end
         // up sleeping.
         // corvus: the throughput timer counts completions; one still pending is kept
         // (it may then fire after completions of several passes, a harmless extra
         // preemption) instead of being cancelled and armed again on every pass.
-        let tp = self.throughput_preemption_timeout_src.take();
-        let tp_pending = tp.as_ref().is_some_and(|s| s.result().is_none());
-        self.throughput_preemption_timeout_src.set(tp);
-        if !tp_pending {
-            self.throughput_preemption_timeout_src.replace(Some(
+        if !keep_if(&self.throughput_preemption_timeout_src, |s| {
+            s.result().is_none()
+        }) {
+            self.throughput_preemption_timeout_src.set(Some(
                 main_ring.prepare_throughput_preemption_timer(
                     self.ring_depth() as u32,
                     self.eventfd_src.raw(),
@@ -1897,23 +1901,17 @@ impl Reactor {
             // the earliest timer (an early wake finds nothing due and arms it again).
             match user_timer {
                 Some(dur) => {
-                    let deadline = Instant::now() + dur;
-                    let keep =
-                        self.user_timer_deadline.get().is_some_and(|d| {
-                            d <= deadline && d + Duration::from_millis(1) >= deadline
-                        }) && self.user_timer_pending();
-                    if !keep {
-                        drop(self.user_timer_src.take());
-                        self.user_timer_deadline.set(Some(deadline));
+                    let due = Instant::now() + dur;
+                    let kept = keep_if(&self.user_timer_src, |t| {
+                        t.pending() && t.fires <= due && t.fires + Duration::from_millis(1) >= due
+                    });
+                    if !kept {
                         self.user_timer_src
-                            .set(Some(lat_ring.prepare_latency_preemption_timer(dur)));
+                            .set(Some(ArmedTimer::arm(&mut lat_ring, dur)));
                         assert!(flush_rings!(lat_ring)? > 0);
                     }
                 }
-                None => {
-                    drop(self.user_timer_src.take());
-                    self.user_timer_deadline.set(None);
-                }
+                None => drop(self.user_timer_src.take()),
             }
             // From this moment on the remote executors are aware that we are sleeping
             // We have to sweep the remote channels function once more because since
@@ -1940,12 +1938,9 @@ impl Reactor {
         }
 
         if let Some(preempt) = preempt_timer() {
-            if !(self.latency_preempt_deadline.get().is_some() && self.latency_timer_pending()) {
-                drop(self.latency_preemption_timeout_src.take());
-                self.latency_preempt_deadline
-                    .set(Some(Instant::now() + preempt));
+            if !keep_if(&self.latency_preemption_timeout_src, ArmedTimer::pending) {
                 self.latency_preemption_timeout_src
-                    .set(Some(lat_ring.prepare_latency_preemption_timer(preempt)));
+                    .set(Some(ArmedTimer::arm(&mut lat_ring, preempt)));
             }
             flush_rings!(lat_ring, main_ring)?;
         }
