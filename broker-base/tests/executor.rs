@@ -2,21 +2,24 @@
 //! `CORVUS.md` lists its changes), checked on bare executors: runnable work is never left
 //! parked, and timers kept armed across passes still fire, never early.
 
+use std::future::Future;
 use std::rc::Rc;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use glommio::{Latency, LocalExecutorBuilder, Shares};
 
-/// Runs `work` on an executor of its own thread; `None` if it has not ended within `limit`
-/// (the thread is then left behind, parked, and the test fails).
-fn on_executor<T: Send + 'static>(
-    limit: Duration,
-    work: impl FnOnce() -> T + Send + 'static,
-) -> Option<T> {
+/// Runs the future `work` makes on a fresh executor of its own thread; `None` if it has not
+/// ended within `limit` (the thread is then left behind, parked, and the test fails).
+fn on_executor<T, F>(limit: Duration, work: impl FnOnce() -> F + Send + 'static) -> Option<T>
+where
+    T: Send + 'static,
+    F: Future<Output = T>,
+{
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
-        let _ = tx.send(work());
+        let ex = LocalExecutorBuilder::default().make().expect("an executor");
+        let _ = tx.send(ex.run(work()));
     });
     rx.recv_timeout(limit).ok()
 }
@@ -36,45 +39,42 @@ fn two_busy_queues_that_yield_both_run_to_their_end() {
     // spin: rounds often begin with the preemption flag already set. A round that then
     // reported "nothing ran" parked the executor with both queues runnable, for good (within
     // the first 3 s here, with the timers kept armed across passes).
-    let counts = on_executor(Duration::from_secs(30), || {
-        let ex = LocalExecutorBuilder::default().make().expect("an executor");
-        ex.run(async {
-            let executor = glommio::executor();
-            let queues = [
-                executor.create_task_queue(
-                    Shares::Static(1000),
-                    Latency::Matters(Duration::from_millis(1)),
-                    "a",
-                ),
-                executor.create_task_queue(
-                    Shares::Static(1000),
-                    Latency::Matters(Duration::from_millis(1)),
-                    "b",
-                ),
-            ];
-            let start = Instant::now();
-            let mut tasks = Vec::new();
-            for queue in queues {
-                let task = glommio::spawn_local_into(
-                    async move {
-                        let mut passes = 0u32;
-                        while start.elapsed() < Duration::from_millis(3000) {
-                            busy_then_yield(Duration::from_millis(2)).await;
-                            passes += 1;
-                        }
-                        passes
-                    },
-                    queue,
-                )
-                .expect("a task");
-                tasks.push(task);
-            }
-            let mut counts = Vec::new();
-            for task in tasks {
-                counts.push(task.await);
-            }
-            counts
-        })
+    let counts = on_executor(Duration::from_secs(30), || async {
+        let executor = glommio::executor();
+        let queues = [
+            executor.create_task_queue(
+                Shares::Static(1000),
+                Latency::Matters(Duration::from_millis(1)),
+                "a",
+            ),
+            executor.create_task_queue(
+                Shares::Static(1000),
+                Latency::Matters(Duration::from_millis(1)),
+                "b",
+            ),
+        ];
+        let start = Instant::now();
+        let mut tasks = Vec::new();
+        for queue in queues {
+            let task = glommio::spawn_local_into(
+                async move {
+                    let mut passes = 0u32;
+                    while start.elapsed() < Duration::from_millis(3000) {
+                        busy_then_yield(Duration::from_millis(2)).await;
+                        passes += 1;
+                    }
+                    passes
+                },
+                queue,
+            )
+            .expect("a task");
+            tasks.push(task);
+        }
+        let mut counts = Vec::new();
+        for task in tasks {
+            counts.push(task.await);
+        }
+        counts
     });
     let counts = counts.expect("the executor parked with runnable queues and never ended");
     assert!(
@@ -87,37 +87,33 @@ fn two_busy_queues_that_yield_both_run_to_their_end() {
 fn timers_beside_a_busy_queue_fire_and_never_early() {
     // A timer kept armed across the executor's passes may wake the core up to 1 ms early;
     // what a task sees must still be a sleep of at least what it asked.
-    let slept = on_executor(Duration::from_secs(30), || {
-        let ex = LocalExecutorBuilder::default().make().expect("an executor");
-        ex.run(async {
-            let executor = glommio::executor();
-            let busy =
-                executor.create_task_queue(Shares::Static(1000), Latency::NotImportant, "busy");
-            let done = Rc::new(std::cell::Cell::new(false));
-            let spinner = {
-                let done = done.clone();
-                glommio::spawn_local_into(
-                    async move {
-                        while !done.get() {
-                            busy_then_yield(Duration::from_micros(300)).await;
-                        }
-                    },
-                    busy,
-                )
-                .expect("a task")
-            };
-            let mut slept = Vec::new();
-            for i in 0..40u64 {
-                // Deadlines that move a little each time, as read timeouts pushed forward do.
-                let want = Duration::from_millis(3 + i % 5);
-                let start = Instant::now();
-                glommio::timer::sleep(want).await;
-                slept.push((want, start.elapsed()));
-            }
-            done.set(true);
-            spinner.await;
-            slept
-        })
+    let slept = on_executor(Duration::from_secs(30), || async {
+        let executor = glommio::executor();
+        let busy = executor.create_task_queue(Shares::Static(1000), Latency::NotImportant, "busy");
+        let done = Rc::new(std::cell::Cell::new(false));
+        let spinner = {
+            let done = done.clone();
+            glommio::spawn_local_into(
+                async move {
+                    while !done.get() {
+                        busy_then_yield(Duration::from_micros(300)).await;
+                    }
+                },
+                busy,
+            )
+            .expect("a task")
+        };
+        let mut slept = Vec::new();
+        for i in 0..40u64 {
+            // Deadlines that move a little each time, as read timeouts pushed forward do.
+            let want = Duration::from_millis(3 + i % 5);
+            let start = Instant::now();
+            glommio::timer::sleep(want).await;
+            slept.push((want, start.elapsed()));
+        }
+        done.set(true);
+        spinner.await;
+        slept
     })
     .expect("the executor parked and its timers never fired");
     for (want, got) in slept {
