@@ -1,6 +1,7 @@
 //! What the broker's cores need of the glommio corvus carries (`vendor/glommio`, whose
 //! `CORVUS.md` lists its changes), checked on bare executors: runnable work is never left
-//! parked, and timers kept armed across passes still fire, never early.
+//! parked, timers kept armed across passes still fire, never early, and a core with
+//! nothing to do stays asleep.
 
 use std::future::Future;
 use std::rc::Rc;
@@ -18,7 +19,11 @@ where
 {
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
-        let ex = LocalExecutorBuilder::default().make().expect("an executor");
+        // The broker's cores' preempt period (`IO_REAP_INTERVAL_MAX`).
+        let ex = LocalExecutorBuilder::default()
+            .preempt_timer(Duration::from_millis(10))
+            .make()
+            .expect("an executor");
         let _ = tx.send(ex.run(work()));
     });
     rx.recv_timeout(limit).ok()
@@ -119,4 +124,37 @@ fn timers_beside_a_busy_queue_fire_and_never_early() {
     for (want, got) in slept {
         assert!(got >= want, "a sleep of {want:?} ended after {got:?}");
     }
+}
+
+/// The calling thread's voluntary context switches so far: one per sleep of an executor
+/// thread (each wait in io_uring that blocks).
+fn voluntary_switches() -> u64 {
+    let status = std::fs::read_to_string("/proc/thread-self/status").expect("its status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("voluntary_ctxt_switches")
+}
+
+#[test]
+fn an_idle_executor_stays_asleep() {
+    // Tasks that ran leave the preempt timer armed across the next sleep; it may end that
+    // sleep once, and is not armed again until tasks run. An executor that armed it at every
+    // wake-up and kept it would wake every 10 ms for good with nothing to do.
+    let woke = on_executor(Duration::from_secs(30), || async {
+        for _ in 0..50 {
+            busy_then_yield(Duration::from_micros(200)).await;
+        }
+        let before = voluntary_switches();
+        glommio::timer::sleep(Duration::from_millis(300)).await;
+        voluntary_switches() - before
+    })
+    .expect("the executor never ended its sleep");
+    // The sleep itself, one wake-up by the preempt timer left armed and its sleep after; a
+    // timer re-armed at every wake-up would have made about 30.
+    assert!(
+        woke <= 6,
+        "an idle executor woke {woke} times in 300 ms with nothing to do"
+    );
 }

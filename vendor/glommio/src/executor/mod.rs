@@ -1337,6 +1337,8 @@ impl LocalExecutor {
                 return false;
             } else {
                 ran = true;
+                // corvus: lets the reactor keep the preempt timer across the next sleep.
+                self.reactor.sys.tasks_ran();
             }
         }
         ran

@@ -1071,14 +1071,18 @@ impl SleepableRing {
 
             // We have now prepared the SQE that links the two rings. We now need to submit
             // it successfully to be able to safely sleep.
-
-            if self
-                .submit_sqes()
+            // corvus: submitted and waited for in one io_uring_enter instead of two: the
+            // kernel waits only once everything given is submitted, and returns how many
+            // were.
+            let submitted = self
+                .ring
+                .submit_sqes_and_wait(1)
+                .map(|n| n as usize)
                 .or_else(Reactor::busy_ok)
                 .or_else(Reactor::again_ok)
-                .or_else(Reactor::intr_ok)?
-                != 1
-            {
+                .or_else(Reactor::intr_ok)?;
+            self.in_kernel += submitted;
+            if submitted != 1 {
                 // We failed to submit the `SQE` that links the rings. Just can't sleep.
                 // Waiting here is unsafe because we could end up waiting much longer than
                 // needed.
@@ -1086,14 +1090,8 @@ impl SleepableRing {
                 unsafe { crate::uring_sys::io_uring_prep_nop(sqe_ptr) };
                 Err(io::Error::from_raw_os_error(libc::EBUSY))
             } else {
-                // The rings are linked. Goodnight!
-                self.ring
-                    .cq()
-                    .wait(1)
-                    .map(|_| 1)
-                    .or_else(Reactor::busy_ok)
-                    .or_else(Reactor::again_ok)
-                    .or_else(Reactor::intr_ok)
+                // The rings were linked, and we slept.
+                Ok(1)
             }
         } else {
             // Can't link rings because we ran out of `CQE`s. Just can't sleep.
@@ -1215,6 +1213,15 @@ impl UringCommon for SleepableRing {
     }
 }
 
+/// corvus: how much earlier than wanted a kept user timer may fire (an early wake-up finds
+/// nothing due and arms the timer again).
+const USER_TIMER_EARLY_MAX: Duration = Duration::from_millis(1);
+
+/// corvus: how much later than wanted a kept user timer may fire. The wanted instant is
+/// worked out from a duration measured a few microseconds before, by a varying amount;
+/// without this allowance about every other sleep re-armed the same timer.
+const USER_TIMER_LATE_MAX: Duration = Duration::from_micros(100);
+
 /// corvus: a timeout armed in the latency ring, with the instant it fires.
 struct ArmedTimer {
     source: Source,
@@ -1251,6 +1258,8 @@ pub(crate) struct Reactor {
     poll_ring: RefCell<PollRing>,
 
     latency_preemption_timeout_src: Cell<Option<ArmedTimer>>,
+    /// corvus: a task ran since the core last slept (see `Reactor::tasks_ran`).
+    tasks_ran: Cell<bool>,
     user_timer_src: Cell<Option<ArmedTimer>>,
     throughput_preemption_timeout_src: Cell<Option<Source>>,
 
@@ -1383,6 +1392,7 @@ impl Reactor {
             latency_ring: RefCell::new(latency_ring),
             poll_ring: RefCell::new(poll_ring),
             latency_preemption_timeout_src: Cell::new(None),
+            tasks_ran: Cell::new(false),
             user_timer_src: Cell::new(None),
             throughput_preemption_timeout_src: Cell::new(None),
             blocking_thread,
@@ -1855,10 +1865,17 @@ impl Reactor {
         // and all of the wanted period from now, instead of being cancelled and armed
         // again on every pass (two io_uring operations, each its own io_uring_enter on the
         // latency ring, per pass of the executor's loop).
+        // A pending one is kept across a sleep too when tasks ran since the last sleep: it
+        // may then end that sleep (one wake-up at most per period, after which none is
+        // armed until tasks run again), where cancelling it before each sleep and arming it
+        // after each wake-up cost two operations and two io_uring_enter calls per sleep.
         let now = Instant::now();
         keep_if(&self.latency_preemption_timeout_src, |t| {
             t.pending()
-                && preempt_timer().is_some_and(|d| t.fires >= now + d / 2 && t.fires <= now + d)
+                && match preempt_timer() {
+                    Some(d) => t.fires >= now + d / 2 && t.fires <= now + d,
+                    None => self.tasks_ran.get(),
+                }
         });
 
         // Schedule the throughput-based timeout immediately: it won't matter if we end
@@ -1898,12 +1915,17 @@ impl Reactor {
             // is a timer set, we need to make sure we wake up to handle it.
             // corvus: the user timer has a slot of its own, so the preempt timer does not
             // cancel it, and one still pending is kept while it fires at most 1 ms before
-            // the earliest timer (an early wake finds nothing due and arms it again).
+            // and 100 µs after the earliest timer (an early wake finds nothing due and arms
+            // it again).
             match user_timer {
                 Some(dur) => {
                     let due = Instant::now() + dur;
+                    // `dur` was measured from an instant a little before `due`'s, by a
+                    // varying few microseconds: a timer kept may fire that much late.
                     let kept = keep_if(&self.user_timer_src, |t| {
-                        t.pending() && t.fires <= due && t.fires + Duration::from_millis(1) >= due
+                        t.pending()
+                            && t.fires <= due + USER_TIMER_LATE_MAX
+                            && t.fires + USER_TIMER_EARLY_MAX >= due
                     });
                     if !kept {
                         self.user_timer_src
@@ -1924,6 +1946,7 @@ impl Reactor {
             membarrier::heavy();
             let events = process_remote_channels() + self.flush_syscall_thread();
             if events == 0 {
+                self.tasks_ran.set(false);
                 if self.eventfd_src.is_installed().unwrap() {
                     self.link_rings_and_sleep(&mut main_ring)
                         .expect("some error");
@@ -1953,6 +1976,11 @@ impl Reactor {
         // need_preempt() should be false at this point. As soon as the next event
         // in the preempt ring completes, though, then it will be true.
         Ok(should_sleep)
+    }
+
+    /// corvus: the executor ran tasks in this pass; see the preempt timer in `wait`.
+    pub(crate) fn tasks_ran(&self) {
+        self.tasks_ran.set(true);
     }
 
     pub(crate) fn flush_syscall_thread(&self) -> usize {
