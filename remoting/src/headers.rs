@@ -138,6 +138,19 @@ impl Out {
             None => self,
         }
     }
+
+    /// A string value, copied as it is.
+    fn put_str(mut self, name: &str, v: &str) -> Self {
+        self.0.set(name, v);
+        self
+    }
+
+    fn put_opt_str(self, name: &str, v: &Option<String>) -> Self {
+        match v {
+            Some(v) => self.put_str(name, v),
+            None => self,
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -833,12 +846,17 @@ impl ExtHeader for SendMessageResponseHeader {
     }
 
     fn to_ext_fields(&self) -> ExtFields {
-        Out::default()
-            .put("msgId", &self.msg_id)
+        // Every send's answer: sized up front (the keys, two numbers and the strings), so
+        // that building it allocates twice rather than growing as it goes.
+        let strings = self.msg_id.len()
+            + self.transaction_id.as_ref().map_or(0, String::len)
+            + self.recall_handle.as_ref().map_or(0, String::len);
+        Out(ExtFields::with_capacity(strings + 80, 5))
+            .put_str("msgId", &self.msg_id)
             .put("queueId", self.queue_id)
             .put("queueOffset", self.queue_offset)
-            .put_opt("transactionId", &self.transaction_id)
-            .put_opt("recallHandle", &self.recall_handle)
+            .put_opt_str("transactionId", &self.transaction_id)
+            .put_opt_str("recallHandle", &self.recall_handle)
             .0
     }
 }
