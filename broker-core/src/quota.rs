@@ -148,6 +148,12 @@ impl Quotas {
         st.text = cfg.quotas.clone();
     }
 
+    /// Whether any quota applies (configured, or kept from before a change): when none
+    /// does, [`Quotas::admit`] lets everything through without reading the clock.
+    pub fn enforcing(&self, cfg: &BrokerConfig) -> bool {
+        !cfg.quotas.is_empty() || !self.state.borrow().rules.is_empty()
+    }
+
     /// Lets `ask` through, or refuses it with the first rule it is over, its value and
     /// when to retry. A refused ask takes nothing from any rule: every rule it falls under
     /// is checked before any is charged.
@@ -157,7 +163,7 @@ impl Quotas {
         cfg: &BrokerConfig,
         now: Instant,
     ) -> Result<(), BrokerError> {
-        if cfg.quotas.is_empty() && self.state.borrow().rules.is_empty() {
+        if !self.enforcing(cfg) {
             return Ok(());
         }
         self.follow(cfg, now);

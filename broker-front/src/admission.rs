@@ -23,8 +23,12 @@ pub struct QuotaSeat(RefCell<Option<String>>);
 impl Front {
     /// Lets `ask` through this core's quotas, or counts the refusal under its limit.
     pub fn admit(&self, ask: &Ask<'_>) -> Result<(), BrokerError> {
+        let cfg = self.config();
+        if !self.quotas.enforcing(&cfg) {
+            return Ok(());
+        }
         self.quotas
-            .admit(ask, &self.config(), std::time::Instant::now())
+            .admit(ask, &cfg, std::time::Instant::now())
             .inspect_err(|e| {
                 if let BrokerError::Quota(q) = e {
                     self.shared.metrics.count_quota_refusal(&q.limit);
@@ -103,7 +107,6 @@ impl Front {
         body: &[u8],
     ) -> Result<(), BrokerError> {
         let field = |names: &[&str]| names.iter().find_map(|n| req.ext(n)).unwrap_or("");
-        let account = req.ext("AccessKey").unwrap_or(ANONYMOUS);
         let data = matches!(
             req.code,
             request::SEND_MESSAGE
@@ -116,9 +119,19 @@ impl Front {
                 | request::POP_MESSAGE
                 | request::POP_LITE_MESSAGE
         );
-        if data {
-            self.admit_connection(&client.quota_seat, account)?;
+        // The header's fields are read only when a quota could use them: the connection is
+        // counted once, and every later request of it looks at no field when no quota is set.
+        let seated = client.quota_seat.0.borrow().is_some();
+        if data && !seated {
+            self.admit_connection(
+                &client.quota_seat,
+                req.ext("AccessKey").unwrap_or(ANONYMOUS),
+            )?;
         }
+        if !self.quotas.enforcing(&self.config()) {
+            return Ok(());
+        }
+        let account = req.ext("AccessKey").unwrap_or(ANONYMOUS);
         match req.code {
             request::SEND_MESSAGE
             | request::SEND_MESSAGE_V2
