@@ -481,10 +481,13 @@ async fn send(
     // A priority message (RocketMQ 5.4) goes to the core's queue of its priority, whatever
     // queue the client named; one of a type ranked before PRIORITY loses the property. A
     // batch is stored as the client sent it, as RocketMQ's broker stores one.
-    let priority = if batch {
+    // Most sends name no priority: one search of the properties tells, where parsing them
+    // took a pass over every pair.
+    let props = h.properties.unwrap_or("");
+    let priority = if batch || !props.contains(PROPERTY_PRIORITY) {
         Priority::None
     } else {
-        priority_of(remoting::message::properties_of(h.properties.unwrap_or("")))
+        priority_of(remoting::message::properties_of(props))
     };
     let global = match priority {
         Priority::Level(p) => priority_queue(&queues.ids, cfg.write_queues, p).unwrap_or(global),
@@ -520,7 +523,7 @@ async fn send(
             .iter()
             .map(|(k, v)| k.len() + v.len() + 2)
             .sum::<usize>();
-    let props_len = h.properties.map_or(0, str::len);
+    let props_len = props.len();
     let records_max = messages.as_ref().map_or(1, Vec::len);
     let mut records = Vec::with_capacity(body.len() + props_len + records_max * per_record);
     // Each record's length, for its offset message id.
@@ -570,7 +573,7 @@ async fn send(
             add(&m.body, m.flag, &m.properties)?;
         }
     } else {
-        add(&body, h.flag, h.properties.unwrap_or(""))?;
+        add(&body, h.flag, props)?;
     }
     let count = lens.len() as u32;
     if is_request {
@@ -581,7 +584,7 @@ async fn send(
     // A message of a LITE parent goes to the queue that holds its lite topic
     // (`broker_core::lite`), on whichever core that is.
     let lite = if broker_core::lite::is_lite_topic(&core.topics.borrow(), topic) {
-        let named = remoting::message::properties_of(h.properties.unwrap_or(""))
+        let named = remoting::message::properties_of(props)
             .find(|(k, _)| *k == broker_core::lite::PROPERTY_LITE_TOPIC)
             .map(|(_, v)| v.to_owned());
         match named {
@@ -619,7 +622,7 @@ async fn send(
     let transaction_id = if batch {
         None
     } else {
-        remoting::message::properties_of(h.properties.unwrap_or(""))
+        remoting::message::properties_of(props)
             .find(|(k, _)| *k == remoting::message::property::UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
             .map(|(_, v)| v.to_owned())
     };
