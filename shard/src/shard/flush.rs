@@ -165,6 +165,7 @@ impl Shard {
     /// to `write_queue_depth` writes in flight, until none is left.
     async fn write_sealed(&self, seal: bool) -> Result<(), ShardError> {
         let inner = &self.inner;
+        inner.flush_step.set("waiting for the flush lock");
         let _permit = inner
             .flush_lock
             .acquire_permit(1)
@@ -185,6 +186,7 @@ impl Shard {
         // overlapping O_DIRECT writes in flight together may land in either order.
         let mut submitted_end = 0u64;
         loop {
+            inner.flush_step.set("submitting chunk writes");
             while failed.is_none() && in_flight.len() < depth {
                 let Some(chunk) = inner.log.borrow().unwritten_at(in_flight.len()) else {
                     break;
@@ -194,6 +196,7 @@ impl Shard {
                 }
                 submitted_end = chunk.base + chunk.buf.len() as u64;
                 let seg = inner.log.borrow().segment_start(chunk.base);
+                inner.flush_step.set("opening or creating a segment");
                 let file = match self.segment_file(seg).await {
                     Ok(f) => f,
                     Err(ShardError::Io(e)) => {
@@ -221,6 +224,7 @@ impl Shard {
             let Some(write) = in_flight.pop_front() else {
                 break;
             };
+            inner.flush_step.set("waiting for a chunk write");
             match write.await {
                 Some(Ok(())) if failed.is_none() => {
                     inner.log.borrow_mut().mark_written();
@@ -353,6 +357,9 @@ pub(super) async fn flusher(weak: Weak<Inner>, signals: Rc<Signals>) {
         // on. The pass that succeeds clears it and the writes resume by themselves.
         let blocked = weak.upgrade().is_some_and(|i| i.blocked.borrow().is_some());
         if blocked {
+            if let Some(inner) = weak.upgrade() {
+                inner.flush_step.set("waiting to retry creating a segment");
+            }
             futures_lite::future::or(
                 signals.stop.wait(),
                 glommio::timer::sleep(SEGMENT_CREATE_RETRY),
@@ -428,7 +435,63 @@ pub(super) async fn flusher(weak: Weak<Inner>, signals: Rc<Signals>) {
             }
         };
         if let Some(idle) = wait {
+            if let Some(inner) = weak.upgrade() {
+                inner.flush_step.set("waiting for a sealed chunk");
+            }
             signals.flush_wake.wait_timeout(idle).await;
+        }
+    }
+}
+
+/// How long the CommitLog may hold unwritten bytes without writing any before a warning.
+const WRITES_STALLED_WARN: Duration = Duration::from_secs(5);
+
+/// Warns when the CommitLog holds unwritten bytes and none was written for
+/// [`WRITES_STALLED_WARN`] (again every minute while it lasts), naming what the flusher
+/// waits for: sends are refused ("the disk is behind") while the disk may be idle.
+pub(super) async fn write_watchdog(weak: Weak<Inner>) {
+    let mut last = None;
+    let mut since = Instant::now();
+    let mut warned: Option<Instant> = None;
+    loop {
+        glommio::timer::sleep(Duration::from_secs(1)).await;
+        let Some(inner) = weak.upgrade() else {
+            return;
+        };
+        if inner.closed.get() {
+            return;
+        }
+        let (written, unwritten, sealed) = {
+            let log = inner.log.borrow();
+            (
+                log.written_offset,
+                log.unwritten_bytes(),
+                log.unwritten.len(),
+            )
+        };
+        if unwritten == 0 || last != Some(written) {
+            last = Some(written);
+            since = Instant::now();
+            warned = None;
+            continue;
+        }
+        let stalled = since.elapsed();
+        let due = match warned {
+            None => stalled >= WRITES_STALLED_WARN,
+            Some(at) => at.elapsed() >= Duration::from_secs(60),
+        };
+        if due {
+            warned = Some(Instant::now());
+            tracing::warn!(
+                shard = inner.config.shard_id,
+                written,
+                unwritten,
+                sealed_chunks = sealed,
+                flusher = inner.flush_step.get(),
+                "the CommitLog wrote nothing for {} s with {unwritten} bytes unwritten; the flusher is {}",
+                stalled.as_secs(),
+                inner.flush_step.get()
+            );
         }
     }
 }

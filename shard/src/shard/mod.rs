@@ -269,6 +269,9 @@ struct Inner {
     /// Damaged log ranges never served, and what readers stepped over.
     quarantine: RefCell<Quarantine>,
     spare: Cell<Spare>,
+    /// Where the flusher is (what it waits for), for the warning of writes that make no
+    /// progress (`flush::write_watchdog`).
+    flush_step: Cell<&'static str>,
     /// The end of what this shard's replicas confirm (`u64::MAX`: no cap): readers are
     /// served up to it at most, so that a failover never takes back a record a consumer
     /// saw. Set by the broker's replication.
@@ -465,6 +468,7 @@ impl Shard {
             report,
             quarantine: RefCell::new(Quarantine::from_recovery(recovered.quarantined)),
             spare: Cell::new(Spare::Off),
+            flush_step: Cell::new("starting"),
             read_cap: Cell::new(u64::MAX),
             retention_floor: Cell::new(u64::MAX),
         });
@@ -476,6 +480,7 @@ impl Shard {
             shard.inner.signals.clone(),
         ))
         .detach();
+        glommio::spawn_local(flush::write_watchdog(Rc::downgrade(&shard.inner))).detach();
         glommio::spawn_local(retention_task(
             Rc::downgrade(&shard.inner),
             shard.inner.signals.clone(),
