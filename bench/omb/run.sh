@@ -179,6 +179,8 @@ one_run() {
      > "$OUT/omb-$wl-$kind-$n.log" 2>&1 || rc=$?
   load1=$(cut -d' ' -f1 /proc/loadavg)
   stop_pid "$BROKER_PID"; stop_pid "$NS_PID"
+  # The broker's own log, kept beside the results: what it said while refusing sends.
+  cp "$dir/broker.out" "$OUT/broker-$wl-$kind-$n.out" 2>/dev/null || true
   if [ -s "$json" ]; then
     python3 - "$json" "$kind" "$n" "$wl" "$load0" "$load1" <<'PY'
 import json, sys
@@ -191,7 +193,6 @@ PY
   else
     echo "OMB wrote no result for $kind/$wl (exit $rc); the last lines of its log:" >&2
     grep -v ' INFO ' "$OUT/omb-$wl-$kind-$n.log" | tail -20 >&2
-    cp "$dir/broker.out" "$OUT/broker-$wl-$kind-$n.out" 2>/dev/null || true
   fi
   rm -rf "$dir" "$SHM/$(basename "$dir")"
 }
