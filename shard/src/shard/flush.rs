@@ -178,8 +178,12 @@ impl Shard {
         // Up to `write_queue_depth` chunk writes in flight, completed in log order: the
         // written offset only ever covers a contiguous prefix.
         let depth = inner.config.write_queue_depth;
-        let mut in_flight: VecDeque<glommio::task::JoinHandle<std::io::Result<()>>> =
-            VecDeque::new();
+        // Each write's task with where it is (see `WriteStage`).
+        type InFlight = (
+            glommio::task::JoinHandle<std::io::Result<()>>,
+            Rc<Cell<WriteStage>>,
+        );
+        let mut in_flight: VecDeque<InFlight> = VecDeque::new();
         let mut failed: Option<(&'static str, std::io::Error)> = None;
         // End of the newest write submitted: a chunk starting below it (it rewrites the
         // partial block of a chunk sealed for a flush) waits until that write is done, since
@@ -210,22 +214,31 @@ impl Shard {
                         // still land before we report it; they are not marked written
                         // here, so the next pass writes those chunks again (same bytes,
                         // same place, none in flight then).
-                        while let Some(w) = in_flight.pop_front() {
+                        while let Some((w, _)) = in_flight.pop_front() {
                             let _ = w.await;
                         }
                         return Err(e);
                     }
                 };
-                let write =
-                    glommio::spawn_local(async move { file.write(chunk.buf, chunk.base).await })
-                        .detach();
-                in_flight.push_back(write);
+                let stage = Rc::new(Cell::new(WriteStage::Spawned));
+                let at = stage.clone();
+                let write = glommio::spawn_local(async move {
+                    at.set(WriteStage::Writing);
+                    let written = file.write(chunk.buf, chunk.base).await;
+                    at.set(WriteStage::Returned);
+                    written
+                })
+                .detach();
+                in_flight.push_back((write, stage));
             }
-            let Some(write) = in_flight.pop_front() else {
+            let Some((write, stage)) = in_flight.pop_front() else {
                 break;
             };
             inner.flush_step.set("waiting for a chunk write");
-            match write.await {
+            *inner.front_write.borrow_mut() = Some(stage);
+            let written = write.await;
+            *inner.front_write.borrow_mut() = None;
+            match written {
                 Some(Ok(())) if failed.is_none() => {
                     inner.log.borrow_mut().mark_written();
                     inner.signals.progress.notify_all();
@@ -443,6 +456,25 @@ pub(super) async fn flusher(weak: Weak<Inner>, signals: Rc<Signals>) {
     }
 }
 
+/// Where a chunk write is: its task not yet run, its write given to the kernel and not
+/// returned, or returned while its task has not ended.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum WriteStage {
+    Spawned,
+    Writing,
+    Returned,
+}
+
+impl WriteStage {
+    fn describe(self) -> &'static str {
+        match self {
+            WriteStage::Spawned => "its task has not run yet",
+            WriteStage::Writing => "written, not returned",
+            WriteStage::Returned => "returned, its task not ended",
+        }
+    }
+}
+
 /// How long the CommitLog may hold unwritten bytes without writing any before a warning.
 const WRITES_STALLED_WARN: Duration = Duration::from_secs(5);
 
@@ -482,13 +514,19 @@ pub(super) async fn write_watchdog(weak: Weak<Inner>) {
         };
         if due {
             warned = Some(Instant::now());
+            let front = inner
+                .front_write
+                .borrow()
+                .as_ref()
+                .map_or("none", |w| w.get().describe());
             tracing::warn!(
                 shard = inner.config.shard_id,
                 written,
                 unwritten,
                 sealed_chunks = sealed,
                 flusher = inner.flush_step.get(),
-                "the CommitLog wrote nothing for {} s with {unwritten} bytes unwritten; the flusher is {}",
+                oldest_write = front,
+                "the CommitLog wrote nothing for {} s with {unwritten} bytes unwritten; the flusher is {} (the oldest chunk write: {front})",
                 stalled.as_secs(),
                 inner.flush_step.get()
             );

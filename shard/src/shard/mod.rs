@@ -272,6 +272,8 @@ struct Inner {
     /// Where the flusher is (what it waits for), for the warning of writes that make no
     /// progress (`flush::write_watchdog`).
     flush_step: Cell<&'static str>,
+    /// Where the chunk write the flusher waits for is, while it waits.
+    front_write: RefCell<Option<Rc<Cell<flush::WriteStage>>>>,
     /// The end of what this shard's replicas confirm (`u64::MAX`: no cap): readers are
     /// served up to it at most, so that a failover never takes back a record a consumer
     /// saw. Set by the broker's replication.
@@ -469,6 +471,7 @@ impl Shard {
             quarantine: RefCell::new(Quarantine::from_recovery(recovered.quarantined)),
             spare: Cell::new(Spare::Off),
             flush_step: Cell::new("starting"),
+            front_write: RefCell::new(None),
             read_cap: Cell::new(u64::MAX),
             retention_floor: Cell::new(u64::MAX),
         });
