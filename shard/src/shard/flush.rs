@@ -469,7 +469,7 @@ impl WriteStage {
     fn describe(self) -> &'static str {
         match self {
             WriteStage::Spawned => "its task has not run yet",
-            WriteStage::Writing => "written, not returned",
+            WriteStage::Writing => "given to the kernel, not returned",
             WriteStage::Returned => "returned, its task not ended",
         }
     }
