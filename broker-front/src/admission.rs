@@ -20,6 +20,13 @@ use crate::front::Front;
 #[derive(Debug, Default)]
 pub struct QuotaSeat(RefCell<Option<String>>);
 
+impl QuotaSeat {
+    /// Whether the connection is counted already (its first send or pull was admitted).
+    fn is_taken(&self) -> bool {
+        self.0.borrow().is_some()
+    }
+}
+
 impl Front {
     /// Lets `ask` through this core's quotas, or counts the refusal under its limit.
     pub fn admit(&self, ask: &Ask<'_>) -> Result<(), BrokerError> {
@@ -43,7 +50,7 @@ impl Front {
         seat: &QuotaSeat,
         account: &str,
     ) -> Result<(), BrokerError> {
-        if seat.0.borrow().is_some() {
+        if seat.is_taken() {
             return Ok(());
         }
         self.quotas
@@ -121,8 +128,7 @@ impl Front {
         );
         // The header's fields are read only when a quota could use them: the connection is
         // counted once, and every later request of it looks at no field when no quota is set.
-        let seated = client.quota_seat.0.borrow().is_some();
-        if data && !seated {
+        if data && !client.quota_seat.is_taken() {
             self.admit_connection(
                 &client.quota_seat,
                 req.ext("AccessKey").unwrap_or(ANONYMOUS),
