@@ -477,10 +477,13 @@ impl WriteStage {
 
 /// How long the CommitLog may hold unwritten bytes without writing any before a warning.
 const WRITES_STALLED_WARN: Duration = Duration::from_secs(5);
+/// How often the warning comes again while the writes stay stalled.
+const WRITES_STALLED_REPEAT: Duration = Duration::from_secs(60);
 
 /// Warns when the CommitLog holds unwritten bytes and none was written for
-/// [`WRITES_STALLED_WARN`] (again every minute while it lasts), naming what the flusher
-/// waits for: sends are refused ("the disk is behind") while the disk may be idle.
+/// [`WRITES_STALLED_WARN`] (again every [`WRITES_STALLED_REPEAT`] while it lasts), naming
+/// what the flusher waits for: sends are refused ("the disk is behind") while the disk may
+/// be idle.
 pub(super) async fn write_watchdog(weak: Weak<Inner>) {
     let mut last = None;
     let mut since = Instant::now();
@@ -510,7 +513,7 @@ pub(super) async fn write_watchdog(weak: Weak<Inner>) {
         let stalled = since.elapsed();
         let due = match warned {
             None => stalled >= WRITES_STALLED_WARN,
-            Some(at) => at.elapsed() >= Duration::from_secs(60),
+            Some(at) => at.elapsed() >= WRITES_STALLED_REPEAT,
         };
         if due {
             warned = Some(Instant::now());
